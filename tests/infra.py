@@ -232,3 +232,73 @@ def push(tag: str) -> str:
 def remove_image(tag: str) -> None:
     """Best-effort local cleanup; the registry keeps what was pushed."""
     subprocess.run(["docker", "rmi", "-f", tag], capture_output=True, timeout=60, check=False)
+
+
+# -- direct registry API: fast fixtures (many tags, hand-made indexes) and deletions ------------------
+
+MANIFEST_ACCEPT = ", ".join(
+    (
+        "application/vnd.oci.image.index.v1+json",
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+        "application/vnd.oci.image.manifest.v1+json",
+        "application/vnd.docker.distribution.manifest.v2+json",
+    )
+)
+
+
+def get_manifest(registry_url: str, name: str, reference: str) -> tuple[bytes, str, str]:
+    """(body, media type, digest) of a manifest, straight from the registry."""
+    req = urllib.request.Request(
+        f"{registry_url}/v2/{name}/manifests/{reference}", headers={"Accept": MANIFEST_ACCEPT}
+    )
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return r.read(), r.headers.get("Content-Type", ""), r.headers.get("Docker-Content-Digest", "")
+
+
+def put_manifest(registry_url: str, name: str, reference: str, body: bytes, media_type: str) -> str:
+    """PUT a manifest (e.g. the same image under another tag, or a hand-made index); returns its digest."""
+    req = urllib.request.Request(
+        f"{registry_url}/v2/{name}/manifests/{reference}",
+        data=body,
+        method="PUT",
+        headers={"Content-Type": media_type},
+    )
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return r.headers.get("Docker-Content-Digest", "")
+
+
+def tag_many(registry_url: str, name: str, source_tag: str, tags: list[str]) -> str:
+    """Point every tag in ``tags`` at the manifest of ``source_tag`` (seconds, not a push per tag)."""
+    body, media_type, digest = get_manifest(registry_url, name, source_tag)
+    for t in tags:
+        put_manifest(registry_url, name, t, body, media_type)
+    return digest
+
+
+def delete_manifest(registry_url: str, name: str, digest: str) -> None:
+    """Delete a manifest by digest (distribution 2.8 has no tag delete: every tag on it goes too)."""
+    req = urllib.request.Request(f"{registry_url}/v2/{name}/manifests/{digest}", method="DELETE")
+    with urllib.request.urlopen(req, timeout=30) as r:
+        if r.status not in (200, 202):
+            raise RuntimeError(f"DELETE {name}@{digest}: {r.status}")
+
+
+def make_index(registry_url: str, name: str, entries: list[tuple[str, str, str]]) -> bytes:
+    """An OCI index over manifests already in ``name``: entries are (reference, os, architecture)."""
+    manifests = []
+    for ref, os_, arch in entries:
+        body, media_type, digest = get_manifest(registry_url, name, ref)
+        manifests.append(
+            {
+                "mediaType": media_type,
+                "digest": digest,
+                "size": len(body),
+                "platform": {"os": os_, "architecture": arch},
+            }
+        )
+    index = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": manifests,
+    }
+    return json.dumps(index).encode()
