@@ -1,0 +1,104 @@
+"""What a launcher needs to know about an engine, built from a model profile and the engine's config.
+
+Only the engine's own module knows its flags; launchers (Docker on the Box, a local process) and
+guards read the resulting :class:`EngineSpec` and nothing else.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from strix_pipeline.config import EngineConfig, ModelProfile
+
+GIB = 1024**3
+# Where a host's models directory appears inside an engine container.
+CONTAINER_MODELS_DIR = "/models"
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Memory a configuration claims up front, in GB, with where the number came from."""
+
+    what: str
+    gb: float
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    kind: str  # "llamacpp" | "vllm" | "sglang"
+    command: list[str]  # full argv: executable prefix + flags
+    port: int
+    served_model_name: str
+    model_path: str  # as the engine sees it (inside the container, or a local file)
+    ready_paths: tuple[str, ...]  # answered 200 in this order means "serves"
+    metrics_path: str
+    metrics_prefix: str  # "llamacpp:", "vllm:", "sglang:"
+    version_path: str | None  # endpoint giving the engine build, when it has one
+    flags: list[str] = field(default_factory=list)  # the flags that matter for comparability
+    reservations: list[Reservation] = field(default_factory=list)
+
+    @property
+    def executable(self) -> list[str]:
+        return self.command[: len(self.command) - len(self.flags)]
+
+    def command_line(self) -> str:
+        return shlex.join(self.command)
+
+    def reserved_gb(self) -> float:
+        return sum(r.gb for r in self.reservations)
+
+
+def served_name(profile: ModelProfile) -> str:
+    return profile.served_name or profile.model
+
+
+def extra_flags(kind: str, engine: EngineConfig, profile: ModelProfile) -> list[str]:
+    """Engine-wide flags first, then the profile's for this engine kind: the later one wins on repeat."""
+    return list(engine.extra_flags) + list(profile.extra_flags.get(kind, []))
+
+
+def flag_value(flags: list[str], name: str) -> str | None:
+    """The value of ``--name V`` or ``--name=V`` in an argv (the last one wins, as argparse does)."""
+    value = None
+    for i, f in enumerate(flags):
+        if f == name and i + 1 < len(flags):
+            value = flags[i + 1]
+        elif f.startswith(name + "="):
+            value = f.split("=", 1)[1]
+    return value
+
+
+def flag_gb(flags: list[str], name: str) -> float | None:
+    raw = flag_value(flags, name)
+    if raw is None:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        return None
+
+
+def container_model_path(path: str, models_dir: str | None) -> str:
+    """Map a profile's model path to where the engine container sees it.
+
+    A relative path is relative to the host's models directory; an absolute path under that
+    directory is rewritten below /models; any other absolute path is mounted on its own at
+    /models/<name> (see DockerLauncher's mounts), so the mapping is the same in both places.
+    """
+    p = PurePosixPath(path)
+    if not p.is_absolute():
+        return str(PurePosixPath(CONTAINER_MODELS_DIR) / p)
+    if models_dir:
+        try:
+            return str(PurePosixPath(CONTAINER_MODELS_DIR) / p.relative_to(PurePosixPath(models_dir)))
+        except ValueError:
+            pass
+    return str(PurePosixPath(CONTAINER_MODELS_DIR) / p.name)
+
+
+def common_reservations(profile: ModelProfile) -> list[Reservation]:
+    if profile.reserve_gb > 0:
+        return [Reservation("profile reserve_gb", profile.reserve_gb)]
+    return []

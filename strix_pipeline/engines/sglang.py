@@ -1,0 +1,69 @@
+"""SGLang: reserves its pool up front (--mem-fraction-static); HiCache also locks host RAM."""
+
+from __future__ import annotations
+
+from strix_pipeline.config import EngineConfig, ModelProfile
+from strix_pipeline.engines.base import (
+    EngineSpec,
+    Reservation,
+    common_reservations,
+    extra_flags,
+    flag_gb,
+    flag_value,
+    served_name,
+)
+
+KIND = "sglang"
+DEFAULT_PORT = 8081
+DEFAULT_EXECUTABLE = ["python3", "-m", "sglang.launch_server"]
+
+
+def build(
+    engine: EngineConfig,
+    profile: ModelProfile,
+    model_path: str,
+    *,
+    port: int | None = None,
+    bind_host: str = "0.0.0.0",
+    budget_gb: float | None = None,
+) -> EngineSpec:
+    port = port or engine.port or DEFAULT_PORT
+    flags = [
+        "--model-path", model_path,
+        "--served-model-name", served_name(profile),
+        "--context-length", str(profile.context_length),
+        "--mem-fraction-static", str(profile.memory_fraction),
+        "--max-running-requests", str(profile.parallel),
+        "--enable-metrics",
+        "--host", bind_host,
+        "--port", str(port),
+    ]  # fmt: skip
+    flags += extra_flags(KIND, engine, profile)
+    executable = list(engine.executable or DEFAULT_EXECUTABLE)
+    return EngineSpec(
+        kind=KIND,
+        command=executable + flags,
+        port=port,
+        served_model_name=served_name(profile),
+        model_path=model_path,
+        ready_paths=("/health", "/v1/models"),
+        metrics_path="/metrics",
+        metrics_prefix="sglang:",
+        version_path="/get_server_info",
+        flags=flags,
+        reservations=reservations(flags, profile, budget_gb),
+    )
+
+
+def reservations(flags: list[str], profile: ModelProfile, budget_gb: float | None) -> list[Reservation]:
+    out = common_reservations(profile)
+    fraction = float(flag_value(flags, "--mem-fraction-static") or profile.memory_fraction)
+    if budget_gb is not None:
+        out.append(
+            Reservation(f"--mem-fraction-static {fraction:g} x budget {budget_gb:g} GB", fraction * budget_gb)
+        )
+    # HiCache locks this much host RAM on top of the pool: on unified memory it can OOM the box.
+    hicache = flag_gb(flags, "--hicache-size")
+    if hicache:
+        out.append(Reservation(f"--hicache-size {hicache:g}", hicache))
+    return out

@@ -1,0 +1,192 @@
+"""Memory readers against a fixture tree in the real amdgpu/proc formats, smi parsers, sampler, summary."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from strix_pipeline import memory
+from strix_pipeline.memory import MemorySampler, Reading, TreeProbe, summarize
+from strix_pipeline.records import MemorySample
+
+FIXTURES = Path(__file__).parent / "fixtures"
+ROOT = FIXTURES / "sysroot"
+SMI = FIXTURES / "smi"
+
+
+def by_key(readings):
+    return {(r.source, r.metric): r.value_bytes for r in readings}
+
+
+def test_sysfs_reads_every_amdgpu_card_and_skips_connectors():
+    got = by_key(memory.read_amdgpu_sysfs(ROOT))
+    assert got[("sysfs:card1", "vram_total")] == 51539607552
+    assert got[("sysfs:card1", "vram_used")] == 1073741824
+    assert got[("sysfs:card1", "vis_vram_used")] == 1073741824
+    assert got[("sysfs:card1", "gtt_total")] == 38654705664
+    assert got[("sysfs:card1", "gtt_used")] == 268435456
+    assert got[("sysfs:card2", "vram_used")] == 524288000
+    sources = {s for s, _ in got}
+    # card0 (simpledrm: no mem_info files), card1-eDP-1 and renderD128 give nothing
+    assert sources == {"sysfs:card1", "sysfs:card2"}
+    assert len(got) == 12
+
+
+def test_meminfo_kernel_cmdline_ttm_and_rss():
+    got = by_key(memory.read_meminfo(ROOT))
+    assert got[("meminfo", "mem_total")] == 97416908 * 1024
+    assert got[("meminfo", "mem_used")] == (97416908 - 88910432) * 1024
+    assert memory.read_kernel_cmdline(ROOT).endswith("ttm.pages_limit=9437184")
+    limit = memory.read_ttm_pages_limit(ROOT)
+    # pages x 4096 B is mem_info_gtt_total
+    assert limit * memory.PAGE_SIZE == 38654705664
+    assert memory.read_process_rss(4242, ROOT) == 487220 * 1024
+    assert memory.read_process_rss(999999, ROOT) is None
+    facts = memory.read_host_facts(ROOT)
+    assert facts.kernel_release == "6.16.8-200.fc42.x86_64" and facts.ttm_pages_limit == 9437184
+
+
+def test_missing_tree_reads_nothing(tmp_path):
+    assert memory.read_tree(tmp_path, pid=1) == []
+    assert memory.read_host_facts(tmp_path) == memory.HostFacts(None, None, None)
+
+
+def test_rocm_smi_parser_both_recorded_outputs():
+    plain = by_key(memory.parse_rocm_smi_json((SMI / "rocm-smi-meminfo.json").read_text()))
+    assert plain == {
+        ("rocm-smi:card0", "vram_total"): 51539607552,
+        ("rocm-smi:card0", "vram_used"): 1073741824,
+        ("rocm-smi:card0", "gtt_total"): 38654705664,
+        ("rocm-smi:card0", "gtt_used"): 268435456,
+    }
+    extra = by_key(memory.parse_rocm_smi_json((SMI / "rocm-smi-meminfo-productname.json").read_text()))
+    assert extra[("rocm-smi:card0", "gtt_used")] == 52428800000
+    assert all(src == "rocm-smi:card0" for src, _ in extra)  # "system" block and SKU keys ignored
+
+
+def test_amd_smi_parser_old_list_and_new_gpu_data_shapes():
+    old = by_key(memory.parse_amd_smi_json((SMI / "amd-smi-mem-usage-list.json").read_text()))
+    assert old[("amd-smi:0", "vram_total")] == 49152 * 2**20
+    assert old[("amd-smi:0", "gtt_used")] == 256 * 2**20
+    assert len(old) == 9
+    new = by_key(memory.parse_amd_smi_json((SMI / "amd-smi-mem-usage-gpu-data.json").read_text()))
+    assert new[("amd-smi:0", "gtt_used")] == 50000 * 2**20
+    # "N/A" as a whole field or as a value is absent, never zero
+    assert ("amd-smi:0", "vis_vram_total") not in new
+    assert ("amd-smi:0", "vis_vram_used") not in new
+    assert len(new) == 6
+
+
+def test_probe_output_round_trips_through_a_tree(tmp_path):
+    text = (
+        "@@@ /host/sys/class/drm/card1/device/mem_info_vram_used\n1234\n"
+        "@@@ /host/sys/class/drm/card1/device/mem_info_gtt_used\n4096\n"
+        "@@@ /host/proc/meminfo\nMemTotal: 100 kB\nMemAvailable: 40 kB\n"
+        "@@@ /host/proc/cmdline\nquiet ttm.pages_limit=1\n"
+    )
+    files = memory.parse_probe_output(text)
+    assert files["proc/cmdline"].strip() == "quiet ttm.pages_limit=1"
+    got = by_key(memory.read_tree(memory.materialize(files, tmp_path)))
+    assert got[("sysfs:card1", "vram_used")] == 1234
+    assert got[("meminfo", "mem_used")] == 60 * 1024
+
+
+class FlakyProbe:
+    def __init__(self):
+        self.calls = 0
+
+    def read(self):
+        self.calls += 1
+        if self.calls == 2:
+            raise OSError("probe hiccup")
+        return [Reading("sysfs:card1", "vram_used", self.calls), Reading("sysfs:card1", "gtt_used", 0)]
+
+    def host_facts(self):
+        return memory.HostFacts(None, None, None)
+
+    def close(self):
+        pass
+
+
+def test_sampler_samples_in_background_switches_phase_and_survives_errors():
+    probe = FlakyProbe()
+    sampler = MemorySampler(probe, "run-1", interval_s=0.02)
+    with sampler:
+        time.sleep(0.15)
+        sampler.set_phase("idle")
+        time.sleep(0.1)
+    n = len(sampler.samples)
+    time.sleep(0.1)
+    assert len(sampler.samples) == n  # stopped means stopped
+    phases = [s.phase for s in sampler.samples]
+    assert phases[0] == "baseline" and "idle" in phases
+    assert phases.index("idle") > 2
+    assert sampler.errors == 1
+    assert all(s.run_id == "run-1" for s in sampler.samples)
+
+
+def test_sampler_on_tree_probe_with_process():
+    sampler = MemorySampler(TreeProbe(ROOT, pid=4242), "r", interval_s=10)
+    sampler.sample_now()
+    metrics = {(s.source, s.metric) for s in sampler.samples}
+    assert ("process", "rss") in metrics and ("sysfs:card2", "gtt_used") in metrics
+
+
+def _samples(phase_values: list[tuple[str, int]], source="sysfs:card1", metric="vram_used"):
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    return [
+        MemorySample("r", t0 + timedelta(seconds=i), phase, source, metric, v)
+        for i, (phase, v) in enumerate(phase_values)
+    ]
+
+
+def test_summary_baseline_idle_held_peak_after_stop():
+    g = 1024**3
+    samples = _samples(
+        [("baseline", 2 * g), ("baseline", 2 * g), ("loading", 9 * g), ("idle", 10 * g), ("idle", 10 * g),
+         ("bench", 13 * g), ("after_stop", 5 * g), ("after_stop", 2 * g + 1)]
+    )  # fmt: skip
+    # meminfo samples beside them must not leak into the gpu basis
+    samples += _samples([("bench", 50 * g)], source="meminfo", metric="mem_used")
+    s = summarize(samples, tolerance_bytes=g)
+    assert s.basis == "gpu"
+    assert (s.baseline_bytes, s.loaded_idle_bytes, s.held_bytes) == (2 * g, 10 * g, 8 * g)
+    assert s.peak_bytes == 13 * g and s.after_stop_bytes == 2 * g + 1 and s.memory_returned is True
+    stuck = summarize(samples[:-2] + _samples([("after_stop", 6 * g)]), tolerance_bytes=g)
+    assert stuck.memory_returned is False
+
+
+def test_summary_vram_plus_gtt_per_instant():
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    samples = [
+        MemorySample("r", t, "baseline", "sysfs:card1", "vram_used", 1),
+        MemorySample("r", t, "baseline", "sysfs:card1", "gtt_used", 2),
+        MemorySample("r", t, "baseline", "sysfs:card1", "gtt_total", 1000),  # totals are not use
+    ]
+    assert summarize(samples).baseline_bytes == 3
+
+
+def test_summary_process_basis_has_zero_baseline():
+    samples = _samples([("idle", 500), ("bench", 700)], source="process", metric="rss")
+    samples += _samples([("baseline", 10_000)], source="meminfo", metric="mem_used")
+    s = summarize(samples)
+    assert s.basis == "process"
+    assert s.baseline_bytes == 0 and s.held_bytes == 500 and s.peak_bytes == 700
+    assert summarize(samples, basis="meminfo").baseline_bytes == 10_000
+
+
+def test_wait_until_is_bounded():
+    values = iter([10, 9, 8, 3])
+    ok, v = memory.wait_until(lambda: next(values), lambda x: x < 5, timeout_s=2, interval_s=0.01)
+    assert ok and v == 3
+    start = time.monotonic()
+    ok, v = memory.wait_until(lambda: 10, lambda x: x < 5, timeout_s=0.2, interval_s=0.05)
+    assert not ok and v == 10 and time.monotonic() - start < 1
+
+
+def test_unknown_basis_is_an_error():
+    with pytest.raises(ValueError):
+        memory.in_use([], "vram")
