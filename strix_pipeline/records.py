@@ -143,6 +143,7 @@ class RunRecord:
     memory_returned: bool | None = None  # after_stop within tolerance of baseline
     image_version: str | None = None  # human version (tag or label)
     image_sort_key: str | None = None  # explicit version order
+    model_family: str | None = None  # ModelProfile.family: C3/C5 compare engines within one family
 
 
 @dataclass

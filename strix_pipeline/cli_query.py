@@ -1,0 +1,152 @@
+"""`strix query "SQL"` and `strix export --parquet DIR`: read-only doors into the warehouse.
+
+Both open the file read-only, so a write statement fails inside DuckDB itself (not by our parsing of
+the SQL), and both wait briefly when a benchmark run is writing, then say why they cannot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import duckdb
+import polars as pl
+from rich.console import Console
+from rich.table import Table
+
+from strix_pipeline.warehouse import Warehouse, WarehouseError, default_warehouse_path
+
+FORMATS = ("table", "csv", "json", "parquet")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    q = sub.add_parser(
+        "query",
+        help="run read-only SQL against the warehouse",
+        description="Run SQL against the warehouse, opened read-only. Views: v_runs, v_latest_by_engine, "
+        "v_ttft_at_concurrency, v_prefill_ladder, v_memory, v_decisions, v_compare (see docs/warehouse.md).",
+    )
+    q.add_argument("sql", help='the query, e.g. "SELECT * FROM v_latest_by_engine"')
+    q.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
+    q.add_argument("--out", help="write to this file instead of stdout (required for parquet)")
+    q.add_argument("--limit", type=int, default=200, help="rows shown by --format table (default 200)")
+    _common(q)
+    q.set_defaults(func=run_query)
+
+    e = sub.add_parser("export", help="write every warehouse table to Parquet files")
+    e.add_argument("--parquet", required=True, metavar="DIR", help="directory for <table>.parquet files")
+    e.add_argument("--table", action="append", help="only this table (repeatable)")
+    _common(e)
+    e.set_defaults(func=run_export)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--warehouse", help="warehouse file (default: project.warehouse from the configuration)")
+    p.add_argument(
+        "--lock-wait",
+        type=float,
+        default=10.0,
+        help="seconds to wait while a writer holds the file (default 10)",
+    )
+
+
+def _open(args: argparse.Namespace) -> Warehouse:
+    path = Path(args.warehouse) if args.warehouse else default_warehouse_path(getattr(args, "config", None))
+    return Warehouse.open(path, read_only=True, lock_retry_s=args.lock_wait)
+
+
+def _err(msg: str) -> int:
+    print(f"strix: {msg}", file=sys.stderr)
+    return 1
+
+
+def run_query(args: argparse.Namespace) -> int:
+    if args.format == "parquet" and not args.out:
+        return _err("--format parquet needs --out FILE")
+    try:
+        wh = _open(args)
+    except WarehouseError as e:
+        return _err(str(e))
+    with wh:
+        try:
+            df = wh.query_df(args.sql)
+        except duckdb.InvalidInputException as e:
+            if "read-only" in str(e):
+                return _err(f"strix query is read-only; nothing was changed ({e})")
+            return _err(f"query failed: {e}")
+        except duckdb.Error as e:
+            return _err(f"query failed: {e}")
+    return _emit(df, args)
+
+
+def _flatten(df: pl.DataFrame) -> pl.DataFrame:
+    # CSV has no nested values: lists and structs become JSON text.
+    nested = [c for c, t in df.schema.items() if isinstance(t, (pl.List, pl.Array, pl.Struct))]
+    if not nested:
+        return df
+    return df.with_columns(
+        pl.Series(c, [json.dumps(v, default=str) for v in df[c].to_list()], dtype=pl.String) for c in nested
+    )
+
+
+def _emit(df: pl.DataFrame, args: argparse.Namespace) -> int:
+    out = Path(args.out) if args.out else None
+    if args.format == "parquet":
+        assert out is not None
+        df.write_parquet(out)
+        print(f"{df.height} rows -> {out}", file=sys.stderr)
+        return 0
+    if args.format == "csv":
+        text = _flatten(df).write_csv()
+    elif args.format == "json":
+        text = json.dumps(df.to_dicts(), default=str, indent=1) + "\n"
+    else:
+        if out is not None:
+            return _err("--out is for csv, json and parquet; --format table prints to the terminal")
+        _print_table(df, args.limit)
+        return 0
+    if out is not None:
+        out.write_text(text)
+        print(f"{df.height} rows -> {out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _cell(v: object) -> str:
+    if v is None:
+        return "[dim]∅[/dim]"
+    if isinstance(v, float):
+        return f"{v:.4g}" if abs(v) < 1e6 else f"{v:.6g}"
+    return str(v)
+
+
+def _print_table(df: pl.DataFrame, limit: int) -> None:
+    console = Console()
+    table = Table(show_lines=False, header_style="bold")
+    for name in df.columns:
+        numeric = df.schema[name].is_numeric()
+        table.add_column(name, justify="right" if numeric else "left", overflow="fold")
+    for row in df.head(limit).iter_rows():
+        table.add_row(*(_cell(v) for v in row))
+    console.print(table)
+    more = df.height - min(df.height, limit)
+    console.print(f"[dim]{df.height} row(s)" + (f", {more} not shown (--limit)" if more else "") + "[/dim]")
+
+
+def run_export(args: argparse.Namespace) -> int:
+    try:
+        wh = _open(args)
+    except WarehouseError as e:
+        return _err(str(e))
+    with wh:
+        try:
+            written = wh.export_parquet(args.parquet, args.table)
+            counts = {t: wh.count(t) for t in written}
+        except (WarehouseError, duckdb.Error) as e:
+            return _err(f"export failed: {e}")
+    for t, p in written.items():
+        print(f"{t:<16} {counts[t]:>10} rows -> {p}")
+    return 0

@@ -1,0 +1,312 @@
+-- Views for people (and for the decision and the trend charts, which read them).
+-- Re-created in full whenever this file changes; they hold no data. Every view names a run by
+-- run_id and a version by image_version, ordered by image_sort_key (the explicit version order,
+-- never the date a run happened). `series` is the series fingerprint: results with different
+-- series never belong on one trend line.
+
+-- The run facts every other view joins to, with the fallbacks spelled once.
+CREATE OR REPLACE VIEW v_run_base AS
+SELECT
+    r.run_id,
+    r.host,
+    r.engine,
+    r.engine_kind,
+    coalesce(r.image_repository || ':' || r.image_tag, r.image_digest) AS image,
+    r.image_digest,
+    coalesce(r.image_version, r.image_tag, r.image_digest) AS image_version,
+    r.image_sort_key,
+    r.model_profile,
+    r.model,
+    coalesce(r.model_family, r.model_profile) AS model_family,
+    r.quantization,
+    r.suite,
+    r.profile,
+    r.status,
+    r.status IN ('ok', 'partial') AS usable,
+    r.failure_reason,
+    r.started_at,
+    r.ended_at,
+    r.fingerprint,
+    r.harness_version,
+    r.engine_build,
+    r.engine_flags,
+    r.rocm_version,
+    r.kernel,
+    r.firmware,
+    r.baseline_bytes,
+    r.loaded_idle_bytes,
+    r.held_bytes,
+    r.peak_bytes,
+    r.after_stop_bytes,
+    r.memory_returned,
+    r.dagster_run_id
+FROM runs r;
+
+CREATE OR REPLACE VIEW v_runs AS
+SELECT
+    b.run_id,
+    b.started_at,
+    b.host,
+    h.kind AS host_kind,
+    b.engine,
+    b.engine_kind,
+    b.image,
+    b.image_version,
+    b.image_sort_key,
+    b.image_digest,
+    b.model_profile,
+    b.model,
+    b.model_family,
+    b.quantization,
+    b.suite,
+    b.profile,
+    b.status,
+    b.failure_reason,
+    round(date_diff('millisecond', b.started_at, b.ended_at) / 1000.0, 1) AS duration_s,
+    a.scenarios,
+    a.levels,
+    coalesce(a.requests_ok, 0) AS requests_ok,
+    coalesce(a.requests_failed, 0) AS requests_failed,
+    round(b.held_bytes / 1073741824.0, 2) AS held_gib,
+    round(b.peak_bytes / 1073741824.0, 2) AS peak_gib,
+    b.memory_returned,
+    b.fingerprint,
+    b.harness_version,
+    b.engine_build,
+    b.rocm_version,
+    b.kernel,
+    b.firmware,
+    b.dagster_run_id
+FROM v_run_base b
+LEFT JOIN hosts h ON h.name = b.host
+LEFT JOIN (
+    SELECT
+        run_id,
+        count(DISTINCT scenario) AS scenarios,
+        count(*) AS levels,
+        sum(requests_ok) AS requests_ok,
+        sum(requests_failed) AS requests_failed
+    FROM aggregates
+    GROUP BY run_id
+) a ON a.run_id = b.run_id;
+
+-- The newest usable run ('ok' or 'partial') of each engine with each model profile on each host.
+CREATE OR REPLACE VIEW v_latest_by_engine AS
+SELECT
+    host,
+    engine,
+    engine_kind,
+    model_family,
+    model_profile,
+    model,
+    quantization,
+    run_id,
+    status,
+    started_at,
+    round(date_diff('minute', started_at, now()) / 1440.0, 2) AS age_days,
+    image,
+    image_version,
+    image_sort_key,
+    image_digest,
+    round(held_bytes / 1073741824.0, 2) AS held_gib,
+    held_bytes,
+    memory_returned,
+    fingerprint
+FROM v_run_base
+WHERE usable
+QUALIFY row_number() OVER (PARTITION BY host, engine, model_profile ORDER BY started_at DESC, run_id DESC) = 1;
+
+-- Latency and throughput per concurrency level (closed-loop sweeps); the C3 criterion and the
+-- "TTFT p95 at 5 by version" and "throughput vs concurrency" charts read this.
+CREATE OR REPLACE VIEW v_ttft_at_concurrency AS
+SELECT
+    r.host,
+    r.engine,
+    r.engine_kind,
+    r.model_family,
+    r.model_profile,
+    r.model,
+    r.quantization,
+    r.fingerprint || '/' || a.scenario AS series,
+    r.image_version,
+    r.image_sort_key,
+    r.image_digest,
+    r.run_id,
+    r.status AS run_status,
+    r.usable,
+    r.started_at,
+    a.scenario,
+    a.level AS concurrency,
+    a.requests_ok,
+    a.requests_failed,
+    a.ttft_p50_ms,
+    a.ttft_p90_ms,
+    a.ttft_p95_ms,
+    a.ttft_p95_ci_low_ms,
+    a.ttft_p95_ci_high_ms,
+    a.ttft_p99_ms,
+    a.tpot_p50_ms,
+    a.tpot_p95_ms,
+    a.itl_p50_ms,
+    a.itl_p95_ms,
+    a.e2e_p50_ms,
+    a.e2e_p95_ms,
+    a.queue_p95_ms,
+    a.output_tokens_per_s,
+    a.requests_per_s,
+    a.goodput_requests_per_s
+FROM aggregates a
+JOIN v_run_base r ON r.run_id = a.run_id
+WHERE a.level_kind = 'concurrency';
+
+-- Prefill speed per input length (1 client): input tokens / TTFT.
+CREATE OR REPLACE VIEW v_prefill_ladder AS
+SELECT
+    r.host,
+    r.engine,
+    r.engine_kind,
+    r.model_family,
+    r.model_profile,
+    r.quantization,
+    r.fingerprint || '/' || a.scenario AS series,
+    r.image_version,
+    r.image_sort_key,
+    r.run_id,
+    r.status AS run_status,
+    r.usable,
+    r.started_at,
+    a.level AS input_tokens,
+    a.input_tokens_mean,
+    a.requests_ok,
+    a.requests_failed,
+    a.ttft_p50_ms,
+    a.ttft_p95_ms,
+    a.prefill_tokens_per_s
+FROM aggregates a
+JOIN v_run_base r ON r.run_id = a.run_id
+WHERE a.scenario = 'prefill_ladder';
+
+-- Memory each run held: the run's summary (held = loaded idle - baseline) beside the peaks each
+-- sampled counter saw, because no single counter is trusted on unified memory.
+CREATE OR REPLACE VIEW v_memory AS
+SELECT
+    r.host,
+    r.engine,
+    r.engine_kind,
+    r.model_family,
+    r.model_profile,
+    r.quantization,
+    r.image_version,
+    r.image_sort_key,
+    r.run_id,
+    r.status AS run_status,
+    r.usable,
+    r.started_at,
+    r.baseline_bytes,
+    r.loaded_idle_bytes,
+    r.held_bytes,
+    round(r.held_bytes / 1073741824.0, 2) AS held_gib,
+    r.peak_bytes,
+    round(r.peak_bytes / 1073741824.0, 2) AS peak_gib,
+    r.after_stop_bytes,
+    r.memory_returned,
+    m.samples,
+    m.max_vram_used_bytes,
+    m.max_gtt_used_bytes,
+    m.max_mem_used_bytes
+FROM v_run_base r
+LEFT JOIN (
+    SELECT
+        run_id,
+        count(*) AS samples,
+        max(value_bytes) FILTER (WHERE metric = 'vram_used') AS max_vram_used_bytes,
+        max(value_bytes) FILTER (WHERE metric = 'gtt_used') AS max_gtt_used_bytes,
+        max(value_bytes) FILTER (WHERE metric = 'mem_used') AS max_mem_used_bytes
+    FROM memory_samples
+    GROUP BY run_id
+) m ON m.run_id = r.run_id;
+
+-- Every criterion of every evaluation, newest first; `latest` marks each host's newest evaluation.
+CREATE OR REPLACE VIEW v_decisions AS
+SELECT
+    evaluated_at,
+    host,
+    verdict,
+    criterion,
+    name,
+    required,
+    status,
+    value,
+    threshold,
+    ci_low,
+    ci_high,
+    unit,
+    quantization_mismatch,
+    reason,
+    first_held_at,
+    evidence_run_ids,
+    image_digests,
+    evaluation_id,
+    evaluated_at = max(evaluated_at) OVER (PARTITION BY host) AS latest
+FROM decisions;
+
+-- Aggregates in long form (one row per run, scenario, level and metric) for comparisons.
+CREATE OR REPLACE VIEW v_metrics_long AS
+UNPIVOT (
+    SELECT
+        run_id, scenario, level, level_kind,
+        ttft_p50_ms, ttft_p95_ms, ttft_p99_ms, tpot_p50_ms, tpot_p95_ms, itl_p50_ms, itl_p95_ms,
+        e2e_p50_ms, e2e_p95_ms, queue_p95_ms,
+        output_tokens_per_s, requests_per_s, goodput_requests_per_s,
+        prefill_tokens_per_s, decode_tokens_per_s
+    FROM aggregates
+)
+ON ttft_p50_ms, ttft_p95_ms, ttft_p99_ms, tpot_p50_ms, tpot_p95_ms, itl_p50_ms, itl_p95_ms,
+   e2e_p50_ms, e2e_p95_ms, queue_p95_ms,
+   output_tokens_per_s, requests_per_s, goodput_requests_per_s,
+   prefill_tokens_per_s, decode_tokens_per_s
+INTO NAME metric VALUE value;
+
+-- A vs B: any two runs on one host, per scenario, level and metric. Filter on a_run_id and
+-- b_run_id (or engines and versions). ratio = b / a; b_better knows that latencies (*_ms) are
+-- better lower and rates better higher. quantization_differs flags unlike-for-like comparisons.
+CREATE OR REPLACE VIEW v_compare AS
+SELECT
+    ra.host,
+    ma.scenario,
+    ma.level,
+    ma.level_kind,
+    ma.metric,
+    ra.run_id AS a_run_id,
+    ra.engine AS a_engine,
+    ra.image_version AS a_version,
+    ra.model_family AS a_model_family,
+    ra.quantization AS a_quantization,
+    ma.value AS a_value,
+    rb.run_id AS b_run_id,
+    rb.engine AS b_engine,
+    rb.image_version AS b_version,
+    rb.model_family AS b_model_family,
+    rb.quantization AS b_quantization,
+    mb.value AS b_value,
+    round(mb.value / nullif(ma.value, 0), 4) AS ratio,
+    round(100.0 * (mb.value - ma.value) / nullif(ma.value, 0), 2) AS delta_pct,
+    CASE WHEN ma.metric LIKE '%\_ms' ESCAPE '\' THEN mb.value < ma.value ELSE mb.value > ma.value END AS b_better,
+    ra.quantization IS DISTINCT FROM rb.quantization AS quantization_differs,
+    ra.model_family = rb.model_family AS same_model_family,
+    ra.fingerprint = rb.fingerprint AS same_series,
+    ra.started_at AS a_started_at,
+    rb.started_at AS b_started_at
+FROM v_metrics_long ma
+JOIN v_run_base ra ON ra.run_id = ma.run_id
+JOIN v_metrics_long mb
+    ON mb.scenario = ma.scenario AND mb.level = ma.level AND mb.level_kind = ma.level_kind
+    AND mb.metric = ma.metric AND mb.run_id <> ma.run_id
+JOIN v_run_base rb ON rb.run_id = mb.run_id AND rb.host = ra.host;
+
+-- Change points found on each series, active ones first.
+CREATE OR REPLACE VIEW v_changes AS
+SELECT
+    detected_at, host, engine, scenario, level, metric, version_before, version_after,
+    magnitude_pct, pvalue, status, ack_status, ack_reason, fingerprint AS series, sort_key_after, change_id
+FROM changes;
