@@ -1,0 +1,260 @@
+"""The load generator: an accurate streaming client and the standard benchmark suite.
+
+Public API (used by the Dagster asset, the launchers and ``strix bench``)::
+
+    result = await run_suite(base_url, model, profile, slo, run_id, scenarios=None,
+                             context_length=None, metrics_url=None, on_progress=print)
+    result = run_suite_sync(...)  # same, in its own event loop
+
+``base_url`` is the server root (``http://127.0.0.1:8080``; a trailing ``/v1`` is accepted). Requests
+never raise out of the suite: a server that fails produces failed request records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from strix_pipeline.config import SLO, ScenarioProfile
+from strix_pipeline.loadgen import scenarios as sc
+from strix_pipeline.loadgen.client import make_session
+from strix_pipeline.loadgen.prometheus import MetricsScraper
+from strix_pipeline.loadgen.scenarios import SCENARIOS, RequestProgressFn, SuiteContext
+from strix_pipeline.loadgen.workloads import Prompt, ServerTokenizer, Workload, load_dataset
+from strix_pipeline.records import LevelAggregate, RequestRecord, ServerMetricSample
+
+__all__ = [
+    "SCENARIOS",
+    "QUICK_PROFILE",
+    "SuiteResult",
+    "run_suite",
+    "run_suite_sync",
+    "run_dataset",
+    "load_dataset",
+    "detect_context_length",
+    "detect_model",
+    "normalize_base_url",
+]
+
+# Recommended [profiles.quick]: the whole suite in ~1-2 min on 2 CPU cores with Gemma 3 270M.
+QUICK_PROFILE = ScenarioProfile.model_validate(
+    {
+        "request_timeout_s": 120,
+        "smoke": {"output_tokens": 16},
+        "concurrency_sweep": {
+            "levels": [1, 2, 4, 5, 8],
+            "requests_per_level": 8,
+            "warmup": 1,
+            "input_tokens": 192,
+            "output_tokens": 24,
+            "max_duration_s": 60,
+        },
+        "prefill_ladder": {
+            "input_tokens": [128, 256, 512, 1024],
+            "requests_per_level": 2,
+            "output_tokens": 4,
+        },
+        "decode": {"requests": 2, "output_tokens": 64, "input_tokens": 128},
+        "prefix_cache": {"prefix_tokens": 1024, "suffix_tokens": 32, "output_tokens": 4, "repeats": 2},
+    }
+)
+
+
+@dataclass
+class SuiteResult:
+    requests: list[RequestRecord] = field(default_factory=list)
+    aggregates: list[LevelAggregate] = field(default_factory=list)
+    server_metrics: list[ServerMetricSample] = field(default_factory=list)
+    smoke_ok: bool | None = None  # None if smoke not run
+    smoke_output: str | None = None  # the text the smoke request produced (first 2000 chars)
+    errors: list[str] = field(default_factory=list)  # scenario-level problems
+
+
+def normalize_base_url(url: str) -> str:
+    url = url.rstrip("/")
+    return url[:-3] if url.endswith("/v1") else url
+
+
+async def _get_json(session: aiohttp.ClientSession, url: str) -> object:
+    try:
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=10)) as r:
+            return await r.json(content_type=None) if r.status == 200 else None
+    except (aiohttp.ClientError, TimeoutError, ValueError):
+        return None
+
+
+async def detect_context_length(session: aiohttp.ClientSession, base_url: str) -> int | None:
+    """Per-request context: llama-server /props (per slot), else /v1/models max_model_len (vLLM, SGLang)."""
+    props = await _get_json(session, base_url + "/props")
+    if isinstance(props, dict):
+        n = (props.get("default_generation_settings") or {}).get("n_ctx")
+        if isinstance(n, int) and n > 0:
+            return n
+    models = await _get_json(session, base_url + "/v1/models")
+    if isinstance(models, dict):
+        for m in models.get("data") or ():
+            n = m.get("max_model_len") if isinstance(m, dict) else None
+            if isinstance(n, int) and n > 0:
+                return n
+    return None
+
+
+async def detect_model(session: aiohttp.ClientSession, base_url: str) -> str | None:
+    models = await _get_json(session, base_url + "/v1/models")
+    if isinstance(models, dict):
+        for m in models.get("data") or ():
+            if isinstance(m, dict) and isinstance(m.get("id"), str):
+                return m["id"]
+    return None
+
+
+def _max_prompt_tokens(profile: ScenarioProfile, names: Sequence[str]) -> int:
+    n = 512
+    if "concurrency_sweep" in names:
+        n = max(n, profile.concurrency_sweep.input_tokens)
+    if "prefill_ladder" in names:
+        n = max(n, *profile.prefill_ladder.input_tokens)
+    if "decode" in names:
+        n = max(n, profile.decode.input_tokens)
+    if "prefix_cache" in names:
+        n = max(n, profile.prefix_cache.prefix_tokens + profile.prefix_cache.suffix_tokens)
+    return n
+
+
+async def _run(
+    base_url: str,
+    model: str,
+    slo: SLO,
+    run_id: str,
+    timeout_s: float,
+    seed: int,
+    metrics_url: str | None,
+    on_progress: Callable[[str], None] | None,
+    on_request: RequestProgressFn | None,
+    scrape_interval_s: float,
+    body: Callable[[SuiteContext, Workload, SuiteResult], object],
+    max_tokens: int,
+) -> SuiteResult:
+    base_url = normalize_base_url(base_url)
+    result = SuiteResult()
+    async with make_session() as session, MetricsScraper(metrics_url, scrape_interval_s) as scraper:
+        if not model:
+            model = await detect_model(session, base_url) or "default"
+        ctx = SuiteContext(session, base_url, model, run_id, slo, timeout_s, scraper, on_progress, on_request)
+        wl = Workload(ServerTokenizer(session, base_url, model), seed)
+        await wl.prepare(max_tokens)
+        if not wl.exact:
+            ctx.errors.append(
+                "workload: the server has no usable /tokenize + /detokenize; input lengths are estimated"
+            )
+        await body(ctx, wl, result)  # type: ignore[misc]
+        if scraper.error:
+            ctx.errors.append(scraper.error)
+    result.requests, result.aggregates = ctx.requests, ctx.aggregates
+    result.server_metrics, result.errors = ctx.server_metrics, ctx.errors + result.errors
+    return result
+
+
+async def run_suite(
+    base_url: str,
+    model: str,
+    profile: ScenarioProfile,
+    slo: SLO,
+    run_id: str,
+    *,
+    scenarios: list[str] | None = None,
+    context_length: int | None = None,
+    metrics_url: str | None = None,
+    on_progress: Callable[[str], None] | None = None,
+    on_request: RequestProgressFn | None = None,
+    scrape_interval_s: float = 2.0,
+) -> SuiteResult:
+    """Run the suite's scenarios (default: the profile's list) in the standard order.
+
+    ``context_length`` caps the ladder and prompt lengths; the server's own (per-slot) context is
+    detected and the smaller one used. ``metrics_url`` defaults to ``base_url + "/metrics"``.
+    """
+    names = [s for s in SCENARIOS if s in (scenarios if scenarios is not None else profile.scenarios)]
+    unknown = [s for s in (scenarios or ()) if s not in SCENARIOS]
+    base = normalize_base_url(base_url)
+
+    async def body(ctx: SuiteContext, wl: Workload, result: SuiteResult) -> None:
+        ctx_len = context_length
+        detected = await detect_context_length(ctx.session, base)
+        if detected and (ctx_len is None or detected < ctx_len):
+            if ctx_len is not None:
+                result.errors.append(
+                    f"context: the server serves {detected} tokens per request, not {ctx_len}"
+                )
+            ctx_len = detected
+        for u in unknown:
+            result.errors.append(f"{u}: unknown scenario, skipped")
+        for name in names:
+            try:
+                if name == "smoke":
+                    sm = await sc.smoke(ctx, wl, profile)
+                    result.smoke_ok, result.smoke_output = sm.ok, sm.output
+                else:
+                    fn = getattr(sc, name)
+                    await fn(ctx, wl, profile, context_length=ctx_len)
+            except Exception as e:  # noqa: BLE001 - a scenario bug must not lose the other scenarios
+                ctx.errors.append(f"{name}: aborted by {type(e).__name__}: {e}")
+                ctx.say(f"{name}: aborted by {type(e).__name__}: {e}")
+                if name == "smoke":
+                    result.smoke_ok = False
+
+    return await _run(
+        base, model, slo, run_id, profile.request_timeout_s, profile.seed,
+        metrics_url or base + "/metrics", on_progress, on_request, scrape_interval_s, body,
+        _max_prompt_tokens(profile, names),
+    )  # fmt: skip
+
+
+def run_suite_sync(
+    base_url: str,
+    model: str,
+    profile: ScenarioProfile,
+    slo: SLO,
+    run_id: str,
+    **kwargs: object,
+) -> SuiteResult:
+    """``run_suite`` in a fresh event loop (for callers that are not async)."""
+    return asyncio.run(run_suite(base_url, model, profile, slo, run_id, **kwargs))  # type: ignore[arg-type]
+
+
+async def run_dataset(
+    base_url: str,
+    model: str,
+    prompts: Sequence[Prompt],
+    slo: SLO,
+    run_id: str,
+    *,
+    levels: Sequence[int] = (1,),
+    requests: int | None = None,
+    warmup: int = 0,
+    rate: float | None = None,
+    burstiness: float = 1.0,
+    seed: int = 1234,
+    timeout_s: float = 600,
+    max_duration_s: float | None = None,
+    metrics_url: str | None = None,
+    on_progress: Callable[[str], None] | None = None,
+    on_request: RequestProgressFn | None = None,
+    scrape_interval_s: float = 2.0,
+) -> SuiteResult:
+    """Replay prompts from a dataset file (see ``load_dataset``) at each concurrency or at one rate."""
+    base = normalize_base_url(base_url)
+
+    async def body(ctx: SuiteContext, wl: Workload, result: SuiteResult) -> None:
+        await sc.dataset(
+            ctx, prompts, levels, requests=requests, warmup=warmup, rate=rate, burstiness=burstiness,
+            seed=seed, max_duration_s=max_duration_s,
+        )  # fmt: skip
+
+    return await _run(
+        base, model, slo, run_id, timeout_s, seed, metrics_url or base + "/metrics", on_progress, on_request,
+        scrape_interval_s, body, 0,
+    )  # fmt: skip

@@ -1,0 +1,182 @@
+"""The streaming HTTP client: aiohttp, one shared session, raw chunks timestamped on arrival.
+
+Why aiohttp and not httpx: DESIGN.md ("Measured facts"). The hot path below does three things per
+read -- await, ``perf_counter_ns()``, append -- and nothing else: SSE framing and JSON decoding happen
+in ``parse_exchange`` after the level has finished, so one stream's parsing never delays another
+stream's timestamp.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from time import perf_counter_ns
+from typing import Any
+
+import aiohttp
+
+from strix_pipeline.loadgen.sse import decode_timed
+
+READ_BUFSIZE = 1 << 20  # large reads: fewer wake-ups when many events arrive together
+_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+
+
+def make_session() -> aiohttp.ClientSession:
+    """One session per run. limit=0: the connector never queues a request behind a connection cap."""
+    connector = aiohttp.TCPConnector(
+        limit=0, limit_per_host=0, ttl_dns_cache=None, enable_cleanup_closed=True
+    )
+    return aiohttp.ClientSession(
+        connector=connector,
+        read_bufsize=READ_BUFSIZE,
+        auto_decompress=False,
+        timeout=aiohttp.ClientTimeout(total=None),
+        trust_env=False,
+    )
+
+
+@dataclass(slots=True)
+class RawExchange:
+    """What one request produced on the wire, before any parsing."""
+
+    sent_ns: int = 0
+    status: int | None = None
+    headers_ns: int | None = None
+    chunk_ns: list[int] = field(default_factory=list)
+    chunks: list[bytes] = field(default_factory=list)
+    end_ns: int | None = None
+    error_class: str | None = None
+    error_message: str | None = None
+    error_body: bytes | None = None
+
+
+async def stream_post(session: aiohttp.ClientSession, url: str, body: bytes, timeout_s: float) -> RawExchange:
+    """POST ``body`` and collect the streamed response; never raises for network or HTTP trouble."""
+    ex = RawExchange()
+    times = ex.chunk_ns
+    chunks = ex.chunks
+    # sock_read catches a stall (no byte for timeout_s); total bounds the whole request.
+    timeout = aiohttp.ClientTimeout(total=timeout_s, sock_read=timeout_s)
+    ex.sent_ns = perf_counter_ns()
+    try:
+        async with session.post(url, data=body, headers=_HEADERS, timeout=timeout) as resp:
+            ex.headers_ns = perf_counter_ns()
+            ex.status = resp.status
+            if resp.status != 200:
+                ex.error_body = (await resp.read())[:4000]
+                ex.error_class = f"http_{resp.status}"
+                ex.error_message = ex.error_body.decode("utf-8", "replace")[:500]
+            else:
+                read = resp.content.readany
+                while True:
+                    data = await read()
+                    if not data:
+                        break
+                    times.append(perf_counter_ns())
+                    chunks.append(data)
+    except (TimeoutError, aiohttp.ServerTimeoutError) as e:
+        ex.error_class = "timeout"
+        ex.error_message = f"no complete response within {timeout_s:g}s ({type(e).__name__})"
+    except aiohttp.ClientPayloadError as e:
+        ex.error_class = "stream_cut"
+        ex.error_message = str(e)[:500]
+    except aiohttp.ClientConnectionError as e:
+        ex.error_class = "connection"
+        ex.error_message = f"{type(e).__name__}: {e}"[:500]
+    except aiohttp.ClientError as e:
+        ex.error_class = "client_error"
+        ex.error_message = f"{type(e).__name__}: {e}"[:500]
+    ex.end_ns = perf_counter_ns()
+    return ex
+
+
+@dataclass
+class ParsedStream:
+    """One exchange decoded: content event times, usage, llama-server timings, errors."""
+
+    ttfb_ns: int | None = None
+    content_ns: list[int] = field(default_factory=list)  # arrival of each event that carried content
+    content_tokens: list[int] = field(default_factory=list)  # tokens per content event when the server said
+    text: str = ""
+    usage: dict[str, Any] | None = None
+    timings: dict[str, Any] | None = None
+    done: bool = False  # saw data: [DONE]
+    n_events: int = 0
+    error_class: str | None = None
+    error_message: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_class is None
+
+
+def _delta_text(choice: dict[str, Any]) -> str:
+    """Text a choice carries: content, reasoning, tool-call name/arguments, or legacy completions text."""
+    delta = choice.get("delta")
+    if delta is None:
+        return choice.get("text") or ""
+    parts = []
+    for key in ("content", "reasoning_content", "reasoning"):
+        v = delta.get(key)
+        if v:
+            parts.append(v)
+    for call in delta.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        for key in ("name", "arguments"):
+            v = fn.get(key)
+            if v:
+                parts.append(v)
+    return "".join(parts)
+
+
+def parse_exchange(ex: RawExchange) -> ParsedStream:
+    """Decode an exchange. Pure, run after the level: the hot path only stored bytes and times."""
+    p = ParsedStream(ttfb_ns=ex.headers_ns, error_class=ex.error_class, error_message=ex.error_message)
+    if ex.status != 200:
+        return p
+    texts: list[str] = []
+    last_completion: int | None = None
+    continuous = True  # usage on every content event lets us count tokens per event
+    for t, data in decode_timed(zip(ex.chunk_ns, ex.chunks, strict=True)):
+        p.n_events += 1
+        if data.strip() == b"[DONE]":
+            p.done = True
+            continue
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            if p.error_class is None:
+                p.error_class, p.error_message = "protocol", f"event is not JSON: {data[:200]!r}"
+            continue
+        if not isinstance(obj, dict):
+            continue
+        if "error" in obj and not obj.get("choices"):
+            err = obj["error"]
+            msg = err.get("message") if isinstance(err, dict) else str(err)
+            if p.error_class is None:
+                p.error_class, p.error_message = "server_error", str(msg)[:500]
+            continue
+        usage = obj.get("usage")
+        if isinstance(obj.get("timings"), dict):
+            p.timings = obj["timings"]
+        text = "".join(_delta_text(c) for c in obj.get("choices") or ())
+        if text:
+            p.content_ns.append(t)
+            texts.append(text)
+            if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+                n = usage["completion_tokens"]
+                p.content_tokens.append(n - (last_completion or 0))
+                last_completion = n
+            else:
+                continuous = False
+        if isinstance(usage, dict):
+            p.usage = usage
+    p.text = "".join(texts)
+    if not continuous or len(p.content_tokens) != len(p.content_ns):
+        p.content_tokens = []
+    if p.error_class is None:
+        if not p.done:
+            p.error_class, p.error_message = "stream_cut", "stream ended without data: [DONE]"
+        elif not p.content_ns:
+            p.error_class, p.error_message = "no_content", "stream carried no content event"
+    return p

@@ -1,0 +1,168 @@
+"""Every aggregate of a level, in one function, with each definition next to the code computing it.
+
+Definitions (DESIGN.md "Metric definitions"), over the non-warm-up requests of one level:
+- TTFT, E2E: per request, from send; TPOT = (E2E - TTFT) / (output tokens - 1), requests with > 1 token.
+- ITL: every gap between consecutive content events of a request, pooled over the level's requests;
+  ITL per token: each such gap divided by the tokens the later event carried (known from the server,
+  else output tokens / content events of that request).
+- duration = last completion - first send (measured by the runner, failures included); throughput =
+  sum of output tokens of successful requests / duration; req/s = successful requests / duration;
+  goodput = successful requests meeting every SLO (TTFT, TPOT, E2E) / duration.
+- Percentiles: linear interpolation (numpy's default, as vLLM's benchmark). The 95% CI of TTFT p95 is a
+  percentile bootstrap (2000 resamples, fixed seed, so a re-run of the same data gives the same CI).
+- A failed request is counted in ``requests_failed``; it never contributes a latency, zero or other.
+- prefill tok/s (ladder, prefix cache) = sum input tokens / sum TTFT; decode tok/s (decode) =
+  sum (output tokens - 1) / sum (E2E - TTFT), i.e. 1000 / token-weighted TPOT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from strix_pipeline.config import SLO
+from strix_pipeline.records import LevelAggregate, RequestRecord
+
+PERCENTILES = (50, 90, 95, 99)
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 20260101
+
+
+def tpot_ms(r: RequestRecord) -> float | None:
+    if r.ttft_ms is None or r.e2e_ms is None or not r.output_tokens or r.output_tokens < 2:
+        return None
+    return (r.e2e_ms - r.ttft_ms) / (r.output_tokens - 1)
+
+
+def itl_gaps(r: RequestRecord) -> tuple[list[float], list[float]]:
+    """(per-event gaps, per-token gaps) of one request, in ms."""
+    ev = r.event_offsets_ms
+    if len(ev) < 2:
+        return [], []
+    gaps = [b - a for a, b in zip(ev, ev[1:], strict=False)]
+    if len(r.event_tokens) == len(ev):
+        per_token = [g / max(1, n) for g, n in zip(gaps, r.event_tokens[1:], strict=True)]
+    else:
+        tokens_per_event = (r.output_tokens or len(ev)) / len(ev)
+        per_token = [g / max(1.0, tokens_per_event) for g in gaps]
+    return gaps, per_token
+
+
+def _stats(values: Sequence[float]) -> dict[str, float | None]:
+    if not values:
+        return {"mean": None, "p50": None, "p90": None, "p95": None, "p99": None}
+    a = np.asarray(values, dtype=float)
+    out: dict[str, float | None] = {"mean": float(a.mean())}
+    for p, v in zip(PERCENTILES, np.percentile(a, PERCENTILES), strict=True):
+        out[f"p{p}"] = float(v)
+    return out
+
+
+def bootstrap_ci(
+    values: Sequence[float], q: float = 95, level: float = 0.95
+) -> tuple[float | None, float | None]:
+    """Percentile-bootstrap confidence interval of the q-th percentile."""
+    if len(values) < 2:
+        return None, None
+    a = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    samples = rng.choice(a, size=(BOOTSTRAP_RESAMPLES, a.size), replace=True)
+    stat = np.percentile(samples, q, axis=1)
+    lo, hi = np.percentile(stat, [(1 - level) / 2 * 100, (1 + level) / 2 * 100])
+    return float(lo), float(hi)
+
+
+def meets_slo(r: RequestRecord, slo: SLO) -> bool:
+    if not r.ok or r.ttft_ms is None or r.e2e_ms is None:
+        return False
+    t = tpot_ms(r)
+    return r.ttft_ms <= slo.ttft_ms and r.e2e_ms <= slo.e2e_ms and (t is None or t <= slo.tpot_ms)
+
+
+def aggregate_level(
+    records: Sequence[RequestRecord],
+    *,
+    run_id: str,
+    scenario: str,
+    level: int,
+    level_kind: str,
+    slo: SLO,
+    duration_s: float | None = None,
+    requested_rate: float | None = None,
+) -> LevelAggregate:
+    """Aggregate one level. ``duration_s``: wall time first send -> last completion, failures included;
+    when None it is taken from the successful requests (first send -> last content event)."""
+    measured = [r for r in records if not r.warmup]
+    ok = [r for r in measured if r.ok]
+    agg = LevelAggregate(
+        run_id=run_id,
+        scenario=scenario,
+        level=level,
+        level_kind=level_kind,
+        requests_ok=len(ok),
+        requests_failed=len(measured) - len(ok),
+        duration_s=duration_s,
+        requested_rate=requested_rate,
+    )
+    if duration_s is None and ok:
+        first = min(r.sent_offset_ms for r in measured)
+        last = max(r.sent_offset_ms + (r.e2e_ms or 0.0) for r in ok)
+        agg.duration_s = duration_s = (last - first) / 1000
+    if measured:
+        queues = [r.queue_ms for r in measured]
+        agg.queue_mean_ms = float(np.mean(queues))
+        agg.queue_p95_ms = float(np.percentile(queues, 95))
+    if requested_rate is not None and len(measured) > 1:
+        sends = sorted(r.sent_offset_ms for r in measured)
+        span = (sends[-1] - sends[0]) / 1000
+        agg.achieved_rate = (len(sends) - 1) / span if span > 0 else None
+
+    ttft = [r.ttft_ms for r in ok if r.ttft_ms is not None]
+    e2e = [r.e2e_ms for r in ok if r.e2e_ms is not None]
+    tpot = [t for t in (tpot_ms(r) for r in ok) if t is not None]
+    itl: list[float] = []
+    itl_tok: list[float] = []
+    for r in ok:
+        g, gt = itl_gaps(r)
+        itl += g
+        itl_tok += gt
+    for name, values in (
+        ("ttft", ttft),
+        ("tpot", tpot),
+        ("itl", itl),
+        ("itl_per_token", itl_tok),
+        ("e2e", e2e),
+    ):
+        for stat, v in _stats(values).items():
+            setattr(agg, f"{name}_{stat}_ms", v)
+    agg.ttft_p95_ci_low_ms, agg.ttft_p95_ci_high_ms = bootstrap_ci(ttft)
+
+    inputs = [r.input_tokens for r in ok if r.input_tokens is not None]
+    agg.input_tokens_mean = float(np.mean(inputs)) if inputs else None
+    outputs = [r.output_tokens or 0 for r in ok]
+    agg.output_tokens_total = int(sum(outputs)) if ok else None
+    agg.output_tokens_estimated = any(r.output_tokens_estimated for r in ok)
+    cached = [r.cached_tokens for r in ok if r.cached_tokens is not None]
+    agg.cached_tokens_mean = float(np.mean(cached)) if cached else None
+
+    if duration_s and duration_s > 0:
+        agg.output_tokens_per_s = sum(outputs) / duration_s
+        agg.requests_per_s = len(ok) / duration_s
+        agg.goodput_requests_per_s = sum(meets_slo(r, slo) for r in ok) / duration_s
+
+    if level_kind in ("input_tokens", "phase"):
+        pairs = [(r.input_tokens, r.ttft_ms) for r in ok if r.input_tokens and r.ttft_ms]
+        ttft_sum = sum(t for _, t in pairs)
+        if ttft_sum > 0:
+            agg.prefill_tokens_per_s = sum(n for n, _ in pairs) / (ttft_sum / 1000)
+    if scenario == "decode":
+        dec = [
+            (r.output_tokens - 1, r.e2e_ms - r.ttft_ms)
+            for r in ok
+            if r.output_tokens and r.output_tokens > 1 and r.e2e_ms is not None and r.ttft_ms is not None
+        ]
+        span = sum(ms for _, ms in dec)
+        if span > 0:
+            agg.decode_tokens_per_s = sum(n for n, _ in dec) / (span / 1000)
+    return agg
