@@ -1,0 +1,446 @@
+"""Change points per series: E-divisive means with a Student t-test (Apache Otava's algorithm).
+
+A series is one fingerprint (everything that must match for two runs to be comparable) plus one
+scenario, level and metric, ordered by the image's explicit version sort key -- never by the date the
+run happened, so a re-run of an old image lands where that image belongs.
+
+Otava's ``compute_change_points`` is used when it imports (``pip install --no-deps apache-otava``: its
+analysis module needs only numpy and scipy). Otherwise a small port of the same split/merge algorithm
+runs; ``tests/test_changepoints_otava.py`` checks the two agree.
+
+A change counts only when the t-test p-value is below ``max_pvalue`` *and* the step is larger than
+max(min_magnitude_pct, noise_multiple x the series' own noise): small steps in noisy series are what
+false alarms are made of. A change whose after-side is a single run is *provisional* until a repeat
+run or the next version agrees.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from scipy.stats import ttest_ind_from_stats
+
+from strix_pipeline.config import ChangeDetectionConfig, StrixConfig
+
+if TYPE_CHECKING:
+    from strix_pipeline.warehouse import Warehouse
+
+log = logging.getLogger(__name__)
+
+try:  # the heavy extras of apache-otava (BigQuery, Postgres, Slack) are not needed for this module
+    from otava.analysis import compute_change_points as _otava_compute
+
+    OTAVA_AVAILABLE = True
+except ImportError:  # pragma: no cover - exercised when otava is absent
+    _otava_compute = None
+    OTAVA_AVAILABLE = False
+
+# Which aggregate columns form series, and whether a rise is bad (latency, memory) or good (throughput).
+SERIES_METRICS: dict[str, tuple[tuple[str, bool], ...]] = {
+    "concurrency_sweep": (("ttft_p95_ms", True), ("tpot_p95_ms", True), ("output_tokens_per_s", False)),
+    "prefill_ladder": (("prefill_tokens_per_s", False),),
+    "decode": (("decode_tokens_per_s", False),),
+    "prefix_cache": (("ttft_p95_ms", True),),
+}
+MEMORY_SCENARIO = "memory"  # held_bytes lives on the run, not on an aggregate
+HIGHER_IS_WORSE = {m: bad for ms in SERIES_METRICS.values() for m, bad in ms} | {"held_bytes": True}
+MIN_POINTS = 3  # a change needs something on both sides and one more point to be tested at all
+
+# Runs that produced numbers; a failed run is a result elsewhere, never a point in a trend.
+SERIES_AGGREGATES_SQL = """
+SELECT r.run_id, r.host, r.engine, r.fingerprint, r.image_version, r.image_tag, r.image_digest,
+       r.image_sort_key, r.started_at, a.scenario, a.level,
+       a.ttft_p95_ms, a.tpot_p95_ms, a.output_tokens_per_s, a.prefill_tokens_per_s, a.decode_tokens_per_s
+FROM runs r JOIN aggregates a ON a.run_id = r.run_id
+WHERE r.status IN ('ok', 'partial') AND a.requests_ok > 0
+"""
+
+SERIES_MEMORY_SQL = """
+SELECT r.run_id, r.host, r.engine, r.fingerprint, r.image_version, r.image_tag, r.image_digest,
+       r.image_sort_key, r.started_at, r.held_bytes
+FROM runs r
+WHERE r.status IN ('ok', 'partial') AND r.held_bytes IS NOT NULL
+"""
+
+
+@dataclass
+class SeriesPoint:
+    run_id: str
+    version: str  # what a person calls the image (tag / label), with a digest prefix when ambiguous
+    sort_key: str
+    started_at: datetime
+    value: float
+
+
+@dataclass
+class Series:
+    fingerprint: str  # run fingerprint + "/" + scenario, as the `changes` table stores it
+    engine: str
+    host: str
+    scenario: str
+    level: int
+    metric: str
+    points: list[SeriesPoint] = field(default_factory=list)
+
+
+@dataclass
+class ChangePoint:
+    """A change found in a plain list of values: index is the first point after the step."""
+
+    index: int
+    pvalue: float
+    mean_before: float
+    mean_after: float
+
+    @property
+    def magnitude_pct(self) -> float:
+        """Signed relative step, before -> after, in percent."""
+        if self.mean_before == 0:
+            return 0.0
+        return (self.mean_after / self.mean_before - 1.0) * 100.0
+
+
+@dataclass
+class Change:
+    """One change on one series (table ``changes``; the trailing fields are not stored)."""
+
+    change_id: str
+    fingerprint: str
+    engine: str
+    host: str
+    metric: str
+    scenario: str
+    level: int
+    version_before: str | None
+    version_after: str | None
+    sort_key_after: str | None
+    magnitude_pct: float
+    pvalue: float
+    status: str  # "provisional" | "confirmed"
+    ack_status: str  # "active" | "acknowledged"
+    ack_reason: str | None
+    detected_at: datetime
+    # not stored:
+    direction: str = "regression"  # "regression" | "improvement"
+    run_id_after: str | None = None
+    newly_confirmed: bool = False  # confirmed now and was not confirmed in the warehouse before
+
+    def row(self) -> dict[str, Any]:
+        """The `changes` table row, in column order."""
+        return {k: getattr(self, k) for k in CHANGE_COLUMNS}
+
+    @property
+    def is_regression(self) -> bool:
+        return self.direction == "regression"
+
+
+CHANGE_COLUMNS = (
+    "change_id",
+    "fingerprint",
+    "engine",
+    "host",
+    "metric",
+    "scenario",
+    "level",
+    "version_before",
+    "version_after",
+    "sort_key_after",
+    "magnitude_pct",
+    "pvalue",
+    "status",
+    "ack_status",
+    "ack_reason",
+    "detected_at",
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# The algorithm on plain numbers
+
+
+def series_noise_pct(values: Sequence[float]) -> float:
+    """Relative noise of a series in percent, from successive differences.
+
+    Successive differences cancel a step (only one difference sees it) and the median ignores that
+    one, so a series with a real change is not judged noisier than it is.
+    """
+    x = np.asarray(values, dtype=float)
+    if len(x) < 3:
+        return 0.0
+    centre = float(np.median(np.abs(x)))
+    if centre == 0:
+        return 0.0
+    sigma = 1.4826 * float(np.median(np.abs(np.diff(x)))) / math.sqrt(2.0)
+    return sigma / centre * 100.0
+
+
+def magnitude_floor_pct(values: Sequence[float], cfg: ChangeDetectionConfig) -> float:
+    return max(cfg.min_magnitude_pct, cfg.noise_multiple * series_noise_pct(values))
+
+
+def find_change_points(
+    values: Sequence[float],
+    *,
+    max_pvalue: float = 0.001,
+    min_magnitude_pct: float = 2.0,
+    use_otava: bool | None = None,
+) -> list[ChangePoint]:
+    """Change points of one ordered series (E-divisive + t-test), significant and above the floor."""
+    x = [float(v) for v in values]
+    if len(x) < MIN_POINTS:
+        return []
+    use = OTAVA_AVAILABLE if use_otava is None else use_otava
+    if use:
+        if not OTAVA_AVAILABLE:
+            raise RuntimeError("apache-otava is not importable: pip install --no-deps apache-otava")
+        cps, _ = _otava_compute(
+            x, window_len=50, max_pvalue=max_pvalue, min_magnitude=min_magnitude_pct / 100
+        )
+        return [
+            ChangePoint(int(c.index), float(c.stats.pvalue), float(c.stats.mean_1), float(c.stats.mean_2))
+            for c in cps
+        ]
+    return _own_change_points(x, max_pvalue, min_magnitude_pct / 100)
+
+
+# A port of Otava's split/merge ("Hunter", Fleming et al. 2023) for when otava is not installed. It
+# treats the whole series as one window; weekly series are far shorter than Otava's 50-point window.
+
+
+def _ttest(left: np.ndarray, right: np.ndarray) -> tuple[float, float, float]:
+    mean_l, mean_r = float(np.mean(left)), float(np.mean(right))
+    std_l = float(np.std(left)) if len(left) >= 2 else 0.0
+    std_r = float(np.std(right)) if len(right) >= 2 else 0.0
+    if len(left) + len(right) <= 2:
+        return 1.0, mean_l, mean_r
+    _, p = ttest_ind_from_stats(mean_l, std_l, len(left), mean_r, std_r, len(right))
+    p = float(p)
+    return (1.0 if math.isnan(p) else p), mean_l, mean_r
+
+
+def _best_split(z: np.ndarray) -> tuple[int, float]:
+    """E-divisive: the tau (and kappa) maximising Q-hat over z[0:tau] vs z[tau:kappa]."""
+    n = len(z)
+    d = np.abs(z[:, None] - z[None, :])
+    s = np.zeros((n + 1, n + 1))
+    s[1:, 1:] = d.cumsum(0).cumsum(1)
+
+    def block(a0: np.ndarray, a1: np.ndarray, b0: np.ndarray, b1: np.ndarray) -> np.ndarray:
+        return s[a1, b1] - s[a0, b1] - s[a1, b0] + s[a0, b0]
+
+    tau, kappa = np.meshgrid(np.arange(1, n), np.arange(2, n + 1), indexing="ij")
+    valid = kappa > tau
+    tau_v, kappa_v = tau[valid], kappa[valid]
+    zero = np.zeros_like(tau_v)
+    cross = block(zero, tau_v, tau_v, kappa_v)
+    within_x = block(zero, tau_v, zero, tau_v) / 2
+    within_y = block(tau_v, kappa_v, tau_v, kappa_v) / 2
+    nx, my, tot = tau_v.astype(float), (kappa_v - tau_v).astype(float), kappa_v.astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = (
+            2 / tot * cross
+            - np.where(nx > 1, 2 * my / tot / (nx - 1), 0.0) * within_x
+            - np.where(my > 1, 2 * nx / tot / (my - 1), 0.0) * within_y
+        )
+    i = int(np.argmax(q))
+    return int(tau_v[i]), float(q[i])
+
+
+def _intervals(idx: list[int], n: int) -> list[tuple[int, int]]:
+    bounds = [0, *idx, n]
+    return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if a != b]
+
+
+def _own_change_points(x: list[float], max_pvalue: float, min_magnitude: float) -> list[ChangePoint]:
+    arr = np.asarray(x, dtype=float)
+    n = len(arr)
+    first_pass = (
+        max_pvalue * 10 if max_pvalue < 0.05 else (max_pvalue * 2 if max_pvalue < 0.5 else max_pvalue)
+    )
+    # split: keep dividing the interval holding the strongest candidate while the t-test says so
+    idx: list[int] = []
+    for _ in range(n):
+        best: tuple[float, int, int, int] | None = None
+        for a, b in _intervals(idx, n):
+            if b - a > 1:
+                tau, q = _best_split(arr[a:b])
+                if best is None or q > best[0]:
+                    best = (q, a + tau, a, b)
+        if best is None:
+            break
+        _, cut, a, b = best
+        p, _, _ = _ttest(arr[a:cut], arr[cut:b])
+        if p > first_pass:
+            break
+        idx = sorted([*idx, cut])
+
+    def stats(points: list[int]) -> list[ChangePoint]:
+        bounds = [0, *points, n]
+        out = []
+        for k, cut in enumerate(points):
+            p, m1, m2 = _ttest(arr[bounds[k] : cut], arr[cut : bounds[k + 2]])
+            out.append(ChangePoint(cut, p, m1, m2))
+        return out
+
+    def magnitude(c: ChangePoint) -> float:
+        fwd = c.mean_after / c.mean_before - 1 if c.mean_before else 0.0
+        bwd = c.mean_before / c.mean_after - 1 if c.mean_after else 0.0
+        return max(abs(fwd), abs(bwd))
+
+    # merge: drop the weakest point (worst p-value, else smallest step) until all are strong
+    cps = stats(idx)
+    while cps:
+        weakest = max(cps, key=lambda c: c.pvalue)
+        if weakest.pvalue < max_pvalue:
+            weakest = min(cps, key=magnitude)
+            if magnitude(weakest) > min_magnitude:
+                break
+        cps = stats([c.index for c in cps if c is not weakest])
+    return cps
+
+
+# --------------------------------------------------------------------------------------------------
+# Series from the warehouse
+
+
+def _version_label(version: str | None, tag: str | None, digest: str | None) -> str:
+    return version or tag or (digest[:19] if digest else "unknown")
+
+
+def _disambiguate(points: list[SeriesPoint], digests: list[str | None]) -> None:
+    """A floating tag ('latest') names several digests: add the digest so each version is distinct."""
+    by_label: dict[str, set[str | None]] = {}
+    for p, d in zip(points, digests, strict=True):
+        by_label.setdefault(p.version, set()).add(d)
+    for p, d in zip(points, digests, strict=True):
+        if len(by_label[p.version]) > 1 and d:
+            p.version = f"{p.version}@{d.removeprefix('sha256:')[:8]}"
+
+
+def _sort_key(sort_key: str | None, version: str | None, started_at: datetime) -> tuple[str, datetime]:
+    # No explicit key: fall back to the version string, and within one version, run order.
+    return (sort_key or version or "", started_at)
+
+
+def load_series(wh: Warehouse) -> list[Series]:
+    """Every series in the warehouse, points in version order."""
+    groups: dict[tuple[str, str, int, str], Series] = {}
+    raw: dict[tuple[str, str, int, str], list[tuple[tuple[str, datetime], SeriesPoint, str | None]]] = {}
+
+    def add(rec: dict[str, Any], scenario: str, level: int, metric: str, value: float | None) -> None:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return
+        key = (rec["fingerprint"], scenario, int(level), metric)
+        if key not in groups:
+            groups[key] = Series(
+                fingerprint=f"{rec['fingerprint']}/{scenario}",
+                engine=rec["engine"],
+                host=rec["host"],
+                scenario=scenario,
+                level=int(level),
+                metric=metric,
+            )
+            raw[key] = []
+        label = _version_label(rec["image_version"], rec["image_tag"], rec["image_digest"])
+        sk = _sort_key(rec["image_sort_key"], rec["image_version"], rec["started_at"])
+        point = SeriesPoint(rec["run_id"], label, sk[0], rec["started_at"], float(value))
+        raw[key].append((sk, point, rec["image_digest"]))
+
+    for rec in wh.query_df(SERIES_AGGREGATES_SQL).iter_rows(named=True):
+        for metric, _ in SERIES_METRICS.get(rec["scenario"], ()):
+            add(rec, rec["scenario"], rec["level"], metric, rec[metric])
+    for rec in wh.query_df(SERIES_MEMORY_SQL).iter_rows(named=True):
+        add(rec, MEMORY_SCENARIO, 0, "held_bytes", rec["held_bytes"])
+
+    out = []
+    for key, series in groups.items():
+        entries = sorted(raw[key], key=lambda e: e[0])
+        series.points = [e[1] for e in entries]
+        _disambiguate(series.points, [e[2] for e in entries])
+        out.append(series)
+    return out
+
+
+def changes_in_series(series: Series, cfg: ChangeDetectionConfig, *, now: datetime) -> list[Change]:
+    values = [p.value for p in series.points]
+    floor = magnitude_floor_pct(values, cfg)
+    cps = find_change_points(values, max_pvalue=cfg.max_pvalue, min_magnitude_pct=floor)
+    bounds = [c.index for c in cps] + [len(values)]
+    out = []
+    for k, cp in enumerate(cps):
+        before, after = series.points[cp.index - 1], series.points[cp.index]
+        # the step holds once two runs stand after it: a repeat of that version, or the next version
+        confirmed = bounds[k + 1] - cp.index >= 2
+        rise = cp.mean_after > cp.mean_before
+        out.append(
+            Change(
+                change_id="",
+                fingerprint=series.fingerprint,
+                engine=series.engine,
+                host=series.host,
+                metric=series.metric,
+                scenario=series.scenario,
+                level=series.level,
+                version_before=before.version,
+                version_after=after.version,
+                sort_key_after=after.sort_key,
+                magnitude_pct=round(cp.magnitude_pct, 3),
+                pvalue=cp.pvalue,
+                status="confirmed" if confirmed else "provisional",
+                ack_status="active",
+                ack_reason=None,
+                detected_at=now,
+                direction="regression" if rise == HIGHER_IS_WORSE.get(series.metric, True) else "improvement",
+                run_id_after=after.run_id,
+            )
+        )
+    for c in out:
+        # the warehouse's id: stable across re-detection, so an acknowledgement survives next week
+        c.change_id = _change_id(c.row())
+    return out
+
+
+def _change_id(row: dict[str, Any]) -> str:
+    from strix_pipeline.warehouse import Warehouse
+
+    return Warehouse.change_id(row)
+
+
+def _existing(wh: Warehouse) -> dict[str, dict[str, Any]]:
+    try:
+        df = wh.list_changes()
+    except Exception as e:  # a warehouse without the table yet: nothing was acknowledged
+        log.warning("could not read existing changes: %s", e)
+        return {}
+    rows = (
+        df.iter_rows(named=True)
+        if hasattr(df, "iter_rows")
+        else (r if isinstance(r, dict) else vars(r) for r in df)
+    )
+    return {r["change_id"]: r for r in rows}
+
+
+def detect_changes(wh: Warehouse, config: StrixConfig, *, now: datetime | None = None) -> list[Change]:
+    """Find the changes on every series, keep earlier acknowledgements, save them, return them."""
+    now = now or datetime.now(UTC)
+    cfg = config.change_detection
+    previous = _existing(wh)
+    changes: list[Change] = []
+    for series in load_series(wh):
+        changes.extend(changes_in_series(series, cfg, now=now))
+    for c in changes:
+        old = previous.get(c.change_id)
+        if old:
+            c.ack_status = old.get("ack_status") or "active"
+            c.ack_reason = old.get("ack_reason")
+            c.detected_at = old.get("detected_at") or now
+        c.newly_confirmed = c.status == "confirmed" and (old is None or old.get("status") != "confirmed")
+    if changes:
+        wh.save_changes([c.row() for c in changes])
+    return changes
