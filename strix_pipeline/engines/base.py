@@ -36,6 +36,7 @@ class EngineSpec:
     metrics_path: str
     metrics_prefix: str  # "llamacpp:", "vllm:", "sglang:"
     version_path: str | None  # endpoint giving the engine build, when it has one
+    version_key: str | None  # the JSON key holding it there
     flags: list[str] = field(default_factory=list)  # the flags that matter for comparability
     reservations: list[Reservation] = field(default_factory=list)
 

@@ -47,6 +47,7 @@ def build(
         metrics_path="/metrics",
         metrics_prefix="llamacpp:",
         version_path="/props",
+        version_key="build_info",
         flags=flags,
         reservations=common_reservations(profile),
     )

@@ -50,6 +50,7 @@ def build(
         metrics_path="/metrics",
         metrics_prefix="sglang:",
         version_path="/get_server_info",
+        version_key="version",
         flags=flags,
         reservations=reservations(flags, profile, budget_gb),
     )

@@ -49,6 +49,7 @@ def build(
         metrics_path="/metrics",
         metrics_prefix="vllm:",
         version_path="/version",
+        version_key="version",
         flags=flags,
         reservations=reservations(flags, profile, budget_gb),
     )

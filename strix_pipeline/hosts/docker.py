@@ -1,0 +1,548 @@
+"""Engines as containers on a Docker host (the Box over ``ssh://``, or the local socket).
+
+``with DockerLauncher(...) as engine:`` pulls the image by digest (progress in the log), starts the
+engine spec's command with the ROCm options, streams the container log to a file, waits for
+readiness and yields a :class:`DockerEngine`. Leaving the block -- normally, by an exception or a
+cancellation -- stops and removes the container. A start that fails raises
+:class:`EngineStartError` with the log tail, after removing the container, so the next run starts
+clean.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import httpx
+
+from strix_pipeline.config import EngineConfig, HostConfig, ModelProfile
+from strix_pipeline.engines import build_spec
+from strix_pipeline.engines.base import CONTAINER_MODELS_DIR, EngineSpec, container_model_path
+from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.hosts.guards import MANAGED_LABEL, RUN_LABEL
+from strix_pipeline.memory import DockerProbe, MemoryProbe, Reading, TreeProbe, parse_rocm_smi_json
+
+log = logging.getLogger(__name__)
+
+LOG_TAIL_LINES = 80
+_NAME_BAD = re.compile(r"[^a-zA-Z0-9_.-]+")
+
+
+# ---------------------------------------------------------------- client and host facts
+
+
+def docker_url(host: HostConfig) -> str:
+    """``host.docker_host`` with ``{user}`` filled from the environment variable ``ssh_user_env``."""
+    url = host.docker_host or "unix:///var/run/docker.sock"
+    if "{user}" in url:
+        user = os.environ.get(host.ssh_user_env or "", "")
+        if not user:
+            raise EngineStartError(
+                "failed_guard", f"docker_host {url} needs the user in ${host.ssh_user_env}"
+            )
+        url = url.replace("{user}", user)
+    return url
+
+
+def make_client(host: HostConfig, *, timeout_s: int = 300) -> Any:
+    """A docker-py client; ``ssh://`` goes through the system ssh (keys and known_hosts from
+    ~/.ssh/config or the agent: docker-py's ssh client takes no key option)."""
+    import docker
+
+    url = docker_url(host)
+    if url.startswith("ssh://"):
+        return docker.DockerClient(base_url=url, use_ssh_client=True, timeout=timeout_s)
+    return docker.DockerClient(base_url=url, timeout=timeout_s)
+
+
+def is_local_daemon(host: HostConfig) -> bool:
+    url = host.docker_host or ""
+    return url.startswith("unix://") or url.startswith("npipe://") or url in ("", "local")
+
+
+def split_image_ref(ref: str) -> tuple[str, str]:
+    """(repository, tag or digest); ``repo:tag@sha256:…`` pulls by the digest alone."""
+    if "@" in ref:
+        repo, digest = ref.rsplit("@", 1)
+        last = repo.rsplit("/", 1)[-1]
+        if ":" in last:  # drop the tag: the digest is what we asked for
+            repo = repo[: len(repo) - len(last)] + last.split(":", 1)[0]
+        return repo, digest
+    last = ref.rsplit("/", 1)[-1]
+    if ":" in last:
+        return ref[: len(ref) - len(last)] + last.split(":", 1)[0], last.split(":", 1)[1]
+    return ref, "latest"
+
+
+def parse_group_file(text: str, names: tuple[str, ...] = ("video", "render")) -> dict[str, int]:
+    """``/etc/group`` lines ``name:x:gid:members`` -> {name: gid} for the wanted names."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split(":")
+        if len(parts) >= 3 and parts[0] in names:
+            try:
+                out[parts[0]] = int(parts[2])
+            except ValueError:
+                continue
+    return out
+
+
+def resolve_group_ids(host: HostConfig, client: Any) -> list[int]:
+    """Numeric video/render gids of the host (container group names mean nothing on the host).
+
+    From the config when given; otherwise read from the host's /etc/group through the probe image
+    (over ssh as well), or locally when the daemon is on this machine. No devices: no groups.
+    """
+    if not host.devices:
+        return []
+    gids = {"video": host.video_gid, "render": host.render_gid}
+    if None in gids.values():
+        text = ""
+        if host.probe_image:
+            try:
+                raw = client.containers.run(
+                    host.probe_image,
+                    ["cat", "/host/etc/group"],
+                    remove=True,
+                    network_mode="host",
+                    volumes={"/etc/group": {"bind": "/host/etc/group", "mode": "ro"}},
+                    labels={"strix.probe": "true"},
+                )
+                text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+            except Exception as e:
+                log.warning("could not read the host's /etc/group through %s: %s", host.probe_image, e)
+        elif is_local_daemon(host):
+            try:
+                text = Path("/etc/group").read_text()
+            except OSError:
+                text = ""
+        found = parse_group_file(text)
+        for name in gids:
+            if gids[name] is None:
+                gids[name] = found.get(name)
+    missing = [n for n, g in gids.items() if g is None]
+    if missing:
+        log.warning("no gid for group(s) %s on the host: the engine may not open %s", missing, host.devices)
+    return [g for g in gids.values() if g is not None]
+
+
+def probe_for_host(host: HostConfig, client: Any, *, pid: int | None = None) -> MemoryProbe | None:
+    """The memory probe of a Docker host: the probe container when configured (works over ssh),
+    the local filesystem when the daemon is on this machine, else None (logged)."""
+    if host.probe_image:
+        return DockerProbe(client, host.probe_image)
+    if is_local_daemon(host):
+        return TreeProbe(Path("/"), pid=pid)
+    log.warning("host has no probe_image: no memory samples over %s", host.docker_host)
+    return None
+
+
+# ---------------------------------------------------------------- the running engine
+
+
+@dataclass
+class DockerEngine:
+    """What a benchmark needs from a started engine (same shape as the local launcher's)."""
+
+    base_url: str
+    model: str
+    metrics_url: str
+    log_path: Path
+    command: str
+    engine_build: str | None
+    container_id: str
+    container_name: str
+    image_ref: str
+    image_id: str | None
+    repo_digests: list[str]
+    spec: EngineSpec
+    pid: int | None  # the engine's pid on the Docker host (RSS readable there on a local daemon)
+    labels: dict[str, str] = field(default_factory=dict)
+    _container: Any = field(default=None, repr=False)
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        return container_log_tail(self._container, self.log_path, lines)
+
+    def smi_readings(self, timeout_note: str = "") -> list[Reading]:
+        """rocm-smi inside the engine container (ROCm images ship it): a cross-check, best effort."""
+        try:
+            result = self._container.exec_run(["rocm-smi", "--showmeminfo", "vram", "gtt", "--json"])
+            if result.exit_code != 0:
+                return []
+            return parse_rocm_smi_json(result.output.decode("utf-8", "replace"))
+        except Exception as e:
+            log.debug("rocm-smi in the engine container: %s", e)
+            return []
+
+
+def container_log_tail(container: Any, log_path: Path | None, lines: int = LOG_TAIL_LINES) -> str:
+    """The last lines of the engine's output: from the daemon while the container exists (complete
+    even if the streaming thread lags), else from the log file."""
+    if container is not None:
+        try:
+            raw = container.logs(tail=lines)
+            return raw.decode("utf-8", "replace")
+        except Exception:
+            pass
+    if log_path is not None:
+        try:
+            return "\n".join(log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            pass
+    return ""
+
+
+class _LogStreamer(threading.Thread):
+    """Copies the container's stdout+stderr into the log file until the container ends."""
+
+    def __init__(self, container: Any, path: Path) -> None:
+        super().__init__(name=f"log-{container.name}", daemon=True)
+        self.container = container
+        self.path = path
+
+    def run(self) -> None:
+        try:
+            with self.path.open("ab") as f:
+                for chunk in self.container.logs(stream=True, follow=True):
+                    f.write(chunk)
+                    f.flush()
+        except Exception as e:  # the container went away under us: the file has what we got
+            log.debug("log stream of %s ended: %s", self.container.name, e)
+
+
+# ---------------------------------------------------------------- the launcher
+
+
+class DockerLauncher:
+    """Context manager: start an engine container, wait until it serves, always remove it.
+
+    ``model_path`` overrides the profile's path on the host (e.g. a file assembled elsewhere).
+    ``pull``: "missing" (pull when the exact reference is not present), "always", or "never".
+    ``group_ids``: numeric groups; None reads them from the config or the host.
+    """
+
+    def __init__(
+        self,
+        host_cfg: HostConfig,
+        engine_cfg: EngineConfig,
+        model_profile: ModelProfile,
+        image_ref: str,
+        run_id: str,
+        log_dir: str | Path,
+        client: Any | None = None,
+        *,
+        port: int | None = None,
+        model_path: str | None = None,
+        pull: str = "missing",
+        ready_timeout_s: float | None = None,
+        stop_timeout_s: int = 30,
+        group_ids: list[int] | None = None,
+        poll_interval_s: float = 0.5,
+    ) -> None:
+        self.host = host_cfg
+        self.engine_cfg = engine_cfg
+        self.profile = model_profile
+        self.image_ref = image_ref
+        self.run_id = run_id
+        self.log_dir = Path(log_dir)
+        self.client = client
+        self.port = port
+        self.host_model_path = model_path or model_profile.path
+        if not self.host_model_path:
+            raise EngineStartError(
+                "failed_guard", f"model profile {model_profile.model!r} has no path on the host"
+            )
+        self.pull_policy = pull
+        self.ready_timeout_s = float(ready_timeout_s or host_cfg.ready_timeout_s)
+        self.stop_timeout_s = stop_timeout_s
+        self.group_ids = group_ids
+        self.poll_interval_s = poll_interval_s
+        self.container: Any = None
+        self.log_path = self.log_dir / f"{_safe(run_id)}-{engine_cfg.kind}.log"
+        self._streamer: _LogStreamer | None = None
+        self._own_client = client is None
+        self.spec = self._build_spec()
+
+    # -- spec and container options
+
+    def _build_spec(self) -> EngineSpec:
+        in_container = container_model_path(self.host_model_path, self.host.models_dir)
+        loopback = self.host.address in ("127.0.0.1", "localhost", "::1")
+        return build_spec(
+            self.engine_cfg,
+            self.profile,
+            in_container,
+            port=self.port,
+            # host networking: bind loopback when the pipeline reaches the engine there, else all
+            bind_host="127.0.0.1" if loopback else "0.0.0.0",
+            budget_gb=self.host.memory_budget_gb,
+        )
+
+    def volumes(self) -> dict[str, dict[str, str]]:
+        vols: dict[str, dict[str, str]] = {}
+        if self.host.models_dir:
+            vols[self.host.models_dir] = {"bind": CONTAINER_MODELS_DIR, "mode": "ro"}
+        p = PurePosixPath(self.host_model_path)
+        under = self.host.models_dir and str(p).startswith(self.host.models_dir.rstrip("/") + "/")
+        if p.is_absolute() and not under:
+            vols[str(p)] = {"bind": container_model_path(str(p), self.host.models_dir), "mode": "ro"}
+        return vols
+
+    def container_name(self) -> str:
+        return _safe(f"strix-{self.engine_cfg.kind}-{self.run_id}")[:63]
+
+    def run_kwargs(self, group_ids: list[int]) -> dict[str, Any]:
+        executable = self.spec.executable
+        kwargs: dict[str, Any] = {
+            "entrypoint": executable,
+            "command": self.spec.flags,
+            "name": self.container_name(),
+            "detach": True,
+            "network_mode": "host",
+            "environment": dict(self.engine_cfg.env),
+            "volumes": self.volumes(),
+            "labels": {
+                MANAGED_LABEL: "true",
+                RUN_LABEL: self.run_id,
+                "strix.engine": self.engine_cfg.kind,
+                "strix.image": self.image_ref,
+            },
+            "devices": [f"{d}:{d}:rwm" for d in self.host.devices],
+            "group_add": [int(g) for g in group_ids],
+            "security_opt": ["seccomp=unconfined"],
+        }
+        if self.engine_cfg.shm_size:
+            kwargs["shm_size"] = self.engine_cfg.shm_size
+        else:
+            kwargs["ipc_mode"] = "host"
+        return kwargs
+
+    # -- lifecycle
+
+    def __enter__(self) -> DockerEngine:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        if self.client is None:
+            self.client = make_client(self.host)
+        try:
+            return self._start()
+        except BaseException as e:
+            tail = container_log_tail(self.container, self.log_path)
+            self._cleanup()
+            if isinstance(e, EngineStartError):
+                if e.log_tail is None:
+                    e.log_tail = tail
+                raise
+            if isinstance(e, Exception):
+                raise EngineStartError("failed_start", f"{type(e).__name__}: {e}", tail) from e
+            raise  # KeyboardInterrupt / cancellation: cleaned up, propagate as is
+
+    def __exit__(self, *exc: object) -> None:
+        self._cleanup()
+
+    def _start(self) -> DockerEngine:
+        self._log_line(f"run {self.run_id}: {self.engine_cfg.kind} image {self.image_ref}")
+        image = self._pull()
+        gids = self.group_ids if self.group_ids is not None else resolve_group_ids(self.host, self.client)
+        kwargs = self.run_kwargs(gids)
+        self._log_line(f"command: {self.spec.command_line()}")
+        import docker.errors
+
+        try:
+            self.container = self.client.containers.run(self.image_ref, **kwargs)
+        except docker.errors.APIError as e:
+            raise EngineStartError(
+                "failed_start", f"container could not be created: {e.explanation or e}"
+            ) from e
+        self._streamer = _LogStreamer(self.container, self.log_path)
+        self._streamer.start()
+        base_url = f"http://{_url_host(self.host.address)}:{self.spec.port}"
+        self._wait_ready(base_url)
+        self.container.reload()
+        pid = self.container.attrs.get("State", {}).get("Pid") or None
+        build = self._engine_build(base_url, image)
+        return DockerEngine(
+            base_url=base_url,
+            model=self.spec.served_model_name,
+            metrics_url=base_url + self.spec.metrics_path,
+            log_path=self.log_path,
+            command=self.spec.command_line(),
+            engine_build=build,
+            container_id=self.container.id,
+            container_name=self.container.name,
+            image_ref=self.image_ref,
+            image_id=getattr(image, "id", None),
+            repo_digests=list((getattr(image, "attrs", None) or {}).get("RepoDigests") or []),
+            spec=self.spec,
+            pid=pid,
+            labels=dict(kwargs["labels"]),
+            _container=self.container,
+        )
+
+    def _pull(self) -> Any:
+        import docker.errors
+
+        if self.pull_policy != "always":
+            try:
+                image = self.client.images.get(self.image_ref)
+                self._log_line(f"image present: {image.id}")
+                return image
+            except docker.errors.ImageNotFound:
+                if self.pull_policy == "never":
+                    raise EngineStartError(
+                        "failed_start", f"image {self.image_ref} is not on the host"
+                    ) from None
+            except docker.errors.APIError as e:
+                log.debug("image lookup %s: %s", self.image_ref, e)
+        repo, reference = split_image_ref(self.image_ref)
+        self._log_line(
+            f"pulling {repo}@{reference}"
+            if reference.startswith("sha256:")
+            else f"pulling {repo}:{reference}"
+        )
+        last_report = 0.0
+        layers: dict[str, tuple[int, int]] = {}
+        statuses: dict[str, str] = {}
+        try:
+            for event in self.client.api.pull(repo, tag=reference, stream=True, decode=True):
+                if "error" in event:
+                    raise EngineStartError(
+                        "failed_start", f"pull of {self.image_ref} failed: {event['error']}"
+                    )
+                layer, status = event.get("id"), event.get("status", "")
+                detail = event.get("progressDetail") or {}
+                if layer and detail.get("total"):
+                    layers[layer] = (int(detail.get("current", 0)), int(detail["total"]))
+                if (
+                    layer
+                    and statuses.get(layer) != status
+                    and not status.startswith(("Downloading", "Extracting"))
+                ):
+                    statuses[layer] = status
+                    self._log_line(f"pull {layer}: {status}")
+                elif not layer and status:
+                    self._log_line(f"pull: {status}")
+                now = time.monotonic()
+                if layers and now - last_report > 5:
+                    last_report = now
+                    done = sum(c for c, _ in layers.values())
+                    total = sum(t for _, t in layers.values())
+                    self._log_line(
+                        f"pull progress: {done / 1e6:.1f} / {total / 1e6:.1f} MB over {len(layers)} layers"
+                    )
+        except docker.errors.APIError as e:
+            raise EngineStartError(
+                "failed_start", f"pull of {self.image_ref} failed: {e.explanation or e}"
+            ) from e
+        try:
+            return self.client.images.get(self.image_ref)
+        except docker.errors.ImageNotFound as e:
+            raise EngineStartError("failed_start", f"image {self.image_ref} missing after the pull") from e
+
+    def _wait_ready(self, base_url: str) -> None:
+        deadline = time.monotonic() + self.ready_timeout_s
+        last = "no answer yet"
+        max_polls = int(self.ready_timeout_s / max(self.poll_interval_s, 0.01)) + 10
+        with httpx.Client(timeout=httpx.Timeout(5.0, connect=2.0)) as http:
+            for _ in range(max_polls):
+                self.container.reload()
+                state = self.container.attrs.get("State", {})
+                if self.container.status in ("exited", "dead") or state.get("Status") in ("exited", "dead"):
+                    code = state.get("ExitCode")
+                    oom = " (OOM-killed)" if state.get("OOMKilled") else ""
+                    raise EngineStartError(
+                        "failed_start",
+                        f"container exited with code {code}{oom} before it was ready",
+                        container_log_tail(self.container, self.log_path),
+                    )
+                ok, last = _ready(http, base_url, self.spec.ready_paths)
+                if ok:
+                    self._log_line(f"ready: {base_url} ({', '.join(self.spec.ready_paths)})")
+                    return
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(self.poll_interval_s)
+        raise EngineStartError(
+            "failed_start",
+            f"not ready within {self.ready_timeout_s:g} s ({last})",
+            container_log_tail(self.container, self.log_path),
+        )
+
+    def _engine_build(self, base_url: str, image: Any) -> str | None:
+        if self.spec.version_path and self.spec.version_key:
+            try:
+                r = httpx.get(base_url + self.spec.version_path, timeout=5)
+                if r.status_code == 200:
+                    value = r.json().get(self.spec.version_key)
+                    if value:
+                        return str(value)
+            except (httpx.HTTPError, ValueError, AttributeError):
+                pass
+        labels = ((getattr(image, "attrs", None) or {}).get("Config") or {}).get("Labels") or {}
+        return labels.get("org.opencontainers.image.version") or labels.get(
+            "org.opencontainers.image.revision"
+        )
+
+    def _cleanup(self) -> None:
+        c, self.container = self.container, None
+        if c is not None:
+            try:
+                c.reload()
+                if c.status == "running":
+                    c.stop(timeout=self.stop_timeout_s)
+            except Exception as e:
+                log.debug("stop %s: %s", getattr(c, "name", "?"), e)
+            try:
+                c.remove(force=True)
+                self._log_line(f"container {c.name} stopped and removed")
+            except Exception as e:
+                log.warning("could not remove container %s: %s", getattr(c, "name", "?"), e)
+        if self._streamer is not None:
+            self._streamer.join(timeout=10)
+            self._streamer = None
+        if self._own_client and self.client is not None:
+            try:
+                self.client.close()
+            except Exception:
+                pass
+            self.client = None
+
+    def _log_line(self, text: str) -> None:
+        log.info("%s", text)
+        try:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            with self.log_path.open("a") as f:
+                f.write(f"[strix {time.strftime('%H:%M:%S')}] {text}\n")
+        except OSError:
+            pass
+
+
+def _ready(http: httpx.Client, base_url: str, paths: tuple[str, ...]) -> tuple[bool, str]:
+    """All readiness paths answer 200 in order; /v1/models must also list a model."""
+    for path in paths:
+        try:
+            r = http.get(base_url + path)
+        except httpx.HTTPError as e:
+            return False, f"{path}: {type(e).__name__}"
+        if r.status_code != 200:
+            return False, f"{path} -> {r.status_code}"
+        if path == "/v1/models":
+            try:
+                if not r.json().get("data"):
+                    return False, "/v1/models lists no model"
+            except (ValueError, AttributeError):
+                return False, "/v1/models is not JSON"
+    return True, "ready"
+
+
+def _url_host(address: str) -> str:
+    return f"[{address}]" if ":" in address and not address.startswith("[") else address
+
+
+def _safe(name: str) -> str:
+    return _NAME_BAD.sub("-", name).strip("-") or "engine"

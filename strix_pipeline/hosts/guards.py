@@ -1,0 +1,223 @@
+"""Checks around an engine start: one engine at a time in one memory pool, and nothing left behind.
+
+Before a start: leftover managed containers are stopped (and returned, so the run records them),
+the port is free, memory is back near the idle baseline, and the profile's reservations fit the
+host's budget. After the stop: memory returns to baseline within a timeout, else the run is flagged.
+A guard that refuses raises :class:`EngineStartError` with status ``failed_guard`` and its numbers.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from strix_pipeline.config import HostConfig
+from strix_pipeline.engines.base import EngineSpec, Reservation
+from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.memory import wait_until
+
+log = logging.getLogger(__name__)
+
+GB = 1e9
+MANAGED_LABEL = "strix.managed"
+RUN_LABEL = "strix.run_id"
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A managed engine container found running (or stopped) before a start, and removed."""
+
+    container_id: str
+    name: str
+    image: str
+    run_id: str | None  # the run that started it
+    status: str  # its state when found
+
+    def describe(self) -> str:
+        return (
+            f"{self.name} ({self.container_id[:12]}, {self.image}, run {self.run_id or '?'}, {self.status})"
+        )
+
+
+def clean_leftovers(
+    client: Any, *, stop_timeout_s: int = 10, keep_ids: tuple[str, ...] = ()
+) -> list[Leftover]:
+    """Stop and remove every container labelled ``strix.managed=true``; return what was found.
+
+    A crashed run may leave its engine holding the shared memory pool: the next run must not
+    measure beside it. Stopped ones are removed too so names and logs do not pile up.
+    """
+    found: list[Leftover] = []
+    for c in client.containers.list(all=True, filters={"label": f"{MANAGED_LABEL}=true"}):
+        if c.id in keep_ids:
+            continue
+        labels = c.labels or {}
+        image = ",".join(getattr(c.image, "tags", None) or []) if c.image is not None else ""
+        item = Leftover(
+            c.id, c.name, image or labels.get("strix.image", "?"), labels.get(RUN_LABEL), c.status
+        )
+        log.warning("removing leftover managed container %s", item.describe())
+        try:
+            if c.status == "running":
+                c.stop(timeout=stop_timeout_s)
+            c.remove(force=True)
+        except Exception as e:  # NotFound after a racing removal is fine; anything else is logged
+            log.warning("could not remove leftover %s: %s", item.describe(), e)
+        found.append(item)
+    return found
+
+
+def port_in_use(address: str, port: int, timeout_s: float = 1.0) -> bool:
+    """True when something accepts connections there (works for a remote host, unlike bind())."""
+    try:
+        with socket.create_connection((address, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def check_port_free(address: str, port: int, *, wait_s: float = 10.0, interval_s: float = 0.5) -> None:
+    ok, _ = wait_until(lambda: int(port_in_use(address, port)), lambda busy: busy == 0, wait_s, interval_s)
+    if not ok:
+        raise EngineStartError("failed_guard", f"port {port} on {address} is in use (waited {wait_s:g} s)")
+
+
+def check_reservations(
+    reservations: list[Reservation],
+    budget_gb: float | None,
+    *,
+    what: str = "this configuration",
+) -> None:
+    """Refuse a configuration whose up-front reservations exceed the host's memory budget.
+
+    On unified memory the engine's pool and host RAM are one pool: SGLang's HiCache on top of its
+    pool has OOM-looped a box. No budget configured means nothing to check against.
+    """
+    if budget_gb is None:
+        return
+    total = sum(r.gb for r in reservations)
+    if total > budget_gb:
+        parts = " + ".join(f"{r.what} = {r.gb:.1f} GB" for r in reservations)
+        raise EngineStartError(
+            "failed_guard",
+            f"{what} reserves {total:.1f} GB ({parts}), over the host's memory_budget_gb {budget_gb:g} GB "
+            f"by {total - budget_gb:.1f} GB",
+        )
+
+
+def wait_for_baseline(
+    read_in_use: Callable[[], int | None],
+    baseline_bytes: int,
+    tolerance_bytes: int,
+    wait_s: float,
+    interval_s: float = 1.0,
+) -> int:
+    """Wait (bounded) until memory in use is within tolerance of the baseline; return the reading."""
+    ok, value = wait_until(read_in_use, lambda v: v - baseline_bytes <= tolerance_bytes, wait_s, interval_s)
+    if not ok:
+        shown = "no reading" if value is None else f"{value / GB:.2f} GB"
+        raise EngineStartError(
+            "failed_guard",
+            f"memory in use {shown} did not come back within {tolerance_bytes / GB:.2f} GB of the idle "
+            f"baseline {baseline_bytes / GB:.2f} GB in {wait_s:g} s",
+        )
+    assert value is not None
+    return value
+
+
+def wait_memory_returned(
+    read_in_use: Callable[[], int | None],
+    baseline_bytes: int | None,
+    tolerance_bytes: int,
+    timeout_s: float,
+    interval_s: float = 1.0,
+) -> tuple[bool | None, int | None]:
+    """After the stop: (returned to baseline within the timeout, last reading). None: no baseline."""
+    if baseline_bytes is None:
+        return None, read_in_use()
+    ok, value = wait_until(
+        read_in_use, lambda v: v - baseline_bytes <= tolerance_bytes, timeout_s, interval_s
+    )
+    if not ok:
+        log.error(
+            "memory did not return to baseline after the stop: %s vs baseline %d (tolerance %d) after %g s",
+            value,
+            baseline_bytes,
+            tolerance_bytes,
+            timeout_s,
+        )
+    return ok, value
+
+
+@dataclass
+class Preflight:
+    """What the guards found before a start; the run records the leftovers and the baseline."""
+
+    leftovers: list[Leftover] = field(default_factory=list)
+    baseline_bytes: int | None = None  # the idle baseline the run compares against
+    in_use_bytes: int | None = None  # the reading when the guard let the run start
+
+    def leftovers_note(self) -> str | None:
+        if not self.leftovers:
+            return None
+        return "leftover managed containers removed before start: " + "; ".join(
+            x.describe() for x in self.leftovers
+        )
+
+
+def preflight(
+    host: HostConfig,
+    spec: EngineSpec,
+    *,
+    client: Any | None = None,
+    read_in_use: Callable[[], int | None] | None = None,
+    baseline_bytes: int | None = None,
+    what: str | None = None,
+    port_wait_s: float = 10.0,
+    interval_s: float = 1.0,
+) -> Preflight:
+    """Run every before-start guard in order; raise ``EngineStartError('failed_guard')`` on refusal.
+
+    ``baseline_bytes``: the idle baseline (e.g. the previous run's); else ``host.idle_baseline_gb``;
+    else the reading taken here becomes the baseline (nothing to wait for).
+    """
+    check_reservations(
+        spec.reservations, host.memory_budget_gb, what=what or f"{spec.kind} '{spec.served_model_name}'"
+    )
+    result = Preflight()
+    if client is not None:
+        result.leftovers = clean_leftovers(client)
+    check_port_free(host.address, spec.port, wait_s=port_wait_s, interval_s=min(interval_s, 0.5))
+    if read_in_use is not None:
+        if baseline_bytes is None and host.idle_baseline_gb is not None:
+            baseline_bytes = int(host.idle_baseline_gb * GB)
+        if baseline_bytes is None:
+            result.in_use_bytes = read_in_use()
+            result.baseline_bytes = result.in_use_bytes
+        else:
+            tolerance = int(host.baseline_tolerance_gb * GB)
+            result.in_use_bytes = wait_for_baseline(
+                read_in_use, baseline_bytes, tolerance, host.baseline_wait_s, interval_s
+            )
+            result.baseline_bytes = baseline_bytes
+    return result
+
+
+def after_stop(
+    host: HostConfig,
+    read_in_use: Callable[[], int | None],
+    baseline_bytes: int | None,
+    *,
+    interval_s: float = 1.0,
+) -> tuple[bool | None, int | None]:
+    """Memory back at baseline within ``host.after_stop_timeout_s``? False flags the run."""
+    return wait_memory_returned(
+        read_in_use,
+        baseline_bytes,
+        int(host.baseline_tolerance_gb * GB),
+        host.after_stop_timeout_s,
+        interval_s,
+    )

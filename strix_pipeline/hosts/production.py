@@ -1,0 +1,308 @@
+"""The Box serves its users between runs: stop production before a benchmark, always bring it back.
+
+``with ProductionGuard(...)`` stops the host's production engine (a container, or stop/start
+commands such as a systemd unit) and, on every exit path -- success, failure, cancellation --
+starts it again and waits for its health URL. When it cannot be restored the guard says so loudly
+(error log, ``restored is False``) and writes a marker file; while the marker exists and production
+is not healthy, the next run refuses to start. Runs start only inside the maintenance window
+unless forced.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+from zoneinfo import ZoneInfo
+
+import httpx
+
+from strix_pipeline.config import HostConfig, ProductionEngine
+from strix_pipeline.hosts.errors import EngineStartError
+
+log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------- maintenance window (cron)
+
+_NAMES = {
+    3: {m: i + 1 for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split())},
+    4: {d: i for i, d in enumerate("sun mon tue wed thu fri sat".split())},
+}
+_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
+
+
+def _field(spec: str, index: int) -> set[int]:
+    lo, hi = _RANGES[index]
+    names = _NAMES.get(index, {})
+    out: set[int] = set()
+    for part in spec.lower().split(","):
+        base, _, step_s = part.partition("/")
+        step = int(step_s) if step_s else 1
+        if step <= 0:
+            raise ValueError(f"bad step in cron field {spec!r}")
+        if base == "*":
+            start, end = lo, hi
+        else:
+            a, _, b = base.partition("-")
+            start = int(names.get(a, a))
+            end = int(names.get(b, b)) if b else (hi if step_s else start)
+        if not (lo <= start <= hi and lo <= end <= hi):
+            raise ValueError(f"cron field {spec!r} out of range {lo}-{hi}")
+        out.update(range(start, end + 1, step))
+    if index == 4 and 7 in out:  # both 0 and 7 are Sunday
+        out.add(0)
+    return out
+
+
+@dataclass(frozen=True)
+class Cron:
+    minutes: set[int]
+    hours: set[int]
+    days: set[int]
+    months: set[int]
+    weekdays: set[int]
+    days_any: bool
+    weekdays_any: bool
+
+    @classmethod
+    def parse(cls, expr: str) -> Cron:
+        fields = expr.split()
+        if len(fields) != 5:
+            raise ValueError(f"cron expression {expr!r} needs 5 fields")
+        sets = [_field(f, i) for i, f in enumerate(fields)]
+        return cls(*sets, days_any=fields[2] == "*", weekdays_any=fields[4] == "*")
+
+    def matches(self, t: datetime) -> bool:
+        if t.minute not in self.minutes or t.hour not in self.hours or t.month not in self.months:
+            return False
+        day_ok = t.day in self.days
+        weekday_ok = (t.isoweekday() % 7) in self.weekdays
+        if self.days_any or self.weekdays_any:  # cron: when both are restricted, either matches
+            return day_ok and weekday_ok
+        return day_ok or weekday_ok
+
+
+def last_window_start(expr: str, hours: float, now: datetime) -> datetime | None:
+    """The latest cron fire time in (now - hours, now], or None: the window is closed."""
+    cron = Cron.parse(expr)
+    t = now.replace(second=0, microsecond=0)
+    for _ in range(int(hours * 60) + 1):
+        if cron.matches(t) and now - t < timedelta(hours=hours):
+            return t
+        t -= timedelta(minutes=1)
+    return None
+
+
+def check_maintenance_window(
+    host: HostConfig,
+    default_schedule: str,
+    *,
+    now: datetime | None = None,
+    timezone: str = "UTC",
+    force: bool = False,
+) -> datetime | None:
+    """Refuse (``failed_guard``) outside the host's window; returns the window's start when inside.
+
+    The window starts at each fire time of ``host.maintenance_window`` (default: the schedule) and
+    lasts ``host.maintenance_window_hours``. ``force`` (a manual run) skips the check.
+    """
+    if force:
+        return None
+    expr = host.maintenance_window or default_schedule
+    tz = ZoneInfo(timezone)
+    local_now = (now or datetime.now(UTC)).astimezone(tz)
+    start = last_window_start(expr, host.maintenance_window_hours, local_now)
+    if start is None:
+        raise EngineStartError(
+            "failed_guard",
+            f"outside the maintenance window ({expr!r} + {host.maintenance_window_hours:g} h, {timezone}) "
+            f"at {local_now:%Y-%m-%d %H:%M}; force the run to override",
+        )
+    return start
+
+
+# ---------------------------------------------------------------- production engine
+
+
+def ssh_prefix(docker_host: str | None) -> list[str]:
+    """Commands for the production engine run where it lives: over ssh for an ``ssh://`` host."""
+    if not docker_host or not docker_host.startswith("ssh://"):
+        return []
+    u = urlparse(docker_host)
+    target = f"{u.username}@{u.hostname}" if u.username else str(u.hostname)
+    prefix = ["ssh", "-o", "BatchMode=yes"]
+    if u.port:
+        prefix += ["-p", str(u.port)]
+    return prefix + [target]
+
+
+def marker_path(state_dir: str | Path, host_name: str) -> Path:
+    return Path(state_dir) / f"production-not-restored-{host_name}.json"
+
+
+def http_healthy(url: str, timeout_s: float = 5.0) -> bool:
+    try:
+        return httpx.get(url, timeout=timeout_s).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+class ProductionGuard:
+    """Context manager around a benchmark run on a host that serves users.
+
+    ``docker_host`` is the URL after ``{user}`` substitution (see hosts.docker.docker_url): stop and
+    start commands run over ssh there. ``state_dir`` holds the not-restored marker.
+    """
+
+    def __init__(
+        self,
+        host_name: str,
+        production: ProductionEngine | None,
+        *,
+        state_dir: str | Path,
+        client: Any | None = None,
+        docker_host: str | None = None,
+        run_id: str | None = None,
+        runner: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+        healthy: Callable[[str], bool] = http_healthy,
+        poll_interval_s: float = 1.0,
+        stop_timeout_s: int = 60,
+        command_timeout_s: float = 300,
+    ) -> None:
+        self.host_name = host_name
+        self.production = production
+        self.marker = marker_path(state_dir, host_name)
+        self.client = client
+        self.docker_host = docker_host
+        self.run_id = run_id
+        self.runner = runner
+        self.healthy = healthy
+        self.poll_interval_s = poll_interval_s
+        self.stop_timeout_s = stop_timeout_s
+        self.command_timeout_s = command_timeout_s
+        self.stopped = False
+        self.restored: bool | None = None  # None: nothing to restore
+        self.restore_error: str | None = None
+
+    # -- checks
+
+    def check_marker(self) -> None:
+        """Refuse to start while a previous run left production down; clear a stale marker."""
+        if not self.marker.exists():
+            return
+        try:
+            info = json.loads(self.marker.read_text())
+        except (OSError, ValueError):
+            info = {}
+        if self.production is not None and self.healthy(self.production.health_url):
+            log.warning("production on %s is healthy again; clearing %s", self.host_name, self.marker)
+            self.marker.unlink(missing_ok=True)
+            return
+        raise EngineStartError(
+            "failed_guard",
+            f"production on host {self.host_name} was not restored after run {info.get('run_id', '?')} "
+            f"at {info.get('at', '?')} ({info.get('reason', 'unknown reason')}); it is still not healthy "
+            f"at {self.production.health_url if self.production else '?'}. Restore it, then run again "
+            f"(marker {self.marker}).",
+        )
+
+    # -- stop / start
+
+    def _run(self, argv: list[str], what: str) -> None:
+        full = ssh_prefix(self.docker_host) + ([shlex.join(argv)] if ssh_prefix(self.docker_host) else argv)
+        result = self.runner(
+            full, capture_output=True, text=True, timeout=self.command_timeout_s, check=False
+        )
+        if result.returncode != 0:
+            raise RuntimeError(
+                f"{what} command {shlex.join(argv)} exited {result.returncode}: {result.stderr[-500:]}"
+            )
+
+    def stop(self) -> None:
+        p = self.production
+        if p is None:
+            return
+        if p.container:
+            import docker.errors
+
+            try:
+                c = self.client.containers.get(p.container)
+            except docker.errors.NotFound:
+                log.warning(
+                    "production container %s not found on %s: nothing to stop", p.container, self.host_name
+                )
+                return
+            if c.status != "running":
+                log.warning("production container %s is %s, not running: left as is", p.container, c.status)
+                return
+            log.info("stopping production container %s on %s", p.container, self.host_name)
+            c.stop(timeout=self.stop_timeout_s)
+            self.stopped = True
+        else:
+            log.info("stopping production on %s: %s", self.host_name, p.stop_command)
+            self.stopped = True  # a half-run stop command still needs the start after it
+            self._run(list(p.stop_command or []), "stop")
+
+    def restore(self) -> bool:
+        """Start production again and wait for its health URL; on failure log loudly and mark."""
+        p = self.production
+        if p is None or not self.stopped:
+            return True
+        try:
+            if p.container:
+                self.client.containers.get(p.container).start()
+            else:
+                self._run(list(p.start_command or []), "start")
+            deadline = time.monotonic() + p.health_timeout_s
+            for _ in range(int(p.health_timeout_s / max(self.poll_interval_s, 0.01)) + 2):
+                if self.healthy(p.health_url):
+                    log.info("production on %s is healthy again (%s)", self.host_name, p.health_url)
+                    self.restored = True
+                    self.marker.unlink(missing_ok=True)
+                    return True
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(self.poll_interval_s)
+            raise RuntimeError(f"{p.health_url} did not answer 200 within {p.health_timeout_s} s")
+        except Exception as e:
+            self.restored = False
+            self.restore_error = f"{type(e).__name__}: {e}"
+            log.error(
+                "PRODUCTION NOT RESTORED on host %s after run %s: %s -- the next run will refuse to start",
+                self.host_name,
+                self.run_id,
+                self.restore_error,
+            )
+            self.marker.parent.mkdir(parents=True, exist_ok=True)
+            self.marker.write_text(
+                json.dumps(
+                    {
+                        "host": self.host_name,
+                        "run_id": self.run_id,
+                        "at": datetime.now(UTC).isoformat(),
+                        "reason": self.restore_error,
+                    }
+                )
+            )
+            return False
+
+    def __enter__(self) -> ProductionGuard:
+        self.check_marker()
+        try:
+            self.stop()
+        except BaseException:
+            self.restore()  # a half-done stop must not leave users without their engine
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.restore()

@@ -1,0 +1,173 @@
+"""Production engine: stopped before a run, restored on every exit path, marker, maintenance window."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import UTC, datetime
+
+import pytest
+
+from strix_pipeline.config import HostConfig, ProductionEngine
+from strix_pipeline.hosts import production as prod
+from strix_pipeline.hosts.errors import EngineStartError
+
+
+class Runner:
+    def __init__(self, fail_on: str | None = None):
+        self.calls: list[list[str]] = []
+        self.fail_on = fail_on
+
+    def __call__(self, argv, **kw):
+        self.calls.append(argv)
+        code = 1 if self.fail_on and self.fail_on in " ".join(argv) else 0
+        return subprocess.CompletedProcess(argv, code, "", "boom" if code else "")
+
+
+class Health:
+    def __init__(self, up: bool = True):
+        self.up = up
+        self.asked = 0
+
+    def __call__(self, url):
+        self.asked += 1
+        return self.up
+
+
+def commands() -> ProductionEngine:
+    return ProductionEngine(
+        stop_command=["systemctl", "stop", "llama"],
+        start_command=["systemctl", "start", "llama"],
+        health_url="http://127.0.0.1:9/health",
+        health_timeout_s=1,
+    )
+
+
+def test_commands_stop_then_restore_even_when_the_run_fails(tmp_path):
+    runner, health = Runner(), Health()
+    guard = prod.ProductionGuard(
+        "box", commands(), state_dir=tmp_path, runner=runner, healthy=health, poll_interval_s=0.01
+    )
+    with pytest.raises(RuntimeError, match="mid-run"):
+        with guard:
+            assert runner.calls == [["systemctl", "stop", "llama"]]
+            raise RuntimeError("mid-run")
+    assert runner.calls[-1] == ["systemctl", "start", "llama"]
+    assert guard.restored is True and not prod.marker_path(tmp_path, "box").exists()
+
+
+def test_commands_run_over_ssh_for_an_ssh_host(tmp_path):
+    runner = Runner()
+    guard = prod.ProductionGuard(
+        "box",
+        commands(),
+        state_dir=tmp_path,
+        runner=runner,
+        healthy=Health(),
+        docker_host="ssh://bench@box:2222",
+    )
+    with guard:
+        pass
+    assert runner.calls[0] == [
+        "ssh",
+        "-o",
+        "BatchMode=yes",
+        "-p",
+        "2222",
+        "bench@box",
+        "systemctl stop llama",
+    ]
+
+
+def test_unrestored_production_marks_and_blocks_the_next_run_until_healthy(tmp_path, caplog):
+    health = Health(up=False)
+    guard = prod.ProductionGuard(
+        "box",
+        commands(),
+        state_dir=tmp_path,
+        runner=Runner(),
+        healthy=health,
+        run_id="r7",
+        poll_interval_s=0.05,
+    )
+    with guard:
+        pass
+    assert guard.restored is False and "did not answer 200" in guard.restore_error
+    assert "PRODUCTION NOT RESTORED" in caplog.text
+    marker = json.loads(prod.marker_path(tmp_path, "box").read_text())
+    assert marker["run_id"] == "r7"
+    nxt = prod.ProductionGuard("box", commands(), state_dir=tmp_path, runner=Runner(), healthy=health)
+    with pytest.raises(EngineStartError) as e:
+        with nxt:
+            pass
+    assert e.value.status == "failed_guard" and "r7" in e.value.reason
+    health.up = True
+    with prod.ProductionGuard("box", commands(), state_dir=tmp_path, runner=Runner(), healthy=health):
+        pass
+    assert not prod.marker_path(tmp_path, "box").exists()
+
+
+def test_failing_start_command_is_not_restored(tmp_path):
+    guard = prod.ProductionGuard(
+        "box", commands(), state_dir=tmp_path, runner=Runner(fail_on="start"), healthy=Health()
+    )
+    with guard:
+        pass
+    assert guard.restored is False and "exited 1" in guard.restore_error
+
+
+def test_no_production_is_a_no_op(tmp_path):
+    with prod.ProductionGuard("local", None, state_dir=tmp_path) as g:
+        pass
+    assert g.restored is None and not g.stopped
+
+
+def H(**kw) -> HostConfig:
+    return HostConfig(kind="local", **kw)
+
+
+@pytest.mark.parametrize(
+    ("now", "inside"),
+    [
+        (datetime(2026, 11, 30, 3, 0, tzinfo=UTC), True),  # Monday 03:00, the schedule fires
+        (datetime(2026, 11, 30, 8, 59, tzinfo=UTC), True),
+        (datetime(2026, 11, 30, 9, 0, tzinfo=UTC), False),  # 6 h later: closed
+        (datetime(2026, 11, 30, 2, 59, tzinfo=UTC), False),
+        (datetime(2026, 12, 1, 4, 0, tzinfo=UTC), False),  # Tuesday
+    ],
+)
+def test_maintenance_window_default_schedule(now, inside):
+    if inside:
+        assert prod.check_maintenance_window(H(), "0 3 * * 1", now=now) == datetime(
+            2026, 11, 30, 3, 0, tzinfo=UTC
+        )
+    else:
+        with pytest.raises(EngineStartError, match="outside the maintenance window"):
+            prod.check_maintenance_window(H(), "0 3 * * 1", now=now)
+        assert prod.check_maintenance_window(H(), "0 3 * * 1", now=now, force=True) is None
+
+
+def test_maintenance_window_host_cron_timezone_and_names():
+    h = H(maintenance_window="30 22 * * sat,sun", maintenance_window_hours=4)
+    # Sunday 00:15 UTC is inside the window that opened Saturday 22:30
+    assert prod.check_maintenance_window(h, "0 3 * * 1", now=datetime(2026, 11, 29, 0, 15, tzinfo=UTC))
+    with pytest.raises(EngineStartError):
+        prod.check_maintenance_window(h, "0 3 * * 1", now=datetime(2026, 12, 1, 0, 15, tzinfo=UTC))  # Tuesday
+    # 03:00 in Berlin is 02:00 UTC in winter
+    berlin = datetime(2026, 11, 30, 2, 30, tzinfo=UTC)
+    assert prod.check_maintenance_window(H(), "0 3 * * 1", now=berlin, timezone="Europe/Berlin")
+
+
+def test_cron_fields():
+    c = prod.Cron.parse("*/15 1-3 1,15 * 0")
+    assert c.minutes == {0, 15, 30, 45} and c.hours == {1, 2, 3}
+    # day of month and day of week both restricted: either matches (cron semantics)
+    assert c.matches(datetime(2026, 11, 15, 2, 30))  # the 15th, a Sunday anyway
+    assert c.matches(datetime(2026, 11, 22, 2, 30))  # a Sunday
+    assert c.matches(datetime(2026, 12, 1, 2, 30))  # the 1st, a Tuesday
+    assert not c.matches(datetime(2026, 12, 2, 2, 30))
+    assert 0 in prod.Cron.parse("0 0 * * 7").weekdays
+    with pytest.raises(ValueError):
+        prod.Cron.parse("0 25 * * *")
+    with pytest.raises(ValueError):
+        prod.Cron.parse("0 3 * *")
