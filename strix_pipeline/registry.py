@@ -67,6 +67,12 @@ class RegistryError(Exception):
 class RegistryUnavailable(RegistryError):
     """Unreachable, timing out or answering 5xx after every retry."""
 
+    def __init__(self, message: str, *, unreachable: bool = False, **kw: Any):
+        super().__init__(message, **kw)
+        self.unreachable = (
+            unreachable  # no connection at all (DNS, refused): other repositories there will fail too
+        )
+
 
 class RateLimited(RegistryError):
     """429 (or an exhausted pull budget) for longer than we are willing to wait."""
@@ -597,11 +603,14 @@ class RegistryClient:
                 what = f"{method} {url}: {type(e).__name__}: {e}"
                 if _is_dns_failure(e):
                     raise self._err(
-                        RegistryUnavailable, f"{what} (name does not resolve)", repository
+                        RegistryUnavailable, f"{what} (name does not resolve)", repository, unreachable=True
                     ) from None
                 if attempt == self.policy.attempts:
                     raise self._err(
-                        RegistryUnavailable, f"{what} after {attempt} attempts", repository
+                        RegistryUnavailable,
+                        f"{what} after {attempt} attempts",
+                        repository,
+                        unreachable=isinstance(e, httpx.ConnectError),
                     ) from None
                 self._wait(self._backoff(attempt), what, repository)
                 continue

@@ -1,0 +1,403 @@
+"""Engine image discovery: what each configured repository holds now, against what the warehouse knew.
+
+Per engine and per image source (registry + repository), one refresh:
+
+1. lists the tags (Docker Hub: its tags API, which carries digests; elsewhere ``tags/list`` through
+   ``Link`` pages) and keeps those matching any ``include`` regex and no ``exclude`` regex
+   (``re.search``: ``rocm`` matches anywhere, anchor with ``^...$`` for exact shapes); tags named in
+   ``floating`` are always kept;
+2. gets each tag's digest with a ``HEAD`` — except a release tag (not floating) already known, which is
+   taken as immutable and costs no request at all (when the Hub API gives digests for free, every tag is
+   checked);
+3. classifies: a tag not known before (or known as gone) is **new**; a known tag whose digest changed
+   is **moved** (a floating tag's new build: a new version, reported once because the stored digest is
+   updated in the same refresh); a known tag no longer listed is **gone** — marked gone with the time,
+   never deleted, and only when the listing was complete (``max_tags`` not hit);
+4. only for a digest not seen before, reads the manifest (linux/amd64 from an index) and the config
+   blob for ``created`` and the labels (``org.opencontainers.image.version``/``.revision``). These GETs
+   count against Docker Hub's pull limit, so at most ``details_budget`` are spent per repository and
+   refresh, moved tags first, then new tags newest first; the rest are stored with ``labels = None``
+   and completed on later refreshes. An index without linux/amd64 is **skipped** with its reason
+   (not stored, not an error).
+
+Nothing is written for a repository until all of its requests have succeeded: a registry that fails
+(unreachable, 5xx or 429 beyond the retry budget, refused auth, a malformed body) leaves the images
+known before untouched, and the failure is recorded (``registry_errors``) with registry and
+repository and returned in the report. Every repository has a wall-clock budget; a registry host
+that cannot be reached at all is not tried again for the other repositories of the same refresh.
+
+Version order (``version_sort_key``, a string compared lexically; defined in registry.py):
+
+- ``3|<semver>|tag`` when the tag holds a version ``X.Y[.Z[.W]]`` (optional ``v``, SGLang's ``.postN``
+  sorts after the release, ``rcN``/``alpha``/``beta``/``dev`` pre-releases before it) —
+  e.g. ``v0.10.1`` < ``v0.10.1.1`` < ``v0.10.2rc1`` < ``v0.10.2``, ``v0.5.5`` < ``v0.5.5.post3-rocm700``;
+- ``2|<build number>|tag`` when it holds a build number ``bN`` between separators (llama.cpp's
+  ``server-rocm-b6500``), compared numerically;
+- ``1|<date and time>|tag`` when it holds a date ``YYYYMMDD`` / ``YYYY-MM-DD`` (the time of day from
+  ``created`` when that is the same day), or else when only ``created`` is known (``latest``,
+  ``nightly``: a floating tag's builds sort by when they were built; without details fetched yet, the
+  Hub's ``last_updated`` stands in for ``created``);
+- ``0|tag`` when nothing is known.
+
+Keys compare meaningfully within one family of tags; across families a release version outranks a
+build number, which outranks a date.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from strix_pipeline.config import ImageSource, StrixConfig
+from strix_pipeline.records import ImageRecord
+from strix_pipeline.registry import (
+    ImageDetails,
+    NoPlatform,
+    NotFound,
+    RegistryClient,
+    RegistryError,
+    RegistryUnavailable,
+    RetryPolicy,
+    TagInfo,
+    version_sort_key,
+)
+
+__all__ = [
+    "DiscoveryReport",
+    "ImageStore",
+    "RegistryFailure",
+    "SkippedTag",
+    "default_client",
+    "refresh_images",
+    "tag_selected",
+    "version_sort_key",
+]
+
+REPOSITORY_BUDGET_S = 120.0  # wall clock for one repository, retries and Retry-After waits included
+DETAILS_BUDGET = 25  # manifest+config GETs per repository and refresh (pull-limited on Docker Hub)
+
+
+class ImageStore(Protocol):
+    """What discovery needs from the warehouse (strix_pipeline.warehouse.Warehouse has it)."""
+
+    def upsert_images(self, images: list[ImageRecord]) -> None: ...
+
+    def known_images(self, engine: str | None = None) -> list[ImageRecord]: ...
+
+    def mark_images_gone(self, registry: str, repository: str, tags: list[str], at: datetime) -> None: ...
+
+    def record_registry_error(self, registry: str, repository: str, error: str, at: datetime) -> None: ...
+
+
+@dataclass
+class RegistryFailure:
+    engine: str
+    registry: str
+    repository: str
+    message: str
+
+
+@dataclass
+class SkippedTag:
+    engine: str
+    registry: str
+    repository: str
+    tag: str
+    digest: str | None
+    reason: str
+
+
+@dataclass
+class DiscoveryReport:
+    new: list[ImageRecord] = field(default_factory=list)
+    moved: list[ImageRecord] = field(default_factory=list)  # floating tags now at a new digest
+    gone: list[ImageRecord] = field(default_factory=list)  # as known before, now marked gone
+    unchanged: int = 0
+    errors: list[RegistryFailure] = field(default_factory=list)
+    skipped: list[SkippedTag] = field(default_factory=list)
+    repositories: int = 0  # image sources looked at
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.new or self.moved or self.gone)
+
+    def to_dict(self) -> dict[str, Any]:
+        def rec(r: ImageRecord) -> dict[str, Any]:
+            return {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in asdict(r).items()}
+
+        return {
+            "new": [rec(r) for r in self.new],
+            "moved": [rec(r) for r in self.moved],
+            "gone": [rec(r) for r in self.gone],
+            "unchanged": self.unchanged,
+            "errors": [asdict(e) for e in self.errors],
+            "skipped": [asdict(s) for s in self.skipped],
+            "repositories": self.repositories,
+        }
+
+
+ClientFactory = Callable[[ImageSource], RegistryClient]
+
+
+def default_client(source: ImageSource, policy: RetryPolicy | None = None) -> RegistryClient:
+    """A client for one image source; credentials come from the environment variables it names."""
+    username = os.environ.get(source.username_env) if source.username_env else None
+    password = os.environ.get(source.password_env) if source.password_env else None
+    return RegistryClient(
+        source.registry,
+        insecure=source.insecure,
+        username=username,
+        password=password,
+        policy=policy or RetryPolicy(attempts=3, backoff_s=0.5, backoff_max_s=4.0, connect_timeout_s=3.0),
+    )
+
+
+def tag_selected(source: ImageSource, tag: str) -> bool:
+    if tag in source.floating:
+        return True
+    if not any(re.search(p, tag) for p in source.include):
+        return False
+    return not any(re.search(p, tag) for p in source.exclude)
+
+
+# Digests of indexes without linux/amd64, so a long-lived process (the sensor) does not GET them again.
+_SKIP_CACHE: dict[str, str] = {}
+_SKIP_CACHE_MAX = 4096
+
+
+@dataclass
+class _Outcome:
+    upserts: list[ImageRecord] = field(default_factory=list)
+    new: list[ImageRecord] = field(default_factory=list)
+    moved: list[ImageRecord] = field(default_factory=list)
+    gone: list[ImageRecord] = field(default_factory=list)
+    unchanged: int = 0
+    skipped: list[SkippedTag] = field(default_factory=list)
+
+
+def _record(
+    engine: str,
+    source: ImageSource,
+    tag: str,
+    digest: str,
+    details: ImageDetails | None,
+    info: TagInfo,
+    now: datetime,
+    first_seen: datetime,
+) -> ImageRecord:
+    created = details.created if details else None
+    return ImageRecord(
+        engine=engine,
+        registry=source.registry,
+        repository=source.repository,
+        tag=tag,
+        digest=digest,
+        floating=tag in source.floating,
+        created=created,
+        version=(details.version if details else None) or tag,
+        revision=details.revision if details else None,
+        labels=json.dumps(details.labels, sort_keys=True) if details else None,
+        sort_key=version_sort_key(tag, created or info.last_updated),
+        first_seen=first_seen,
+        last_seen=now,
+    )
+
+
+def _refresh_source(
+    engine: str,
+    source: ImageSource,
+    client: RegistryClient,
+    known: dict[str, ImageRecord],
+    now: datetime,
+    details_budget: int,
+) -> _Outcome:
+    out = _Outcome()
+    repo = source.repository
+    infos: list[TagInfo] | None = None
+    complete = False
+    if client.hub_api:
+        try:
+            infos, complete = client.hub_tags(repo, max_tags=source.max_tags)
+        except RegistryError:
+            infos = None  # the Hub API is a convenience: the registry API below is the authority
+    if infos is None:
+        tags, complete = client.list_tags(repo, max_tags=source.max_tags)
+        infos = [TagInfo(t) for t in tags]
+    listed = {i.name for i in infos}
+    selected = [i for i in infos if tag_selected(source, i.name)]
+    # Newest first, so the details budget goes to what a benchmark would pick.
+    selected.sort(key=lambda i: version_sort_key(i.name, i.last_updated), reverse=True)
+
+    vanished: list[str] = []
+    pending: list[tuple[TagInfo, str, ImageRecord | None]] = []  # (tag, digest, known) needing details
+    for info in selected:
+        k = known.get(info.name)
+        live = k is not None and not k.gone
+        floating = info.name in source.floating
+        if live and not floating and info.digest is None:
+            out.unchanged += 1  # a release tag is immutable: no request spent on it
+            assert k is not None
+            if k.labels is None:
+                pending.append((info, k.digest, k))
+            else:
+                out.upserts.append(_touch(k, now))
+            continue
+        if info.platforms is not None and "linux/amd64" not in info.platforms:
+            out.skipped.append(
+                SkippedTag(
+                    engine,
+                    source.registry,
+                    repo,
+                    info.name,
+                    info.digest,
+                    f"no linux/amd64 image ({', '.join(info.platforms)})",
+                )
+            )
+            continue
+        if info.digest:
+            digest = info.digest
+        else:
+            try:
+                digest, _ = client.head_digest(repo, info.name)
+            except NotFound:
+                vanished.append(info.name)  # deleted between the listing and the HEAD
+                continue
+        if live and k is not None and k.digest == digest:
+            out.unchanged += 1
+            if k.labels is None:
+                pending.append((info, digest, k))
+            else:
+                out.upserts.append(_touch(k, now))
+            continue
+        pending.append((info, digest, k))
+
+    # Details: moved first (they are the news), then new, then backfills; newest first within each.
+    def rank(item: tuple[TagInfo, str, ImageRecord | None]) -> int:
+        info, digest, k = item
+        if k is not None and not k.gone and k.digest != digest:
+            return 0
+        return 1 if k is None or k.gone else 2
+
+    pending.sort(key=rank)
+    budget = details_budget
+    for info, digest, k in pending:
+        kind = rank((info, digest, k))
+        details: ImageDetails | None = None
+        if digest in _SKIP_CACHE:
+            out.skipped.append(
+                SkippedTag(engine, source.registry, repo, info.name, digest, _SKIP_CACHE[digest])
+            )
+            continue
+        if kind == 0 or budget > 0:
+            budget -= 1
+            try:
+                details = client.image_details(repo, digest)
+            except NoPlatform as e:
+                reason = str(e).split(": ", 1)[-1]
+                if len(_SKIP_CACHE) < _SKIP_CACHE_MAX:
+                    _SKIP_CACHE[digest] = reason
+                out.skipped.append(SkippedTag(engine, source.registry, repo, info.name, digest, reason))
+                continue
+            except NotFound:
+                vanished.append(info.name)
+                continue
+        if kind == 2:
+            assert k is not None
+            rec = (
+                _record(engine, source, info.name, digest, details, info, now, k.first_seen)
+                if details
+                else _touch(k, now)
+            )
+            out.upserts.append(rec)
+            continue
+        first_seen = k.first_seen if kind == 0 and k is not None else now
+        rec = _record(engine, source, info.name, digest, details, info, now, first_seen)
+        out.upserts.append(rec)
+        (out.moved if kind == 0 else out.new).append(rec)
+
+    if complete:
+        vanished += [
+            t for t, k in known.items() if not k.gone and t not in listed and tag_selected(source, t)
+        ]
+    seen_gone: set[str] = set()
+    for t in vanished:
+        k = known.get(t)
+        if k is not None and not k.gone and t not in seen_gone:
+            seen_gone.add(t)
+            out.gone.append(ImageRecord(**{**asdict(k), "gone": True, "gone_since": now}))
+    return out
+
+
+def _touch(k: ImageRecord, now: datetime) -> ImageRecord:
+    return ImageRecord(**{**asdict(k), "last_seen": now, "gone": False, "gone_since": None})
+
+
+def refresh_images(
+    config: StrixConfig,
+    store: ImageStore,
+    *,
+    engines: list[str] | None = None,
+    client_factory: ClientFactory | None = None,
+    now: datetime | None = None,
+    repository_budget_s: float = REPOSITORY_BUDGET_S,
+    details_budget: int = DETAILS_BUDGET,
+) -> DiscoveryReport:
+    """Refresh every image source of ``engines`` (default: all) and store what changed.
+
+    Registry failures never raise: they are recorded in the store and returned in ``report.errors``.
+    An unknown engine name raises ``ValueError`` (a caller's mistake, not a registry's)."""
+    now = now or datetime.now(UTC)
+    names = list(engines) if engines else list(config.engines)
+    unknown = [n for n in names if n not in config.engines]
+    if unknown:
+        raise ValueError(
+            f"no engine named {', '.join(map(repr, unknown))}; configured: {', '.join(config.engines)}"
+        )
+    factory = client_factory or default_client
+    report = DiscoveryReport()
+    unreachable: dict[str, str] = {}  # registry -> why, for the rest of this refresh
+    for name in names:
+        engine = config.engines[name]
+        known_all = store.known_images(name)
+        for source in engine.images:
+            report.repositories += 1
+            known = {
+                k.tag: k
+                for k in known_all
+                if k.registry == source.registry and k.repository == source.repository
+            }
+            if source.registry in unreachable:
+                _fail(report, store, name, source, f"not tried: {unreachable[source.registry]}", now)
+                continue
+            try:
+                with factory(source) as client, client.deadline(repository_budget_s):
+                    outcome = _refresh_source(name, source, client, known, now, details_budget)
+            except RegistryError as e:
+                if isinstance(e, RegistryUnavailable) and e.unreachable:
+                    unreachable[source.registry] = f"{source.registry} unreachable earlier in this refresh"
+                _fail(report, store, name, source, str(e), now)
+                continue
+            except Exception as e:  # a bug or an unforeseen body must not cost the other repositories
+                _fail(report, store, name, source, f"unexpected {type(e).__name__}: {e}", now)
+                continue
+            store.upsert_images(outcome.upserts)
+            if outcome.gone:
+                store.mark_images_gone(source.registry, source.repository, [g.tag for g in outcome.gone], now)
+            report.new += outcome.new
+            report.moved += outcome.moved
+            report.gone += outcome.gone
+            report.unchanged += outcome.unchanged
+            report.skipped += outcome.skipped
+    return report
+
+
+def _fail(
+    report: DiscoveryReport, store: ImageStore, engine: str, source: ImageSource, message: str, now: datetime
+) -> None:
+    report.errors.append(RegistryFailure(engine, source.registry, source.repository, message))
+    store.record_registry_error(source.registry, source.repository, message, now)
