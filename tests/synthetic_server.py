@@ -165,6 +165,7 @@ class SyntheticServer:
             self._send(w, 500, b'{"error": {"message": "synthetic failure", "code": 500}}')
             await w.drain()
             return True
+        json_mode = (req.get("response_format") or {}).get("type") == "json_object"
         log = ServerLog(mode, recv)
         self.log.append(log)
         self.processing += 1
@@ -208,6 +209,10 @@ class SyntheticServer:
             while sent < n:
                 k = min(per_event, n - sent)
                 text = "".join(f" t{sent + j}" for j in range(k))
+                if json_mode:  # a valid object once the tokens are joined: '{"t": "t0 t1 ...", "n": n}'
+                    text = '{"t": "' if sent == 0 else f"t{sent} "
+                    if sent + k >= n:
+                        text += f'", "n": {n}}}'
                 if mode == "longline" and sent == 0:
                     text = "x" * 200_000
                 usage = (

@@ -1,0 +1,215 @@
+"""The client against a synthetic streaming server: every edge case is recorded right, none crashes a run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import Sequence
+
+import pytest
+from synthetic_server import SyntheticServer
+
+from strix_pipeline.config import SLO
+from strix_pipeline.loadgen import SuiteResult, run_dataset
+from strix_pipeline.loadgen.workloads import Prompt
+from strix_pipeline.records import RequestRecord
+
+TTFT_MS = 30.0
+ITL_MS = 4.0
+N = 12
+
+
+def run(
+    mode: str, n: int = N, *, count: int = 1, concurrency: int = 1, timeout_s: float = 10.0, **srv: float
+) -> tuple[SuiteResult, SyntheticServer]:
+    async def go() -> tuple[SuiteResult, SyntheticServer]:
+        async with SyntheticServer(
+            ttft_ms=srv.get("ttft_ms", TTFT_MS), itl_ms=srv.get("itl_ms", ITL_MS)
+        ) as server:
+            prompts = [Prompt(f"p{i}", f"prompt {i}", None, None, n) for i in range(count)]
+            res = await run_dataset(
+                server.base_url,
+                f"synthetic/{mode}",
+                prompts,
+                SLO(),
+                "t",
+                levels=[concurrency],
+                timeout_s=timeout_s,
+            )
+            return res, server
+
+    return asyncio.run(go())
+
+
+def only(res: SuiteResult) -> RequestRecord:
+    assert len(res.requests) == 1
+    return res.requests[0]
+
+
+def test_normal_role_only_first_event_does_not_count() -> None:
+    res, srv = run("normal")
+    r = only(res)
+    assert r.ok and r.error_class is None
+    # The role-only event arrives with the headers, well before the first token.
+    assert r.ttfb_ms is not None and r.ttfb_ms < TTFT_MS / 2
+    assert r.ttft_ms is not None and r.ttft_ms >= TTFT_MS
+    assert r.output_tokens == N and not r.output_tokens_estimated
+    assert r.input_tokens == len("prompt 0") and not r.input_tokens_estimated
+    assert len(r.event_offsets_ms) == N and r.event_tokens == [1] * N
+    assert r.e2e_ms == r.event_offsets_ms[-1] and r.ttft_ms == r.event_offsets_ms[0]
+    assert r.e2e_ms >= TTFT_MS + (N - 1) * ITL_MS
+    assert json.loads(r.server_timings or "{}")["predicted_n"] == N
+    agg = res.aggregates[0]
+    assert agg.requests_ok == 1 and agg.requests_failed == 0 and agg.output_tokens_total == N
+    assert agg.tpot_p50_ms == pytest.approx((r.e2e_ms - r.ttft_ms) / (N - 1))
+
+
+def test_events_split_across_reads_with_crlf() -> None:
+    res, srv = run("split", itl_ms=0)
+    r = only(res)
+    assert r.ok and r.output_tokens == N and len(r.event_offsets_ms) == N
+    assert len(srv.log[0].event_ns) == N
+    # An event's time is when its last piece arrived: the first token's event ends two pauses later.
+    assert r.ttft_ms is not None and r.ttft_ms >= TTFT_MS + 2 * 3.0 * 0.9
+    gaps = [b - a for a, b in zip(r.event_offsets_ms, r.event_offsets_ms[1:], strict=False)]
+    assert min(gaps) >= 3 * 3.0 * 0.9  # three pieces, 3 ms apart
+
+
+def test_several_events_in_one_read() -> None:
+    r = only(run("batch")[0])
+    assert r.ok and r.output_tokens == N and len(r.event_offsets_ms) == N
+    assert r.event_offsets_ms[0] == r.event_offsets_ms[-1]  # one read, one timestamp
+
+
+def test_multi_token_events_with_continuous_usage() -> None:
+    res, _ = run("multi", 10)
+    r = only(res)
+    assert r.ok and r.output_tokens == 10 and r.event_tokens == [3, 3, 3, 1]
+    agg = res.aggregates[0]
+    gaps = [b - a for a, b in zip(r.event_offsets_ms, r.event_offsets_ms[1:], strict=False)]
+    per_token = [gaps[0] / 3, gaps[1] / 3, gaps[2] / 1]
+    assert agg.itl_mean_ms == pytest.approx(sum(gaps) / 3)
+    assert agg.itl_per_token_mean_ms == pytest.approx(sum(per_token) / 3)
+
+
+def test_multi_token_events_without_per_event_usage() -> None:
+    res, _ = run("multi_nousage", 9)
+    r = only(res)
+    assert r.ok and r.output_tokens == 9 and len(r.event_offsets_ms) == 3 and r.event_tokens == []
+    agg = res.aggregates[0]
+    assert agg.itl_per_token_mean_ms == pytest.approx(agg.itl_mean_ms / 3)
+
+
+def test_keepalive_comments_and_empty_events_ignored() -> None:
+    r = only(run("keepalive")[0])
+    assert r.ok and len(r.event_offsets_ms) == N and r.output_tokens == N
+
+
+def test_http_500_is_a_failed_request_not_dropped() -> None:
+    res, _ = run("http500", count=3)
+    assert len(res.requests) == 3
+    assert all(
+        not r.ok and r.error_class == "http_500" and "synthetic failure" in (r.error_message or "")
+        for r in res.requests
+    )
+    agg = res.aggregates[0]
+    assert (
+        agg.requests_ok == 0
+        and agg.requests_failed == 3
+        and agg.ttft_p50_ms is None
+        and agg.output_tokens_per_s == 0.0  # served nothing, truthfully
+        and agg.goodput_requests_per_s == 0.0
+    )
+
+
+def test_stream_cut_midway() -> None:
+    r = only(run("cut")[0])
+    assert not r.ok and r.error_class == "stream_cut"
+    assert 0 < len(r.event_offsets_ms) < N  # what arrived is kept for diagnosis
+
+
+def test_stall_past_the_timeout() -> None:
+    t0 = time.monotonic()
+    r = only(run("stall", timeout_s=0.5)[0])
+    assert time.monotonic() - t0 < 5
+    assert not r.ok and r.error_class == "timeout" and len(r.event_offsets_ms) == 2
+
+
+def test_missing_final_blank_line() -> None:
+    r = only(run("nofinal")[0])
+    assert r.ok and r.output_tokens == N
+
+
+def test_line_over_128_kib() -> None:
+    r = only(run("longline", 3)[0])
+    assert r.ok and r.output_tokens == 3 and len(r.event_offsets_ms) == 3
+
+
+def test_error_event_mid_stream() -> None:
+    r = only(run("error_event")[0])
+    assert not r.ok and r.error_class == "server_error" and "mid-stream" in (r.error_message or "")
+
+
+def test_no_usage_means_estimated_counts() -> None:
+    r = only(run("nousage")[0])
+    assert r.ok and r.output_tokens == N and r.output_tokens_estimated and r.input_tokens_estimated
+
+
+def test_all_edge_cases_together_under_concurrency() -> None:
+    async def go() -> list[RequestRecord]:
+        async with SyntheticServer(ttft_ms=5, itl_ms=1) as server:
+            modes: Sequence[str] = (
+                "normal",
+                "split",
+                "http500",
+                "cut",
+                "stall",
+                "multi",
+                "keepalive",
+                "error_event",
+            )
+            tasks = [
+                run_dataset(
+                    server.base_url,
+                    f"synthetic/{m}",
+                    [Prompt(m, "x", None, None, 8)],
+                    SLO(),
+                    "t",
+                    levels=[1],
+                    requests=2,
+                    timeout_s=1.0,
+                )
+                for m in modes
+            ]
+            results = await asyncio.gather(*tasks)
+            return [r for res in results for r in res.requests]
+
+    records = asyncio.run(go())
+    by = {}
+    for r in records:
+        by.setdefault(r.prompt_id, []).append(r)
+    assert {k: [x.ok for x in v] for k, v in by.items()} == {
+        "normal": [True, True], "split": [True, True], "http500": [False, False], "cut": [False, False],
+        "stall": [False, False], "multi": [True, True], "keepalive": [True, True], "error_event": [False, False],
+    }  # fmt: skip
+
+
+def test_connection_refused_is_recorded() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again before the request: nothing listens there
+    res = asyncio.run(
+        run_dataset(
+            f"http://127.0.0.1:{port}/v1",
+            "m",
+            [Prompt("p", "x", None, None, 4)],
+            SLO(),
+            "t",
+            requests=2,
+            timeout_s=2,
+        )
+    )
+    assert [r.error_class for r in res.requests] == ["connection", "connection"]
+    assert res.aggregates[0].requests_failed == 2
