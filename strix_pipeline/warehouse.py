@@ -134,8 +134,9 @@ class Migration:
 _MIGRATION_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 
-def migrations(directory: Path = MIGRATIONS_DIR) -> list[Migration]:
+def migrations(directory: Path | None = None) -> list[Migration]:
     """The forward migrations, in order; numbering must be 1..N without gaps."""
+    directory = directory or MIGRATIONS_DIR
     found = []
     for p in sorted(directory.glob("*.sql")):
         m = _MIGRATION_RE.match(p.name)
@@ -393,7 +394,10 @@ class Warehouse:
         try:
             self.con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {name} {suffix}").fetchall()
         finally:
-            self.con.unregister(name)
+            try:
+                self.con.unregister(name)
+            except duckdb.Error:
+                pass  # an aborted transaction refuses even this; the next register replaces the name
 
     def _transaction(self) -> _Tx:
         return _Tx(self.con)
@@ -497,34 +501,21 @@ class Warehouse:
         ).fetchall()
 
     def _touch_host_from_run(self, run: RunRecord) -> None:
-        # The host row carries the facts of its newest run; an older run loaded late does not
-        # overwrite them.
+        # The host row carries the facts of its newest run (by started_at): an older run loaded late
+        # does not overwrite them.
         self.con.execute(
-            "INSERT INTO hosts (name, kind, description, first_seen, last_seen, rocm_version, kernel, "
-            "firmware, kernel_cmdline, ttm_pages_limit) VALUES (?, NULL, NULL, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (name) DO UPDATE SET "
-            "first_seen = least(hosts.first_seen, excluded.first_seen), "
-            "last_seen = greatest(hosts.last_seen, excluded.last_seen), "
-            "rocm_version = CASE WHEN excluded.last_seen >= hosts.last_seen OR hosts.last_seen IS NULL "
-            "  THEN excluded.rocm_version ELSE hosts.rocm_version END, "
-            "kernel = CASE WHEN excluded.last_seen >= hosts.last_seen OR hosts.last_seen IS NULL "
-            "  THEN excluded.kernel ELSE hosts.kernel END, "
-            "firmware = CASE WHEN excluded.last_seen >= hosts.last_seen OR hosts.last_seen IS NULL "
-            "  THEN excluded.firmware ELSE hosts.firmware END, "
-            "kernel_cmdline = CASE WHEN excluded.last_seen >= hosts.last_seen OR hosts.last_seen IS NULL "
-            "  THEN excluded.kernel_cmdline ELSE hosts.kernel_cmdline END, "
-            "ttm_pages_limit = CASE WHEN excluded.last_seen >= hosts.last_seen OR hosts.last_seen IS NULL "
-            "  THEN excluded.ttm_pages_limit ELSE hosts.ttm_pages_limit END",
-            [
-                run.host,
-                run.started_at,
-                run.started_at,
-                run.rocm_version,
-                run.kernel,
-                run.firmware,
-                run.kernel_cmdline,
-                run.ttm_pages_limit,
-            ],
+            "INSERT INTO hosts (name, first_seen, last_seen) VALUES (?, ?, ?) "
+            "ON CONFLICT (name) DO UPDATE SET first_seen = least(hosts.first_seen, excluded.first_seen), "
+            "last_seen = greatest(hosts.last_seen, excluded.last_seen)",
+            [run.host, run.started_at, run.started_at],
+        ).fetchall()
+        self.con.execute(
+            "UPDATE hosts SET rocm_version = r.rocm_version, kernel = r.kernel, firmware = r.firmware, "
+            "kernel_cmdline = r.kernel_cmdline, ttm_pages_limit = r.ttm_pages_limit "
+            "FROM (SELECT rocm_version, kernel, firmware, kernel_cmdline, ttm_pages_limit FROM runs "
+            "      WHERE host = ? ORDER BY started_at DESC, run_id DESC LIMIT 1) AS r "
+            "WHERE hosts.name = ?",
+            [run.host, run.host],
         ).fetchall()
 
     # ---- images ---------------------------------------------------------------------------------

@@ -84,8 +84,8 @@ LEFT JOIN (
         run_id,
         count(DISTINCT scenario) AS scenarios,
         count(*) AS levels,
-        sum(requests_ok) AS requests_ok,
-        sum(requests_failed) AS requests_failed
+        sum(requests_ok)::BIGINT AS requests_ok,
+        sum(requests_failed)::BIGINT AS requests_failed
     FROM aggregates
     GROUP BY run_id
 ) a ON a.run_id = b.run_id;

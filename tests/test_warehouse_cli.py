@@ -1,0 +1,107 @@
+"""`strix query` and `strix export` against a seeded warehouse, through the real CLI entry point."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from test_warehouse import make_run
+
+from strix_pipeline import cli_query
+from strix_pipeline.warehouse import Warehouse
+
+
+@pytest.fixture
+def seeded(tmp_path: Path) -> Path:
+    path = tmp_path / "w.duckdb"
+    with Warehouse.open(path) as wh:
+        wh.load_run(make_run("l1"))
+        wh.load_run(make_run("v1", engine="vllm", quantization="BF16"))
+    return path
+
+
+def strix(*argv: str) -> int:
+    # the real entry point: parser built from every command module, as the console script does
+    from strix_pipeline.cli import main
+
+    return main(list(argv))
+
+
+def handler(*argv: str) -> int:
+    # this module's parsers alone, for the output-format tests
+    p = argparse.ArgumentParser()
+    p.add_argument("--config")
+    cli_query.register(p.add_subparsers())
+    args = p.parse_args(list(argv))
+    return args.func(args)
+
+
+def test_strix_query_drop_table_fails_and_the_table_is_still_there(seeded: Path, capsys) -> None:
+    rc = strix("query", "DROP TABLE runs", "--warehouse", str(seeded))
+    err = capsys.readouterr().err
+    assert rc != 0
+    assert "read-only" in err and "nothing was changed" in err
+    with Warehouse.open(seeded, read_only=True) as wh:
+        assert "runs" in wh.table_names()
+        assert wh.count("runs") == 2
+
+
+@pytest.mark.parametrize(
+    "sql", ["DELETE FROM requests", "INSERT INTO hosts (name) VALUES ('x')", "CREATE TABLE t (a INT)"]
+)
+def test_other_writes_fail_too(seeded: Path, sql: str, capsys) -> None:
+    assert handler("query", sql, "--warehouse", str(seeded)) == 1
+    assert "read-only" in capsys.readouterr().err
+    with Warehouse.open(seeded, read_only=True) as wh:
+        assert wh.count("requests") == 16 and "t" not in wh.table_names()
+
+
+def test_query_formats(seeded: Path, tmp_path: Path, capsys) -> None:
+    sql = "SELECT run_id, engine, held_gib FROM v_runs ORDER BY run_id"
+    assert handler("query", sql, "--warehouse", str(seeded), "--format", "json") == 0
+    assert json.loads(capsys.readouterr().out) == [
+        {"run_id": "l1", "engine": "llamacpp", "held_gib": 20.0},
+        {"run_id": "v1", "engine": "vllm", "held_gib": 20.0},
+    ]
+    # nested values become JSON text in CSV
+    assert (
+        handler(
+            "query",
+            "SELECT run_id, event_tokens FROM requests LIMIT 1",
+            "--warehouse",
+            str(seeded),
+            "--format",
+            "csv",
+        )
+        == 0
+    )
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "run_id,event_tokens" and out[1].endswith('"[1, 2, 1]"')
+    target = tmp_path / "q.parquet"
+    assert handler("query", sql, "--warehouse", str(seeded), "--format", "parquet", "--out", str(target)) == 0
+    assert pl.read_parquet(target)["run_id"].to_list() == ["l1", "v1"]
+    assert handler("query", sql, "--warehouse", str(seeded), "--format", "parquet") == 1  # needs --out
+    assert handler("query", "SELECT 42 AS answer", "--warehouse", str(seeded)) == 0
+    assert "42" in capsys.readouterr().out
+
+
+def test_query_errors_are_explained(seeded: Path, tmp_path: Path, capsys) -> None:
+    assert handler("query", "SELECT * FROM no_such_view", "--warehouse", str(seeded)) == 1
+    assert "query failed" in capsys.readouterr().err
+    assert handler("query", "SELECT 1", "--warehouse", str(tmp_path / "missing.duckdb")) == 1
+    assert "no warehouse here yet" in capsys.readouterr().err
+
+
+def test_export_writes_every_table(seeded: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "export"
+    assert handler("export", "--parquet", str(out), "--warehouse", str(seeded)) == 0
+    with Warehouse.open(seeded, read_only=True) as wh:
+        tables = wh.table_names()
+        expected = {t: wh.count(t) for t in tables}
+    assert sorted(p.stem for p in out.glob("*.parquet")) == sorted(tables)
+    for t, n in expected.items():
+        assert pl.read_parquet(out / f"{t}.parquet").height == n, t
+    assert pl.read_parquet(out / "requests.parquet").schema["event_offsets_ms"] == pl.List(pl.Float64)
