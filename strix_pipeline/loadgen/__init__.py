@@ -71,6 +71,7 @@ class SuiteResult:
     smoke_ok: bool | None = None  # None if smoke not run
     smoke_output: str | None = None  # the text the smoke request produced (first 2000 chars)
     errors: list[str] = field(default_factory=list)  # scenario-level problems
+    model: str | None = None  # the model name sent (detected from /v1/models when none was given)
 
 
 def normalize_base_url(url: str) -> str:
@@ -143,6 +144,7 @@ async def _run(
     async with make_session() as session, MetricsScraper(metrics_url, scrape_interval_s) as scraper:
         if not model:
             model = await detect_model(session, base_url) or "default"
+        result.model = model
         ctx = SuiteContext(session, base_url, model, run_id, slo, timeout_s, scraper, on_progress, on_request)
         wl = Workload(ServerTokenizer(session, base_url, model), seed)
         await wl.prepare(max_tokens)
