@@ -1,0 +1,576 @@
+"""Trend charts (Altair), each written three ways: Vega-Lite JSON, HTML (offline, JS inlined) and PNG.
+
+Rules every chart keeps:
+- versions are spaced evenly in version order (an ordinal axis sorted by the image's sort key), never
+  by the date a run happened;
+- a failed run is marked (a red dashed rule with its reason in the tooltip), never drawn as zero;
+- a panel never mixes hosts, engines or model profiles: each (host, engine, model profile) is its own
+  series;
+- an empty or nearly empty warehouse still gives every file, with a note saying what is missing.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import logging
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import altair as alt
+import vl_convert as vlc
+
+if TYPE_CHECKING:
+    from strix_pipeline.changepoints import Change
+    from strix_pipeline.warehouse import Warehouse
+
+log = logging.getLogger(__name__)
+
+OK_STATUSES = ("ok", "partial")
+DEFAULT_CONCURRENCY = 5
+GIB = 2**30
+STATUS_COLORS = {"pass": "#2e7d32", "fail": "#c62828", "unknown": "#9e9e9e"}
+PANEL_WIDTH = 520
+PANEL_HEIGHT = 220
+
+# Every run, with its concurrency-N aggregate when it has one: a failed run has none and must still show.
+CHART_TTFT_SQL = """
+SELECT r.run_id, r.host, r.engine, r.model_profile, r.quantization, r.fingerprint, r.image_version,
+       r.image_tag, r.image_digest, r.image_sort_key, r.started_at, r.status, r.failure_reason,
+       a.requests_ok, a.requests_failed, a.ttft_p95_ms, a.ttft_p95_ci_low_ms, a.ttft_p95_ci_high_ms
+FROM runs r
+LEFT JOIN aggregates a ON a.run_id = r.run_id AND a.scenario = 'concurrency_sweep' AND a.level = ?
+"""
+CHART_SCENARIO_SQL = """
+SELECT r.run_id, r.host, r.engine, r.model_profile, r.image_version, r.image_tag, r.image_digest,
+       r.image_sort_key, r.started_at, a.level, a.requests_ok, a.requests_failed,
+       a.output_tokens_per_s, a.prefill_tokens_per_s, a.ttft_p95_ms
+FROM runs r JOIN aggregates a ON a.run_id = r.run_id
+WHERE a.scenario = ? AND r.status IN ('ok', 'partial')
+"""
+CHART_MEMORY_SQL = """
+SELECT r.run_id, r.host, r.engine, r.model_profile, r.quantization, r.image_version, r.image_tag,
+       r.image_digest, r.image_sort_key, r.started_at, r.status, r.failure_reason, r.held_bytes, r.peak_bytes
+FROM runs r
+"""
+CHART_DECISIONS_SQL = """
+SELECT evaluation_id, evaluated_at, host, verdict, criterion, name, status, reason
+FROM decisions ORDER BY evaluated_at, criterion
+"""
+
+
+@dataclass
+class ChartFiles:
+    name: str
+    title: str
+    html: Path
+    png: Path
+    json: Path
+    note: str = ""  # what is missing, shown under the title
+
+
+@dataclass
+class ChartSet:
+    out_dir: Path
+    charts: dict[str, ChartFiles] = field(default_factory=dict)
+    index_html: Path | None = None
+
+    def pngs(self) -> list[Path]:
+        return [c.png for c in self.charts.values()]
+
+
+# --------------------------------------------------------------------------------------------------
+# Data helpers
+
+
+def _rows(wh: Warehouse, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+    try:
+        return list(wh.query_df(sql, params).iter_rows(named=True))
+    except Exception as e:  # a chart is never worth failing the pipeline over
+        log.warning("chart query failed: %s", e)
+        return []
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, datetime | date):
+        return v.isoformat()
+    return v
+
+
+def _values(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: _plain(v) for k, v in r.items()} for r in rows]
+
+
+def _order_key(r: dict[str, Any]) -> tuple[str, str]:
+    return (
+        r.get("image_sort_key") or r.get("image_version") or r.get("image_tag") or "",
+        str(r["started_at"]),
+    )
+
+
+def _panel_key(r: dict[str, Any]) -> tuple[str, str, str]:
+    return (r["host"], r["engine"], r["model_profile"])
+
+
+def _panel_title(key: tuple[str, str, str]) -> str:
+    host, engine, profile = key
+    return f"{engine} · {profile} @ {host}"
+
+
+def label_versions(rows: list[dict[str, Any]]) -> list[str]:
+    """Give each row a `version` label (digest added where one tag names several digests); return the
+    labels in version order. Rows must be one panel's."""
+    digests: dict[str, set[str]] = {}
+    for r in rows:
+        base = r.get("image_version") or r.get("image_tag") or (r.get("image_digest") or "?")[:19]
+        r["version"] = base
+        digests.setdefault(base, set()).add(r.get("image_digest") or "")
+    for r in rows:
+        if len(digests[r["version"]]) > 1 and r.get("image_digest"):
+            r["version"] = f"{r['version']}@{r['image_digest'].removeprefix('sha256:')[:8]}"
+    order: list[str] = []
+    for r in sorted(rows, key=_order_key):
+        if r["version"] not in order:
+            order.append(r["version"])
+    return order
+
+
+def _group(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
+    panels: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        panels.setdefault(_panel_key(r), []).append(r)
+    return dict(sorted(panels.items()))
+
+
+def _failed(r: dict[str, Any], metric: str) -> bool:
+    if r["status"] not in OK_STATUSES:
+        return True
+    return r.get("requests_ok") is not None and r["requests_ok"] == 0 and r.get(metric) is None
+
+
+def _note_chart(title: str, note: str) -> alt.Chart:
+    return (
+        alt.Chart(alt.Data(values=[{"note": note}]), title=alt.TitleParams(title, subtitle=[note]))
+        .mark_text(size=14, color="#555")
+        .encode(text="note:N")
+        .properties(width=PANEL_WIDTH, height=80)
+    )
+
+
+def _titled(title: str, subtitle: list[str]) -> alt.TitleParams:
+    return alt.TitleParams(title, subtitle=subtitle) if subtitle else alt.TitleParams(title)
+
+
+def _failure_layers(failed: list[dict[str, Any]], x: alt.X) -> list[alt.Chart]:
+    if not failed:
+        return []
+    data = alt.Data(values=_values(failed))
+    tooltip = ["run_id:N", "version:N", "status:N", "failure_reason:N", "started_at:N"]
+    rule = alt.Chart(data).mark_rule(color="#c62828", strokeDash=[4, 3]).encode(x=x, tooltip=tooltip)
+    text = (
+        alt.Chart(data)
+        .mark_text(color="#c62828", dy=-4, baseline="bottom", fontSize=10)
+        .encode(x=x, y=alt.value(12), text=alt.value("failed"), tooltip=tooltip)
+    )
+    return [rule, text]
+
+
+def _change_layers(marks: list[dict[str, Any]], x: alt.X) -> list[alt.Chart]:
+    if not marks:
+        return []
+    data = alt.Data(values=marks)
+    tooltip = [
+        "change_id:N",
+        "version_before:N",
+        "version:N",
+        "magnitude_pct:Q",
+        "pvalue:Q",
+        "status:N",
+        "ack_status:N",
+    ]
+    rule = alt.Chart(data).mark_rule(color="#ef6c00", strokeWidth=2).encode(x=x, tooltip=tooltip)
+    text = (
+        alt.Chart(data)
+        .mark_text(color="#ef6c00", align="left", dx=4, fontSize=10)
+        .encode(x=x, y=alt.value(26), text="label:N", tooltip=tooltip)
+    )
+    return [rule, text]
+
+
+def _change_marks(
+    changes: list[Change] | None, panel_rows: list[dict[str, Any]], metric: str, scenario: str, level: int
+) -> list[dict[str, Any]]:
+    """Changes on this panel's series, placed at the version label of their first run after the step."""
+    if not changes:
+        return []
+    by_key = {
+        (f"{r['fingerprint']}/{scenario}", r.get("image_sort_key") or r.get("image_version") or ""): r
+        for r in panel_rows
+        if "fingerprint" in r
+    }
+    out = []
+    for c in changes:
+        if c.metric != metric or c.scenario != scenario or c.level != level:
+            continue
+        r = by_key.get((c.fingerprint, c.sort_key_after))
+        if r is None:
+            continue
+        ack = " ack" if c.ack_status == "acknowledged" else ""
+        out.append(
+            {
+                "change_id": c.change_id,
+                "version_before": c.version_before,
+                "version": r["version"],
+                "magnitude_pct": c.magnitude_pct,
+                "pvalue": c.pvalue,
+                "status": c.status,
+                "ack_status": c.ack_status,
+                "label": f"{c.magnitude_pct:+.1f}% {c.status}{ack}",
+            }
+        )
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# The charts
+
+
+def ttft_by_version_chart(
+    wh: Warehouse, *, concurrency: int = DEFAULT_CONCURRENCY, changes: list[Change] | None = None
+) -> tuple[alt.TopLevelMixin, str]:
+    title = f"TTFT p95 at {concurrency} clients by image version"
+    rows = _rows(wh, CHART_TTFT_SQL, [concurrency])
+    # a run that never ran the sweep but did not fail either (a smoke-only run) has nothing to say here
+    rows = [r for r in rows if r["ttft_p95_ms"] is not None or _failed(r, "ttft_p95_ms")]
+    if not rows:
+        note = f"no run has a {concurrency}-client sweep yet"
+        return _note_chart(title, note), note
+    panels = []
+    notes = []
+    for key, prow in _group(rows).items():
+        order = label_versions(prow)
+        x = alt.X(
+            "version:O", sort=order, scale=alt.Scale(domain=order), title="image version (version order)"
+        )
+        ok = [r for r in prow if not _failed(r, "ttft_p95_ms")]
+        failed = [r for r in prow if _failed(r, "ttft_p95_ms")]
+        subtitle = []
+        if len(order) == 1:
+            subtitle.append("one version so far: a trend needs more")
+        if not ok:
+            subtitle.append("no successful run yet")
+        layers: list[alt.Chart] = []
+        if ok:
+            data = alt.Data(values=_values(ok))
+            y = alt.Y("ttft_p95_ms:Q", title="TTFT p95 (ms)", scale=alt.Scale(zero=False))
+            tooltip = [
+                "run_id:N",
+                "version:N",
+                "image_digest:N",
+                "quantization:N",
+                alt.Tooltip("ttft_p95_ms:Q", format=".1f"),
+                alt.Tooltip("ttft_p95_ci_low_ms:Q", format=".1f"),
+                alt.Tooltip("ttft_p95_ci_high_ms:Q", format=".1f"),
+                "requests_failed:Q",
+                "started_at:N",
+            ]
+            layers += [
+                alt.Chart(data)
+                .mark_rule(color="#1565c0")
+                .encode(x=x, y="ttft_p95_ci_low_ms:Q", y2="ttft_p95_ci_high_ms:Q"),
+                alt.Chart(data)
+                .mark_line(color="#1565c0")
+                .encode(x=x, y=alt.Y("mean(ttft_p95_ms):Q", title="TTFT p95 (ms)")),
+                alt.Chart(data)
+                .mark_point(filled=True, size=60, color="#1565c0")
+                .encode(x=x, y=y, tooltip=tooltip),
+            ]
+        layers += _failure_layers(failed, x)
+        layers += _change_layers(
+            _change_marks(changes, prow, "ttft_p95_ms", "concurrency_sweep", concurrency), x
+        )
+        panels.append(
+            alt.layer(*layers).properties(
+                title=_titled(_panel_title(key), subtitle), width=PANEL_WIDTH, height=PANEL_HEIGHT
+            )
+        )
+        notes += [f"{_panel_title(key)}: {s}" for s in subtitle]
+    chart = alt.vconcat(*panels, title=title).resolve_scale(x="independent", y="independent")
+    return chart, "; ".join(notes)
+
+
+def _newest_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of the newest image's latest run in each (host, engine, model profile)."""
+    out: list[dict[str, Any]] = []
+    for _, prow in _group(rows).items():
+        newest = max(prow, key=_order_key)
+        label_versions(prow)
+        out += [r for r in prow if r["run_id"] == newest["run_id"]]
+    for r in out:
+        r["series"] = f"{r['engine']} {r['version']} · {r['model_profile']} @ {r['host']}"
+    return out
+
+
+def throughput_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
+    title = "Output throughput vs concurrency (newest image of each engine)"
+    rows = [
+        r
+        for r in _rows(wh, CHART_SCENARIO_SQL, ["concurrency_sweep"])
+        if r["output_tokens_per_s"] is not None
+    ]
+    if not rows:
+        note = "no concurrency sweep yet"
+        return _note_chart(title, note), note
+    data = alt.Data(values=_values(_newest_runs(rows)))
+    base = alt.Chart(data).encode(
+        x=alt.X("level:Q", title="concurrent clients", axis=alt.Axis(format="d", tickMinStep=1)),
+        y=alt.Y("output_tokens_per_s:Q", title="output tokens/s"),
+        color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=0)),
+        tooltip=[
+            "series:N",
+            "run_id:N",
+            "level:Q",
+            alt.Tooltip("output_tokens_per_s:Q", format=".1f"),
+            "requests_failed:Q",
+        ],
+    )
+    chart = (base.mark_line() + base.mark_point(filled=True)).properties(
+        title=title, width=PANEL_WIDTH, height=300
+    )
+    return chart, ""
+
+
+def prefill_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
+    title = "Prefill tokens/s vs input length (newest image of each engine)"
+    rows = [
+        r for r in _rows(wh, CHART_SCENARIO_SQL, ["prefill_ladder"]) if r["prefill_tokens_per_s"] is not None
+    ]
+    if not rows:
+        note = "no prefill ladder yet"
+        return _note_chart(title, note), note
+    data = alt.Data(values=_values(_newest_runs(rows)))
+    base = alt.Chart(data).encode(
+        x=alt.X("level:Q", title="input tokens", scale=alt.Scale(type="log", base=2)),
+        y=alt.Y("prefill_tokens_per_s:Q", title="prefill tokens/s"),
+        color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=0)),
+        tooltip=["series:N", "run_id:N", "level:Q", alt.Tooltip("prefill_tokens_per_s:Q", format=".0f")],
+    )
+    chart = (base.mark_line() + base.mark_point(filled=True)).properties(
+        title=title, width=PANEL_WIDTH, height=300
+    )
+    return chart, ""
+
+
+def memory_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
+    title = "Memory held after load (VRAM + GTT above idle baseline) by engine and version"
+    rows = [
+        r
+        for r in _rows(wh, CHART_MEMORY_SQL)
+        if r["held_bytes"] is not None or r["status"] not in OK_STATUSES
+    ]
+    if not rows:
+        note = "no memory reading yet"
+        return _note_chart(title, note), note
+    panels = []
+    for key, prow in _group(rows).items():
+        order = label_versions(prow)
+        for r in prow:
+            r["held_gib"] = r["held_bytes"] / GIB if r["held_bytes"] is not None else None
+        x = alt.X(
+            "version:O", sort=order, scale=alt.Scale(domain=order), title="image version (version order)"
+        )
+        ok = [r for r in prow if r["held_gib"] is not None and r["status"] in OK_STATUSES]
+        failed = [r for r in prow if r["status"] not in OK_STATUSES]
+        layers: list[alt.Chart] = []
+        if ok:
+            layers.append(
+                alt.Chart(alt.Data(values=_values(ok)))
+                .mark_bar(color="#6a1b9a", opacity=0.8)
+                .encode(
+                    x=x,
+                    y=alt.Y("mean(held_gib):Q", title="held (GiB)"),
+                    tooltip=[
+                        "version:N",
+                        "image_digest:N",
+                        "quantization:N",
+                        alt.Tooltip("mean(held_gib):Q", format=".2f"),
+                    ],
+                )
+            )
+        layers += _failure_layers(failed, x)
+        panels.append(alt.layer(*layers).properties(title=_panel_title(key), width=PANEL_WIDTH, height=180))
+    chart = alt.vconcat(*panels, title=title).resolve_scale(x="independent", y="independent")
+    return chart, ""
+
+
+def decision_timeline_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
+    title = "Switch decision over time (each criterion's status)"
+    rows = _rows(wh, CHART_DECISIONS_SQL)
+    if not rows:
+        note = "no decision stored yet"
+        return _note_chart(title, note), note
+    crit = [{**r, "row": f"{r['criterion']} {r['name']}"} for r in rows]
+    verdicts = {r["evaluation_id"]: r for r in rows}.values()
+    rows_order = ["verdict", *sorted({r["row"] for r in crit})]
+    y = alt.Y("row:N", sort=rows_order, scale=alt.Scale(domain=rows_order), title=None)
+    x = alt.X("evaluated_at:T", title="evaluated at", scale=alt.Scale(padding=40))
+    squares = (
+        alt.Chart(alt.Data(values=_values(crit)))
+        .mark_square(size=160)
+        .encode(
+            x=x,
+            y=y,
+            color=alt.Color(
+                "status:N",
+                scale=alt.Scale(domain=list(STATUS_COLORS), range=list(STATUS_COLORS.values())),
+                title="status",
+            ),
+            tooltip=["evaluated_at:T", "host:N", "criterion:N", "status:N", "reason:N"],
+        )
+    )
+    verdict_text = (
+        alt.Chart(alt.Data(values=_values({**v, "row": "verdict"} for v in verdicts)))
+        .mark_text(fontWeight="bold", fontSize=10)
+        .encode(x=x, y=y, text="verdict:N", tooltip=["evaluated_at:T", "host:N", "verdict:N"])
+    )
+    chart = alt.layer(squares, verdict_text).properties(title=title, width=PANEL_WIDTH, height=200)
+    return chart, ""
+
+
+# --------------------------------------------------------------------------------------------------
+# Writing
+
+
+def _write(chart: alt.TopLevelMixin, out_dir: Path, name: str, title: str, note: str) -> ChartFiles:
+    files = ChartFiles(
+        name=name,
+        title=title,
+        html=out_dir / f"{name}.html",
+        png=out_dir / f"{name}.png",
+        json=out_dir / f"{name}.vl.json",
+        note=note,
+    )
+    spec = chart.to_json(indent=1)
+    files.json.write_text(spec)
+    files.png.write_bytes(vlc.vegalite_to_png(spec, scale=2))
+    # JS inlined: the charts open on the Box without reaching a CDN
+    files.html.write_text(vlc.vegalite_to_html(spec, bundle=True))
+    return files
+
+
+def _index(cs: ChartSet, generated_at: datetime) -> Path:
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>strix-pipeline trends</title>",
+        "<style>body{font-family:sans-serif;max-width:1200px;margin:2em auto}img{max-width:100%;"
+        "border:1px solid #ddd}.note{color:#777}</style></head><body>",
+        "<h1>strix-pipeline: trends and the switch decision</h1>",
+        f"<p class='note'>generated {generated_at:%Y-%m-%d %H:%M} UTC</p><ul>",
+    ]
+    for c in cs.charts.values():
+        parts.append(
+            f"<li><a href='{c.html.name}'>{html.escape(c.title)}</a> "
+            f"(<a href='{c.png.name}'>PNG</a>, <a href='{c.json.name}'>Vega-Lite</a>)</li>"
+        )
+    parts.append("</ul>")
+    for c in cs.charts.values():
+        note = f"<p class='note'>{html.escape(c.note)}</p>" if c.note else ""
+        parts.append(
+            f"<h2 id='{c.name}'>{html.escape(c.title)}</h2>{note}"
+            f"<a href='{c.html.name}'><img src='{c.png.name}' alt='{html.escape(c.title)}'></a>"
+        )
+    parts.append("</body></html>")
+    path = cs.out_dir / "index.html"
+    path.write_text("\n".join(parts))
+    return path
+
+
+CHART_TITLES = {
+    "ttft_p95_by_version": "TTFT p95 at 5 clients by image version",
+    "throughput_vs_concurrency": "Output throughput vs concurrency, newest image per engine",
+    "prefill_vs_input_length": "Prefill tokens/s vs input length",
+    "memory_held_by_version": "Memory held by engine and version",
+    "decision_timeline": "Switch decision timeline",
+}
+
+
+def write_charts(
+    wh: Warehouse,
+    out_dir: Path,
+    *,
+    changes: list[Change] | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    now: datetime | None = None,
+) -> ChartSet:
+    """Write every chart (JSON, HTML, PNG) and index.html into `out_dir`; returns their paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cs = ChartSet(out_dir=out_dir)
+    builders = {
+        "ttft_p95_by_version": lambda: ttft_by_version_chart(wh, concurrency=concurrency, changes=changes),
+        "throughput_vs_concurrency": lambda: throughput_chart(wh),
+        "prefill_vs_input_length": lambda: prefill_chart(wh),
+        "memory_held_by_version": lambda: memory_chart(wh),
+        "decision_timeline": lambda: decision_timeline_chart(wh),
+    }
+    for name, build in builders.items():
+        title = CHART_TITLES[name].replace(" 5 clients", f" {concurrency} clients")
+        chart, note = build()
+        cs.charts[name] = _write(chart, out_dir, name, title, note)
+    cs.index_html = _index(cs, now or datetime.now(UTC))
+    return cs
+
+
+def _png_width(data: bytes) -> int:
+    # IHDR is the first chunk: 8-byte signature, 4-byte length, b"IHDR", then width, height
+    if data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
+        raise ValueError("not a PNG")
+    return struct.unpack(">I", data[16:20])[0]
+
+
+def png_base64(path: Path, max_width: int = 600) -> str:
+    """The PNG as base64 (for Dagster markdown metadata: `![](data:image/png;base64,...)`), at most
+    `max_width` pixels wide: a wider one is re-rendered from its Vega-Lite JSON beside it."""
+    path = Path(path)
+    data = path.read_bytes()
+    width = _png_width(data)
+    spec = path.with_suffix(".vl.json")
+    if width > max_width and spec.exists():
+        # the PNG was written at scale 2; its natural width is half that
+        natural = width / 2
+        data = vlc.vegalite_to_png(spec.read_text(), scale=max_width / natural)
+    return base64.b64encode(data).decode("ascii")
+
+
+def markdown_image(path: Path, max_width: int = 600) -> str:
+    return f"![{Path(path).stem}](data:image/png;base64,{png_base64(path, max_width)})"
+
+
+def chart_points(spec: dict[str, Any] | str | Path) -> list[dict[str, Any]]:
+    """Every data record in a Vega-Lite spec (top-level datasets and inline values): tests read charts back."""
+    if isinstance(spec, Path):
+        spec = spec.read_text()
+    if isinstance(spec, str):
+        spec = json.loads(spec)
+    out: list[dict[str, Any]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k == "datasets" and isinstance(v, dict):
+                    for recs in v.values():
+                        out.extend(x for x in recs if isinstance(x, dict))
+                elif k == "values" and isinstance(v, list) and v and isinstance(v[0], dict):
+                    out.extend(v)
+                else:
+                    walk(v)
+        elif isinstance(node, list):
+            for x in node:
+                walk(x)
+
+    walk(spec)
+    return out
