@@ -247,9 +247,7 @@ def save_run(cfg: StrixConfig | None, result: Any, *, run_id: str, url: str, mod
 
 
 def handle(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from strix_pipeline.loadgen import load_dataset, run_dataset, run_suite
+    from strix_pipeline.loadgen import load_dataset, run_async, run_dataset, run_suite
 
     console = Console(stderr=True)
     profile, slo, cfg = _profile_and_slo(args)
@@ -296,7 +294,7 @@ def handle(args: argparse.Namespace) -> int:
                 args.url, args.model or "", profile, slo, run_id, scenarios=scenarios,
                 context_length=args.context_length, **common,
             )  # fmt: skip
-        result = asyncio.run(coro)
+        result = run_async(coro)
 
     console.print(summary_table(result.aggregates))
     for e in result.errors:

@@ -12,7 +12,6 @@ never raise out of the suite: a server that fails produces failed request record
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -21,6 +20,7 @@ import aiohttp
 from strix_pipeline.config import SLO, ScenarioProfile
 from strix_pipeline.loadgen import scenarios as sc
 from strix_pipeline.loadgen.client import make_session
+from strix_pipeline.loadgen.loop import run as run_async
 from strix_pipeline.loadgen.prometheus import MetricsScraper
 from strix_pipeline.loadgen.scenarios import SCENARIOS, RequestProgressFn, SuiteContext
 from strix_pipeline.loadgen.workloads import Prompt, ServerTokenizer, Workload, load_dataset
@@ -37,6 +37,7 @@ __all__ = [
     "detect_context_length",
     "detect_model",
     "normalize_base_url",
+    "run_async",
 ]
 
 # Recommended [profiles.quick]: the whole suite in ~1-2 min on 2 CPU cores with Gemma 3 270M.
@@ -223,8 +224,8 @@ def run_suite_sync(
     run_id: str,
     **kwargs: object,
 ) -> SuiteResult:
-    """``run_suite`` in a fresh event loop (for callers that are not async)."""
-    return asyncio.run(run_suite(base_url, model, profile, slo, run_id, **kwargs))  # type: ignore[arg-type]
+    """``run_suite`` in a fresh event loop (uvloop when installed), for callers that are not async."""
+    return run_async(run_suite(base_url, model, profile, slo, run_id, **kwargs))  # type: ignore[arg-type]
 
 
 async def run_dataset(
