@@ -1,0 +1,109 @@
+"""A short Slack-compatible webhook message when something a person should look at happened.
+
+Three things are worth a message: the verdict changed, a criterion changed status, or a confirmed,
+unacknowledged regression appeared for the first time. The URL comes from the environment variable
+that ``DecisionConfig.webhook_url_env`` names (it is a secret). A failed POST is logged, never
+raised: the pipeline's results do not depend on a chat server.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING
+
+import httpx
+
+from strix_pipeline.config import StrixConfig
+
+if TYPE_CHECKING:
+    from strix_pipeline.changepoints import Change
+    from strix_pipeline.decision import Decision
+
+log = logging.getLogger(__name__)
+
+MAX_REGRESSIONS_LISTED = 8  # a chat message, not a report
+
+
+def webhook_url(config: StrixConfig) -> str | None:
+    return os.environ.get(config.decision.webhook_url_env) or None
+
+
+def _previous_statuses(previous: Decision | None, current: Decision) -> tuple[str | None, dict[str, str]]:
+    if previous is not None:
+        return previous.verdict, {c.criterion: c.status for c in previous.criteria}
+    return current.previous_verdict, dict(current.previous_statuses)
+
+
+def new_regressions(changes: list[Change]) -> list[Change]:
+    return [
+        c
+        for c in changes
+        if c.status == "confirmed" and c.is_regression and c.ack_status == "active" and c.newly_confirmed
+    ]
+
+
+def notification_text(previous: Decision | None, current: Decision, changes: list[Change]) -> str | None:
+    """The message, or None when nothing changed that a person needs to hear about."""
+    before, statuses = _previous_statuses(previous, current)
+    lines: list[str] = []
+    if before is not None and before != current.verdict:
+        lines.append(f"Switch decision on {current.host}: *{before} → {current.verdict}* ({current.reason})")
+    moved = [
+        (c.criterion, c.name, statuses[c.criterion], c.status, c.reason)
+        for c in current.criteria
+        if c.criterion in statuses and statuses[c.criterion] != c.status
+    ]
+    if moved and not lines:
+        lines.append(f"Switch decision on {current.host}: still *{current.verdict}*")
+    for cid, name, old, new, reason in moved:
+        lines.append(f"• {cid} {name}: {old} → {new} — {reason}")
+    regressions = new_regressions(changes)
+    if regressions:
+        lines.append(f"{len(regressions)} confirmed regression(s):")
+        for c in regressions[:MAX_REGRESSIONS_LISTED]:
+            lines.append(
+                f"• {c.engine} @ {c.host} {c.scenario} level {c.level} {c.metric}: {c.magnitude_pct:+.1f}% "
+                f"from {c.version_before} to {c.version_after} (p={c.pvalue:.2g}; `strix ack {c.change_id}`)"
+            )
+        if len(regressions) > MAX_REGRESSIONS_LISTED:
+            lines.append(f"… and {len(regressions) - MAX_REGRESSIONS_LISTED} more")
+    return "\n".join(lines) if lines else None
+
+
+def post(url: str, text: str, *, timeout_s: float = 10.0) -> bool:
+    try:
+        resp = httpx.post(url, json={"text": text}, timeout=timeout_s)
+    except httpx.HTTPError as e:
+        log.warning("webhook POST failed: %s", e)
+        return False
+    if resp.status_code >= 300:
+        log.warning("webhook answered %s: %s", resp.status_code, resp.text[:200])
+        return False
+    return True
+
+
+def notify_changes(
+    previous: Decision | None,
+    current: Decision,
+    changes: list[Change],
+    url: str | None,
+    *,
+    timeout_s: float = 10.0,
+) -> bool:
+    """POST a message when the verdict or a criterion changed or a confirmed regression appeared.
+
+    Returns True only when a message was delivered (2xx). `previous` None: the current decision's own
+    `previous_verdict` / `previous_statuses` (from the warehouse history) are compared instead.
+    """
+    text = notification_text(previous, current, changes)
+    if text is None:
+        return False
+    if not url:
+        log.info("webhook not configured; would have sent: %s", text)
+        return False
+    try:
+        return post(url, text, timeout_s=timeout_s)
+    except Exception as e:  # never let a notification break the run
+        log.warning("webhook notification failed: %s", e)
+        return False
