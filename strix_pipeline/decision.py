@@ -568,7 +568,7 @@ def previous_decision(wh: Warehouse, host: str, *, before: datetime | None = Non
 # Rendering
 
 
-def _fmt_value(v: float | None, unit: str | None) -> str:
+def format_value(v: float | None, unit: str | None) -> str:
     if v is None:
         return "–"
     if unit == "bytes":
@@ -598,7 +598,7 @@ def decision_markdown(d: Decision) -> str:
     ]
     for c in d.criteria:
         ci = (
-            f"{_fmt_value(c.ci_low, c.unit)} – {_fmt_value(c.ci_high, c.unit)}"
+            f"{format_value(c.ci_low, c.unit)} – {format_value(c.ci_high, c.unit)}"
             if c.ci_low is not None and c.ci_high is not None
             else "–"
         )
@@ -613,8 +613,8 @@ def decision_markdown(d: Decision) -> str:
                     f"`{c.name}`",
                     "yes" if c.required else "no",
                     icon.get(c.status, c.status),
-                    _fmt_value(c.value, c.unit),
-                    _fmt_value(c.threshold, c.unit),
+                    format_value(c.value, c.unit),
+                    format_value(c.threshold, c.unit),
                     ci,
                     "⚠️ yes" if c.quantization_mismatch else "no",
                     f"{c.first_held_at:%Y-%m-%d}" if c.first_held_at else "–",

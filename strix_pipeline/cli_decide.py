@@ -1,0 +1,173 @@
+"""`strix decide [--json]`, `strix changes`, `strix ack ID --reason TEXT`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from strix_pipeline.config import load_config
+from strix_pipeline.decision import Decision, evaluate, format_value
+from strix_pipeline.warehouse import Warehouse, WarehouseError, default_warehouse_path
+
+STATUS_STYLE = {"pass": "green", "fail": "red", "unknown": "dim"}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    d = sub.add_parser(
+        "decide",
+        help="evaluate the switch criteria and print the verdict with its evidence",
+        description="Evaluate C1-C5 on the decision host from the warehouse (read-only unless --save).",
+    )
+    d.add_argument("--json", action="store_true", help="print the decision as JSON")
+    d.add_argument("--save", action="store_true", help="store this evaluation in the decision history")
+    _warehouse_arg(d)
+    d.set_defaults(func=run_decide)
+
+    c = sub.add_parser("changes", help="list the change points found on the trend series")
+    c.add_argument("--all", action="store_true", help="include acknowledged changes")
+    c.add_argument("--json", action="store_true", help="print JSON")
+    _warehouse_arg(c)
+    c.set_defaults(func=run_changes)
+
+    a = sub.add_parser("ack", help="acknowledge a change point with a reason (it stays, marked)")
+    a.add_argument("change_id", metavar="ID", help="the change id (see `strix changes`)")
+    a.add_argument("--reason", required=True, help="why this change is expected or accepted")
+    _warehouse_arg(a)
+    a.set_defaults(func=run_ack)
+
+
+def _warehouse_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--warehouse", help="warehouse file (default: project.warehouse from the configuration)")
+
+
+def _open(args: argparse.Namespace, *, read_only: bool) -> Warehouse:
+    path = Path(args.warehouse) if args.warehouse else default_warehouse_path(getattr(args, "config", None))
+    return Warehouse.open(path, read_only=read_only, lock_retry_s=10.0)
+
+
+def _err(msg: str) -> int:
+    print(f"strix: {msg}", file=sys.stderr)
+    return 1
+
+
+def print_decision(d: Decision, console: Console | None = None) -> None:
+    console = console or Console()
+    table = Table(title=f"Switch decision on {d.host}: {d.verdict.upper()} — {d.reason}", show_lines=True)
+    for col in (
+        "id",
+        "criterion",
+        "req.",
+        "status",
+        "value",
+        "threshold",
+        "CI",
+        "quant ≠",
+        "first held",
+        "evidence",
+        "reason",
+    ):
+        table.add_column(col, overflow="fold")
+    for c in d.criteria:
+        ci = (
+            f"{format_value(c.ci_low, c.unit)}–{format_value(c.ci_high, c.unit)}"
+            if c.ci_low is not None
+            else "–"
+        )
+        evidence = "\n".join(c.evidence_run_ids + [g[:19] for g in c.image_digests]) or "–"
+        table.add_row(
+            c.criterion,
+            c.name,
+            "yes" if c.required else "no",
+            f"[{STATUS_STYLE.get(c.status, '')}]{c.status}[/]",
+            format_value(c.value, c.unit),
+            format_value(c.threshold, c.unit),
+            ci,
+            "yes" if c.quantization_mismatch else "no",
+            f"{c.first_held_at:%Y-%m-%d}" if c.first_held_at else "–",
+            evidence,
+            c.reason,
+        )
+    console.print(table)
+    if d.previous_verdict is not None:
+        note = " (changed)" if d.verdict_changed else ""
+        console.print(f"previous verdict: {d.previous_verdict}{note}")
+
+
+def run_decide(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    try:
+        wh = _open(args, read_only=not args.save)
+    except WarehouseError as e:
+        return _err(str(e))
+    with wh:
+        d = evaluate(wh, config)
+        if args.save:
+            wh.save_decision(d.criteria)
+    if args.json:
+        print(json.dumps(d.to_json(), indent=2))
+    else:
+        print_decision(d)
+    return 0
+
+
+def run_changes(args: argparse.Namespace) -> int:
+    try:
+        wh = _open(args, read_only=True)
+    except WarehouseError as e:
+        return _err(str(e))
+    with wh:
+        rows = wh.list_changes() if args.all else wh.list_changes(ack_status="active")
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return 0
+    table = Table(title="Change points" + ("" if args.all else " (unacknowledged)"))
+    for col in (
+        "id",
+        "engine",
+        "host",
+        "scenario",
+        "level",
+        "metric",
+        "before → after",
+        "change",
+        "p",
+        "status",
+        "ack",
+    ):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(
+            r["change_id"],
+            r["engine"],
+            r["host"],
+            r["scenario"],
+            str(r["level"]),
+            r["metric"],
+            f"{r['version_before']} → {r['version_after']}",
+            f"{r['magnitude_pct']:+.1f}%" if r["magnitude_pct"] is not None else "–",
+            f"{r['pvalue']:.1g}" if r["pvalue"] is not None else "–",
+            r["status"],
+            r["ack_status"] + (f": {r['ack_reason']}" if r.get("ack_reason") else ""),
+        )
+    Console().print(table)
+    return 0
+
+
+def run_ack(args: argparse.Namespace) -> int:
+    if not args.reason.strip():
+        return _err("--reason must say why")
+    try:
+        wh = _open(args, read_only=False)
+    except WarehouseError as e:
+        return _err(str(e))
+    with wh:
+        found = wh.ack_change(args.change_id, args.reason.strip())
+    if not found:
+        return _err(f"no change with id {args.change_id!r} (see `strix changes --all`)")
+    print(f"acknowledged {args.change_id}: {args.reason.strip()}")
+    return 0
