@@ -412,6 +412,28 @@ def _change_id(row: dict[str, Any]) -> str:
     return Warehouse.change_id(row)
 
 
+# A provisional change that the next run did not repeat was a blip: it goes. Confirmed or acknowledged
+# ones stay as history even when a later detection no longer reports them.
+RETIRE_PROVISIONAL_SQL = """
+DELETE FROM changes
+WHERE status = 'provisional' AND ack_status = 'active' AND NOT list_contains(?, change_id)
+"""
+
+
+def stored_changes(wh: Warehouse, *, include_acknowledged: bool = True) -> list[Change]:
+    """The changes the warehouse holds (for charts and reports without re-detecting)."""
+    rows = _existing(wh).values()
+    out = []
+    for r in rows:
+        if not include_acknowledged and r.get("ack_status") == "acknowledged":
+            continue
+        c = Change(**{k: r.get(k) for k in CHANGE_COLUMNS})
+        rise = (c.magnitude_pct or 0) > 0
+        c.direction = "regression" if rise == HIGHER_IS_WORSE.get(c.metric, True) else "improvement"
+        out.append(c)
+    return out
+
+
 def _existing(wh: Warehouse) -> dict[str, dict[str, Any]]:
     try:
         df = wh.list_changes()
@@ -443,4 +465,9 @@ def detect_changes(wh: Warehouse, config: StrixConfig, *, now: datetime | None =
         c.newly_confirmed = c.status == "confirmed" and (old is None or old.get("status") != "confirmed")
     if changes:
         wh.save_changes([c.row() for c in changes])
+    try:
+        # a sentinel keeps the list typed when nothing was found
+        wh.con.execute(RETIRE_PROVISIONAL_SQL, [[c.change_id for c in changes] or [""]]).fetchall()
+    except Exception as e:  # the table predates this rule or is read-only: keep the rows
+        log.warning("could not retire vanished provisional changes: %s", e)
     return changes

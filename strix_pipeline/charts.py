@@ -506,10 +506,20 @@ def write_charts(
     concurrency: int = DEFAULT_CONCURRENCY,
     now: datetime | None = None,
 ) -> ChartSet:
-    """Write every chart (JSON, HTML, PNG) and index.html into `out_dir`; returns their paths."""
+    """Write every chart (JSON, HTML, PNG) and index.html into `out_dir`; returns their paths.
+
+    `changes` None: the change points stored in the warehouse are annotated."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     cs = ChartSet(out_dir=out_dir)
+    if changes is None:
+        from strix_pipeline.changepoints import stored_changes
+
+        try:
+            changes = stored_changes(wh)
+        except Exception as e:
+            log.warning("could not read stored changes: %s", e)
+            changes = []
     builders = {
         "ttft_p95_by_version": lambda: ttft_by_version_chart(wh, concurrency=concurrency, changes=changes),
         "throughput_vs_concurrency": lambda: throughput_chart(wh),

@@ -130,3 +130,28 @@ def test_failed_runs_are_not_points(tmp_path):
         results.append(run_result(r, ttft5=(p95, 95.0, 105.0)))
     wh = seeded(tmp_path / "w.duckdb", results)
     assert detect_changes(wh, make_config(), now=NOW) == []
+
+
+def test_unrepeated_provisional_change_is_retired(tmp_path):
+    base = [100.0, 100.8, 99.6, 100.3, 99.8, 100.5, 99.9, 100.2, 100.6, 99.7]
+    results = [
+        run_result(
+            run_record(f"r{i}", "vllm", tag=f"v0.{i:02d}.0", started_at=NOW + timedelta(days=i)),
+            ttft5=(p, p, p),
+        )
+        for i, p in enumerate([*base, 130.0])
+    ]
+    wh = seeded(tmp_path / "w.duckdb", results)
+    cfg = make_config()
+    (blip,) = [c for c in detect_changes(wh, cfg, now=NOW) if c.metric == "ttft_p95_ms"]
+    assert blip.status == "provisional" and blip.version_after == "v0.10.0"
+    assert [r["change_id"] for r in wh.list_changes(metric="ttft_p95_ms")] == [blip.change_id]
+    # the repeat run of v0.10.0 is back at 100: the step was a blip, and it goes
+    wh.load_run(
+        run_result(
+            run_record("r10b", "vllm", tag="v0.10.0", started_at=NOW + timedelta(days=11)),
+            ttft5=(100.1, 100.1, 100.1),
+        )
+    )
+    assert [c for c in detect_changes(wh, cfg, now=NOW) if c.metric == "ttft_p95_ms"] == []
+    assert wh.list_changes(metric="ttft_p95_ms") == []

@@ -98,6 +98,11 @@ def test_charts_hold_the_expected_points(tmp_path):
     tl = chart_points(cs.charts["decision_timeline"].json)
     assert {p["criterion"] for p in tl} == {"C1", "C2", "C3", "C4", "C5"}
 
+    # without a `changes` argument the stored change points are annotated
+    again = write_charts(wh, tmp_path / "stored")
+    stored = chart_points(again.charts["ttft_p95_by_version"].json)
+    assert {p["version"] for p in stored if "magnitude_pct" in p} == {"v0.06.0"}
+
     b64 = png_base64(cs.charts["throughput_vs_concurrency"].png, max_width=300)
     small = base64.b64decode(b64)
     assert small[:8] == b"\x89PNG\r\n\x1a\n"

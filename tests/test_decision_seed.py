@@ -13,6 +13,7 @@ from pathlib import Path
 
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import LevelAggregate, RunRecord, RunResult
+from strix_pipeline.registry import version_sort_key
 from strix_pipeline.warehouse import Warehouse
 
 GIB = 2**30
@@ -132,7 +133,7 @@ def run_record(
         ended_at=started_at + timedelta(minutes=30),
         held_bytes=int(held_gib * GIB) if held_gib is not None else None,
         image_version=version or tag,
-        image_sort_key=sort_key or tag,
+        image_sort_key=sort_key or (version_sort_key(tag, None) if tag else None),
         model_family=family or profile.removesuffix("-q4"),
     )
 
