@@ -100,7 +100,7 @@ def _print_report(report: DiscoveryReport) -> None:
     for s in report.skipped:
         console.print(f"[yellow]skipped[/] {s.registry}/{s.repository}:{s.tag}: {s.reason}", highlight=False)
     for e in report.errors:
-        console.print(f"[red]failed[/] {e.engine} {e.registry}/{e.repository}: {e.message}", highlight=False)
+        console.print(f"[red]failed[/] {e.engine}: {e.message}", highlight=False)
 
 
 def run_list(args: argparse.Namespace) -> int:

@@ -227,3 +227,45 @@ source = "pypi:x"
     ]
     assert _cli(["--config", str(toml), "images", "list"]) == 0
     assert "server-rocm-b300" in capsys.readouterr().out
+
+
+def test_index_and_credentials_from_the_environment(
+    env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Basic auth with credentials named by username_env/password_env, through the default client;
+    an index's linux/amd64 image is what gets stored."""
+    env.image("server-rocm-b400", b"400", "b400")
+    index = make_index(
+        env.reg.url, REPO, [("server-rocm-b400", "linux", "arm64"), ("server-rocm-b400", "linux", "amd64")]
+    )
+    index_digest = put_manifest(env.reg.url, REPO, "server-rocm-b401", index, OCI_INDEX)
+    with start_registry(env.tmp, htpasswd={"ci": "hunter2"}, storage=env.reg.storage) as secured:
+        source = {
+            "registry": secured.host,
+            "repository": REPO,
+            "include": [r"^server-rocm-b40\d$"],
+            "insecure": True,
+            "username_env": "STRIX_TEST_REG_USER",
+            "password_env": "STRIX_TEST_REG_PASSWORD",
+        }
+        cfg = config_for(secured.host).model_copy(
+            update={
+                "engines": {
+                    "llamacpp": config_for(secured.host)
+                    .engines["llamacpp"]
+                    .model_copy(update={"images": [ImageSource(**source)]})
+                }
+            }
+        )
+        with Warehouse.open(tmp_path / "wh.duckdb") as wh:
+            r = refresh_images(cfg, wh, engines=["llamacpp"], now=T0)
+            assert len(r.errors) == 1 and "basic auth" in r.errors[0].message and not r.new
+            monkeypatch.setenv("STRIX_TEST_REG_USER", "ci")
+            monkeypatch.setenv("STRIX_TEST_REG_PASSWORD", "hunter2")
+            r = refresh_images(cfg, wh, engines=["llamacpp"], now=T0)
+            assert not r.errors
+            new = {i.tag: i for i in r.new}
+            assert sorted(new) == ["server-rocm-b400", "server-rocm-b401"]
+            assert (
+                new["server-rocm-b401"].digest == index_digest and new["server-rocm-b401"].version == "b400"
+            )

@@ -334,3 +334,25 @@ def test_parse_challenge_and_time() -> None:
 
 def test_version_sort_key_is_importable_from_registry() -> None:
     assert version_sort_key("v1.2.3", None) < version_sort_key("v1.10.0", None)
+
+
+def test_429_without_retry_after_waits_for_the_rate_limit_reset(populated: Populated) -> None:
+    waits, sleep = recording_sleep()
+    reset = int(time.time()) + 30
+    with Front(populated.reg.url) as front, client_for(front.host, sleep=sleep) as c:
+        front.add_fault(
+            r"/tags/list$", Fault(429, {"X-RateLimit-Reset": str(reset), "X-RateLimit-Remaining": "0"})
+        )
+        tags, _ = c.list_tags(MANY)
+    assert len(tags) == N_TAGS and len(waits) == 1 and 25 <= waits[0] <= 31
+
+
+def test_429_with_an_http_date(populated: Populated) -> None:
+    import email.utils
+
+    waits, sleep = recording_sleep()
+    when = email.utils.formatdate(time.time() + 20, usegmt=True)
+    with Front(populated.reg.url) as front, client_for(front.host, sleep=sleep) as c:
+        front.add_fault(r"/manifests/base$", Fault(429, {"Retry-After": when}))
+        digest, _ = c.head_digest(MANY, "base")
+    assert digest == populated.base_digest and len(waits) == 1 and 15 <= waits[0] <= 21
