@@ -529,8 +529,13 @@ def write_charts(
     }
     for name, build in builders.items():
         title = CHART_TITLES[name].replace(" 5 clients", f" {concurrency} clients")
-        chart, note = build()
-        cs.charts[name] = _write(chart, out_dir, name, title, note)
+        try:
+            chart, note = build()
+            cs.charts[name] = _write(chart, out_dir, name, title, note)
+        except Exception as e:  # one broken chart must not take the others (or the run) with it
+            log.exception("chart %s failed", name)
+            note = f"this chart could not be drawn: {type(e).__name__}: {e}"
+            cs.charts[name] = _write(_note_chart(title, note), out_dir, name, title, note)
     cs.index_html = _index(cs, now or datetime.now(UTC))
     return cs
 

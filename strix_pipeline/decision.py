@@ -457,6 +457,8 @@ def _history(wh: Warehouse, host: str, now: datetime) -> list[dict[str, Any]]:
 def evaluate(wh: Warehouse, config: StrixConfig, *, now: datetime | None = None) -> Decision:
     """Evaluate the five criteria on the decision host; nothing is written (see Warehouse.save_decision)."""
     now = now or datetime.now(UTC)
+    if now.tzinfo is None:  # the warehouse stores UTC-aware times; a naive `now` means UTC
+        now = now.replace(tzinfo=UTC)
     d = config.decision
     runs = [r for r in _rows(wh, DECISION_RUNS_SQL, [d.host]) if r["started_at"] <= now]
     aggs = _rows(wh, DECISION_AGGREGATES_SQL, [d.host])

@@ -135,3 +135,17 @@ def test_empty_and_single_run_warehouse(tmp_path):
     assert any(p.get("run_id") == "local-1" and p["ttft_p95_ms"] == 40.0 for p in pts)
     assert "one version so far" in cs.charts["ttft_p95_by_version"].note
     assert cs.charts["prefill_vs_input_length"].note == ""
+
+
+def test_a_broken_chart_leaves_a_note_not_a_crash(tmp_path, monkeypatch):
+    import strix_pipeline.charts as charts
+
+    def boom(wh):
+        raise ValueError("bad data")
+
+    monkeypatch.setattr(charts, "throughput_chart", boom)
+    wh = Warehouse.open(tmp_path / "w.duckdb")
+    cs = write_charts(wh, tmp_path / "c")
+    broken = cs.charts["throughput_vs_concurrency"]
+    assert broken.png.exists() and "bad data" in broken.note
+    assert "bad data" in cs.index_html.read_text()
