@@ -65,7 +65,7 @@ class LevelResult:
     wall_s: float = 0.0
 
     def row(self) -> dict[str, float | int | str | None]:
-        added, itl_err = [], []
+        added, itl_err, send, recv = [], [], [], []
         tokens = 0
         ok = [s for s in self.samples if s.ok and s.server and s.content_ns]
         for s in ok:
@@ -73,6 +73,10 @@ class LevelResult:
             assert srv is not None
             tokens += len(s.content_ns)
             added.append(((s.content_ns[0] - s.sent_ns) - (srv["event_ns"][0] - srv["recv_ns"])) / 1e6)
+            send.append((srv["recv_ns"] - s.sent_ns) / 1e6)  # client timestamp -> server has the request
+            recv.append(
+                (s.content_ns[0] - srv["event_ns"][0]) / 1e6
+            )  # server wrote token -> client stamped it
             cg = np.diff(s.content_ns)
             sg = np.diff(srv["event_ns"])
             if len(cg) == len(sg):
@@ -88,6 +92,8 @@ class LevelResult:
             "failed": len(self.samples) - len(ok),
             "added_ttft_p50_ms": pct(added, 50),
             "added_ttft_p95_ms": pct(added, 95),
+            "send_p50_ms": pct(send, 50),
+            "recv_p50_ms": pct(recv, 50),
             "itl_err_p50_ms": pct(itl_err, 50),
             "itl_err_p95_ms": pct(itl_err, 95),
             "cpu_us_per_token": self.cpu_s * 1e6 / tokens if tokens else None,
@@ -259,8 +265,8 @@ def main() -> int:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
-    head = ("client", "streams", "requests", "failed", "added TTFT p50 ms", "added TTFT p95 ms", "ITL err p50 ms", "ITL err p95 ms", "CPU us/token")  # fmt: skip
-    keys = ("client", "streams", "requests", "failed", "added_ttft_p50_ms", "added_ttft_p95_ms", "itl_err_p50_ms", "itl_err_p95_ms", "cpu_us_per_token")  # fmt: skip
+    head = ("client", "streams", "requests", "failed", "added TTFT p50 ms", "added TTFT p95 ms", "send p50 ms", "recv p50 ms", "ITL err p50 ms", "ITL err p95 ms", "CPU us/token")  # fmt: skip
+    keys = ("client", "streams", "requests", "failed", "added_ttft_p50_ms", "added_ttft_p95_ms", "send_p50_ms", "recv_p50_ms", "itl_err_p50_ms", "itl_err_p95_ms", "cpu_us_per_token")  # fmt: skip
     loop = "asyncio" if args.asyncio else loop_name()
     print(
         f"server: TTFT {TTFT_MS:g} ms, ITL {ITL_MS:g} ms, {TOKENS} tokens/request, separate process; client loop: {loop}\n"

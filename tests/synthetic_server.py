@@ -45,6 +45,17 @@ class ServerLog:
     tokens: int = 0
 
 
+class _TimedProtocol(asyncio.StreamReaderProtocol):
+    """Stamps the arrival of the first bytes of each request, in the transport callback."""
+
+    first_rx_ns = 0
+
+    def data_received(self, data: bytes) -> None:
+        if not self.first_rx_ns:
+            self.first_rx_ns = perf_counter_ns()
+        super().data_received(data)
+
+
 class SyntheticServer:
     def __init__(
         self,
@@ -67,9 +78,12 @@ class SyntheticServer:
         return f"http://{self.host}:{self.port}"
 
     async def start(self) -> SyntheticServer:
-        self._server = await asyncio.start_server(
-            self._conn, self.host, self.port, backlog=1024, limit=1 << 22
-        )
+        loop = asyncio.get_running_loop()
+
+        def factory() -> _TimedProtocol:
+            return _TimedProtocol(asyncio.StreamReader(limit=1 << 22, loop=loop), self._conn, loop=loop)
+
+        self._server = await loop.create_server(factory, self.host, self.port, backlog=1024)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -92,8 +106,11 @@ class SyntheticServer:
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        proto = writer.transport.get_protocol()
         try:
             while True:
+                if isinstance(proto, _TimedProtocol):
+                    proto.first_rx_ns = 0
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
                 method, path, _ = lines[0].split(" ", 2)
@@ -102,7 +119,9 @@ class SyntheticServer:
                 }
                 n = int(headers.get("content-length", "0"))
                 body = await reader.readexactly(n) if n else b""
-                recv = perf_counter_ns()
+                # The request's arrival is when its first bytes reached us, not when this coroutine
+                # got around to it: the server's own scheduling delay must not count as the client's.
+                recv = getattr(proto, "first_rx_ns", 0) or perf_counter_ns()
                 keep = await self._route(method, path.split("?")[0], body, writer, recv)
                 if not keep:
                     break

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from time import perf_counter_ns
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -19,6 +20,21 @@ from strix_pipeline.loadgen.sse import decode_timed
 
 READ_BUFSIZE = 1 << 20  # large reads: fewer wake-ups when many events arrive together
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+
+
+async def _on_body_written(session: object, ctx: SimpleNamespace, params: object) -> None:
+    # Fired by aiohttp immediately before it writes the request body to the socket. On Python < 3.12
+    # aiohttp writes the body from a separate task, one loop iteration after ``post()`` was called; with
+    # many streams that iteration can take milliseconds, which belong to the client, not the server.
+    ex = ctx.trace_request_ctx
+    if isinstance(ex, RawExchange) and not ex.sent_ns:
+        ex.sent_ns = perf_counter_ns()
+
+
+def _wire_trace() -> aiohttp.TraceConfig:
+    trace = aiohttp.TraceConfig()
+    trace.on_request_chunk_sent.append(_on_body_written)
+    return trace
 
 
 def make_session() -> aiohttp.ClientSession:
@@ -32,6 +48,8 @@ def make_session() -> aiohttp.ClientSession:
         auto_decompress=False,
         timeout=aiohttp.ClientTimeout(total=None),
         trust_env=False,
+        cookie_jar=aiohttp.DummyCookieJar(),
+        trace_configs=[_wire_trace()],
     )
 
 
@@ -39,7 +57,8 @@ def make_session() -> aiohttp.ClientSession:
 class RawExchange:
     """What one request produced on the wire, before any parsing."""
 
-    sent_ns: int = 0
+    call_ns: int = 0  # post() called
+    sent_ns: int = 0  # request body handed to the socket: the origin of TTFT, E2E and ITL offsets
     status: int | None = None
     headers_ns: int | None = None
     chunk_ns: list[int] = field(default_factory=list)
@@ -57,9 +76,11 @@ async def stream_post(session: aiohttp.ClientSession, url: str, body: bytes, tim
     chunks = ex.chunks
     # sock_read catches a stall (no byte for timeout_s); total bounds the whole request.
     timeout = aiohttp.ClientTimeout(total=timeout_s, sock_read=timeout_s)
-    ex.sent_ns = perf_counter_ns()
+    ex.call_ns = perf_counter_ns()
     try:
-        async with session.post(url, data=body, headers=_HEADERS, timeout=timeout) as resp:
+        async with session.post(
+            url, data=body, headers=_HEADERS, timeout=timeout, trace_request_ctx=ex
+        ) as resp:
             ex.headers_ns = perf_counter_ns()
             ex.status = resp.status
             if resp.status != 200:
@@ -87,6 +108,8 @@ async def stream_post(session: aiohttp.ClientSession, url: str, body: bytes, tim
         ex.error_class = "client_error"
         ex.error_message = f"{type(e).__name__}: {e}"[:500]
     ex.end_ns = perf_counter_ns()
+    if not ex.sent_ns:  # never reached the socket (connection refused, ...)
+        ex.sent_ns = ex.call_ns
     return ex
 
 
