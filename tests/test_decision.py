@@ -180,8 +180,23 @@ def test_history_first_held_and_previous_verdict(tmp_path):
     assert ("C4", "fail", "pass") in second.changed_criteria()
 
 
-def test_markdown_table_has_every_criterion():
-    assert verdict_of({"C1": "pass", "C2": "fail"}, ["C1", "C2"])[0] == "stay"
+@pytest.mark.parametrize(
+    ("statuses", "required", "verdict"),
+    [
+        ("ppppp", "12345", "switch"),
+        ("pppff", "12345", "evaluate"),
+        ("pppuf", "12345", "unknown"),  # unknown outranks evaluate: never a verdict without evidence
+        ("fuuuu", "12345", "stay"),  # a failed C1 decides even with the rest unknown
+        ("pfppp", "12345", "stay"),
+        ("ppfpp", "12345", "stay"),  # serves, but not faster
+        ("pppuu", "123", "switch"),  # C4/C5 not required
+        ("fpppp", "2345", "switch"),  # C1 not required
+    ],
+)
+def test_verdict_rules(statuses, required, verdict):
+    full = {"p": "pass", "f": "fail", "u": "unknown"}
+    st = {f"C{i + 1}": full[s] for i, s in enumerate(statuses)}
+    assert verdict_of(st, [f"C{r}" for r in required])[0] == verdict
 
 
 def test_markdown_renders(tmp_path):
@@ -191,3 +206,23 @@ def test_markdown_renders(tmp_path):
     rows = [line for line in md.splitlines() if line.startswith("| C")]
     assert [r.split("|")[1].strip() for r in rows] == ["C1", "C2", "C3", "C4", "C5"]
     assert "820 ms" in md and "⚠️ yes" in md and "vllm-qwen" in md
+
+
+def test_community_image_does_not_stand_in_for_the_official_one(tmp_path):
+    runs = september_runs()
+    runs[0] = run_result(runs[0].run, smoke_ok=False, ttft5=(820.0, 760.0, 900.0))
+    community = run_record(
+        "kyuz0-qwen",
+        "vllm",
+        repo="kyuz0/vllm-therock-gfx1151",
+        tag="latest",
+        digest="sha256:" + "d" * 64,
+        started_at=SEPT + timedelta(hours=3),
+        held_gib=10.0,
+    )
+    runs.append(run_result(community, ttft5=(300.0, 280.0, 320.0)))
+    wh = seeded(tmp_path / "w.duckdb", runs)
+    d = evaluate(wh, make_config(), now=SEPT + timedelta(days=1))
+    c = by_id(d)
+    assert c["C1"].status == "pass" and c["C2"].status == "fail" and d.verdict == "stay"
+    assert "kyuz0-qwen" not in c["C2"].evidence_run_ids + c["C3"].evidence_run_ids + c["C5"].evidence_run_ids
