@@ -1,0 +1,511 @@
+"""Warehouse at scale: five years of weekly runs, three engines, five images each (~2M request rows).
+
+    .venv/bin/python benchmarks/warehouse_scale.py [--out /tmp/strix-scale.duckdb] [--weeks 260]
+
+Generates the runs in memory (not timed) and loads them through ``Warehouse.load_runs`` in
+transactions of ``--batch`` runs (Arrow conversion, delete-if-present, inserts and commit all
+timed). Then it times the single-run path the pipeline uses after each benchmark (``load_run``: one
+transaction per run), for new runs and for reloads that replace a run, and reopens the file
+read-only to time the queries the decision and the trend charts run. Prints load rates, file size
+and each query's time. Targets: ingestion >= 200k request rows/s; each decision query < 200 ms.
+
+Shape: every week each engine benchmarks its five newest image versions (a new version every four
+weeks), so a version collects several repeat runs, as on the Box. A run holds a 5-level concurrency
+sweep (100 requests per level) and a 6-step prefill ladder (3 requests each): 518 request rows.
+Each request carries 16 SSE event offsets (real ones carry ~256; shortened so the generator, not
+the warehouse, is not the bottleneck of a two-core machine -- the list column is loaded all the same).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from strix_pipeline.fingerprint import run_fingerprint  # noqa: E402
+from strix_pipeline.records import (  # noqa: E402
+    ImageRecord,
+    LevelAggregate,
+    MemorySample,
+    RequestRecord,
+    RunRecord,
+    RunResult,
+    ServerMetricSample,
+)
+from strix_pipeline.warehouse import Warehouse  # noqa: E402
+
+HOST = "strix-halo"
+START = datetime(2021, 11, 1, 3, 0, tzinfo=UTC)
+GIB = 1 << 30
+LEVELS = (1, 2, 4, 5, 8)
+LADDER = (2048, 4096, 8192, 16384, 32768, 65536)
+EVENTS = 16
+
+# engine -> (kind, quantization, base TTFT p95 at 5 in ms, held GiB, official repository)
+ENGINES = {
+    "llamacpp": ("llamacpp", "Q4_K_M", 900.0, 19.0, "ggml-org/llama.cpp"),
+    "vllm": ("vllm", "BF16", 700.0, 58.0, "vllm/vllm-openai-rocm"),
+    "sglang": ("sglang", "BF16", 1000.0, 61.0, "lmsysorg/sglang"),
+}
+FAMILY = "qwen3-30b-a3b"
+
+# ---- the queries the decision and the charts run (the exact SQL) -----------------------------------
+
+DECISION_QUERIES = {
+    # C3: TTFT p95 at concurrency 5 with its CI, newest usable run per engine and model family within
+    # the freshness window.
+    "C3 ttft p95 @5 latest per engine (decision)": """
+        SELECT engine, model_family, quantization, run_id, image_digest, image_version, started_at,
+               ttft_p95_ms, ttft_p95_ci_low_ms, ttft_p95_ci_high_ms, requests_ok, requests_failed
+        FROM v_ttft_at_concurrency
+        WHERE host = $host AND concurrency = $level AND usable
+          AND engine IN ($candidate, $baseline) AND started_at >= $since
+        QUALIFY row_number() OVER (PARTITION BY engine, model_family ORDER BY started_at DESC, run_id DESC) = 1
+        ORDER BY engine
+    """,
+    # C5: memory held after load, newest usable run per engine and model family within the window.
+    "C5 held memory latest per engine (decision)": """
+        SELECT engine, model_family, quantization, model_profile, run_id, image_version, held_bytes, held_gib,
+               memory_returned, started_at
+        FROM v_memory
+        WHERE host = $host AND usable AND engine IN ($candidate, $baseline) AND started_at >= $since
+          AND held_bytes IS NOT NULL
+        QUALIFY row_number() OVER (PARTITION BY engine, model_family ORDER BY started_at DESC, run_id DESC) = 1
+        ORDER BY engine
+    """,
+    # C1/C2: did the newest official candidate image reach ready and serve? (newest by sort key)
+    "C1/C2 newest official image's runs (decision)": """
+        WITH newest AS (
+            SELECT digest, tag, sort_key FROM images
+            WHERE engine = $candidate AND NOT gone AND NOT floating
+            ORDER BY sort_key DESC LIMIT 1
+        )
+        SELECT n.tag, n.digest, r.run_id, r.status, r.started_at, r.requests_ok
+        FROM newest n LEFT JOIN v_runs r ON r.image_digest = n.digest AND r.host = $host
+        ORDER BY r.started_at DESC
+    """,
+    "latest evaluation (decision history)": """
+        SELECT criterion, status, value, ci_low, ci_high, first_held_at FROM v_decisions
+        WHERE host = $host AND latest ORDER BY criterion
+    """,
+}
+
+CHART_QUERIES = {
+    "chart: ttft p95 @5 by version per series": """
+        SELECT series, engine, image_version, image_sort_key, count(*) AS runs,
+               median(ttft_p95_ms) AS ttft_p95_ms, min(ttft_p95_ci_low_ms) AS ci_low, max(ttft_p95_ci_high_ms) AS ci_high
+        FROM v_ttft_at_concurrency
+        WHERE host = $host AND concurrency = $level AND usable
+        GROUP BY ALL ORDER BY series, image_sort_key
+    """,
+    "chart: throughput vs concurrency, newest image per engine": """
+        WITH newest AS (
+            SELECT engine, max(image_sort_key) AS k FROM v_ttft_at_concurrency
+            WHERE host = $host AND usable GROUP BY engine
+        )
+        SELECT t.engine, t.image_version, t.concurrency, median(t.output_tokens_per_s) AS output_tokens_per_s,
+               median(t.goodput_requests_per_s) AS goodput
+        FROM v_ttft_at_concurrency t JOIN newest n ON n.engine = t.engine AND n.k = t.image_sort_key
+        WHERE t.host = $host AND t.usable
+        GROUP BY ALL ORDER BY t.engine, t.concurrency
+    """,
+    "chart: prefill tok/s vs input length, newest image per engine": """
+        WITH newest AS (
+            SELECT engine, max(image_sort_key) AS k FROM v_prefill_ladder
+            WHERE host = $host AND usable GROUP BY engine
+        )
+        SELECT p.engine, p.image_version, p.input_tokens, median(p.prefill_tokens_per_s) AS prefill_tokens_per_s
+        FROM v_prefill_ladder p JOIN newest n ON n.engine = p.engine AND n.k = p.image_sort_key
+        WHERE p.host = $host AND p.usable
+        GROUP BY ALL ORDER BY p.engine, p.input_tokens
+    """,
+    "chart: held memory by engine and version": """
+        SELECT engine, image_version, image_sort_key, median(held_gib) AS held_gib, max(peak_gib) AS peak_gib
+        FROM v_memory WHERE host = $host AND usable
+        GROUP BY ALL ORDER BY engine, image_sort_key
+    """,
+}
+
+PEOPLE_QUERIES = {
+    "people: v_compare newest llamacpp vs newest vllm": """
+        SELECT scenario, level, metric, a_value, b_value, ratio, b_better, quantization_differs
+        FROM v_compare
+        WHERE a_run_id = (SELECT run_id FROM v_latest_by_engine WHERE host = $host AND engine = $baseline)
+          AND b_run_id = (SELECT run_id FROM v_latest_by_engine WHERE host = $host AND engine = $candidate)
+        ORDER BY scenario, level, metric
+    """,
+    "people: v_runs last 20": "SELECT * FROM v_runs ORDER BY started_at DESC LIMIT 20",
+    "people: p99 TTFT from raw requests, newest vllm run": """
+        SELECT level, quantile_cont(ttft_ms, 0.99) AS p99, count(*) FILTER (WHERE NOT ok) AS failed
+        FROM requests WHERE run_id = (SELECT run_id FROM v_latest_by_engine WHERE host = $host AND engine = $candidate)
+        GROUP BY level ORDER BY level
+    """,
+}
+
+# ---- generation -----------------------------------------------------------------------------------
+
+
+def version_of(engine: str, n: int) -> tuple[str, str]:
+    if engine == "llamacpp":
+        return f"server-rocm-b{5000 + 25 * n}", f"{5000 + 25 * n:010d}"
+    return f"v0.{10 + n // 10}.{n % 10}", f"{10 + n // 10:04d}.{n % 10:04d}"
+
+
+def make_run(rng: random.Random, week: int, engine: str, vidx: int, slot: int) -> RunResult:
+    kind, quant, base_ttft, held, repo = ENGINES[engine]
+    version, sort_key = version_of(engine, vidx)
+    started = START + timedelta(weeks=week, minutes=40 * (slot + 5 * list(ENGINES).index(engine)))
+    run_id = f"{engine}-w{week:03d}-{version}"
+    ttft5 = base_ttft * (1.0 - 0.002 * vidx) * rng.uniform(0.97, 1.03)
+    run = RunRecord(
+        run_id=run_id,
+        host=HOST,
+        engine=engine,
+        engine_kind=kind,
+        image_repository=repo,
+        image_tag=version,
+        image_digest=f"sha256:{engine}{vidx:060d}",
+        model_profile=f"{FAMILY}-{quant.lower()}",
+        model="Qwen3-30B-A3B",
+        quantization=quant,
+        suite="standard",
+        profile="standard",
+        fingerprint="",
+        harness_version="0.1.0",
+        engine_build=version,
+        launch_command=f"docker run {repo}:{version}",
+        engine_flags='["--no-mmap"]',
+        status="ok",
+        failure_reason=None,
+        log_tail=None,
+        started_at=started,
+        ended_at=started + timedelta(minutes=35),
+        rocm_version="7.0.2" if week < 130 else "7.1.0",
+        kernel="6.17.0",
+        firmware="fw-1",
+        kernel_cmdline="amd_iommu=off ttm.pages_limit=27648000",
+        ttm_pages_limit=27648000,
+        baseline_bytes=4 * GIB,
+        loaded_idle_bytes=int((4 + held) * GIB),
+        held_bytes=int(held * GIB * rng.uniform(0.99, 1.01)),
+        peak_bytes=int((5 + held) * GIB),
+        after_stop_bytes=4 * GIB,
+        memory_returned=True,
+        image_version=version,
+        image_sort_key=sort_key,
+        model_family=FAMILY,
+    )
+    run.fingerprint = run_fingerprint(run)
+    reqs: list[RequestRecord] = []
+    aggs: list[LevelAggregate] = []
+    t = started
+    for level in LEVELS:
+        ttfts = []
+        for i in range(100):
+            ttft = ttft5 * level / 5 * rng.uniform(0.8, 1.2)
+            ok = rng.random() > 0.01
+            ttfts.append(ttft)
+            step = rng.uniform(15.0, 25.0)
+            reqs.append(
+                RequestRecord(
+                    run_id,
+                    "concurrency_sweep",
+                    level,
+                    "concurrency",
+                    i,
+                    i < 2,
+                    t,
+                    i * 50.0,
+                    rng.uniform(0, 5),
+                    ttft * 0.9,
+                    ttft if ok else None,
+                    ttft + 255 * step if ok else None,
+                    1536,
+                    False,
+                    256 if ok else None,
+                    False,
+                    None,
+                    ok,
+                    None if ok else "ReadTimeout",
+                    None if ok else "timed out after 600 s",
+                    [ttft + k * step for k in range(EVENTS)] if ok else [],
+                    [1] * EVENTS if ok else [],
+                    None,
+                    f"sweep-{i % 8}",
+                )
+            )
+        ttfts.sort()
+        p95 = ttfts[94]
+        aggs.append(
+            LevelAggregate(
+                run_id,
+                "concurrency_sweep",
+                level,
+                "concurrency",
+                99,
+                1,
+                60.0,
+                ttft_mean_ms=statistics.fmean(ttfts),
+                ttft_p50_ms=ttfts[49],
+                ttft_p95_ms=p95,
+                ttft_p95_ci_low_ms=p95 * 0.95,
+                ttft_p95_ci_high_ms=p95 * 1.05,
+                ttft_p99_ms=ttfts[98],
+                tpot_p50_ms=20.0,
+                tpot_p95_ms=24.0,
+                output_tokens_per_s=256 * level * 1000 / (ttft5 + 255 * 20),
+                requests_per_s=level * 1000 / (ttft5 + 255 * 20),
+                goodput_requests_per_s=level * 900 / (ttft5 + 255 * 20),
+            )
+        )
+    for n in LADDER:
+        speed = {"llamacpp": 600.0, "vllm": 900.0, "sglang": 700.0}[engine] * rng.uniform(0.95, 1.05)
+        for i in range(3):
+            ttft = n / speed * 1000
+            reqs.append(
+                RequestRecord(
+                    run_id,
+                    "prefill_ladder",
+                    n,
+                    "input_tokens",
+                    i,
+                    False,
+                    t,
+                    i * 100.0,
+                    0.0,
+                    ttft * 0.9,
+                    ttft,
+                    ttft + 10,
+                    n,
+                    False,
+                    4,
+                    False,
+                    None,
+                    True,
+                    None,
+                    None,
+                    [ttft, ttft + 3, ttft + 6, ttft + 9],
+                    [1, 1, 1, 1],
+                    None,
+                    f"ladder-{n}",
+                )  # fmt: skip
+            )
+        aggs.append(
+            LevelAggregate(
+                run_id,
+                "prefill_ladder",
+                n,
+                "input_tokens",
+                3,
+                0,
+                10.0,
+                ttft_p50_ms=n / speed * 1000,
+                ttft_p95_ms=n / speed * 1000,
+                prefill_tokens_per_s=speed,
+            )  # fmt: skip
+        )
+    mem = [
+        MemorySample(run_id, started + timedelta(seconds=s), phase, src, metric, int(v * GIB))
+        for s, phase, v in (
+            (0, "baseline", 4),
+            (60, "idle", 4 + held),
+            (600, "bench", 5 + held),
+            (2000, "after_stop", 4),
+        )
+        for src, metric in (
+            ("sysfs:card0", "gtt_used"),
+            ("sysfs:card0", "vram_used"),
+            ("meminfo", "mem_used"),
+        )
+    ]
+    metrics = [
+        ServerMetricSample(
+            run_id,
+            "concurrency_sweep",
+            level,
+            started,
+            "during",
+            f"{kind}:requests_running",
+            "{}",
+            float(level),
+        )
+        for level in LEVELS
+        for _ in range(4)
+    ]
+    return RunResult(run=run, requests=reqs, aggregates=aggs, memory=mem, server_metrics=metrics)
+
+
+def images(weeks: int) -> list[ImageRecord]:
+    out = []
+    for engine, (_, _, _, _, repo) in ENGINES.items():
+        for vidx in range(weeks // 4 + 5):
+            version, key = version_of(engine, vidx)
+            seen = START + timedelta(weeks=4 * vidx)
+            out.append(
+                ImageRecord(
+                    engine,
+                    "docker.io",
+                    repo,
+                    version,
+                    f"sha256:{engine}{vidx:060d}",
+                    False,
+                    seen,
+                    version,
+                    None,
+                    None,
+                    key,
+                    seen,
+                    seen,
+                )  # fmt: skip
+            )
+    return out
+
+
+# ---- measuring ------------------------------------------------------------------------------------
+
+
+def time_query(wh: Warehouse, sql: str, params: dict, repeat: int) -> tuple[float, float, int]:
+    times, rows = [], 0
+    for _ in range(repeat):
+        t = time.perf_counter()
+        rows = wh.query_df(sql, {k: v for k, v in params.items() if f"${k}" in sql}).height
+        times.append((time.perf_counter() - t) * 1000)
+    return times[0], statistics.median(times), rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="/tmp/strix-scale.duckdb", help="warehouse file (replaced)")
+    ap.add_argument("--weeks", type=int, default=260)
+    ap.add_argument("--images", type=int, default=5, help="image versions each engine benchmarks per week")
+    ap.add_argument(
+        "--batch", type=int, default=20, help="runs per transaction in the bulk load (default 20)"
+    )
+    ap.add_argument("--single", type=int, default=60, help="runs loaded one per transaction afterwards")
+    ap.add_argument("--repeat", type=int, default=5, help="timings per query (median reported)")
+    args = ap.parse_args(argv)
+
+    path = Path(args.out)
+    for p in (path, Path(str(path) + ".wal")):
+        p.unlink(missing_ok=True)
+    rng = random.Random(42)
+
+    total_runs = args.weeks * len(ENGINES) * args.images
+    print(
+        f"generating and loading {total_runs} runs ({args.weeks} weeks x {len(ENGINES)} engines x {args.images} images)"
+    )
+    gen_s = load_s = 0.0
+    n_req = n_all = 0
+    loads = 0
+    t_wall = time.perf_counter()
+    with Warehouse.open(path) as wh:
+        wh.upsert_images(images(args.weeks))
+        batch: list[RunResult] = []
+        for week in range(args.weeks):
+            newest = week // 4 + 4
+            for engine in ENGINES:
+                for slot in range(args.images):
+                    t = time.perf_counter()
+                    r = make_run(rng, week, engine, newest - slot, slot)
+                    gen_s += time.perf_counter() - t
+                    batch.append(r)
+                    n_req += len(r.requests)
+                    n_all += 1 + len(r.requests) + len(r.aggregates) + len(r.memory) + len(r.server_metrics)
+                    if len(batch) >= args.batch:
+                        t = time.perf_counter()
+                        wh.load_runs(batch)
+                        load_s += time.perf_counter() - t
+                        loads += 1
+                        batch = []
+            if week % 52 == 51:
+                print(
+                    f"  year {week // 52 + 1}: {n_req:,} request rows, load {n_req / load_s:,.0f} rows/s",
+                    flush=True,
+                )
+        if batch:
+            t = time.perf_counter()
+            wh.load_runs(batch)
+            load_s += time.perf_counter() - t
+            loads += 1
+        t = time.perf_counter()
+        wh.con.execute("CHECKPOINT").fetchall()
+        checkpoint_s = time.perf_counter() - t
+        # the single-run path (one transaction per run): new runs, then reloads that replace them
+        singles = [
+            make_run(rng, args.weeks + k // 15, e, k, k % 5)
+            for k, e in enumerate(list(ENGINES) * (args.single // 3))
+        ]
+        for s_run in singles:
+            s_run.run.run_id += "-single"
+            for part in (s_run.requests, s_run.aggregates, s_run.memory, s_run.server_metrics):
+                for row in part:
+                    row.run_id = s_run.run.run_id
+        single_rows = sum(len(r.requests) for r in singles)
+        t = time.perf_counter()
+        for s_run in singles:
+            wh.load_run(s_run)
+        single_new_s = time.perf_counter() - t
+        t = time.perf_counter()
+        for s_run in singles:
+            wh.load_run(s_run)
+        single_reload_s = time.perf_counter() - t
+        counts = {
+            tb: wh.count(tb) for tb in ("runs", "requests", "aggregates", "memory_samples", "server_metrics")
+        }
+    wall_s = time.perf_counter() - t_wall
+    size = path.stat().st_size + (
+        Path(str(path) + ".wal").stat().st_size if Path(str(path) + ".wal").exists() else 0
+    )
+
+    print()
+    print("| ingestion | value |")
+    print("|---|---|")
+    print(f"| runs / request rows / all rows | {counts['runs']:,} / {counts['requests']:,} / {n_all:,} |")
+    print(f"| bulk transactions | {loads:,} ({args.batch} run(s) each) |")
+    print(f"| bulk load time (conversion + insert + commit) | {load_s:.1f} s |")
+    print(f"| **bulk request rows/s** | **{n_req / load_s:,.0f}** (target >= 200,000) |")
+    print(f"| all rows/s | {n_all / load_s:,.0f} |")
+    print(f"| per transaction | {1000 * load_s / loads:.1f} ms |")
+    print(
+        f"| single-run path, new run (load_run) | {1000 * single_new_s / len(singles):.1f} ms/run, "
+        f"{single_rows / single_new_s:,.0f} request rows/s |"
+    )
+    print(
+        f"| single-run path, reload replacing a run | {1000 * single_reload_s / len(singles):.1f} ms/run, "
+        f"{single_rows / single_reload_s:,.0f} request rows/s |"
+    )
+    print(
+        f"| generation (not in load time) / checkpoint / wall | {gen_s:.1f} s / {checkpoint_s:.1f} s / {wall_s:.1f} s |"
+    )
+    print(f"| file size | {size / 2**20:,.0f} MiB |")
+
+    since = START + timedelta(weeks=args.weeks) - timedelta(days=14)
+    params = {"host": HOST, "level": 5, "candidate": "vllm", "baseline": "llamacpp", "since": since}
+    print()
+    print(f"| query (read-only open, median of {args.repeat}) | first ms | median ms | rows |")
+    print("|---|---|---|---|")
+    worst_decision = 0.0
+    with Warehouse.open(path, read_only=True) as wh:
+        for group in (DECISION_QUERIES, CHART_QUERIES, PEOPLE_QUERIES):
+            for name, sql in group.items():
+                first, med, rows = time_query(wh, sql, params, args.repeat)
+                if group is DECISION_QUERIES:
+                    worst_decision = max(worst_decision, med)
+                print(f"| {name} | {first:.1f} | {med:.1f} | {rows} |")
+    ok_load = n_req / load_s >= 200_000
+    ok_query = worst_decision < 200
+    print()
+    print(
+        f"ingestion target {'met' if ok_load else 'MISSED'}; decision query target {'met' if ok_query else 'MISSED'}"
+    )
+    return 0 if ok_load and ok_query else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
