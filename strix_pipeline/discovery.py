@@ -165,6 +165,47 @@ def tag_selected(source: ImageSource, tag: str) -> bool:
     return not any(re.search(p, tag) for p in source.exclude)
 
 
+_META = set(".^$*+?{}[]|()\\")
+
+
+def literal_prefix(pattern: str) -> str | None:
+    """The literal text every match of an anchored pattern starts with (``^server-rocm-b\\d+$`` ->
+    ``server-rocm-b``), or None when the pattern is not anchored or may match anything first."""
+    if not pattern.startswith("^") or "|" in pattern:
+        return None
+    out: list[str] = []
+    i = 1
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern) and not pattern[i + 1].isalnum():
+            lit, step = pattern[i + 1], 2
+        elif c in _META:
+            break
+        else:
+            lit, step = c, 1
+        nxt = pattern[i + step] if i + step < len(pattern) else ""
+        if nxt in ("*", "?", "{"):
+            break  # the character may be absent (or repeated a counted number of times)
+        out.append(lit)
+        i += step
+    return "".join(out) or None
+
+
+def tag_prefixes(source: ImageSource) -> list[str] | None:
+    """Prefixes covering every tag the source can select, or None when a full listing is needed."""
+    prefixes: list[str] = list(source.floating)
+    for pattern in source.include:
+        p = literal_prefix(pattern)
+        if p is None:
+            return None
+        prefixes.append(p)
+    out: list[str] = []
+    for p in sorted(set(prefixes)):
+        if not any(p.startswith(q) for q in out):  # "server-rocm" covers "server-rocm-b"
+            out.append(p)
+    return out
+
+
 # Digests of indexes without linux/amd64, so a long-lived process (the sensor) does not GET them again.
 _SKIP_CACHE: dict[str, str] = {}
 _SKIP_CACHE_MAX = 4096
@@ -226,8 +267,16 @@ def _refresh_source(
         except RegistryError:
             infos = None  # the Hub API is a convenience: the registry API below is the authority
     if infos is None:
-        tags, complete = client.list_tags(repo, max_tags=source.max_tags)
-        infos = [TagInfo(t) for t in tags]
+        prefixes = tag_prefixes(source)
+        if prefixes is None:
+            tags, complete = client.list_tags(repo, max_tags=source.max_tags)
+        else:
+            tags, complete = [], True
+            for prefix in prefixes:
+                part, part_complete = client.list_tags(repo, max_tags=source.max_tags, prefix=prefix)
+                tags += part
+                complete = complete and part_complete
+        infos = [TagInfo(t) for t in dict.fromkeys(tags)]
     listed = {i.name for i in infos}
     selected = [i for i in infos if tag_selected(source, i.name)]
     # Newest first, so the details budget goes to what a benchmark would pick.

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 
@@ -272,11 +273,19 @@ class RegistryClient:
     # -- public API -----------------------------------------------------------------------------
 
     def list_tags(
-        self, repository: str, *, page_size: int = 100, max_tags: int = 5000
+        self, repository: str, *, page_size: int = 100, max_tags: int = 5000, prefix: str | None = None
     ) -> tuple[list[str], bool]:
-        """All tags (up to ``max_tags``) following ``Link``; returns (tags, complete)."""
+        """All tags (up to ``max_tags``) following ``Link``; returns (tags, complete).
+
+        With ``prefix``, listing starts just before the tags with that prefix (``last=``) and stops once
+        a page goes past them: a repository of 20,000 tags (ghcr.io's llama.cpp) costs the few pages
+        that matter. Registries answer in lexical order (OCI spec); one that ignores ``last`` still
+        gives a correct (longer) listing, since tags outside the prefix are only extra."""
         name = api_repository(self.registry, repository)
-        url: str | None = f"{self.base_url}/v2/{name}/tags/list?n={page_size}"
+        query: dict[str, str | int] = {"n": page_size}
+        if prefix and len(prefix) > 1:
+            query["last"] = prefix[:-1]  # a valid tag name sorting before every tag with the prefix
+        url: str | None = f"{self.base_url}/v2/{name}/tags/list?{urlencode(query)}"
         tags: list[str] = []
         seen_urls: set[str] = set()
         max_pages = max_tags // max(1, min(page_size, max_tags)) + 50
@@ -293,7 +302,13 @@ class RegistryClient:
                 page = []  # distribution answers "tags": null for a repository with no tags
             if not isinstance(page, list) or not all(isinstance(t, str) for t in page):
                 raise self._err(MalformedResponse, "tags/list: no list of strings under 'tags'", repository)
-            tags.extend(page)
+            if prefix:
+                tags.extend(t for t in page if t.startswith(prefix))
+                past = page and page[-1] > prefix and not page[-1].startswith(prefix)
+                if past and page == sorted(page):  # distribution 2.8 answers unsorted: then read on
+                    return tags[:max_tags], len(tags) <= max_tags  # past the prefix: the rest sorts later
+            else:
+                tags.extend(page)
             if len(tags) >= max_tags:
                 return tags[:max_tags], False
             nxt = resp.links.get("next", {}).get("url")

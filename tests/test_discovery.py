@@ -13,7 +13,14 @@ import pytest
 from infra import free_port
 
 from strix_pipeline.config import ImageSource, StrixConfig
-from strix_pipeline.discovery import DiscoveryReport, refresh_images, tag_selected, version_sort_key
+from strix_pipeline.discovery import (
+    DiscoveryReport,
+    literal_prefix,
+    refresh_images,
+    tag_prefixes,
+    tag_selected,
+    version_sort_key,
+)
 from strix_pipeline.records import ImageRecord
 from strix_pipeline.registry import (
     ImageDetails,
@@ -109,9 +116,11 @@ class ScriptedClient:
         infos = [TagInfo(t, d, T0) for t, d in sorted(self.tags.items())]
         return infos[:max_tags], len(infos) <= max_tags
 
-    def list_tags(self, repository: str, *, max_tags: int = 5000) -> tuple[list[str], bool]:
-        self._maybe_fail("list:")
-        tags = sorted(self.tags)
+    def list_tags(
+        self, repository: str, *, max_tags: int = 5000, prefix: str | None = None
+    ) -> tuple[list[str], bool]:
+        self._maybe_fail(f"list:{prefix or ''}")
+        tags = sorted(t for t in self.tags if t.startswith(prefix or ""))
         return tags[:max_tags], len(tags) <= max_tags
 
     def head_digest(self, repository: str, reference: str) -> tuple[str, str]:
@@ -255,7 +264,35 @@ def test_hub_listing_checks_digests_of_release_tags_and_falls_back_when_hub_fail
     client.tags["server-rocm-b3"] = digest(6)
     report = run(store, client)
     assert names(report.new) == ["server-rocm-b3"] and not report.errors
-    assert ("list", "") in client.calls
+    assert ("list", "server-rocm") in client.calls  # only the tags the patterns can select
+
+
+def test_anchored_patterns_list_only_their_prefixes() -> None:
+    assert literal_prefix(r"^server-rocm-b\d+$") == "server-rocm-b"
+    assert literal_prefix(r"^v\d+\.\d+") == "v"
+    assert literal_prefix(r"^rocm\-7\.1") == "rocm-7.1"
+    assert literal_prefix("^abc?") == "ab"
+    assert (
+        literal_prefix("rocm") is None and literal_prefix("^a|^b") is None and literal_prefix("^(x)") is None
+    )
+    src = ImageSource(
+        registry="ghcr.io",
+        repository="x",
+        include=[r"^server-rocm-b\d+$", r"^server-vulkan-b\d+$"],
+        floating=["server-rocm"],
+    )
+    assert tag_prefixes(src) == ["server-rocm", "server-vulkan-b"]
+    assert tag_prefixes(ImageSource(registry="ghcr.io", repository="x", include=["rocm"])) is None
+    store = MemoryStore()
+    client = ScriptedClient(
+        {"server-rocm-b5": digest(5), "server-vulkan-b5": digest(6), "full-b5": digest(7)}
+    )
+    report = run(store, client, source={**SOURCE, "include": src.include, "exclude": []})
+    assert names(report.new) == ["server-rocm-b5", "server-vulkan-b5"]
+    assert [c for c in client.calls if c[0] == "list"] == [
+        ("list", "server-rocm"),
+        ("list", "server-vulkan-b"),
+    ]
 
 
 def test_index_without_amd64_is_skipped_with_reason_not_stored() -> None:

@@ -120,6 +120,17 @@ def test_tags_page_by_page_through_link(populated: Populated) -> None:
     assert "last" not in pages[0].query and all("last" in p.query for p in pages[1:])
 
 
+def test_prefix_listing_seeks_with_last_and_stops_past_the_prefix(populated: Populated) -> None:
+    with Front(populated.reg.url, page_size=25) as front, client_for(front.host) as c:
+        tags, complete = c.list_tags(MANY, prefix="t05")
+    assert complete and tags == [f"t05{i}" for i in range(10)]
+    pages = front.requests_to(r"/tags/list$")
+    assert pages[0].query["last"] == ["t0"] and len(pages) == 3  # t000-t024, t025-t049, t050-t074: stop
+    with client_for(populated.reg.host) as c:  # distribution 2.8: one answer, filtered all the same
+        unpaged, complete = c.list_tags(MANY, prefix="t05")
+    assert complete and sorted(unpaged) == tags
+
+
 def test_max_tags_stops_early_and_says_incomplete(populated: Populated) -> None:
     with Front(populated.reg.url, page_size=25) as front, client_for(front.host) as c:
         tags, complete = c.list_tags(MANY, max_tags=30)
