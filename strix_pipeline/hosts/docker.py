@@ -108,7 +108,7 @@ def resolve_group_ids(host: HostConfig, client: Any) -> list[int]:
             try:
                 raw = client.containers.run(
                     host.probe_image,
-                    ["cat", "/host/etc/group"],
+                    ["sh", "-c", "cat /host/etc/group"],
                     remove=True,
                     network_mode="host",
                     volumes={"/etc/group": {"bind": "/host/etc/group", "mode": "ro"}},
