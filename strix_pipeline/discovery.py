@@ -1,11 +1,13 @@
-"""Engine image discovery: what each configured repository holds now, against what the warehouse knew.
+r"""Engine image discovery: what each configured repository holds now, against what the warehouse knew.
 
 Per engine and per image source (registry + repository), one refresh:
 
 1. lists the tags (Docker Hub: its tags API, which carries digests; elsewhere ``tags/list`` through
    ``Link`` pages) and keeps those matching any ``include`` regex and no ``exclude`` regex
    (``re.search``: ``rocm`` matches anywhere, anchor with ``^...$`` for exact shapes); tags named in
-   ``floating`` are always kept;
+   ``floating`` are always kept. When every include pattern is anchored with a literal start
+   (``^server-rocm-b\d+$``), only those prefixes are listed (``last=`` seek, stop past the prefix):
+   ghcr.io's llama.cpp holds tens of thousands of tags and the rest would cost pages and ``max_tags``;
 2. gets each tag's digest with a ``HEAD`` — except a release tag (not floating) already known, which is
    taken as immutable and costs no request at all (when the Hub API gives digests for free, every tag is
    checked);

@@ -520,14 +520,15 @@ class RegistryClient:
     def _remaining_s(self) -> float | None:
         return None if self._deadline is None else self._deadline - time.monotonic()
 
-    def _wait(self, seconds: float, why: str, repository: str) -> None:
+    def _wait(self, seconds: float, why: str, repository: str, *, rate_limited: bool = False) -> None:
         left = self._remaining_s()
         if left is not None and seconds > left:
-            raise self._err(
-                RegistryUnavailable,
-                f"{why}; giving up, the time budget for this repository is spent",
-                repository,
+            message = (
+                f"{why}; giving up, waiting {seconds:.0f}s would exceed the time budget for this repository"
             )
+            if rate_limited:
+                raise self._err(RateLimited, message, repository, retry_after_s=seconds, status=429)
+            raise self._err(RegistryUnavailable, message, repository)
         self.waits.append(seconds)
         self._sleep(seconds)
 
@@ -641,7 +642,7 @@ class RegistryClient:
                         retry_after_s=wait,
                         status=429,
                     )
-                self._wait(wait, f"{method} {url}: 429", repository)
+                self._wait(wait, f"{method} {url}: 429", repository, rate_limited=True)
                 continue
             if resp.status_code >= 500:
                 if attempt == self.policy.attempts:
