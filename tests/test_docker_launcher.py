@@ -45,7 +45,10 @@ while [ $# -gt 0 ]; do
 done
 [ -r "$model" ] || { echo "error: failed to load model '$model'" >&2; exit 2; }
 echo "fake llama-server: model $model, listening on $host:$port"
-exec /bin/busybox httpd -f -v -p "$host:$port" -h "$www"
+# PID 1 ignores SIGTERM without a handler: stop like a real engine does, at once
+/bin/busybox httpd -f -v -p "$host:$port" -h "$www" &
+trap 'kill $!; exit 0' TERM INT
+wait
 """
 MODELS_JSON = json.dumps({"object": "list", "data": [{"id": "tiny", "object": "model"}]})
 
@@ -255,7 +258,7 @@ def test_leftover_managed_container_is_cleaned_before_the_next_start_and_recorde
 ):
     leftover = client.containers.run(
         images.busybox_tag,
-        ["sh", "-c", "sleep 300"],
+        ["sh", "-c", "trap 'exit 0' TERM; sleep 300 & wait"],
         detach=True,
         network_mode="host",
         name="strix-llamacpp-crashed-run",
@@ -344,7 +347,12 @@ def production(client, images, tmp_path) -> Iterator[tuple[str, str]]:
     name = f"strix-test-production-{port}"
     c = client.containers.run(
         images.busybox_tag,
-        ["sh", "-c", f"mkdir -p /www && echo ok > /www/health && exec httpd -f -p 127.0.0.1:{port} -h /www"],
+        [
+            "sh",
+            "-c",
+            f"mkdir -p /www && echo ok > /www/health && httpd -f -p 127.0.0.1:{port} -h /www & "
+            "trap 'kill $!; exit 0' TERM; wait",
+        ],
         detach=True,
         network_mode="host",
         name=name,
