@@ -19,9 +19,9 @@ run of thousands of requests is a handful of vectorised inserts, not a row-by-ro
 from __future__ import annotations
 
 import dataclasses
+import gc
 import hashlib
 import json
-import operator
 import re
 import time
 import types
@@ -200,8 +200,10 @@ def arrow_schema(cls: type) -> pa.Schema:
 def records_table(cls: type, rows: Sequence[Any]) -> pa.Table:
     """Build an Arrow table from dataclass instances with the explicit schema of :func:`arrow_schema`.
 
-    One ``attrgetter`` call per row and a ``zip`` transpose keep the per-value work in C: this
-    conversion, not DuckDB, is what bounds ingestion speed on a small machine.
+    This conversion, not DuckDB, bounds ingestion speed on a small machine, so: one plain list per
+    column read straight from the instance dicts (measured faster than ``attrgetter`` + ``zip``,
+    which also allocates a tuple per row), and the cyclic GC paused meanwhile -- the new lists hold
+    no cycles, and on a process holding millions of objects each GC pass costs more than the work.
     """
     schema = arrow_schema(cls)
     if not rows:
@@ -209,12 +211,19 @@ def records_table(cls: type, rows: Sequence[Any]) -> pa.Table:
     for r in rows:
         if type(r) is not cls:
             raise TypeError(f"expected {cls.__name__}, got {type(r).__name__}")
-    getter = operator.attrgetter(*schema.names)
-    columns = zip(*map(getter, rows), strict=True)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     try:
-        arrays = [pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)]
+        dicts = [r.__dict__ for r in rows]
+        arrays = [
+            pa.array([d[name] for d in dicts], type=f.type)
+            for name, f in zip(schema.names, schema, strict=True)
+        ]
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
         raise WarehouseError(f"{cls.__name__}: a value does not fit the schema: {e}") from e
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
@@ -245,12 +254,23 @@ def _connect(path: Path, read_only: bool, lock_retry_s: float) -> duckdb.DuckDBP
                 holder = re.search(r"Conflicting lock is held in (.*?)(?:\. See also|$)", str(e))
                 who = f" ({holder.group(1)})" if holder else ""
                 raise WarehouseLocked(
-                    f"{path}: another process{who} has the warehouse open for writing, and DuckDB lets no "
-                    f"other process open it meanwhile; waited {lock_retry_s:g}s. A benchmark run is "
-                    f"probably loading its results: try again in a moment."
+                    f"{path}: another process{who} has the warehouse open, and DuckDB lets no other process "
+                    f"open it while a writer holds it; waited {lock_retry_s:g}s. A benchmark run is probably "
+                    f"loading its results: try again in a moment."
                 ) from e
-            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-            delay = min(delay * 1.5, 0.5)
+        except duckdb.ConnectionException as e:
+            # The same process already holds the file with the other mode (DuckDB shares one database
+            # instance per file and process). Another thread may be about to close it: wait as for a lock.
+            if "different configuration" not in str(e):
+                raise WarehouseError(f"{path}: cannot open the warehouse: {e}") from e
+            if time.monotonic() >= deadline:
+                mode = "read-only" if read_only else "writable"
+                raise WarehouseLocked(
+                    f"{path}: this process already has the warehouse open in the other mode, so it cannot "
+                    f"also open it {mode} (waited {lock_retry_s:g}s); use the open Warehouse, or close it first"
+                ) from e
+        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        delay = min(delay * 1.5, 0.5)
 
 
 def default_warehouse_path(config: str | Path | None = None) -> Path:

@@ -750,3 +750,13 @@ def test_a_reader_gives_up_with_a_reason_when_the_writer_stays(tmp_path: Path) -
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def test_same_process_reader_beside_an_open_writer_is_explained(tmp_path: Path) -> None:
+    path = tmp_path / "w.duckdb"
+    with Warehouse.open(path) as w:
+        with pytest.raises(WarehouseLocked, match="this process already has the warehouse open"):
+            Warehouse.open(path, read_only=True, lock_retry_s=0.2)
+        w.load_run(make_run("still-fine"))
+    with Warehouse.open(path, read_only=True) as r:
+        assert r.run_ids() == ["still-fine"]
