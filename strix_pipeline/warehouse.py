@@ -38,6 +38,7 @@ import polars as pl
 import pyarrow as pa
 
 from strix_pipeline.config import REPO_ROOT, load_config
+from strix_pipeline.fingerprint import run_fingerprint
 from strix_pipeline.records import (
     CriterionResult,
     ImageRecord,
@@ -473,7 +474,7 @@ class Warehouse:
         for table, cls in RUN_TABLES.items():
             rows: list[Any] = []
             for res in results:
-                part = [res.run] if table == "runs" else getattr(res, _RESULT_FIELD[table])
+                part = [_with_fingerprint(res.run)] if table == "runs" else getattr(res, _RESULT_FIELD[table])
                 bad = next((x for x in part if x.run_id != res.run.run_id), None)
                 if bad is not None:
                     raise WarehouseError(
@@ -702,6 +703,14 @@ class Warehouse:
             self.con.execute(f"COPY (SELECT * FROM \"{name}\") TO '{quoted}' (FORMAT parquet)").fetchall()
             written[name] = target
         return written
+
+
+def _with_fingerprint(run: RunRecord) -> RunRecord:
+    # A run without a fingerprint would join no series; the one fingerprint function can derive it
+    # from the run's own fields, so the stored copy gets it (the caller's object is not touched).
+    if run.fingerprint:
+        return run
+    return dataclasses.replace(run, fingerprint=run_fingerprint(run))
 
 
 _RESULT_FIELD = {

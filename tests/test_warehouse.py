@@ -421,6 +421,15 @@ def test_delete_run_removes_it_everywhere(wh: Warehouse) -> None:
     assert wh.count("runs") == 4
 
 
+def test_a_run_without_fingerprint_gets_the_one_function_s(wh: Warehouse) -> None:
+    r = make_run("nofp")
+    expected = r.run.fingerprint
+    r.run.fingerprint = ""
+    wh.load_run(r)
+    assert r.run.fingerprint == ""  # the caller's record is left alone
+    assert wh.query_df("SELECT fingerprint FROM runs").item() == expected
+
+
 def test_load_runs_batches_in_one_transaction(wh: Warehouse) -> None:
     wh.load_runs([make_run("a"), make_run("b")])
     assert wh.count("runs") == 2
@@ -664,6 +673,8 @@ def test_changes_save_list_ack_keeps_ack_on_resave(wh: Warehouse) -> None:
         "known: new default scheduler",
     )
     assert wh.list_changes(ack_status="active") == []
+    view = wh.query_df("SELECT series, version_after, magnitude_pct, ack_status FROM v_changes").rows()
+    assert view == [("abc/concurrency_sweep", "v0.12.0", 12.5, "acknowledged")]
     with pytest.raises(WarehouseError, match="missing"):
         wh.save_changes([{"engine": "vllm"}])
 
