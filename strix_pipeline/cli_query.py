@@ -1,7 +1,7 @@
-"""`strix query "SQL"` and `strix export --parquet DIR`: read-only doors into the warehouse.
+"""`strix query "SQL"`, `strix export --parquet DIR` (read-only) and `strix import --parquet DIR`.
 
-Both open the file read-only, so a write statement fails inside DuckDB itself (not by our parsing of
-the SQL), and both wait briefly when a benchmark run is writing, then say why they cannot.
+Query and export open the file read-only, so a write statement fails inside DuckDB itself (not by our
+parsing of the SQL); all three wait briefly when a benchmark run is writing, then say why they cannot.
 """
 
 from __future__ import annotations
@@ -41,6 +41,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     _common(e)
     e.set_defaults(func=run_export)
 
+    i = sub.add_parser(
+        "import",
+        help="load a `strix export --parquet` directory (e.g. from another Box) into the warehouse",
+    )
+    i.add_argument("--parquet", required=True, metavar="DIR", help="directory holding <table>.parquet files")
+    _common(i)
+    i.set_defaults(func=run_import)
+
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warehouse", help="warehouse file (default: project.warehouse from the configuration)")
@@ -52,9 +60,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _open(args: argparse.Namespace) -> Warehouse:
+def _open(args: argparse.Namespace, *, read_only: bool = True) -> Warehouse:
     path = Path(args.warehouse) if args.warehouse else default_warehouse_path(getattr(args, "config", None))
-    return Warehouse.open(path, read_only=True, lock_retry_s=args.lock_wait)
+    return Warehouse.open(path, read_only=read_only, lock_retry_s=args.lock_wait)
 
 
 def _err(msg: str) -> int:
@@ -149,4 +157,19 @@ def run_export(args: argparse.Namespace) -> int:
             return _err(f"export failed: {e}")
     for t, p in written.items():
         print(f"{t:<16} {counts[t]:>10} rows -> {p}")
+    return 0
+
+
+def run_import(args: argparse.Namespace) -> int:
+    try:
+        wh = _open(args, read_only=False)
+    except WarehouseError as e:
+        return _err(str(e))
+    with wh:
+        try:
+            counts = wh.import_parquet(args.parquet)
+        except (WarehouseError, duckdb.Error) as e:
+            return _err(f"import failed, nothing was changed: {e}")
+    for t, n in counts.items():
+        print(f"{t:<16} {n:>10} rows imported")
     return 0

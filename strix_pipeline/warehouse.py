@@ -704,6 +704,74 @@ class Warehouse:
             written[name] = target
         return written
 
+    def import_parquet(self, directory: str | Path) -> dict[str, int]:
+        """Load what :meth:`export_parquet` wrote (e.g. another Box's warehouse), in ONE transaction.
+
+        Runs in ``runs.parquet`` replace the same run_ids here in every run table; images are upserted
+        by (registry, repository, tag); decisions replace their evaluation_id. Rows of a run table whose
+        run_id is not in ``runs.parquet`` are refused (they would be orphans). Columns are matched by
+        name, so an export from an older schema imports (missing columns become NULL).
+        """
+        self._writable()
+        src = Path(directory)
+        runs_file = src / "runs.parquet"
+        if not runs_file.exists():
+            raise WarehouseError(f"{src}: no runs.parquet (write one with `strix export --parquet DIR`)")
+
+        def pq(table: str) -> str | None:
+            f = src / f"{table}.parquet"
+            return "read_parquet('" + str(f).replace("'", "''") + "')" if f.exists() else None
+
+        counts: dict[str, int] = {}
+        with self._transaction():
+            self.con.execute(
+                f"CREATE OR REPLACE TEMP TABLE _strix_import_ids AS SELECT DISTINCT run_id FROM {pq('runs')}"
+            ).fetchall()
+            for table in RUN_TABLES:
+                source = pq(table)
+                if source is None or table == "runs":
+                    continue
+                orphans = self.con.execute(
+                    f"SELECT count(*) FROM {source} WHERE run_id NOT IN (SELECT run_id FROM _strix_import_ids)"
+                ).fetchall()[0][0]
+                if orphans:
+                    raise WarehouseError(
+                        f"{src}/{table}.parquet: {orphans} row(s) of runs not in runs.parquet"
+                    )
+            for table in RUN_TABLES:
+                self.con.execute(
+                    f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM _strix_import_ids)"
+                ).fetchall()
+            for table in RUN_TABLES:
+                source = pq(table)
+                if source is not None:
+                    counts[table] = self.con.execute(
+                        f"INSERT INTO {table} BY NAME SELECT * FROM {source}"
+                    ).fetchall()[0][0]
+            hosts = [r[0] for r in self.con.execute(f"SELECT DISTINCT host FROM {pq('runs')}").fetchall()]
+            if hosts:
+                self._refresh_hosts(hosts)
+            if (source := pq("images")) is not None:
+                updates = ", ".join(
+                    f"{c} = excluded.{c}"
+                    for c in column_names(ImageRecord)
+                    if c not in ("registry", "repository", "tag", "first_seen")
+                )
+                counts["images"] = self.con.execute(
+                    f"INSERT INTO images BY NAME SELECT * FROM {source} "
+                    f"ON CONFLICT (registry, repository, tag) DO UPDATE SET {updates}, "
+                    "first_seen = least(images.first_seen, excluded.first_seen)"
+                ).fetchall()[0][0]
+            if (source := pq("decisions")) is not None:
+                self.con.execute(
+                    f"DELETE FROM decisions WHERE evaluation_id IN (SELECT DISTINCT evaluation_id FROM {source})"
+                ).fetchall()
+                counts["decisions"] = self.con.execute(
+                    f"INSERT INTO decisions BY NAME SELECT * FROM {source}"
+                ).fetchall()[0][0]
+            self.con.execute("DROP TABLE _strix_import_ids").fetchall()
+        return counts
+
 
 def _with_fingerprint(run: RunRecord) -> RunRecord:
     # A run without a fingerprint would join no series; the one fingerprint function can derive it

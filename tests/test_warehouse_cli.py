@@ -105,3 +105,26 @@ def test_export_writes_every_table(seeded: Path, tmp_path: Path, capsys) -> None
     for t, n in expected.items():
         assert pl.read_parquet(out / f"{t}.parquet").height == n, t
     assert pl.read_parquet(out / "requests.parquet").schema["event_offsets_ms"] == pl.List(pl.Float64)
+
+
+def test_export_then_import_into_another_warehouse(seeded: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "export"
+    assert handler("export", "--parquet", str(out), "--warehouse", str(seeded)) == 0
+    other = tmp_path / "other.duckdb"
+    with Warehouse.open(other) as wh:
+        wh.load_run(make_run("local-only", engine="sglang"))
+        wh.load_run(make_run("l1", requests_per_level=9))  # an older load of a run the export replaces
+    for _ in range(2):  # importing twice changes nothing
+        assert handler("import", "--parquet", str(out), "--warehouse", str(other)) == 0
+        with Warehouse.open(other, read_only=True) as wh:
+            assert sorted(wh.run_ids()) == ["l1", "local-only", "v1"]
+            assert wh.count("requests", "l1") == 8 and wh.count("requests") == 24
+            assert wh.query_df("SELECT kernel FROM hosts").item() == "6.17.0"
+    # rows of a run the export does not contain are refused, and nothing changes
+    pl.read_parquet(out / "requests.parquet").with_columns(pl.lit("ghost").alias("run_id")).write_parquet(
+        out / "requests.parquet"
+    )
+    assert handler("import", "--parquet", str(out), "--warehouse", str(other)) == 1
+    assert "not in runs.parquet" in capsys.readouterr().err
+    with Warehouse.open(other, read_only=True) as wh:
+        assert wh.count("requests") == 24
