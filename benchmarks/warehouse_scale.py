@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shutil
 import statistics
 import sys
 import time
@@ -466,6 +467,26 @@ def main(argv: list[str] | None = None) -> int:
             tb: wh.count(tb) for tb in ("runs", "requests", "aggregates", "memory_samples", "server_metrics")
         }
     wall_s = time.perf_counter() - t_wall
+
+    # The columnar path (no Python objects): strix export + strix import into an empty file.
+    export_dir = Path(str(path) + ".parquet")
+    imported = Path(str(path) + ".imported.duckdb")
+    shutil.rmtree(export_dir, ignore_errors=True)
+    for p in (imported, Path(str(imported) + ".wal")):
+        p.unlink(missing_ok=True)
+    with Warehouse.open(path, read_only=True) as wh:
+        t = time.perf_counter()
+        wh.export_parquet(export_dir)
+        export_s = time.perf_counter() - t
+    with Warehouse.open(imported) as wh:
+        t = time.perf_counter()
+        got = wh.import_parquet(export_dir)
+        import_s = time.perf_counter() - t
+    all_rows = sum(v for k, v in got.items() if k in counts)
+    assert got["requests"] == counts["requests"], (got, counts)
+    shutil.rmtree(export_dir, ignore_errors=True)
+    for p in (imported, Path(str(imported) + ".wal")):
+        p.unlink(missing_ok=True)
     size = path.stat().st_size + (
         Path(str(path) + ".wal").stat().st_size if Path(str(path) + ".wal").exists() else 0
     )
@@ -496,6 +517,10 @@ def main(argv: list[str] | None = None) -> int:
         f"| generation (not in load time) / checkpoint / wall | {gen_s:.1f} s / {checkpoint_s:.1f} s / {wall_s:.1f} s |"
     )
     print(f"| file size | {size / 2**20:,.0f} MiB |")
+    print(
+        f"| columnar path: export to Parquet / import into an empty warehouse | {export_s:.1f} s / {import_s:.1f} s "
+        f"= {counts['requests'] / import_s:,.0f} request rows/s ({all_rows / import_s:,.0f} all rows/s) |"
+    )
 
     since = START + timedelta(weeks=args.weeks) - timedelta(days=14)
     params = {"host": HOST, "level": 5, "candidate": "vllm", "baseline": "llamacpp", "since": since}
