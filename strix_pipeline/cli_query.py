@@ -79,7 +79,12 @@ def run_query(args: argparse.Namespace) -> int:
         return _err(str(e))
     with wh:
         try:
-            df = wh.query_df(args.sql)
+            if args.format == "table":
+                # the terminal shows --limit rows: fetch one more to know whether there were more
+                rel = wh.con.sql(args.sql)
+                df = rel.limit(args.limit + 1).pl() if rel is not None else pl.DataFrame()
+            else:
+                df = wh.query_df(args.sql)
         except duckdb.InvalidInputException as e:
             if "read-only" in str(e):
                 return _err(f"strix query is read-only; nothing was changed ({e})")
@@ -133,15 +138,31 @@ def _cell(v: object) -> str:
 
 def _print_table(df: pl.DataFrame, limit: int) -> None:
     console = Console()
-    table = Table(show_lines=False, header_style="bold")
-    for name in df.columns:
-        numeric = df.schema[name].is_numeric()
-        table.add_column(name, justify="right" if numeric else "left", overflow="fold")
-    for row in df.head(limit).iter_rows():
-        table.add_row(*(_cell(v) for v in row))
-    console.print(table)
-    more = df.height - min(df.height, limit)
-    console.print(f"[dim]{df.height} row(s)" + (f", {more} not shown (--limit)" if more else "") + "[/dim]")
+    shown = df.head(limit)
+    cells = [[_cell(v) for v in row] for row in shown.iter_rows()]
+    widths = [max([len(name)] + [min(len(r[i]), 40) for r in cells]) for i, name in enumerate(df.columns)]
+    if sum(widths) + 3 * len(widths) + 1 <= console.width or len(df.columns) <= 2:
+        table = Table(header_style="bold")
+        for name in df.columns:
+            numeric = df.schema[name].is_numeric()
+            table.add_column(name, justify="right" if numeric else "left", overflow="fold")
+        for row in cells:
+            table.add_row(*row)
+        console.print(table)
+    else:
+        # Too wide for the terminal: one block per row, "column  value" (like psql's \x), rather
+        # than columns folded into unreadable slivers.
+        for i, row in enumerate(cells, start=1):
+            block = Table(title=f"row {i}", title_justify="left", show_header=False, box=None, padding=(0, 2))
+            block.add_column(style="bold")
+            block.add_column(overflow="fold")
+            for name, value in zip(df.columns, row, strict=True):
+                block.add_row(name, value)
+            console.print(block)
+    if df.height > limit:
+        console.print(f"[dim]first {limit} rows shown; there are more (--limit N, or --format csv)[/dim]")
+    else:
+        console.print(f"[dim]{df.height} row(s)[/dim]")
 
 
 def run_export(args: argparse.Namespace) -> int:

@@ -415,7 +415,7 @@ class Warehouse:
             raise WarehouseError(f"{self.path}: opened read-only; open it writable to change it")
 
     def _insert(self, table: str, data: pa.Table, suffix: str = "") -> None:
-        # A unique name per call: registrations are per connection and must not leak between tables.
+        # One name per table: a registration is per connection and is dropped right after the insert.
         name = f"_strix_load_{table}"
         self.con.register(name, data)
         try:

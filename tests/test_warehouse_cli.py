@@ -85,7 +85,11 @@ def test_query_formats(seeded: Path, tmp_path: Path, capsys) -> None:
     assert pl.read_parquet(target)["run_id"].to_list() == ["l1", "v1"]
     assert handler("query", sql, "--warehouse", str(seeded), "--format", "parquet") == 1  # needs --out
     assert handler("query", "SELECT 42 AS answer", "--warehouse", str(seeded)) == 0
-    assert "42" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "42" in out and "1 row(s)" in out
+    assert handler("query", "SELECT * FROM requests", "--warehouse", str(seeded), "--limit", "3") == 0
+    out = capsys.readouterr().out
+    assert "first 3 rows shown" in out and out.count("concurrency_sweep") == 3
 
 
 def test_query_errors_are_explained(seeded: Path, tmp_path: Path, capsys) -> None:
