@@ -275,6 +275,40 @@ class TreeProbe:
         pass
 
 
+class CombinedProbe:
+    """Several probes as one: e.g. the host probe plus rocm-smi inside the engine container.
+
+    A failing member is logged and skipped, so one broken counter does not cost the others.
+    """
+
+    def __init__(self, *probes: MemoryProbe, extra: Callable[[], list[Reading]] | None = None) -> None:
+        self.probes = list(probes)
+        self.extra = extra  # e.g. DockerEngine.smi_readings, set once the engine runs
+
+    def read(self) -> list[Reading]:
+        out: list[Reading] = []
+        for p in self.probes:
+            try:
+                out += p.read()
+            except Exception as e:
+                log.warning("memory probe %s failed: %s", type(p).__name__, e)
+        if self.extra is not None:
+            try:
+                out += self.extra()
+            except Exception as e:
+                log.warning("extra memory reading failed: %s", e)
+        if not out and self.probes:
+            raise RuntimeError("every memory probe failed")
+        return out
+
+    def host_facts(self) -> HostFacts:
+        return self.probes[0].host_facts() if self.probes else HostFacts(None, None, None)
+
+    def close(self) -> None:
+        for p in self.probes:
+            p.close()
+
+
 # What the probe container prints: each readable file under a "@@@ <path>" header.
 _PROBE_SCRIPT = (
     "for f in /host/sys/class/drm/card*/device/mem_info_* /host/proc/meminfo /host/proc/cmdline "

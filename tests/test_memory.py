@@ -190,3 +190,20 @@ def test_wait_until_is_bounded():
 def test_unknown_basis_is_an_error():
     with pytest.raises(ValueError):
         memory.in_use([], "vram")
+
+
+def test_combined_probe_keeps_the_sources_that_work():
+    class Broken:
+        def read(self):
+            raise OSError("gone")
+
+        def close(self):
+            pass
+
+    probe = memory.CombinedProbe(
+        Broken(), TreeProbe(ROOT), extra=lambda: [Reading("rocm-smi:card0", "gtt_used", 7)]
+    )
+    got = by_key(probe.read())
+    assert got[("rocm-smi:card0", "gtt_used")] == 7 and ("sysfs:card1", "gtt_used") in got
+    with pytest.raises(RuntimeError):
+        memory.CombinedProbe(Broken()).read()
