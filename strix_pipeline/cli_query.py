@@ -62,7 +62,12 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _open(args: argparse.Namespace, *, read_only: bool = True) -> Warehouse:
     path = Path(args.warehouse) if args.warehouse else default_warehouse_path(getattr(args, "config", None))
-    return Warehouse.open(path, read_only=read_only, lock_retry_s=args.lock_wait)
+    return Warehouse.open(
+        path,
+        read_only=read_only,
+        lock_retry_s=args.lock_wait,
+        on_wait=lambda msg: print(f"strix: {msg}", file=sys.stderr),
+    )
 
 
 def _err(msg: str) -> int:

@@ -27,7 +27,7 @@ import time
 import types
 import typing
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -242,9 +242,12 @@ def _is_lock_error(e: Exception) -> bool:
     return "Could not set lock" in msg or "Conflicting lock" in msg or "lock on file" in msg
 
 
-def _connect(path: Path, read_only: bool, lock_retry_s: float) -> duckdb.DuckDBPyConnection:
+def _connect(
+    path: Path, read_only: bool, lock_retry_s: float, on_wait: Callable[[str], None] | None = None
+) -> duckdb.DuckDBPyConnection:
     deadline = time.monotonic() + max(0.0, lock_retry_s)
     delay = 0.05
+    told = False
     while True:
         try:
             return duckdb.connect(str(path), read_only=read_only)
@@ -270,6 +273,9 @@ def _connect(path: Path, read_only: bool, lock_retry_s: float) -> duckdb.DuckDBP
                     f"{path}: this process already has the warehouse open in the other mode, so it cannot "
                     f"also open it {mode} (waited {lock_retry_s:g}s); use the open Warehouse, or close it first"
                 ) from e
+        if on_wait is not None and not told:
+            told = True
+            on_wait(f"{path} is held by a writer; waiting up to {lock_retry_s:g}s")
         time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
         delay = min(delay * 1.5, 0.5)
 
@@ -291,8 +297,19 @@ class Warehouse:
     # ---- opening, schema ------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | Path, *, read_only: bool = False, lock_retry_s: float = 5.0) -> Warehouse:
-        """Open (and, when writable, create or migrate) the warehouse at ``path``."""
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        read_only: bool = False,
+        lock_retry_s: float = 5.0,
+        on_wait: Callable[[str], None] | None = None,
+    ) -> Warehouse:
+        """Open (and, when writable, create or migrate) the warehouse at ``path``.
+
+        While another process holds the file, retry for ``lock_retry_s`` seconds (``on_wait`` is told
+        once, e.g. to show "waiting for the writer"), then raise :class:`WarehouseLocked`.
+        """
         path = Path(path)
         if read_only and not path.exists():
             raise WarehouseMissing(
@@ -300,7 +317,7 @@ class Warehouse:
             )
         if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
-        con = _connect(path, read_only, lock_retry_s)
+        con = _connect(path, read_only, lock_retry_s, on_wait)
         wh = cls(con, path, read_only)
         try:
             con.execute("SET TimeZone = 'UTC'").fetchall()

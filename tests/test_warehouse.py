@@ -734,7 +734,8 @@ def test_a_reader_succeeds_while_a_writer_holds_the_file(tmp_path: Path) -> None
     proc = _start_holder(path, hold=1.5)
     try:
         t = time.monotonic()
-        with Warehouse.open(path, read_only=True, lock_retry_s=20) as r:
+        told: list[str] = []
+        with Warehouse.open(path, read_only=True, lock_retry_s=20, on_wait=told.append) as r:
             waited = time.monotonic() - t
             ids = r.run_ids()
             held = r.query_df("SELECT error FROM registry_errors")["error"].to_list()
@@ -742,6 +743,7 @@ def test_a_reader_succeeds_while_a_writer_holds_the_file(tmp_path: Path) -> None
         assert waited < 15
         assert "from-writer" in ids and len(ids) == 6  # it sees the writer's committed work
         assert held == ["held"]
+        assert len(told) == 1 and "held by a writer" in told[0]
     finally:
         proc.kill()
         proc.wait(timeout=10)
