@@ -19,6 +19,7 @@ the warehouse, is not the bottleneck of a two-core machine -- the list column is
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import random
 import shutil
@@ -149,6 +150,34 @@ PEOPLE_QUERIES = {
         GROUP BY level ORDER BY level
     """,
 }
+
+
+def pipeline_queries(now: datetime) -> dict[str, tuple[str, list]]:
+    """The SQL the decision, change-detection and chart modules run today, with their parameters.
+
+    They read the base tables and turn every row into a dict; timed the same way (query + rows), so
+    the figures are what those modules pay. Missing modules are skipped.
+    """
+    out: dict[str, tuple[str, list]] = {}
+    specs = (
+        ("strix_pipeline.decision", "DECISION_RUNS_SQL", [HOST]),
+        ("strix_pipeline.decision", "DECISION_AGGREGATES_SQL", [HOST]),
+        ("strix_pipeline.decision", "DECISION_IMAGES_SQL", ["vllm"]),
+        ("strix_pipeline.decision", "DECISION_HISTORY_SQL", [HOST, now]),
+        ("strix_pipeline.changepoints", "SERIES_AGGREGATES_SQL", []),
+        ("strix_pipeline.changepoints", "SERIES_MEMORY_SQL", []),
+        ("strix_pipeline.charts", "CHART_TTFT_SQL", [5]),
+        ("strix_pipeline.charts", "CHART_SCENARIO_SQL", ["concurrency_sweep"]),
+        ("strix_pipeline.charts", "CHART_MEMORY_SQL", []),
+    )
+    for module, name, params in specs:
+        try:
+            sql = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+        out[f"{module.rsplit('.', 1)[1]}.{name}"] = (sql, params)
+    return out
+
 
 # ---- generation -----------------------------------------------------------------------------------
 
@@ -535,6 +564,20 @@ def main(argv: list[str] | None = None) -> int:
                 if group is DECISION_QUERIES:
                     worst_decision = max(worst_decision, med)
                 print(f"| {name} | {first:.1f} | {med:.1f} | {rows} |")
+        others = pipeline_queries(since + timedelta(days=14))
+        if others:
+            print()
+            print(
+                "| pipeline module SQL as committed (query + rows as dicts) | first ms | median ms | rows |"
+            )
+            print("|---|---|---|---|")
+        for name, (sql, qparams) in others.items():
+            times, rows = [], 0
+            for _ in range(args.repeat):
+                t = time.perf_counter()
+                rows = len(list(wh.query_df(sql, qparams).iter_rows(named=True)))
+                times.append((time.perf_counter() - t) * 1000)
+            print(f"| {name} | {times[0]:.1f} | {statistics.median(times):.1f} | {rows} |")
     ok_load = n_req / load_s >= 200_000
     ok_query = worst_decision < 200
     print()
