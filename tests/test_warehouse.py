@@ -773,3 +773,20 @@ def test_same_process_reader_beside_an_open_writer_is_explained(tmp_path: Path) 
         w.load_run(make_run("still-fine"))
     with Warehouse.open(path, read_only=True) as r:
         assert r.run_ids() == ["still-fine"]
+
+
+def test_an_export_from_a_v1_warehouse_imports_into_the_current_one(tmp_path: Path) -> None:
+    old = Warehouse.create_at_version(tmp_path / "v1.duckdb", 1)
+    run = make_run("from-v1")
+    v1_cols = [c for c in column_names(RunRecord) if c != "model_family"]
+    old.con.execute(
+        f"INSERT INTO runs ({', '.join(v1_cols)}) VALUES ({', '.join('?' * len(v1_cols))})",
+        [getattr(run.run, c) for c in v1_cols],
+    ).fetchall()
+    old._insert("requests", wmod.records_table(RequestRecord, run.requests))
+    old.export_parquet(tmp_path / "out")
+    old.close()
+    with Warehouse.open(tmp_path / "new.duckdb") as wh:
+        got = wh.import_parquet(tmp_path / "out")
+        assert got["runs"] == 1 and got["requests"] == 8
+        assert wh.query_df("SELECT model_family FROM v_runs").item() == run.run.model_profile
