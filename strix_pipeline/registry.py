@@ -626,7 +626,7 @@ class RegistryClient:
                         RegistryUnavailable,
                         f"{what} after {attempt} attempts",
                         repository,
-                        unreachable=isinstance(e, httpx.ConnectError),
+                        unreachable=isinstance(e, (httpx.ConnectError, httpx.ConnectTimeout)),
                     ) from None
                 self._wait(self._backoff(attempt), what, repository)
                 continue
@@ -643,6 +643,7 @@ class RegistryClient:
                         status=429,
                     )
                 self._wait(wait, f"{method} {url}: 429", repository, rate_limited=True)
+                self.rate_limit.remaining = None  # we waited as told; the next answer says what is left
                 continue
             if resp.status_code >= 500:
                 if attempt == self.policy.attempts:
@@ -661,7 +662,9 @@ class RegistryClient:
         self, method: str, url: str, *, repository: str, accept: str | None = None, registry_auth: bool = True
     ) -> httpx.Response:
         """A registry request: auth from the 401 challenge (at most twice), then status checks."""
-        if method == "GET" and "/manifests/" in url and self.rate_limit.remaining == 0:
+        rl = self.rate_limit
+        window_over = rl.reset_at is not None and rl.reset_at <= time.time()
+        if method == "GET" and "/manifests/" in url and rl.remaining == 0 and not window_over:
             # A manifest GET would count against an exhausted pull budget: stop before burning more.
             raise self._err(
                 RateLimited, "pull rate limit exhausted (ratelimit-remaining: 0)", repository, status=429

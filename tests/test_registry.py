@@ -239,9 +239,10 @@ def test_429_retry_after_then_success(populated: Populated) -> None:
     with Front(populated.reg.url) as front, client_for(front.host, sleep=sleep) as c:
         front.add_fault(r"/tags/list$", Fault(429, {"Retry-After": "7", "ratelimit-remaining": "0;w=21600"}))
         tags, _ = c.list_tags(MANY)
-    assert len(tags) == N_TAGS
-    assert waits == [7.0]
-    assert len(front.requests_to(r"/tags/list$")) == 2
+        assert len(tags) == N_TAGS
+        assert waits == [7.0]
+        assert len(front.requests_to(r"/tags/list$")) == 2
+        assert c.image_details(MANY, "base").version == "1.2.3"  # the wait restored the budget
 
 
 def test_429_longer_than_we_wait_is_rate_limited(populated: Populated) -> None:
