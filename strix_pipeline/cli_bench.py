@@ -268,7 +268,7 @@ def handle(args: argparse.Namespace) -> int:
     tasks: dict[tuple[str, int], TaskID] = {}
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,
-        transient=False,
+        transient=False, refresh_per_second=2,  # rendering holds the GIL: keep it off the streams' timestamps
     ) as progress:  # fmt: skip
 
         def on_request(scenario: str, level: int, done: int, total: int) -> None:

@@ -64,7 +64,9 @@ def request_body(
         "max_tokens": prompt.output_tokens,
         "temperature": 0.0,
         "stream": True,
-        "stream_options": {"include_usage": True},
+        # continuous_usage_stats (vLLM, SGLang): usage on every event, so tokens per event are known even
+        # when speculative decoding puts several in one; servers that do not know it ignore it.
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
     }
     if ignore_eos:
         body["ignore_eos"] = True  # fixed output lengths: llama.cpp, vLLM and SGLang all accept it
