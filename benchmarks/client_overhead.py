@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -218,10 +219,11 @@ async def run_level(name: str, url: str, streams: int, requests: int) -> LevelRe
     return res
 
 
-def start_server() -> tuple[subprocess.Popen[str], str]:
+def start_server(cpus: list[int] | None = None) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "tests" / "synthetic_server.py"), "--port", "0", "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
     )  # fmt: skip
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -244,7 +246,18 @@ def main() -> int:
     ap.add_argument("--asyncio", action="store_true", help="client on asyncio's default loop, not uvloop")
     args = ap.parse_args()
     streams = [int(x) for x in args.streams.split(",")]
-    proc, url = start_server()
+    # Other work on the machine should not land in the numbers: raise our priority (and the server's,
+    # which inherits it) when permitted. The measurement itself is unchanged.
+    try:
+        os.nice(-10)
+        priority = "nice -10"
+    except OSError:
+        priority = "default priority"
+    cpus = sorted(os.sched_getaffinity(0))
+    proc, url = start_server(cpus[-1:] if len(cpus) > 1 else None)
+    if len(cpus) > 1:  # the client keeps its own core(s): its overhead is what this measures
+        os.sched_setaffinity(0, cpus[:-1])
+        priority += f"; server on CPU {cpus[-1]}, client on CPU {','.join(map(str, cpus[:-1]))}"
     rows = []
     try:
         for n in streams:
@@ -269,7 +282,7 @@ def main() -> int:
     keys = ("client", "streams", "requests", "failed", "added_ttft_p50_ms", "added_ttft_p95_ms", "send_p50_ms", "recv_p50_ms", "itl_err_p50_ms", "itl_err_p95_ms", "cpu_us_per_token")  # fmt: skip
     loop = "asyncio" if args.asyncio else loop_name()
     print(
-        f"server: TTFT {TTFT_MS:g} ms, ITL {ITL_MS:g} ms, {TOKENS} tokens/request, separate process; client loop: {loop}\n"
+        f"server: TTFT {TTFT_MS:g} ms, ITL {ITL_MS:g} ms, {TOKENS} tokens/request, separate process; client loop: {loop}; {priority}\n"
     )
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))

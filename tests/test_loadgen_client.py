@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import time
 from collections.abc import Sequence
@@ -12,9 +13,18 @@ import pytest
 from synthetic_server import SyntheticServer
 
 from strix_pipeline.config import SLO
-from strix_pipeline.loadgen import SuiteResult, run_dataset
+from strix_pipeline.loadgen import SuiteResult, client, run_dataset
 from strix_pipeline.loadgen.workloads import Prompt
 from strix_pipeline.records import RequestRecord
+
+
+@pytest.fixture(autouse=True, params=["tapped", "readany"])
+def read_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every case runs on both read paths: the protocol-level tap and the plain readany fallback."""
+    if request.param == "readany":
+        monkeypatch.setattr(client, "_tap", lambda resp, ex: False)
+    return request.param
+
 
 TTFT_MS = 30.0
 ITL_MS = 4.0
@@ -213,3 +223,22 @@ def test_connection_refused_is_recorded() -> None:
     )
     assert [r.error_class for r in res.requests] == ["connection", "connection"]
     assert res.aggregates[0].requests_failed == 2
+
+
+def test_the_tap_is_used_and_sees_every_byte(read_path: str) -> None:
+    async def go() -> tuple[client.RawExchange, bytes]:
+        async with SyntheticServer(ttft_ms=2, itl_ms=1) as srv, client.make_session() as session:
+            body = json.dumps(
+                {"model": "synthetic/split", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}
+            )
+            ex = await client.stream_post(session, srv.base_url + "/v1/chat/completions", body.encode(), 5)
+            async with session.post(srv.base_url + "/v1/chat/completions", data=body) as r:
+                whole = await r.read()
+            return ex, whole
+
+    ex, whole = asyncio.run(go())
+    assert ex.tapped == (read_path == "tapped")
+    # Same bytes as aiohttp's own reader, nothing lost or doubled (digits differ: server timestamps).
+    assert re.sub(rb"\d", b"", b"".join(ex.chunks)) == re.sub(rb"\d", b"", whole)
+    assert len(b"".join(ex.chunks)) > 1000
+    assert ex.chunk_ns == sorted(ex.chunk_ns) and ex.sent_ns >= ex.call_ns

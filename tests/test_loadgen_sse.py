@@ -66,3 +66,15 @@ def test_comments_and_blank_lines_alone_make_no_event() -> None:
 def test_event_time_is_the_read_that_completed_it() -> None:
     chunks = [(10, b"data: a\n"), (20, b"\ndata: b\n\nda"), (30, b"ta: c\n\n"), (40, b"data: d")]
     assert list(decode_timed(chunks)) == [(20, b"a"), (20, b"b"), (30, b"c"), (40, b"d")]
+
+
+def test_lf_only_stream_at_every_split_point() -> None:
+    # The LF-only fast path (what llama.cpp, vLLM and SGLang send), mixed with a later CRLF event.
+    lf = b': ping\n\ndata: {"a": 1}\n\ndata: two\ndata: lines\n\ndata: [DONE]\n\n'
+    want = [b'{"a": 1}', b"two\nlines", b"[DONE]"]
+    for i in range(len(lf) + 1):
+        for j in range(i, len(lf) + 1, 7):
+            assert decode_in_pieces(lf, [i, j]) == want, (i, j)
+    mixed = lf[:-16] + b"data: crlf\r\n\r\n" + lf[-16:]
+    for i in range(len(mixed) + 1):
+        assert decode_in_pieces(mixed, [i]) == [*want[:2], b"crlf", b"[DONE]"], i

@@ -1,9 +1,12 @@
 """The streaming HTTP client: aiohttp, one shared session, raw chunks timestamped on arrival.
 
-Why aiohttp and not httpx: DESIGN.md ("Measured facts"). The hot path below does three things per
-read -- await, ``perf_counter_ns()``, append -- and nothing else: SSE framing and JSON decoding happen
-in ``parse_exchange`` after the level has finished, so one stream's parsing never delays another
-stream's timestamp.
+Why aiohttp and not httpx: DESIGN.md ("Measured facts"). Bytes are stamped where they arrive: the
+response's payload reader is switched to a subclass whose ``feed_data`` -- called by aiohttp's HTTP
+parser inside the socket's ``data_received`` callback -- records ``(perf_counter_ns(), bytes)`` and
+keeps nothing else. The request's coroutine then sleeps until end of stream instead of waking once
+per chunk, and a chunk's time does not wait for the other streams' coroutines to run first. When the
+tap cannot be fitted (another aiohttp layout) the client falls back to a plain ``readany`` loop
+stamping on resume. SSE framing and JSON decoding happen in ``parse_exchange``, after the level.
 """
 
 from __future__ import annotations
@@ -53,6 +56,41 @@ def make_session() -> aiohttp.ClientSession:
     )
 
 
+class _TappedStreamReader(aiohttp.StreamReader):
+    """aiohttp's payload reader, with ``feed_data`` diverted into the exchange's (times, chunks)."""
+
+    __slots__ = ()  # same layout as the parent, so an instance's class can be switched in place
+
+    def feed_data(self, data: bytes, size: int = 0) -> bool:
+        tap = _TAPS.get(id(self))
+        if tap is None:
+            return super().feed_data(data, size)
+        if data:
+            tap[0].append(perf_counter_ns())
+            tap[1].append(bytes(data))
+        return False  # nothing buffered: no flow-control pause, no reader to wake
+
+
+_TAPS: dict[int, tuple[list[int], list[bytes]]] = {}
+
+
+def _tap(resp: aiohttp.ClientResponse, ex: RawExchange) -> bool:
+    """Divert the response body into ``ex``; False if this aiohttp's reader cannot be tapped."""
+    content = resp.content
+    if type(content) is not aiohttp.StreamReader:
+        return False
+    early = content.read_nowait()  # body bytes that came in with the headers
+    if early:
+        ex.chunk_ns.append(perf_counter_ns())
+        ex.chunks.append(early)
+    try:
+        content.__class__ = _TappedStreamReader
+    except TypeError:
+        return False
+    _TAPS[id(content)] = (ex.chunk_ns, ex.chunks)
+    return True
+
+
 @dataclass(slots=True)
 class RawExchange:
     """What one request produced on the wire, before any parsing."""
@@ -67,6 +105,7 @@ class RawExchange:
     error_class: str | None = None
     error_message: str | None = None
     error_body: bytes | None = None
+    tapped: bool = False  # chunks stamped in the protocol callback (else on coroutine resume)
 
 
 async def stream_post(session: aiohttp.ClientSession, url: str, body: bytes, timeout_s: float) -> RawExchange:
@@ -74,8 +113,9 @@ async def stream_post(session: aiohttp.ClientSession, url: str, body: bytes, tim
     ex = RawExchange()
     times = ex.chunk_ns
     chunks = ex.chunks
-    # sock_read catches a stall (no byte for timeout_s); total bounds the whole request.
-    timeout = aiohttp.ClientTimeout(total=timeout_s, sock_read=timeout_s)
+    # One deadline for the whole request, a stall included. (A sock_read timeout would re-arm a timer on
+    # every chunk: measurable CPU per token for nothing, since it could not be shorter than the total.)
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
     ex.call_ns = perf_counter_ns()
     try:
         async with session.post(
@@ -87,6 +127,14 @@ async def stream_post(session: aiohttp.ClientSession, url: str, body: bytes, tim
                 ex.error_body = (await resp.read())[:4000]
                 ex.error_class = f"http_{resp.status}"
                 ex.error_message = ex.error_body.decode("utf-8", "replace")[:500]
+            elif _tap(resp, ex):
+                ex.tapped = True
+                try:
+                    # Returns b"" at end of stream; raises on a cut stream, a stall or a timeout.
+                    while await resp.content.readany():
+                        pass
+                finally:
+                    _TAPS.pop(id(resp.content), None)
             else:
                 read = resp.content.readany
                 while True:

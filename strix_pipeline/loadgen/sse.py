@@ -27,6 +27,14 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[bytes]:
         out: list[bytes] = []
+        if b"\r" not in chunk and b"\r" not in self._buf:
+            # Fast path, LF-only streams (llama.cpp, vLLM, SGLang): split in C, keep the partial last line.
+            data = bytes(self._buf) + chunk if self._buf else chunk
+            lines = data.split(b"\n")
+            self._buf = bytearray(lines.pop())
+            for line in lines:
+                self._line(line, out)
+            return out
         self._buf += chunk
         buf = self._buf
         pos = 0
@@ -36,7 +44,7 @@ class SSEDecoder:
             if m is None:
                 break
             # A CR at the very end may be the first half of a CRLF split across two reads.
-            if m.end() == end and buf[m.start()] == 0x0D:
+            if m.end() == end and m.end() - m.start() == 1 and buf[m.start()] == 0x0D:
                 break
             self._line(bytes(buf[pos : m.start()]), out)
             pos = m.end()
