@@ -75,6 +75,6 @@ def test_lf_only_stream_at_every_split_point() -> None:
     for i in range(len(lf) + 1):
         for j in range(i, len(lf) + 1, 7):
             assert decode_in_pieces(lf, [i, j]) == want, (i, j)
-    mixed = lf[:-16] + b"data: crlf\r\n\r\n" + lf[-16:]
+    mixed = lf[:-14] + b"data: crlf\r\n\r\n" + lf[-14:]
     for i in range(len(mixed) + 1):
         assert decode_in_pieces(mixed, [i]) == [*want[:2], b"crlf", b"[DONE]"], i
