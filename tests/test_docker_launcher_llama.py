@@ -43,7 +43,7 @@ def llama_rootfs(binary: Path) -> dict[str, bytes | Path]:
     """The binary, every library ``ldd`` lists (the dynamic loader included), and the ggml backends
     it may dlopen from beside itself -- each at its absolute host path, so RPATHs still resolve."""
     files: dict[str, bytes | Path] = {str(binary): binary.resolve()}
-    todo = [binary, *sorted(binary.resolve().parent.glob("*.so*"))]
+    todo = [binary, *sorted(binary.resolve().parent.glob("libggml*.so*"))]
     seen: set[Path] = set()
     for _ in range(500):  # bounded walk of the dependency graph
         if not todo:
