@@ -16,6 +16,8 @@ $(VENV)/.local-installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -e '.[local,dev]'
+	# Apache Otava's change-point code needs only numpy and scipy; its extras pull cloud SDKs.
+	$(BIN)/pip install --no-deps 'apache-otava==0.8.0'
 	touch $@ $(VENV)/.local-installed
 
 $(DAGSTER_HOME)/dagster.yaml: dagster.yaml

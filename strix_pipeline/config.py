@@ -76,6 +76,9 @@ class HostConfig(_Strict):
     video_gid: int | None = None  # numeric groups; read from the host when absent
     render_gid: int | None = None
     models_dir: str | None = None  # host directory mounted read-only at /models
+    # docker hosts: device nodes passed to engine containers (the ROCm pair; none on a CPU-only test host)
+    devices: list[str] = Field(default_factory=lambda: ["/dev/kfd", "/dev/dri"])
+    idle_baseline_gb: NonNegFloat | None = None  # memory in use on the idle host; else the reading before start
 
     @model_validator(mode="after")
     def _docker_needs_host(self) -> HostConfig:
@@ -116,6 +119,7 @@ class EngineConfig(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     shm_size: str | None = None  # else host IPC
     benchmark_latest: PosInt = 1  # how many newest versions the weekly schedule benchmarks
+    executable: list[str] | None = None  # argv prefix replacing the engine's default, e.g. ["/app/llama-server"]
 
     @field_validator("env")
     @classmethod
