@@ -201,10 +201,11 @@ def arrow_schema(cls: type) -> pa.Schema:
 def records_table(cls: type, rows: Sequence[Any]) -> pa.Table:
     """Build an Arrow table from dataclass instances with the explicit schema of :func:`arrow_schema`.
 
-    This conversion, not DuckDB, bounds ingestion speed on a small machine, so: one plain list per
-    column read straight from the instance dicts (measured faster than ``attrgetter`` + ``zip``,
-    which also allocates a tuple per row), and the cyclic GC paused meanwhile -- the new lists hold
-    no cycles, and on a process holding millions of objects each GC pass costs more than the work.
+    This conversion, not DuckDB, bounds ingestion speed on a small machine, so Arrow reads the fields
+    straight from each instance's ``__dict__`` as a struct (C++, no per-column Python lists; measured
+    ~20 % faster than column-wise list comprehensions), and the cyclic GC is paused meanwhile: the
+    conversion creates no cycles, and in a process holding millions of objects a GC pass costs more
+    than the work.
     """
     schema = arrow_schema(cls)
     if not rows:
@@ -215,17 +216,13 @@ def records_table(cls: type, rows: Sequence[Any]) -> pa.Table:
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        dicts = [r.__dict__ for r in rows]
-        arrays = [
-            pa.array([d[name] for d in dicts], type=f.type)
-            for name, f in zip(schema.names, schema, strict=True)
-        ]
+        struct = pa.array([r.__dict__ for r in rows], type=pa.struct(list(schema)))
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
         raise WarehouseError(f"{cls.__name__}: a value does not fit the schema: {e}") from e
     finally:
         if gc_was_enabled:
             gc.enable()
-    return pa.Table.from_arrays(arrays, schema=schema)
+    return pa.Table.from_struct_array(struct)
 
 
 def records_frame(cls: type, rows: Sequence[Any]) -> pl.DataFrame:

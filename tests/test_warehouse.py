@@ -413,6 +413,16 @@ def test_rows_of_another_run_are_refused_before_anything_is_written(wh: Warehous
     assert counts(wh) == dict.fromkeys(wmod.RUN_TABLES, 0)
 
 
+def test_a_value_of_the_wrong_type_is_refused_before_anything_is_written(wh: Warehouse) -> None:
+    wh.load_run(make_run("a"))
+    before = counts(wh)
+    r = make_run("a", requests_per_level=9)
+    r.requests[5].level = "five"  # type: ignore[assignment]
+    with pytest.raises(WarehouseError, match="RequestRecord: a value does not fit the schema"):
+        wh.load_run(r)
+    assert counts(wh) == before
+
+
 def test_delete_run_removes_it_everywhere(wh: Warehouse) -> None:
     seed(wh)
     wh.delete_run("v1")
