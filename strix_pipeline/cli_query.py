@@ -146,7 +146,8 @@ def _print_table(df: pl.DataFrame, limit: int) -> None:
     shown = df.head(limit)
     cells = [[_cell(v) for v in row] for row in shown.iter_rows()]
     widths = [max([len(name)] + [min(len(r[i]), 40) for r in cells]) for i, name in enumerate(df.columns)]
-    if sum(widths) + 3 * len(widths) + 1 <= console.width or len(df.columns) <= 2:
+    # a little folding is readable; beyond that, columns become slivers
+    if sum(widths) + 3 * len(widths) + 1 <= console.width * 1.25 or len(df.columns) <= 2:
         table = Table(header_style="bold")
         for name in df.columns:
             numeric = df.schema[name].is_numeric()
