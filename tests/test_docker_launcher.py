@@ -188,6 +188,7 @@ def test_bad_flag_fails_with_log_tail_and_the_next_run_still_works(client, image
     assert time.monotonic() - start < 20  # an exit is noticed at once, not at the readiness timeout
     err = e.value
     assert err.status == "failed_start" and "exited with code 1" in err.reason
+    assert err.reason.endswith("invalid argument: --bad-flag")  # the cause is in the reason itself
     assert "invalid argument: --bad-flag" in err.log_tail
     assert managed(client, "run-bad") == []
     with DockerLauncher(

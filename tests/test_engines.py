@@ -94,3 +94,11 @@ def test_executable_override_and_explicit_port():
 )
 def test_container_model_path(path, models_dir, expected):
     assert container_model_path(path, models_dir) == expected
+
+
+def test_llamacpp_config_flags_replace_renamed_defaults():
+    engine = EngineConfig(kind="llamacpp", extra_flags=["--load-mode", "none", "--flash-attn=auto"])
+    argv = build_spec(engine, profile(), "/m.gguf").command
+    assert "--no-mmap" not in argv and flag_value(argv, "--load-mode") == "none"
+    assert "-fa" not in argv and "--flash-attn=auto" in argv
+    assert flag_value(argv, "-ngl") == "999"  # untouched defaults stay

@@ -8,6 +8,12 @@ from strix_pipeline.engines.base import EngineSpec, common_reservations, extra_f
 KIND = "llamacpp"
 DEFAULT_PORT = 8080
 DEFAULT_EXECUTABLE = ["llama-server"]
+OVERRIDABLE_DEFAULTS: list[tuple[tuple[str, ...], list[str]]] = [
+    (("-ngl", "--gpu-layers", "--n-gpu-layers"), ["-ngl", "999"]),
+    (("-fa", "--flash-attn"), ["-fa", "on"]),
+    # with mmap the weights may sit in the page cache instead of GTT
+    (("--no-mmap", "--mmap", "-lm", "--load-mode"), ["--no-mmap"]),
+]
 
 
 def build(
@@ -28,14 +34,15 @@ def build(
         "--alias", served_name(profile),
         "-c", str(total_ctx),
         "-np", str(profile.parallel),
-        "-ngl", "999",
-        "-fa", "on",
-        "--no-mmap",  # with mmap the weights may sit in the page cache instead of GTT
-        "--metrics",
-        "--host", bind_host,
-        "--port", str(port),
     ]  # fmt: skip
-    flags += extra_flags(KIND, engine, profile)
+    extras = extra_flags(KIND, engine, profile)
+    # llama.cpp renames flags over time (``--no-mmap`` became ``--load-mode none``; ``-fa`` took a
+    # value): a default is left out when the config names the same option itself.
+    for aliases, argv in OVERRIDABLE_DEFAULTS:
+        if not any(f.split("=", 1)[0] in aliases for f in extras):
+            flags += argv
+    flags += ["--metrics", "--host", bind_host, "--port", str(port)]
+    flags += extras
     executable = list(engine.executable or DEFAULT_EXECUTABLE)
     return EngineSpec(
         kind=KIND,

@@ -458,10 +458,11 @@ class DockerLauncher:
                 if self.container.status in ("exited", "dead") or state.get("Status") in ("exited", "dead"):
                     code = state.get("ExitCode")
                     oom = " (OOM-killed)" if state.get("OOMKilled") else ""
+                    tail = container_log_tail(self.container, self.log_path)
                     raise EngineStartError(
                         "failed_start",
-                        f"container exited with code {code}{oom} before it was ready",
-                        container_log_tail(self.container, self.log_path),
+                        f"container exited with code {code}{oom} before it was ready{_last_line(tail)}",
+                        tail,
                     )
                 ok, last = _ready(http, base_url, self.spec.ready_paths)
                 if ok:
@@ -541,6 +542,11 @@ def _ready(http: httpx.Client, base_url: str, paths: tuple[str, ...]) -> tuple[b
             except (ValueError, AttributeError):
                 return False, "/v1/models is not JSON"
     return True, "ready"
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("[strix ")]
+    return f": {lines[-1][:300]}" if lines else ""
 
 
 def _url_host(address: str) -> str:
