@@ -800,3 +800,20 @@ def test_an_export_from_a_v1_warehouse_imports_into_the_current_one(tmp_path: Pa
         got = wh.import_parquet(tmp_path / "out")
         assert got["runs"] == 1 and got["requests"] == 8
         assert wh.query_df("SELECT model_family FROM v_runs").item() == run.run.model_profile
+
+
+def test_changed_views_are_reinstalled_on_the_next_writable_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "w.duckdb"
+    Warehouse.open(path).close()
+    views = tmp_path / "views.sql"
+    views.write_text(wmod.VIEWS_FILE.read_text() + "\nCREATE OR REPLACE VIEW v_extra AS SELECT 1 AS one;\n")
+    monkeypatch.setattr(wmod, "VIEWS_FILE", views)
+    with Warehouse.open(path, read_only=True) as r:  # a reader never changes the file
+        assert "v_extra" not in r.view_names()
+    with Warehouse.open(path) as w:
+        assert "v_extra" in w.view_names() and "v_compare" in w.view_names()
+    monkeypatch.undo()
+    with Warehouse.open(path) as w:  # and back: the old view is gone with the file that made it
+        assert "v_extra" not in w.view_names()
