@@ -34,6 +34,7 @@ MODES = (
     "longline",  # one content event of 200 KB on a single line
     "error_event",  # a data: {"error": ...} event mid-stream
     "nousage",  # no usage event at all
+    "close_after",  # keep-alive response, but the connection is closed once the stream ends (cpp-httplib)
 )
 
 
@@ -184,7 +185,7 @@ class SyntheticServer:
             self._send(w, 500, b'{"error": {"message": "synthetic failure", "code": 500}}')
             await w.drain()
             return True
-        json_mode = (req.get("response_format") or {}).get("type") == "json_object"
+        json_mode = (req.get("response_format") or {}).get("type") in ("json_object", "json_schema")
         log = ServerLog(mode, recv)
         self.log.append(log)
         self.processing += 1
@@ -310,6 +311,9 @@ class SyntheticServer:
                 w.write(chunk(event("[DONE]")))
             w.write(b"0\r\n\r\n")
             await w.drain()
+            if mode == "close_after":
+                await asyncio.sleep(0.002)  # after the client has pooled the connection, as llama-server does
+                return False
         finally:
             self.processing -= 1
         return True

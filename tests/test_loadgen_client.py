@@ -242,3 +242,10 @@ def test_the_tap_is_used_and_sees_every_byte(read_path: str) -> None:
     assert re.sub(rb"\d", b"", b"".join(ex.chunks)) == re.sub(rb"\d", b"", whole)
     assert len(b"".join(ex.chunks)) > 1000
     assert ex.chunk_ns == sorted(ex.chunk_ns) and ex.sent_ns >= ex.call_ns
+
+
+def test_server_closing_pooled_connections_after_a_stream() -> None:
+    res, srv = run("close_after", 4, count=5)
+    assert [r.ok for r in res.requests] == [True] * 5, [r.error_message for r in res.requests]
+    assert len(srv.log) == 5  # each request reached the server exactly once
+    assert any("closes keep-alive connections" in e for e in res.errors)

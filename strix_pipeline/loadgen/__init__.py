@@ -156,6 +156,11 @@ async def _run(
         await body(ctx, wl, result)  # type: ignore[misc]
         if scraper.error:
             ctx.errors.append(scraper.error)
+        if ctx.connections.close_each:
+            ctx.errors.append(
+                "client: the server closes keep-alive connections after a streamed response; one connection "
+                f"per request was used ({ctx.connections.stale_retries} request(s) retried once on a new one)"
+            )
     result.requests, result.aggregates = ctx.requests, ctx.aggregates
     result.server_metrics, result.errors = ctx.server_metrics, ctx.errors + result.errors
     return result

@@ -23,6 +23,7 @@ from strix_pipeline.loadgen.sse import decode_timed
 
 READ_BUFSIZE = 1 << 20  # large reads: fewer wake-ups when many events arrive together
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+_HEADERS_CLOSE = {**_HEADERS, "Connection": "close"}
 
 
 async def _on_body_written(session: object, ctx: SimpleNamespace, params: object) -> None:
@@ -106,10 +107,43 @@ class RawExchange:
     error_message: str | None = None
     error_body: bytes | None = None
     tapped: bool = False  # chunks stamped in the protocol callback (else on coroutine resume)
+    stale: bool = False  # failed on a pooled connection the server had closed
+    retried: bool = False  # this is the second attempt, after a stale connection
 
 
-async def stream_post(session: aiohttp.ClientSession, url: str, body: bytes, timeout_s: float) -> RawExchange:
+@dataclass
+class ConnectionPolicy:
+    """Shared by the requests of one run. Some servers (llama-server: cpp-httplib) close a keep-alive
+    connection right after a streamed response; aiohttp has already pooled it by then and the next
+    request fails on it without reaching the server. Such a failure is retried once on a new
+    connection, and from then on every request asks for its own (``Connection: close``); the connect
+    happens before the request is written, so it never lands in TTFT."""
+
+    close_each: bool = False
+    stale_retries: int = 0
+
+
+async def stream_post(
+    session: aiohttp.ClientSession,
+    url: str,
+    body: bytes,
+    timeout_s: float,
+    policy: ConnectionPolicy | None = None,
+) -> RawExchange:
     """POST ``body`` and collect the streamed response; never raises for network or HTTP trouble."""
+    policy = policy if policy is not None else ConnectionPolicy()
+    ex = await _attempt(session, url, body, timeout_s, policy.close_each)
+    if ex.stale:
+        policy.close_each = True
+        policy.stale_retries += 1
+        ex = await _attempt(session, url, body, timeout_s, True)
+        ex.retried = True
+    return ex
+
+
+async def _attempt(
+    session: aiohttp.ClientSession, url: str, body: bytes, timeout_s: float, close: bool
+) -> RawExchange:
     ex = RawExchange()
     times = ex.chunk_ns
     chunks = ex.chunks
@@ -119,7 +153,11 @@ async def stream_post(session: aiohttp.ClientSession, url: str, body: bytes, tim
     ex.call_ns = perf_counter_ns()
     try:
         async with session.post(
-            url, data=body, headers=_HEADERS, timeout=timeout, trace_request_ctx=ex
+            url,
+            data=body,
+            headers=_HEADERS_CLOSE if close else _HEADERS,
+            timeout=timeout,
+            trace_request_ctx=ex,
         ) as resp:
             ex.headers_ns = perf_counter_ns()
             ex.status = resp.status
@@ -152,6 +190,13 @@ async def stream_post(session: aiohttp.ClientSession, url: str, body: bytes, tim
     except aiohttp.ClientConnectionError as e:
         ex.error_class = "connection"
         ex.error_message = f"{type(e).__name__}: {e}"[:500]
+        # A pooled connection the server had already closed: the request never reached it.
+        ex.stale = (
+            isinstance(e, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError)
+            and not isinstance(e, aiohttp.ClientConnectorError)
+            and ex.status is None
+            and not ex.chunks
+        )
     except aiohttp.ClientError as e:
         ex.error_class = "client_error"
         ex.error_message = f"{type(e).__name__}: {e}"[:500]

@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 
 from strix_pipeline.config import SLO, ScenarioProfile
-from strix_pipeline.loadgen.client import RawExchange, parse_exchange, stream_post
+from strix_pipeline.loadgen.client import ConnectionPolicy, RawExchange, parse_exchange, stream_post
 from strix_pipeline.loadgen.metrics import aggregate_level
 from strix_pipeline.loadgen.prometheus import MetricsScraper, Scrape, to_samples
 from strix_pipeline.loadgen.workloads import Prompt, Workload
@@ -28,6 +28,13 @@ from strix_pipeline.records import LevelAggregate, RequestRecord, ServerMetricSa
 
 SCENARIOS = ("smoke", "concurrency_sweep", "prefill_ladder", "decode", "prefix_cache")
 CONTEXT_MARGIN = 32  # BOS/template tokens the ladder leaves free below the context length
+
+PERSON_SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
 
 ProgressFn = Callable[[str], None]
 RequestProgressFn = Callable[[str, int, int, int], None]  # scenario, level, done, total
@@ -77,7 +84,11 @@ def request_body(
         body["prompt"] = prompt.text
         path = "/v1/completions"
     if json_mode:
-        body["response_format"] = {"type": "json_object"}
+        # A schema, not bare json_object: a small model left free keeps adding keys past max_tokens.
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "person", "schema": PERSON_SCHEMA},
+        }
     return Planned(prompt, path, json.dumps(body).encode())
 
 
@@ -92,6 +103,7 @@ class SuiteContext:
     scraper: MetricsScraper
     on_progress: ProgressFn | None = None
     on_request: RequestProgressFn | None = None
+    connections: ConnectionPolicy = field(default_factory=ConnectionPolicy)
     anchor_ns: int = field(default_factory=perf_counter_ns)
     anchor_wall: datetime = field(default_factory=lambda: datetime.now(UTC))
     requests: list[RequestRecord] = field(default_factory=list)
@@ -104,7 +116,9 @@ class SuiteContext:
             self.on_progress(line)
 
     async def send(self, p: Planned) -> RawExchange:
-        return await stream_post(self.session, self.base_url + p.path, p.body, self.timeout_s)
+        return await stream_post(
+            self.session, self.base_url + p.path, p.body, self.timeout_s, self.connections
+        )
 
 
 async def closed_loop(
