@@ -309,6 +309,8 @@ class CombinedProbe:
             p.close()
 
 
+PROBE_NAME = "strix-memory-probe"
+
 # What the probe container prints: each readable file under a "@@@ <path>" header.
 _PROBE_SCRIPT = (
     "for f in /host/sys/class/drm/card*/device/mem_info_* /host/proc/meminfo /host/proc/cmdline "
@@ -350,8 +352,9 @@ class DockerProbe:
     """Reads a Docker host's counters through a long-lived tiny container (/sys, /proc read-only).
 
     ``image`` needs ``sh`` and ``cat`` (busybox is enough). The container is labelled
-    ``strix.probe=true`` and never ``strix.managed``: the leftover guard leaves it alone, and it is
-    removed by :meth:`close`. ``sys_path``/``proc_path`` exist so tests can mount a fixture tree.
+    ``strix.probe=true`` and never ``strix.managed``: the leftover guard leaves it alone. It is
+    removed by :meth:`close` (call it when the run ends); a probe of the same name left by a killed
+    run is removed when the next one starts. ``sys_path``/``proc_path`` exist so tests can mount a fixture tree.
     """
 
     def __init__(
@@ -362,8 +365,14 @@ class DockerProbe:
         sys_path: str = "/sys",
         proc_path: str = "/proc",
         extra_volumes: dict[str, dict[str, str]] | None = None,
-        name: str | None = None,
+        name: str | None = PROBE_NAME,
     ) -> None:
+        if name:
+            # one probe per host: a probe left by a killed run is replaced, never duplicated
+            try:
+                client.containers.get(name).remove(force=True)
+            except Exception:
+                pass
         volumes = {
             sys_path: {"bind": "/host/sys", "mode": "ro"},
             proc_path: {"bind": "/host/proc", "mode": "ro"},

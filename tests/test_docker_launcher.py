@@ -333,13 +333,16 @@ def test_probe_container_reads_a_sysfs_tree_mounted_read_only(client, images):
 
 
 def test_probe_container_reads_the_real_host(client, images):
+    DockerProbe(client, images.busybox_tag)  # a killed run's probe, never closed
     probe = DockerProbe(client, images.busybox_tag)
     try:
+        assert len(client.containers.list(all=True, filters={"label": "strix.probe=true"})) == 1
         got = {(r.source, r.metric): r.value_bytes for r in probe.read()}
         local = Path("/proc/meminfo").read_text().split()
         assert got[("meminfo", "mem_total")] == int(local[local.index("MemTotal:") + 1]) * 1024
     finally:
         probe.close()
+    assert client.containers.list(all=True, filters={"label": "strix.probe=true"}) == []
 
 
 @pytest.fixture
