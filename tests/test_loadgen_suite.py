@@ -12,25 +12,27 @@ from synthetic_server import SyntheticServer
 
 from strix_pipeline import cli_bench
 from strix_pipeline.config import SLO, ScenarioProfile
-from strix_pipeline.loadgen import QUICK_PROFILE, SuiteResult, run_dataset, run_suite, run_suite_sync
+from strix_pipeline.loadgen import SuiteResult, run_dataset, run_suite, run_suite_sync
 from strix_pipeline.loadgen.workloads import Prompt
 
-TINY = QUICK_PROFILE.model_copy(
-    update={
-        "concurrency_sweep": QUICK_PROFILE.concurrency_sweep.model_copy(
-            update={
-                "levels": [1, 3],
-                "requests_per_level": 5,
-                "warmup": 2,
-                "input_tokens": 64,
-                "output_tokens": 6,
-            }
-        ),
-        "prefill_ladder": QUICK_PROFILE.prefill_ladder.model_copy(
-            update={"input_tokens": [64, 128, 4096, 8192]}
-        ),
-        "decode": QUICK_PROFILE.decode.model_copy(update={"output_tokens": 12}),
-        "prefix_cache": QUICK_PROFILE.prefix_cache.model_copy(update={"prefix_tokens": 256}),
+TINY = ScenarioProfile.model_validate(
+    {
+        "request_timeout_s": 30,
+        "smoke": {"output_tokens": 16},
+        "concurrency_sweep": {
+            "levels": [1, 3],
+            "requests_per_level": 5,
+            "warmup": 2,
+            "input_tokens": 64,
+            "output_tokens": 6,
+        },
+        "prefill_ladder": {
+            "input_tokens": [64, 128, 4096, 8192],
+            "requests_per_level": 2,
+            "output_tokens": 4,
+        },
+        "decode": {"requests": 2, "output_tokens": 12, "input_tokens": 64},
+        "prefix_cache": {"prefix_tokens": 256, "suffix_tokens": 16, "output_tokens": 4, "repeats": 2},
     }
 )
 
@@ -149,3 +151,18 @@ def test_cli_bench_writes_the_documented_json(tmp_path: Path, monkeypatch: pytes
         for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
             assert set(lv[key]) >= {"mean", "p50", "p90", "p95", "p99"}
         assert lv["output_tokens_per_s"] > 0 and lv["requests_per_s"] > 0
+
+
+def test_quick_profile_fits_a_2048_token_slot() -> None:
+    from strix_pipeline.loadgen import QUICK_PROFILE
+    from strix_pipeline.loadgen.scenarios import CONTEXT_MARGIN, ladder_levels
+
+    q = QUICK_PROFILE
+    assert ladder_levels(q.prefill_ladder.input_tokens, 2048, q.prefill_ladder.output_tokens)[1] is None
+    pc = q.prefix_cache
+    assert pc.prefix_tokens + pc.suffix_tokens + pc.output_tokens + CONTEXT_MARGIN <= 2048
+    sw = q.concurrency_sweep
+    assert (
+        sw.input_tokens + sw.output_tokens + CONTEXT_MARGIN <= 2048
+        and max(sw.levels) <= sw.requests_per_level
+    )
