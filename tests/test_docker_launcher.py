@@ -79,6 +79,7 @@ def images(
     reg = start_registry(tmp)
     tag = f"{reg.host}/strix-test/fake-llama:1"
     busy = "strix-test/launcher-busybox:1"
+    pushed: list[str] = []
     try:
         # the image helper marks only host files with the x bit executable: write the script out
         script = tmp / "fake-llama-server"
@@ -90,10 +91,11 @@ def images(
         digest = push(tag)
         remove_image(tag)
         build_image(busy, {"/bin/busybox": BUSYBOX, "/bin/sh": BUSYBOX})
-        yield Images(f"{reg.host}/strix-test/fake-llama@{digest}", busy)
+        pushed.append(f"{reg.host}/strix-test/fake-llama@{digest}")
+        yield Images(pushed[-1], busy)
     finally:
-        remove_image(tag)
-        remove_image(f"{reg.host}/strix-test/fake-llama")
+        for ref in (tag, *pushed, busy):
+            remove_image(ref)
         reg.stop()
 
 

