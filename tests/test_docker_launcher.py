@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import need
 from infra import build_image, free_port, push, remove_image, start_registry
 
 from strix_pipeline.config import EngineConfig, HostConfig, ModelProfile, ProductionEngine
@@ -75,6 +76,7 @@ class Images:
 def images(
     registry_binary: str, docker_engine: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Images]:
+    need(BUSYBOX.is_file(), "a static busybox at /bin/busybox", "apt-get install busybox-static")
     tmp = tmp_path_factory.mktemp("launcher-registry")
     reg = start_registry(tmp)
     tag = f"{reg.host}/strix-test/fake-llama:1"
