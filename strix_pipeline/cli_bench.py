@@ -19,7 +19,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from strix_pipeline.config import SLO, ConfigError, ScenarioProfile, StrixConfig, config_path, load_config
+from strix_pipeline.config import (
+    SLO,
+    ConfigError,
+    ProjectConfig,
+    ScenarioProfile,
+    StrixConfig,
+    config_path,
+    load_config,
+    resolve_path,
+)
 from strix_pipeline.records import HARNESS_VERSION, LevelAggregate
 
 OUT_SCHEMA_VERSION = 1
@@ -57,6 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run-id", help="run id (default: bench-<time>-<random>)")
     p.add_argument("--out", help="write the results as JSON to this file")
     p.add_argument("--save", action="store_true", help="also load the run into the warehouse")
+    p.add_argument("--warehouse", help="with --save: this DuckDB file instead of the configured one")
     p.set_defaults(func=handle)
 
 
@@ -216,7 +226,7 @@ def _engine_kind(result: Any) -> str:
     return "unknown"
 
 
-def save_run(cfg: StrixConfig | None, result: Any, *, run_id: str, url: str, model: str, profile_name: str, started: datetime) -> Path:  # fmt: skip
+def save_run(cfg: StrixConfig | None, result: Any, *, run_id: str, url: str, model: str, profile_name: str, started: datetime, warehouse: str | None = None) -> Path:  # fmt: skip
     from strix_pipeline.fingerprint import run_fingerprint
     from strix_pipeline.records import RunRecord, RunResult
     from strix_pipeline.warehouse import Warehouse
@@ -232,8 +242,13 @@ def save_run(cfg: StrixConfig | None, result: Any, *, run_id: str, url: str, mod
         ended_at=datetime.now(UTC),
     )  # fmt: skip
     run.fingerprint = run_fingerprint(run)
-    path = cfg.warehouse_path() if cfg else StrixConfig.model_fields["project"].default.warehouse
-    path = Path(path)
+    path = (
+        Path(warehouse)
+        if warehouse
+        else cfg.warehouse_path()
+        if cfg
+        else resolve_path(ProjectConfig().warehouse)
+    )
     with Warehouse.open(path) as wh:
         wh.load_run(
             RunResult(
@@ -309,7 +324,7 @@ def handle(args: argparse.Namespace) -> int:
         Path(args.out).write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
         console.print(f"wrote {args.out}")
     if args.save:
-        path = save_run(cfg, result, run_id=run_id, url=args.url, model=model or "unknown", profile_name=args.profile, started=started)  # fmt: skip
+        path = save_run(cfg, result, run_id=run_id, url=args.url, model=model or "unknown", profile_name=args.profile, started=started, warehouse=args.warehouse)  # fmt: skip
         console.print(f"saved run {run_id} to {path}")
     failed = sum(a.requests_failed for a in result.aggregates)
     ok = sum(a.requests_ok for a in result.aggregates)

@@ -166,3 +166,30 @@ def test_quick_profile_fits_a_2048_token_slot() -> None:
         sw.input_tokens + sw.output_tokens + CONTEXT_MARGIN <= 2048
         and max(sw.levels) <= sw.requests_per_level
     )
+
+
+def test_cli_bench_save_loads_the_run_into_a_warehouse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from strix_pipeline.warehouse import Warehouse
+
+    monkeypatch.setenv("STRIX_CONFIG", str(tmp_path / "none.toml"))
+    db = tmp_path / "w.duckdb"
+
+    async def bench() -> int:
+        async with SyntheticServer(ttft_ms=2, itl_ms=0) as srv:
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--config")
+            cli_bench.register(parser.add_subparsers())
+            args = parser.parse_args(
+                ["bench", "--url", srv.base_url, "--scenario", "decode", "--requests", "2", "--run-id", "bench-t",
+                 "--save", "--warehouse", str(db)]
+            )  # fmt: skip
+            return await asyncio.to_thread(args.func, args)
+
+    assert asyncio.run(bench()) == 0
+    with Warehouse.open(db, read_only=True) as wh:
+        assert wh.count("requests", "bench-t") == 2
+        assert wh.count("aggregates", "bench-t") == 1
+        assert wh.count("server_metrics", "bench-t") > 0
+        assert "bench-t" in wh.run_ids()
