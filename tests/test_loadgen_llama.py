@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from conftest import need
 
 from strix_pipeline.config import SLO, ScenarioProfile
 from strix_pipeline.loadgen import SuiteResult, run_suite_sync
@@ -48,7 +49,19 @@ def predicted_total(metrics_url: str) -> float:
 
 
 @pytest.fixture(scope="module")
-def suite(llama_server: Any) -> tuple[SuiteResult, float]:
+def llama(request: pytest.FixtureRequest) -> Any:
+    """The session's real llama-server (tests/conftest.py ``llama_server``: .base_url, .model, .metrics_url)."""
+    try:
+        return request.getfixturevalue("llama_server")
+    except pytest.FixtureLookupError:
+        need(
+            False, "the llama_server fixture", "tests/conftest.py provides it with strix_pipeline.hosts.local"
+        )
+
+
+@pytest.fixture(scope="module")
+def suite(llama: Any) -> tuple[SuiteResult, float]:
+    llama_server = llama
     before = predicted_total(llama_server.metrics_url)
     res = run_suite_sync(
         llama_server.base_url,
