@@ -1,0 +1,1 @@
+"""Dagster assets and asset checks: thin definitions that call into strix_pipeline."""

@@ -1,0 +1,93 @@
+"""`engine_images`: the engine image versions seen in the configured registries."""
+
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from assets.partitions import image_versions
+from strix_pipeline import plan
+from strix_pipeline.discovery import refresh_images
+from strix_pipeline.resources import RegistryResource, StrixConfigResource, WarehouseResource
+
+
+def _rows_table(records: list, kind: str) -> list[dg.TableRecord]:
+    return [
+        dg.TableRecord(
+            {
+                "change": kind,
+                "engine": r.engine,
+                "image": f"{r.registry}/{r.repository}:{r.tag}",
+                "digest": r.digest[:19],
+                "version": r.version or "",
+            }
+        )
+        for r in records
+    ]
+
+
+@dg.asset(
+    group_name="discovery",
+    kinds={"duckdb"},
+    description=(
+        "Engine image versions seen in the configured registries (OCI tags/list with Link paging, "
+        "Docker Hub's tags API; floating tags tracked by digest; vanished tags marked gone). "
+        "A registry that fails is recorded in `registry_errors`; the images known before stay."
+    ),
+)
+def engine_images(
+    context: dg.AssetExecutionContext,
+    strix: StrixConfigResource,
+    warehouse: WarehouseResource,
+    registry: RegistryResource,
+) -> dg.MaterializeResult:
+    config = strix.get()
+    now = datetime.now(UTC)
+    with warehouse.writer() as wh:
+        report = refresh_images(config, wh, client_factory=registry.client_factory(), now=now)
+        locals_ = []
+        for engine in plan.local_engines(config):
+            img = plan.local_image(engine, now)
+            known = {(i.registry, i.repository, i.tag): i for i in wh.known_images(engine)}
+            prev = known.get((img.registry, img.repository, img.tag))
+            if prev is not None:
+                img.first_seen = prev.first_seen
+            wh.upsert_images([img])
+            locals_.append(img)
+        images = wh.known_images()
+    for err in report.errors:
+        context.log.warning(f"registry error: {err.engine} {err.registry}/{err.repository}: {err.message}")
+    runnable = [i for i in [*report.new, *report.moved, *locals_] if plan.runnable(config, i)]
+    keys = sorted({plan.partition_key(i.engine, i) for i in runnable})
+    existing = set(context.instance.get_dynamic_partitions(image_versions.name))
+    added = [k for k in keys if k not in existing]
+    if added:
+        context.instance.add_dynamic_partitions(image_versions.name, added)
+        context.log.info(f"new image versions to benchmark: {', '.join(added)}")
+    rows = (
+        _rows_table(report.new, "new") + _rows_table(report.moved, "moved") + _rows_table(report.gone, "gone")
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": len(images),
+            "new": len(report.new),
+            "moved": len(report.moved),
+            "gone": len(report.gone),
+            "registry_errors": len(report.errors),
+            "errors": dg.MetadataValue.md(
+                "\n".join(f"- `{e.registry}/{e.repository}`: {e.message}" for e in report.errors) or "none"
+            ),
+            "changes": dg.MetadataValue.table(
+                rows,
+                schema=dg.TableSchema(
+                    columns=[
+                        dg.TableColumn("change", "string"),
+                        dg.TableColumn("engine", "string"),
+                        dg.TableColumn("image", "string"),
+                        dg.TableColumn("digest", "string"),
+                        dg.TableColumn("version", "string"),
+                    ]
+                ),
+            ),
+            "partitions_added": dg.MetadataValue.json(added),
+        }
+    )

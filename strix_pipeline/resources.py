@@ -1,0 +1,103 @@
+"""Dagster resources: thin wrappers that hand plain strix_pipeline objects to the assets.
+
+Secrets (the Box's SSH user and key path, registry tokens) come only through ``EnvVar`` in
+definitions.py; nothing secret is in strix.toml or in the code.
+"""
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from dagster import ConfigurableResource, InitResourceContext
+from pydantic import PrivateAttr
+
+from strix_pipeline.config import ImageSource, StrixConfig, load_config
+from strix_pipeline.warehouse import Warehouse
+
+
+class StrixConfigResource(ConfigurableResource):
+    """The validated strix.toml (or the file STRIX_CONFIG names)."""
+
+    config_path: str
+
+    _config: StrixConfig | None = PrivateAttr(default=None)
+
+    def get(self) -> StrixConfig:
+        if self._config is None:
+            self._config = load_config(self.config_path)
+        return self._config
+
+
+class WarehouseResource(ConfigurableResource):
+    """The DuckDB warehouse. One writer process at a time: writers hold it only for a short load."""
+
+    path: str
+    lock_retry_s: float = 60.0  # a run's load waits for a reader/writer elsewhere rather than failing
+
+    @contextmanager
+    def writer(self) -> Iterator[Warehouse]:
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        wh = Warehouse.open(self.path, lock_retry_s=self.lock_retry_s)
+        try:
+            yield wh
+        finally:
+            wh.close()
+
+    @contextmanager
+    def reader(self) -> Iterator[Warehouse]:
+        wh = Warehouse.open(self.path, read_only=True, lock_retry_s=self.lock_retry_s)
+        try:
+            yield wh
+        finally:
+            wh.close()
+
+
+class RegistryResource(ConfigurableResource):
+    """Registry credentials (optional: anonymous pulls work for the public images)."""
+
+    dockerhub_username: str | None = None
+    dockerhub_token: str | None = None
+    ghcr_username: str | None = None
+    ghcr_token: str | None = None
+
+    def client_factory(self):  # noqa: ANN201 - discovery.ClientFactory
+        from strix_pipeline.discovery import default_client
+        from strix_pipeline.registry import RegistryClient, RetryPolicy
+
+        creds = {
+            "docker.io": (self.dockerhub_username, self.dockerhub_token),
+            "ghcr.io": (self.ghcr_username, self.ghcr_token),
+        }
+
+        def factory(source: ImageSource) -> RegistryClient:
+            user, token = creds.get(source.registry, (None, None))
+            if source.username_env or source.password_env or not token:
+                return default_client(source)
+            return RegistryClient(
+                source.registry,
+                insecure=source.insecure,
+                username=user or "token",
+                password=token,
+                policy=RetryPolicy(attempts=3, backoff_s=0.5, backoff_max_s=4.0, connect_timeout_s=3.0),
+            )
+
+        return factory
+
+
+class HostAccessResource(ConfigurableResource):
+    """How the pipeline reaches the Box's Docker daemon over SSH.
+
+    docker-py's ssh transport uses the system ssh client, so the key path is exported the way ssh
+    reads it (an identity in SSH's environment) and the user fills ``{user}`` in ``docker_host``.
+    """
+
+    ssh_user: str | None = None
+    ssh_key_path: str | None = None
+    ssh_user_env: str = "STRIX_SSH_USER"
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        if self.ssh_user:
+            os.environ.setdefault(self.ssh_user_env, self.ssh_user)
+        if self.ssh_key_path:
+            os.environ.setdefault("STRIX_SSH_KEY_PATH", self.ssh_key_path)
