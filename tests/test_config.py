@@ -1,0 +1,111 @@
+"""Configuration: the shipped files validate; bad files fail at load naming file, key path and problem."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from strix_pipeline.config import REPO_ROOT, ConfigError, config_path, load_config
+
+DEFAULT = REPO_ROOT / "strix.toml"
+EXAMPLE = REPO_ROOT / "config" / "strix-halo.example.toml"
+
+
+def test_default_config_is_the_embedded_local_host():
+    c = load_config(DEFAULT)
+    assert c.hosts["local"].kind == "local"
+    assert [(r.engine, r.model) for r in c.runs["local"]] == [("llamacpp", "gemma3-270m")]
+    assert c.models["gemma3-270m"].quantization == "Q4_K_M"
+    assert c.decision.host == "local"
+
+
+def test_example_box_config_describes_the_three_engines():
+    c = load_config(EXAMPLE)
+    box = c.hosts["strix-halo"]
+    assert box.kind == "docker" and box.docker_host.startswith("ssh://")
+    assert {e.kind for e in c.engines.values()} == {"llamacpp", "vllm", "sglang"}
+    repos = {s.repository for e in c.engines.values() for s in e.images}
+    assert {"vllm/vllm-openai-rocm", "ggml-org/llama.cpp", "lmsysorg/sglang"} <= repos
+    assert c.models[c.decision.gpt_oss_model].quantization == "MXFP4"
+    assert box.production is not None and box.production.health_url.endswith("/health")
+    for e in c.engines.values():
+        assert "HSA_OVERRIDE_GFX_VERSION" not in e.env
+
+
+def test_strix_config_env_selects_another_file(monkeypatch):
+    monkeypatch.setenv("STRIX_CONFIG", str(EXAMPLE))
+    assert config_path() == EXAMPLE
+    assert load_config().decision.host == "strix-halo"
+    monkeypatch.delenv("STRIX_CONFIG")
+    assert config_path() == DEFAULT
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "bad.toml"
+    p.write_text(text)
+    return p
+
+
+def _mutated(tmp_path: Path, old: str, new: str) -> Path:
+    text = DEFAULT.read_text()
+    assert old in text, f"fixture drift: {old!r} not in strix.toml"
+    return _write(tmp_path, text.replace(old, new, 1))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "key_path", "problem"),
+    [
+        # unknown key
+        ('kind = "local"\n', 'kind = "local"\ncolour = "blue"\n', "hosts.local.colour", "unknown key"),
+        # wrong type
+        ("levels = [1, 2, 4, 5, 8]", 'levels = "1,2,4"', "profiles.quick.concurrency_sweep.levels", "list"),
+        # out of range
+        ("parallel = 8", "parallel = 0", "models.gemma3-270m.parallel", "greater than 0"),
+        ("sample_interval_s = 0.5", "sample_interval_s = 600", "hosts.local.sample_interval_s", "less than"),
+        # a value that is not one of the allowed ones
+        ('kind = "llamacpp"', 'kind = "ollama"', "engines.llamacpp.kind", "llamacpp"),
+        # a dangling reference
+        ('engine = "llamacpp", model', 'engine = "vllm2", model', "runs.local[0].engine", "no engine named"),
+        # a bad regular expression
+        ("include = ['^v\\d+", "include = ['^v(\\d+", "engines.vllm.images.0.include", "regular expression"),
+    ],
+)
+def test_invalid_config_names_file_key_and_problem(tmp_path, old, new, key_path, problem):
+    bad = _mutated(tmp_path, old, new)
+    with pytest.raises(ConfigError) as info:
+        load_config(bad)
+    msg = str(info.value)
+    assert str(bad) in msg
+    assert key_path in msg, msg
+    assert problem in msg, msg
+
+
+def test_hsa_override_is_refused(tmp_path):
+    text = DEFAULT.read_text().replace(
+        'role = "candidate"\n', 'role = "candidate"\nenv = { HSA_OVERRIDE_GFX_VERSION = "11.0.0" }\n'
+    )
+    with pytest.raises(ConfigError, match=r"engines\.vllm\.env.*HSA_OVERRIDE_GFX_VERSION"):
+        load_config(_write(tmp_path, text))
+
+
+def test_missing_section_and_non_toml(tmp_path):
+    data = tomllib.loads(DEFAULT.read_text())
+    assert "models" in data
+    no_models = DEFAULT.read_text().split("[models.gemma3-270m]")[0]
+    with pytest.raises(ConfigError, match=r"models: Field required"):
+        load_config(_write(tmp_path, no_models))
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(_write(tmp_path, "[hosts\n"))
+    with pytest.raises(ConfigError, match=re.escape(str(tmp_path / "nope.toml"))):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_definitions_refuse_a_bad_config_at_load(tmp_path):
+    from strix_pipeline.definitions import load_definitions
+
+    bad = _mutated(tmp_path, "parallel = 8", "parallel = -1")
+    with pytest.raises(ConfigError, match=r"models\.gemma3-270m\.parallel"):
+        load_definitions(str(bad))
