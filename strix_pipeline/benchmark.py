@@ -152,7 +152,8 @@ def run_benchmark(
 
 def _finish_memory(result: RunResult, sampler: MemorySampler, tolerance_gb: float) -> None:
     result.memory = sampler.samples
-    s = summarize(result.memory, tolerance_bytes=int(tolerance_gb * 1024**3))
+    # GB as the guards count them (1e9), so "returned to baseline" means the same thing in both places
+    s = summarize(result.memory, tolerance_bytes=int(tolerance_gb * 1e9))
     r = result.run
     r.baseline_bytes, r.loaded_idle_bytes, r.held_bytes = s.baseline_bytes, s.loaded_idle_bytes, s.held_bytes
     r.peak_bytes, r.after_stop_bytes, r.memory_returned = s.peak_bytes, s.after_stop_bytes, s.memory_returned
@@ -289,7 +290,7 @@ def _run_docker(
                 sampler.set_phase("loading")
             try:
                 with launcher as eng:
-                    run.launch_command = eng.command
+                    run.launch_command = eng.command_line()
                     run.engine_flags = json.dumps(comparable_flags(["engine", *launcher.spec.flags]))
                     run.engine_build = eng.engine_build
                     log(f"[{run.run_id}] ready at {eng.base_url}")
@@ -325,6 +326,8 @@ def _run_docker(
         if sampler:
             sampler.stop()
             _finish_memory(result, sampler, host_cfg.baseline_tolerance_gb)
+        if probe is not None:
+            probe.close()
         client.close()
 
 
