@@ -46,7 +46,7 @@ from strix_pipeline.loadgen.sse import decode_timed  # noqa: E402
 TARGETS_MS = {1: 1.0, 8: 2.0, 64: 5.0}
 TTFT_MS = 20.0
 ITL_MS = 10.0
-TOKENS = 16
+TOKENS = 32
 
 
 @dataclass
@@ -261,7 +261,7 @@ def main() -> int:
     rows = []
     try:
         for n in streams:
-            requests = max(3 * n, 8 if args.quick else 60)  # >= 60 samples: a p95 is not one outlier
+            requests = max(3 * n, 8 if args.quick else 40)  # enough that a p95 is not one outlier
             for name in args.clients.split(","):
                 r = run(run_level(name, url, n, requests), use_uvloop=not args.asyncio).row()
                 rows.append(r)
