@@ -44,15 +44,7 @@ def engine_images(
     now = datetime.now(UTC)
     with warehouse.writer() as wh:
         report = refresh_images(config, wh, client_factory=registry.client_factory(), now=now)
-        locals_ = []
-        for engine in plan.local_engines(config):
-            img = plan.local_image(engine, now)
-            known = {(i.registry, i.repository, i.tag): i for i in wh.known_images(engine)}
-            prev = known.get((img.registry, img.repository, img.tag))
-            if prev is not None:
-                img.first_seen = prev.first_seen
-            wh.upsert_images([img])
-            locals_.append(img)
+        locals_ = plan.register_local_images(config, wh, now)
         images = wh.known_images()
     for err in report.errors:
         context.log.warning(f"registry error: {err.engine} {err.registry}/{err.repository}: {err.message}")

@@ -175,6 +175,29 @@ def _apply_suite(result: RunResult, suite, log: Log) -> None:  # noqa: ANN001 - 
     log(f"[{result.run.run_id}] suite done: {ok} ok, {failed} failed -> {status}")
 
 
+def _measure(
+    config: StrixConfig,
+    target: BenchmarkTarget,
+    result: RunResult,
+    engine,  # noqa: ANN001 - LocalLlamaServer or DockerEngine: base_url, model, metrics_url
+    log: Log,
+    scenarios: list[str] | None,
+) -> None:
+    run_id = result.run.run_id
+    suite = run_suite_sync(
+        engine.base_url,
+        engine.model,
+        config.profiles[target.profile],
+        config.slo,
+        run_id,
+        scenarios=scenarios,
+        context_length=config.models[target.model].context_length,
+        metrics_url=engine.metrics_url,
+        on_progress=lambda line: log(f"[{run_id}] {line}"),
+    )
+    _apply_suite(result, suite, log)
+
+
 def _run_local(
     config: StrixConfig,
     target: BenchmarkTarget,
@@ -218,19 +241,7 @@ def _run_local(
             sampler.set_phase("idle")
             time.sleep(max(1.0, 2 * host_cfg.sample_interval_s))
             sampler.set_phase("bench")
-            profile = config.profiles[target.profile]
-            suite = run_suite_sync(
-                server.base_url,
-                server.model,
-                profile,
-                config.slo,
-                run.run_id,
-                scenarios=scenarios,
-                context_length=model.context_length,
-                metrics_url=server.metrics_url,
-                on_progress=lambda line: log(f"[{run.run_id}] {line}"),
-            )
-            _apply_suite(result, suite, log)
+            _measure(config, target, result, server, log, scenarios)
         finally:
             server.stop()
             sampler.probe = TreeProbe()
@@ -298,18 +309,7 @@ def _run_docker(
                         sampler.set_phase("idle")
                         time.sleep(max(2.0, 2 * host_cfg.sample_interval_s))
                         sampler.set_phase("bench")
-                    suite = run_suite_sync(
-                        eng.base_url,
-                        eng.model,
-                        config.profiles[target.profile],
-                        config.slo,
-                        run.run_id,
-                        scenarios=scenarios,
-                        context_length=model.context_length,
-                        metrics_url=eng.metrics_url,
-                        on_progress=lambda line: log(f"[{run.run_id}] {line}"),
-                    )
-                    _apply_suite(result, suite, log)
+                    _measure(config, target, result, eng, log, scenarios)
                     run.log_tail = eng.log_tail()
             finally:
                 if sampler:

@@ -157,3 +157,17 @@ def current_images(config: StrixConfig, images: list[ImageRecord]) -> list[Image
 
 def runnable(config: StrixConfig, image: ImageRecord) -> bool:
     return bool(targets_for(config, image))
+
+
+def register_local_images(config: StrixConfig, store, now: datetime | None = None) -> list[ImageRecord]:  # noqa: ANN001
+    """Record each local host's llama-server build in the images table (first_seen kept)."""
+    out = []
+    for engine in local_engines(config):
+        img = local_image(engine, now)
+        known = {(i.registry, i.repository, i.tag): i for i in store.known_images(engine)}
+        prev = known.get((img.registry, img.repository, img.tag))
+        if prev is not None and prev.digest == img.digest:
+            img.first_seen = prev.first_seen
+        store.upsert_images([img])
+        out.append(img)
+    return out
