@@ -249,3 +249,11 @@ def test_server_closing_pooled_connections_after_a_stream() -> None:
     assert [r.ok for r in res.requests] == [True] * 5, [r.error_message for r in res.requests]
     assert len(srv.log) == 5  # each request reached the server exactly once
     assert any("closes keep-alive connections" in e for e in res.errors)
+
+
+def test_a_plain_json_answer_is_a_protocol_error() -> None:
+    ex = client.RawExchange(
+        status=200, chunk_ns=[1], chunks=[b'{"choices": [{"message": {"content": "hi"}}]}']
+    )
+    p = client.parse_exchange(ex)
+    assert p.error_class == "protocol" and "not an event stream" in (p.error_message or "")

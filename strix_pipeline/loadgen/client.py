@@ -291,7 +291,10 @@ def parse_exchange(ex: RawExchange) -> ParsedStream:
     if not continuous or len(p.content_tokens) != len(p.content_ns):
         p.content_tokens = []
     if p.error_class is None:
-        if not p.done:
+        if p.n_events == 0 and ex.chunks:
+            head = b"".join(ex.chunks)[:200]
+            p.error_class, p.error_message = "protocol", f"response is not an event stream: {head!r}"
+        elif not p.done:
             p.error_class, p.error_message = "stream_cut", "stream ended without data: [DONE]"
         elif not p.content_ns:
             p.error_class, p.error_message = "no_content", "stream carried no content event"
