@@ -20,22 +20,22 @@ from strix_pipeline.loadgen.prometheus import parse_prometheus, sample_value
 
 pytestmark = [pytest.mark.llama, pytest.mark.slow]
 
-# Small: a shared 2-core machine runs this at a few tokens per second.
+# Small: the embedded llama-server on a shared 2-core machine manages a few tokens per second.
 PROFILE = ScenarioProfile.model_validate(
     {
         "request_timeout_s": 120,
         "seed": 7,
         "smoke": {"output_tokens": 8},
         "concurrency_sweep": {
-            "levels": [1, 3],
-            "requests_per_level": 3,
+            "levels": [1, 2],
+            "requests_per_level": 2,
             "warmup": 1,
-            "input_tokens": 96,
-            "output_tokens": 8,
+            "input_tokens": 64,
+            "output_tokens": 4,
         },
-        "prefill_ladder": {"input_tokens": [128, 512], "requests_per_level": 1, "output_tokens": 2},
-        "decode": {"requests": 1, "output_tokens": 16, "input_tokens": 32},
-        "prefix_cache": {"prefix_tokens": 512, "suffix_tokens": 16, "output_tokens": 2, "repeats": 1},
+        "prefill_ladder": {"input_tokens": [64, 256], "requests_per_level": 1, "output_tokens": 2},
+        "decode": {"requests": 1, "output_tokens": 8, "input_tokens": 32},
+        "prefix_cache": {"prefix_tokens": 512, "suffix_tokens": 8, "output_tokens": 2, "repeats": 1},
     }
 )
 
@@ -84,7 +84,7 @@ def test_client_tokens_equal_server_counter(suite: tuple[SuiteResult, float]) ->
     assert sum(r.output_tokens or 0 for r in res.requests) == delta
     # ignore_eos: every non-smoke request produced exactly what it asked for.
     sweep = [r for r in res.requests if r.scenario == "concurrency_sweep"]
-    assert {r.output_tokens for r in sweep} == {8}
+    assert {r.output_tokens for r in sweep} == {4}
 
 
 def test_ttft_at_least_server_prompt_time(suite: tuple[SuiteResult, float]) -> None:
@@ -95,14 +95,14 @@ def test_ttft_at_least_server_prompt_time(suite: tuple[SuiteResult, float]) -> N
         assert timings is not None, f"{r.scenario}/{r.prompt_id}: llama-server sent no timings"
         assert r.ttft_ms is not None and r.ttft_ms >= timings["prompt_ms"], (r.scenario, r.ttft_ms, timings)
         checked += 1
-    assert checked == len(res.requests) >= 15
+    assert checked == len(res.requests) >= 12
 
 
 def test_each_level_has_the_requested_successes(suite: tuple[SuiteResult, float]) -> None:
     res, _ = suite
     want = {
-        ("smoke", 1): 2, ("concurrency_sweep", 1): 3, ("concurrency_sweep", 3): 3, ("prefill_ladder", 128): 1,
-        ("prefill_ladder", 512): 1, ("decode", 1): 1, ("prefix_cache", 0): 1, ("prefix_cache", 1): 1,
+        ("smoke", 1): 2, ("concurrency_sweep", 1): 2, ("concurrency_sweep", 2): 2, ("prefill_ladder", 64): 1,
+        ("prefill_ladder", 256): 1, ("decode", 1): 1, ("prefix_cache", 0): 1, ("prefix_cache", 1): 1,
     }  # fmt: skip
     got = {(a.scenario, a.level): a.requests_ok for a in res.aggregates}
     assert got == want
@@ -119,4 +119,5 @@ def test_exact_lengths_and_server_view(suite: tuple[SuiteResult, float]) -> None
     assert "llamacpp:tokens_predicted_total" in names and "llamacpp:prompt_tokens_total" in names
     # The warm half of the prefix pairs reused the cached prefix.
     warm = next(a for a in res.aggregates if a.scenario == "prefix_cache" and a.level == 1)
+    # (Gemma 3 is a sliding-window model: llama-server reused nothing from a 256-token prefix, all of 512.)
     assert warm.cached_tokens_mean is not None and warm.cached_tokens_mean >= 256
