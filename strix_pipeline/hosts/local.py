@@ -197,7 +197,8 @@ class LocalLlamaServer:
         log_dir = self.log_dir or cache_dir() / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"llama-server-{self.port}-{int(time.time())}.log"
-        threads = self.threads or max(1, os.cpu_count() or 1)
+        # leave a core to the load generator: the client must never be the bottleneck it measures
+        threads = self.threads or max(1, (os.cpu_count() or 2) - 1)
         self.command = [
             str(llama_server_binary()),
             "-m", str(model),
