@@ -138,16 +138,22 @@ def run_benchmark(
         else:
             _run_docker(config, target, result, log_dir, log, scenarios, force)
     except EngineStartError as e:
-        run.status, run.failure_reason, run.log_tail = e.status, e.reason, e.log_tail
+        # notes recorded before the failure (leftovers removed, production not restored) stay
+        run.status, run.failure_reason = e.status, _join(e.reason, run.failure_reason)
+        run.log_tail = e.log_tail
         log(f"[{run_id}] {e.status}: {e.reason}")
     except Exception as e:  # noqa: BLE001 - a harness bug is recorded as this run's error, not lost
         run.status = "error"
-        run.failure_reason = f"{type(e).__name__}: {e}"
+        run.failure_reason = _join(f"{type(e).__name__}: {e}", run.failure_reason)
         run.log_tail = (run.log_tail or "") + "\n" + traceback.format_exc()[-4000:]
         log(f"[{run_id}] error: {run.failure_reason}")
     run.ended_at = datetime.now(UTC)
     run.fingerprint = run_fingerprint(run)
     return result
+
+
+def _join(*parts: str | None) -> str | None:
+    return "; ".join(p for p in parts if p) or None
 
 
 def _finish_memory(result: RunResult, sampler: MemorySampler, tolerance_gb: float) -> None:
@@ -279,9 +285,10 @@ def _run_docker(
     probe = dk.probe_for_host(host_cfg, client)
     sampler = MemorySampler(probe, run.run_id, interval_s=host_cfg.sample_interval_s) if probe else None
     read = (lambda: current_in_use(probe)) if probe else None
+    guard: ProductionGuard | None = None
     try:
         with ExitStack() as stack:
-            stack.enter_context(
+            guard = stack.enter_context(
                 ProductionGuard(
                     target.host,
                     host_cfg.production,
@@ -296,6 +303,7 @@ def _run_docker(
             notes = pre.leftovers_note()
             if notes:
                 log(f"[{run.run_id}] {notes}")
+                run.failure_reason = notes  # recorded even when the start fails
             if sampler:
                 stack.enter_context(sampler)
                 sampler.set_phase("loading")
@@ -305,6 +313,8 @@ def _run_docker(
                     run.engine_flags = json.dumps(comparable_flags(["engine", *launcher.spec.flags]))
                     run.engine_build = eng.engine_build
                     log(f"[{run.run_id}] ready at {eng.base_url}")
+                    if isinstance(probe, TreeProbe) and eng.pid:
+                        probe.pid = eng.pid  # a daemon on this machine: the engine's RSS, as on `local`
                     if sampler:
                         sampler.set_phase("idle")
                         time.sleep(max(2.0, 2 * host_cfg.sample_interval_s))
@@ -312,10 +322,14 @@ def _run_docker(
                     _measure(config, target, result, eng, log, scenarios)
                     run.log_tail = eng.log_tail()
             finally:
+                if isinstance(probe, TreeProbe):
+                    probe.pid = None
                 if sampler:
                     sampler.set_phase("after_stop")
+                if run.log_tail is None:  # the engine's last lines also when the suite crashed
+                    run.log_tail = dk.container_log_tail(None, launcher.log_path) or None
             if notes:
-                run.failure_reason = "; ".join(x for x in (run.failure_reason, notes) if x)
+                run.failure_reason = _join(run.failure_reason, notes)
             if read is not None:
                 returned, _ = guards.after_stop(host_cfg, read, pre.baseline_bytes)
                 if returned is False:
@@ -329,6 +343,10 @@ def _run_docker(
         if probe is not None:
             probe.close()
         client.close()
+        if guard is not None and guard.restored is False:
+            msg = f"production on host {target.host} NOT restored: {guard.restore_error}"
+            log(f"[{run.run_id}] ERROR: {msg}; the next run refuses to start until it is healthy")
+            run.failure_reason = _join(run.failure_reason, msg)
 
 
 def with_status(result: RunResult, status: str, reason: str) -> RunResult:
