@@ -18,16 +18,18 @@ run of thousands of requests is a handful of vectorised inserts, not a row-by-ro
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import hashlib
 import json
+import operator
 import re
 import time
 import types
 import typing
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -202,27 +204,48 @@ def records_table(cls: type, rows: Sequence[Any]) -> pa.Table:
     """Build an Arrow table from dataclass instances with the explicit schema of :func:`arrow_schema`.
 
     This conversion, not DuckDB, bounds ingestion speed on a small machine, so Arrow reads the fields
-    straight from each instance's ``__dict__`` as a struct (C++, no per-column Python lists; measured
-    ~20 % faster than column-wise list comprehensions), and the cyclic GC is paused meanwhile: the
-    conversion creates no cycles, and in a process holding millions of objects a GC pass costs more
-    than the work.
+    straight from each instance's ``__dict__`` as a struct (C++, no per-column Python lists). Measured
+    on 124k request rows against the alternatives (per-column ``pa.array`` over ``itemgetter`` /
+    ``attrgetter`` lists, ``Table.from_pylist``, flattened ``ListArray.from_arrays`` for the list
+    columns, an epoch-arithmetic path for the timestamps): none was faster by more than the noise,
+    most were slower. The type check is one C-level pass, and the cyclic GC is paused meanwhile (see
+    :func:`_gc_paused`).
     """
     schema = arrow_schema(cls)
     if not rows:
         return schema.empty_table()
-    for r in rows:
-        if type(r) is not cls:
-            raise TypeError(f"expected {cls.__name__}, got {type(r).__name__}")
-    gc_was_enabled = gc.isenabled()
+    kinds = set(map(type, rows))
+    if kinds != {cls}:
+        other = next(k for k in kinds if k is not cls)
+        raise TypeError(f"expected {cls.__name__}, got {other.__name__}")
+    with _gc_paused():
+        try:
+            struct = pa.array(list(map(_INSTANCE_DICT, rows)), type=pa.struct(list(schema)))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+            raise WarehouseError(f"{cls.__name__}: a value does not fit the schema: {e}") from e
+    return pa.Table.from_struct_array(struct)
+
+
+_INSTANCE_DICT = operator.attrgetter("__dict__")
+_RUN_ID = operator.attrgetter("run_id")
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC (re-entrant; restores the previous state).
+
+    A load allocates nothing cyclic, but it allocates enough that CPython starts collections, and in a
+    process holding millions of record objects (a backfill, the scale benchmark) a full collection
+    costs ~0.3 s: measured at ~2.5 us per request row of a 124k-row load when only the Arrow
+    conversion itself was covered.
+    """
+    was_enabled = gc.isenabled()
     gc.disable()
     try:
-        struct = pa.array([r.__dict__ for r in rows], type=pa.struct(list(schema)))
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
-        raise WarehouseError(f"{cls.__name__}: a value does not fit the schema: {e}") from e
+        yield
     finally:
-        if gc_was_enabled:
+        if was_enabled:
             gc.enable()
-    return pa.Table.from_struct_array(struct)
 
 
 def records_frame(cls: type, rows: Sequence[Any]) -> pl.DataFrame:
@@ -484,25 +507,32 @@ class Warehouse:
         if len(set(ids)) != len(ids):
             raise WarehouseError("the same run_id appears twice in one load")
         # Conversion first, outside the transaction: a bad value fails before anything is touched.
-        tables: dict[str, pa.Table] = {}
-        for table, cls in RUN_TABLES.items():
-            rows: list[Any] = []
-            for res in results:
-                part = [_with_fingerprint(res.run)] if table == "runs" else getattr(res, _RESULT_FIELD[table])
-                bad = next((x for x in part if x.run_id != res.run.run_id), None)
-                if bad is not None:
-                    raise WarehouseError(
-                        f"run {res.run.run_id}: a {cls.__name__} carries run_id {bad.run_id!r}; "
-                        "every row of a run must carry its run_id"
+        # The GC stays paused through the inserts as well (see _gc_paused).
+        with _gc_paused():
+            tables: dict[str, pa.Table] = {}
+            for table, cls in RUN_TABLES.items():
+                rows: list[Any] = []
+                for res in results:
+                    run_id = res.run.run_id
+                    part = (
+                        [_with_fingerprint(res.run)]
+                        if table == "runs"
+                        else getattr(res, _RESULT_FIELD[table])
                     )
-                rows.extend(part)
-            tables[table] = records_table(cls, rows)
-        with self._transaction():
-            self._delete_runs(ids)
-            for table, data in tables.items():
-                if data.num_rows:
-                    self._insert(table, data)
-            self._refresh_hosts(sorted({r.run.host for r in results}))
+                    if part and list(map(_RUN_ID, part)).count(run_id) != len(part):
+                        bad = next(x for x in part if x.run_id != run_id)
+                        raise WarehouseError(
+                            f"run {run_id}: a {cls.__name__} carries run_id {bad.run_id!r}; "
+                            "every row of a run must carry its run_id"
+                        )
+                    rows.extend(part)
+                tables[table] = records_table(cls, rows)
+            with self._transaction():
+                self._delete_runs(ids)
+                for table, data in tables.items():
+                    if data.num_rows:
+                        self._insert(table, data)
+                self._refresh_hosts(sorted({r.run.host for r in results}))
 
     def _delete_runs(self, run_ids: list[str]) -> None:
         # Only runs present in `runs` can have rows elsewhere (every load is one transaction), so new
