@@ -11,6 +11,7 @@ from strix_pipeline.resources import HostAccessResource, StrixConfigResource, Wa
 
 COMPLETENESS = "benchmark_complete"
 MEMORY_RETURNED = "memory_back_at_baseline"
+PRODUCTION_RESTORED = "production_restored"
 
 
 def host_pool(host: str) -> str:
@@ -96,6 +97,7 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
         check_specs=[
             dg.AssetCheckSpec(COMPLETENESS, asset=key, description="every level has its requests or a recorded failure"),
             dg.AssetCheckSpec(MEMORY_RETURNED, asset=key, description="memory returned to the idle baseline after the engine stopped"),
+            dg.AssetCheckSpec(PRODUCTION_RESTORED, asset=key, description="the host's production engine is running and healthy again after the benchmark"),
         ],
         tags={"strix/host": host},
         description=(
@@ -164,6 +166,24 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
                 },
             )
         )
+        broken = [r for r in results if r.production_restored is False]
+        checks.append(
+            dg.AssetCheckResult(
+                check_name=PRODUCTION_RESTORED,
+                passed=not broken,
+                severity=dg.AssetCheckSeverity.ERROR,
+                metadata={
+                    "detail": dg.MetadataValue.md(
+                        "\n".join(f"- `{r.run.run_id}`: {r.run.failure_reason}" for r in broken)
+                        or "production restored (or none configured on this host)"
+                    )
+                },
+            )
+        )
+        if broken:
+            context.log.error(
+                f"PRODUCTION NOT RESTORED on host {host}: the next run refuses to start until it is healthy"
+            )
         statuses = {r.run.run_id: r.run.status for r in results}
         all_aggs = [a for r in results for a in r.aggregates]
         first = results[0].run
@@ -197,8 +217,14 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
     return _asset
 
 
+def benchmark_hosts(config: StrixConfig) -> list[str]:
+    return [h for h, runs in config.runs.items() if runs] or ["local"]
+
+
+def benchmark_asset_key(config: StrixConfig, host: str) -> str:
+    """`benchmark_run` with one benchmarked host; `benchmark_run_<host>` with several."""
+    return "benchmark_run" if len(benchmark_hosts(config)) <= 1 else f"benchmark_run_{host.replace('-', '_')}"
+
+
 def build_benchmark_assets(config: StrixConfig) -> list[dg.AssetsDefinition]:
-    hosts = [h for h, runs in config.runs.items() if runs]
-    if len(hosts) <= 1:
-        return [build_benchmark_asset(hosts[0] if hosts else "local")]
-    return [build_benchmark_asset(h, f"benchmark_run_{h.replace('-', '_')}") for h in hosts]
+    return [build_benchmark_asset(h, benchmark_asset_key(config, h)) for h in benchmark_hosts(config)]

@@ -343,6 +343,8 @@ def _run_docker(
         if probe is not None:
             probe.close()
         client.close()
+        if guard is not None and guard.production is not None:
+            result.production_restored = guard.restored is not False
         if guard is not None and guard.restored is False:
             msg = f"production on host {target.host} NOT restored: {guard.restore_error}"
             log(f"[{run.run_id}] ERROR: {msg}; the next run refuses to start until it is healthy")

@@ -226,6 +226,8 @@ class RunResult:
     aggregates: list[LevelAggregate] = field(default_factory=list)
     memory: list[MemorySample] = field(default_factory=list)
     server_metrics: list[ServerMetricSample] = field(default_factory=list)
+    # None: the host has no production engine; False: it was stopped and could not be restored
+    production_restored: bool | None = None
 
 
 def as_dicts(items: list[Any]) -> list[dict[str, Any]]:

@@ -374,6 +374,7 @@ def test_production_stopped_during_the_run_and_healthy_after(
     else:
         assert_served(result)
     assert _state(name) == "running" and _healthy(url)
+    assert result.production_restored is True  # what the production_restored asset check reads
     assert not (config.artifacts_dir() / "state" / f"production-not-restored-{HOST}.json").exists()
 
 
@@ -414,6 +415,7 @@ def test_production_not_restored_is_recorded_and_the_next_run_refuses(
     reason = first.run.failure_reason or ""
     assert first.run.status == "error" and reason.startswith("RuntimeError: the suite crashed"), reason
     assert f"production on host {HOST} NOT restored" in reason and wrong in reason
+    assert first.production_restored is False  # the production_restored asset check fails on this
     assert any("ERROR: production on host" in line for line in lines), lines
     marker = config.artifacts_dir() / "state" / f"production-not-restored-{HOST}.json"
     assert marker.exists()
