@@ -367,7 +367,8 @@ def prefill_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
 
 
 def memory_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
-    title = "Memory held after load (VRAM + GTT above idle baseline) by engine and version"
+    # On the Box this is VRAM + GTT above the idle baseline; on a host without a GPU, the engine's RSS.
+    title = "Memory held after load (above the idle baseline) by engine and version"
     rows = [
         r
         for r in _rows(wh, CHART_MEMORY_SQL)
@@ -418,7 +419,13 @@ def decision_timeline_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
     verdicts = {r["evaluation_id"]: r for r in rows}.values()
     rows_order = ["verdict", *sorted({r["row"] for r in crit})]
     y = alt.Y("row:N", sort=rows_order, scale=alt.Scale(domain=rows_order), title=None)
-    x = alt.X("evaluated_at:T", title="evaluated at", scale=alt.Scale(padding=40))
+    # A date format on the axis: with a single evaluation Vega picks a millisecond tick (".884").
+    x = alt.X(
+        "evaluated_at:T",
+        title="evaluated at (UTC)",
+        scale=alt.Scale(padding=40),
+        axis=alt.Axis(format="%Y-%m-%d %H:%M", labelAngle=-30, tickCount=6),
+    )
     squares = (
         alt.Chart(alt.Data(values=_values(crit)))
         .mark_square(size=160)
