@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
+from assets.benchmark import benchmark_asset_key
 from assets.partitions import image_versions
 from strix_pipeline import plan
 from strix_pipeline.config import StrixConfig
@@ -62,11 +63,13 @@ def _request(
 ) -> dg.RunRequest:
     key = plan.partition_key(image.engine, image)
     hosts = sorted({t.host for t in plan.targets_for(config, image)})
+    # Only the benchmark assets of hosts that run this image: another host's asset would fail the run.
+    mine = {dg.AssetKey(benchmark_asset_key(config, h)) for h in hosts}
     return dg.RunRequest(
         run_key=run_key,
         partition_key=key,
         job_name=None if asset_selection else "benchmark_job",
-        asset_selection=asset_selection,
+        asset_selection=[k for k in asset_selection or sorted(mine) if k in mine],
         tags={"strix/host": ",".join(hosts), "strix/digest": image.digest},
     )
 

@@ -34,8 +34,10 @@ def build_definitions(config: StrixConfig, path: str) -> dg.Definitions:
     ssh_hosts = [h for h in config.hosts.values() if (h.docker_host or "").startswith("ssh://")]
     user_env = next((h.ssh_user_env for h in ssh_hosts if h.ssh_user_env), "STRIX_SSH_USER")
     key_env = next((h.ssh_key_path_env for h in ssh_hosts if h.ssh_key_path_env), "STRIX_SSH_KEY_PATH")
+    # run_aggregates reads every host's benchmark asset (`benchmark_run_<host>` with several hosts).
+    aggregates = dg.map_asset_specs(lambda s: s.replace_attributes(deps=bench_keys), [run_aggregates])[0]
     return dg.Definitions(
-        assets=[engine_images, *benchmark_assets, run_aggregates, regressions, trend_charts, switch_decision],
+        assets=[engine_images, *benchmark_assets, aggregates, regressions, trend_charts, switch_decision],
         jobs=[refresh_job, benchmark_job, analysis_job, main_job_for(bench_keys)],
         sensors=[
             build_sensor(benchmark_job),
