@@ -1,0 +1,177 @@
+"""Done when: a test proves two runs in the same host pool never overlap (timestamps from both).
+
+Two Dagster runs of `benchmark_run` for the `local` host are started at once, each in its own process
+(as the run launcher does), against one instance configured with the `concurrency` section of the
+project's dagster.yaml (the one `make ui`/`make run` use). The engine itself is replaced by a stand-in that records when it held the
+host and holds it for a while; everything else -- the asset, its pool, the executor, the instance's
+slot accounting, the warehouse load -- is the real thing. The in-process executor honours op pools
+(dagster/_core/executor/in_process.py enters an InstanceConcurrencyContext), as the multiprocess
+executor the daemon's runs use does.
+
+A control shows the stand-in *can* overlap when nothing limits the pool, so the first test's result
+comes from the pool, not from the test harness serialising the runs.
+
+Two threads of one process cannot stand in for two runs: Dagster's in-process execution reconfigures
+Python logging per run, and two runs doing so at once deadlock on the logging locks (seen here with
+1.13.28), so each run gets a forked process, as real runs get their own process.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dagster as dg
+import yaml
+from pipeline_helpers import REPO, write_config
+
+from assets.partitions import image_versions
+from strix_pipeline import plan
+from strix_pipeline.config import load_config
+from strix_pipeline.definitions import build_definitions
+from strix_pipeline.records import RunRecord, RunResult
+from strix_pipeline.warehouse import Warehouse
+
+HOLD_S = 1.5
+
+
+def project_concurrency() -> dict:
+    """The `concurrency` section of the project's dagster.yaml."""
+    settings = yaml.safe_load((REPO / "dagster.yaml").read_text())
+    return {"concurrency": settings["concurrency"]}
+
+
+class EngineStandIn:
+    """Replaces run_benchmark in a run's process: writes [start, end] (CLOCK_MONOTONIC, shared by all
+    processes on Linux) to ``out`` and holds the host for HOLD_S.
+
+    ``rendezvous``: first wait (bounded) for the other run to arrive -- only for the control, where
+    nothing should stop both being inside at once."""
+
+    def __init__(self, out: Path, rendezvous: bool) -> None:
+        self.out = out
+        self.rendezvous = rendezvous
+
+    def __call__(self, config, target, *, run_id=None, dagster_run_id=None, log=print, **_):  # noqa: ANN001
+        start = time.monotonic()
+        (self.out / f"inside-{dagster_run_id}").touch()
+        if self.rendezvous:
+            deadline = time.monotonic() + 10
+            while len(list(self.out.glob("inside-*"))) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        time.sleep(HOLD_S)
+        end = time.monotonic()
+        (self.out / f"interval-{dagster_run_id}.json").write_text(json.dumps([start, end]))
+        now = datetime.now(UTC)
+        image = target.image
+        return RunResult(
+            run=RunRecord(
+                run_id=run_id,
+                host=target.host,
+                engine=target.engine,
+                engine_kind="llamacpp",
+                image_repository=image.repository,
+                image_tag=image.tag,
+                image_digest=image.digest,
+                model_profile=target.model,
+                model="stand-in",
+                quantization="none",
+                suite="standard",
+                profile=target.profile,
+                fingerprint="",
+                harness_version="test",
+                engine_build=None,
+                launch_command=None,
+                engine_flags=None,
+                status="failed_start",
+                failure_reason="engine stand-in of the pool test",
+                log_tail=None,
+                started_at=now,
+                ended_at=now,
+                dagster_run_id=dagster_run_id,
+            )
+        )
+
+
+def _one_run(instance_ref, config_path: str, key: str, out: str, rendezvous: bool, go) -> None:  # noqa: ANN001
+    """One Dagster run of benchmark_job in this (forked) process."""
+    import assets.benchmark as bench_mod
+
+    bench_mod.run_benchmark = EngineStandIn(Path(out), rendezvous)
+    instance = dg.DagsterInstance.from_ref(instance_ref)
+    job = build_definitions(load_config(config_path), config_path).resolve_job_def("benchmark_job")
+    go.wait(timeout=60)
+    result = job.execute_in_process(instance=instance, partition_key=key, raise_on_error=False)
+    (Path(out) / f"result-{result.run_id}").write_text("success" if result.success else "failure")
+
+
+def _run_two_at_once(tmp_path: Path, overrides: dict, rendezvous: bool = False):
+    """Two runs of the local partition started together: (intervals by run id, pool limits, runs that waited)."""
+    path = write_config(tmp_path)
+    config = load_config(path)
+    image = plan.local_image("llamacpp")
+    key = plan.partition_key("llamacpp", image)
+    config.warehouse_path().parent.mkdir(parents=True, exist_ok=True)
+    with Warehouse.open(config.warehouse_path()) as wh:
+        wh.upsert_images([image])
+    out = tmp_path / "out"
+    out.mkdir()
+    ctx = multiprocessing.get_context("fork")
+    with dg.instance_for_test(overrides=overrides) as instance:
+        instance.add_dynamic_partitions(image_versions.name, [key])
+        go = ctx.Barrier(2)
+        procs = [
+            ctx.Process(target=_one_run, args=(instance.get_ref(), str(path), key, str(out), rendezvous, go))
+            for _ in range(2)
+        ]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(timeout=240)
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+        assert [p.exitcode for p in procs] == [0, 0]
+        results = {f.name.removeprefix("result-"): f.read_text() for f in out.glob("result-*")}
+        assert list(results.values()) == ["success", "success"], results
+        intervals = {
+            f.name.removeprefix("interval-").removesuffix(".json"): tuple(json.loads(f.read_text()))
+            for f in out.glob("interval-*.json")
+        }
+        assert set(intervals) == set(results)
+        # Both runs are in the instance, each with its benchmark_run step done.
+        for run_id in results:
+            assert instance.get_run_by_id(run_id).is_success
+        limits = {p.name: p.limit for p in instance.event_log_storage.get_pool_limits()}
+        blocked = [
+            run_id
+            for run_id in results
+            if any(
+                "blocked by limit for pool host_local" in (e.message or "") for e in instance.all_logs(run_id)
+            )
+        ]
+        return intervals, limits, blocked
+
+
+def test_same_host_pool_never_overlaps(tmp_path: Path) -> None:
+    overrides = project_concurrency()
+    assert overrides["concurrency"]["pools"]["default_limit"] == 1
+    assert overrides["concurrency"]["pools"].get("granularity", "op") == "op"
+    intervals, limits, blocked = _run_two_at_once(tmp_path, overrides)
+    (s1, e1), (s2, e2) = sorted(intervals.values())
+    print(f"run A held host_local {0:.2f}-{e1 - s1:.2f} s, run B {s2 - s1:.2f}-{e2 - s1:.2f} s")
+    assert e1 <= s2, f"runs overlapped: [{s1:.3f}, {e1:.3f}] and [{s2:.3f}, {e2:.3f}]"
+    assert limits.get("host_local") == 1  # the pool got the project's default limit
+    assert len(blocked) == 1, blocked  # the later run waited for the slot (the UI shows this event)
+
+
+def test_control_without_a_pool_limit_runs_overlap(tmp_path: Path) -> None:
+    """Without the limit the same two runs hold the host at the same time: the test above can fail."""
+    intervals, limits, blocked = _run_two_at_once(tmp_path, {}, rendezvous=True)
+    assert "host_local" not in limits and not blocked
+    (s1, e1), (s2, e2) = sorted(intervals.values())
+    print(f"no limit: run A {0:.2f}-{e1 - s1:.2f} s, run B {s2 - s1:.2f}-{e2 - s1:.2f} s")
+    assert s2 < e1, "without a pool limit the runs were expected to overlap"
