@@ -95,10 +95,8 @@ def build_sensor(benchmark_job, interval_s: int = 3600) -> dg.SensorDefinition:
         now = datetime.now(UTC)
         with warehouse.writer() as wh:
             report = refresh_images(cfg, wh, client_factory=registry.client_factory(), now=now)
+            plan.register_local_images(cfg, wh, now)
             wanted = _wanted(cfg, wh.known_images(), now)
-            for img in wanted:
-                if img.registry == plan.LOCAL_REGISTRY:
-                    wh.upsert_images([img])
         seen: set[str] = set(json.loads(context.cursor)) if context.cursor else set()
         fresh = [i for i in wanted if i.digest not in seen]
         existing = set(context.instance.get_dynamic_partitions(image_versions.name))

@@ -27,6 +27,28 @@ def _prepare_dagster_home() -> str:
     return home
 
 
+def _selection(config, key: str):  # noqa: ANN001, ANN202 - StrixConfig -> list[AssetKey] | None
+    """With several benchmarked hosts, only the benchmark assets of the hosts that run this image."""
+    from dagster import AssetKey
+
+    from assets.benchmark import benchmark_asset_key, benchmark_hosts
+    from schedules import ANALYSIS_KEYS
+    from strix_pipeline import plan
+    from strix_pipeline.warehouse import Warehouse
+
+    if len(benchmark_hosts(config)) <= 1 or not config.warehouse_path().exists():
+        return None
+    with Warehouse.open(config.warehouse_path(), read_only=True) as wh:
+        image = plan.find_image(wh.known_images(), key)
+    if image is None and plan.parse_partition_key(key).engine in plan.local_engines(config):
+        image = plan.local_image(plan.parse_partition_key(key).engine)
+    if image is None:
+        return None
+    hosts = sorted({t.host for t in plan.targets_for(config, image)})
+    keys = ["engine_images", *(benchmark_asset_key(config, h) for h in hosts), *ANALYSIS_KEYS]
+    return [AssetKey(k) for k in keys]
+
+
 def run(args: argparse.Namespace) -> int:
     console = Console()
     path = str(args.config or config_path())
@@ -57,7 +79,10 @@ def run(args: argparse.Namespace) -> int:
         instance.add_dynamic_partitions(image_versions.name, [key])
     console.rule(f"strix run: {key}")
     job = defs.resolve_job_def("main_job")
-    result = job.execute_in_process(instance=instance, partition_key=key, raise_on_error=False)
+    selection = _selection(config, key)
+    result = job.execute_in_process(
+        instance=instance, partition_key=key, raise_on_error=False, asset_selection=selection
+    )
     ok = result.success
 
     from strix_pipeline.warehouse import Warehouse

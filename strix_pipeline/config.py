@@ -78,7 +78,9 @@ class HostConfig(_Strict):
     models_dir: str | None = None  # host directory mounted read-only at /models
     # docker hosts: device nodes passed to engine containers (the ROCm pair; none on a CPU-only test host)
     devices: list[str] = Field(default_factory=lambda: ["/dev/kfd", "/dev/dri"])
-    idle_baseline_gb: NonNegFloat | None = None  # memory in use on the idle host; else the reading before start
+    idle_baseline_gb: NonNegFloat | None = (
+        None  # memory in use on the idle host; else the reading before start
+    )
 
     @model_validator(mode="after")
     def _docker_needs_host(self) -> HostConfig:
@@ -119,7 +121,9 @@ class EngineConfig(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     shm_size: str | None = None  # else host IPC
     benchmark_latest: PosInt = 1  # how many newest versions the weekly schedule benchmarks
-    executable: list[str] | None = None  # argv prefix replacing the engine's default, e.g. ["/app/llama-server"]
+    executable: list[str] | None = (
+        None  # argv prefix replacing the engine's default, e.g. ["/app/llama-server"]
+    )
 
     @field_validator("env")
     @classmethod
@@ -184,8 +188,10 @@ class PrefixCacheSpec(_Strict):
 
 
 class ScenarioProfile(_Strict):
-    scenarios: list[Literal["smoke", "concurrency_sweep", "prefill_ladder", "decode", "prefix_cache"]] = Field(
-        default_factory=lambda: ["smoke", "concurrency_sweep", "prefill_ladder", "decode", "prefix_cache"]
+    scenarios: list[Literal["smoke", "concurrency_sweep", "prefill_ladder", "decode", "prefix_cache"]] = (
+        Field(
+            default_factory=lambda: ["smoke", "concurrency_sweep", "prefill_ladder", "decode", "prefix_cache"]
+        )
     )
     request_timeout_s: Annotated[float, Field(gt=0)] = 600
     seed: int = 1234
@@ -254,7 +260,9 @@ class StrixConfig(_Strict):
                 if r.model not in self.models:
                     raise ValueError(f"runs.{host}[{i}].model: no model named {r.model!r} in [models]")
                 if r.profile not in self.profiles:
-                    raise ValueError(f"runs.{host}[{i}].profile: no profile named {r.profile!r} in [profiles]")
+                    raise ValueError(
+                        f"runs.{host}[{i}].profile: no profile named {r.profile!r} in [profiles]"
+                    )
         d = self.decision
         for key in ("candidate_engine", "baseline_engine"):
             if getattr(d, key) not in self.engines:
