@@ -2,7 +2,9 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-export DAGSTER_HOME := $(CURDIR)/.dagster
+# The persistent Dagster instance of `make run` and `make ui` (tests use their own throwaway ones).
+DAGSTER_HOME := $(CURDIR)/.dagster
+run ui: export DAGSTER_HOME := $(DAGSTER_HOME)
 
 .PHONY: run test ui lint bench clean-dagster
 

@@ -10,6 +10,10 @@ import pytest
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
+# Tests build throwaway Dagster instances (instance_for_test); a user's DAGSTER_HOME (e.g. the
+# project's .dagster/ from `make run`) must neither leak into them nor be written by them.
+os.environ.pop("DAGSTER_HOME", None)
+
 
 def need(condition: bool, what: str, how: str) -> None:
     """Fail in CI, skip locally: a CI run that silently skips its integration tests proves nothing."""
@@ -71,3 +75,19 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory):
 
     with LocalLlamaServer(ctx_size=8192, parallel=4, log_dir=tmp_path_factory.mktemp("llama-log")) as srv:
         yield srv
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_dagster_state_storage():
+    """Reset Dagster's process-wide defs-state storage around each test.
+
+    A DagsterInstance rehydrated from a ref (build_sensor_context(instance_ref=...)) publishes its
+    storage in a ContextVar and never withdraws it; once that test's temporary instance is gone, a
+    later Definitions load in the same process would read a deleted sqlite file (order-dependent
+    "unable to open database file" / "undefined DagsterInstance weakref").
+    """
+    from dagster._core.storage.defs_state import base
+
+    token = base._current_storage.set(None)
+    yield
+    base._current_storage.reset(token)

@@ -122,6 +122,12 @@ def _run_two_at_once(tmp_path: Path, overrides: dict, rendezvous: bool = False):
     ctx = multiprocessing.get_context("fork")
     with dg.instance_for_test(overrides=overrides) as instance:
         instance.add_dynamic_partitions(image_versions.name, [key])
+        limit = overrides.get("concurrency", {}).get("pools", {}).get("default_limit")
+        if limit is not None:
+            # Dagster creates a pool's slots lazily on the first claim; two runs claiming within the
+            # same millisecond (the barrier below) can both pass before the row exists. A deployed
+            # instance has the row from its first run on, so start from that state.
+            instance.event_log_storage.set_concurrency_slots("host_local", limit)
         go = ctx.Barrier(2)
         procs = [
             ctx.Process(target=_one_run, args=(instance.get_ref(), str(path), key, str(out), rendezvous, go))
