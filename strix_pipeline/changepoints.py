@@ -27,6 +27,7 @@ import numpy as np
 from scipy.stats import ttest_ind_from_stats
 
 from strix_pipeline.config import ChangeDetectionConfig, StrixConfig
+from strix_pipeline.warehouse import CHANGE_COLUMNS as WAREHOUSE_CHANGE_COLUMNS
 
 if TYPE_CHECKING:
     from strix_pipeline.warehouse import Warehouse
@@ -140,24 +141,8 @@ class Change:
         return self.direction == "regression"
 
 
-CHANGE_COLUMNS = (
-    "change_id",
-    "fingerprint",
-    "engine",
-    "host",
-    "metric",
-    "scenario",
-    "level",
-    "version_before",
-    "version_after",
-    "sort_key_after",
-    "magnitude_pct",
-    "pvalue",
-    "status",
-    "ack_status",
-    "ack_reason",
-    "detected_at",
-)
+# The `changes` table's columns, in order: one list, owned by the warehouse.
+CHANGE_COLUMNS = WAREHOUSE_CHANGE_COLUMNS
 
 
 # --------------------------------------------------------------------------------------------------
