@@ -95,6 +95,12 @@ def completeness(config: StrixConfig, result: RunResult) -> tuple[bool, str]:
     return True, f"{len(result.aggregates)} levels, all with their requests"
 
 
+class BenchmarkRunConfig(dg.Config):
+    """Set in the launchpad: a manual run outside the host's maintenance window must say so."""
+
+    force: bool = False
+
+
 def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDefinition:
     @dg.asset(
         name=key,
@@ -120,11 +126,12 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
     )  # fmt: skip
     def _asset(
         context: dg.AssetExecutionContext,
+        config: BenchmarkRunConfig,
         strix: StrixConfigResource,
         warehouse: WarehouseResource,
         host_access: HostAccessResource,
     ) -> dg.MaterializeResult:
-        config = strix.get()
+        run_config, config = config, strix.get()
         pkey = context.partition_key
         with warehouse.reader() as wh:
             image = plan.find_image(wh.known_images(plan.parse_partition_key(pkey).engine), pkey)
@@ -137,7 +144,12 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
         for target in targets:
             run_id = f"{target.host}-{target.engine}-{target.model}-{context.run_id[:8]}"
             result = run_benchmark(
-                config, target, run_id=run_id, dagster_run_id=context.run_id, log=context.log.info
+                config,
+                target,
+                run_id=run_id,
+                dagster_run_id=context.run_id,
+                log=context.log.info,
+                force=run_config.force,
             )
             with warehouse.writer() as wh:
                 wh.upsert_host(host, config.hosts[host].kind, config.hosts[host].description)

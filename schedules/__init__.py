@@ -98,7 +98,12 @@ def build_sensor(benchmark_job, interval_s: int = 3600) -> dg.SensorDefinition:
             plan.register_local_images(cfg, wh, now)
             wanted = _wanted(cfg, wh.known_images(), now)
         seen: set[str] = set(json.loads(context.cursor)) if context.cursor else set()
-        fresh = [i for i in wanted if i.digest not in seen]
+        unseen = [i for i in wanted if i.digest not in seen]
+        # outside a host's maintenance window an image waits (its digest stays unseen) for a later tick
+        fresh = [i for i in unseen if plan.hosts_in_window(cfg, i, now)]
+        for i in unseen:
+            if i not in fresh:
+                context.log.info(f"{plan.partition_key(i.engine, i)}: waiting for the maintenance window")
         existing = set(context.instance.get_dynamic_partitions(image_versions.name))
         keys = sorted({plan.partition_key(i.engine, i) for i in fresh} - existing)
         for err in report.errors:

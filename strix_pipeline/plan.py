@@ -171,3 +171,23 @@ def register_local_images(config: StrixConfig, store, now: datetime | None = Non
         store.upsert_images([img])
         out.append(img)
     return out
+
+
+def hosts_in_window(config: StrixConfig, image: ImageRecord, now: datetime) -> bool:
+    """True when every host that would run ``image`` is inside its maintenance window now.
+
+    The local host has no window (nobody is served from it); a Box runs benchmarks only in its
+    window, so a new image found at noon waits for the night instead of failing its only run.
+    """
+    from strix_pipeline.hosts.errors import EngineStartError
+    from strix_pipeline.hosts.production import check_maintenance_window
+
+    for target in targets_for(config, image):
+        host = config.hosts[target.host]
+        if host.kind == "local":
+            continue
+        try:
+            check_maintenance_window(host, config.project.schedule, now=now, timezone=config.project.timezone)
+        except EngineStartError:
+            return False
+    return True

@@ -212,3 +212,29 @@ def test_schedule_requests_expected_runs(box_config: Path) -> None:
             )
         )
         assert sorted(r.run_key for r in again.run_requests) == sorted(r.run_key for r in requests)
+
+
+def test_sensor_waits_for_the_maintenance_window(box_config: Path) -> None:
+    """A Box image found outside the Box's window is not requested (and not marked seen) until it opens."""
+    from datetime import UTC, datetime, timedelta
+
+    text = box_config.read_text()
+    closed_hour = (datetime.now(UTC) + timedelta(hours=12)).hour  # a one-hour window half a day away
+    box_config.write_text(
+        text.replace(
+            'maintenance_window = "* * * * *"',
+            f'maintenance_window = "0 {closed_hour} * * *"\nmaintenance_window_hours = 1',
+        )
+    )
+    with dg.instance_for_test() as instance:
+        ticks = SensorTicks(instance, box_config)
+        first = ticks.tick()
+        local = plan.local_image("llamacpp")
+        assert [r.run_key for r in first.run_requests] == [local.digest]  # only the local build
+        assert ticks.tick().run_requests == []
+        box_config.write_text(text)  # the window opens
+        ticks.defs = build_definitions(load_config(box_config), str(box_config))
+        ticks.sensor = ticks.defs.resolve_sensor_def("new_image_sensor")
+        opened = ticks.tick()
+        v26, latest = vllm_image("v0.26.0", "b"), vllm_image("latest", "c", floating=True)
+        assert sorted(r.run_key for r in opened.run_requests) == sorted([v26.digest, latest.digest])
