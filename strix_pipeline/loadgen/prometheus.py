@@ -98,6 +98,12 @@ class MetricsScraper:
             return None
         return Scrape(datetime.now(UTC), phase, r.text)
 
+    async def scrape_into(self, out: list[Scrape], phase: str) -> None:
+        """``scrape`` and keep the result in ``out`` (nothing when scraping is off or failed)."""
+        s = await self.scrape(phase)
+        if s:
+            out.append(s)
+
     async def during(self, out: list[Scrape], stop: asyncio.Event) -> None:
         """Scrape every ``interval_s`` until ``stop`` is set."""
         while self.enabled:
@@ -106,9 +112,7 @@ class MetricsScraper:
                 return
             except TimeoutError:
                 pass
-            s = await self.scrape("during")
-            if s:
-                out.append(s)
+            await self.scrape_into(out, "during")
 
 
 def to_samples(scrapes: list[Scrape], *, run_id: str, scenario: str, level: int) -> list[ServerMetricSample]:

@@ -288,9 +288,7 @@ async def run_level(
         w_out, w_start, _ = await closed_loop(ctx, warmup, concurrency, warmup=True)
         ctx.requests += [to_record(ctx, scenario, level, level_kind, o, w_start) for o in w_out]
     scrapes: list[Scrape] = []
-    s = await ctx.scraper.scrape("before")
-    if s:
-        scrapes.append(s)
+    await ctx.scraper.scrape_into(scrapes, "before")
     stop = asyncio.Event()
     during = asyncio.create_task(ctx.scraper.during(scrapes, stop))
     total = len(planned)
@@ -318,9 +316,7 @@ async def run_level(
     finally:
         stop.set()
         await during
-    s = await ctx.scraper.scrape("after")
-    if s:
-        scrapes.append(s)
+    await ctx.scraper.scrape_into(scrapes, "after")
     records = [to_record(ctx, scenario, level, level_kind, o, first, texts) for o in outcomes]
     if len(outcomes) < total:
         ctx.errors.append(
@@ -496,9 +492,7 @@ async def prefix_cache(
             prompt = Prompt(wl.new_id(f"prefix-{phase}"), text, target, None, spec.output_tokens)
             pairs.append(request_body(ctx.model, prompt, chat=False))
     scrapes: list[Scrape] = []
-    s = await ctx.scraper.scrape("before")
-    if s:
-        scrapes.append(s)
+    await ctx.scraper.scrape_into(scrapes, "before")
     total = len(pairs)
     if ctx.on_request:
         ctx.on_request("prefix_cache", 0, 0, total)
@@ -508,9 +502,7 @@ async def prefix_cache(
         outcomes.append(Outcome(p, raw, 0, False, i))
         if ctx.on_request:
             ctx.on_request("prefix_cache", 0, i + 1, total)
-    s = await ctx.scraper.scrape("after")
-    if s:
-        scrapes.append(s)
+    await ctx.scraper.scrape_into(scrapes, "after")
     ctx.server_metrics += to_samples(scrapes, run_id=ctx.run_id, scenario="prefix_cache", level=0)
     start = outcomes[0].raw.sent_ns if outcomes else 0
     for phase_level, phase in ((0, "cold"), (1, "warm")):

@@ -60,10 +60,6 @@ class Prompt:
     measured_tokens: int | None  # what the server tokenizer said, None when estimated
     output_tokens: int
 
-    @property
-    def estimated(self) -> bool:
-        return self.measured_tokens is None
-
 
 class ServerTokenizer:
     """The serving engine's tokenizer over HTTP, probed once: llama.cpp, vLLM/SGLang flavours."""
@@ -93,9 +89,8 @@ class ServerTokenizer:
     async def probe(self) -> bool:
         for flavour, path in (("llamacpp", "/tokenize"), ("openai", "/tokenize"), ("openai", "/v1/tokenize")):
             self.flavour, self.path = flavour, path
-            got = await self._post(path, self._body("def add(a, b):\n    return a + b\n"))
-            if isinstance(got, dict) and isinstance(got.get("tokens"), list) and got["tokens"]:
-                toks = [t if isinstance(t, int) else t.get("id") for t in got["tokens"]]
+            toks = await self.tokenize("def add(a, b):\n    return a + b\n")
+            if toks:
                 back = await self.detokenize(toks)
                 self.detokenize_ok = back is not None and "add" in back
                 return True
@@ -139,8 +134,8 @@ class Workload:
 
     async def prepare(self, max_tokens: int) -> None:
         """Tokenize enough corpus for the longest prompt plus room for distinct offsets."""
-        want_tokens = max_tokens + 4096
-        self.corpus = load_corpus(int(want_tokens * 4.5))[: int(want_tokens * 4.5)]
+        n_chars = int((max_tokens + 4096) * 4.5)
+        self.corpus = load_corpus(n_chars)[:n_chars]
         if self.tok and (self.tok.flavour or await self.tok.probe()):
             toks = await self.tok.tokenize(self.corpus)
             if toks:
