@@ -47,12 +47,9 @@ def main_job_for(benchmark_keys: list[str]):
     )
 
 
-def _wanted(config: StrixConfig, images: list[ImageRecord], now: datetime) -> list[ImageRecord]:
+def _wanted(config: StrixConfig, images: list[ImageRecord], local: list[ImageRecord]) -> list[ImageRecord]:
     """Current images of every engine benchmarked somewhere, plus each local host's own build."""
-    wanted = [i for i in plan.current_images(config, images) if plan.runnable(config, i)]
-    for engine in plan.local_engines(config):
-        wanted.append(plan.local_image(engine, now))
-    return wanted
+    return [i for i in plan.current_images(config, images) if plan.runnable(config, i)] + local
 
 
 def _request(
@@ -95,8 +92,8 @@ def build_sensor(benchmark_job, interval_s: int = 3600) -> dg.SensorDefinition:
         now = datetime.now(UTC)
         with warehouse.writer() as wh:
             report = refresh_images(cfg, wh, client_factory=registry.client_factory(), now=now)
-            plan.register_local_images(cfg, wh, now)
-            wanted = _wanted(cfg, wh.known_images(), now)
+            local = plan.register_local_images(cfg, wh, now)
+            wanted = _wanted(cfg, wh.known_images(), local)
         seen: set[str] = set(json.loads(context.cursor)) if context.cursor else set()
         unseen = [i for i in wanted if i.digest not in seen]
         # outside a host's maintenance window an image waits (its digest stays unseen) for a later tick
@@ -139,7 +136,7 @@ def build_schedule(config: StrixConfig, bench_keys: list[dg.AssetKey]) -> dg.Sch
         stamp = f"{now:%Y-%m-%d}"
         with warehouse.reader() as wh:
             images = wh.known_images()
-        wanted = _wanted(cfg, images, now)
+        wanted = _wanted(cfg, images, [plan.local_image(e, now) for e in plan.local_engines(cfg)])
         keys = sorted({plan.partition_key(i.engine, i) for i in wanted})
         existing = set(context.instance.get_dynamic_partitions(image_versions.name))
         missing = [k for k in keys if k not in existing]

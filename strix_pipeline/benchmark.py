@@ -15,7 +15,7 @@ import traceback
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -175,9 +175,8 @@ def _apply_suite(result: RunResult, suite, log: Log) -> None:  # noqa: ANN001 - 
     ok = sum(1 for q in measured if q.ok)
     failed = len(measured) - ok
     status, reason = _status_from_suite(suite.smoke_ok, ok, failed)
-    notes = "; ".join(suite.errors) if suite.errors else None
     result.run.status = status
-    result.run.failure_reason = "; ".join(x for x in (reason, notes) if x) or None
+    result.run.failure_reason = _join(reason, *suite.errors)
     log(f"[{result.run.run_id}] suite done: {ok} ok, {failed} failed -> {status}")
 
 
@@ -188,8 +187,15 @@ def _measure(
     engine,  # noqa: ANN001 - LocalLlamaServer or DockerEngine: base_url, model, metrics_url
     log: Log,
     scenarios: list[str] | None,
+    sampler: MemorySampler | None,
+    settle_s: float,
 ) -> None:
+    """Sample the loaded engine idle for ``settle_s`` (held memory), then run the suite under 'bench'."""
     run_id = result.run.run_id
+    if sampler:
+        sampler.set_phase("idle")
+        time.sleep(settle_s)
+        sampler.set_phase("bench")
     suite = run_suite_sync(
         engine.base_url,
         engine.model,
@@ -244,10 +250,8 @@ def _run_local(
             run.engine_flags = json.dumps(comparable_flags(server.command))
             run.engine_build = server.engine_build
             log(f"[{run.run_id}] ready at {server.base_url} (build {server.engine_build})")
-            sampler.set_phase("idle")
-            time.sleep(max(1.0, 2 * host_cfg.sample_interval_s))
-            sampler.set_phase("bench")
-            _measure(config, target, result, server, log, scenarios)
+            settle_s = max(1.0, 2 * host_cfg.sample_interval_s)
+            _measure(config, target, result, server, log, scenarios, sampler, settle_s)
         finally:
             server.stop()
             sampler.probe = TreeProbe()
@@ -315,11 +319,8 @@ def _run_docker(
                     log(f"[{run.run_id}] ready at {eng.base_url}")
                     if isinstance(probe, TreeProbe) and eng.pid:
                         probe.pid = eng.pid  # a daemon on this machine: the engine's RSS, as on `local`
-                    if sampler:
-                        sampler.set_phase("idle")
-                        time.sleep(max(2.0, 2 * host_cfg.sample_interval_s))
-                        sampler.set_phase("bench")
-                    _measure(config, target, result, eng, log, scenarios)
+                    settle_s = max(2.0, 2 * host_cfg.sample_interval_s)
+                    _measure(config, target, result, eng, log, scenarios, sampler, settle_s)
                     run.log_tail = eng.log_tail()
             finally:
                 if isinstance(probe, TreeProbe):
@@ -333,8 +334,8 @@ def _run_docker(
             if read is not None:
                 returned, _ = guards.after_stop(host_cfg, read, pre.baseline_bytes)
                 if returned is False:
-                    run.failure_reason = "; ".join(
-                        x for x in (run.failure_reason, "memory did not return to baseline after stop") if x
+                    run.failure_reason = _join(
+                        run.failure_reason, "memory did not return to baseline after stop"
                     )
     finally:
         if sampler:
@@ -349,8 +350,3 @@ def _run_docker(
             msg = f"production on host {target.host} NOT restored: {guard.restore_error}"
             log(f"[{run.run_id}] ERROR: {msg}; the next run refuses to start until it is healthy")
             run.failure_reason = _join(run.failure_reason, msg)
-
-
-def with_status(result: RunResult, status: str, reason: str) -> RunResult:
-    """A copy of a result with another status (used by callers that refuse a run before it starts)."""
-    return replace(result, run=replace(result.run, status=status, failure_reason=reason))

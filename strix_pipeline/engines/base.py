@@ -103,3 +103,26 @@ def common_reservations(profile: ModelProfile) -> list[Reservation]:
     if profile.reserve_gb > 0:
         return [Reservation("profile reserve_gb", profile.reserve_gb)]
     return []
+
+
+def pool_reservations(
+    flags: list[str],
+    profile: ModelProfile,
+    budget_gb: float | None,
+    fraction_flag: str,
+    host_ram_flags: tuple[str, ...],
+) -> list[Reservation]:
+    """What an engine with a pre-allocated pool claims: the pool (its fraction flag x the host's budget;
+    on unified memory the device total is the shared pool), plus flags that lock host RAM beside it
+    (the same pool on unified memory -- the HiCache lesson), plus the profile's own reserve."""
+    out = common_reservations(profile)
+    fraction = float(flag_value(flags, fraction_flag) or profile.memory_fraction)
+    if budget_gb is not None:
+        out.append(
+            Reservation(f"{fraction_flag} {fraction:g} x budget {budget_gb:g} GB", fraction * budget_gb)
+        )
+    for name in host_ram_flags:
+        gb = flag_gb(flags, name)
+        if gb:
+            out.append(Reservation(f"{name} {gb:g}", gb))
+    return out

@@ -6,10 +6,8 @@ from strix_pipeline.config import EngineConfig, ModelProfile
 from strix_pipeline.engines.base import (
     EngineSpec,
     Reservation,
-    common_reservations,
     extra_flags,
-    flag_gb,
-    flag_value,
+    pool_reservations,
     served_name,
 )
 
@@ -57,14 +55,4 @@ def build(
 
 
 def reservations(flags: list[str], profile: ModelProfile, budget_gb: float | None) -> list[Reservation]:
-    out = common_reservations(profile)
-    fraction = float(flag_value(flags, "--mem-fraction-static") or profile.memory_fraction)
-    if budget_gb is not None:
-        out.append(
-            Reservation(f"--mem-fraction-static {fraction:g} x budget {budget_gb:g} GB", fraction * budget_gb)
-        )
-    # HiCache locks this much host RAM on top of the pool: on unified memory it can OOM the box.
-    hicache = flag_gb(flags, "--hicache-size")
-    if hicache:
-        out.append(Reservation(f"--hicache-size {hicache:g}", hicache))
-    return out
+    return pool_reservations(flags, profile, budget_gb, "--mem-fraction-static", ("--hicache-size",))

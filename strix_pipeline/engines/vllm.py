@@ -6,10 +6,8 @@ from strix_pipeline.config import EngineConfig, ModelProfile
 from strix_pipeline.engines.base import (
     EngineSpec,
     Reservation,
-    common_reservations,
     extra_flags,
-    flag_gb,
-    flag_value,
+    pool_reservations,
     served_name,
 )
 
@@ -56,18 +54,6 @@ def build(
 
 
 def reservations(flags: list[str], profile: ModelProfile, budget_gb: float | None) -> list[Reservation]:
-    out = common_reservations(profile)
-    fraction = float(flag_value(flags, "--gpu-memory-utilization") or profile.memory_fraction)
-    if budget_gb is not None:
-        # The fraction is of the device total, which on unified memory is the host's shared pool.
-        out.append(
-            Reservation(
-                f"--gpu-memory-utilization {fraction:g} x budget {budget_gb:g} GB", fraction * budget_gb
-            )
-        )
-    # Both lock host RAM beside the pool: on unified memory that is the same pool.
-    for name in ("--swap-space", "--cpu-offload-gb"):
-        gb = flag_gb(flags, name)
-        if gb:
-            out.append(Reservation(f"{name} {gb:g}", gb))
-    return out
+    return pool_reservations(
+        flags, profile, budget_gb, "--gpu-memory-utilization", ("--swap-space", "--cpu-offload-gb")
+    )
