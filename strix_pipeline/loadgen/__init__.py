@@ -24,7 +24,7 @@ from strix_pipeline.loadgen.loop import run as run_async
 from strix_pipeline.loadgen.prometheus import MetricsScraper
 from strix_pipeline.loadgen.scenarios import SCENARIOS, RequestProgressFn, SuiteContext
 from strix_pipeline.loadgen.workloads import Prompt, ServerTokenizer, Workload, load_dataset
-from strix_pipeline.records import LevelAggregate, RequestRecord, ServerMetricSample
+from strix_pipeline.records import LevelAggregate, RequestTable, ServerMetricSample
 
 __all__ = [
     "SCENARIOS",
@@ -67,7 +67,7 @@ QUICK_PROFILE = ScenarioProfile.model_validate(
 
 @dataclass
 class SuiteResult:
-    requests: list[RequestRecord] = field(default_factory=list)
+    requests: RequestTable = field(default_factory=RequestTable)
     aggregates: list[LevelAggregate] = field(default_factory=list)
     server_metrics: list[ServerMetricSample] = field(default_factory=list)
     smoke_ok: bool | None = None  # None if smoke not run

@@ -24,7 +24,7 @@ from strix_pipeline.loadgen.client import ConnectionPolicy, RawExchange, parse_e
 from strix_pipeline.loadgen.metrics import aggregate_level
 from strix_pipeline.loadgen.prometheus import MetricsScraper, Scrape, to_samples
 from strix_pipeline.loadgen.workloads import Prompt, Workload
-from strix_pipeline.records import LevelAggregate, RequestRecord, ServerMetricSample
+from strix_pipeline.records import LevelAggregate, RequestRecord, RequestTable, ServerMetricSample
 
 SCENARIOS = ("smoke", "concurrency_sweep", "prefill_ladder", "decode", "prefix_cache")
 CONTEXT_MARGIN = 32  # BOS/template tokens the ladder leaves free below the context length
@@ -106,7 +106,7 @@ class SuiteContext:
     connections: ConnectionPolicy = field(default_factory=ConnectionPolicy)
     anchor_ns: int = field(default_factory=perf_counter_ns)
     anchor_wall: datetime = field(default_factory=lambda: datetime.now(UTC))
-    requests: list[RequestRecord] = field(default_factory=list)
+    requests: RequestTable = field(default_factory=RequestTable)
     aggregates: list[LevelAggregate] = field(default_factory=list)
     server_metrics: list[ServerMetricSample] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)

@@ -1,0 +1,251 @@
+"""RequestTable, the columnar handover from the load generator to the warehouse: it reads back what was
+appended, refuses bad values without half-storing them, and loads into exactly the rows the row path
+(a plain list of RequestRecord) gives -- with the same all-or-nothing guarantees."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from test_warehouse import T0, counts, make_run, seed
+
+from strix_pipeline import warehouse as wmod
+from strix_pipeline.records import RequestRecord, RequestTable, RunResult, column_names
+from strix_pipeline.warehouse import Warehouse, WarehouseError
+
+
+@pytest.fixture
+def wh(tmp_path: Path):
+    with Warehouse.open(tmp_path / "w.duckdb") as w:
+        yield w
+
+
+def as_table(r: RunResult) -> RunResult:
+    return dataclasses.replace(r, requests=RequestTable(r.requests))
+
+
+def request(i: int, **kw) -> RequestRecord:
+    base = dict(
+        run_id="r",
+        scenario="decode",
+        level=1,
+        level_kind="single",
+        request_index=i,
+        warmup=False,
+        sent_at=T0 + timedelta(milliseconds=i),
+        sent_offset_ms=float(i),
+        queue_ms=0.0,
+        ttfb_ms=1.0,
+        ttft_ms=2.0,
+        e2e_ms=3.0,
+        input_tokens=10,
+        input_tokens_estimated=False,
+        output_tokens=4,
+        output_tokens_estimated=False,
+        cached_tokens=None,
+        ok=True,
+        error_class=None,
+        error_message=None,
+        event_offsets_ms=[2.0, 2.5, 3.0],
+        event_tokens=[1, 2, 1],
+        server_timings=None,
+        prompt_id=f"p{i}",
+    )
+    return RequestRecord(**{**base, **kw})
+
+
+# ---- the table itself -----------------------------------------------------------------------------
+
+
+def test_reads_back_every_value_it_was_given() -> None:
+    rows = [
+        request(0),
+        request(
+            1,
+            ok=False,
+            ttft_ms=None,
+            e2e_ms=None,
+            output_tokens=None,
+            error_class="HTTP 500",
+            error_message="boom",
+            event_offsets_ms=[],
+            event_tokens=[],
+        ),  # fmt: skip
+        request(2, cached_tokens=7, server_timings='{"cache_n": 7}', event_tokens=[]),
+    ]
+    t = RequestTable(rows)
+    assert len(t) == 3
+    assert list(t) == rows
+    assert t == rows and t[1] == rows[1] and t[-1] == rows[2]
+    assert t[0:2] == rows[0:2]
+    with pytest.raises(IndexError):
+        t[3]
+
+
+def test_rows_read_back_are_copies() -> None:
+    t = RequestTable([request(0)])
+    t[0].ttft_ms = 999.0
+    t[0].event_offsets_ms.append(5.0)
+    assert t[0] == request(0)
+
+
+def test_plus_equals_appends_a_level_at_a_time() -> None:
+    t = RequestTable()
+    t += [request(0), request(1)]
+    t += [request(2)]
+    assert [r.request_index for r in t] == [0, 1, 2]
+
+
+def test_sent_at_in_another_timezone_reads_back_as_the_same_instant_in_utc() -> None:
+    plus2 = timezone(timedelta(hours=2))
+    t = RequestTable([request(0, sent_at=datetime(2026, 9, 1, 5, 0, 0, 123456, tzinfo=plus2))])
+    assert t[0].sent_at == datetime(2026, 9, 1, 3, 0, 0, 123456, tzinfo=UTC)
+    assert t[0].sent_at.tzinfo == UTC
+
+
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        ({"sent_at": datetime(2026, 9, 1, 3, 0)}, r"sent_at must be a timezone-aware datetime"),
+        ({"sent_at": "2026-09-01"}, r"sent_at must be a timezone-aware datetime"),
+        ({"event_offsets_ms": [1.0, "2"]}, r"event_offsets_ms must be a list of floats"),
+        ({"event_tokens": [1, 2.5]}, r"event_tokens must be a list of int64"),
+        ({"event_tokens": None}, r"event_tokens must be a list of int64"),
+    ],
+)
+def test_a_bad_value_is_refused_naming_the_field_and_nothing_is_stored(bad: dict, match: str) -> None:
+    t = RequestTable([request(0)])
+    with pytest.raises(TypeError, match=match) as e:
+        t.append(request(1, **bad))
+    assert "request 1" in str(e.value)
+    assert t == [request(0)]
+    t.append(request(2))  # still consistent: the next row lines up
+    assert t[1] == request(2)
+
+
+def test_only_request_records_go_in() -> None:
+    with pytest.raises(TypeError, match="not dict"):
+        RequestTable([dataclasses.asdict(request(0))])  # type: ignore[list-item]
+
+
+# ---- the warehouse load from a table --------------------------------------------------------------
+
+
+def test_the_arrow_table_is_the_one_the_row_path_builds() -> None:
+    a = make_run("a").requests
+    b = [request(i, run_id="b") for i in range(5)]
+    empty: list[RequestRecord] = []
+    got = wmod.request_table_arrow([RequestTable(a), RequestTable(empty), RequestTable(b)])
+    want = wmod.records_table(RequestRecord, a + b)
+    assert got.schema == want.schema
+    assert got.equals(want)
+    assert got.column("event_offsets_ms").to_pylist() == [r.event_offsets_ms for r in a + b]
+    assert wmod.request_table_arrow(RequestTable()).num_rows == 0
+
+
+def _everything(wh: Warehouse) -> dict[str, list]:
+    return {
+        t: wh.con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall()
+        for t in ("runs", "requests", "aggregates", "memory_samples", "server_metrics")
+    }
+
+
+def test_loading_tables_and_lists_gives_identical_warehouses(tmp_path: Path) -> None:
+    with Warehouse.open(tmp_path / "lists.duckdb") as a, Warehouse.open(tmp_path / "tables.duckdb") as b:
+        runs = seed(a)
+        for r in runs.values():
+            b.load_run(as_table(r))
+        assert _everything(a) == _everything(b)
+        # a backfill mixing both handovers in one transaction
+        batch = [make_run(f"m{i}", started_at=T0 + timedelta(days=30 + i)) for i in range(4)]
+        a.load_runs(batch)
+        b.load_runs([as_table(r) if i % 2 else r for i, r in enumerate(batch)])
+        assert _everything(a) == _everything(b)
+        got = b.con.execute(
+            f"SELECT {', '.join(column_names(RequestRecord))} FROM requests WHERE run_id = 'm1' "
+            "ORDER BY level, request_index"
+        ).fetchall()
+        assert [RequestRecord(*row) for row in got] == batch[1].requests
+
+
+def test_reloading_a_table_replaces_the_run(wh: Warehouse) -> None:
+    seed(wh)
+    before = counts(wh)
+    r = as_table(make_run("l2", started_at=T0 + timedelta(days=7)))
+    wh.load_run(r)
+    wh.load_run(r)
+    assert counts(wh) == before
+    wh.load_run(as_table(make_run("l2", started_at=T0 + timedelta(days=7), requests_per_level=3)))
+    assert wh.count("requests", "l2") == 6
+
+
+def test_a_scalar_of_the_wrong_type_is_refused_naming_the_column(wh: Warehouse) -> None:
+    wh.load_run(make_run("a"))
+    before = counts(wh)
+    rows = make_run("a", requests_per_level=9).requests
+    rows[5].level = "five"  # type: ignore[assignment]
+    r = make_run("a", requests_per_level=9)
+    with pytest.raises(WarehouseError, match=r"RequestRecord\.level: a value does not fit int64"):
+        wh.load_run(dataclasses.replace(r, requests=RequestTable(rows)))
+    assert counts(wh) == before
+
+
+def test_rows_of_another_run_in_a_table_are_refused(wh: Warehouse) -> None:
+    r = make_run("a")
+    r.requests[3].run_id = "b"
+    with pytest.raises(WarehouseError, match="carries run_id 'b'"):
+        wh.load_run(as_table(r))
+    assert counts(wh) == dict.fromkeys(wmod.RUN_TABLES, 0)
+
+
+def test_an_interrupted_table_load_leaves_counts_unchanged(
+    wh: Warehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed(wh)
+    before = counts(wh)
+    real_insert = Warehouse._insert
+
+    def interrupted(self, table: str, data: pa.Table, suffix: str = "") -> None:
+        if table == "aggregates":  # after requests went in
+            raise KeyboardInterrupt
+        return real_insert(self, table, data, suffix)
+
+    monkeypatch.setattr(Warehouse, "_insert", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        wh.load_runs([as_table(make_run("l1", requests_per_level=7)), as_table(make_run("new"))])
+    monkeypatch.undo()
+    assert counts(wh) == before
+    assert wh.count("requests", "l1") == 8
+
+
+# ---- space after reloads --------------------------------------------------------------------------
+
+
+def _used_blocks(wh: Warehouse) -> int:
+    wh.con.execute("CHECKPOINT").fetchall()
+    return int(wh.con.execute("SELECT used_blocks FROM pragma_database_size()").fetchall()[0][0])
+
+
+@pytest.mark.parametrize("reclaim", [True, False])
+def test_reloads_give_their_space_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reclaim: bool
+) -> None:
+    # Writers keep DuckDB's checkpoint vacuum off for appends; a load that replaced rows vacuums.
+    # The control (reclaim disabled) shows the file would otherwise keep every replaced copy.
+    if not reclaim:
+        monkeypatch.setattr(Warehouse, "_reclaim", lambda self: None)
+    runs = [as_table(make_run(f"r{i}", requests_per_level=2000)) for i in range(8)]
+    with Warehouse.open(tmp_path / "w.duckdb") as wh:
+        wh.load_runs(runs)
+        first = _used_blocks(wh)
+        for _ in range(4):
+            wh.load_runs(runs[:4])
+        after = _used_blocks(wh)
+        assert wh.count("requests") == 8 * 4000
+    if reclaim:
+        assert after <= first + 2, (first, after)
+    else:
+        assert after > first + 4, (first, after)
