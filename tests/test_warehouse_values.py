@@ -1,6 +1,7 @@
 """The load path keeps every tricky value exactly: None vs NaN, empty lists, unicode, time zones.
 
-The Arrow conversion in ``records_table`` is tuned for speed; these tests pin it to an independent,
+The Arrow conversions (``records_table`` for lists of records, ``request_table_arrow`` for the load
+generator's ``RequestTable``) are tuned for speed; these tests pin both to an independent,
 obviously-correct reference (``dataclasses.asdict`` rows through ``pa.Table.from_pylist``) and to a
 round trip through DuckDB.
 """
@@ -20,12 +21,19 @@ from strix_pipeline.records import (
     LevelAggregate,
     MemorySample,
     RequestRecord,
+    RequestTable,
     RunRecord,
     RunResult,
     ServerMetricSample,
     column_names,
 )
-from strix_pipeline.warehouse import Warehouse, WarehouseError, arrow_schema, records_table
+from strix_pipeline.warehouse import (
+    Warehouse,
+    WarehouseError,
+    arrow_schema,
+    records_table,
+    request_table_arrow,
+)
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
 CEST = timezone(timedelta(hours=2))
@@ -118,9 +126,13 @@ def _same(a: object, b: object) -> bool:
     return a == b and type(a) is type(b) or (isinstance(a, float) and a == b)
 
 
-def test_records_table_equals_the_reference_for_tricky_values() -> None:
+@pytest.mark.parametrize("handover", ["list", "table"])
+def test_records_table_equals_the_reference_for_tricky_values(handover: str) -> None:
     rows = tricky_requests()
-    fast = records_table(RequestRecord, rows)
+    if handover == "list":
+        fast = records_table(RequestRecord, rows)
+    else:  # split over several tables, as a backfill of several runs is
+        fast = request_table_arrow([RequestTable(rows[:3]), RequestTable(), RequestTable(rows[3:])])
     ref = reference_table(RequestRecord, rows)
     assert fast.schema == ref.schema
     # Table.equals treats NaN as unequal to itself; compare value by value with NaN == NaN instead
@@ -149,7 +161,7 @@ def test_other_record_kinds_equal_the_reference() -> None:
             assert all(_same(g, w) for g, w in zip(got, want, strict=True)), (cls, name)
 
 
-def _run(requests: list[RequestRecord]) -> RunResult:
+def _run(requests: list[RequestRecord], handover: str = "list") -> RunResult:
     run = RunRecord(
         run_id="tricky",
         host="h",
@@ -174,13 +186,14 @@ def _run(requests: list[RequestRecord]) -> RunResult:
         started_at=datetime(2026, 3, 1, 13, 0, tzinfo=CEST),
         ended_at=None,
     )
-    return RunResult(run=run, requests=requests)
+    return RunResult(run=run, requests=RequestTable(requests) if handover == "table" else requests)
 
 
-def test_tricky_values_round_trip_through_the_warehouse(tmp_path: Path) -> None:
+@pytest.mark.parametrize("handover", ["list", "table"])
+def test_tricky_values_round_trip_through_the_warehouse(tmp_path: Path, handover: str) -> None:
     rows = tricky_requests()
     with Warehouse.open(tmp_path / "t.duckdb") as wh:
-        wh.load_run(_run(rows))
+        wh.load_run(_run(rows, handover))
         got = wh.con.execute(
             f"SELECT {', '.join(column_names(RequestRecord))} FROM requests ORDER BY request_index"
         ).fetchall()
