@@ -75,16 +75,20 @@ def completeness(config: StrixConfig, result: RunResult) -> tuple[bool, str]:
         if key not in profile.scenarios and key.split("@")[0] not in profile.scenarios:
             continue
         a = seen.get(key)
-        # a level the suite cut short says so in the run (e.g. "concurrency_sweep c=1: stopped at max
-        # duration 60s after 3/8 requests"): a recorded reason, not missing data
-        level = key.split("@")[-1]
-        recorded = f"concurrency_sweep c={level}:" in (run.failure_reason or "")
+        # a level the suite cut short records why on its own aggregate (e.g. "stopped at max duration
+        # 60s after 3/8 requests"): a recorded reason, not missing data
         if a is None:
             missing.append(f"{key}: no aggregate")
-        elif a.requests_ok + a.requests_failed < n and not recorded:
-            missing.append(f"{key}: {a.requests_ok + a.requests_failed} of {n} requests, no reason recorded")
-        elif a.requests_ok + a.requests_failed < n:
-            notes.append(f"{key}: {a.requests_ok + a.requests_failed} of {n} requests (cut short, recorded)")
+            continue
+        done = a.requests_ok + a.requests_failed
+        if a.requests_planned is not None and a.requests_planned != n:
+            missing.append(
+                f"{key}: the suite planned {a.requests_planned} requests, the profile asks for {n}"
+            )
+        elif done < n and not a.stopped_reason:
+            missing.append(f"{key}: {done} of {n} requests, no reason recorded")
+        elif done < n:
+            notes.append(f"{key}: {done} of {n} requests ({a.stopped_reason})")
     for s in profile.scenarios:
         if s not in ("smoke", "concurrency_sweep") and not any(a.scenario == s for a in result.aggregates):
             missing.append(f"{s}: no aggregate")

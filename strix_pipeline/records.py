@@ -244,6 +244,10 @@ class LevelAggregate:
     prefill_tokens_per_s: float | None = None  # input tokens / TTFT (ladder, prefix cache)
     decode_tokens_per_s: float | None = None  # 1000 / TPOT (decode)
     cached_tokens_mean: float | None = None
+    # measured requests the level set out to send (None: recorded before schema v3), and why it sent
+    # fewer when it did (e.g. its max duration): a short level is complete only with its reason
+    requests_planned: int | None = None
+    stopped_reason: str | None = None
 
 
 @dataclass

@@ -9,7 +9,13 @@ from strix_pipeline.config import load_config
 from strix_pipeline.records import LevelAggregate, RunRecord, RunResult
 
 
-def _result(counts: dict[int, int], status: str = "ok", reason: str | None = None) -> RunResult:
+def _result(
+    counts: dict[int, int],
+    status: str = "ok",
+    reason: str | None = None,
+    stopped: dict[int, str] | None = None,
+    planned: int | None = 4,
+) -> RunResult:
     run = RunRecord(
         "r1", "local", "llamacpp", "llamacpp", None, None, None, "gemma3-270m", "Gemma 3 270M", "Q4_K_M",
         "standard", "quick", "fp", "0.1.0", None, None, None, status, reason, None,
@@ -17,8 +23,12 @@ def _result(counts: dict[int, int], status: str = "ok", reason: str | None = Non
     )  # fmt: skip
     aggs = [LevelAggregate("r1", "smoke", 1, "single", 2, 0, 1.0)]
     aggs += [
-        LevelAggregate("r1", "concurrency_sweep", lvl, "concurrency", n, 0, 1.0) for lvl, n in counts.items()
-    ]
+        LevelAggregate(
+            "r1", "concurrency_sweep", lvl, "concurrency", n, 0, 1.0,
+            requests_planned=planned, stopped_reason=(stopped or {}).get(lvl),
+        )
+        for lvl, n in counts.items()
+    ]  # fmt: skip
     for s in ("prefill_ladder", "decode", "prefix_cache"):
         aggs.append(LevelAggregate("r1", s, 128, "input_tokens", 1, 0, 1.0))
     return RunResult(run=run, aggregates=aggs)
@@ -38,11 +48,22 @@ def test_a_short_level_without_a_reason_fails_and_says_which():
     assert "concurrency_sweep@4: 1 of 4 requests" in msg
 
 
-def test_a_short_level_with_a_recorded_reason_passes_with_a_note():
+def test_a_short_level_with_its_reason_recorded_passes_with_a_note():
     config = load_config()
-    reason = "concurrency_sweep c=4: stopped at max duration 90s after 1/4 requests"
-    ok, msg = completeness(config, _result({1: 4, 2: 4, 4: 1, 5: 4}, reason=reason))
-    assert ok and "cut short, recorded" in msg
+    why = "stopped at max duration 90s after 1/4 requests"
+    ok, msg = completeness(config, _result({1: 4, 2: 4, 4: 1, 5: 4}, stopped={4: why}))
+    assert ok and f"concurrency_sweep@4: 1 of 4 requests ({why})" in msg
+    # the reason must be the short level's own: another level's does not excuse it
+    ok, msg = completeness(config, _result({1: 4, 2: 4, 4: 1, 5: 4}, stopped={5: why}))
+    assert not ok and "concurrency_sweep@4: 1 of 4 requests, no reason recorded" in msg
+
+
+def test_a_level_planned_differently_from_the_profile_fails():
+    config = load_config()
+    ok, msg = completeness(config, _result({1: 3, 2: 3, 4: 3, 5: 3}, planned=3))
+    assert not ok and "the suite planned 3 requests, the profile asks for 4" in msg
+    # rows from before the plan was recorded (None) are judged on their counts alone
+    assert completeness(config, _result({1: 4, 2: 4, 4: 4, 5: 4}, planned=None))[0]
 
 
 def test_a_missing_level_fails_and_a_failed_run_needs_its_reason():

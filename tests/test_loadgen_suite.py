@@ -14,6 +14,8 @@ from strix_pipeline import cli_bench
 from strix_pipeline.config import SLO, ScenarioProfile
 from strix_pipeline.loadgen import SuiteResult, run_dataset, run_suite, run_suite_sync
 from strix_pipeline.loadgen.workloads import Prompt
+from strix_pipeline.records import RunRecord, RunResult
+from strix_pipeline.warehouse import Warehouse
 
 TINY = ScenarioProfile.model_validate(
     {
@@ -193,3 +195,36 @@ def test_cli_bench_save_loads_the_run_into_a_warehouse(
         assert wh.count("aggregates", "bench-t") == 1
         assert wh.count("server_metrics", "bench-t") > 0
         assert "bench-t" in wh.run_ids()
+
+
+def test_a_level_cut_at_its_max_duration_records_its_plan_and_why(tmp_path: Path) -> None:
+    profile = TINY.model_copy(
+        update={
+            "scenarios": ["concurrency_sweep"],
+            "concurrency_sweep": TINY.concurrency_sweep.model_copy(
+                update={"levels": [1], "requests_per_level": 20, "warmup": 0, "max_duration_s": 0.3}
+            ),
+        }
+    )
+
+    async def go() -> SuiteResult:
+        async with SyntheticServer(ttft_ms=60, itl_ms=10) as srv:  # ~110 ms a request, one at a time
+            return await run_suite(srv.base_url, "synthetic", profile, SLO(), "cut", scrape_interval_s=0.05)
+
+    res = asyncio.run(go())
+    (agg,) = [a for a in res.aggregates if a.scenario == "concurrency_sweep"]
+    done = agg.requests_ok + agg.requests_failed
+    assert agg.requests_planned == 20 and 1 <= done < 20
+    assert agg.stopped_reason == f"stopped at max duration 0.3s after {done}/20 requests"
+    assert any(agg.stopped_reason in e for e in res.errors)
+    # and the warehouse keeps both
+    run = RunRecord(
+        "cut", "local", "synthetic", "llamacpp", None, None, None, "m", "M", "Q4_K_M", "standard", "quick",
+        "fp", "0.1.0", None, None, None, "partial", None, None, res.requests[0].sent_at, None,
+    )  # fmt: skip
+    with Warehouse.open(tmp_path / "w.duckdb") as wh:
+        wh.load_run(RunResult(run=run, requests=res.requests, aggregates=res.aggregates))
+        got = wh.con.execute(
+            "SELECT requests_planned, stopped_reason FROM aggregates WHERE scenario = 'concurrency_sweep'"
+        ).fetchall()
+    assert got == [(20, agg.stopped_reason)]

@@ -90,9 +90,12 @@ def aggregate_level(
     slo: SLO,
     duration_s: float | None = None,
     requested_rate: float | None = None,
+    planned: int | None = None,
+    stopped_reason: str | None = None,
 ) -> LevelAggregate:
     """Aggregate one level. ``duration_s``: wall time first send -> last completion, failures included;
-    when None it is taken from the successful requests (first send -> last content event)."""
+    when None it is taken from the successful requests (first send -> last content event).
+    ``planned``: the measured requests the level set out to send; ``stopped_reason``: why it sent fewer."""
     measured = [r for r in records if not r.warmup]
     ok = [r for r in measured if r.ok]
     agg = LevelAggregate(
@@ -104,6 +107,8 @@ def aggregate_level(
         requests_failed=len(measured) - len(ok),
         duration_s=duration_s,
         requested_rate=requested_rate,
+        requests_planned=planned,
+        stopped_reason=stopped_reason,
     )
     if duration_s is None and ok:
         first = min(r.sent_offset_ms for r in measured)

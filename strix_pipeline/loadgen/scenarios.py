@@ -318,10 +318,10 @@ async def run_level(
         await during
     await ctx.scraper.scrape_into(scrapes, "after")
     records = [to_record(ctx, scenario, level, level_kind, o, first, texts) for o in outcomes]
+    stopped = None
     if len(outcomes) < total:
-        ctx.errors.append(
-            f"{label}: stopped at max duration {max_duration_s:g}s after {len(outcomes)}/{total} requests"
-        )
+        stopped = f"stopped at max duration {max_duration_s:g}s after {len(outcomes)}/{total} requests"
+        ctx.errors.append(f"{label}: {stopped}")
     duration = (last - first) / 1e9 if outcomes else None
     agg = aggregate_level(
         records,
@@ -332,6 +332,8 @@ async def run_level(
         slo=ctx.slo,
         duration_s=duration,
         requested_rate=rate,
+        planned=total,
+        stopped_reason=stopped,
     )
     ctx.requests += records
     ctx.aggregates.append(agg)
@@ -515,6 +517,7 @@ async def prefix_cache(
             level=phase_level,
             level_kind="phase",
             slo=ctx.slo,
+            planned=len(chosen),
         )
         ctx.requests += records
         ctx.aggregates.append(agg)
