@@ -6,7 +6,8 @@ Generates the runs in memory (not timed) and loads them through ``Warehouse.load
 transactions of ``--batch`` runs (Arrow conversion, delete-if-present, inserts and commit all
 timed). Each run's requests are handed over as the load generator hands them over: appended to a
 ``RequestTable`` level by level as the levels end (that append is the producer's work, timed
-separately and printed beside the load, with the end-to-end rate of both). Then it times the single-run path the pipeline uses after each benchmark (``load_run``: one
+separately and printed beside the load, with the end-to-end rate of both). Then it times the
+single-run path the pipeline uses after each benchmark (``load_run``: one
 transaction per run), for new runs and for reloads that replace a run, and reopens the file
 read-only to time the queries the decision and the trend charts run. Prints load rates, file size
 and each query's time. Targets: ingestion >= 200k request rows/s; each decision query < 200 ms.

@@ -77,9 +77,9 @@ class RequestTable(Sequence[RequestRecord]):
     The load generator appends each level's :class:`RequestRecord` rows when the level ends (off the
     timed path). ``append`` does the per-row Python work once, there: the scalar fields become one
     tuple, ``sent_at`` int64 microseconds since the epoch, and each list one flat typed array with
-    per-row end offsets. At load time the warehouse then works on whole columns -- a C-level transpose
-    of the tuples, the typed arrays handed to Arrow as they are -- instead of reading two dozen
-    attributes from each of millions of objects, which was half the cost of a bulk load. A
+    per-row end offsets. At load time the warehouse then works on whole columns -- Arrow reads the
+    tuples as one struct array, the typed arrays become Arrow buffers as they are -- instead of reading
+    two dozen attributes from each of millions of objects, which was half the cost of a bulk load. A
     ``sent_at`` or list value of the wrong type is refused at ``append``, naming the field, and the
     table is left as it was; the scalar types are checked by the warehouse's explicit schema.
 

@@ -73,9 +73,6 @@ RUN_TABLES: dict[str, type] = {
 }
 RECORD_TABLES: dict[str, type] = {**RUN_TABLES, "images": ImageRecord, "decisions": CriterionResult}
 
-# DuckDB's own default for max_vacuum_tasks, restored for the checkpoints that should vacuum.
-_VACUUM_TASKS_DEFAULT = 100
-
 CHANGE_COLUMNS = (
     "change_id",
     "fingerprint",
@@ -386,9 +383,10 @@ def _connect(
 
 
 def _connect_writer_settings(con: duckdb.DuckDBPyConnection) -> None:
-    # Checkpoints of a writer do not vacuum: appends leave nothing to reclaim, and merging row groups
-    # after every bulk load costs ~1.4 CPU-us per request row (see Warehouse._reclaim, which vacuums
-    # after deletes). A DuckDB without the setting just keeps vacuuming: slower, nothing lost.
+    # Checkpoints of a writer do not vacuum: appends leave nothing to reclaim, and after every bulk
+    # load the vacuum merged the load's partial last row group with the next load's rows and compressed
+    # them again, ~1.4 CPU-us per request row. Deleted rows need it: Warehouse._reclaim turns it back on
+    # for the loads that delete. A DuckDB without the setting just keeps vacuuming: slower, nothing lost.
     with contextlib.suppress(duckdb.Error):
         con.execute("SET max_vacuum_tasks = 0").fetchall()
 
@@ -653,23 +651,16 @@ class Warehouse:
             self._reclaim()
 
     def _reclaim(self) -> None:
-        """Checkpoint with vacuuming on, so the rows a reload or delete left behind give their space back.
+        """Checkpoint with DuckDB's default vacuuming, so the rows a reload or delete left behind give
+        their space back (writers otherwise keep it off: see :func:`_connect_writer_settings`).
 
-        Writers keep DuckDB's checkpoint vacuum off (see :func:`_connect_writer_settings`): after every
-        bulk load it would merge the load's partial last row group with the next load's rows and compress
-        them again -- measured at ~1.4 CPU-us per request row, a third of a load. Deleted rows are only
-        reclaimed by a vacuuming checkpoint, so the (rare) loads that delete run one here. If another
-        connection of this process has a transaction open the checkpoint is refused; the space then
-        waits for the next reload, and nothing is lost but disk.
+        If another connection of this process has a transaction open the checkpoint is refused; the
+        space then waits for the next reload, and nothing is lost but disk.
         """
-        try:
-            self.con.execute(f"SET max_vacuum_tasks = {_VACUUM_TASKS_DEFAULT}").fetchall()
+        with contextlib.suppress(duckdb.Error):
+            self.con.execute("RESET max_vacuum_tasks").fetchall()
             self.con.execute("CHECKPOINT").fetchall()
-        except duckdb.Error:
-            pass
-        finally:
-            with contextlib.suppress(duckdb.Error):
-                self.con.execute("SET max_vacuum_tasks = 0").fetchall()
+        _connect_writer_settings(self.con)
 
     def run_ids(self) -> list[str]:
         return [r[0] for r in self.con.execute("SELECT run_id FROM runs ORDER BY started_at").fetchall()]

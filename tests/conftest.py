@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
+
+from strix_pipeline.warehouse import Warehouse
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -75,6 +78,13 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory):
 
     with LocalLlamaServer(ctx_size=8192, parallel=4, log_dir=tmp_path_factory.mktemp("llama-log")) as srv:
         yield srv
+
+
+@pytest.fixture
+def wh(tmp_path: Path):
+    """A fresh writable warehouse in the test's temporary directory."""
+    with Warehouse.open(tmp_path / "w.duckdb") as w:
+        yield w
 
 
 @pytest.fixture(autouse=True)

@@ -19,12 +19,6 @@ from strix_pipeline.records import RequestRecord, RequestTable, RunResult, colum
 from strix_pipeline.warehouse import Warehouse, WarehouseError
 
 
-@pytest.fixture
-def wh(tmp_path: Path):
-    with Warehouse.open(tmp_path / "w.duckdb") as w:
-        yield w
-
-
 def as_table(r: RunResult) -> RunResult:
     return dataclasses.replace(r, requests=RequestTable(r.requests))
 

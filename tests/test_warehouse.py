@@ -229,12 +229,6 @@ def seed(wh: Warehouse) -> dict[str, RunResult]:
     return runs
 
 
-@pytest.fixture
-def wh(tmp_path: Path):
-    with Warehouse.open(tmp_path / "w.duckdb") as w:
-        yield w
-
-
 def counts(wh: Warehouse) -> dict[str, int]:
     return {t: wh.count(t) for t in wmod.RUN_TABLES}
 
