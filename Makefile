@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 DAGSTER_HOME := $(CURDIR)/.dagster
 run ui: export DAGSTER_HOME := $(DAGSTER_HOME)
 
-.PHONY: run test ui lint bench clean-dagster
+.PHONY: run test ui lint bench clean-dagster llama-server doctor
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -22,25 +22,35 @@ $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --no-deps 'apache-otava==0.8.0'
 	touch $@ $(VENV)/.local-installed
 
+## llama-server: built for this machine's CPU (portable, no AVX-512/AMX), cached by its cmake
+## arguments and CPU flags under ~/.cache/strix-pipeline; a no-op when the right build is installed
+llama-server: $(VENV)/.local-installed
+	$(BIN)/python -m strix_pipeline.provision.llamacpp_build
+
+## doctor: what each configured host needs and whether it is there
+doctor: llama-server
+	$(BIN)/strix doctor
+
 $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 	mkdir -p $(DAGSTER_HOME)
 	cp dagster.yaml $@
 
 ## run: materialise the whole graph once on the embedded llama-server (host `local`)
-run: $(VENV)/.local-installed $(DAGSTER_HOME)/dagster.yaml
+run: llama-server $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/strix doctor
 	$(BIN)/strix run
 
 ## test: the test suite (integration tests need dockerd and docker-registry; see README)
-test: $(VENV)/.dev-installed
+test: $(VENV)/.dev-installed llama-server
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## ui: Dagster webserver + daemon on http://127.0.0.1:3000 with a persistent .dagster/
-ui: $(VENV)/.local-installed $(DAGSTER_HOME)/dagster.yaml
+ui: llama-server $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster dev -h 127.0.0.1 -p 3000 -w workspace.yaml
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff format --check . && $(BIN)/ruff check .
 
 ## bench: every benchmark in benchmarks/, each prints a table
-bench: $(VENV)/.dev-installed
+bench: $(VENV)/.dev-installed llama-server
 	for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

