@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from strix_pipeline.config import StrixConfig
+from strix_pipeline.engines import comparable_flags
 from strix_pipeline.fingerprint import run_fingerprint
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.loadgen import run_suite_sync
@@ -27,17 +28,6 @@ from strix_pipeline.memory import MemorySampler, TreeProbe, read_host_facts, sum
 from strix_pipeline.records import HARNESS_VERSION, ImageRecord, RunRecord, RunResult
 
 Log = Callable[[str], None]
-
-# Flags that identify where/how a process listens, not how it computes: not part of comparability.
-_NOT_COMPARABLE_FLAGS = {
-    "--host",
-    "--port",
-    "-m",
-    "--model",
-    "--alias",
-    "--model-path",
-    "--served-model-name",
-}
 
 
 @dataclass(frozen=True)
@@ -54,21 +44,6 @@ class BenchmarkTarget:
 def new_run_id(target: BenchmarkTarget, now: datetime | None = None) -> str:
     now = now or datetime.now(UTC)
     return f"{now:%Y%m%dT%H%M%S}-{target.host}-{target.engine}-{target.model}-{uuid.uuid4().hex[:6]}"
-
-
-def comparable_flags(command: list[str]) -> list[str]:
-    """The engine flags that matter for comparability: the command minus binary, paths and ports."""
-    out: list[str] = []
-    skip = False
-    for arg in command[1:]:
-        if skip:
-            skip = False
-            continue
-        if arg in _NOT_COMPARABLE_FLAGS:
-            skip = True
-            continue
-        out.append(arg)
-    return out
 
 
 def _status_from_suite(smoke_ok: bool | None, ok: int, failed: int) -> tuple[str, str | None]:
@@ -165,6 +140,10 @@ def _finish_memory(result: RunResult, sampler: MemorySampler, tolerance_gb: floa
     r.peak_bytes, r.after_stop_bytes, r.memory_returned = s.peak_bytes, s.after_stop_bytes, s.memory_returned
 
 
+def _any_ok(suite) -> bool:  # noqa: ANN001 - loadgen.SuiteResult
+    return any(q.ok and not q.warmup for q in suite.requests)
+
+
 def _apply_suite(result: RunResult, suite, log: Log) -> None:  # noqa: ANN001 - loadgen.SuiteResult
     result.requests, result.aggregates, result.server_metrics = (
         suite.requests,
@@ -208,6 +187,16 @@ def _measure(
         on_progress=lambda line: log(f"[{run_id}] {line}"),
     )
     _apply_suite(result, suite, log)
+    died = engine.exit_description()
+    if died:
+        # an engine that died under load is the run's headline, not one more failed request
+        run = result.run
+        if not _any_ok(suite):
+            run.status = "failed_serve"
+        elif run.status == "ok":
+            run.status = "partial"
+        run.failure_reason = _join(f"{died} during the suite", run.failure_reason)
+        log(f"[{run_id}] {died} during the suite")
 
 
 def _run_local(
@@ -247,7 +236,7 @@ def _run_local(
             stack.enter_context(server)
             sampler.probe = TreeProbe(pid=server.pid)
             run.launch_command = server.command_line
-            run.engine_flags = json.dumps(comparable_flags(server.command))
+            run.engine_flags = json.dumps(comparable_flags("llamacpp", server.command[1:]))
             run.engine_build = server.engine_build
             log(f"[{run.run_id}] ready at {server.base_url} (build {server.engine_build})")
             settle_s = max(1.0, 2 * host_cfg.sample_interval_s)
@@ -314,7 +303,7 @@ def _run_docker(
             try:
                 with launcher as eng:
                     run.launch_command = eng.command_line()
-                    run.engine_flags = json.dumps(comparable_flags(["engine", *launcher.spec.flags]))
+                    run.engine_flags = json.dumps(comparable_flags(launcher.spec.kind, launcher.spec.flags))
                     run.engine_build = eng.engine_build
                     log(f"[{run.run_id}] ready at {eng.base_url}")
                     if isinstance(probe, TreeProbe) and eng.pid:

