@@ -8,8 +8,10 @@ from strix_pipeline.benchmark import run_benchmark
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import LevelAggregate, RunResult
 from strix_pipeline.resources import HostAccessResource, StrixConfigResource, WarehouseResource
+from strix_pipeline.run_checks import completeness, served
 
 COMPLETENESS = "benchmark_complete"
+ENGINE_SERVED = "engine_served"
 MEMORY_RETURNED = "memory_back_at_baseline"
 PRODUCTION_RESTORED = "production_restored"
 
@@ -58,47 +60,6 @@ def summary_table(aggs: list[LevelAggregate]) -> dg.TableMetadataValue:
     return dg.MetadataValue.table(rows, schema=dg.TableSchema([dg.TableColumn(n, t) for n, t in cols]))
 
 
-def completeness(config: StrixConfig, result: RunResult) -> tuple[bool, str]:
-    """Every level of every scenario has its requests, or the run records why it has none."""
-    run = result.run
-    if run.status.startswith("failed") or run.status == "error":
-        return bool(run.failure_reason), f"run {run.status}: {run.failure_reason or 'NO REASON RECORDED'}"
-    profile = config.profiles[run.profile]
-    expected = {"smoke": 1}
-    sweep = profile.concurrency_sweep
-    for level in sweep.levels:
-        expected[f"concurrency_sweep@{level}"] = sweep.requests_per_level
-    missing: list[str] = []
-    notes: list[str] = []
-    seen = {f"{a.scenario}@{a.level}" if a.scenario != "smoke" else "smoke": a for a in result.aggregates}
-    for key, n in expected.items():
-        if key not in profile.scenarios and key.split("@")[0] not in profile.scenarios:
-            continue
-        a = seen.get(key)
-        # a level the suite cut short records why on its own aggregate (e.g. "stopped at max duration
-        # 60s after 3/8 requests"): a recorded reason, not missing data
-        if a is None:
-            missing.append(f"{key}: no aggregate")
-            continue
-        done = a.requests_ok + a.requests_failed
-        if a.requests_planned is not None and a.requests_planned != n:
-            missing.append(
-                f"{key}: the suite planned {a.requests_planned} requests, the profile asks for {n}"
-            )
-        elif done < n and not a.stopped_reason:
-            missing.append(f"{key}: {done} of {n} requests, no reason recorded")
-        elif done < n:
-            notes.append(f"{key}: {done} of {n} requests ({a.stopped_reason})")
-    for s in profile.scenarios:
-        if s not in ("smoke", "concurrency_sweep") and not any(a.scenario == s for a in result.aggregates):
-            missing.append(f"{s}: no aggregate")
-    if missing:
-        return False, "; ".join(missing + notes)
-    if notes:
-        return True, "; ".join(notes)
-    return True, f"{len(result.aggregates)} levels, all with their requests"
-
-
 class BenchmarkRunConfig(dg.Config):
     """Set in the launchpad: a manual run outside the host's maintenance window must say so."""
 
@@ -114,6 +75,7 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
         kinds={"duckdb", "docker"} if host != "local" else {"duckdb", "python"},
         deps=["engine_images"],
         check_specs=[
+            dg.AssetCheckSpec(ENGINE_SERVED, asset=key, description="the engine started and served measured requests (a run that measured nothing fails here, with its reason)"),
             dg.AssetCheckSpec(COMPLETENESS, asset=key, description="every level has its requests or a recorded failure"),
             dg.AssetCheckSpec(MEMORY_RETURNED, asset=key, description="memory returned to the idle baseline after the engine stopped"),
             dg.AssetCheckSpec(PRODUCTION_RESTORED, asset=key, description="the host's production engine is running and healthy again after the benchmark"),
@@ -164,6 +126,24 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
             )
             results.append(result)
         checks = []
+        served_by = [(r, *served(r)) for r in results]
+        for r, ok, why in served_by:
+            if not ok:
+                context.log.error(
+                    f"run {r.run.run_id} measured nothing: {why} (logs: {config.artifacts_dir() / 'logs' / r.run.run_id})"
+                )
+        checks.append(
+            dg.AssetCheckResult(
+                check_name=ENGINE_SERVED,
+                passed=all(ok for _, ok, _ in served_by),
+                severity=dg.AssetCheckSeverity.ERROR,
+                metadata={
+                    "detail": dg.MetadataValue.md(
+                        "\n".join(f"- `{r.run.run_id}`: {why}" for r, _, why in served_by)
+                    )
+                },
+            )
+        )
         comp = [completeness(config, r) for r in results]
         checks.append(
             dg.AssetCheckResult(

@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import shutil
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -91,15 +92,16 @@ def run(args: argparse.Namespace) -> int:
     table = Table(title="strix run", show_header=False)
     table.add_row("Dagster run", f"{result.run_id} ({'success' if ok else 'FAILED'})")
     table.add_row("warehouse", str(wh_path))
+    runs: list[dict] = []
     if wh_path.exists():
         with Warehouse.open(wh_path, read_only=True) as wh:
-            runs = wh.query_df(
-                "SELECT run_id, status, failure_reason FROM runs ORDER BY started_at DESC LIMIT 1"
-            )
+            runs = wh.query_df(RUNS_OF_DAGSTER_RUN_SQL, [result.run_id]).to_dicts()
             table.add_row("runs / requests", f"{wh.count('runs')} / {wh.count('requests')}")
-            if runs.height:
-                r = runs.row(0, named=True)
-                table.add_row("latest run", f"{r['run_id']}: {r['status']} {r['failure_reason'] or ''}")
+            for r in runs:
+                table.add_row(
+                    "run",
+                    f"{r['run_id']}: {r['status']}, {r['measured_ok']} measured ok {r['failure_reason'] or ''}",
+                )
     charts = config.artifacts_dir() / "charts" / "index.html"
     table.add_row("charts", str(charts) if charts.exists() else "(not written)")
     decision_file = config.artifacts_dir() / "decision.json"
@@ -111,7 +113,39 @@ def run(args: argparse.Namespace) -> int:
     table.add_row("query", 'strix query "SELECT * FROM v_runs"')
     table.add_row("UI", f"make ui -> http://127.0.0.1:3000 (DAGSTER_HOME={home})")
     console.print(table)
-    return 0 if ok else 1
+    problems = nothing_measured(runs, config.artifacts_dir() / "logs")
+    for line in problems:
+        console.print(f"[red]strix run: {line}[/]", soft_wrap=True)
+    if not ok:
+        return 1
+    return 1 if problems else 0
+
+
+# The benchmark runs one Dagster run produced, with what each measured (warm-up excluded).
+RUNS_OF_DAGSTER_RUN_SQL = """
+SELECT r.run_id, r.engine, r.status, r.failure_reason,
+       (SELECT count(*) FROM requests q WHERE q.run_id = r.run_id AND q.ok AND NOT q.warmup) AS measured_ok
+FROM runs r WHERE r.dagster_run_id = ? ORDER BY r.started_at
+"""
+
+
+def nothing_measured(runs: list[dict], logs_dir: Path) -> list[str]:
+    """One-line diagnoses of the runs that measured no successful request (or of there being no run).
+
+    The results are stored either way; these lines make the command fail, as a run that measured
+    nothing must never look like a success.
+    """
+    if not runs:
+        return ["no benchmark run was recorded: nothing was measured"]
+    out = []
+    for r in runs:
+        if not r["measured_ok"]:
+            first = (r["failure_reason"] or "no reason recorded").split("; ")[0]
+            out.append(
+                f"{r['engine']} run {r['run_id']} measured nothing ({r['status']}): {first}; "
+                f"logs in {logs_dir / r['run_id']}"
+            )
+    return out
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from assets.benchmark import completeness
 from strix_pipeline.config import load_config
 from strix_pipeline.records import LevelAggregate, RunRecord, RunResult
+from strix_pipeline.run_checks import completeness, served
 
 
 def _result(
@@ -70,5 +70,32 @@ def test_a_missing_level_fails_and_a_failed_run_needs_its_reason():
     config = load_config()
     ok, msg = completeness(config, _result({1: 4, 2: 4, 4: 4}))
     assert not ok and "concurrency_sweep@5: no aggregate" in msg
-    assert completeness(config, _result({}, status="failed_start", reason="exited with code 1"))[0]
-    assert not completeness(config, _result({}, status="failed_start", reason=None))[0]
+    # a failure is a result, but a run that measured nothing never passes, reason or not
+    ok, msg = completeness(config, _nothing_measured("failed_start", "exited with code 1"))
+    assert not ok and "nothing measured: exited with code 1" in msg
+    ok, msg = completeness(config, _nothing_measured("failed_start", None))
+    assert not ok and "NO REASON RECORDED" in msg
+    # a failed run that did measure is judged on its recorded reason
+    assert completeness(config, _result({1: 4}, status="failed_serve", reason="smoke output invalid"))[0]
+    assert not completeness(config, _result({1: 4}, status="failed_serve", reason=None))[0]
+
+
+def _nothing_measured(status: str, reason: str | None) -> RunResult:
+    return RunResult(run=_result({}, status=status, reason=reason).run)
+
+
+def test_served_fails_a_run_that_measured_nothing_and_names_why():
+    ok, msg = served(
+        _nothing_measured("failed_start", "llama-server was killed by SIGILL: illegal instruction")
+    )
+    assert not ok and msg.startswith("the engine did not start: llama-server was killed by SIGILL")
+    ok, msg = served(_nothing_measured("failed_serve", "no request succeeded"))
+    assert not ok and msg.startswith("the engine served no request: no request succeeded")
+    ok, msg = served(_nothing_measured("failed_guard", "outside the maintenance window"))
+    assert not ok and "a guard refused the run" in msg
+    # zero-ok aggregates are nothing measured too
+    zero = _result({1: 0, 2: 0}, status="failed_serve", reason="all failed")
+    zero.aggregates = [a for a in zero.aggregates if a.scenario == "concurrency_sweep"]
+    assert not served(zero)[0]
+    ok, msg = served(_result({1: 4, 2: 4, 4: 4, 5: 4}))
+    assert ok and "succeeded" in msg

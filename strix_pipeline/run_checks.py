@@ -1,0 +1,71 @@
+"""What makes one run's evidence usable: the rules behind the benchmark asset's checks.
+
+A run that measured nothing is never a success, whatever else it recorded: its failure is a result
+(stored with its reason), but no check passes on it.
+"""
+
+from __future__ import annotations
+
+from strix_pipeline.config import StrixConfig
+from strix_pipeline.records import RunResult
+
+
+def measured_ok(result: RunResult) -> int:
+    """Successful measured requests (warm-up excluded), as the aggregates count them."""
+    return sum(a.requests_ok for a in result.aggregates)
+
+
+def served(result: RunResult) -> tuple[bool, str]:
+    """The engine started and served at least one measured request; else why not, in words."""
+    run = result.run
+    ok = measured_ok(result)
+    if ok:
+        return True, f"{ok} measured request(s) succeeded ({run.status})"
+    if run.status in ("failed_start", "failed_guard"):
+        what = "the engine did not start" if run.status == "failed_start" else "a guard refused the run"
+    else:
+        what = "the engine served no request"
+    return False, f"{what}: {run.failure_reason or 'NO REASON RECORDED'}"
+
+
+def completeness(config: StrixConfig, result: RunResult) -> tuple[bool, str]:
+    """Every level of every scenario has its requests, or the run records why it has none."""
+    run = result.run
+    if measured_ok(result) == 0:
+        return False, f"run {run.status}, nothing measured: {run.failure_reason or 'NO REASON RECORDED'}"
+    if run.status.startswith("failed") or run.status == "error":
+        return bool(run.failure_reason), f"run {run.status}: {run.failure_reason or 'NO REASON RECORDED'}"
+    profile = config.profiles[run.profile]
+    expected = {"smoke": 1}
+    sweep = profile.concurrency_sweep
+    for level in sweep.levels:
+        expected[f"concurrency_sweep@{level}"] = sweep.requests_per_level
+    missing: list[str] = []
+    notes: list[str] = []
+    seen = {f"{a.scenario}@{a.level}" if a.scenario != "smoke" else "smoke": a for a in result.aggregates}
+    for key, n in expected.items():
+        if key not in profile.scenarios and key.split("@")[0] not in profile.scenarios:
+            continue
+        a = seen.get(key)
+        # a level the suite cut short records why on its own aggregate (e.g. "stopped at max duration
+        # 60s after 3/8 requests"): a recorded reason, not missing data
+        if a is None:
+            missing.append(f"{key}: no aggregate")
+            continue
+        done = a.requests_ok + a.requests_failed
+        if a.requests_planned is not None and a.requests_planned != n:
+            missing.append(
+                f"{key}: the suite planned {a.requests_planned} requests, the profile asks for {n}"
+            )
+        elif done < n and not a.stopped_reason:
+            missing.append(f"{key}: {done} of {n} requests, no reason recorded")
+        elif done < n:
+            notes.append(f"{key}: {done} of {n} requests ({a.stopped_reason})")
+    for s in profile.scenarios:
+        if s not in ("smoke", "concurrency_sweep") and not any(a.scenario == s for a in result.aggregates):
+            missing.append(f"{s}: no aggregate")
+    if missing:
+        return False, "; ".join(missing + notes)
+    if notes:
+        return True, "; ".join(notes)
+    return True, f"{len(result.aggregates)} levels, all with their requests"
