@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "strix_pipeline.cli_query",
     "strix_pipeline.cli_images",
     "strix_pipeline.cli_decide",
+    "strix_pipeline.cli_doctor",
 )
 
 

