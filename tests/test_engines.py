@@ -47,7 +47,7 @@ def test_vllm_command_and_pool_reservation():
     p = profile(served_name="qwen", extra_flags={"vllm": ["--swap-space", "4"], "sglang": ["--nope"]})
     spec = build_spec(engine, p, "/models/qwen3", budget_gb=100)
     argv = spec.command
-    assert argv[:3] == ["vllm", "serve", "/models/qwen3"]
+    assert argv[:4] == ["vllm", "serve", "--model", "/models/qwen3"]
     assert flag_value(argv, "--max-model-len") == "8192"
     assert flag_value(argv, "--gpu-memory-utilization") == "0.5"
     assert flag_value(argv, "--max-num-seqs") == "4"
@@ -102,3 +102,29 @@ def test_llamacpp_config_flags_replace_renamed_defaults():
     assert "--no-mmap" not in argv and flag_value(argv, "--load-mode") == "none"
     assert "-fa" not in argv and "--flash-attn=auto" in argv
     assert flag_value(argv, "-ngl") == "999"  # untouched defaults stay
+
+
+@pytest.mark.parametrize("kind", ["llamacpp", "vllm", "sglang"])
+def test_comparable_flags_drop_paths_ports_and_names_and_keep_the_rest(kind: str) -> None:
+    from strix_pipeline.engines import MODULES, comparable_flags
+
+    a = build_spec(EngineConfig(kind=kind), profile(), "/models/a/q4.gguf", port=8001, bind_host="127.0.0.1")
+    b = build_spec(EngineConfig(kind=kind), profile(served_name="other"), "/srv/b/q4.gguf", port=9009)
+    kept = comparable_flags(kind, a.flags)
+    # where the model is, what it is called and where the engine listens never split a series ...
+    assert kept == comparable_flags(kind, b.flags)
+    assert not {"/models/a/q4.gguf", "8001", "127.0.0.1"} & set(kept)
+    assert not MODULES[kind].NOT_COMPARABLE_FLAGS & {f.split("=")[0] for f in kept}
+    # ... but how it computes does
+    c = build_spec(EngineConfig(kind=kind), profile(parallel=8), "/models/a/q4.gguf")
+    assert comparable_flags(kind, c.flags) != kept
+    assert str(profile().context_length) in " ".join(kept) or str(8192 * 4) in kept
+
+
+def test_comparable_flags_strip_the_equals_spelling_too() -> None:
+    from strix_pipeline.engines import comparable_flags
+
+    assert comparable_flags("vllm", ["--model=/m", "--port=1", "--max-num-seqs", "4"]) == [
+        "--max-num-seqs",
+        "4",
+    ]

@@ -73,3 +73,16 @@ def test_image_version_and_time_are_not_part_of_it() -> None:
     t = dataclasses.replace(r, quantization="Q8_0", kernel="6.18")
     assert set(differences(r, t)) == {"quantization", "kernel"}
     assert run_fingerprint(r, "smoke") == run_fingerprint(r) + "/smoke"
+
+
+def test_the_one_list_is_what_the_fingerprint_hashes_and_the_warehouse_stores(wh) -> None:
+    from strix_pipeline.fingerprint import COMPARABILITY_FIELDS
+
+    columns = set(wh.query_df("SELECT * FROM runs LIMIT 0").columns)
+    assert set(COMPARABILITY_FIELDS) <= columns  # every field is recorded per run
+    r = make_run("a").run
+    for name in COMPARABILITY_FIELDS:  # and every field on the list moves the fingerprint
+        other = "--x" if name == "engine_flags" else "something-else"
+        changed = dataclasses.replace(r, **{name: other})
+        assert run_fingerprint(changed) != run_fingerprint(r), name
+        assert set(differences(r, changed)) == {name}

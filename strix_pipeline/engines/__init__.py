@@ -6,11 +6,11 @@ from types import ModuleType
 
 from strix_pipeline.config import EngineConfig, ModelProfile
 from strix_pipeline.engines import llamacpp, sglang, vllm
-from strix_pipeline.engines.base import EngineSpec, Reservation
+from strix_pipeline.engines.base import EngineSpec, Reservation, without_flags
 
 MODULES: dict[str, ModuleType] = {m.KIND: m for m in (llamacpp, vllm, sglang)}
 
-__all__ = ["EngineSpec", "Reservation", "build_spec", "default_port"]
+__all__ = ["EngineSpec", "Reservation", "build_spec", "comparable_flags", "default_port"]
 
 
 def build_spec(
@@ -33,3 +33,8 @@ def build_spec(
 
 def default_port(kind: str) -> int:
     return MODULES[kind].DEFAULT_PORT
+
+
+def comparable_flags(kind: str, flags: list[str]) -> list[str]:
+    """The flags of an engine command (executable excluded) that matter for comparability."""
+    return without_flags(flags, MODULES[kind].NOT_COMPARABLE_FLAGS)

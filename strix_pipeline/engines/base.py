@@ -51,6 +51,20 @@ class EngineSpec:
         return sum(r.gb for r in self.reservations)
 
 
+def without_flags(flags: list[str], names: frozenset[str]) -> list[str]:
+    """``flags`` minus every ``--name V`` / ``--name=V`` whose name is in ``names``."""
+    out: list[str] = []
+    skip = False
+    for arg in flags:
+        if skip:
+            skip = False
+        elif arg in names:
+            skip = True
+        elif arg.split("=", 1)[0] not in names:
+            out.append(arg)
+    return out
+
+
 def served_name(profile: ModelProfile) -> str:
     return profile.served_name or profile.model
 

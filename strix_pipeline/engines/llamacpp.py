@@ -8,6 +8,9 @@ from strix_pipeline.engines.base import EngineSpec, common_reservations, extra_f
 KIND = "llamacpp"
 DEFAULT_PORT = 8080
 DEFAULT_EXECUTABLE = ["llama-server"]
+# Flags that say where the model is and where the engine listens, not how it computes: left out of
+# the comparable flags (the fingerprint), so a moved file or another port never breaks a series.
+NOT_COMPARABLE_FLAGS = frozenset({"-m", "--model", "--alias", "--host", "--port"})
 OVERRIDABLE_DEFAULTS: list[tuple[tuple[str, ...], list[str]]] = [
     (("-ngl", "--gpu-layers", "--n-gpu-layers"), ["-ngl", "999"]),
     (("-fa", "--flash-attn"), ["-fa", "on"]),

@@ -14,6 +14,9 @@ from strix_pipeline.engines.base import (
 KIND = "sglang"
 DEFAULT_PORT = 8081
 DEFAULT_EXECUTABLE = ["python3", "-m", "sglang.launch_server"]
+# Flags that say where the model is and where the engine listens, not how it computes: left out of
+# the comparable flags (the fingerprint), so a moved file or another port never breaks a series.
+NOT_COMPARABLE_FLAGS = frozenset({"--model-path", "--served-model-name", "--host", "--port"})
 
 
 def build(

@@ -14,6 +14,11 @@ from strix_pipeline.engines.base import (
 KIND = "vllm"
 DEFAULT_PORT = 8000
 DEFAULT_EXECUTABLE = ["vllm", "serve"]
+# Flags that say where the model is and where the engine listens, not how it computes: left out of
+# the comparable flags (the fingerprint), so a moved file or another port never breaks a series.
+NOT_COMPARABLE_FLAGS = frozenset(
+    {"--model", "--served-model-name", "--host", "--port", "--chat-template", "--tokenizer"}
+)
 
 
 def build(
