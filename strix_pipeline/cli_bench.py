@@ -2,15 +2,21 @@
 
     strix bench --url http://127.0.0.1:8080 --scenario concurrency_sweep --profile quick --out sweep.json
     strix bench --url http://127.0.0.1:8000 --dataset prompts.jsonl --concurrency 1,4,8 --requests 50
+    strix bench --base-url http://127.0.0.1:8000 --backend openai-chat --endpoint /v1/chat/completions \
+        --dataset-name random --random-input-len 512 --random-output-len 128 --num-prompts 200 \
+        --max-concurrency 8 --save-result --result-dir results   # a `vllm bench serve` line, unchanged
 
-The ``--out`` JSON schema is documented in docs/bench-output.md.
+The ``--out`` JSON schema and the vLLM-format result are documented in docs/bench-output.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,7 +35,7 @@ from strix_pipeline.config import (
     load_config,
     resolve_path,
 )
-from strix_pipeline.records import HARNESS_VERSION, LevelAggregate
+from strix_pipeline.records import HARNESS_VERSION, LevelAggregate, RequestRecord
 
 OUT_SCHEMA_VERSION = 1
 LEVEL_KEY = {"concurrency": "concurrency", "input_tokens": "input_tokens", "phase": "phase", "rate": "rate_per_min", "single": "level"}  # fmt: skip
@@ -38,36 +44,314 @@ LEVEL_KEY = {"concurrency": "concurrency", "input_tokens": "input_tokens", "phas
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bench",
-        help="benchmark an OpenAI-compatible server with the standard suite or a dataset",
-        description="Run the benchmark suite (or replay a dataset) against any OpenAI-compatible server.",
+        help="benchmark an OpenAI-compatible server with the standard suite, a dataset, or vLLM's flags",
+        description="Run the benchmark suite (or replay a dataset, or run a `vllm bench serve` command line) "
+        "against any OpenAI-compatible server.",
     )
     p.add_argument(
-        "--url", required=True, help="server root, e.g. http://127.0.0.1:8080 (a trailing /v1 is fine)"
+        "--url", help="server root, e.g. http://127.0.0.1:8080 (a trailing /v1 is fine; vLLM: --base-url)"
     )
     p.add_argument("--model", help="model name to send (default: the first of /v1/models)")
-    what = p.add_mutually_exclusive_group(required=True)
+    what = p.add_mutually_exclusive_group()
     what.add_argument(
         "--scenario",
         action="append",
         help="smoke, concurrency_sweep, prefill_ladder, decode, prefix_cache, or all (repeat or comma-separate)",
     )
     what.add_argument("--dataset", help='JSONL file: one {"prompt": ..., "output_tokens_count": N} a line')
+    what.add_argument(
+        "--dataset-name",
+        help="vLLM's dataset name; strix generates 'random' (the run when neither --scenario nor --dataset is given)",
+    )
     p.add_argument("--profile", default="quick", help="scenario profile from the config (quick | standard)")
-    p.add_argument("--concurrency", help="comma-separated client counts, e.g. 1,5,8 (sweep and dataset)")
-    p.add_argument("--requests", type=int, help="requests per level (sweep, decode and dataset)")
-    p.add_argument("--rate", type=float, help="dataset only: open loop at this many requests/s instead")
+    p.add_argument(
+        "--concurrency", help="comma-separated client counts, e.g. 1,5,8 (vLLM: --max-concurrency)"
+    )
+    p.add_argument(
+        "--requests", type=int, help="requests per level (sweep, decode, dataset; vLLM: --num-prompts)"
+    )
+    p.add_argument("--rate", type=float, help="open loop at this many requests/s (vLLM: --request-rate)")
     p.add_argument("--burstiness", type=float, default=1.0, help="open loop gamma shape (1 = Poisson)")
-    p.add_argument("--warmup", type=int, default=None, help="warm-up requests per level (dataset: default 0)")
+    p.add_argument(
+        "--warmup", type=int, default=None, help="warm-up requests per level (vLLM: --num-warmups)"
+    )
     p.add_argument(
         "--context-length", type=int, help="cap prompt lengths at this context (default: detected)"
     )
     p.add_argument("--metrics-url", help="Prometheus endpoint (default: URL/metrics)")
-    p.add_argument("--timeout", type=float, help="per-request timeout in seconds (default: the profile's)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        help="per-request timeout in seconds (default: the profile's; 6 h for the random run, as vLLM)",
+    )
     p.add_argument("--run-id", help="run id (default: bench-<time>-<random>)")
     p.add_argument("--out", help="write the results as JSON to this file")
+    p.add_argument(
+        "--result-format",
+        choices=("vllm", "strix"),
+        help="shape of the --save-result file: vllm (vLLM's result JSON, the default; strix's own JSON is "
+        "written beside it as NAME.strix.json) or strix",
+    )
     p.add_argument("--save", action="store_true", help="also load the run into the warehouse")
     p.add_argument("--warehouse", help="with --save: this DuckDB file instead of the configured one")
+    v = p.add_argument_group(
+        "vllm bench serve names",
+        "`vllm bench serve`'s flags for what strix bench does (docs/bench-output.md); a vLLM flag that is "
+        "not listed here is refused by name.",
+    )
+    v.add_argument("--base-url", help="= --url")
+    v.add_argument("--host", help="with --port, instead of --base-url (vLLM's default 127.0.0.1:8000)")
+    v.add_argument("--port", type=int)
+    v.add_argument(
+        "--endpoint", help="API path (default /v1/completions, /v1/chat/completions for openai-chat)"
+    )
+    v.add_argument("--backend", help="openai or vllm (/v1/completions), openai-chat (/v1/chat/completions)")
+    v.add_argument(
+        "--label", help="result label, in the vLLM result and its file name (default: the backend)"
+    )
+    v.add_argument("--served-model-name", help="the model name sent (default: --model)")
+    v.add_argument(
+        "--tokenizer", help="recorded as tokenizer_id; strix counts tokens with the server's tokenizer"
+    )
+    v.add_argument(
+        "--trust-remote-code", action="store_true", help="accepted: strix loads no local tokenizer"
+    )
+    v.add_argument(
+        "--num-prompts", type=int, help="= --requests (vLLM's default 1000 for the random dataset)"
+    )
+    v.add_argument("--max-concurrency", type=int, help="= --concurrency N (one level)")
+    v.add_argument("--request-rate", type=float, help="= --rate; inf (vLLM's default) = no open loop")
+    v.add_argument("--num-warmups", type=int, help="= --warmup")
+    v.add_argument("--seed", type=int, help="workload and arrival seed (default: the profile's)")
+    v.add_argument("--dataset-path", help="refused: replay your own prompts with --dataset FILE.jsonl")
+    v.add_argument("--input-len", type=int, help="= --random-input-len")
+    v.add_argument("--output-len", type=int, help="= --random-output-len")
+    v.add_argument("--random-input-len", type=int, help="input tokens per request (default 1024)")
+    v.add_argument("--random-output-len", type=int, help="output tokens per request (default 128)")
+    v.add_argument("--random-range-ratio", type=float, help="lengths uniform in len * [1 - r, 1 + r]")
+    v.add_argument(
+        "--random-prefix-len", type=int, help="only 0 (strix's prefix_cache scenario measures prefixes)"
+    )
+    v.add_argument("--ignore-eos", action="store_true", help="accepted: strix always sends ignore_eos")
+    v.add_argument(
+        "--percentile-metrics", help="vLLM result: ttft,tpot,itl (default), e2el, client_queue_time, ..."
+    )
+    v.add_argument("--metric-percentiles", help="vLLM result: comma-separated percentiles (default 99)")
+    v.add_argument("--goodput", nargs="+", metavar="KEY:MS", help="SLOs for goodput: ttft:MS tpot:MS e2el:MS")
+    v.add_argument("--metadata", nargs="*", metavar="KEY=VALUE", help="recorded in both result files")
+    v.add_argument("--save-result", action="store_true", help="write the result file (see --result-format)")
+    v.add_argument(
+        "--append-result", action="store_true", help="append it to the file instead (one JSON per line)"
+    )
+    v.add_argument("--result-dir", help="directory of the result file (default: the current one)")
+    v.add_argument("--result-filename", help="name of the result file (default: vLLM's name)")
+    v.add_argument("--disable-tqdm", action="store_true", help="no progress bars")
     p.set_defaults(func=handle)
+
+
+# vLLM's flags that only shape the random dataset run, by dest: refused with --scenario or --dataset.
+RANDOM_ONLY = {
+    "input_len": "--input-len", "output_len": "--output-len", "random_input_len": "--random-input-len",
+    "random_output_len": "--random-output-len", "random_range_ratio": "--random-range-ratio",
+    "random_prefix_len": "--random-prefix-len", "endpoint": "--endpoint",
+}  # fmt: skip
+# Any of these (by dest) without --scenario or --dataset asks for the vLLM-style random run.
+VLLM_RUN = RANDOM_ONLY | {
+    "dataset_name": "--dataset-name", "base_url": "--base-url", "host": "--host", "port": "--port",
+    "backend": "--backend", "num_prompts": "--num-prompts", "max_concurrency": "--max-concurrency",
+    "request_rate": "--request-rate", "num_warmups": "--num-warmups", "save_result": "--save-result",
+    "append_result": "--append-result", "percentile_metrics": "--percentile-metrics",
+    "metric_percentiles": "--metric-percentiles", "label": "--label", "tokenizer": "--tokenizer",
+    "served_model_name": "--served-model-name",
+}  # fmt: skip
+RANDOM_DEFAULTS = {"num_prompts": 1000, "input_len": 1024, "output_len": 128}  # vLLM's
+VLLM_TIMEOUT_S = 6 * 60 * 60  # vLLM's client timeout; the random run uses it unless --timeout
+
+
+@dataclass
+class Plan:
+    """What to run, the strix and vLLM names merged and checked before anything is sent."""
+
+    mode: str  # "scenario" | "dataset" | "random"
+    url: str
+    model: str | None  # the name sent (None: detect)
+    model_id: str | None  # vLLM's model_id (--model)
+    levels: list[int] | None
+    requests: int | None
+    rate: float | None  # None: closed loop
+    warmup: int | None
+    seed: int | None
+    endpoint: str | None = None
+    chat: bool = True
+    input_lens: list[int] = field(default_factory=list)
+    output_lens: list[int] = field(default_factory=list)
+    result_format: str | None = None  # None: no result file
+    vllm: Any = None  # VllmOptions
+    compat: dict[str, Any] = field(default_factory=dict)  # recorded in the strix JSON
+
+
+def _given(args: argparse.Namespace, dest: str) -> bool:
+    v = getattr(args, dest, None)
+    return not (v is None or v is False or v == [])  # 0 is given: --max-concurrency 0 is refused by name
+
+
+def _merged(args: argparse.Namespace, strix: str, vllm: str) -> Any:
+    a, b = getattr(args, strix), getattr(args, vllm)
+    if a is not None and b is not None and a != b:
+        raise ConfigError(
+            f"--{strix.replace('_', '-')} {a} and --{vllm.replace('_', '-')} {b} name the same setting"
+        )
+    return a if a is not None else b
+
+
+def plan_run(args: argparse.Namespace) -> Plan:
+    """Merge ``vllm bench serve``'s names into strix's, refuse what strix cannot honour, naming the flag."""
+    from strix_pipeline.loadgen import normalize_base_url
+    from strix_pipeline.loadgen.vllm_result import (
+        BACKENDS,
+        VllmOptions,
+        parse_goodput,
+        parse_metadata,
+        parse_metric_percentiles,
+        parse_percentile_metrics,
+    )
+    from strix_pipeline.loadgen.workloads import random_lengths
+
+    mode = "scenario" if args.scenario else "dataset" if args.dataset else "random"
+    if mode == "random" and not any(_given(args, d) for d in VLLM_RUN):
+        raise ConfigError(
+            "give --scenario NAME, --dataset FILE.jsonl, or vLLM's --dataset-name random (with --num-prompts, ...)"
+        )
+    if args.dataset_path is not None:
+        raise ConfigError("--dataset-path: not supported; replay your own prompts with --dataset FILE.jsonl")
+    if args.dataset_name is not None and args.dataset_name != "random":
+        raise ConfigError(
+            f"--dataset-name {args.dataset_name}: strix bench generates only vLLM's 'random' dataset "
+            "(replay your own prompts with --dataset FILE.jsonl)"
+        )
+    if mode != "random":
+        for dest, flag in RANDOM_ONLY.items():
+            if _given(args, dest):
+                raise ConfigError(f"{flag} applies to the random dataset run (no --scenario or --dataset)")
+    if args.random_prefix_len:
+        raise ConfigError(
+            f"--random-prefix-len {args.random_prefix_len}: not supported (only 0); "
+            "strix's prefix_cache scenario measures shared prefixes"
+        )
+    backend = args.backend or ("openai" if mode == "random" else "openai-chat")
+    if backend not in BACKENDS:
+        raise ConfigError(f"--backend {backend}: strix bench speaks {', '.join(BACKENDS)}")
+    if mode != "random" and backend != "openai-chat":
+        raise ConfigError(f"--backend {backend}: --scenario and --dataset send their own requests")
+    chat = backend == "openai-chat"
+    if args.endpoint is not None:
+        if (
+            not args.endpoint.startswith("/")
+            or not args.endpoint.endswith(BACKENDS[backend])
+            or (not chat and args.endpoint.endswith("chat/completions"))
+        ):
+            raise ConfigError(
+                f"--endpoint {args.endpoint}: --backend {backend} sends to a path ending in /{BACKENDS[backend]}"
+                + ("" if chat else " (use --backend openai-chat for chat/completions)")
+            )
+
+    url = _merged(args, "url", "base_url")
+    if url is None and (args.host or args.port or mode == "random"):
+        url = f"http://{args.host or '127.0.0.1'}:{args.port or 8000}"
+    elif url is not None and (args.host or args.port):
+        raise ConfigError("--host/--port: give either them or --url/--base-url")
+    if url is None:
+        raise ConfigError("--url is required (vLLM's --base-url, or --host and --port)")
+    endpoint = None
+    if mode == "random":
+        path = args.endpoint or ("/v1/chat/completions" if chat else "/v1/completions")
+        full, root = url.rstrip("/") + path, normalize_base_url(url)  # vLLM: api_url = base_url + endpoint
+        endpoint = full[len(root) :]
+
+    if args.max_concurrency is not None and args.max_concurrency < 1:
+        raise ConfigError("--max-concurrency must be greater than 0")
+    levels = _levels(args.concurrency)
+    if args.max_concurrency is not None:
+        if levels is not None and levels != [args.max_concurrency]:
+            raise ConfigError(
+                f"--concurrency {args.concurrency} and --max-concurrency {args.max_concurrency} disagree"
+            )
+        levels = [args.max_concurrency]
+    requests = _merged(args, "requests", "num_prompts")
+    rate = _merged(args, "rate", "request_rate")
+    if rate is not None and not rate > 0:
+        raise ConfigError(f"--request-rate {rate}: must be positive (inf = all at once)")
+    rate = None if rate is None or math.isinf(rate) else rate
+    warmup = _merged(args, "warmup", "num_warmups")
+    # vLLM: the general --input-len/--output-len override the dataset's own
+    input_len = args.input_len if args.input_len is not None else args.random_input_len
+    output_len = args.output_len if args.output_len is not None else args.random_output_len
+
+    if mode == "scenario" and rate is not None:
+        raise ConfigError("--rate applies to --dataset (the standard scenarios are closed loops)")
+    if mode == "dataset" and rate is not None and args.max_concurrency is not None:
+        raise ConfigError("--max-concurrency with --request-rate: only for the random dataset run")
+    if mode == "random" and levels is not None and len(levels) > 1:
+        raise ConfigError(
+            f"--concurrency {args.concurrency}: the random run is one level (--max-concurrency N); "
+            "sweep with --scenario concurrency_sweep"
+        )
+
+    try:
+        goodput = parse_goodput(args.goodput)
+        metadata = parse_metadata(args.metadata)
+        pmetrics = parse_percentile_metrics(args.percentile_metrics)
+        percentiles = parse_metric_percentiles(args.metric_percentiles)
+        input_lens: list[int] = []
+        output_lens: list[int] = []
+        if mode == "random":
+            requests = requests or RANDOM_DEFAULTS["num_prompts"]
+            input_lens, output_lens = random_lengths(
+                requests, input_len or RANDOM_DEFAULTS["input_len"], output_len or RANDOM_DEFAULTS["output_len"],
+                args.random_range_ratio or 0.0, args.seed if args.seed is not None else 0,
+            )  # fmt: skip
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+    result_format = args.result_format
+    if result_format is None and (args.save_result or args.append_result):
+        result_format = "vllm"
+    if result_format is not None and not (args.save_result or args.append_result):
+        args.save_result = True  # --result-format alone asks for the file
+    single = mode == "random" or (mode == "dataset" and (rate is not None or len(levels or [1]) == 1))
+    if result_format == "vllm" and not single:
+        raise ConfigError(
+            "--result-format vllm: vLLM's result is one level; run the random dataset, or --dataset with one "
+            "--max-concurrency or a --request-rate (or write --result-format strix)"
+        )
+    if (args.result_dir or args.result_filename) and result_format is None:
+        raise ConfigError(
+            "--result-dir/--result-filename: add --save-result (vLLM writes no file without it)"
+        )
+
+    model_id = args.model
+    compat: dict[str, Any] = {}
+    if mode == "random" or any(_given(args, d) for d in VLLM_RUN):
+        compat = {
+            "backend": backend, "endpoint": endpoint, "dataset_name": "random" if mode == "random" else None,
+            "num_prompts": requests if mode == "random" else None,
+            "random_input_len": (input_len or RANDOM_DEFAULTS["input_len"]) if mode == "random" else None,
+            "random_output_len": (output_len or RANDOM_DEFAULTS["output_len"]) if mode == "random" else None,
+            "random_range_ratio": (args.random_range_ratio or 0.0) if mode == "random" else None,
+            "request_rate": rate if rate is not None else "inf", "max_concurrency": args.max_concurrency,
+            "ignore_eos": True, "tokenizer": args.tokenizer, "served_model_name": args.served_model_name,
+            "label": args.label, "goodput": goodput or None, "percentile_metrics": pmetrics,
+            "metric_percentiles": percentiles, "seed": args.seed,
+        }  # fmt: skip
+    vllm = VllmOptions(
+        backend=backend, label=args.label, tokenizer_id=args.tokenizer, metadata=metadata,
+        burstiness=args.burstiness, goodput=goodput, percentile_metrics=pmetrics, metric_percentiles=percentiles,
+    )  # fmt: skip
+    return Plan(
+        mode=mode, url=url, model=args.served_model_name or args.model, model_id=model_id, levels=levels,
+        requests=requests, rate=rate, warmup=warmup, seed=args.seed, endpoint=endpoint, chat=chat,
+        input_lens=input_lens, output_lens=output_lens, result_format=result_format, vllm=vllm, compat=compat,
+    )  # fmt: skip
 
 
 def _profile_and_slo(args: argparse.Namespace) -> tuple[ScenarioProfile, SLO, StrixConfig | None]:
@@ -102,20 +386,26 @@ def _levels(text: str | None) -> list[int] | None:
     return levels
 
 
-def apply_overrides(profile: ScenarioProfile, args: argparse.Namespace) -> ScenarioProfile:
+def apply_overrides(profile: ScenarioProfile, args: argparse.Namespace, plan: Plan | None = None) -> ScenarioProfile:  # fmt: skip
+    """The command line's levels, requests, warm-up, timeout and seed over the profile's."""
     upd: dict[str, Any] = {}
     sweep: dict[str, Any] = {}
-    if (levels := _levels(args.concurrency)) is not None:
+    levels = plan.levels if plan else _levels(args.concurrency)
+    requests = plan.requests if plan else args.requests
+    warmup = plan.warmup if plan else args.warmup
+    if levels is not None:
         sweep["levels"] = levels
-    if args.requests:
-        sweep["requests_per_level"] = args.requests
-        upd["decode"] = profile.decode.model_copy(update={"requests": args.requests})
-    if args.warmup is not None:
-        sweep["warmup"] = args.warmup
+    if requests:
+        sweep["requests_per_level"] = requests
+        upd["decode"] = profile.decode.model_copy(update={"requests": requests})
+    if warmup is not None:
+        sweep["warmup"] = warmup
     if sweep:
         upd["concurrency_sweep"] = profile.concurrency_sweep.model_copy(update=sweep)
     if args.timeout:
         upd["request_timeout_s"] = args.timeout
+    if plan and plan.seed is not None:
+        upd["seed"] = plan.seed
     return profile.model_copy(update=upd) if upd else profile
 
 
@@ -135,7 +425,17 @@ def _stats(a: LevelAggregate, name: str) -> dict[str, float | None]:
     return {s: getattr(a, f"{name}_{s}_ms") for s in ("mean", "p50", "p90", "p95", "p99")}
 
 
-def level_json(a: LevelAggregate) -> dict[str, Any]:
+def _spread(dist: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
+    d = dist.get(name)
+    return {k: d[k] for k in ("count", "std", "min", "max")} if d else {}
+
+
+def level_json(a: LevelAggregate, records: Sequence[RequestRecord] = ()) -> dict[str, Any]:
+    """One level of the ``--out`` JSON; ``records`` (the level's requests) add each metric's count,
+    std, min and max, the input token total and the total token throughput."""
+    from strix_pipeline.loadgen.metrics import distributions, token_totals, total_tokens_per_s
+
+    dist = distributions(records) if records else {}
     key = LEVEL_KEY.get(a.level_kind, "level")
     out: dict[str, Any] = {key: ("cold" if a.level == 0 else "warm") if a.level_kind == "phase" else a.level}
     out |= {
@@ -145,16 +445,19 @@ def level_json(a: LevelAggregate) -> dict[str, Any]:
         "requests_failed": a.requests_failed,
         "duration_s": a.duration_s,
         "ttft_ms": _stats(a, "ttft")
-        | {"p95_ci_low": a.ttft_p95_ci_low_ms, "p95_ci_high": a.ttft_p95_ci_high_ms},
-        "tpot_ms": _stats(a, "tpot"),
-        "itl_ms": _stats(a, "itl"),
-        "itl_per_token_ms": _stats(a, "itl_per_token"),
-        "e2e_ms": _stats(a, "e2e"),
-        "queue_ms": {"mean": a.queue_mean_ms, "p95": a.queue_p95_ms},
+        | {"p95_ci_low": a.ttft_p95_ci_low_ms, "p95_ci_high": a.ttft_p95_ci_high_ms}
+        | _spread(dist, "ttft"),
+        "tpot_ms": _stats(a, "tpot") | _spread(dist, "tpot"),
+        "itl_ms": _stats(a, "itl") | _spread(dist, "itl"),
+        "itl_per_token_ms": _stats(a, "itl_per_token") | _spread(dist, "itl_per_token"),
+        "e2e_ms": _stats(a, "e2e") | _spread(dist, "e2e"),
+        "queue_ms": {"mean": a.queue_mean_ms, "p95": a.queue_p95_ms} | _spread(dist, "queue"),
         "input_tokens_mean": a.input_tokens_mean,
+        "input_tokens_total": token_totals(records)[0] if records else None,
         "output_tokens_total": a.output_tokens_total,
         "output_tokens_estimated": a.output_tokens_estimated,
         "output_tokens_per_s": a.output_tokens_per_s,
+        "total_tokens_per_s": total_tokens_per_s(records, a.duration_s) if records else None,
         "requests_per_s": a.requests_per_s,
         "goodput_requests_per_s": a.goodput_requests_per_s,
         "requested_rate": a.requested_rate,
@@ -166,10 +469,21 @@ def level_json(a: LevelAggregate) -> dict[str, Any]:
     return out
 
 
-def result_json(result: Any, *, run_id: str, url: str, model: str | None, profile_name: str, slo: SLO, started: datetime) -> dict[str, Any]:  # fmt: skip
+def level_records(result: Any, a: LevelAggregate) -> list[RequestRecord]:
+    """The measured requests of one level of a result."""
+    return [
+        r
+        for r in result.requests
+        if r.scenario == a.scenario and r.level == a.level and r.level_kind == a.level_kind and not r.warmup
+    ]
+
+
+def result_json(result: Any, *, run_id: str, url: str, model: str | None, profile_name: str, slo: SLO, started: datetime, metadata: dict[str, str] | None = None, vllm_compat: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     scenarios: dict[str, dict[str, Any]] = {}
     for a in result.aggregates:
-        scenarios.setdefault(a.scenario, {"levels": []})["levels"].append(level_json(a))
+        scenarios.setdefault(a.scenario, {"levels": []})["levels"].append(
+            level_json(a, level_records(result, a))
+        )
     for name, block in scenarios.items():
         rs = [r for r in result.requests if r.scenario == name and not r.warmup]
         errors: dict[str, int] = {}
@@ -190,6 +504,8 @@ def result_json(result: Any, *, run_id: str, url: str, model: str | None, profil
         "smoke_ok": result.smoke_ok,
         "smoke_output": result.smoke_output,
         "errors": result.errors,
+        "metadata": metadata or {},
+        "vllm_compat": vllm_compat or None,  # the vLLM flags of the run, when it was given any
         "scenarios": scenarios,
     }
 
@@ -261,29 +577,66 @@ def save_run(cfg: StrixConfig | None, result: Any, *, run_id: str, url: str, mod
     return path
 
 
+def _slo_with_goodput(slo: SLO, goodput: dict[str, float]) -> SLO:
+    """vLLM's --goodput over the configured SLO (the strix JSON's goodput): only the named limits change."""
+    names = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2e_ms"}
+    return slo.model_copy(update={names[k]: v for k, v in goodput.items()}) if goodput else slo
+
+
+def _write_json(path: Path, doc: dict[str, Any], append: bool = False) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if append:  # as vLLM's --append-result: one JSON object a line
+        with path.open("a+", encoding="utf-8") as f:
+            if f.tell() != 0:
+                f.write("\n")
+            json.dump(doc, f, default=str)
+        return
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+
+
+def _vllm_doc(result: Any, plan: Plan, model: str) -> dict[str, Any]:
+    from strix_pipeline.loadgen.vllm_result import vllm_result
+
+    aggs = [a for a in result.aggregates if a.scenario in ("random", "dataset")]
+    if len(aggs) != 1:
+        raise ConfigError(f"--result-format vllm: the run has {len(aggs)} levels, vLLM's result one")
+    a = aggs[0]
+    opts = plan.vllm
+    opts.model_id = plan.model_id or model
+    opts.num_prompts = plan.requests or (a.requests_ok + a.requests_failed)
+    opts.request_rate = plan.rate if plan.rate is not None else math.inf
+    # vLLM's max_concurrency: the closed loop's clients, or the open loop's cap; None: no limit
+    capped = plan.mode == "random" and plan.levels is not None
+    if plan.rate is None:
+        opts.max_concurrency = a.level if capped or plan.mode == "dataset" else None
+    else:
+        opts.max_concurrency = plan.levels[0] if capped and plan.levels else None
+    return vllm_result(level_records(result, a), a, opts)
+
+
 def handle(args: argparse.Namespace) -> int:
-    from strix_pipeline.loadgen import load_dataset, run_async, run_dataset, run_suite
+    from strix_pipeline.loadgen import load_dataset, run_async, run_dataset, run_random, run_suite
 
     console = Console(stderr=True)
+    plan = plan_run(args)
     profile, slo, cfg = _profile_and_slo(args)
-    profile = apply_overrides(profile, args)
+    profile = apply_overrides(profile, args, plan)
+    slo = _slo_with_goodput(slo, plan.vllm.goodput)
     run_id = args.run_id or f"bench-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
     started = datetime.now(UTC)
-    if args.dataset:
+    if plan.mode == "dataset":
         try:
             prompts = load_dataset(args.dataset)
         except (OSError, ValueError) as e:
             console.print(f"[red]strix bench: {e}[/]")
             return 2
-    else:
+    elif plan.mode == "scenario":
         scenarios = _scenarios(args.scenario)
-    if args.rate is not None and not args.dataset:
-        raise ConfigError("--rate applies to --dataset (the standard scenarios are closed loops)")
 
     tasks: dict[tuple[str, int], TaskID] = {}
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,
-        transient=False, refresh_per_second=2,  # rendering holds the GIL: keep it off the streams' timestamps
+        transient=False, refresh_per_second=2, disable=args.disable_tqdm,  # rendering holds the GIL: keep it off the streams' timestamps
     ) as progress:  # fmt: skip
 
         def on_request(scenario: str, level: int, done: int, total: int) -> None:
@@ -298,15 +651,22 @@ def handle(args: argparse.Namespace) -> int:
         common: dict[str, Any] = dict(
             metrics_url=args.metrics_url, on_progress=on_progress, on_request=on_request
         )
-        if args.dataset:
+        if plan.mode == "dataset":
             coro = run_dataset(
-                args.url, args.model or "", prompts, slo, run_id, levels=_levels(args.concurrency) or [1],
-                requests=args.requests, warmup=args.warmup or 0, rate=args.rate, burstiness=args.burstiness,
+                plan.url, plan.model or "", prompts, slo, run_id, levels=plan.levels or [1],
+                requests=plan.requests, warmup=plan.warmup or 0, rate=plan.rate, burstiness=args.burstiness,
                 seed=profile.seed, timeout_s=profile.request_timeout_s, **common,
+            )  # fmt: skip
+        elif plan.mode == "random":
+            coro = run_random(
+                plan.url, plan.model or "", slo, run_id, input_lens=plan.input_lens, output_lens=plan.output_lens,
+                chat=plan.chat, path=plan.endpoint, warmups=plan.warmup or 0, rate=plan.rate,
+                burstiness=args.burstiness, max_concurrency=plan.levels[0] if plan.levels else None,
+                seed=profile.seed, timeout_s=args.timeout or VLLM_TIMEOUT_S, **common,
             )  # fmt: skip
         else:
             coro = run_suite(
-                args.url, args.model or "", profile, slo, run_id, scenarios=scenarios,
+                plan.url, plan.model or "", profile, slo, run_id, scenarios=scenarios,
                 context_length=args.context_length, **common,
             )  # fmt: skip
         result = run_async(coro)
@@ -316,15 +676,32 @@ def handle(args: argparse.Namespace) -> int:
         console.print(f"[yellow]note:[/] {e}")
     if result.smoke_ok is not None:
         console.print(f"smoke: {'[green]ok[/]' if result.smoke_ok else '[red]FAILED[/]'}")
-    model = args.model or result.model
+    model = plan.model or result.model
     doc = result_json(
-        result, run_id=run_id, url=args.url, model=model, profile_name=args.profile, slo=slo, started=started
-    )
+        result, run_id=run_id, url=plan.url, model=model, profile_name=args.profile, slo=slo, started=started,
+        metadata=dict(plan.vllm.metadata), vllm_compat=plan.compat,
+    )  # fmt: skip
     if args.out:
-        Path(args.out).write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+        _write_json(Path(args.out), doc)
         console.print(f"wrote {args.out}")
+    if plan.result_format is not None:
+        from strix_pipeline.loadgen.vllm_result import result_filename, summary
+
+        vdoc = _vllm_doc(result, plan, model or "unknown") if plan.result_format == "vllm" else None
+        if vdoc is None:  # the strix JSON under vLLM's file name; the name's fields as vLLM would fill them
+            plan.vllm.model_id = plan.model_id or model or "unknown"
+            plan.vllm.request_rate = plan.rate if plan.rate is not None else math.inf
+            plan.vllm.max_concurrency = plan.levels[0] if plan.levels and len(plan.levels) == 1 else None
+        path = result_filename(plan.vllm, args.result_dir, args.result_filename)
+        _write_json(path, vdoc if vdoc is not None else doc, append=args.append_result)
+        console.print(f"wrote {path}" + (" (vLLM's result format)" if vdoc is not None else ""))
+        if vdoc is not None:
+            console.print(summary(vdoc), highlight=False, markup=False)
+            beside = path.with_name(path.stem + ".strix.json")
+            _write_json(beside, doc, append=args.append_result)
+            console.print(f"wrote {beside}")
     if args.save:
-        path = save_run(cfg, result, run_id=run_id, url=args.url, model=model or "unknown", profile_name=args.profile, started=started, warehouse=args.warehouse)  # fmt: skip
+        path = save_run(cfg, result, run_id=run_id, url=plan.url, model=model or "unknown", profile_name=args.profile, started=started, warehouse=args.warehouse)  # fmt: skip
         console.print(f"saved run {run_id} to {path}")
     failed = sum(a.requests_failed for a in result.aggregates)
     ok = sum(a.requests_ok for a in result.aggregates)

@@ -33,6 +33,7 @@ __all__ = [
     "run_suite",
     "run_suite_sync",
     "run_dataset",
+    "run_random",
     "load_dataset",
     "detect_context_length",
     "detect_model",
@@ -266,4 +267,43 @@ async def run_dataset(
     return await _run(
         base, model, slo, run_id, timeout_s, seed, metrics_url or base + "/metrics", on_progress, on_request,
         scrape_interval_s, body, 0,
+    )  # fmt: skip
+
+
+async def run_random(
+    base_url: str,
+    model: str,
+    slo: SLO,
+    run_id: str,
+    *,
+    input_lens: Sequence[int],
+    output_lens: Sequence[int],
+    chat: bool = False,
+    path: str | None = None,
+    warmups: int = 0,
+    rate: float | None = None,
+    burstiness: float = 1.0,
+    max_concurrency: int | None = None,
+    seed: int = 1234,
+    timeout_s: float = 600,
+    metrics_url: str | None = None,
+    on_progress: Callable[[str], None] | None = None,
+    on_request: RequestProgressFn | None = None,
+    scrape_interval_s: float = 2.0,
+) -> SuiteResult:
+    """One level shaped as ``vllm bench serve --dataset-name random``: prompts of the given token
+    lengths to ``path`` (default /v1/completions, or /v1/chat/completions with ``chat``), at
+    ``max_concurrency`` clients or an open loop at ``rate`` (capped at ``max_concurrency`` in flight)."""
+    base = normalize_base_url(base_url)
+    endpoint = path or ("/v1/chat/completions" if chat else "/v1/completions")
+
+    async def body(ctx: SuiteContext, wl: Workload, result: SuiteResult) -> None:
+        await sc.random_dataset(
+            ctx, wl, input_lens=input_lens, output_lens=output_lens, chat=chat, path=endpoint,
+            warmups=warmups, rate=rate, burstiness=burstiness, max_concurrency=max_concurrency, seed=seed,
+        )  # fmt: skip
+
+    return await _run(
+        base, model, slo, run_id, timeout_s, seed, metrics_url or base + "/metrics", on_progress, on_request,
+        scrape_interval_s, body, max(input_lens, default=0),
     )  # fmt: skip

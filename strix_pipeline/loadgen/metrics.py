@@ -10,6 +10,9 @@ Definitions (DESIGN.md "Metric definitions"), over the non-warm-up requests of o
   goodput = successful requests meeting every SLO (TTFT, TPOT, E2E) / duration.
 - Percentiles: linear interpolation (numpy's default, as vLLM's benchmark). The 95% CI of TTFT p95 is a
   percentile bootstrap (2000 resamples, fixed seed, so a re-run of the same data gives the same CI).
+- std: the population standard deviation (numpy's default, ddof=0, as vLLM's ``std_*_ms``); with
+  ``count``, ``min`` and ``max`` it is in ``distributions`` (the ``--out`` JSON), not in the aggregate.
+- total token throughput = (sum input + sum output tokens of successful requests) / duration.
 - A failed request is counted in ``requests_failed``; it never contributes a latency, zero or other.
 - prefill tok/s (ladder, prefix cache) = sum input tokens / sum TTFT; decode tok/s (decode) =
   sum (output tokens - 1) / sum (E2E - TTFT), i.e. 1000 / token-weighted TPOT.
@@ -57,6 +60,70 @@ def _stats(values: Sequence[float]) -> dict[str, float | None]:
     for p, v in zip(PERCENTILES, np.percentile(a, PERCENTILES), strict=True):
         out[f"p{p}"] = float(v)
     return out
+
+
+def percentile_key(p: float) -> str:
+    """``p99``, ``p99.9``: vLLM's spelling of a percentile in its result keys (``p_word``)."""
+    return "p" + (str(int(p)) if int(p) == p else str(p))
+
+
+def value_stats(values: Sequence[float], percentiles: Sequence[float] = PERCENTILES) -> dict[str, float | int | None]:  # fmt: skip
+    """count, mean, std (population), min, max and the percentiles (``p50``, ``p99.9``, ...) of values;
+    every statistic but ``count`` is None when there are no values (never 0)."""
+    keys = [percentile_key(p) for p in percentiles]
+    if not values:
+        return {"count": 0, "mean": None, "std": None, "min": None, "max": None} | dict.fromkeys(keys)
+    a = np.asarray(values, dtype=float)
+    out: dict[str, float | int | None] = {
+        "count": int(a.size),
+        "mean": float(a.mean()),
+        "std": float(a.std()),
+        "min": float(a.min()),
+        "max": float(a.max()),
+    }
+    for k, v in zip(keys, np.percentile(a, list(percentiles)), strict=True):
+        out[k] = float(v)
+    return out
+
+
+def metric_values(records: Sequence[RequestRecord]) -> dict[str, list[float]]:
+    """Per-metric values of the measured requests: latencies over successful requests only (a failure
+    never contributes a latency); ``queue`` over every measured request, as ``queue_mean_ms``."""
+    measured = [r for r in records if not r.warmup]
+    ok = [r for r in measured if r.ok]
+    itl: list[float] = []
+    itl_tok: list[float] = []
+    for r in ok:
+        g, gt = itl_gaps(r)
+        itl += g
+        itl_tok += gt
+    return {
+        "ttft": [r.ttft_ms for r in ok if r.ttft_ms is not None],
+        "tpot": [t for t in (tpot_ms(r) for r in ok) if t is not None],
+        "itl": itl,
+        "itl_per_token": itl_tok,
+        "e2e": [r.e2e_ms for r in ok if r.e2e_ms is not None],
+        "queue": [r.queue_ms for r in measured],
+    }
+
+
+def distributions(records: Sequence[RequestRecord]) -> dict[str, dict[str, float | int | None]]:
+    """``value_stats`` of every metric of ``metric_values`` (the ``--out`` JSON's std/min/max/count)."""
+    return {name: value_stats(values) for name, values in metric_values(records).items()}
+
+
+def token_totals(records: Sequence[RequestRecord]) -> tuple[int, int]:
+    """(sum input tokens, sum output tokens) of the successful measured requests."""
+    ok = [r for r in records if r.ok and not r.warmup]
+    return sum(r.input_tokens or 0 for r in ok), sum(r.output_tokens or 0 for r in ok)
+
+
+def total_tokens_per_s(records: Sequence[RequestRecord], duration_s: float | None) -> float | None:
+    """(input + output tokens of successful requests) / duration, None without a duration."""
+    if not duration_s or duration_s <= 0:
+        return None
+    n_in, n_out = token_totals(records)
+    return (n_in + n_out) / duration_s
 
 
 def bootstrap_ci(
@@ -123,25 +190,11 @@ def aggregate_level(
         span = (sends[-1] - sends[0]) / 1000
         agg.achieved_rate = (len(sends) - 1) / span if span > 0 else None
 
-    ttft = [r.ttft_ms for r in ok if r.ttft_ms is not None]
-    e2e = [r.e2e_ms for r in ok if r.e2e_ms is not None]
-    tpot = [t for t in (tpot_ms(r) for r in ok) if t is not None]
-    itl: list[float] = []
-    itl_tok: list[float] = []
-    for r in ok:
-        g, gt = itl_gaps(r)
-        itl += g
-        itl_tok += gt
-    for name, values in (
-        ("ttft", ttft),
-        ("tpot", tpot),
-        ("itl", itl),
-        ("itl_per_token", itl_tok),
-        ("e2e", e2e),
-    ):
-        for stat, v in _stats(values).items():
+    values = metric_values(measured)
+    for name in ("ttft", "tpot", "itl", "itl_per_token", "e2e"):
+        for stat, v in _stats(values[name]).items():
             setattr(agg, f"{name}_{stat}_ms", v)
-    agg.ttft_p95_ci_low_ms, agg.ttft_p95_ci_high_ms = bootstrap_ci(ttft)
+    agg.ttft_p95_ci_low_ms, agg.ttft_p95_ci_high_ms = bootstrap_ci(values["ttft"])
 
     inputs = [r.input_tokens for r in ok if r.input_tokens is not None]
     agg.input_tokens_mean = float(np.mean(inputs)) if inputs else None

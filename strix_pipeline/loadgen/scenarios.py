@@ -169,18 +169,26 @@ async def open_loop(
     seed: int = 0,
     max_duration_s: float | None = None,
     progress: Callable[[int], None] | None = None,
+    max_concurrency: int | None = None,
 ) -> tuple[list[Outcome], int, int]:
-    """Arrivals at ``rate`` req/s: gamma gaps with shape ``burstiness`` (1.0 = Poisson) and mean 1/rate.
-    Queue time = how far behind its schedule a request was sent."""
+    """Arrivals at ``rate`` req/s: gamma gaps with shape ``burstiness`` (1.0 = Poisson) and mean 1/rate;
+    at most ``max_concurrency`` in flight when given (an arrival then waits for a slot, as vLLM's
+    ``--request-rate`` with ``--max-concurrency``). Queue time = how far behind its schedule a request
+    was sent, a wait for a slot included."""
     rng = random.Random(seed)
     outcomes: list[Outcome] = []
     start = perf_counter_ns()
     deadline = start + int(max_duration_s * 1e9) if max_duration_s else None
     t = 0.0
     tasks = []
+    slots = asyncio.Semaphore(max_concurrency) if max_concurrency else None
 
     async def one(i: int, p: Planned, due_ns: int) -> None:
-        raw = await ctx.send(p)
+        if slots is not None:
+            async with slots:
+                raw = await ctx.send(p)
+        else:
+            raw = await ctx.send(p)
         outcomes.append(Outcome(p, raw, max(0, raw.sent_ns - due_ns), False, i))
         if progress:
             progress(len(outcomes))
@@ -281,6 +289,7 @@ async def run_level(
     max_duration_s: float | None = None,
     label: str | None = None,
     texts: dict[str, str] | None = None,
+    max_concurrency: int | None = None,
 ) -> tuple[list[RequestRecord], LevelAggregate]:
     """Warm-up, then the measured requests with metrics scraped before/during/after; records + aggregate."""
     label = label or f"{scenario} {level_kind}={level}"
@@ -308,6 +317,7 @@ async def run_level(
                 seed=seed,
                 max_duration_s=max_duration_s,
                 progress=progress,
+                max_concurrency=max_concurrency,
             )
         else:
             outcomes, first, last = await closed_loop(
@@ -558,3 +568,41 @@ async def dataset(
             ctx, "dataset", c, "concurrency", pick(n), concurrency=c, warmup=pick(warmup),
             max_duration_s=max_duration_s, label=f"dataset c={c}",
         )  # fmt: skip
+
+
+async def random_dataset(
+    ctx: SuiteContext,
+    wl: Workload,
+    *,
+    input_lens: Sequence[int],
+    output_lens: Sequence[int],
+    chat: bool,
+    path: str,
+    warmups: int = 0,
+    rate: float | None = None,
+    burstiness: float = 1.0,
+    max_concurrency: int | None = None,
+    seed: int = 0,
+) -> None:
+    """vLLM's ``--dataset-name random`` shape: one level of ``len(input_lens)`` requests of the given
+    input/output token lengths (corpus prompts of exact length, ``ignore_eos``), sent to ``path``.
+    No rate: ``max_concurrency`` clients (all at once without it); a rate: an open loop, capped at
+    ``max_concurrency`` in flight when given. Warm-ups (excluded from the aggregate) use the first length."""
+
+    async def planned(n_in: int, n_out: int) -> Planned:
+        p = request_body(ctx.model, await wl.code_prompt(n_in, n_out, kind="random"), chat=chat)
+        return Planned(p.prompt, path, p.body)
+
+    warm = [await planned(input_lens[0], output_lens[0]) for _ in range(warmups)]
+    plan = [await planned(i, o) for i, o in zip(input_lens, output_lens, strict=True)]
+    if rate is None:
+        c = max_concurrency or len(plan)
+        await run_level(
+            ctx, "random", c, "concurrency", plan, concurrency=c, warmup=warm, label=f"random c={c}"
+        )
+        return
+    await run_level(
+        ctx, "random", round(rate * 60), "rate", plan, concurrency=max_concurrency or max(1, len(warm)),
+        warmup=warm, rate=rate, burstiness=burstiness, seed=seed, max_concurrency=max_concurrency,
+        label=f"random rate={rate:g}/s" + (f" max_concurrency={max_concurrency}" if max_concurrency else ""),
+    )  # fmt: skip

@@ -195,6 +195,30 @@ class Workload:
         return p.prompt_id, p.text
 
 
+def random_lengths(
+    n: int, input_len: int, output_len: int, range_ratio: float = 0.0, seed: int = 0
+) -> tuple[list[int], list[int]]:
+    """Per-request (input, output) token lengths as vLLM's random dataset draws them: integer-uniform
+    in [floor(len * (1 - r)), ceil(len * (1 + r))] (output at least 1), inputs first, from
+    ``numpy.random.default_rng(seed)``. (vLLM first takes the tokenizer's special tokens off the input
+    length; the prompts here are sent without special tokens.)"""
+    import math
+
+    import numpy as np
+
+    if not 0.0 <= range_ratio < 1.0:
+        raise ValueError(f"--random-range-ratio must be in [0, 1), got {range_ratio}")
+    if n < 1 or input_len < 1 or output_len < 1:
+        raise ValueError("--num-prompts, --random-input-len and --random-output-len must be positive")
+    rng = np.random.default_rng(seed)
+    in_lo, in_hi = math.floor(input_len * (1 - range_ratio)), math.ceil(input_len * (1 + range_ratio))
+    out_lo = max(1, math.floor(output_len * (1 - range_ratio)))
+    out_hi = max(1, math.ceil(output_len * (1 + range_ratio)))
+    inputs = rng.integers(max(1, in_lo), in_hi + 1, size=n)
+    outputs = rng.integers(out_lo, out_hi + 1, size=n)
+    return [int(x) for x in inputs], [int(x) for x in outputs]
+
+
 def load_dataset(path: str | Path, default_output_tokens: int = 256) -> list[Prompt]:
     """GuideLLM-style JSONL: one object a line with ``prompt`` and optionally ``output_tokens_count``
     (``prompt_tokens_count`` is read when present, as the target length)."""
