@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from synthetic_server import SyntheticServer
 
-from strix_pipeline import cli_bench
+from strix_pipeline.cli import bench as cli_bench
 from strix_pipeline.config import ConfigError
 from strix_pipeline.loadgen.metrics import percentile_key, value_stats
 from strix_pipeline.loadgen.vllm_result import VllmOptions, result_filename, vllm_result

@@ -24,7 +24,7 @@ from infra import (
 )
 from registry_fronts import Fault, Front
 
-from strix_pipeline import cli_images
+from strix_pipeline.cli import images as cli_images
 from strix_pipeline.config import ImageSource, StrixConfig
 from strix_pipeline.discovery import refresh_images
 from strix_pipeline.registry import OCI_INDEX, RegistryClient, RetryPolicy

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from synthetic_server import SyntheticServer
 
-from strix_pipeline import cli_bench
+from strix_pipeline.cli import bench as cli_bench
 from strix_pipeline.config import SLO, ScenarioProfile
 from strix_pipeline.loadgen import SuiteResult, run_dataset, run_suite, run_suite_sync
 from strix_pipeline.loadgen.workloads import Prompt

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from strix_pipeline.cli.common import error, open_warehouse, warehouse_arg
 from strix_pipeline.config import load_config
 from strix_pipeline.decision import Decision, evaluate, format_value
-from strix_pipeline.warehouse import Warehouse, WarehouseError, default_warehouse_path
+from strix_pipeline.warehouse import WarehouseError
 
 STATUS_STYLE = {"pass": "green", "fail": "red", "unknown": "dim"}
 
@@ -25,34 +24,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     d.add_argument("--json", action="store_true", help="print the decision as JSON")
     d.add_argument("--save", action="store_true", help="store this evaluation in the decision history")
-    _warehouse_arg(d)
+    warehouse_arg(d)
     d.set_defaults(func=run_decide)
 
     c = sub.add_parser("changes", help="list the change points found on the trend series")
     c.add_argument("--all", action="store_true", help="include acknowledged changes")
     c.add_argument("--json", action="store_true", help="print JSON")
-    _warehouse_arg(c)
+    warehouse_arg(c)
     c.set_defaults(func=run_changes)
 
     a = sub.add_parser("ack", help="acknowledge a change point with a reason (it stays, marked)")
     a.add_argument("change_id", metavar="ID", help="the change id (see `strix changes`)")
     a.add_argument("--reason", required=True, help="why this change is expected or accepted")
-    _warehouse_arg(a)
+    warehouse_arg(a)
     a.set_defaults(func=run_ack)
-
-
-def _warehouse_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--warehouse", help="warehouse file (default: project.warehouse from the configuration)")
-
-
-def _open(args: argparse.Namespace, *, read_only: bool) -> Warehouse:
-    path = Path(args.warehouse) if args.warehouse else default_warehouse_path(getattr(args, "config", None))
-    return Warehouse.open(path, read_only=read_only, lock_retry_s=10.0)
-
-
-def _err(msg: str) -> int:
-    print(f"strix: {msg}", file=sys.stderr)
-    return 1
 
 
 def print_decision(d: Decision, console: Console | None = None) -> None:
@@ -101,9 +86,9 @@ def print_decision(d: Decision, console: Console | None = None) -> None:
 def run_decide(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     try:
-        wh = _open(args, read_only=not args.save)
+        wh = open_warehouse(args, read_only=not args.save)
     except WarehouseError as e:
-        return _err(str(e))
+        return error(str(e))
     with wh:
         d = evaluate(wh, config)
         if args.save:
@@ -117,9 +102,9 @@ def run_decide(args: argparse.Namespace) -> int:
 
 def run_changes(args: argparse.Namespace) -> int:
     try:
-        wh = _open(args, read_only=True)
+        wh = open_warehouse(args, read_only=True)
     except WarehouseError as e:
-        return _err(str(e))
+        return error(str(e))
     with wh:
         rows = wh.list_changes() if args.all else wh.list_changes(ack_status="active")
     if args.json:
@@ -160,14 +145,14 @@ def run_changes(args: argparse.Namespace) -> int:
 
 def run_ack(args: argparse.Namespace) -> int:
     if not args.reason.strip():
-        return _err("--reason must say why")
+        return error("--reason must say why")
     try:
-        wh = _open(args, read_only=False)
+        wh = open_warehouse(args, read_only=False)
     except WarehouseError as e:
-        return _err(str(e))
+        return error(str(e))
     with wh:
         found = wh.ack_change(args.change_id, args.reason.strip())
     if not found:
-        return _err(f"no change with id {args.change_id!r} (see `strix changes --all`)")
+        return error(f"no change with id {args.change_id!r} (see `strix changes --all`)")
     print(f"acknowledged {args.change_id}: {args.reason.strip()}")
     return 0

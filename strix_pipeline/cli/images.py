@@ -11,11 +11,11 @@ import json
 import sys
 from dataclasses import asdict
 from datetime import datetime
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from strix_pipeline.cli.common import warehouse_arg, warehouse_path
 from strix_pipeline.config import load_config
 from strix_pipeline.discovery import DiscoveryReport, refresh_images
 from strix_pipeline.records import ImageRecord
@@ -30,19 +30,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     r = isub.add_parser("refresh", help="ask the registries what is new, moved (floating tags) and gone")
     r.add_argument("--engine", action="append", metavar="NAME", help="only this engine (repeatable)")
     r.add_argument("--json", action="store_true", help="print the report as JSON")
-    _common(r)
+    warehouse_arg(r)
     r.set_defaults(func=run_refresh)
 
     ls = isub.add_parser("list", help="the images the warehouse knows")
     ls.add_argument("--engine", metavar="NAME", help="only this engine")
     ls.add_argument("--all", action="store_true", help="include images marked gone")
     ls.add_argument("--json", action="store_true", help="print JSON")
-    _common(ls)
+    warehouse_arg(ls)
     ls.set_defaults(func=run_list)
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--warehouse", help="warehouse file (default: project.warehouse from the configuration)")
 
 
 def _usage(p: argparse.ArgumentParser) -> int:
@@ -50,15 +46,9 @@ def _usage(p: argparse.ArgumentParser) -> int:
     return 2
 
 
-def _warehouse_path(args: argparse.Namespace) -> Path:
-    if args.warehouse:
-        return Path(args.warehouse)
-    return load_config(getattr(args, "config", None)).warehouse_path()
-
-
 def run_refresh(args: argparse.Namespace) -> int:
     config = load_config(getattr(args, "config", None))
-    path = Path(args.warehouse) if args.warehouse else config.warehouse_path()
+    path = warehouse_path(args)
     try:
         with Warehouse.open(path) as wh:
             report = refresh_images(config, wh, engines=args.engine)
@@ -105,7 +95,7 @@ def _print_report(report: DiscoveryReport) -> None:
 
 def run_list(args: argparse.Namespace) -> int:
     try:
-        with Warehouse.open(_warehouse_path(args), read_only=True) as wh:
+        with Warehouse.open(warehouse_path(args), read_only=True) as wh:
             rows = wh.known_images(args.engine)
     except WarehouseError as e:
         print(f"strix images list: {e}", file=sys.stderr)

@@ -1,4 +1,8 @@
-"""`strix`: the command line. Each command group lives in its own module with a `register(subparsers)`."""
+"""`strix`: the command line. Each command group is a module of this package with a `register(subparsers)`.
+
+Commands call the domain (strix_pipeline); none imports Dagster: `strix run` starts the Dagster layer
+as its own process (see run.py).
+"""
 
 from __future__ import annotations
 
@@ -10,12 +14,12 @@ from strix_pipeline.config import ConfigError
 
 # Modules that add sub-commands; each defines register(subparsers) and sets `func` on its parsers.
 COMMAND_MODULES = (
-    "strix_pipeline.cli_run",
-    "strix_pipeline.cli_bench",
+    "strix_pipeline.cli.doctor",
+    "strix_pipeline.cli.run",
+    "strix_pipeline.cli.bench",
     "strix_pipeline.cli_query",
-    "strix_pipeline.cli_images",
-    "strix_pipeline.cli_decide",
-    "strix_pipeline.cli_doctor",
+    "strix_pipeline.cli.images",
+    "strix_pipeline.cli.decide",
 )
 
 
