@@ -2,6 +2,10 @@
 
 Query and export open the file read-only, so a write statement fails inside DuckDB itself (not by our
 parsing of the SQL); all three wait briefly when a benchmark run is writing, then say why they cannot.
+Query's connection is also sandboxed by DuckDB's own settings (``Warehouse.open(sandbox=True)``): the
+SQL reads the warehouse and nothing else -- no COPY to or from files, no read_csv/read_text/glob of
+other files, no ATTACH, no INSTALL/LOAD, no SET/RESET. Export keeps a plain read-only connection
+(it COPYs to Parquet files); import a writable one.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     q = sub.add_parser(
         "query",
         help="run read-only SQL against the warehouse",
-        description="Run SQL against the warehouse, opened read-only. Views: v_runs, v_latest_by_engine, "
+        description="Run SQL against the warehouse, opened read-only; the SQL can read no other file, write "
+        "none, attach no database, load no extension and change no setting. Views: v_runs, v_latest_by_engine, "
         "v_ttft_at_concurrency, v_prefill_ladder, v_memory, v_decisions, v_compare (see docs/warehouse.md).",
     )
     q.add_argument("sql", help='the query, e.g. "SELECT * FROM v_latest_by_engine"')
@@ -60,13 +65,14 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _open(args: argparse.Namespace, *, read_only: bool = True) -> Warehouse:
+def _open(args: argparse.Namespace, *, read_only: bool = True, sandbox: bool = False) -> Warehouse:
     path = Path(args.warehouse) if args.warehouse else default_warehouse_path(getattr(args, "config", None))
     return Warehouse.open(
         path,
         read_only=read_only,
         lock_retry_s=args.lock_wait,
         on_wait=lambda msg: print(f"strix: {msg}", file=sys.stderr),
+        sandbox=sandbox,
     )
 
 
@@ -79,7 +85,7 @@ def run_query(args: argparse.Namespace) -> int:
     if args.format == "parquet" and not args.out:
         return _err("--format parquet needs --out FILE")
     try:
-        wh = _open(args)
+        wh = _open(args, sandbox=True)
     except WarehouseError as e:
         return _err(str(e))
     with wh:
@@ -90,9 +96,16 @@ def run_query(args: argparse.Namespace) -> int:
                 df = rel.limit(args.limit + 1).pl() if rel is not None else pl.DataFrame()
             else:
                 df = wh.query_df(args.sql)
+        except duckdb.PermissionException as e:
+            return _err(
+                "strix query reads the warehouse and nothing else (no files, other databases or "
+                f"extensions); nothing was read or written ({e})"
+            )
         except duckdb.InvalidInputException as e:
             if "read-only" in str(e):
                 return _err(f"strix query is read-only; nothing was changed ({e})")
+            if "configuration has been locked" in str(e):
+                return _err(f"strix query cannot change DuckDB settings; nothing was changed ({e})")
             return _err(f"query failed: {e}")
         except duckdb.Error as e:
             return _err(f"query failed: {e}")

@@ -7,6 +7,12 @@ read-only together. So writers here open, write one short transaction and close
 benchmark; readers open ``read_only=True``. Both retry for ``lock_retry_s`` on the lock error and then
 raise :class:`WarehouseLocked` naming the process DuckDB says holds it.
 
+SQL typed by a person (``strix query``) runs on a *sandboxed* reader (``sandbox=True``): read-only, and
+DuckDB's own settings keep it inside the warehouse file -- no external access (no COPY to or from
+files, no read_csv/read_text/read_parquet/glob of other files, no ATTACH of another file, no INSTALL
+or LOAD of extension files), no spill directory, and the configuration locked so no SET or RESET gives
+any of it back. Export and import, and the pipeline's own readers, open without it.
+
 Schema: ``warehouse/migrations/NNNN_name.sql`` applied in order in one transaction when a writer opens
 an older file; ``warehouse/views.sql`` re-installed whenever its content changes. A file newer than
 this code is refused (:class:`SchemaTooNew`) rather than half-understood.
@@ -344,14 +350,35 @@ def _is_lock_error(e: Exception) -> bool:
     return "Could not set lock" in msg or "Conflicting lock" in msg or "lock on file" in msg
 
 
+# DuckDB settings of a sandboxed reader, given when the database instance is created (DuckDB shares one
+# instance per file and process, so they can neither leak to nor be missing from another connection:
+# an open with other settings is refused as "different configuration"). enable_external_access=false
+# refuses every file but the database's own and its spill directory, so the spill directory is turned
+# off (temp_directory=''): a query then has to fit in memory_limit (80% of RAM by default) instead of
+# being able to COPY into <warehouse>.tmp/. Extensions are neither fetched nor loaded on demand; those
+# built into the wheel (parquet, json, icu) work as before. lock_configuration is set after TimeZone.
+SANDBOX_CONFIG: dict[str, str | bool] = {
+    "enable_external_access": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "temp_directory": "",
+}
+
+
 def _connect(
-    path: Path, read_only: bool, lock_retry_s: float, on_wait: Callable[[str], None] | None = None
+    path: Path,
+    read_only: bool,
+    lock_retry_s: float,
+    on_wait: Callable[[str], None] | None = None,
+    config: dict[str, str | bool] | None = None,
 ) -> duckdb.DuckDBPyConnection:
     deadline = time.monotonic() + max(0.0, lock_retry_s)
     delay = 0.05
     told = False
     while True:
         try:
+            if config is not None:
+                return duckdb.connect(str(path), read_only=read_only, config=dict(config))
             return duckdb.connect(str(path), read_only=read_only)
         except duckdb.IOException as e:
             if not _is_lock_error(e):
@@ -371,6 +398,8 @@ def _connect(
                 raise WarehouseError(f"{path}: cannot open the warehouse: {e}") from e
             if time.monotonic() >= deadline:
                 mode = "read-only" if read_only else "writable"
+                if config is not None:
+                    mode += " and sandboxed"
                 raise WarehouseLocked(
                     f"{path}: this process already has the warehouse open in the other mode, so it cannot "
                     f"also open it {mode} (waited {lock_retry_s:g}s); use the open Warehouse, or close it first"
@@ -389,6 +418,23 @@ def _connect_writer_settings(con: duckdb.DuckDBPyConnection) -> None:
     # for the loads that delete. A DuckDB without the setting just keeps vacuuming: slower, nothing lost.
     with contextlib.suppress(duckdb.Error):
         con.execute("SET max_vacuum_tasks = 0").fetchall()
+
+
+def _lock_sandbox(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    locked = con.execute("SELECT current_setting('lock_configuration')").fetchall()[0][0]
+    if locked:
+        # Another sandboxed reader of this process already locked the shared instance; this connection
+        # could not set its TimeZone (a per-connection value), so its times would be in the wrong zone.
+        raise WarehouseLocked(
+            f"{path}: this process already has a sandboxed reader of the warehouse open; close it first"
+        )
+    con.execute("SET TimeZone = 'UTC'").fetchall()
+    con.execute("SET lock_configuration = true").fetchall()
+    got = con.execute(
+        "SELECT current_setting('enable_external_access'), current_setting('lock_configuration')"
+    ).fetchall()[0]
+    if got != (False, True):  # a DuckDB that ignored a setting must not run the query at all
+        raise WarehouseError(f"{path}: DuckDB did not apply the query sandbox settings: {got}")
 
 
 def default_warehouse_path(config: str | Path | None = None) -> Path:
@@ -415,23 +461,34 @@ class Warehouse:
         read_only: bool = False,
         lock_retry_s: float = 5.0,
         on_wait: Callable[[str], None] | None = None,
+        sandbox: bool = False,
     ) -> Warehouse:
         """Open (and, when writable, create or migrate) the warehouse at ``path``.
 
         While another process holds the file, retry for ``lock_retry_s`` seconds (``on_wait`` is told
         once, e.g. to show "waiting for the writer"), then raise :class:`WarehouseLocked`.
+
+        ``sandbox=True`` (only with ``read_only=True``) is for SQL that someone typed: the connection
+        reads the warehouse file and nothing else, writes nothing, and cannot change its settings
+        (:data:`SANDBOX_CONFIG`, then ``lock_configuration``). ``export_parquet`` does not work on it.
+        One sandboxed reader per file and process at a time.
         """
         path = Path(path)
+        if sandbox and not read_only:
+            raise ValueError("sandbox=True is for read-only opens")
         if read_only and not path.exists():
             raise WarehouseMissing(
                 f"{path}: no warehouse here yet; it is created by the first benchmark run that loads results"
             )
         if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
-        con = _connect(path, read_only, lock_retry_s, on_wait)
+        con = _connect(path, read_only, lock_retry_s, on_wait, SANDBOX_CONFIG if sandbox else None)
         wh = cls(con, path, read_only)
         try:
-            con.execute("SET TimeZone = 'UTC'").fetchall()
+            if sandbox:
+                _lock_sandbox(con, path)
+            else:
+                con.execute("SET TimeZone = 'UTC'").fetchall()
             if not read_only:
                 _connect_writer_settings(con)
             wh._prepare_schema()
