@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 from test_warehouse import make_run
 
-from strix_pipeline import cli_query
+from strix_pipeline.cli import query as cli_query
 from strix_pipeline.warehouse import Warehouse
 
 

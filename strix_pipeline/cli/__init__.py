@@ -17,7 +17,7 @@ COMMAND_MODULES = (
     "strix_pipeline.cli.doctor",
     "strix_pipeline.cli.run",
     "strix_pipeline.cli.bench",
-    "strix_pipeline.cli_query",
+    "strix_pipeline.cli.query",
     "strix_pipeline.cli.images",
     "strix_pipeline.cli.decide",
 )

@@ -20,7 +20,8 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-from strix_pipeline.warehouse import Warehouse, WarehouseError, default_warehouse_path
+from strix_pipeline.cli.common import error, open_warehouse, warehouse_arg
+from strix_pipeline.warehouse import Warehouse, WarehouseError
 
 FORMATS = ("table", "csv", "json", "parquet")
 
@@ -56,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--warehouse", help="warehouse file (default: project.warehouse from the configuration)")
+    warehouse_arg(p)
     p.add_argument(
         "--lock-wait",
         type=float,
@@ -66,9 +67,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _open(args: argparse.Namespace, *, read_only: bool = True, sandbox: bool = False) -> Warehouse:
-    path = Path(args.warehouse) if args.warehouse else default_warehouse_path(getattr(args, "config", None))
-    return Warehouse.open(
-        path,
+    return open_warehouse(
+        args,
         read_only=read_only,
         lock_retry_s=args.lock_wait,
         on_wait=lambda msg: print(f"strix: {msg}", file=sys.stderr),
@@ -76,18 +76,13 @@ def _open(args: argparse.Namespace, *, read_only: bool = True, sandbox: bool = F
     )
 
 
-def _err(msg: str) -> int:
-    print(f"strix: {msg}", file=sys.stderr)
-    return 1
-
-
 def run_query(args: argparse.Namespace) -> int:
     if args.format == "parquet" and not args.out:
-        return _err("--format parquet needs --out FILE")
+        return error("--format parquet needs --out FILE")
     try:
         wh = _open(args, sandbox=True)
     except WarehouseError as e:
-        return _err(str(e))
+        return error(str(e))
     with wh:
         try:
             if args.format == "table":
@@ -97,18 +92,18 @@ def run_query(args: argparse.Namespace) -> int:
             else:
                 df = wh.query_df(args.sql)
         except duckdb.PermissionException as e:
-            return _err(
+            return error(
                 "strix query reads the warehouse and nothing else (no files, other databases or "
                 f"extensions); nothing was read or written ({e})"
             )
         except duckdb.InvalidInputException as e:
             if "read-only" in str(e):
-                return _err(f"strix query is read-only; nothing was changed ({e})")
+                return error(f"strix query is read-only; nothing was changed ({e})")
             if "configuration has been locked" in str(e):
-                return _err(f"strix query cannot change DuckDB settings; nothing was changed ({e})")
-            return _err(f"query failed: {e}")
+                return error(f"strix query cannot change DuckDB settings; nothing was changed ({e})")
+            return error(f"query failed: {e}")
         except duckdb.Error as e:
-            return _err(f"query failed: {e}")
+            return error(f"query failed: {e}")
     return _emit(df, args)
 
 
@@ -135,7 +130,7 @@ def _emit(df: pl.DataFrame, args: argparse.Namespace) -> int:
         text = json.dumps(df.to_dicts(), default=str, indent=1) + "\n"
     else:
         if out is not None:
-            return _err("--out is for csv, json and parquet; --format table prints to the terminal")
+            return error("--out is for csv, json and parquet; --format table prints to the terminal")
         _print_table(df, args.limit)
         return 0
     if out is not None:
@@ -188,13 +183,13 @@ def run_export(args: argparse.Namespace) -> int:
     try:
         wh = _open(args)
     except WarehouseError as e:
-        return _err(str(e))
+        return error(str(e))
     with wh:
         try:
             written = wh.export_parquet(args.parquet, args.table)
             counts = {t: wh.count(t) for t in written}
         except (WarehouseError, duckdb.Error) as e:
-            return _err(f"export failed: {e}")
+            return error(f"export failed: {e}")
     for t, p in written.items():
         print(f"{t:<16} {counts[t]:>10} rows -> {p}")
     return 0
@@ -204,12 +199,12 @@ def run_import(args: argparse.Namespace) -> int:
     try:
         wh = _open(args, read_only=False)
     except WarehouseError as e:
-        return _err(str(e))
+        return error(str(e))
     with wh:
         try:
             counts = wh.import_parquet(args.parquet)
         except (WarehouseError, duckdb.Error) as e:
-            return _err(f"import failed, nothing was changed: {e}")
+            return error(f"import failed, nothing was changed: {e}")
     for t, n in counts.items():
         print(f"{t:<16} {n:>10} rows imported")
     return 0
