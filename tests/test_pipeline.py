@@ -170,6 +170,7 @@ def test_asset_checks(materialised) -> None:
     result = materialised["result"]
     checks = {(e.asset_key.to_user_string(), e.check_name): e for e in result.get_asset_check_evaluations()}
     expected = {
+        ("benchmark_run", "engine_served"),
         ("benchmark_run", "benchmark_complete"),
         ("benchmark_run", "memory_back_at_baseline"),
         ("regressions", "no_confirmed_regression"),
@@ -178,6 +179,8 @@ def test_asset_checks(materialised) -> None:
     }
     assert expected <= set(checks)
     assert checks[("benchmark_run", "benchmark_complete")].passed
+    served = checks[("benchmark_run", "engine_served")]
+    assert served.passed and served.severity == dg.AssetCheckSeverity.ERROR
     assert checks[("regressions", "no_confirmed_regression")].passed
     # Nothing about vLLM is known on this host: the freshness check says so (WARN, not a pass).
     fresh = checks[("switch_decision", "evidence_fresh")]
