@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from rich.console import Console
 from rich.table import Table
@@ -13,7 +14,7 @@ from strix_pipeline.config import config_path, load_config
 def doctor(args: argparse.Namespace) -> int:
     from strix_pipeline.doctor import failed, run_checks
 
-    console = Console()
+    console = Console() if sys.stdout.isatty() else Console(width=160)
     path = str(args.config or config_path())
     config = load_config(path)
     with console.status("checking each host…"):
