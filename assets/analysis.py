@@ -102,7 +102,7 @@ def regressions(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.
     with warehouse.writer() as wh:
         changes = detect_changes(wh, config)
         active = [c for c in stored_changes(wh, include_acknowledged=False)]
-    confirmed_bad = [c for c in active if c.status == "confirmed" and c.is_regression]
+    confirmed_bad = [c for c in active if c.is_confirmed_regression]
     rows = [
         dg.TableRecord(
             {
@@ -219,8 +219,7 @@ def switch_decision(strix: StrixConfigResource, warehouse: WarehouseResource) ->
     out = config.artifacts_dir() / "decision.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(decision.to_json(), indent=2))
-    required = set(config.decision.required)
-    unknown = [c for c in decision.criteria if c.criterion in required and c.status == "unknown"]
+    unknown = decision.without_fresh_evidence(config.decision.required)
     changed = decision.verdict_changed
     return dg.MaterializeResult(
         metadata={

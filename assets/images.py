@@ -6,7 +6,6 @@ import dagster as dg
 
 from assets.partitions import image_versions
 from strix_pipeline import plan
-from strix_pipeline.discovery import refresh_images
 from strix_pipeline.resources import RegistryResource, StrixConfigResource, WarehouseResource
 
 
@@ -41,17 +40,13 @@ def engine_images(
     registry: RegistryResource,
 ) -> dg.MaterializeResult:
     config = strix.get()
-    now = datetime.now(UTC)
     with warehouse.writer() as wh:
-        report = refresh_images(config, wh, client_factory=registry.client_factory(), now=now)
-        locals_ = plan.register_local_images(config, wh, now)
-        images = wh.known_images()
+        scan = plan.scan_images(config, wh, client_factory=registry.client_factory(), now=datetime.now(UTC))
+    report, images = scan.report, scan.known
     for err in report.errors:
         context.log.warning(f"registry error: {err.engine} {err.registry}/{err.repository}: {err.message}")
-    runnable = [i for i in [*report.new, *report.moved, *locals_] if plan.runnable(config, i)]
-    keys = sorted({plan.partition_key(i.engine, i) for i in runnable})
     existing = set(context.instance.get_dynamic_partitions(image_versions.name))
-    added = [k for k in keys if k not in existing]
+    added = [k for k in plan.partition_keys(scan.changed(config)) if k not in existing]
     if added:
         context.instance.add_dynamic_partitions(image_versions.name, added)
         context.log.info(f"new image versions to benchmark: {', '.join(added)}")

@@ -1,4 +1,9 @@
-"""Jobs, the new-image sensor and the weekly schedule."""
+"""Jobs, the new-image sensor and the weekly schedule.
+
+Neither the sensor nor the schedule asks for the analysis: the analysis assets carry an automation
+condition (``assets.analysis.EAGER``) that the ``analysis_automation`` sensor evaluates, so they
+materialise once the benchmarks they read have landed -- never beside them.
+"""
 
 import json
 from datetime import UTC, datetime
@@ -9,7 +14,6 @@ from assets.benchmark import benchmark_asset_key
 from assets.partitions import image_versions
 from strix_pipeline import plan
 from strix_pipeline.config import StrixConfig
-from strix_pipeline.discovery import refresh_images
 from strix_pipeline.records import ImageRecord
 from strix_pipeline.resources import RegistryResource, StrixConfigResource, WarehouseResource
 
@@ -47,11 +51,6 @@ def main_job_for(benchmark_keys: list[str]):
     )
 
 
-def _wanted(config: StrixConfig, images: list[ImageRecord], local: list[ImageRecord]) -> list[ImageRecord]:
-    """Current images of every engine benchmarked somewhere, plus each local host's own build."""
-    return [i for i in plan.current_images(config, images) if plan.runnable(config, i)] + local
-
-
 def _request(
     config: StrixConfig,
     image: ImageRecord,
@@ -59,7 +58,7 @@ def _request(
     asset_selection: list[dg.AssetKey] | None = None,
 ) -> dg.RunRequest:
     key = plan.partition_key(image.engine, image)
-    hosts = sorted({t.host for t in plan.targets_for(config, image)})
+    hosts = plan.hosts_of(config, image)
     # Only the benchmark assets of hosts that run this image: another host's asset would fail the run.
     mine = {dg.AssetKey(benchmark_asset_key(config, h)) for h in hosts}
     return dg.RunRequest(
@@ -91,23 +90,19 @@ def build_sensor(benchmark_job, interval_s: int = 3600) -> dg.SensorDefinition:
         cfg = strix.get()
         now = datetime.now(UTC)
         with warehouse.writer() as wh:
-            report = refresh_images(cfg, wh, client_factory=registry.client_factory(), now=now)
-            local = plan.register_local_images(cfg, wh, now)
-            wanted = _wanted(cfg, wh.known_images(), local)
-        seen: set[str] = set(json.loads(context.cursor)) if context.cursor else set()
-        unseen = [i for i in wanted if i.digest not in seen]
-        # outside a host's maintenance window an image waits (its digest stays unseen) for a later tick
-        fresh = [i for i in unseen if plan.hosts_in_window(cfg, i, now)]
-        for i in unseen:
-            if i not in fresh:
-                context.log.info(f"{plan.partition_key(i.engine, i)}: waiting for the maintenance window")
+            scan = plan.scan_images(cfg, wh, client_factory=registry.client_factory(), now=now)
+        requested: set[str] = set(json.loads(context.cursor)) if context.cursor else set()
+        # outside a host's maintenance window an image waits (its digest stays unrequested) for a later tick
+        due = plan.due_images(cfg, scan.current(cfg), requested, now)
+        for i in due.waiting:
+            context.log.info(f"{plan.partition_key(i.engine, i)}: waiting for the maintenance window")
         existing = set(context.instance.get_dynamic_partitions(image_versions.name))
-        keys = sorted({plan.partition_key(i.engine, i) for i in fresh} - existing)
-        for err in report.errors:
+        keys = [k for k in plan.partition_keys(due.now) if k not in existing]
+        for err in scan.report.errors:
             context.log.warning(f"registry error {err.registry}/{err.repository}: {err.message}")
-        context.update_cursor(json.dumps(sorted(seen | {i.digest for i in fresh})))
+        context.update_cursor(json.dumps(sorted(due.requested)))
         return dg.SensorResult(
-            run_requests=[_request(cfg, i, run_key=i.digest) for i in fresh],
+            run_requests=[_request(cfg, i, run_key=i.digest) for i in due.now],
             dynamic_partitions_requests=[image_versions.build_add_request(keys)] if keys else [],
         )
 
@@ -119,11 +114,12 @@ def build_schedule(config: StrixConfig, bench_keys: list[dg.AssetKey]) -> dg.Sch
         name="weekly_benchmark",
         cron_schedule=config.project.schedule,
         execution_timezone=config.project.timezone,
-        target=dg.AssetSelection.all(),
+        target=dg.AssetSelection.assets(dg.AssetKey("engine_images"), *bench_keys),
         default_status=dg.DefaultScheduleStatus.RUNNING,
         description=(
             "Weekly: refresh images, benchmark each engine's current images and each host's llama-server "
-            "baseline, then recompute trends and the decision."
+            "baseline. The trends and the decision follow once those benchmarks have landed "
+            "(analysis_automation), not on this tick."
         ),
     )
     def weekly_benchmark(
@@ -136,10 +132,9 @@ def build_schedule(config: StrixConfig, bench_keys: list[dg.AssetKey]) -> dg.Sch
         stamp = f"{now:%Y-%m-%d}"
         with warehouse.reader() as wh:
             images = wh.known_images()
-        wanted = _wanted(cfg, images, [plan.local_image(e, now) for e in plan.local_engines(cfg)])
-        keys = sorted({plan.partition_key(i.engine, i) for i in wanted})
+        wanted = plan.wanted_images(cfg, images, [plan.local_image(e, now) for e in plan.local_engines(cfg)])
         existing = set(context.instance.get_dynamic_partitions(image_versions.name))
-        missing = [k for k in keys if k not in existing]
+        missing = [k for k in plan.partition_keys(wanted) if k not in existing]
         if missing:
             context.instance.add_dynamic_partitions(image_versions.name, missing)
         requests = [
@@ -148,12 +143,6 @@ def build_schedule(config: StrixConfig, bench_keys: list[dg.AssetKey]) -> dg.Sch
         requests += [
             _request(cfg, i, run_key=f"weekly-{stamp}-{i.digest}", asset_selection=bench_keys) for i in wanted
         ]
-        requests.append(
-            dg.RunRequest(
-                run_key=f"weekly-{stamp}-analysis",
-                asset_selection=[dg.AssetKey(k) for k in ANALYSIS_KEYS],
-            )
-        )
         return requests
 
     return weekly_benchmark

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,7 @@ import numpy as np
 from scipy.stats import ttest_ind_from_stats
 
 from strix_pipeline.config import ChangeDetectionConfig, StrixConfig
-from strix_pipeline.warehouse import CHANGE_COLUMNS as WAREHOUSE_CHANGE_COLUMNS
+from strix_pipeline.warehouse.changes import ChangeRecord, change_id
 
 if TYPE_CHECKING:
     from strix_pipeline.warehouse import Warehouse
@@ -108,41 +109,21 @@ class ChangePoint:
 
 
 @dataclass
-class Change:
-    """One change on one series (table ``changes``; the trailing fields are not stored)."""
+class Change(ChangeRecord):
+    """One change on one series: the stored row (table ``changes``) and what is not stored."""
 
-    change_id: str
-    fingerprint: str
-    engine: str
-    host: str
-    metric: str
-    scenario: str
-    level: int
-    version_before: str | None
-    version_after: str | None
-    sort_key_after: str | None
-    magnitude_pct: float
-    pvalue: float
-    status: str  # "provisional" | "confirmed"
-    ack_status: str  # "active" | "acknowledged"
-    ack_reason: str | None
-    detected_at: datetime
-    # not stored:
     direction: str = "regression"  # "regression" | "improvement"
     run_id_after: str | None = None
     newly_confirmed: bool = False  # confirmed now and was not confirmed in the warehouse before
-
-    def row(self) -> dict[str, Any]:
-        """The `changes` table row, in column order."""
-        return {k: getattr(self, k) for k in CHANGE_COLUMNS}
 
     @property
     def is_regression(self) -> bool:
         return self.direction == "regression"
 
-
-# The `changes` table's columns, in order: one list, owned by the warehouse.
-CHANGE_COLUMNS = WAREHOUSE_CHANGE_COLUMNS
+    @property
+    def is_confirmed_regression(self) -> bool:
+        """A regression a repeat run or the next version agreed with (not provisional any more)."""
+        return self.status == "confirmed" and self.is_regression
 
 
 # --------------------------------------------------------------------------------------------------
@@ -387,14 +368,8 @@ def changes_in_series(series: Series, cfg: ChangeDetectionConfig, *, now: dateti
         )
     for c in out:
         # the warehouse's id: stable across re-detection, so an acknowledgement survives next week
-        c.change_id = _change_id(c.row())
+        c.change_id = change_id(c)
     return out
-
-
-def _change_id(row: dict[str, Any]) -> str:
-    from strix_pipeline.warehouse import Warehouse
-
-    return Warehouse.change_id(row)
 
 
 # A provisional change that the next run did not repeat was a blip: it goes. Confirmed or acknowledged
@@ -410,27 +385,22 @@ def stored_changes(wh: Warehouse, *, include_acknowledged: bool = True) -> list[
     rows = _existing(wh).values()
     out = []
     for r in rows:
-        if not include_acknowledged and r.get("ack_status") == "acknowledged":
+        if not include_acknowledged and r.ack_status == "acknowledged":
             continue
-        c = Change(**{k: r.get(k) for k in CHANGE_COLUMNS})
+        c = Change(**dataclasses.asdict(r))
         rise = (c.magnitude_pct or 0) > 0
         c.direction = "regression" if rise == HIGHER_IS_WORSE.get(c.metric, True) else "improvement"
         out.append(c)
     return out
 
 
-def _existing(wh: Warehouse) -> dict[str, dict[str, Any]]:
+def _existing(wh: Warehouse) -> dict[str, ChangeRecord]:
     try:
-        df = wh.list_changes()
+        rows = wh.list_changes()
     except Exception as e:  # a warehouse without the table yet: nothing was acknowledged
         log.warning("could not read existing changes: %s", e)
         return {}
-    rows = (
-        df.iter_rows(named=True)
-        if hasattr(df, "iter_rows")
-        else (r if isinstance(r, dict) else vars(r) for r in df)
-    )
-    return {r["change_id"]: r for r in rows}
+    return {r.change_id: r for r in rows}
 
 
 def detect_changes(wh: Warehouse, config: StrixConfig, *, now: datetime | None = None) -> list[Change]:
@@ -444,12 +414,12 @@ def detect_changes(wh: Warehouse, config: StrixConfig, *, now: datetime | None =
     for c in changes:
         old = previous.get(c.change_id)
         if old:
-            c.ack_status = old.get("ack_status") or "active"
-            c.ack_reason = old.get("ack_reason")
-            c.detected_at = old.get("detected_at") or now
-        c.newly_confirmed = c.status == "confirmed" and (old is None or old.get("status") != "confirmed")
+            c.ack_status = old.ack_status or "active"
+            c.ack_reason = old.ack_reason
+            c.detected_at = old.detected_at or now
+        c.newly_confirmed = c.status == "confirmed" and (old is None or old.status != "confirmed")
     if changes:
-        wh.save_changes([c.row() for c in changes])
+        wh.save_changes(changes)
     try:
         # a sentinel keeps the list typed when nothing was found
         wh.con.execute(RETIRE_PROVISIONAL_SQL, [[c.change_id for c in changes] or [""]]).fetchall()

@@ -15,8 +15,13 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CONFIG = REPO_ROOT / "strix.toml"
+from strix_pipeline.hosts.window import validate as validate_cron
+
+REPO_ROOT = Path(__file__).resolve().parent.parent  # a source checkout's root (tests, examples)
+# The embedded default ships inside the package, so a non-editable install finds it anywhere;
+# ./strix.toml in the working directory, or $STRIX_CONFIG, replaces it.
+DEFAULT_CONFIG = Path(__file__).resolve().parent / "default.toml"
+LOCAL_CONFIG = "strix.toml"
 
 
 class ConfigError(ValueError):
@@ -37,6 +42,11 @@ class ProjectConfig(_Strict):
     timezone: str = "UTC"
     schedule: str = "0 3 * * 1"  # weekly_benchmark: Monday 03:00
     harness_version: str | None = None
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, v: str) -> str:
+        return validate_cron(v)
 
 
 class ProductionEngine(_Strict):
@@ -81,6 +91,11 @@ class HostConfig(_Strict):
     idle_baseline_gb: NonNegFloat | None = (
         None  # memory in use on the idle host; else the reading before start
     )
+
+    @field_validator("maintenance_window")
+    @classmethod
+    def _cron(cls, v: str | None) -> str | None:
+        return None if v is None else validate_cron(v)
 
     @model_validator(mode="after")
     def _docker_needs_host(self) -> HostConfig:
@@ -279,13 +294,19 @@ class StrixConfig(_Strict):
 
 
 def resolve_path(p: str) -> Path:
+    """A configured path; a relative one is relative to the working directory (where `make` and
+    `strix` run), never to where the package happens to be installed."""
     path = Path(os.path.expandvars(os.path.expanduser(p)))
-    return path if path.is_absolute() else REPO_ROOT / path
+    return path if path.is_absolute() else Path.cwd() / path
 
 
 def config_path() -> Path:
+    """``$STRIX_CONFIG``, else ``./strix.toml``, else the embedded default."""
     env = os.environ.get("STRIX_CONFIG")
-    return Path(env) if env else DEFAULT_CONFIG
+    if env:
+        return Path(env)
+    local = Path.cwd() / LOCAL_CONFIG
+    return local if local.is_file() else DEFAULT_CONFIG
 
 
 def _format_errors(path: Path, err: ValidationError) -> str:

@@ -70,6 +70,10 @@ class Decision:
     def verdict_changed(self) -> bool:
         return self.previous_verdict is not None and self.previous_verdict != self.verdict
 
+    def without_fresh_evidence(self, required: list[str]) -> list[CriterionResult]:
+        """The required criteria that are unknown: no evidence inside the freshness window."""
+        return [c for c in self.criteria if c.criterion in set(required) and c.status == "unknown"]
+
     def changed_criteria(self) -> list[tuple[str, str, str]]:
         """(criterion, before, now) for each criterion whose status moved since the last evaluation."""
         return [

@@ -37,9 +37,7 @@ def _previous_statuses(previous: Decision | None, current: Decision) -> tuple[st
 
 def new_regressions(changes: list[Change]) -> list[Change]:
     return [
-        c
-        for c in changes
-        if c.status == "confirmed" and c.is_regression and c.ack_status == "active" and c.newly_confirmed
+        c for c in changes if c.is_confirmed_regression and c.ack_status == "active" and c.newly_confirmed
     ]
 
 

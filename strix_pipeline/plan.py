@@ -17,7 +17,13 @@ from pathlib import Path
 
 from strix_pipeline.benchmark import BenchmarkTarget
 from strix_pipeline.config import StrixConfig
-from strix_pipeline.discovery import version_sort_key
+from strix_pipeline.discovery import (
+    ClientFactory,
+    DiscoveryReport,
+    ImageStore,
+    refresh_images,
+    version_sort_key,
+)
 from strix_pipeline.records import ImageRecord
 
 LOCAL_REGISTRY = "local"
@@ -191,3 +197,71 @@ def hosts_in_window(config: StrixConfig, image: ImageRecord, now: datetime) -> b
         except EngineStartError:
             return False
     return True
+
+
+def hosts_of(config: StrixConfig, image: ImageRecord) -> list[str]:
+    """The hosts that benchmark ``image`` (sorted)."""
+    return sorted({t.host for t in targets_for(config, image)})
+
+
+def wanted_images(
+    config: StrixConfig, images: list[ImageRecord], local: list[ImageRecord]
+) -> list[ImageRecord]:
+    """What is current: each benchmarked engine's current images that some host runs, plus each local
+    host's own build (what the weekly schedule benchmarks, and what the sensor requests once)."""
+    return [i for i in current_images(config, images) if runnable(config, i)] + local
+
+
+def partition_keys(images: list[ImageRecord]) -> list[str]:
+    return sorted({partition_key(i.engine, i) for i in images})
+
+
+@dataclass(frozen=True)
+class ImageScan:
+    """One look at the registries and at the local builds, recorded in the store.
+
+    The ``engine_images`` asset and the new-image sensor both take this look (:func:`scan_images`).
+    """
+
+    report: DiscoveryReport
+    local: list[ImageRecord]  # each local host's llama-server build
+    known: list[ImageRecord]  # every image the store knows after the look
+
+    def changed(self, config: StrixConfig) -> list[ImageRecord]:
+        """New release tags, floating tags at a new digest and the local builds, that some host runs."""
+        return [i for i in [*self.report.new, *self.report.moved, *self.local] if runnable(config, i)]
+
+    def current(self, config: StrixConfig) -> list[ImageRecord]:
+        return wanted_images(config, self.known, self.local)
+
+
+def scan_images(
+    config: StrixConfig,
+    store: ImageStore,
+    *,
+    client_factory: ClientFactory | None = None,
+    now: datetime | None = None,
+) -> ImageScan:
+    """Refresh the registries' tags into ``store`` and record each local host's build."""
+    now = now or datetime.now(UTC)
+    report = refresh_images(config, store, client_factory=client_factory, now=now)
+    local = register_local_images(config, store, now)
+    return ImageScan(report, local, store.known_images())
+
+
+@dataclass(frozen=True)
+class Due:
+    """Which wanted images to benchmark now, given the digests already requested."""
+
+    now: list[ImageRecord]  # not requested before, and every host that runs it is in its window
+    waiting: list[ImageRecord]  # not requested before, a host outside its window: asked again later
+    requested: set[str]  # the digests requested so far, these included
+
+
+def due_images(config: StrixConfig, wanted: list[ImageRecord], requested: set[str], now: datetime) -> Due:
+    """Each digest is benchmarked once; outside a host's maintenance window it waits (stays unrequested)."""
+    unseen = [i for i in wanted if i.digest not in requested]
+    ready = [hosts_in_window(config, i, now) for i in unseen]
+    go = [i for i, ok in zip(unseen, ready, strict=True) if ok]
+    wait = [i for i, ok in zip(unseen, ready, strict=True) if not ok]
+    return Due(go, wait, requested | {i.digest for i in go})

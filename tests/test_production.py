@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from strix_pipeline.config import HostConfig, ProductionEngine
 from strix_pipeline.hosts import production as prod
+from strix_pipeline.hosts import window
 from strix_pipeline.hosts.errors import EngineStartError
 
 
@@ -159,15 +160,24 @@ def test_maintenance_window_host_cron_timezone_and_names():
 
 
 def test_cron_fields():
-    c = prod.Cron.parse("*/15 1-3 1,15 * 0")
-    assert c.minutes == {0, 15, 30, 45} and c.hours == {1, 2, 3}
+    """The fields read as cron (and Dagster) read them: steps, ranges, lists, names, 0 and 7 both Sunday."""
+    expr, tz, hour = "*/15 1-3 1,15 * 0", "UTC", timedelta(minutes=1)
+
+    def fires(t: datetime) -> bool:
+        return window.last_fire_time(expr, t.replace(tzinfo=UTC), tz, within=hour) == t.replace(tzinfo=UTC)
+
+    assert fires(datetime(2026, 11, 15, 2, 30))  # the 15th, a Sunday anyway
     # day of month and day of week both restricted: either matches (cron semantics)
-    assert c.matches(datetime(2026, 11, 15, 2, 30))  # the 15th, a Sunday anyway
-    assert c.matches(datetime(2026, 11, 22, 2, 30))  # a Sunday
-    assert c.matches(datetime(2026, 12, 1, 2, 30))  # the 1st, a Tuesday
-    assert not c.matches(datetime(2026, 12, 2, 2, 30))
-    assert 0 in prod.Cron.parse("0 0 * * 7").weekdays
+    assert fires(datetime(2026, 11, 22, 2, 30))  # a Sunday
+    assert fires(datetime(2026, 12, 1, 2, 30))  # the 1st, a Tuesday
+    assert not fires(datetime(2026, 12, 2, 2, 30))
+    assert not fires(datetime(2026, 11, 22, 2, 31)) and not fires(datetime(2026, 11, 22, 4, 0))
+    sunday = datetime(2026, 11, 29, 0, 0, tzinfo=UTC)
+    for sun in ("0 0 * * 7", "0 0 * * 0", "0 0 * * sun"):
+        assert window.last_fire_time(sun, sunday, within=hour) == sunday
     with pytest.raises(ValueError):
-        prod.Cron.parse("0 25 * * *")
+        window.validate("0 25 * * *")
     with pytest.raises(ValueError):
-        prod.Cron.parse("0 3 * *")
+        window.validate("0 3 * *")
+    with pytest.raises(ValueError, match="maintenance_window"):
+        H(maintenance_window="0 3 * * mon-")

@@ -16,8 +16,7 @@ import shlex
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -27,79 +26,12 @@ import httpx
 
 from strix_pipeline.config import HostConfig, ProductionEngine
 from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.hosts.window import window_start
 
 log = logging.getLogger(__name__)
 
 
-# ---------------------------------------------------------------- maintenance window (cron)
-
-_NAMES = {
-    3: {m: i + 1 for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split())},
-    4: {d: i for i, d in enumerate("sun mon tue wed thu fri sat".split())},
-}
-_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
-
-
-def _field(spec: str, index: int) -> set[int]:
-    lo, hi = _RANGES[index]
-    names = _NAMES.get(index, {})
-    out: set[int] = set()
-    for part in spec.lower().split(","):
-        base, _, step_s = part.partition("/")
-        step = int(step_s) if step_s else 1
-        if step <= 0:
-            raise ValueError(f"bad step in cron field {spec!r}")
-        if base == "*":
-            start, end = lo, hi
-        else:
-            a, _, b = base.partition("-")
-            start = int(names.get(a, a))
-            end = int(names.get(b, b)) if b else (hi if step_s else start)
-        if not (lo <= start <= hi and lo <= end <= hi):
-            raise ValueError(f"cron field {spec!r} out of range {lo}-{hi}")
-        out.update(range(start, end + 1, step))
-    if index == 4 and 7 in out:  # both 0 and 7 are Sunday
-        out.add(0)
-    return out
-
-
-@dataclass(frozen=True)
-class Cron:
-    minutes: set[int]
-    hours: set[int]
-    days: set[int]
-    months: set[int]
-    weekdays: set[int]
-    days_any: bool
-    weekdays_any: bool
-
-    @classmethod
-    def parse(cls, expr: str) -> Cron:
-        fields = expr.split()
-        if len(fields) != 5:
-            raise ValueError(f"cron expression {expr!r} needs 5 fields")
-        sets = [_field(f, i) for i, f in enumerate(fields)]
-        return cls(*sets, days_any=fields[2] == "*", weekdays_any=fields[4] == "*")
-
-    def matches(self, t: datetime) -> bool:
-        if t.minute not in self.minutes or t.hour not in self.hours or t.month not in self.months:
-            return False
-        day_ok = t.day in self.days
-        weekday_ok = (t.isoweekday() % 7) in self.weekdays
-        if self.days_any or self.weekdays_any:  # cron: when both are restricted, either matches
-            return day_ok and weekday_ok
-        return day_ok or weekday_ok
-
-
-def last_window_start(expr: str, hours: float, now: datetime) -> datetime | None:
-    """The latest cron fire time in (now - hours, now], or None: the window is closed."""
-    cron = Cron.parse(expr)
-    t = now.replace(second=0, microsecond=0)
-    for _ in range(int(hours * 60) + 1):
-        if cron.matches(t) and now - t < timedelta(hours=hours):
-            return t
-        t -= timedelta(minutes=1)
-    return None
+# ---------------------------------------------------------------- maintenance window
 
 
 def check_maintenance_window(
@@ -112,15 +44,15 @@ def check_maintenance_window(
 ) -> datetime | None:
     """Refuse (``failed_guard``) outside the host's window; returns the window's start when inside.
 
-    The window starts at each fire time of ``host.maintenance_window`` (default: the schedule) and
-    lasts ``host.maintenance_window_hours``. ``force`` (a manual run) skips the check.
+    The window starts at each fire time of ``host.maintenance_window`` (default: the schedule), read
+    as Dagster reads the schedule's cron (:mod:`strix_pipeline.hosts.window`), and lasts
+    ``host.maintenance_window_hours`` elapsed hours. ``force`` (a manual run) skips the check.
     """
     if force:
         return None
     expr = host.maintenance_window or default_schedule
-    tz = ZoneInfo(timezone)
-    local_now = (now or datetime.now(UTC)).astimezone(tz)
-    start = last_window_start(expr, host.maintenance_window_hours, local_now)
+    local_now = (now or datetime.now(UTC)).astimezone(ZoneInfo(timezone))
+    start = window_start(expr, host.maintenance_window_hours, local_now, timezone)
     if start is None:
         raise EngineStartError(
             "failed_guard",
