@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from strix_pipeline.config import REPO_ROOT, ConfigError, config_path, load_config
+from strix_pipeline.config import DEFAULT_CONFIG, REPO_ROOT, ConfigError, config_path, load_config
 
-DEFAULT = REPO_ROOT / "strix.toml"
+DEFAULT = DEFAULT_CONFIG
 EXAMPLE = REPO_ROOT / "config" / "strix-halo.example.toml"
 
 
