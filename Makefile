@@ -31,9 +31,9 @@ llama-server: $(VENV)/.local-installed
 doctor: llama-server
 	$(BIN)/strix doctor
 
-$(DAGSTER_HOME)/dagster.yaml: dagster.yaml
+$(DAGSTER_HOME)/dagster.yaml: strix_dagster/dagster.yaml
 	mkdir -p $(DAGSTER_HOME)
-	cp dagster.yaml $@
+	cp strix_dagster/dagster.yaml $@
 
 ## run: materialise the whole graph once on the embedded llama-server (host `local`)
 run: llama-server $(DAGSTER_HOME)/dagster.yaml

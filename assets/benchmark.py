@@ -3,11 +3,11 @@
 import dagster as dg
 
 from assets.partitions import image_versions
+from assets.resources import HostAccessResource, StrixConfigResource, WarehouseResource
 from strix_pipeline import plan
 from strix_pipeline.benchmark import run_benchmark
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import LevelAggregate, RunResult
-from strix_pipeline.resources import HostAccessResource, StrixConfigResource, WarehouseResource
 from strix_pipeline.run_checks import completeness, served
 
 COMPLETENESS = "benchmark_complete"

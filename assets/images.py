@@ -5,8 +5,8 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from assets.partitions import image_versions
+from assets.resources import RegistryResource, StrixConfigResource, WarehouseResource
 from strix_pipeline import plan
-from strix_pipeline.resources import RegistryResource, StrixConfigResource, WarehouseResource
 
 
 def _rows_table(records: list, kind: str) -> list[dg.TableRecord]:

@@ -12,10 +12,10 @@ import dagster as dg
 
 from assets.benchmark import benchmark_asset_key
 from assets.partitions import image_versions
+from assets.resources import RegistryResource, StrixConfigResource, WarehouseResource
 from strix_pipeline import plan
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import ImageRecord
-from strix_pipeline.resources import RegistryResource, StrixConfigResource, WarehouseResource
 
 ANALYSIS_KEYS = ("run_aggregates", "regressions", "trend_charts", "switch_decision")
 ANALYSIS = dg.AssetSelection.assets(*ANALYSIS_KEYS)

@@ -265,3 +265,16 @@ def due_images(config: StrixConfig, wanted: list[ImageRecord], requested: set[st
     go = [i for i, ok in zip(unseen, ready, strict=True) if ok]
     wait = [i for i, ok in zip(unseen, ready, strict=True) if not ok]
     return Due(go, wait, requested | {i.digest for i in go})
+
+
+def default_partitions(config: StrixConfig) -> list[str]:
+    """What `strix run` benchmarks by default: the build of every engine configured on a local host."""
+    return [partition_key(engine, local_image(engine)) for engine in local_engines(config)]
+
+
+def image_for_key(config: StrixConfig, images: list[ImageRecord], key: str) -> ImageRecord | None:
+    """The image a partition key names: a known one, else a local build of this machine."""
+    image = find_image(images, key)
+    if image is None and parse_partition_key(key).engine in local_engines(config):
+        image = local_image(parse_partition_key(key).engine)
+    return image

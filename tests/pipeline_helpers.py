@@ -157,8 +157,8 @@ def vllm_image(
 
 def resources_for(config_path: Path) -> dict:
     """The resources of the Definitions for a test config (what sensors and schedules receive)."""
+    from assets.resources import RegistryResource, StrixConfigResource, WarehouseResource
     from strix_pipeline.config import load_config
-    from strix_pipeline.resources import RegistryResource, StrixConfigResource, WarehouseResource
 
     config = load_config(config_path)
     return {

@@ -20,9 +20,9 @@ from pipeline_helpers import resources_for, vllm_image, write_config
 
 from assets.analysis import EAGER
 from schedules import ANALYSIS_KEYS
+from strix_dagster.definitions import build_definitions
 from strix_pipeline import plan
 from strix_pipeline.config import load_config
-from strix_pipeline.definitions import build_definitions
 from strix_pipeline.discovery import DiscoveryReport
 from strix_pipeline.warehouse import Warehouse
 

@@ -15,9 +15,9 @@ import pytest
 from pipeline_helpers import resources_for, vllm_image, write_config
 
 from assets.partitions import image_versions
+from strix_dagster.definitions import build_definitions
 from strix_pipeline import plan
 from strix_pipeline.config import load_config
-from strix_pipeline.definitions import build_definitions
 from strix_pipeline.discovery import DiscoveryReport
 from strix_pipeline.records import ImageRecord
 from strix_pipeline.warehouse import Warehouse

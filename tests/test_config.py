@@ -104,7 +104,7 @@ def test_missing_section_and_non_toml(tmp_path):
 
 
 def test_definitions_refuse_a_bad_config_at_load(tmp_path):
-    from strix_pipeline.definitions import load_definitions
+    from strix_dagster.definitions import load_definitions
 
     bad = _mutated(tmp_path, "parallel = 8", "parallel = -1")
     with pytest.raises(ConfigError, match=r"models\.gemma3-270m\.parallel"):

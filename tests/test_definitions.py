@@ -11,8 +11,8 @@ import dagster as dg
 import pytest
 from pipeline_helpers import REPO, write_config
 
+from strix_dagster.definitions import build_definitions, load_definitions
 from strix_pipeline.config import ConfigError
-from strix_pipeline.definitions import build_definitions, load_definitions
 
 EXPECTED_ASSETS = {
     "engine_images",
@@ -59,7 +59,7 @@ def test_default_definitions_load(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_module_level_defs_load() -> None:
-    from strix_pipeline import definitions
+    from strix_dagster import definitions
 
     _validate(definitions.defs)
 

@@ -29,9 +29,9 @@ import yaml
 from pipeline_helpers import REPO, write_config
 
 from assets.partitions import image_versions
+from strix_dagster.definitions import build_definitions
 from strix_pipeline import plan
 from strix_pipeline.config import load_config
-from strix_pipeline.definitions import build_definitions
 from strix_pipeline.records import RunRecord, RunResult
 from strix_pipeline.warehouse import Warehouse
 
@@ -40,7 +40,7 @@ HOLD_S = 1.5
 
 def project_concurrency() -> dict:
     """The `concurrency` section of the project's dagster.yaml."""
-    settings = yaml.safe_load((REPO / "dagster.yaml").read_text())
+    settings = yaml.safe_load((REPO / "strix_dagster" / "dagster.yaml").read_text())
     return {"concurrency": settings["concurrency"]}
 
 

@@ -12,14 +12,14 @@ import dagster as dg
 from assets.analysis import regressions, run_aggregates, switch_decision, trend_charts
 from assets.benchmark import build_benchmark_assets
 from assets.images import engine_images
-from schedules import analysis_job, benchmark_job_for, build_schedule, build_sensor, main_job_for, refresh_job
-from strix_pipeline.config import StrixConfig, config_path, load_config
-from strix_pipeline.resources import (
+from assets.resources import (
     HostAccessResource,
     RegistryResource,
     StrixConfigResource,
     WarehouseResource,
 )
+from schedules import analysis_job, benchmark_job_for, build_schedule, build_sensor, main_job_for, refresh_job
+from strix_pipeline.config import StrixConfig, config_path, load_config
 
 
 def _secret(name: str) -> dg.EnvVar | None:

@@ -1,0 +1,95 @@
+"""The process `strix run` starts: benchmark image versions once, in-process, then the analysis once.
+
+By default the versions are the local engine builds of the configuration (on the embedded default:
+llama-server, and vLLM when it is configured). Each version is one run of ``main_job`` for its
+partition without the analysis (engine_images and the benchmark assets of the hosts that run it; one
+engine at a time, in the host's pool), then one run of ``analysis_job`` reads everything they wrote.
+Runs land in the persistent Dagster instance (``$DAGSTER_HOME``, default ``./.dagster``), so `make ui`
+shows them afterwards. A JSON summary (the Dagster run ids, success) is written for the CLI, which
+reports from the warehouse.
+
+    python -m strix_dagster.run --config FILE [--partition KEY ...] --summary FILE
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import dagster as dg
+
+from assets.benchmark import benchmark_asset_key
+from assets.partitions import image_versions
+from strix_dagster.definitions import build_definitions
+from strix_pipeline import plan
+from strix_pipeline.config import StrixConfig, load_config
+from strix_pipeline.warehouse import Warehouse
+
+INSTANCE_SETTINGS = Path(__file__).resolve().parent / "dagster.yaml"
+
+
+def prepare_dagster_home() -> str:
+    """``$DAGSTER_HOME`` (default ./.dagster) with the project's instance settings (pools) in place."""
+    home = os.environ.get("DAGSTER_HOME") or str(Path.cwd() / ".dagster")
+    os.makedirs(home, exist_ok=True)
+    target = os.path.join(home, "dagster.yaml")
+    if not os.path.exists(target):
+        shutil.copy(INSTANCE_SETTINGS, target)
+    os.environ["DAGSTER_HOME"] = home
+    return home
+
+
+def benchmark_selection(config: StrixConfig, key: str) -> list[dg.AssetKey]:
+    """engine_images and the benchmark assets of the hosts that run the version ``key``."""
+    images = []
+    if config.warehouse_path().exists():
+        with Warehouse.open(config.warehouse_path(), read_only=True) as wh:
+            images = wh.known_images()
+    image = plan.image_for_key(config, images, key)
+    hosts = plan.hosts_of(config, image) if image else list(config.runs)
+    return [dg.AssetKey("engine_images"), *(dg.AssetKey(benchmark_asset_key(config, h)) for h in hosts)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--partition", action="append", help="image version key (repeatable)")
+    parser.add_argument("--summary", required=True, help="JSON file for the CLI: run ids, success")
+    args = parser.parse_args(argv)
+    config = load_config(args.config)
+    os.environ["STRIX_CONFIG"] = args.config  # what the UI's code location loads, for this instance
+    prepare_dagster_home()
+    keys = args.partition or plan.default_partitions(config)
+    if not keys:
+        print(
+            "strix run: no local host in the configuration: pass --partition ENGINE:VERSION@DIGEST",
+            file=sys.stderr,
+        )
+        return 2
+    defs = build_definitions(config, args.config)
+    instance = dg.DagsterInstance.get()
+    runs: list[dict] = []
+    for key in keys:
+        if not instance.has_dynamic_partition(image_versions.name, key):
+            instance.add_dynamic_partitions(image_versions.name, [key])
+        print(f"strix run: benchmarking {key}", flush=True)
+        result = defs.resolve_job_def("main_job").execute_in_process(
+            instance=instance,
+            partition_key=key,
+            raise_on_error=False,
+            asset_selection=benchmark_selection(config, key),
+        )
+        runs.append({"dagster_run_id": result.run_id, "success": result.success, "partition": key})
+    print("strix run: analysis (aggregates, change points, charts, decision)", flush=True)
+    result = defs.resolve_job_def("analysis_job").execute_in_process(instance=instance, raise_on_error=False)
+    runs.append({"dagster_run_id": result.run_id, "success": result.success, "partition": None})
+    Path(args.summary).write_text(json.dumps({"runs": runs, "dagster_home": os.environ["DAGSTER_HOME"]}))
+    return 0 if all(r["success"] for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
