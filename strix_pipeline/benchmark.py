@@ -9,7 +9,6 @@ next engine in the week still runs.
 from __future__ import annotations
 
 import json
-import platform
 import time
 import traceback
 import uuid
@@ -24,7 +23,7 @@ from strix_pipeline.engines import comparable_flags
 from strix_pipeline.fingerprint import run_fingerprint
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.loadgen import run_suite_sync
-from strix_pipeline.memory import MemorySampler, TreeProbe, read_host_facts, summarize
+from strix_pipeline.memory import MemorySampler, TreeProbe, summarize
 from strix_pipeline.records import HARNESS_VERSION, ImageRecord, RunRecord, RunResult
 
 Log = Callable[[str], None]
@@ -98,13 +97,11 @@ def run_benchmark(
         started_at=datetime.now(UTC),
         ended_at=None,
         dagster_run_id=dagster_run_id,
-        kernel=platform.release(),
+        kernel=None,  # the benchmarked host's, read there (see _record_host_facts)
         image_version=image.version if image else None,
         image_sort_key=image.sort_key if image else None,
         model_family=model.family,
     )
-    facts = read_host_facts()
-    run.kernel_cmdline, run.ttm_pages_limit = facts.kernel_cmdline, facts.ttm_pages_limit
     result = RunResult(run=run)
     log(f"[{run_id}] {target.engine} on {target.host}, model {target.model}, profile {target.profile}")
     try:
@@ -125,6 +122,23 @@ def run_benchmark(
     run.ended_at = datetime.now(UTC)
     run.fingerprint = run_fingerprint(run)
     return result
+
+
+def _record_host_facts(run: RunRecord, probe) -> None:  # noqa: ANN001 - memory.MemoryProbe | None
+    """Kernel release, command line and TTM limit of the host that ran the engine, read through its
+    probe (the local tree on `local`, the probe container on a Docker host); without a probe they stay
+    None ("not available"), never the controller's values."""
+    if probe is None:
+        return
+    try:
+        facts = probe.host_facts()
+    except Exception:  # noqa: BLE001 - facts are evidence, not a reason to fail the run
+        return
+    run.kernel, run.kernel_cmdline, run.ttm_pages_limit = (
+        facts.kernel_release,
+        facts.kernel_cmdline,
+        facts.ttm_pages_limit,
+    )
 
 
 def _join(*parts: str | None) -> str | None:
@@ -220,6 +234,7 @@ def _run_local(
     model_path = Path(model.path) if model.path else ensure_gemma_model()
     flags = [*engine.extra_flags, *model.extra_flags.get("llamacpp", [])]
     sampler = MemorySampler(TreeProbe(), run.run_id, interval_s=host_cfg.sample_interval_s)
+    _record_host_facts(run, sampler.probe)
     with ExitStack() as stack:
         stack.enter_context(sampler)
         sampler.set_phase("loading")
@@ -276,6 +291,7 @@ def _run_docker(
     check_maintenance_window(host_cfg, config.project.schedule, timezone=config.project.timezone, force=force)
     client = dk.make_client(host_cfg)
     probe = dk.probe_for_host(host_cfg, client)
+    _record_host_facts(run, probe)
     sampler = MemorySampler(probe, run.run_id, interval_s=host_cfg.sample_interval_s) if probe else None
     read = (lambda: current_in_use(probe)) if probe else None
     guard: ProductionGuard | None = None

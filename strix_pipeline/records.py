@@ -378,9 +378,5 @@ class RunResult:
     production_restored: bool | None = None
 
 
-def as_dicts(items: list[Any]) -> list[dict[str, Any]]:
-    return [dataclasses.asdict(i) for i in items]
-
-
 def column_names(cls: type) -> list[str]:
     return [f.name for f in dataclasses.fields(cls)]

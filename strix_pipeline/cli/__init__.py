@@ -28,7 +28,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="strix",
         description="Benchmark LLM inference engines, keep every result, decide when to switch the Box.",
     )
-    parser.add_argument("--config", help="configuration file (default: $STRIX_CONFIG, else ./strix.toml, else the embedded default)")
+    parser.add_argument(
+        "--config",
+        help="configuration file (default: $STRIX_CONFIG, else ./strix.toml, else the embedded default)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from strix_pipeline.config import SLO
-from strix_pipeline.records import LevelAggregate, RequestRecord
+from strix_pipeline.records import LATENCY_METRICS, LATENCY_STATS, LevelAggregate, RequestRecord
 
 PERCENTILES = (50, 90, 95, 99)
 BOOTSTRAP_RESAMPLES = 2000
@@ -53,8 +53,9 @@ def itl_gaps(r: RequestRecord) -> tuple[list[float], list[float]]:
 
 
 def _stats(values: Sequence[float]) -> dict[str, float | None]:
+    """The LATENCY_STATS of values (every one None when there are none, never 0)."""
     if not values:
-        return {"mean": None, "p50": None, "p90": None, "p95": None, "p99": None}
+        return dict.fromkeys(LATENCY_STATS)
     a = np.asarray(values, dtype=float)
     out: dict[str, float | None] = {"mean": float(a.mean())}
     for p, v in zip(PERCENTILES, np.percentile(a, PERCENTILES), strict=True):
@@ -191,7 +192,7 @@ def aggregate_level(
         agg.achieved_rate = (len(sends) - 1) / span if span > 0 else None
 
     values = metric_values(measured)
-    for name in ("ttft", "tpot", "itl", "itl_per_token", "e2e"):
+    for name in LATENCY_METRICS:
         for stat, v in _stats(values[name]).items():
             setattr(agg, f"{name}_{stat}_ms", v)
     agg.ttft_p95_ci_low_ms, agg.ttft_p95_ci_high_ms = bootstrap_ci(values["ttft"])
