@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import strix_pipeline.warehouse as warehouse_module  # noqa: E402
+import strix_pipeline.warehouse.arrow as warehouse_arrow  # noqa: E402
 from strix_pipeline.fingerprint import run_fingerprint  # noqa: E402
 from strix_pipeline.records import (  # noqa: E402
     ImageRecord,
@@ -476,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     # request_table_arrow for the requests) are timed in passing; the rest of a load is DuckDB
     # (delete-if-present, inserts, commit).
     convert = [0.0, 0.0]
-    originals = {name: getattr(warehouse_module, name) for name in ("records_table", "request_table_arrow")}
+    originals = {name: getattr(warehouse_arrow, name) for name in ("records_table", "request_table_arrow")}
 
     def timed(fn: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(*a: Any) -> Any:
@@ -490,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
         return wrapper
 
     for name, fn in originals.items():
-        setattr(warehouse_module, name, timed(fn))
+        setattr(warehouse_arrow, name, timed(fn))
     with Warehouse.open(path) as wh:
         wh.upsert_images(images(args.weeks))
         batch: list[RunResult] = []
@@ -523,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
             load_cpu_s += time.process_time() - c
             loads += 1
         for name, fn in originals.items():
-            setattr(warehouse_module, name, fn)
+            setattr(warehouse_arrow, name, fn)
         t = time.perf_counter()
         wh.con.execute("CHECKPOINT").fetchall()
         checkpoint_s = time.perf_counter() - t

@@ -112,7 +112,7 @@ def test_series_follow_version_order_not_run_date(tmp_path):
     assert c.status == "confirmed" and c.newly_confirmed and c.pvalue < 0.001
     assert c.host == "strix-halo" and c.level == 5 and c.scenario == "concurrency_sweep"
     stored = wh.list_changes(metric="ttft_p95_ms")
-    assert [s["change_id"] for s in stored] == [c.change_id]
+    assert [s.change_id for s in stored] == [c.change_id]
     # an acknowledgement survives the next detection, and the change is no longer new
     assert wh.ack_change(c.change_id, "known: new scheduler default")
     (again,) = [c for c in detect_changes(wh, cfg, now=NOW + timedelta(days=7)) if c.metric == "ttft_p95_ms"]
@@ -145,7 +145,7 @@ def test_unrepeated_provisional_change_is_retired(tmp_path):
     cfg = make_config()
     (blip,) = [c for c in detect_changes(wh, cfg, now=NOW) if c.metric == "ttft_p95_ms"]
     assert blip.status == "provisional" and blip.version_after == "v0.10.0"
-    assert [r["change_id"] for r in wh.list_changes(metric="ttft_p95_ms")] == [blip.change_id]
+    assert [r.change_id for r in wh.list_changes(metric="ttft_p95_ms")] == [blip.change_id]
     # the repeat run of v0.10.0 is back at 100: the step was a blip, and it goes
     wh.load_run(
         run_result(

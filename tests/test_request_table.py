@@ -17,6 +17,7 @@ from test_warehouse_values import _same, tricky_requests
 from strix_pipeline import warehouse as wmod
 from strix_pipeline.records import RequestRecord, RequestTable, RunResult, column_names
 from strix_pipeline.warehouse import Warehouse, WarehouseError
+from strix_pipeline.warehouse import runs as wruns
 
 
 def as_table(r: RunResult) -> RunResult:
@@ -169,14 +170,14 @@ def test_an_interrupted_table_load_leaves_counts_unchanged(
 ) -> None:
     seed(wh)
     before = counts(wh)
-    real_insert = Warehouse._insert
+    real_insert = wruns.insert
 
-    def interrupted(self, table: str, data: pa.Table, suffix: str = "") -> None:
+    def interrupted(con, table: str, data: pa.Table, suffix: str = "") -> None:
         if table == "aggregates":  # after requests went in
             raise KeyboardInterrupt
-        return real_insert(self, table, data, suffix)
+        return real_insert(con, table, data, suffix)
 
-    monkeypatch.setattr(Warehouse, "_insert", interrupted)
+    monkeypatch.setattr(wruns, "insert", interrupted)
     with pytest.raises(KeyboardInterrupt):
         wh.load_runs([as_table(make_run("l1", requests_per_level=7)), as_table(make_run("new"))])
     monkeypatch.undo()
@@ -199,7 +200,7 @@ def test_reloads_give_their_space_back(
     # Writers keep DuckDB's checkpoint vacuum off for appends; a load that replaced rows vacuums.
     # The control (reclaim disabled) shows the file would otherwise keep every replaced copy.
     if not reclaim:
-        monkeypatch.setattr(Warehouse, "_reclaim", lambda self: None)
+        monkeypatch.setattr(wruns, "reclaim", lambda con: None)
     runs = [as_table(make_run(f"r{i}", requests_per_level=2000)) for i in range(8)]
     with Warehouse.open(tmp_path / "w.duckdb") as wh:
         wh.load_runs(runs)

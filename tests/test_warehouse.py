@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
 import pytest
 
 from strix_pipeline import warehouse as wmod
@@ -31,12 +32,16 @@ from strix_pipeline.records import (
     column_names,
 )
 from strix_pipeline.warehouse import (
+    ChangeRecord,
     SchemaTooNew,
     Warehouse,
     WarehouseError,
     WarehouseLocked,
     current_schema_version,
 )
+from strix_pipeline.warehouse import runs as wruns
+from strix_pipeline.warehouse import schema as wschema
+from strix_pipeline.warehouse.connection import insert
 
 T0 = datetime(2026, 9, 1, 3, 0, tzinfo=UTC)
 GIB = 1 << 30
@@ -303,12 +308,12 @@ def test_failed_migration_leaves_the_warehouse_as_it_was(
     with Warehouse.open(path) as w:
         w.load_run(make_run("r1"))
     broken = tmp_path / "migrations"
-    shutil.copytree(wmod.MIGRATIONS_DIR, broken)
+    shutil.copytree(wschema.MIGRATIONS_DIR, broken)
     n = current_schema_version() + 1
     (broken / f"{n:04d}_broken.sql").write_text(
         "ALTER TABLE runs ADD COLUMN extra INTEGER;\nDELETE FROM requests;\nSELECT * FROM no_such_table;\n"
     )
-    monkeypatch.setattr(wmod, "MIGRATIONS_DIR", broken)
+    monkeypatch.setattr(wschema, "MIGRATIONS_DIR", broken)
     with pytest.raises(WarehouseError, match=rf"migration {n:04d}_broken failed, warehouse left unchanged"):
         Warehouse.open(path)
     monkeypatch.undo()
@@ -379,14 +384,14 @@ def test_an_exception_mid_load_leaves_counts_unchanged(
     ].to_list() == [500.0]
 
     # 2. the process is interrupted between two inserts
-    real_insert = Warehouse._insert
+    real_insert = wruns.insert
 
-    def interrupted(self, table, data, suffix=""):
+    def interrupted(con, table, data, suffix=""):
         if table == "memory_samples":
             raise KeyboardInterrupt
-        return real_insert(self, table, data, suffix)
+        return real_insert(con, table, data, suffix)
 
-    monkeypatch.setattr(Warehouse, "_insert", interrupted)
+    monkeypatch.setattr(wruns, "insert", interrupted)
     with pytest.raises(KeyboardInterrupt):
         wh.load_run(make_run("brand-new"))
     with pytest.raises(KeyboardInterrupt):
@@ -442,13 +447,13 @@ def test_load_runs_batches_in_one_transaction(wh: Warehouse) -> None:
     assert wh.count("runs") == 2
 
 
-def test_records_frame_has_the_explicit_schema() -> None:
-    df = wmod.records_frame(RequestRecord, make_run("x").requests)
-    assert df.columns == column_names(RequestRecord)
-    assert df.schema["event_offsets_ms"] == pl.List(pl.Float64)
-    assert df.schema["sent_at"] == pl.Datetime("us", "UTC")
-    empty = wmod.records_frame(RequestRecord, [])
-    assert empty.height == 0 and empty.schema == df.schema
+def test_records_table_has_the_explicit_schema() -> None:
+    t = wmod.records_table(RequestRecord, make_run("x").requests)
+    assert t.column_names == column_names(RequestRecord)
+    assert t.schema.field("event_offsets_ms").type == pa.list_(pa.float64())
+    assert t.schema.field("sent_at").type == pa.timestamp("us", tz="UTC")
+    empty = wmod.records_table(RequestRecord, [])
+    assert empty.num_rows == 0 and empty.schema == t.schema
 
 
 # ---- views ----------------------------------------------------------------------------------------
@@ -649,7 +654,8 @@ def test_hosts_and_registry_errors(wh: Warehouse) -> None:
 
 
 def test_changes_save_list_ack_keeps_ack_on_resave(wh: Warehouse) -> None:
-    row = dict(
+    row = ChangeRecord(
+        change_id="",  # derived on save
         fingerprint="abc/concurrency_sweep",
         engine="vllm",
         host="strix-halo",
@@ -662,16 +668,19 @@ def test_changes_save_list_ack_keeps_ack_on_resave(wh: Warehouse) -> None:
         magnitude_pct=12.5,
         pvalue=0.0001,
         status="provisional",
+        ack_status="",  # "active" on save
+        ack_reason=None,
         detected_at=T0,
     )
     wh.save_changes([row])
     (c,) = wh.list_changes()
-    assert c["ack_status"] == "active" and c["change_id"] == Warehouse.change_id(row)
-    assert wh.ack_change(c["change_id"], "known: new default scheduler") is True
+    assert c.ack_status == "active" and c.change_id == Warehouse.change_id(row)
+    assert dataclasses.replace(c, change_id="", ack_status="") == row  # every column round-trips
+    assert wh.ack_change(c.change_id, "known: new default scheduler") is True
     assert wh.ack_change("nope", "x") is False
-    wh.save_changes([{**row, "status": "confirmed"}])  # found again by the next version
+    wh.save_changes([dataclasses.replace(row, status="confirmed")])  # found again by the next version
     (c2,) = wh.list_changes(engine="vllm")
-    assert (c2["status"], c2["ack_status"], c2["ack_reason"]) == (
+    assert (c2.status, c2.ack_status, c2.ack_reason) == (
         "confirmed",
         "acknowledged",
         "known: new default scheduler",
@@ -680,7 +689,7 @@ def test_changes_save_list_ack_keeps_ack_on_resave(wh: Warehouse) -> None:
     view = wh.query_df("SELECT series, version_after, magnitude_pct, ack_status FROM v_changes").rows()
     assert view == [("abc/concurrency_sweep", "v0.12.0", 12.5, "acknowledged")]
     with pytest.raises(WarehouseError, match="missing"):
-        wh.save_changes([{"engine": "vllm"}])
+        wh.save_changes([dataclasses.replace(row, host=None, level=None)])
 
 
 # ---- read-only and locking ------------------------------------------------------------------------
@@ -787,7 +796,7 @@ def test_an_export_from_a_v1_warehouse_imports_into_the_current_one(tmp_path: Pa
         f"INSERT INTO runs ({', '.join(v1_cols)}) VALUES ({', '.join('?' * len(v1_cols))})",
         [getattr(run.run, c) for c in v1_cols],
     ).fetchall()
-    old._insert("requests", wmod.records_table(RequestRecord, run.requests))
+    insert(old.con, "requests", wmod.records_table(RequestRecord, run.requests))
     old.export_parquet(tmp_path / "out")
     old.close()
     with Warehouse.open(tmp_path / "new.duckdb") as wh:
@@ -802,8 +811,10 @@ def test_changed_views_are_reinstalled_on_the_next_writable_open(
     path = tmp_path / "w.duckdb"
     Warehouse.open(path).close()
     views = tmp_path / "views.sql"
-    views.write_text(wmod.VIEWS_FILE.read_text() + "\nCREATE OR REPLACE VIEW v_extra AS SELECT 1 AS one;\n")
-    monkeypatch.setattr(wmod, "VIEWS_FILE", views)
+    views.write_text(
+        wschema.VIEWS_FILE.read_text() + "\nCREATE OR REPLACE VIEW v_extra AS SELECT 1 AS one;\n"
+    )
+    monkeypatch.setattr(wschema, "VIEWS_FILE", views)
     with Warehouse.open(path, read_only=True) as r:  # a reader never changes the file
         assert "v_extra" not in r.view_names()
     with Warehouse.open(path) as w:

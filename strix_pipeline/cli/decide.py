@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
 from rich.console import Console
@@ -108,7 +109,7 @@ def run_changes(args: argparse.Namespace) -> int:
     with wh:
         rows = wh.list_changes() if args.all else wh.list_changes(ack_status="active")
     if args.json:
-        print(json.dumps(rows, indent=2, default=str))
+        print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2, default=str))
         return 0
     table = Table(title="Change points" + ("" if args.all else " (unacknowledged)"))
     for col in (
@@ -127,17 +128,17 @@ def run_changes(args: argparse.Namespace) -> int:
         table.add_column(col, overflow="fold")
     for r in rows:
         table.add_row(
-            r["change_id"],
-            r["engine"],
-            r["host"],
-            r["scenario"],
-            str(r["level"]),
-            r["metric"],
-            f"{r['version_before']} → {r['version_after']}",
-            f"{r['magnitude_pct']:+.1f}%" if r["magnitude_pct"] is not None else "–",
-            f"{r['pvalue']:.1g}" if r["pvalue"] is not None else "–",
-            r["status"],
-            r["ack_status"] + (f": {r['ack_reason']}" if r.get("ack_reason") else ""),
+            r.change_id,
+            r.engine,
+            r.host,
+            r.scenario,
+            str(r.level),
+            r.metric,
+            f"{r.version_before} → {r.version_after}",
+            f"{r.magnitude_pct:+.1f}%" if r.magnitude_pct is not None else "–",
+            f"{r.pvalue:.1g}" if r.pvalue is not None else "–",
+            r.status,
+            r.ack_status + (f": {r.ack_reason}" if r.ack_reason else ""),
         )
     Console().print(table)
     return 0

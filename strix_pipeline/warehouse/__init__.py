@@ -1,0 +1,58 @@
+"""The DuckDB warehouse: versioned schema, idempotent per-run loads, and the doors people query through.
+
+One module per concern; :class:`Warehouse` (``facade.py``) is the object callers hold:
+
+- ``connection.py``: opening the file, lock retries, the query sandbox, transactions, inserts
+- ``schema.py``: migrations and views, shipped as package data in ``sql/``
+- ``arrow.py``: records and :class:`~strix_pipeline.records.RequestTable` to Arrow
+- ``runs.py``: run loads (one transaction per load, a reload replaces the run) and deletes
+- ``hosts.py``, ``images.py``, ``decisions.py``, ``changes.py``: one table (or two) each
+- ``parquet.py``: export and import
+
+SQL typed by a person (``strix query``) runs on a *sandboxed* reader (``sandbox=True``): read-only, and
+DuckDB's own settings keep it inside the warehouse file -- no external access (no COPY to or from
+files, no read_csv/read_text/read_parquet/glob of other files, no ATTACH of another file, no INSTALL
+or LOAD of extension files), no spill directory, and the configuration locked so no SET or RESET gives
+any of it back. Export and import, and the pipeline's own readers, open without it.
+"""
+
+from strix_pipeline.warehouse.arrow import arrow_schema, records_table, request_table_arrow
+from strix_pipeline.warehouse.changes import CHANGE_COLUMNS, ChangeRecord
+from strix_pipeline.warehouse.connection import (
+    SANDBOX_CONFIG,
+    WarehouseError,
+    WarehouseLocked,
+    WarehouseMissing,
+    default_warehouse_path,
+)
+from strix_pipeline.warehouse.facade import Warehouse
+from strix_pipeline.warehouse.runs import RUN_TABLES
+from strix_pipeline.warehouse.schema import (
+    RECORD_TABLES,
+    Migration,
+    SchemaTooNew,
+    current_schema_version,
+    migrations,
+    views_sql,
+)
+
+__all__ = [
+    "CHANGE_COLUMNS",
+    "RECORD_TABLES",
+    "RUN_TABLES",
+    "SANDBOX_CONFIG",
+    "ChangeRecord",
+    "Migration",
+    "SchemaTooNew",
+    "Warehouse",
+    "WarehouseError",
+    "WarehouseLocked",
+    "WarehouseMissing",
+    "arrow_schema",
+    "current_schema_version",
+    "default_warehouse_path",
+    "migrations",
+    "records_table",
+    "request_table_arrow",
+    "views_sql",
+]

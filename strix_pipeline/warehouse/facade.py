@@ -1,0 +1,219 @@
+"""The :class:`Warehouse` object: one open file, its mode, and one method per thing people do with it.
+
+Each method checks the mode and hands the connection to the module of its concern (runs, images,
+decisions, changes, parquet, schema); the rules live there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from strix_pipeline.records import CriterionResult, ImageRecord, RunResult
+from strix_pipeline.warehouse import changes, decisions, hosts, parquet, runs, schema
+from strix_pipeline.warehouse import images as _images  # `images` is upsert_images' argument
+from strix_pipeline.warehouse.changes import ChangeRecord
+from strix_pipeline.warehouse.connection import WarehouseError, connect, open_connection
+
+
+class Warehouse:
+    """One open warehouse file. Use as a context manager; writers should close promptly.
+
+    Writers open, write one short transaction and close (``with Warehouse.open(path) as wh:
+    wh.load_run(result)``), never holding the file through a benchmark; readers open
+    ``read_only=True`` (see :mod:`strix_pipeline.warehouse.connection` for why).
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) -> None:
+        self.con = con
+        self.path = path
+        self.read_only = read_only
+        self.schema_version = 0
+
+    # ---- opening, schema ------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        read_only: bool = False,
+        lock_retry_s: float = 5.0,
+        on_wait: Callable[[str], None] | None = None,
+        sandbox: bool = False,
+    ) -> Warehouse:
+        """Open (and, when writable, create or migrate) the warehouse at ``path``.
+
+        While another process holds the file, retry for ``lock_retry_s`` seconds (``on_wait`` is told
+        once, e.g. to show "waiting for the writer"), then raise :class:`WarehouseLocked`.
+
+        ``sandbox=True`` (only with ``read_only=True``) is for SQL that someone typed: the connection
+        reads the warehouse file and nothing else, writes nothing, and cannot change its settings
+        (:data:`SANDBOX_CONFIG`, then ``lock_configuration``). ``export_parquet`` does not work on it.
+        One sandboxed reader per file and process at a time.
+        """
+        path = Path(path)
+        con = open_connection(
+            path, read_only=read_only, lock_retry_s=lock_retry_s, on_wait=on_wait, sandbox=sandbox
+        )
+        wh = cls(con, path, read_only)
+        try:
+            wh.schema_version = schema.prepare(con, path, read_only=read_only)
+        except BaseException:
+            con.close()
+            raise
+        return wh
+
+    @classmethod
+    def create_at_version(cls, path: str | Path, version: int) -> Warehouse:
+        """A writable warehouse at an *older* schema version and without views: for migration tests."""
+        path = Path(path)
+        con = connect(path, False, 0.0)
+        wh = cls(con, path, False)
+        con.execute("SET TimeZone = 'UTC'").fetchall()
+        pending = schema.migrations()[:version]
+        schema.apply(con, path, pending, with_views=False)
+        if pending:
+            wh.schema_version = pending[-1].version
+        return wh
+
+    def close(self) -> None:
+        try:
+            self.con.close()
+        except duckdb.Error:
+            pass
+
+    def __enter__(self) -> Warehouse:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise WarehouseError(f"{self.path}: opened read-only; open it writable to change it")
+
+    # ---- reading --------------------------------------------------------------------------------
+
+    def table_names(self) -> list[str]:
+        return schema.table_names(self.con)
+
+    def view_names(self) -> list[str]:
+        return sorted(schema.user_views(self.con))
+
+    def count(self, table: str, run_id: str | None = None) -> int:
+        if table not in self.table_names():
+            raise WarehouseError(f"no table {table!r}")
+        if run_id is None:
+            rows = self.con.execute(f'SELECT count(*) FROM "{table}"').fetchall()
+        else:
+            rows = self.con.execute(f'SELECT count(*) FROM "{table}" WHERE run_id = ?', [run_id]).fetchall()
+        return int(rows[0][0])
+
+    def query_df(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> pl.DataFrame:
+        """Run a query and return its result as a polars DataFrame (empty for statements without rows)."""
+        rel = self.con.sql(sql, params=params) if params is not None else self.con.sql(sql)
+        if rel is None:
+            return pl.DataFrame()
+        return rel.pl()
+
+    # ---- runs -----------------------------------------------------------------------------------
+
+    def load_run(self, result: RunResult) -> None:
+        """Load one run in one transaction, replacing any earlier load of the same run_id. All or nothing."""
+        self.load_runs([result])
+
+    def load_runs(self, results: Sequence[RunResult]) -> None:
+        """Load several runs in ONE transaction (a backfill); each replaces its earlier load."""
+        self._writable()
+        runs.load_runs(self.con, results)
+
+    def delete_run(self, run_id: str) -> None:
+        """Remove a run from every table (one transaction)."""
+        self._writable()
+        runs.delete_run(self.con, run_id)
+
+    def run_ids(self) -> list[str]:
+        return runs.run_ids(self.con)
+
+    # ---- hosts ----------------------------------------------------------------------------------
+
+    def upsert_host(self, name: str, kind: str | None, description: str | None) -> None:
+        self._writable()
+        hosts.upsert_host(self.con, name, kind, description)
+
+    # ---- images ---------------------------------------------------------------------------------
+
+    def upsert_images(self, images: list[ImageRecord]) -> None:
+        """Insert or refresh images keyed by (registry, repository, tag); first_seen keeps its oldest value."""
+        self._writable()
+        _images.upsert_images(self.con, images)
+
+    def known_images(self, engine: str | None = None) -> list[ImageRecord]:
+        return _images.known_images(self.con, engine)
+
+    def mark_images_gone(self, registry: str, repository: str, tags: list[str], at: datetime) -> None:
+        self._writable()
+        _images.mark_images_gone(self.con, registry, repository, tags, at)
+
+    def record_registry_error(self, registry: str, repository: str, error: str, at: datetime) -> None:
+        self._writable()
+        _images.record_registry_error(self.con, registry, repository, error, at)
+
+    # ---- decisions ------------------------------------------------------------------------------
+
+    def save_decision(self, rows: list[CriterionResult]) -> None:
+        """Store one evaluation (all rows share its evaluation_id); saving it again replaces it."""
+        self._writable()
+        decisions.save_decision(self.con, rows)
+
+    # ---- change points --------------------------------------------------------------------------
+
+    change_id = staticmethod(changes.change_id)
+
+    def save_changes(self, rows: list[ChangeRecord]) -> None:
+        """Insert or refresh change points by change_id; an acknowledgement already given is kept."""
+        self._writable()
+        changes.save_changes(self.con, rows)
+
+    def list_changes(
+        self,
+        *,
+        host: str | None = None,
+        engine: str | None = None,
+        status: str | None = None,
+        ack_status: str | None = None,
+        fingerprint: str | None = None,
+        metric: str | None = None,
+    ) -> list[ChangeRecord]:
+        """Change points, newest first, filtered by any of the given fields."""
+        return changes.list_changes(
+            self.con,
+            host=host,
+            engine=engine,
+            status=status,
+            ack_status=ack_status,
+            fingerprint=fingerprint,
+            metric=metric,
+        )
+
+    def ack_change(self, change_id: str, reason: str) -> bool:
+        """Acknowledge a change (it stays, marked); False when no such change exists."""
+        self._writable()
+        return changes.ack_change(self.con, change_id, reason)
+
+    # ---- export ---------------------------------------------------------------------------------
+
+    def export_parquet(self, directory: str | Path, tables: Iterable[str] | None = None) -> dict[str, Path]:
+        """Write every table (or the named ones) to DIR/<table>.parquet; works on a read-only open."""
+        return parquet.export_parquet(self.con, directory, tables)
+
+    def import_parquet(self, directory: str | Path) -> dict[str, int]:
+        """Load what :meth:`export_parquet` wrote (see :func:`strix_pipeline.warehouse.parquet.import_parquet`)."""
+        self._writable()
+        return parquet.import_parquet(self.con, directory)

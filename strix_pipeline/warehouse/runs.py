@@ -1,0 +1,113 @@
+"""Run loads: each run's rows in every run table, one transaction per load, a reload replaces the run.
+
+A load converts everything to Arrow first (a bad value fails before anything is touched), then in ONE
+transaction deletes any earlier load of the same run_ids, inserts the new rows and refreshes the
+hosts. A load that replaced or a delete that removed rows checkpoints with vacuuming afterwards
+(:func:`~strix_pipeline.warehouse.connection.reclaim`), so the space comes back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from strix_pipeline.fingerprint import run_fingerprint
+from strix_pipeline.records import (
+    LevelAggregate,
+    MemorySample,
+    RequestRecord,
+    RunRecord,
+    RunResult,
+    ServerMetricSample,
+)
+from strix_pipeline.warehouse import arrow  # by module, so the scale benchmark can time its conversions
+from strix_pipeline.warehouse.connection import WarehouseError, insert, reclaim, transaction
+from strix_pipeline.warehouse.hosts import refresh_hosts
+
+# Tables holding one run's rows, in load order (runs first, so a reader joining on runs never sees
+# orphans; all of it is one transaction anyway).
+RUN_TABLES: dict[str, type] = {
+    "runs": RunRecord,
+    "requests": RequestRecord,
+    "aggregates": LevelAggregate,
+    "memory_samples": MemorySample,
+    "server_metrics": ServerMetricSample,
+}
+
+# The RunResult field holding each run table's rows (runs and requests are built apart).
+_RESULT_FIELD = {
+    "aggregates": "aggregates",
+    "memory_samples": "memory",
+    "server_metrics": "server_metrics",
+}
+
+
+def load_runs(con: duckdb.DuckDBPyConnection, results: Sequence[RunResult]) -> None:
+    """Load several runs in ONE transaction; each replaces its earlier load. All or nothing."""
+    if not results:
+        return
+    ids = [r.run.run_id for r in results]
+    if len(set(ids)) != len(ids):
+        raise WarehouseError("the same run_id appears twice in one load")
+    # Conversion first, outside the transaction: a bad value fails before anything is touched.
+    # The GC stays paused through the inserts as well (see arrow.gc_paused).
+    with arrow.gc_paused():
+        tables: dict[str, pa.Table] = {}
+        for table, cls in RUN_TABLES.items():
+            if table == "requests":
+                tables[table] = arrow.requests_table(results)
+                continue
+            rows: list[Any] = []
+            for res in results:
+                part = [_with_fingerprint(res.run)] if table == "runs" else getattr(res, _RESULT_FIELD[table])
+                arrow.check_run_ids(res.run.run_id, cls, list(map(arrow.RUN_ID, part)))
+                rows.extend(part)
+            tables[table] = arrow.records_table(cls, rows)
+        with transaction(con):
+            replaced = delete_runs(con, ids)
+            for table, data in tables.items():
+                if data.num_rows:
+                    insert(con, table, data)
+            refresh_hosts(con, sorted({r.run.host for r in results}))
+    if replaced:
+        reclaim(con)
+
+
+def delete_run(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
+    """Remove a run from every table (one transaction)."""
+    with transaction(con):
+        deleted = delete_runs(con, [run_id])
+    if deleted:
+        reclaim(con)
+
+
+def delete_runs(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> bool:
+    """Delete these runs' rows from every run table (inside the caller's transaction); True when any
+    of them was there."""
+    # Only runs present in `runs` can have rows elsewhere (every load is one transaction), so new
+    # run ids skip the scans of the large tables.
+    present = [
+        r[0]
+        for r in con.execute("SELECT run_id FROM runs WHERE list_contains(?, run_id)", [run_ids]).fetchall()
+    ]
+    if not present:
+        return False
+    for table in RUN_TABLES:
+        con.execute(f"DELETE FROM {table} WHERE list_contains(?, run_id)", [present]).fetchall()
+    return True
+
+
+def run_ids(con: duckdb.DuckDBPyConnection) -> list[str]:
+    return [r[0] for r in con.execute("SELECT run_id FROM runs ORDER BY started_at").fetchall()]
+
+
+def _with_fingerprint(run: RunRecord) -> RunRecord:
+    # A run without a fingerprint would join no series; the one fingerprint function can derive it
+    # from the run's own fields, so the stored copy gets it (the caller's object is not touched).
+    if run.fingerprint:
+        return run
+    return dataclasses.replace(run, fingerprint=run_fingerprint(run))

@@ -1,0 +1,168 @@
+"""The versioned schema: migrations and views, shipped as package data in ``sql/``.
+
+``sql/migrations/NNNN_name.sql`` are applied in order in one transaction when a writer opens an older
+file; ``sql/views.sql`` is re-installed whenever its content changes (its hash is kept in
+``schema_meta``). A file newer than this code is refused (:class:`SchemaTooNew`) rather than
+half-understood. The files are read through :mod:`importlib.resources`, so an installed (not only an
+editable) package finds them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import warnings
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+import duckdb
+
+from strix_pipeline.records import CriterionResult, ImageRecord
+from strix_pipeline.warehouse.changes import ChangeRecord
+from strix_pipeline.warehouse.connection import WarehouseError
+from strix_pipeline.warehouse.runs import RUN_TABLES
+
+SQL_DIR: Traversable = resources.files("strix_pipeline.warehouse") / "sql"
+MIGRATIONS_DIR: Traversable = SQL_DIR / "migrations"
+VIEWS_FILE: Traversable = SQL_DIR / "views.sql"
+
+# The tables whose columns are a record dataclass's fields, in order (a test holds them to it).
+RECORD_TABLES: dict[str, type] = {
+    **RUN_TABLES,
+    "images": ImageRecord,
+    "decisions": CriterionResult,
+    "changes": ChangeRecord,
+}
+
+
+class SchemaTooNew(WarehouseError):
+    """The file was written by a newer strix-pipeline; this code will not guess at its schema."""
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+_MIGRATION_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+
+def migrations(directory: Traversable | None = None) -> list[Migration]:
+    """The forward migrations, in order; numbering must be 1..N without gaps."""
+    directory = directory or MIGRATIONS_DIR
+    found = []
+    for p in sorted((p for p in directory.iterdir() if p.name.endswith(".sql")), key=lambda p: p.name):
+        m = _MIGRATION_RE.match(p.name)
+        if not m:
+            raise WarehouseError(f"{p}: migration files are named NNNN_lower_snake.sql")
+        found.append(Migration(int(m.group(1)), m.group(2), p.read_text()))
+    for i, m in enumerate(found, start=1):
+        if m.version != i:
+            raise WarehouseError(
+                f"{directory}: migration {i:04d} is missing (found {m.version:04d}_{m.name})"
+            )
+    return found
+
+
+def current_schema_version() -> int:
+    return len(migrations())
+
+
+def views_sql() -> str:
+    return VIEWS_FILE.read_text()
+
+
+def table_names(con: duckdb.DuckDBPyConnection) -> list[str]:
+    rows = con.execute(
+        "SELECT table_name FROM duckdb_tables() "
+        "WHERE database_name = current_database() AND schema_name = 'main' ORDER BY table_name"
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def user_views(con: duckdb.DuckDBPyConnection) -> list[str]:
+    rows = con.execute(
+        "SELECT view_name FROM duckdb_views() "
+        "WHERE database_name = current_database() AND schema_name = 'main' AND NOT internal"
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def stored_version(con: duckdb.DuckDBPyConnection) -> int:
+    has = con.execute(
+        "SELECT count(*) FROM duckdb_tables() "
+        "WHERE database_name = current_database() AND schema_name = 'main' AND table_name = 'schema_version'"
+    ).fetchall()
+    if not has[0][0]:
+        return 0
+    rows = con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchall()
+    return int(rows[0][0])
+
+
+def prepare(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: bool) -> int:
+    """Check the file's schema version and, when writable, migrate it and refresh the views.
+
+    Returns the schema version the file is at afterwards. Call it straight from the opening function:
+    the warning for an old file on a read-only open points at that function's caller.
+    """
+    all_migrations = migrations()
+    code_version = len(all_migrations)
+    stored = stored_version(con)
+    if stored > code_version:
+        raise SchemaTooNew(
+            f"{path}: warehouse schema is v{stored}, newer than this strix-pipeline understands "
+            f"(v{code_version}); upgrade strix-pipeline rather than risk misreading or damaging it"
+        )
+    if read_only:
+        if stored < code_version:
+            warnings.warn(
+                f"{path}: warehouse schema is v{stored}, this code expects v{code_version}; "
+                "it is migrated the next time a writer opens it (views may be missing until then)",
+                stacklevel=3,
+            )
+        return stored
+    pending = all_migrations[stored:]
+    if pending or views_outdated(con):
+        apply(con, path, pending, with_views=True)
+    return pending[-1].version if pending else stored
+
+
+def views_outdated(con: duckdb.DuckDBPyConnection) -> bool:
+    rows = con.execute("SELECT value FROM schema_meta WHERE key = 'views_sha256'").fetchall()
+    return not rows or rows[0][0] != hashlib.sha256(views_sql().encode()).hexdigest()
+
+
+def apply(con: duckdb.DuckDBPyConnection, path: Path, pending: list[Migration], *, with_views: bool) -> None:
+    """Migrations and views in ONE transaction: a failure leaves the file exactly as it was."""
+    step = "dropping views"
+    con.begin()
+    try:
+        # Views are derived: drop them so a migration can reshape the tables under them.
+        for name in user_views(con):
+            con.execute(f'DROP VIEW IF EXISTS "{name}"').fetchall()
+        for m in pending:
+            step = f"migration {m.version:04d}_{m.name}"
+            con.execute(m.sql).fetchall()
+            con.execute(
+                "INSERT INTO schema_version VALUES (?, ?, ?)", [m.version, m.name, datetime.now(UTC)]
+            ).fetchall()
+        if with_views:
+            step = "views.sql"
+            sql = views_sql()
+            con.execute(sql).fetchall()
+            con.execute(
+                "INSERT INTO schema_meta VALUES ('views_sha256', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [hashlib.sha256(sql.encode()).hexdigest()],
+            ).fetchall()
+        con.commit()
+    except BaseException as e:
+        con.rollback()
+        if isinstance(e, duckdb.Error):
+            raise WarehouseError(f"{path}: {step} failed, warehouse left unchanged: {e}") from e
+        raise
