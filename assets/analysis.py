@@ -18,19 +18,16 @@ EAGER = (
     & ~dg.AutomationCondition.in_progress()
 ).with_label("after new results")
 
-# The newest run of each (host, engine, model profile) and its aggregates: what "now" looks like.
+# The newest run of each (host, engine, model profile) and its aggregates: what "now" looks like
+# (the read model's v_latest_run: failed runs included, so a broken engine shows as broken).
 LATEST_AGGREGATES_SQL = """
-WITH latest AS (
-    SELECT * FROM runs
-    QUALIFY row_number() OVER (PARTITION BY host, engine, model_profile ORDER BY started_at DESC) = 1
-)
-SELECT l.host, l.engine, coalesce(l.image_version, l.image_tag, '') AS version, l.model_profile,
+SELECT l.host, l.engine, l.image_version AS version, l.model_profile,
        l.status, a.scenario, a.level, a.requests_ok, a.requests_failed,
        a.ttft_p50_ms, a.ttft_p95_ms, a.ttft_p95_ci_low_ms, a.ttft_p95_ci_high_ms,
        a.tpot_p50_ms, a.itl_p50_ms, a.e2e_p95_ms, a.output_tokens_per_s, a.requests_per_s,
        a.goodput_requests_per_s, a.prefill_tokens_per_s, a.decode_tokens_per_s, a.cached_tokens_mean,
        l.run_id, l.started_at
-FROM latest l LEFT JOIN aggregates a USING (run_id)
+FROM v_latest_run l LEFT JOIN aggregates a USING (run_id)
 ORDER BY l.host, l.engine, l.model_profile, a.scenario, a.level
 """
 

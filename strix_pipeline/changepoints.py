@@ -54,20 +54,21 @@ MEMORY_SCENARIO = "memory"  # held_bytes lives on the run, not on an aggregate
 HIGHER_IS_WORSE = {m: bad for ms in SERIES_METRICS.values() for m, bad in ms} | {"held_bytes": True}
 MIN_POINTS = 3  # a change needs something on both sides and one more point to be tested at all
 
-# Runs that produced numbers; a failed run is a result elsewhere, never a point in a trend.
+# Runs that produced numbers (the read model's `usable`); a failed run is a result elsewhere, never a
+# point in a trend.
 SERIES_AGGREGATES_SQL = """
-SELECT r.run_id, r.host, r.engine, r.fingerprint, r.image_version, r.image_tag, r.image_digest,
-       r.image_sort_key, r.started_at, a.scenario, a.level,
-       a.ttft_p95_ms, a.tpot_p95_ms, a.output_tokens_per_s, a.prefill_tokens_per_s, a.decode_tokens_per_s
-FROM runs r JOIN aggregates a ON a.run_id = r.run_id
-WHERE r.status IN ('ok', 'partial') AND a.requests_ok > 0
+SELECT run_id, host, engine, fingerprint, image_version, image_tag, image_digest,
+       version_order, started_at, scenario, level,
+       ttft_p95_ms, tpot_p95_ms, output_tokens_per_s, prefill_tokens_per_s, decode_tokens_per_s
+FROM v_run_aggregates
+WHERE usable AND requests_ok > 0
 """
 
 SERIES_MEMORY_SQL = """
-SELECT r.run_id, r.host, r.engine, r.fingerprint, r.image_version, r.image_tag, r.image_digest,
-       r.image_sort_key, r.started_at, r.held_bytes
-FROM runs r
-WHERE r.status IN ('ok', 'partial') AND r.held_bytes IS NOT NULL
+SELECT run_id, host, engine, fingerprint, image_version, image_tag, image_digest,
+       version_order, started_at, held_bytes
+FROM v_run_base
+WHERE usable AND held_bytes IS NOT NULL
 """
 
 
@@ -289,9 +290,9 @@ def _disambiguate(points: list[SeriesPoint], digests: list[str | None]) -> None:
             p.version = f"{p.version}@{d.removeprefix('sha256:')[:8]}"
 
 
-def _sort_key(sort_key: str | None, version: str | None, started_at: datetime) -> tuple[str, datetime]:
-    # No explicit key: fall back to the version string, and within one version, run order.
-    return (sort_key or version or "", started_at)
+def _sort_key(version_order: str, started_at: datetime) -> tuple[str, datetime]:
+    # The read model's version order, and within one version, run order.
+    return (version_order, started_at)
 
 
 def load_series(wh: Warehouse) -> list[Series]:
@@ -314,7 +315,7 @@ def load_series(wh: Warehouse) -> list[Series]:
             )
             raw[key] = []
         label = _version_label(rec["image_version"], rec["image_tag"], rec["image_digest"])
-        sk = _sort_key(rec["image_sort_key"], rec["image_version"], rec["started_at"])
+        sk = _sort_key(rec["version_order"], rec["started_at"])
         point = SeriesPoint(rec["run_id"], label, sk[0], rec["started_at"], float(value))
         raw[key].append((sk, point, rec["image_digest"]))
 

@@ -31,36 +31,37 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-OK_STATUSES = ("ok", "partial")
 DEFAULT_CONCURRENCY = 5
 GIB = 2**30
 STATUS_COLORS = {"pass": "#2e7d32", "fail": "#c62828", "unknown": "#9e9e9e"}
 PANEL_WIDTH = 520
 PANEL_HEIGHT = 220
 
-# Every run, with its concurrency-N aggregate when it has one: a failed run has none and must still show.
+# The read model's views (warehouse/sql/views.sql) define "usable", "version order" and "series":
+# every run, with its concurrency-N aggregate when it has one (a failed run has none and must still show).
 CHART_TTFT_SQL = """
 SELECT r.run_id, r.host, r.engine, r.model_profile, r.quantization, r.fingerprint, r.image_version,
-       r.image_tag, r.image_digest, r.image_sort_key, r.started_at, r.status, r.failure_reason,
-       a.requests_ok, a.requests_failed, a.ttft_p95_ms, a.ttft_p95_ci_low_ms, a.ttft_p95_ci_high_ms
-FROM runs r
+       r.image_tag, r.image_digest, r.version_order, r.started_at, r.status, r.usable,
+       r.failure_reason, a.requests_ok, a.requests_failed, a.ttft_p95_ms, a.ttft_p95_ci_low_ms,
+       a.ttft_p95_ci_high_ms
+FROM v_run_base r
 LEFT JOIN aggregates a ON a.run_id = r.run_id AND a.scenario = 'concurrency_sweep' AND a.level = ?
 """
 CHART_SCENARIO_SQL = """
-SELECT r.run_id, r.host, r.engine, r.model_profile, r.image_version, r.image_tag, r.image_digest,
-       r.image_sort_key, r.started_at, a.level, a.requests_ok, a.requests_failed,
-       a.output_tokens_per_s, a.prefill_tokens_per_s, a.ttft_p95_ms
-FROM runs r JOIN aggregates a ON a.run_id = r.run_id
-WHERE a.scenario = ? AND r.status IN ('ok', 'partial')
+SELECT run_id, host, engine, model_profile, image_version, image_tag, image_digest,
+       version_order, started_at, level, requests_ok, requests_failed,
+       output_tokens_per_s, prefill_tokens_per_s, ttft_p95_ms
+FROM v_run_aggregates
+WHERE scenario = ? AND usable
 """
 CHART_MEMORY_SQL = """
-SELECT r.run_id, r.host, r.engine, r.model_profile, r.quantization, r.image_version, r.image_tag,
-       r.image_digest, r.image_sort_key, r.started_at, r.status, r.failure_reason, r.held_bytes, r.peak_bytes
-FROM runs r
+SELECT run_id, host, engine, model_profile, quantization, image_version, image_tag, image_digest,
+       version_order, started_at, status, usable, failure_reason, held_bytes, peak_bytes
+FROM v_run_base
 """
 CHART_DECISIONS_SQL = """
 SELECT evaluation_id, evaluated_at, host, verdict, criterion, name, status, reason
-FROM decisions ORDER BY evaluated_at, criterion
+FROM v_decisions ORDER BY evaluated_at, criterion
 """
 
 
@@ -107,10 +108,7 @@ def _values(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _order_key(r: dict[str, Any]) -> tuple[str, str]:
-    return (
-        r.get("image_sort_key") or r.get("image_version") or r.get("image_tag") or "",
-        str(r["started_at"]),
-    )
+    return (r["version_order"], str(r["started_at"]))
 
 
 def _panel_key(r: dict[str, Any]) -> tuple[str, str, str]:
@@ -148,7 +146,7 @@ def _group(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], list[dict[s
 
 
 def _failed(r: dict[str, Any], metric: str) -> bool:
-    if r["status"] not in OK_STATUSES:
+    if not r["usable"]:
         return True
     return r.get("requests_ok") is not None and r["requests_ok"] == 0 and r.get(metric) is None
 
@@ -209,9 +207,7 @@ def _change_marks(
     if not changes:
         return []
     by_key = {
-        (f"{r['fingerprint']}/{scenario}", r.get("image_sort_key") or r.get("image_version") or ""): r
-        for r in panel_rows
-        if "fingerprint" in r
+        (f"{r['fingerprint']}/{scenario}", r["version_order"]): r for r in panel_rows if "fingerprint" in r
     }
     out = []
     for c in changes:
@@ -369,11 +365,7 @@ def prefill_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
 def memory_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
     # On the Box this is VRAM + GTT above the idle baseline; on a host without a GPU, the engine's RSS.
     title = "Memory held after load (above the idle baseline) by engine and version"
-    rows = [
-        r
-        for r in _rows(wh, CHART_MEMORY_SQL)
-        if r["held_bytes"] is not None or r["status"] not in OK_STATUSES
-    ]
+    rows = [r for r in _rows(wh, CHART_MEMORY_SQL) if r["held_bytes"] is not None or not r["usable"]]
     if not rows:
         note = "no memory reading yet"
         return _note_chart(title, note), note
@@ -385,8 +377,8 @@ def memory_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
         x = alt.X(
             "version:O", sort=order, scale=alt.Scale(domain=order), title="image version (version order)"
         )
-        ok = [r for r in prow if r["held_gib"] is not None and r["status"] in OK_STATUSES]
-        failed = [r for r in prow if r["status"] not in OK_STATUSES]
+        ok = [r for r in prow if r["held_gib"] is not None and r["usable"]]
+        failed = [r for r in prow if not r["usable"]]
         layers: list[alt.Chart] = []
         if ok:
             layers.append(

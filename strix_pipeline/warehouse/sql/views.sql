@@ -39,8 +39,30 @@ SELECT
     r.peak_bytes,
     r.after_stop_bytes,
     r.memory_returned,
-    r.dagster_run_id
+    r.dagster_run_id,
+    r.image_repository,
+    r.image_tag,
+    r.launch_command,
+    -- version order: the explicit sort key of the image, never the date a run happened
+    coalesce(r.image_sort_key, r.image_version, r.image_tag, '') AS version_order
 FROM runs r;
+
+-- Every aggregate with its run's facts and its series (fingerprint || '/' || scenario): what the
+-- charts, the change points and the decision read.
+CREATE OR REPLACE VIEW v_run_aggregates AS
+SELECT
+    b.*,
+    b.fingerprint || '/' || a.scenario AS series,
+    a.* EXCLUDE (run_id)
+FROM v_run_base b
+JOIN aggregates a ON a.run_id = b.run_id;
+
+-- The newest run of each engine with each model profile on each host, whatever became of it
+-- (failed runs included): "what does it look like now". `latest` means this ordering everywhere.
+CREATE OR REPLACE VIEW v_latest_run AS
+SELECT *
+FROM v_run_base
+QUALIFY row_number() OVER (PARTITION BY host, engine, model_profile ORDER BY started_at DESC, run_id DESC) = 1;
 
 CREATE OR REPLACE VIEW v_runs AS
 SELECT
@@ -90,7 +112,8 @@ LEFT JOIN (
     GROUP BY run_id
 ) a ON a.run_id = b.run_id;
 
--- The newest usable run ('ok' or 'partial') of each engine with each model profile on each host.
+-- The newest usable run ('ok' or 'partial') of each engine with each model profile on each host
+-- (the same ordering as v_latest_run, over usable runs only).
 CREATE OR REPLACE VIEW v_latest_by_engine AS
 SELECT
     host,
