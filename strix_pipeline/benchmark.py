@@ -213,6 +213,40 @@ def _measure(
         log(f"[{run_id}] {died} during the suite")
 
 
+def _local_server(config: StrixConfig, target: BenchmarkTarget, log_dir: Path, log: Log):  # noqa: ANN202
+    """The local launcher of the target's engine, not started yet (LocalLlamaServer or LocalVllmServer)."""
+    host_cfg = config.hosts[target.host]
+    model = config.models[target.model]
+    engine = config.engines[target.engine]
+    if engine.kind == "llamacpp":
+        from strix_pipeline.hosts.local import LocalLlamaServer, ensure_gemma_model
+
+        return LocalLlamaServer(
+            model_path=Path(model.path) if model.path else ensure_gemma_model(),
+            ctx_size=model.context_length * model.parallel,  # -c is shared by the slots
+            parallel=model.parallel,
+            extra_args=[*engine.extra_flags, *model.extra_flags.get("llamacpp", [])],
+            log_dir=log_dir,
+            ready_timeout_s=host_cfg.ready_timeout_s,
+            alias=model.served_name or target.model,
+        )
+    if engine.kind == "vllm":
+        from strix_pipeline.hosts.local_vllm import LocalVllmServer
+
+        # the Box's vLLM spec (engines/vllm.py) with the CPU's executable and device settings
+        return LocalVllmServer(
+            engine=engine,
+            profile=model,
+            vllm_version=engine.local_version,
+            log_dir=log_dir,
+            ready_timeout_s=host_cfg.ready_timeout_s,
+            progress=log,
+        )
+    raise EngineStartError(
+        "failed_guard", f"host {target.host} is local: it runs llama-server and vLLM, not {engine.kind}"
+    )
+
+
 def _run_local(
     config: StrixConfig,
     target: BenchmarkTarget,
@@ -221,37 +255,22 @@ def _run_local(
     log: Log,
     scenarios: list[str] | None,
 ) -> None:
-    from strix_pipeline.hosts.local import LocalLlamaServer, ensure_gemma_model, log_tail
+    from strix_pipeline.hosts.local import log_tail
 
     host_cfg = config.hosts[target.host]
-    model = config.models[target.model]
-    engine = config.engines[target.engine]
-    if engine.kind != "llamacpp":
-        raise EngineStartError(
-            "failed_guard", f"host {target.host} is local: it runs llama-server only, not {engine.kind}"
-        )
+    kind = config.engines[target.engine].kind
     run = result.run
-    model_path = Path(model.path) if model.path else ensure_gemma_model()
-    flags = [*engine.extra_flags, *model.extra_flags.get("llamacpp", [])]
+    server = _local_server(config, target, log_dir, log)
     sampler = MemorySampler(TreeProbe(), run.run_id, interval_s=host_cfg.sample_interval_s)
     _record_host_facts(run, sampler.probe)
     with ExitStack() as stack:
         stack.enter_context(sampler)
         sampler.set_phase("loading")
-        server = LocalLlamaServer(
-            model_path=model_path,
-            ctx_size=model.context_length * model.parallel,  # -c is shared by the slots
-            parallel=model.parallel,
-            extra_args=flags,
-            log_dir=log_dir,
-            ready_timeout_s=host_cfg.ready_timeout_s,
-            alias=model.served_name or target.model,
-        )
         try:
             stack.enter_context(server)
-            sampler.probe = TreeProbe(pid=server.pid)
+            sampler.probe = TreeProbe(pid=server.pid)  # the engine's whole session: all its processes
             run.launch_command = server.command_line
-            run.engine_flags = json.dumps(comparable_flags("llamacpp", server.command[1:]))
+            run.engine_flags = json.dumps(comparable_flags(kind, server.flags))
             run.engine_build = server.engine_build
             log(f"[{run.run_id}] ready at {server.base_url} (build {server.engine_build})")
             settle_s = max(1.0, 2 * host_cfg.sample_interval_s)

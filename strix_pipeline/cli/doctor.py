@@ -18,7 +18,7 @@ def doctor(args: argparse.Namespace) -> int:
     path = str(args.config or config_path())
     config = load_config(path)
     with console.status("checking each host…"):
-        checks = run_checks(config, start_engines=not args.no_start)
+        checks = run_checks(config, start_engines=not args.no_start, engines=args.engine)
     table = Table(title=f"strix doctor ({path})")
     for col in ("host", "check", "state", "detail", "how to fix"):
         table.add_column(col, overflow="fold")
@@ -39,4 +39,5 @@ def doctor(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("doctor", help="check what each configured host needs (run first on a new machine)")
     p.add_argument("--no-start", action="store_true", help="do not start the embedded engines (faster)")
+    p.add_argument("--engine", action="append", help="only what this engine needs (repeatable)")
     p.set_defaults(func=doctor)

@@ -30,6 +30,8 @@ def run(args: argparse.Namespace) -> int:
         cmd = [sys.executable, "-m", "strix_dagster.run", "--config", path, "--summary", str(summary_file)]
         for key in args.partition or []:
             cmd += ["--partition", key]
+        for name in args.engine or []:
+            cmd += ["--engine", name]
         # The Dagster layer runs in its own process: the domain and this CLI never import Dagster.
         code = subprocess.run(cmd, check=False).returncode
         if not summary_file.exists():
@@ -113,5 +115,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--partition",
         action="append",
         help="image version key ENGINE:VERSION@DIGEST12, repeatable (default: every local engine build)",
+    )
+    p.add_argument(
+        "--engine",
+        action="append",
+        help="only this engine's local build (repeatable; e.g. --engine llamacpp leaves vLLM out)",
     )
     p.set_defaults(func=run)

@@ -184,6 +184,11 @@ class LocalLlamaServer:
     def command_line(self) -> str:
         return shlex.join(self.command)
 
+    @property
+    def flags(self) -> list[str]:
+        """The engine's flags: the command without its executable."""
+        return self.command[1:]
+
     def __enter__(self) -> LocalLlamaServer:
         self.start()
         return self

@@ -199,6 +199,11 @@ class LocalVllmServer:
     def command_line(self) -> str:
         return shlex.join(self.command)
 
+    @property
+    def flags(self) -> list[str]:
+        """The engine's flags: the command without the venv's ``python -m <server>``."""
+        return self.command[len(self.spec.executable) :] if self.spec else []
+
     def __enter__(self) -> LocalVllmServer:
         self.start()
         return self

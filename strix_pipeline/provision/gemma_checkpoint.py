@@ -240,13 +240,19 @@ def _convert(gguf: Path, sha: str, final: Path, env: VllmEnv, progress: Callable
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gguf", type=Path, help="GGUF file (default: the Gemma 3 270M of llama-server)")
+    parser.add_argument("--json", action="store_true", help="print the whole provenance record")
     args = parser.parse_args(argv)
     try:
         ckpt = ensure_checkpoint(args.gguf)
     except ConversionError as e:
         print(e, file=sys.stderr)
         return 1
-    print(json.dumps(ckpt.provenance | {"path": str(ckpt.path)}, indent=2))
+    if args.json:
+        print(json.dumps(ckpt.provenance | {"path": str(ckpt.path)}, indent=2))
+    else:
+        print(
+            f"vLLM checkpoint: {ckpt.path} ({ckpt.served_quantization}, GGUF sha256 {ckpt.gguf_sha256[:12]}…)"
+        )
     return 0
 
 
