@@ -6,10 +6,10 @@ import dagster as dg
 import polars as pl
 
 from assets.resources import StrixConfigResource, WarehouseResource
-from strix_pipeline.changepoints import detect_changes, stored_changes
-from strix_pipeline.charts import markdown_image, write_charts
-from strix_pipeline.decision import decision_markdown, evaluate, previous_decision
-from strix_pipeline.notify import notify_changes, webhook_url
+from strix_pipeline.analysis.changepoints import detect_changes, stored_changes
+from strix_pipeline.analysis.charts import markdown_image, write_charts
+from strix_pipeline.analysis.decision import decision_markdown, evaluate, previous_decision
+from strix_pipeline.analysis.notify import notify_changes, webhook_url
 
 # Like eager(), but not blocked by image versions that were never benchmarked (missing partitions).
 EAGER = (

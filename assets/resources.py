@@ -62,8 +62,8 @@ class RegistryResource(ConfigurableResource):
     ghcr_token: str | None = None
 
     def client_factory(self):  # noqa: ANN201 - discovery.ClientFactory
-        from strix_pipeline.discovery import default_client
-        from strix_pipeline.registry import RegistryClient, RetryPolicy
+        from strix_pipeline.registry.client import RegistryClient, RetryPolicy
+        from strix_pipeline.registry.discovery import default_client
 
         creds = {
             "docker.io": (self.dockerhub_username, self.dockerhub_token),

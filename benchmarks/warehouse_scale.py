@@ -169,15 +169,15 @@ def pipeline_queries(now: datetime) -> dict[str, tuple[str, list]]:
     """
     out: dict[str, tuple[str, list]] = {}
     specs = (
-        ("strix_pipeline.decision", "DECISION_RUNS_SQL", [HOST, now, "vllm", "llamacpp"]),
-        ("strix_pipeline.decision", "DECISION_AGGREGATES_SQL", [HOST, "vllm", "llamacpp", 5]),
-        ("strix_pipeline.decision", "DECISION_IMAGES_SQL", ["vllm"]),
-        ("strix_pipeline.decision", "DECISION_HISTORY_SQL", [HOST, now]),
-        ("strix_pipeline.changepoints", "SERIES_AGGREGATES_SQL", []),
-        ("strix_pipeline.changepoints", "SERIES_MEMORY_SQL", []),
-        ("strix_pipeline.charts", "CHART_TTFT_SQL", [5]),
-        ("strix_pipeline.charts", "CHART_SCENARIO_SQL", ["concurrency_sweep"]),
-        ("strix_pipeline.charts", "CHART_MEMORY_SQL", []),
+        ("strix_pipeline.analysis.decision", "DECISION_RUNS_SQL", [HOST, now, "vllm", "llamacpp"]),
+        ("strix_pipeline.analysis.decision", "DECISION_AGGREGATES_SQL", [HOST, "vllm", "llamacpp", 5]),
+        ("strix_pipeline.analysis.decision", "DECISION_IMAGES_SQL", ["vllm"]),
+        ("strix_pipeline.analysis.decision", "DECISION_HISTORY_SQL", [HOST, now]),
+        ("strix_pipeline.analysis.changepoints", "SERIES_AGGREGATES_SQL", []),
+        ("strix_pipeline.analysis.changepoints", "SERIES_MEMORY_SQL", []),
+        ("strix_pipeline.analysis.charts", "CHART_TTFT_SQL", [5]),
+        ("strix_pipeline.analysis.charts", "CHART_SCENARIO_SQL", ["concurrency_sweep"]),
+        ("strix_pipeline.analysis.charts", "CHART_MEMORY_SQL", []),
     )
     for module, name, params in specs:
         try:

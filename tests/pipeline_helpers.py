@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from strix_pipeline.config import REPO_ROOT
-from strix_pipeline.discovery import version_sort_key
 from strix_pipeline.records import ImageRecord
+from strix_pipeline.registry.discovery import version_sort_key
 
 REPO = REPO_ROOT
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 from test_decision_seed import make_config, run_record, run_result, seeded
 
-from strix_pipeline.changepoints import (
+from strix_pipeline.analysis.changepoints import (
     Series,
     SeriesPoint,
     changes_in_series,

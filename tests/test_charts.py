@@ -8,9 +8,9 @@ from datetime import timedelta
 
 from test_decision_seed import SEPT, make_config, run_record, run_result, seeded, september_runs
 
-from strix_pipeline.changepoints import detect_changes
-from strix_pipeline.charts import chart_points, png_base64, write_charts
-from strix_pipeline.decision import evaluate
+from strix_pipeline.analysis.changepoints import detect_changes
+from strix_pipeline.analysis.charts import chart_points, png_base64, write_charts
+from strix_pipeline.analysis.decision import evaluate
 from strix_pipeline.warehouse import Warehouse
 
 NAMES = {
@@ -138,7 +138,7 @@ def test_empty_and_single_run_warehouse(tmp_path):
 
 
 def test_a_broken_chart_leaves_a_note_not_a_crash(tmp_path, monkeypatch):
-    import strix_pipeline.charts as charts
+    import strix_pipeline.analysis.charts as charts
 
     def boom(wh):
         raise ValueError("bad data")

@@ -16,7 +16,7 @@ from test_decision_seed import (
     switch_runs,
 )
 
-from strix_pipeline.decision import decision_markdown, evaluate, verdict_of
+from strix_pipeline.analysis.decision import decision_markdown, evaluate, verdict_of
 from strix_pipeline.records import ImageRecord
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import LevelAggregate, RunRecord, RunResult
-from strix_pipeline.registry import version_sort_key
+from strix_pipeline.registry.client import version_sort_key
 from strix_pipeline.warehouse import Warehouse
 
 GIB = 2**30

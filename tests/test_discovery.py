@@ -13,16 +13,8 @@ import pytest
 from infra import free_port
 
 from strix_pipeline.config import ImageSource, StrixConfig
-from strix_pipeline.discovery import (
-    DiscoveryReport,
-    literal_prefix,
-    refresh_images,
-    tag_prefixes,
-    tag_selected,
-    version_sort_key,
-)
 from strix_pipeline.records import ImageRecord
-from strix_pipeline.registry import (
+from strix_pipeline.registry.client import (
     ImageDetails,
     MalformedResponse,
     NoPlatform,
@@ -31,6 +23,14 @@ from strix_pipeline.registry import (
     RegistryUnavailable,
     RetryPolicy,
     TagInfo,
+)
+from strix_pipeline.registry.discovery import (
+    DiscoveryReport,
+    literal_prefix,
+    refresh_images,
+    tag_prefixes,
+    tag_selected,
+    version_sort_key,
 )
 
 T0 = datetime(2026, 11, 2, 3, 0, tzinfo=UTC)

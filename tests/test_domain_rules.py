@@ -10,7 +10,7 @@ from pipeline_helpers import vllm_image
 from test_notify import regression
 
 from strix_pipeline import plan
-from strix_pipeline.decision import Decision
+from strix_pipeline.analysis.decision import Decision
 from strix_pipeline.records import CriterionResult
 
 NOW = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)

@@ -12,9 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from strix_pipeline.changepoints import Change
-from strix_pipeline.decision import CRITERIA, Decision
-from strix_pipeline.notify import notification_text, notify_changes
+from strix_pipeline.analysis.changepoints import Change
+from strix_pipeline.analysis.decision import CRITERIA, Decision
+from strix_pipeline.analysis.notify import notification_text, notify_changes
 from strix_pipeline.records import CriterionResult
 
 NOW = datetime(2026, 9, 21, tzinfo=UTC)

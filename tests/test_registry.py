@@ -23,7 +23,7 @@ from infra import (
 )
 from registry_fronts import Fault, Front, recording_sleep
 
-from strix_pipeline.registry import (
+from strix_pipeline.registry.client import (
     OCI_INDEX,
     AuthError,
     MalformedResponse,

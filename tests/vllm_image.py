@@ -6,12 +6,14 @@ The root filesystem is assembled from this machine, nothing is downloaded:
 - the interpreter the engine's venv was made from (``sys.base_prefix`` of the venv: its binary,
   ``libpython``, the standard library without ``test``/``idlelib``/``tkinter``/``site-packages``, the
   headers), at its host path, so the venv's ``pyvenv.cfg`` and ``bin/python`` link still resolve;
-- the venv itself (:mod:`strix_pipeline.provision.vllm_env`) at its host path, without ``triton``
-  (vLLM on the CPU compiles with inductor's C++ backend, never with triton: the tests prove it serves);
-- a C++ toolchain and a shell: every file of the installed Debian packages ``g++``, ``dash`` and
-  ``util-linux`` and of their dependencies (documentation left out). vLLM's CPU backend compiles its
-  graph with torch inductor, which runs ``g++`` on generated C++; vLLM reads the CPU topology with
-  ``lscpu`` through ``/bin/sh``;
+- the venv itself (:mod:`strix_pipeline.provision.vllm_env`) at its host path, all of it. Its
+  ``triton`` (1 GB of the 3.4) looks removable on a CPU but is not: vLLM 0.32 picks its Model Runner V2
+  only when triton imports and silently falls back to the V1 runner without it ("Model Runner V2
+  requires Triton"), which would be another engine than the one the local host runs;
+- a C++ toolchain and a shell: every file of the installed Debian packages ``g++``, ``openssl``,
+  ``dash`` and ``util-linux`` and of their dependencies (documentation left out). vLLM's CPU backend
+  compiles its graph with torch inductor, which runs ``g++`` on generated C++ and ``openssl sha512``
+  on the precompiled header; vLLM reads the CPU topology with ``lscpu`` through ``/bin/sh``;
 - every library ``ldd`` resolves for the ELF files of the above that is not already there;
 - the converted checkpoint (:mod:`strix_pipeline.provision.gemma_checkpoint`) under ``/models``;
 - ``/etc/passwd`` and ``/etc/group`` with root (torch's cache directory is named after the user),
@@ -47,10 +49,9 @@ from strix_pipeline.engines.base import CONTAINER_MODELS_DIR
 REPOSITORY = "strix-test/vllm-cpu"
 TAG = "local"
 MODEL_NAME = "gemma3-270m-bf16"  # the checkpoint's directory under /models in the image
-# what vLLM's CPU backend runs besides Python: inductor's C++ compiler, /bin/sh, lscpu
-SYSTEM_PACKAGES = ("g++", "dash", "util-linux")
-# packages of the venv the engine does not import on the CPU
-VENV_LEFT_OUT = ("triton",)
+# what vLLM's CPU backend runs besides Python: inductor's C++ compiler (and `openssl sha512`, its
+# header checksum), /bin/sh and lscpu (the CPU topology)
+SYSTEM_PACKAGES = ("g++", "openssl", "dash", "util-linux")
 # parts of the interpreter's prefix an engine never uses
 _PREFIX_LEFT_OUT = re.compile(
     r"^lib/python3\.\d+/(site-packages/.+|test|idlelib|tkinter|turtledemo|ensurepip|lib2to3)(/|$)"
@@ -224,10 +225,7 @@ def vllm_rootfs(parts: VllmParts) -> RootFs:
         if os.path.islink(f"/{top}"):
             fs.entries[f"/{top}"] = Path(f"/{top}")
     fs.add_tree(parts.base_prefix, _PREFIX_LEFT_OUT)
-    fs.add_tree(
-        parts.venv,
-        re.compile(r"^lib/python3\.\d+/site-packages/(" + "|".join(VENV_LEFT_OUT) + r")(-[^/]*)?(/|$)"),
-    )
+    fs.add_tree(parts.venv)  # all of it: see the module docstring on triton
     for f in package_files(package_closure(SYSTEM_PACKAGES)):
         fs.add_host(f)
     have = {str(p) for p in fs.host_files()}

@@ -9,9 +9,9 @@ import json
 from rich.console import Console
 from rich.table import Table
 
+from strix_pipeline.analysis.decision import Decision, evaluate, format_value
 from strix_pipeline.cli.common import error, open_warehouse, warehouse_arg
 from strix_pipeline.config import load_config
-from strix_pipeline.decision import Decision, evaluate, format_value
 from strix_pipeline.warehouse import WarehouseError
 
 STATUS_STYLE = {"pass": "green", "fail": "red", "unknown": "dim"}

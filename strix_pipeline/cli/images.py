@@ -1,4 +1,4 @@
-"""`strix images refresh|list`: engine image discovery from the command line (rules: discovery.py).
+"""`strix images refresh|list`: engine image discovery from the command line (rules: registry/discovery.py).
 
 ``refresh`` asks the configured registries and stores what changed; it exits 0 when every repository
 answered, 1 when some failed (their known images are kept; the errors are printed and recorded).
@@ -17,8 +17,8 @@ from rich.table import Table
 
 from strix_pipeline.cli.common import warehouse_arg, warehouse_path
 from strix_pipeline.config import load_config
-from strix_pipeline.discovery import DiscoveryReport, refresh_images
 from strix_pipeline.records import ImageRecord
+from strix_pipeline.registry.discovery import DiscoveryReport, refresh_images
 from strix_pipeline.warehouse import Warehouse, WarehouseError
 
 

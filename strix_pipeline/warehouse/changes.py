@@ -2,7 +2,7 @@
 
 :class:`ChangeRecord`'s fields are the table's columns, in order: the one list of them
 (:data:`CHANGE_COLUMNS` and the Arrow schema are derived from it). The analysis's
-:class:`strix_pipeline.changepoints.Change` extends it with what is not stored.
+:class:`strix_pipeline.analysis.changepoints.Change` extends it with what is not stored.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ from typing import Any, Protocol
 
 from strix_pipeline.config import ImageSource, StrixConfig
 from strix_pipeline.records import LOCAL_REGISTRY, ImageRecord
-from strix_pipeline.registry import (
+from strix_pipeline.registry.client import (
     ImageDetails,
     NoPlatform,
     NotFound,

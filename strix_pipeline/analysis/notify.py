@@ -17,8 +17,8 @@ import httpx
 from strix_pipeline.config import StrixConfig
 
 if TYPE_CHECKING:
-    from strix_pipeline.changepoints import Change
-    from strix_pipeline.decision import Decision
+    from strix_pipeline.analysis.changepoints import Change
+    from strix_pipeline.analysis.decision import Decision
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ import altair as alt
 import vl_convert as vlc
 
 if TYPE_CHECKING:
-    from strix_pipeline.changepoints import Change
+    from strix_pipeline.analysis.changepoints import Change
     from strix_pipeline.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -512,7 +512,7 @@ def write_charts(
     out_dir.mkdir(parents=True, exist_ok=True)
     cs = ChartSet(out_dir=out_dir)
     if changes is None:
-        from strix_pipeline.changepoints import stored_changes
+        from strix_pipeline.analysis.changepoints import stored_changes
 
         try:
             changes = stored_changes(wh)
