@@ -143,71 +143,24 @@ QUALIFY row_number() OVER (PARTITION BY host, engine, model_profile ORDER BY sta
 -- "TTFT p95 at 5 by version" and "throughput vs concurrency" charts read this.
 CREATE OR REPLACE VIEW v_ttft_at_concurrency AS
 SELECT
-    r.host,
-    r.engine,
-    r.engine_kind,
-    r.model_family,
-    r.model_profile,
-    r.model,
-    r.quantization,
-    r.fingerprint || '/' || a.scenario AS series,
-    r.image_version,
-    r.image_sort_key,
-    r.image_digest,
-    r.run_id,
-    r.status AS run_status,
-    r.usable,
-    r.started_at,
-    a.scenario,
-    a.level AS concurrency,
-    a.requests_ok,
-    a.requests_failed,
-    a.ttft_p50_ms,
-    a.ttft_p90_ms,
-    a.ttft_p95_ms,
-    a.ttft_p95_ci_low_ms,
-    a.ttft_p95_ci_high_ms,
-    a.ttft_p99_ms,
-    a.tpot_p50_ms,
-    a.tpot_p95_ms,
-    a.itl_p50_ms,
-    a.itl_p95_ms,
-    a.e2e_p50_ms,
-    a.e2e_p95_ms,
-    a.queue_p95_ms,
-    a.output_tokens_per_s,
-    a.requests_per_s,
-    a.goodput_requests_per_s
-FROM aggregates a
-JOIN v_run_base r ON r.run_id = a.run_id
-WHERE a.level_kind = 'concurrency';
+    host, engine, engine_kind, model_family, model_profile, model, quantization, series,
+    image_version, image_sort_key, image_digest, run_id, status AS run_status, usable, started_at,
+    scenario, level AS concurrency, requests_ok, requests_failed,
+    ttft_p50_ms, ttft_p90_ms, ttft_p95_ms, ttft_p95_ci_low_ms, ttft_p95_ci_high_ms, ttft_p99_ms,
+    tpot_p50_ms, tpot_p95_ms, itl_p50_ms, itl_p95_ms, e2e_p50_ms, e2e_p95_ms, queue_p95_ms,
+    output_tokens_per_s, requests_per_s, goodput_requests_per_s
+FROM v_run_aggregates
+WHERE level_kind = 'concurrency';
 
 -- Prefill speed per input length (1 client): input tokens / TTFT.
 CREATE OR REPLACE VIEW v_prefill_ladder AS
 SELECT
-    r.host,
-    r.engine,
-    r.engine_kind,
-    r.model_family,
-    r.model_profile,
-    r.quantization,
-    r.fingerprint || '/' || a.scenario AS series,
-    r.image_version,
-    r.image_sort_key,
-    r.run_id,
-    r.status AS run_status,
-    r.usable,
-    r.started_at,
-    a.level AS input_tokens,
-    a.input_tokens_mean,
-    a.requests_ok,
-    a.requests_failed,
-    a.ttft_p50_ms,
-    a.ttft_p95_ms,
-    a.prefill_tokens_per_s
-FROM aggregates a
-JOIN v_run_base r ON r.run_id = a.run_id
-WHERE a.scenario = 'prefill_ladder';
+    host, engine, engine_kind, model_family, model_profile, quantization, series,
+    image_version, image_sort_key, run_id, status AS run_status, usable, started_at,
+    level AS input_tokens, input_tokens_mean, requests_ok, requests_failed,
+    ttft_p50_ms, ttft_p95_ms, prefill_tokens_per_s
+FROM v_run_aggregates
+WHERE scenario = 'prefill_ladder';
 
 -- Memory each run held: the run's summary (held = loaded idle - baseline) beside the peaks each
 -- sampled counter saw, because no single counter is trusted on unified memory.
