@@ -106,9 +106,9 @@ def run_benchmark(
     log(f"[{run_id}] {target.engine} on {target.host}, model {target.model}, profile {target.profile}")
     try:
         if host_cfg.kind == "local":
-            _run_local(config, target, result, log_dir, log, scenarios)
+            _run_local(_Run(config, target, result, log_dir, log, scenarios, force))
         else:
-            _run_docker(config, target, result, log_dir, log, scenarios, force)
+            _run_docker(_Run(config, target, result, log_dir, log, scenarios, force))
     except EngineStartError as e:
         # notes recorded before the failure (leftovers removed, production not restored) stay
         run.status, run.failure_reason = e.status, _join(e.reason, run.failure_reason)
@@ -247,14 +247,28 @@ def _local_server(config: StrixConfig, target: BenchmarkTarget, log_dir: Path, l
     )
 
 
-def _run_local(
-    config: StrixConfig,
-    target: BenchmarkTarget,
-    result: RunResult,
-    log_dir: Path,
-    log: Log,
-    scenarios: list[str] | None,
-) -> None:
+@dataclass(frozen=True)
+class _Run:
+    """What both host kinds' run functions are given."""
+
+    config: StrixConfig
+    target: BenchmarkTarget
+    result: RunResult
+    log_dir: Path
+    log: Log
+    scenarios: list[str] | None
+    force: bool
+
+
+def _run_local(r: _Run) -> None:
+    config, target, result, log_dir, log, scenarios = (
+        r.config,
+        r.target,
+        r.result,
+        r.log_dir,
+        r.log,
+        r.scenarios,
+    )
     from strix_pipeline.hosts.local import log_tail
 
     host_cfg = config.hosts[target.host]
@@ -284,15 +298,9 @@ def _run_local(
     _finish_memory(result, sampler, host_cfg.baseline_tolerance_gb)
 
 
-def _run_docker(
-    config: StrixConfig,
-    target: BenchmarkTarget,
-    result: RunResult,
-    log_dir: Path,
-    log: Log,
-    scenarios: list[str] | None,
-    force: bool,
-) -> None:
+def _run_docker(r: _Run) -> None:
+    config, target, result, log_dir, log = r.config, r.target, r.result, r.log_dir, r.log
+    scenarios, force = r.scenarios, r.force
     from strix_pipeline.hosts import docker as dk
     from strix_pipeline.hosts import guards
     from strix_pipeline.hosts.production import ProductionGuard, check_maintenance_window

@@ -181,26 +181,10 @@ class Warehouse:
         self._writable()
         changes.save_changes(self.con, rows)
 
-    def list_changes(
-        self,
-        *,
-        host: str | None = None,
-        engine: str | None = None,
-        status: str | None = None,
-        ack_status: str | None = None,
-        fingerprint: str | None = None,
-        metric: str | None = None,
-    ) -> list[ChangeRecord]:
-        """Change points, newest first, filtered by any of the given fields."""
-        return changes.list_changes(
-            self.con,
-            host=host,
-            engine=engine,
-            status=status,
-            ack_status=ack_status,
-            fingerprint=fingerprint,
-            metric=metric,
-        )
+    def list_changes(self, **filters: str | None) -> list[ChangeRecord]:
+        """Change points, newest first, filtered by any of host, engine, status, ack_status,
+        fingerprint and metric (see warehouse.changes.list_changes)."""
+        return changes.list_changes(self.con, **filters)
 
     def ack_change(self, change_id: str, reason: str) -> bool:
         """Acknowledge a change (it stays, marked); False when no such change exists."""
