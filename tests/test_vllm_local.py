@@ -322,7 +322,7 @@ def test_exit_before_ready_is_failed_start(tmp_path: Path, code: int, script: st
 
 def test_cpu_spec_replaces_only_the_memory_flag() -> None:
     profile = default_profile("bf16", "/ckpt", 2048, 4)
-    box = vllm_spec.build(EngineConfig(kind="vllm"), profile, "/ckpt", port=8123, bind_host="127.0.0.1")
+    box = build_spec(EngineConfig(kind="vllm"), profile, "/ckpt", port=8123, bind_host="127.0.0.1")
     cpu = vllm_spec.for_cpu(box, ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server"], 2, profile)
     assert cpu.executable == ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server"]
     assert flag_value(box.flags, "--gpu-memory-utilization") == str(profile.memory_fraction)

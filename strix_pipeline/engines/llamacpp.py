@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from strix_pipeline.config import EngineConfig, ModelProfile
-from strix_pipeline.engines.base import EngineSpec, common_reservations, extra_flags, served_name
+from strix_pipeline.config import ModelProfile
+from strix_pipeline.engines.base import Reservation, common_reservations, served_name
 
 KIND = "llamacpp"
 DEFAULT_PORT = 8080
@@ -11,6 +11,10 @@ DEFAULT_EXECUTABLE = ["llama-server"]
 # Flags that say where the model is and where the engine listens, not how it computes: left out of
 # the comparable flags (the fingerprint), so a moved file or another port never breaks a series.
 NOT_COMPARABLE_FLAGS = frozenset({"-m", "--model", "--alias", "--host", "--port"})
+READY_PATHS = ("/health", "/v1/models")  # /health is 503 while loading, 200 when ready
+METRICS_PREFIX = "llamacpp:"
+VERSION_PATH = "/props"
+VERSION_KEY = "build_info"
 OVERRIDABLE_DEFAULTS: list[tuple[tuple[str, ...], list[str]]] = [
     (("-ngl", "--gpu-layers", "--n-gpu-layers"), ["-ngl", "999"]),
     (("-fa", "--flash-attn"), ["-fa", "on"]),
@@ -19,45 +23,23 @@ OVERRIDABLE_DEFAULTS: list[tuple[tuple[str, ...], list[str]]] = [
 ]
 
 
-def build(
-    engine: EngineConfig,
-    profile: ModelProfile,
-    model_path: str,
-    *,
-    port: int | None = None,
-    bind_host: str = "0.0.0.0",
-    budget_gb: float | None = None,
-) -> EngineSpec:
-    port = port or engine.port or DEFAULT_PORT
+def flags(profile: ModelProfile, model_path: str, extras: list[str]) -> list[str]:
     # -c is the total across slots; a profile's context_length is per request (as vLLM's
     # --max-model-len), so every slot can take a full-length prompt.
     total_ctx = profile.context_length * profile.parallel
-    flags = [
+    out = [
         "-m", model_path,
         "--alias", served_name(profile),
         "-c", str(total_ctx),
         "-np", str(profile.parallel),
     ]  # fmt: skip
-    extras = extra_flags(KIND, engine, profile)
     # llama.cpp renames flags over time (``--no-mmap`` became ``--load-mode none``; ``-fa`` took a
     # value): a default is left out when the config names the same option itself.
     for aliases, argv in OVERRIDABLE_DEFAULTS:
         if not any(f.split("=", 1)[0] in aliases for f in extras):
-            flags += argv
-    flags += ["--metrics", "--host", bind_host, "--port", str(port)]
-    flags += extras
-    executable = list(engine.executable or DEFAULT_EXECUTABLE)
-    return EngineSpec(
-        kind=KIND,
-        command=executable + flags,
-        port=port,
-        served_model_name=served_name(profile),
-        model_path=model_path,
-        ready_paths=("/health", "/v1/models"),  # /health is 503 while loading, 200 when ready
-        metrics_path="/metrics",
-        metrics_prefix="llamacpp:",
-        version_path="/props",
-        version_key="build_info",
-        flags=flags,
-        reservations=common_reservations(profile),
-    )
+            out += argv
+    return [*out, "--metrics"]
+
+
+def reservations(flags: list[str], profile: ModelProfile, budget_gb: float | None) -> list[Reservation]:
+    return common_reservations(profile)  # no pool fraction: only the profile's own reserve

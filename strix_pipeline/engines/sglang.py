@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-from strix_pipeline.config import EngineConfig, ModelProfile
-from strix_pipeline.engines.base import (
-    EngineSpec,
-    Reservation,
-    extra_flags,
-    pool_reservations,
-    served_name,
-)
+from strix_pipeline.config import ModelProfile
+from strix_pipeline.engines.base import Reservation, pool_reservations, served_name
 
 KIND = "sglang"
 DEFAULT_PORT = 8081
@@ -17,44 +11,21 @@ DEFAULT_EXECUTABLE = ["python3", "-m", "sglang.launch_server"]
 # Flags that say where the model is and where the engine listens, not how it computes: left out of
 # the comparable flags (the fingerprint), so a moved file or another port never breaks a series.
 NOT_COMPARABLE_FLAGS = frozenset({"--model-path", "--served-model-name", "--host", "--port"})
+READY_PATHS = ("/health", "/v1/models")
+METRICS_PREFIX = "sglang:"
+VERSION_PATH = "/get_server_info"
+VERSION_KEY = "version"
 
 
-def build(
-    engine: EngineConfig,
-    profile: ModelProfile,
-    model_path: str,
-    *,
-    port: int | None = None,
-    bind_host: str = "0.0.0.0",
-    budget_gb: float | None = None,
-) -> EngineSpec:
-    port = port or engine.port or DEFAULT_PORT
-    flags = [
+def flags(profile: ModelProfile, model_path: str, extras: list[str]) -> list[str]:
+    return [
         "--model-path", model_path,
         "--served-model-name", served_name(profile),
         "--context-length", str(profile.context_length),
         "--mem-fraction-static", str(profile.memory_fraction),
         "--max-running-requests", str(profile.parallel),
         "--enable-metrics",
-        "--host", bind_host,
-        "--port", str(port),
     ]  # fmt: skip
-    flags += extra_flags(KIND, engine, profile)
-    executable = list(engine.executable or DEFAULT_EXECUTABLE)
-    return EngineSpec(
-        kind=KIND,
-        command=executable + flags,
-        port=port,
-        served_model_name=served_name(profile),
-        model_path=model_path,
-        ready_paths=("/health", "/v1/models"),
-        metrics_path="/metrics",
-        metrics_prefix="sglang:",
-        version_path="/get_server_info",
-        version_key="version",
-        flags=flags,
-        reservations=reservations(flags, profile, budget_gb),
-    )
 
 
 def reservations(flags: list[str], profile: ModelProfile, budget_gb: float | None) -> list[Reservation]:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from strix_pipeline.config import EngineConfig, ModelProfile
+from strix_pipeline.config import ModelProfile
 from strix_pipeline.engines.base import (
     GIB,
     EngineSpec,
     Reservation,
     common_reservations,
-    extra_flags,
     pool_reservations,
     served_name,
 )
@@ -23,19 +22,14 @@ DEFAULT_EXECUTABLE = ["vllm", "serve"]
 NOT_COMPARABLE_FLAGS = frozenset(
     {"--model", "--served-model-name", "--host", "--port", "--chat-template", "--tokenizer"}
 )
+READY_PATHS = ("/health", "/v1/models")  # /health: process up; /v1/models: it serves
+METRICS_PREFIX = "vllm:"
+VERSION_PATH = "/version"
+VERSION_KEY = "version"
 
 
-def build(
-    engine: EngineConfig,
-    profile: ModelProfile,
-    model_path: str,
-    *,
-    port: int | None = None,
-    bind_host: str = "0.0.0.0",
-    budget_gb: float | None = None,
-) -> EngineSpec:
-    port = port or engine.port or DEFAULT_PORT
-    flags = [
+def flags(profile: ModelProfile, model_path: str, extras: list[str]) -> list[str]:
+    return [
         # `--model`, not the positional: `vllm serve` takes both, but the server module that the CPU
         # build runs (python -m vllm.entrypoints.openai.api_server, 0.32) ignores a positional model.
         "--model", model_path,
@@ -43,25 +37,7 @@ def build(
         "--max-model-len", str(profile.context_length),
         "--gpu-memory-utilization", str(profile.memory_fraction),
         "--max-num-seqs", str(profile.parallel),
-        "--host", bind_host,
-        "--port", str(port),
     ]  # fmt: skip
-    flags += extra_flags(KIND, engine, profile)
-    executable = list(engine.executable or DEFAULT_EXECUTABLE)
-    return EngineSpec(
-        kind=KIND,
-        command=executable + flags,
-        port=port,
-        served_model_name=served_name(profile),
-        model_path=model_path,
-        ready_paths=("/health", "/v1/models"),  # /health: process up; /v1/models: it serves
-        metrics_path="/metrics",
-        metrics_prefix="vllm:",
-        version_path="/version",
-        version_key="version",
-        flags=flags,
-        reservations=reservations(flags, profile, budget_gb),
-    )
 
 
 def reservations(flags: list[str], profile: ModelProfile, budget_gb: float | None) -> list[Reservation]:

@@ -15,13 +15,10 @@ block stops the engine, and an atexit hook reaps whatever a crashed caller left.
 
 from __future__ import annotations
 
-import atexit
 import os
-import shlex
 import shutil
 import signal
 import subprocess
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,18 +26,17 @@ from pathlib import Path
 import httpx
 
 from strix_pipeline.config import EngineConfig, ModelProfile
+from strix_pipeline.engines import build_spec
 from strix_pipeline.engines import vllm as vllm_spec
 from strix_pipeline.engines.base import EngineSpec
-from strix_pipeline.hosts.errors import EngineStartError, describe_exit
-from strix_pipeline.hosts.local import MODEL_ALIAS, free_port, log_tail
+from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.hosts.local import MODEL_ALIAS
+from strix_pipeline.hosts.process import LocalProcess
 from strix_pipeline.memory import read_process_rss
 from strix_pipeline.provision.cache import cache_dir
 
 ENGINE_NAME = "vLLM"
 DEFAULT_KV_CACHE_GIB = 2
-
-_live: set[LocalVllmServer] = set()
-_live_lock = threading.Lock()
 
 
 def default_profile(
@@ -142,13 +138,17 @@ def listening_ports(pids: list[int]) -> set[int]:
 
 
 @dataclass(eq=False)
-class LocalVllmServer:
+class LocalVllmServer(LocalProcess):
     """``with LocalVllmServer() as srv:`` starts vLLM on a free loopback port and waits until it serves.
 
     ``engine`` / ``profile`` are the config's (defaults: the embedded candidate and Gemma 3 270M);
     the flags come from ``engines/vllm.py``. On exit (normal or exception) the process group gets
     SIGTERM, then SIGKILL after ``grace_s``, and stop() returns only when no member is left.
     """
+
+    NAME = ENGINE_NAME
+    ENGINE = ENGINE_NAME
+    LOG_NAME = "vllm"
 
     engine: EngineConfig | None = None
     profile: ModelProfile | None = None
@@ -160,56 +160,28 @@ class LocalVllmServer:
     extra_args: list[str] = field(default_factory=list)
     extra_env: dict[str, str] = field(default_factory=dict)
     executable: list[str] | None = None  # override the venv's server (tests: a fake engine)
-    log_dir: Path | None = None
     ready_timeout_s: float = 600.0  # ~150 s on 2 idle cores; a busy machine takes longer
     grace_s: float = 20.0
-    host: str = "127.0.0.1"
     progress: object = print  # callable(str): install/convert progress lines
 
     # Filled in by start()
-    port: int = 0
-    pid: int | None = None
     spec: EngineSpec | None = None
-    command: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # what the engine got on top of os.environ
-    log_path: Path | None = None
-    engine_build: str | None = None
     engine_version: str | None = None  # what /version answered
     quantization: str | None = None
     model_path: Path | None = None  # the checkpoint directory served
     provenance: dict = field(default_factory=dict)
     seen_ports: set[int] = field(default_factory=set)  # every port the engine listened on
     rpc_dir: Path | None = None
-    _proc: subprocess.Popen | None = None
-    _log_file: object | None = None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    @property
-    def metrics_url(self) -> str:
-        return f"{self.base_url}/metrics"
 
     @property
     def model(self) -> str:
         return self.spec.served_model_name if self.spec else MODEL_ALIAS
 
     @property
-    def command_line(self) -> str:
-        return shlex.join(self.command)
-
-    @property
     def flags(self) -> list[str]:
         """The engine's flags: the command without the venv's ``python -m <server>``."""
         return self.command[len(self.spec.executable) :] if self.spec else []
-
-    def __enter__(self) -> LocalVllmServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # ------------------------------------------------------------------ start
 
@@ -254,14 +226,10 @@ class LocalVllmServer:
             first, _, rest = str(e).partition("\n")
             raise EngineStartError("failed_start", first, rest or None) from e
         engine = self.engine or EngineConfig(kind="vllm", role="candidate")
-        self.port = free_port(self.host)
-        box_spec = vllm_spec.build(engine, profile, str(profile.path), port=self.port, bind_host=self.host)
+        stamp = self._claim_port()
+        box_spec = build_spec(engine, profile, str(profile.path), port=self.port, bind_host=self.host)
         self.spec = vllm_spec.for_cpu(box_spec, executable, self.kv_cache_gib, profile)
         self.command = [*self.spec.command, *self.extra_args]
-        log_dir = self.log_dir or cache_dir() / "logs"
-        log_dir.mkdir(parents=True, exist_ok=True)
-        stamp = f"{self.port}-{int(time.time())}"
-        self.log_path = log_dir / f"vllm-{stamp}.log"
         # ZMQ ipc sockets go to a directory of this run only, removed after stop.
         self.rpc_dir = Path(cache_dir() / "run" / f"vllm-{stamp}")
         self.rpc_dir.mkdir(parents=True, exist_ok=True)
@@ -270,57 +238,13 @@ class LocalVllmServer:
         proc_env = {
             k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
         }
-        proc_env |= self.env
-        self._log_file = self.log_path.open("wb")
-        self._log_file.write(f"[strix] $ {self.command_line}\n".encode())  # type: ignore[attr-defined]
-        self._log_file.flush()  # type: ignore[attr-defined]
-        self._proc = subprocess.Popen(
-            self.command,
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=proc_env,
-            cwd=str(self.rpc_dir),
-            start_new_session=True,  # own process group: killpg reaches the engine core and worker
-        )
-        self.pid = self._proc.pid
-        with _live_lock:
-            _live.add(self)
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
+        self._spawn(env=proc_env | self.env, cwd=self.rpc_dir, announce=True)
 
     def _wait_ready(self) -> None:
-        assert self._proc is not None and self.log_path is not None and self.spec is not None
-        deadline = time.monotonic() + self.ready_timeout_s
-        paths = list(self.spec.ready_paths)  # /health: process up; /v1/models: it serves
-        last = "not listening yet"
+        assert self.spec is not None
         with httpx.Client(timeout=5.0, trust_env=False) as client:
-            while paths:
-                code = self._proc.poll()
-                if code is not None:
-                    raise EngineStartError(
-                        "failed_start",
-                        f"vLLM {describe_exit(code, ENGINE_NAME)} before it was ready",
-                        log_tail(self.log_path),
-                    )
-                try:
-                    r = client.get(f"{self.base_url}{paths[0]}")
-                    if r.status_code == 200 and (paths[0] != "/v1/models" or self._serves(r)):
-                        paths.pop(0)
-                        continue
-                    last = f"{paths[0]} answered HTTP {r.status_code}"
-                except httpx.HTTPError as e:
-                    last = f"{paths[0]}: {type(e).__name__}"
-                if time.monotonic() > deadline:
-                    raise EngineStartError(
-                        "failed_serve",
-                        f"vLLM not ready within {self.ready_timeout_s:.0f} s ({last})",
-                        log_tail(self.log_path),
-                    )
-                time.sleep(0.5)
+            # /health: process up; /v1/models: it serves (this model)
+            self._wait_serving(client, self.spec.ready_paths, poll_s=0.5)
             try:
                 self.engine_version = str(client.get(f"{self.base_url}/version").json().get("version"))
             except (httpx.HTTPError, ValueError, AttributeError):
@@ -328,6 +252,9 @@ class LocalVllmServer:
         if self.engine_build is None and self.engine_version:
             self.engine_build = f"vllm {self.engine_version}"
         self.seen_ports = listening_ports(self.pids())
+
+    def _accepts(self, path: str, response: httpx.Response) -> bool:
+        return path != "/v1/models" or self._serves(response)
 
     def _serves(self, r: httpx.Response) -> bool:
         try:
@@ -347,52 +274,28 @@ class LocalVllmServer:
         """Resident memory of all the engine's processes together."""
         return sum(read_process_rss(pid) or 0 for pid in self.pids())
 
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    def exit_description(self) -> str | None:
-        """None while the engine runs; else how it ended (``was killed by SIGKILL: …``)."""
-        code = None if self._proc is None else self._proc.poll()
-        return None if code is None else f"vLLM {describe_exit(code, ENGINE_NAME)}"
-
     # ------------------------------------------------------------------ stop
 
+    def _kill(self, proc: subprocess.Popen) -> None:
+        """The whole group and every descendant: SIGTERM, SIGKILL after ``grace_s``, until none is left."""
+        if self.running:  # the ports it holds now, to check after
+            self.seen_ports |= listening_ports(self.pids())
+        pgid = proc.pid
+        left = group_pids(pgid, proc.pid)
+        if left:
+            _signal_all(left, pgid, signal.SIGTERM)
+            left = _wait_gone(pgid, proc.pid, proc, self.grace_s)
+        if left:
+            _signal_all(left, pgid, signal.SIGKILL)
+            left = _wait_gone(pgid, proc.pid, proc, 15)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        if left:
+            raise RuntimeError(f"vLLM processes {left} survived SIGKILL")
+
     def stop(self) -> None:
-        proc = self._proc
-        if proc is not None:
-            if self.running:  # the ports it holds now, to check after
-                self.seen_ports |= listening_ports(self.pids())
-            pgid = proc.pid
-            left = group_pids(pgid, proc.pid)
-            if left:
-                _signal_all(left, pgid, signal.SIGTERM)
-                left = _wait_gone(pgid, proc.pid, proc, self.grace_s)
-            if left:
-                _signal_all(left, pgid, signal.SIGKILL)
-                left = _wait_gone(pgid, proc.pid, proc, 15)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-            with _live_lock:
-                _live.discard(self)
-            if left:
-                raise RuntimeError(f"vLLM processes {left} survived SIGKILL")
-        if self._log_file is not None:
-            self._log_file.close()  # type: ignore[attr-defined]
-            self._log_file = None
+        super().stop()
         if self.rpc_dir is not None and self.rpc_dir.exists():
             shutil.rmtree(self.rpc_dir, ignore_errors=True)  # stale ZMQ ipc socket files
-
-
-@atexit.register
-def _reap_all() -> None:
-    with _live_lock:
-        servers = list(_live)
-    for srv in servers:
-        srv.grace_s = min(srv.grace_s, 5)
-        try:
-            srv.stop()
-        except Exception:  # noqa: BLE001 - best effort at interpreter exit
-            pass

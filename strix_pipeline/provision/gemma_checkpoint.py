@@ -22,8 +22,6 @@ when needed) and prints the provenance.
 from __future__ import annotations
 
 import argparse
-import fcntl
-import hashlib
 import json
 import os
 import shlex
@@ -37,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from strix_pipeline.provision.cache import cache_dir
+from strix_pipeline.provision.steps import file_sha256, make_once
 from strix_pipeline.provision.vllm_env import VllmEnv, ensure_env
 
 RECIPE = 1
@@ -103,14 +102,6 @@ class Checkpoint:
         return self.provenance["served_quantization"]
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def gguf_sha256(gguf: Path) -> str:
     """The GGUF's sha256, from ensure_gemma_model's verified marker when it is there."""
     ok = gguf.with_suffix(gguf.suffix + ".sha256-ok")
@@ -118,7 +109,7 @@ def gguf_sha256(gguf: Path) -> str:
         value = ok.read_text().strip()
         if len(value) == 64:
             return value
-    return _sha256(gguf)
+    return file_sha256(gguf)
 
 
 def checkpoint_dir(sha256: str) -> Path:
@@ -147,20 +138,14 @@ def ensure_checkpoint(
 
         gguf = ensure_gemma_model()
     sha = gguf_sha256(gguf)
-    if found := find_checkpoint(sha):
-        return found
     final = checkpoint_dir(sha)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    with open(final.parent / f".{final.name}.lock", "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            progress(f"[gemma-checkpoint] another process is converting {final.name}; waiting for it")
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        if found := find_checkpoint(sha):
-            return found
-        env = env or ensure_env(progress=progress)
-        return _convert(gguf, sha, final, env, progress)
+    return make_once(
+        final,
+        lambda: find_checkpoint(sha),
+        lambda: _convert(gguf, sha, final, env or ensure_env(progress=progress), progress),
+        f"[gemma-checkpoint] another process is converting {final.name}; waiting for it",
+        progress,
+    )
 
 
 def _convert(gguf: Path, sha: str, final: Path, env: VllmEnv, progress: Callable[[str], None]) -> Checkpoint:

