@@ -8,7 +8,7 @@ from strix_pipeline import plan
 from strix_pipeline.benchmark import run_benchmark
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import LevelAggregate, RunResult
-from strix_pipeline.run_checks import completeness, served
+from strix_pipeline.run_checks import completeness, memory_back, served
 
 COMPLETENESS = "benchmark_complete"
 ENGINE_SERVED = "engine_served"
@@ -152,22 +152,14 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
                 metadata={"detail": dg.MetadataValue.md("\n".join(f"- {m}" for _, m in comp))},
             )
         )
-        mem = [
-            (r.run.run_id, r.run.memory_returned, r.run.after_stop_bytes, r.run.baseline_bytes)
-            for r in results
-        ]
+        mem = [(r.run.run_id, *memory_back(r)) for r in results]
         checks.append(
             dg.AssetCheckResult(
                 check_name=MEMORY_RETURNED,
-                passed=all(returned is not False for _, returned, _, _ in mem),
+                passed=all(ok for _, ok, _ in mem),
                 severity=dg.AssetCheckSeverity.WARN,
                 metadata={
-                    "detail": dg.MetadataValue.md(
-                        "\n".join(
-                            f"- `{rid}`: returned={ret}, after stop {after} B, baseline {base} B"
-                            for rid, ret, after, base in mem
-                        )
-                    )
+                    "detail": dg.MetadataValue.md("\n".join(f"- `{rid}`: {why}" for rid, _, why in mem))
                 },
             )
         )

@@ -570,7 +570,7 @@ class MemorySummary:
     basis: str
     baseline_bytes: int | None
     loaded_idle_bytes: int | None
-    held_bytes: int | None  # loaded idle - baseline
+    held_bytes: int | None  # the engine's memory above the idle baseline
     peak_bytes: int | None
     after_stop_bytes: int | None
     memory_returned: bool | None  # after stop within tolerance of baseline
@@ -597,27 +597,32 @@ def summarize(
 ) -> MemorySummary:
     """Baseline (median of 'baseline'), loaded idle (median of 'idle'), held, peak, after stop (last).
 
-    With the ``process`` basis there is no engine before start, so the baseline is 0 and held is
-    the idle RSS itself.
+    Baseline, loaded idle and after stop are always the *host's* memory in use: sysfs VRAM + GTT on
+    a GPU host, else ``MemTotal - MemAvailable``. Held is the engine's memory above that baseline: on
+    a GPU host loaded idle - baseline; with the ``process`` basis (no GPU counters) the engine's own
+    RSS, all its processes, idle. A phase without a reading is None ("unknown"), never 0, so
+    ``memory_returned`` is True only when both readings exist and after stop is back within the
+    tolerance of the baseline.
     """
     basis = basis or choose_basis(samples)
-    series = _series(samples, basis)
+    host_basis = "gpu" if basis == "gpu" else "meminfo"
+    host = _series(samples, host_basis)
+    engine = _series(samples, basis)
 
-    def median(phase: str) -> int | None:
+    def median(series: list[tuple[datetime, str, int]], phase: str) -> int | None:
         vals = [v for _, p, v in series if p == phase]
         return int(statistics.median(vals)) if vals else None
 
-    baseline = median("baseline")
-    if baseline is None and basis == "process":
-        baseline = 0
-    idle = median("idle")
-    running = [v for _, p, v in series if p in ("loading", "idle", "bench")]
-    peak = max(running) if running else None
-    after = [v for _, p, v in series if p == "after_stop"]
+    baseline = median(host, "baseline")
+    idle = median(host, "idle")
+    after = [v for _, p, v in host if p == "after_stop"]
     after_stop = after[-1] if after else None
-    if basis == "process" and after_stop is None and series:
-        after_stop = 0  # the process is gone: nothing to read is the reading
-    held = idle - baseline if idle is not None and baseline is not None else None
+    running = [v for _, p, v in engine if p in ("loading", "idle", "bench")]
+    peak = max(running) if running else None
+    if basis == "process":
+        held = median(engine, "idle")
+    else:
+        held = idle - baseline if idle is not None and baseline is not None else None
     returned = (
         after_stop - baseline <= tolerance_bytes if after_stop is not None and baseline is not None else None
     )

@@ -15,6 +15,19 @@ def measured_ok(result: RunResult) -> int:
     return sum(a.requests_ok for a in result.aggregates)
 
 
+def memory_back(result: RunResult) -> tuple[bool, str]:
+    """Memory in use returned to the idle baseline after the engine stopped; a missing reading is
+    "unknown" and fails, as a check that passes on missing data checks nothing."""
+    run = result.run
+    gib = lambda b: "unknown" if b is None else f"{b / 2**30:.2f} GiB"  # noqa: E731
+    seen = f"baseline {gib(run.baseline_bytes)}, after stop {gib(run.after_stop_bytes)}"
+    if run.memory_returned is None:
+        return False, f"unknown: no reading to compare ({seen})"
+    if run.memory_returned:
+        return True, f"back at baseline ({seen})"
+    return False, f"NOT back at baseline ({seen})"
+
+
 def served(result: RunResult) -> tuple[bool, str]:
     """The engine started and served at least one measured request; else why not, in words."""
     run = result.run

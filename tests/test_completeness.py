@@ -99,3 +99,18 @@ def test_served_fails_a_run_that_measured_nothing_and_names_why():
     assert not served(zero)[0]
     ok, msg = served(_result({1: 4, 2: 4, 4: 4, 5: 4}))
     assert ok and "succeeded" in msg
+
+
+def test_memory_check_fails_on_unknown_and_on_not_returned():
+    from strix_pipeline.run_checks import memory_back
+
+    r = _result({1: 4})
+    r.run.baseline_bytes, r.run.after_stop_bytes, r.run.memory_returned = 10 * 2**30, 10 * 2**30, True
+    ok, why = memory_back(r)
+    assert ok and "back at baseline" in why and "10.00 GiB" in why
+    r.run.after_stop_bytes, r.run.memory_returned = None, None
+    ok, why = memory_back(r)
+    assert not ok and why.startswith("unknown") and "after stop unknown" in why
+    r.run.after_stop_bytes, r.run.memory_returned = 14 * 2**30, False
+    ok, why = memory_back(r)
+    assert not ok and "NOT back" in why

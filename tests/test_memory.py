@@ -169,13 +169,32 @@ def test_summary_vram_plus_gtt_per_instant():
     assert summarize(samples).baseline_bytes == 3
 
 
-def test_summary_process_basis_has_zero_baseline():
+def test_summary_process_basis_measures_the_host_before_and_after() -> None:
+    # a CPU host: the engine's RSS is what it holds; baseline and after stop are the host's memory
+    # in use (MemTotal - MemAvailable), so "returned to baseline" is a real comparison
+    g = 1024**3
     samples = _samples([("idle", 500), ("bench", 700)], source="process", metric="rss")
-    samples += _samples([("baseline", 10_000)], source="meminfo", metric="mem_used")
-    s = summarize(samples)
+    samples += _samples(
+        [("baseline", 10 * g), ("idle", 11 * g), ("after_stop", 10 * g + 5)],
+        source="meminfo",
+        metric="mem_used",
+    )
+    s = summarize(samples, tolerance_bytes=g)
     assert s.basis == "process"
-    assert s.baseline_bytes == 0 and s.held_bytes == 500 and s.peak_bytes == 700
-    assert summarize(samples, basis="meminfo").baseline_bytes == 10_000
+    assert s.baseline_bytes == 10 * g and s.after_stop_bytes == 10 * g + 5 and s.memory_returned is True
+    assert s.held_bytes == 500 and s.peak_bytes == 700 and s.loaded_idle_bytes == 11 * g
+    # memory that stayed taken after the engine stopped is caught ...
+    stuck = samples[:-1] + _samples([("after_stop", 13 * g)], source="meminfo", metric="mem_used")
+    assert summarize(stuck, tolerance_bytes=g).memory_returned is False
+
+
+def test_a_missing_reading_is_unknown_never_zero() -> None:
+    samples = _samples([("idle", 500)], source="process", metric="rss")
+    samples += _samples([("baseline", 10_000)], source="meminfo", metric="mem_used")
+    s = summarize(samples)  # no after-stop reading at all
+    assert s.after_stop_bytes is None and s.memory_returned is None
+    no_baseline = summarize(_samples([("idle", 500), ("after_stop", 0)], source="process", metric="rss"))
+    assert no_baseline.baseline_bytes is None and no_baseline.memory_returned is None
 
 
 def test_wait_until_is_bounded():
