@@ -128,3 +128,16 @@ def test_comparable_flags_strip_the_equals_spelling_too() -> None:
         "--max-num-seqs",
         "4",
     ]
+
+
+def test_sglang_hicache_ratio_reserves_host_memory_too():
+    def reserved(extra: list[str]) -> float:
+        engine = EngineConfig(kind="sglang", extra_flags=extra)
+        return build_spec(engine, profile(memory_fraction=0.5), "/models/q", budget_gb=100).reserved_gb()
+
+    assert reserved([]) == pytest.approx(50)  # the static pool alone
+    assert reserved(["--enable-hierarchical-cache"]) == pytest.approx(50 + 2 * 50)  # default ratio 2
+    assert reserved(["--enable-hierarchical-cache", "--hicache-ratio", "1.5"]) == pytest.approx(50 + 75)
+    assert reserved(["--hicache-ratio=3"]) == pytest.approx(50 + 150)
+    # an explicit size wins over the ratio, counted once
+    assert reserved(["--enable-hierarchical-cache", "--hicache-size", "20"]) == pytest.approx(70)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from strix_pipeline.config import ModelProfile
-from strix_pipeline.engines.base import Reservation, pool_reservations, served_name
+from strix_pipeline.engines.base import Reservation, flag_gb, flag_value, pool_reservations, served_name
 
 KIND = "sglang"
 DEFAULT_PORT = 8081
@@ -28,5 +28,18 @@ def flags(profile: ModelProfile, model_path: str, extras: list[str]) -> list[str
     ]  # fmt: skip
 
 
+HICACHE_DEFAULT_RATIO = 2.0  # SGLang's default host/device KV ratio when HiCache is on
+
+
 def reservations(flags: list[str], profile: ModelProfile, budget_gb: float | None) -> list[Reservation]:
-    return pool_reservations(flags, profile, budget_gb, "--mem-fraction-static", ("--hicache-size",))
+    """The static pool, plus HiCache's host KV cache: `--hicache-size` GB when given, else
+    `--hicache-ratio` (default 2) times the device pool. On unified memory that host RAM is the same
+    pool, so it counts against the budget; the device pool is taken as the whole static fraction,
+    which over-counts (weights live there too) and so errs on the side of refusing."""
+    out = pool_reservations(flags, profile, budget_gb, "--mem-fraction-static", ("--hicache-size",))
+    hicache_on = "--enable-hierarchical-cache" in flags or flag_value(flags, "--hicache-ratio") is not None
+    if hicache_on and not flag_gb(flags, "--hicache-size") and budget_gb is not None:
+        ratio = flag_gb(flags, "--hicache-ratio") or HICACHE_DEFAULT_RATIO
+        pool = float(flag_value(flags, "--mem-fraction-static") or profile.memory_fraction) * budget_gb
+        out.append(Reservation(f"--hicache-ratio {ratio:g} x pool {pool:g} GB", ratio * pool))
+    return out
