@@ -125,7 +125,7 @@ def run_benchmark(
 
 
 def _record_host_facts(run: RunRecord, probe) -> None:  # noqa: ANN001 - memory.MemoryProbe | None
-    """Kernel release, command line and TTM limit of the host that ran the engine, read through its
+    """Kernel release, command line, TTM limit and amdgpu VBIOS of the host that ran the engine, read through its
     probe (the local tree on `local`, the probe container on a Docker host); without a probe they stay
     None ("not available"), never the controller's values."""
     if probe is None:
@@ -139,6 +139,8 @@ def _record_host_facts(run: RunRecord, probe) -> None:  # noqa: ANN001 - memory.
         facts.kernel_cmdline,
         facts.ttm_pages_limit,
     )
+    if facts.vbios:  # part of the fingerprint: another VBIOS is another series
+        run.firmware = f"vbios {facts.vbios}"
 
 
 def _join(*parts: str | None) -> str | None:

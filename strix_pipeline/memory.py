@@ -57,6 +57,7 @@ class HostFacts:
     kernel_cmdline: str | None
     ttm_pages_limit: int | None
     kernel_release: str | None
+    vbios: str | None = None  # amdgpu VBIOS version(s), "card1=113-…"; None: no amdgpu card
 
 
 # ---------------------------------------------------------------- readers of a root tree
@@ -166,12 +167,28 @@ def read_ttm_pages_limit(root: Path = Path("/")) -> int | None:
     return _read_int(Path(root) / "sys/module/ttm/parameters/pages_limit")
 
 
+def read_vbios(root: Path = Path("/")) -> str | None:
+    """Each amdgpu card's ``device/vbios_version`` ("card1=113-STRXLGEN-001"), or None without one."""
+    drm = Path(root) / "sys/class/drm"
+    if not drm.is_dir():
+        return None
+    found = []
+    for card in sorted((p for p in drm.iterdir() if _CARD.match(p.name)), key=lambda p: int(p.name[4:])):
+        try:
+            version = (card / "device" / "vbios_version").read_text().strip()
+        except OSError:
+            continue
+        if version:
+            found.append(f"{card.name}={version}")
+    return ", ".join(found) or None
+
+
 def read_host_facts(root: Path = Path("/")) -> HostFacts:
     try:
         release = (Path(root) / "proc/sys/kernel/osrelease").read_text().strip() or None
     except OSError:
         release = None
-    return HostFacts(read_kernel_cmdline(root), read_ttm_pages_limit(root), release)
+    return HostFacts(read_kernel_cmdline(root), read_ttm_pages_limit(root), release, read_vbios(root))
 
 
 def read_tree(root: Path = Path("/"), pid: int | None = None) -> list[Reading]:
@@ -342,7 +359,8 @@ PROBE_NAME = "strix-memory-probe"
 
 # What the probe container prints: each readable file under a "@@@ <path>" header.
 _PROBE_SCRIPT = (
-    "for f in /host/sys/class/drm/card*/device/mem_info_* /host/proc/meminfo /host/proc/cmdline "
+    "for f in /host/sys/class/drm/card*/device/mem_info_* /host/sys/class/drm/card*/device/vbios_version "
+    "/host/proc/meminfo /host/proc/cmdline "
     "/host/proc/sys/kernel/osrelease /host/sys/module/ttm/parameters/pages_limit; do "
     '[ -r "$f" ] && { echo "@@@ $f"; cat "$f"; }; done; true'
 )

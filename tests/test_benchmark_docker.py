@@ -424,3 +424,31 @@ def test_production_not_restored_is_recorded_and_the_next_run_refuses(
     nxt = run(config, target(llama), "bd-prod-refused")
     assert nxt.run.status == "failed_guard", nxt.run.failure_reason
     assert "was not restored after run bd-prod-lost" in (nxt.run.failure_reason or "")
+
+
+# ------------------------------------------------------------------ facts of the host benchmarked
+
+
+def test_host_facts_come_from_the_probe_not_the_controller(
+    llama, model_path, tmp_path, busybox, client, monkeypatch
+):
+    """The Box's kernel, command line, TTM limit and VBIOS are read through its probe container: here
+    the probe mounts the fixture tree of a Strix Halo as the host's /sys and /proc."""
+    import platform
+
+    from strix_pipeline.hosts import docker as dk
+    from strix_pipeline.memory import DockerProbe
+
+    root = Path(__file__).parent / "fixtures" / "sysroot"
+    monkeypatch.setattr(
+        dk,
+        "probe_for_host",
+        lambda host, c, pid=None: DockerProbe(
+            c, busybox, sys_path=str(root / "sys"), proc_path=str(root / "proc")
+        ),
+    )
+    config = make_config(tmp_path, llama, model_path)
+    r = run(config, target(llama), "bd-facts").run
+    assert r.kernel == "6.16.8-200.fc42.x86_64" != platform.release()
+    assert r.kernel_cmdline.endswith("ttm.pages_limit=9437184") and r.ttm_pages_limit == 9437184
+    assert r.firmware == "vbios card1=113-STRXLGEN-001"

@@ -47,6 +47,8 @@ def test_meminfo_kernel_cmdline_ttm_and_rss():
     assert memory.read_process_rss(999999, ROOT) is None
     facts = memory.read_host_facts(ROOT)
     assert facts.kernel_release == "6.16.8-200.fc42.x86_64" and facts.ttm_pages_limit == 9437184
+    assert facts.vbios == "card1=113-STRXLGEN-001"  # the amdgpu card only, not the framebuffer
+    assert memory.read_vbios(ROOT / "nowhere") is None
 
 
 def test_missing_tree_reads_nothing(tmp_path):
