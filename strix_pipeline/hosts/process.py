@@ -175,10 +175,16 @@ class LocalProcess:
         """Until each of ``paths`` answers 200 in turn: the process ending first is ``failed_start``,
         ``ready_timeout_s`` running out ``failed_serve`` (with what the engine answered last)."""
         assert self._proc is not None and self.log_path is not None
-        deadline = time.monotonic() + self.ready_timeout_s
+        started = time.monotonic()
+        deadline = started + self.ready_timeout_s
         todo = list(paths)
         last = "not listening yet"
+        progress = getattr(self, "progress", None)  # a launcher that reports long starts (vLLM)
+        told = started
         while todo:
+            if callable(progress) and time.monotonic() - told >= 30:
+                told = time.monotonic()
+                progress(f"{self.NAME}: loading, {told - started:.0f} s so far ({last}); log {self.log_path}")
             code = self._proc.poll()
             if code is not None:
                 raise EngineStartError(
