@@ -3,6 +3,13 @@
 A bad file fails here, before anything starts, with the file, the key path and the problem; it never
 half-runs a benchmark. Secrets are not in this file: the config names the environment variables that
 hold them (``*_env`` keys) and the Dagster resources read those through ``EnvVar``.
+
+Units are in the key's name: ``*_s`` seconds, ``*_ms`` milliseconds, ``*_hours``, ``*_days``, ``*_pct``
+percent, ``*_gb`` decimal gigabytes (GB, 10^9 bytes: ``memory_budget_gb``, ``baseline_tolerance_gb``,
+``idle_baseline_gb``, ``reserve_gb``; the memory guards count in GB, and add an engine flag's size,
+e.g. ``--cpu-offload-gb``, as that many GB). What the warehouse views, the charts and the decision
+report is GiB (2^30 bytes, ``*_gib`` columns): 120 GB here is 111.8 GiB there. The keys keep their
+names so existing ``strix.toml`` files still load.
 """
 
 from __future__ import annotations
@@ -73,7 +80,9 @@ class HostConfig(_Strict):
     ssh_user_env: str | None = None
     ssh_key_path_env: str | None = None
     address: str = "127.0.0.1"  # where the engines' HTTP ports are reached
+    # GB = 10^9 bytes (see the module docstring): the most the flags of one run may reserve
     memory_budget_gb: Annotated[float, Field(gt=0)] | None = None
+    # GB = 10^9 bytes: how far above the idle baseline memory may stay after the engine stopped
     baseline_tolerance_gb: NonNegFloat = 1.0
     baseline_wait_s: NonNegFloat = 120.0
     after_stop_timeout_s: NonNegFloat = 120.0
@@ -89,7 +98,7 @@ class HostConfig(_Strict):
     # docker hosts: device nodes passed to engine containers (the ROCm pair; none on a CPU-only test host)
     devices: list[str] = Field(default_factory=lambda: ["/dev/kfd", "/dev/dri"])
     idle_baseline_gb: NonNegFloat | None = (
-        None  # memory in use on the idle host; else the reading before start
+        None  # GB (10^9 bytes) in use on the idle host; else the reading before start
     )
 
     @field_validator("maintenance_window")
@@ -161,7 +170,7 @@ class ModelProfile(_Strict):
     context_length: PosInt = 4096
     parallel: PosInt = 8  # llama-server slots, vLLM max-num-seqs, SGLang max-running-requests
     memory_fraction: Annotated[float, Field(gt=0, le=1)] = 0.85
-    reserve_gb: NonNegFloat = 0.0  # host memory an engine flag locks besides its pool (e.g. HiCache)
+    reserve_gb: NonNegFloat = 0.0  # GB (10^9 bytes) an engine flag locks besides its pool (e.g. HiCache)
     extra_flags: dict[str, list[str]] = Field(default_factory=dict)  # per engine kind
     moe: bool = False
 
@@ -177,13 +186,43 @@ class SmokeSpec(_Strict):
     json_check: bool = True
 
 
+# Measured requests at the decision's concurrency (C3 reads TTFT p95 there). C3's interval of the ratio
+# of two p95s is distribution-free (loadgen.metrics.quantile_ratio_ci): it exists only from n = 86 per
+# run, and at n = 200 it spans about 1.34x on steady lognormal latencies (sigma 0.2) and 2.1x on
+# heavy-tailed ones (sigma 0.5), so a candidate ~15 % faster passes with confidence on a steady Box;
+# n = 400 would narrow it to 1.22x for twice the Box's time (benchmarks/ci_coverage.py prints the table).
+DECISION_LEVEL_REQUESTS = {5: 200}
+
+
 class SweepSpec(_Strict):
     levels: list[PosInt] = Field(default_factory=lambda: [1, 2, 4, 5, 8])
     requests_per_level: PosInt = 40
+    # Per-level overrides of requests_per_level (level -> measured requests). The default raises the
+    # decision's level (DECISION_LEVEL_REQUESTS); a profile that sets its own requests_per_level and no
+    # requests_at sizes every level alike (the quick CPU demo: its p95 interval is then n/a, and C3
+    # says "inconclusive").
+    requests_at: dict[PosInt, PosInt] = Field(default_factory=lambda: dict(DECISION_LEVEL_REQUESTS))
     warmup: Annotated[int, Field(ge=0)] = 2
     input_tokens: PosInt = 1536
     output_tokens: PosInt = 256
+    # The cap of one level of requests_per_level requests; a level planned larger (requests_at) gets a
+    # proportionally larger cap (max_duration_for).
     max_duration_s: Annotated[float, Field(gt=0)] = 600
+
+    @model_validator(mode="before")
+    @classmethod
+    def _own_count_sizes_every_level(cls, data: object) -> object:
+        if isinstance(data, dict) and "requests_per_level" in data and "requests_at" not in data:
+            return {**data, "requests_at": {}}
+        return data
+
+    def requests_for(self, level: int) -> int:
+        """Measured requests at `level`."""
+        return self.requests_at.get(level, self.requests_per_level)
+
+    def max_duration_for(self, level: int) -> float:
+        """The level's time cap: max_duration_s, scaled up for a level planned larger than the rest."""
+        return self.max_duration_s * max(1.0, self.requests_for(level) / self.requests_per_level)
 
 
 class LadderSpec(_Strict):

@@ -52,7 +52,7 @@ def completeness(config: StrixConfig, result: RunResult) -> tuple[bool, str]:
     expected = {"smoke": 1}
     sweep = profile.concurrency_sweep
     for level in sweep.levels:
-        expected[f"concurrency_sweep@{level}"] = sweep.requests_per_level
+        expected[f"concurrency_sweep@{level}"] = sweep.requests_for(level)
     missing: list[str] = []
     notes: list[str] = []
     seen = {f"{a.scenario}@{a.level}" if a.scenario != "smoke" else "smoke": a for a in result.aggregates}

@@ -14,8 +14,9 @@ def _result(
     status: str = "ok",
     reason: str | None = None,
     stopped: dict[int, str] | None = None,
-    planned: int | None = 4,
+    planned: int | None | str = "profile",
 ) -> RunResult:
+    quick = load_config().profiles["quick"].concurrency_sweep
     run = RunRecord(
         "r1", "local", "llamacpp", "llamacpp", None, None, None, "gemma3-270m", "Gemma 3 270M", "Q4_K_M",
         "standard", "quick", "fp", "0.1.0", None, None, None, status, reason, None,
@@ -25,7 +26,8 @@ def _result(
     aggs += [
         LevelAggregate(
             "r1", "concurrency_sweep", lvl, "concurrency", n, 0, 1.0,
-            requests_planned=planned, stopped_reason=(stopped or {}).get(lvl),
+            requests_planned=quick.requests_for(lvl) if planned == "profile" else planned,
+            stopped_reason=(stopped or {}).get(lvl),
         )
         for lvl, n in counts.items()
     ]  # fmt: skip
@@ -37,13 +39,13 @@ def _result(
 def test_complete_levels_pass():
     config = load_config()
     levels = config.profiles["quick"].concurrency_sweep
-    ok, msg = completeness(config, _result(dict.fromkeys(levels.levels, levels.requests_per_level)))
+    ok, msg = completeness(config, _result({lvl: levels.requests_for(lvl) for lvl in levels.levels}))
     assert ok, msg
 
 
 def test_a_short_level_without_a_reason_fails_and_says_which():
     config = load_config()
-    ok, msg = completeness(config, _result({1: 4, 2: 4, 4: 1, 5: 4}))
+    ok, msg = completeness(config, _result({1: 4, 2: 4, 4: 1, 5: 90}))
     assert not ok
     assert "concurrency_sweep@4: 1 of 4 requests" in msg
 
@@ -51,10 +53,10 @@ def test_a_short_level_without_a_reason_fails_and_says_which():
 def test_a_short_level_with_its_reason_recorded_passes_with_a_note():
     config = load_config()
     why = "stopped at max duration 90s after 1/4 requests"
-    ok, msg = completeness(config, _result({1: 4, 2: 4, 4: 1, 5: 4}, stopped={4: why}))
+    ok, msg = completeness(config, _result({1: 4, 2: 4, 4: 1, 5: 90}, stopped={4: why}))
     assert ok and f"concurrency_sweep@4: 1 of 4 requests ({why})" in msg
     # the reason must be the short level's own: another level's does not excuse it
-    ok, msg = completeness(config, _result({1: 4, 2: 4, 4: 1, 5: 4}, stopped={5: why}))
+    ok, msg = completeness(config, _result({1: 4, 2: 4, 4: 1, 5: 90}, stopped={5: why}))
     assert not ok and "concurrency_sweep@4: 1 of 4 requests, no reason recorded" in msg
 
 
@@ -63,7 +65,7 @@ def test_a_level_planned_differently_from_the_profile_fails():
     ok, msg = completeness(config, _result({1: 3, 2: 3, 4: 3, 5: 3}, planned=3))
     assert not ok and "the suite planned 3 requests, the profile asks for 4" in msg
     # rows from before the plan was recorded (None) are judged on their counts alone
-    assert completeness(config, _result({1: 4, 2: 4, 4: 4, 5: 4}, planned=None))[0]
+    assert completeness(config, _result({1: 4, 2: 4, 4: 4, 5: 90}, planned=None))[0]
 
 
 def test_a_missing_level_fails_and_a_failed_run_needs_its_reason():
@@ -97,7 +99,7 @@ def test_served_fails_a_run_that_measured_nothing_and_names_why():
     zero = _result({1: 0, 2: 0}, status="failed_serve", reason="all failed")
     zero.aggregates = [a for a in zero.aggregates if a.scenario == "concurrency_sweep"]
     assert not served(zero)[0]
-    ok, msg = served(_result({1: 4, 2: 4, 4: 4, 5: 4}))
+    ok, msg = served(_result({1: 4, 2: 4, 4: 4, 5: 90}))
     assert ok and "succeeded" in msg
 
 

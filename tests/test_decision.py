@@ -14,9 +14,11 @@ from test_decision_seed import (
     seeded,
     september_runs,
     switch_runs,
+    ttft_sample,
 )
 
 from strix_pipeline.analysis.decision import decision_markdown, evaluate, verdict_of
+from strix_pipeline.loadgen.metrics import quantile_ratio_ci
 from strix_pipeline.records import ImageRecord
 
 
@@ -33,9 +35,11 @@ def test_september_state_is_evaluate_with_evidence(tmp_path):
     assert c["C1"].evidence_run_ids == ["vllm-qwen"] and c["C1"].image_digests == ["sha256:" + "a" * 64]
     assert c["C2"].evidence_run_ids == ["vllm-qwen"]
     assert c["C3"].evidence_run_ids == ["vllm-qwen", "llama-qwen"]
-    assert c["C3"].value == 820.0 and c["C3"].threshold == 1450.0
-    assert (c["C3"].ci_low, c["C3"].ci_high) == (760.0, 900.0)
-    assert c["C3"].unit == "ms"
+    # C3 is the ratio of the two p95s, its interval from both runs' raw TTFTs (distribution-free)
+    assert c["C3"].value == pytest.approx(820.0 / 1450.0) and c["C3"].threshold == 1.0
+    lo, hi = quantile_ratio_ci(ttft_sample(820.0), ttft_sample(1450.0))
+    assert (c["C3"].ci_low, c["C3"].ci_high) == (lo, hi) and hi < 1.0
+    assert c["C3"].unit == "ratio" and "faster with confidence" in c["C3"].reason
     assert set(c["C3"].image_digests) == {"sha256:" + "a" * 64, "sha256:" + "b" * 64}
     assert c["C4"].evidence_run_ids == ["vllm-gptoss"] and "MXFP4 MoE kernels" in c["C4"].reason
     assert c["C5"].value == pytest.approx(41.5 * GIB) and c["C5"].threshold == pytest.approx(19 * GIB)
@@ -205,7 +209,7 @@ def test_markdown_renders(tmp_path):
     assert "**Verdict: `evaluate`**" in md
     rows = [line for line in md.splitlines() if line.startswith("| C")]
     assert [r.split("|")[1].strip() for r in rows] == ["C1", "C2", "C3", "C4", "C5"]
-    assert "820 ms" in md and "⚠️ yes" in md and "vllm-qwen" in md
+    assert "820 ms" in md and "0.57x" in md and "⚠️ yes" in md and "vllm-qwen" in md
 
 
 def test_community_image_does_not_stand_in_for_the_official_one(tmp_path):

@@ -11,8 +11,11 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
+from scipy.stats import norm
+
 from strix_pipeline.config import StrixConfig
-from strix_pipeline.records import LevelAggregate, RunRecord, RunResult
+from strix_pipeline.records import LevelAggregate, RequestRecord, RunRecord, RunResult
 from strix_pipeline.registry.client import version_sort_key
 from strix_pipeline.warehouse import Warehouse
 
@@ -138,11 +141,56 @@ def run_record(
     )
 
 
+N5 = 200  # measured requests at 5 clients: the standard profile's (config.DECISION_LEVEL_REQUESTS)
+
+
+def ttft_sample(p95: float, n: int = N5, sigma: float = 0.1) -> list[float]:
+    """n TTFTs of a lognormal shape (its quantiles, deterministic) whose numpy p95 is exactly `p95`."""
+    x = np.exp(sigma * norm.ppf((np.arange(n) + 0.5) / n))
+    return [float(v) for v in x * (p95 / np.percentile(x, 95))]
+
+
+def sweep_requests(
+    run_id: str, started_at: datetime, ttfts: list[float], level: int = 5
+) -> list[RequestRecord]:
+    return [
+        RequestRecord(
+            run_id=run_id,
+            scenario="concurrency_sweep",
+            level=level,
+            level_kind="concurrency",
+            request_index=i,
+            warmup=False,
+            sent_at=started_at + timedelta(seconds=i),
+            sent_offset_ms=1000.0 * i,
+            queue_ms=0.0,
+            ttfb_ms=t / 2,
+            ttft_ms=t,
+            e2e_ms=t + 5000.0,
+            input_tokens=1536,
+            input_tokens_estimated=False,
+            output_tokens=256,
+            output_tokens_estimated=False,
+            cached_tokens=None,
+            ok=True,
+            error_class=None,
+            error_message=None,
+            event_offsets_ms=[t, t + 20.0],
+            event_tokens=[1, 1],
+            server_timings=None,
+            prompt_id=f"p{i}",
+        )
+        for i, t in enumerate(ttfts)
+    ]
+
+
 def run_result(
     run: RunRecord,
     *,
     smoke_ok: bool | None = True,
     ttft5: tuple[float, float, float] | None = None,  # p95, ci low, ci high
+    n5: int = N5,  # raw requests at 5 clients behind ttft5 (their p95 is ttft5's)
+    sigma5: float = 0.1,
     sweep: dict[int, tuple[float, float]] | None = None,  # level -> (ttft p95, output tok/s)
     ladder: dict[int, float] | None = None,  # input tokens -> prefill tok/s
 ) -> RunResult:
@@ -154,6 +202,9 @@ def run_result(
     levels = dict(sweep or {})
     if ttft5 is not None:
         levels.setdefault(5, (ttft5[0], 100.0))
+    requests: list[RequestRecord] = []
+    if ttft5 is not None and n5:
+        requests = sweep_requests(run.run_id, run.started_at, ttft_sample(ttft5[0], n5, sigma5))
     for level, (p95, tps) in sorted(levels.items()):
         lo, hi = (ttft5[1], ttft5[2]) if ttft5 is not None and level == 5 else (p95 * 0.9, p95 * 1.1)
         aggs.append(
@@ -162,7 +213,7 @@ def run_result(
                 "concurrency_sweep",
                 level,
                 "concurrency",
-                40,
+                n5 if level == 5 and ttft5 is not None else 40,
                 0,
                 30.0,
                 ttft_p95_ms=p95,
@@ -177,7 +228,7 @@ def run_result(
                 run.run_id, "prefill_ladder", n, "input_tokens", 3, 0, 2.0, prefill_tokens_per_s=tps
             )
         )
-    return RunResult(run=run, aggregates=aggs)
+    return RunResult(run=run, aggregates=aggs, requests=requests)
 
 
 def september_runs(at: datetime = SEPT) -> list[RunResult]:

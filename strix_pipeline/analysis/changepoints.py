@@ -395,6 +395,25 @@ def stored_changes(wh: Warehouse, *, include_acknowledged: bool = True) -> list[
     return out
 
 
+def confirmed_since(changes: list[Change], since: datetime | None, until: datetime) -> list[Change]:
+    """The changes whose confirmation happened in (since, until]: marked ``newly_confirmed``.
+
+    What the switch decision alerts on: the regressions confirmed after the previous evaluation (any
+    confirmed one when there was none) and not after this one. Computed from the stored
+    ``confirmed_at``, so it crosses the asset boundary (regressions -> switch_decision) and a replay of
+    an evaluation finds the same ones.
+    """
+    out = []
+    for c in changes:
+        at = c.confirmed_at
+        c.newly_confirmed = (
+            c.status == "confirmed" and at is not None and (since is None or at > since) and at <= until
+        )
+        if c.newly_confirmed:
+            out.append(c)
+    return out
+
+
 def _existing(wh: Warehouse) -> dict[str, ChangeRecord]:
     try:
         rows = wh.list_changes()
@@ -419,6 +438,12 @@ def detect_changes(wh: Warehouse, config: StrixConfig, *, now: datetime | None =
             c.ack_reason = old.ack_reason
             c.detected_at = old.detected_at or now
         c.newly_confirmed = c.status == "confirmed" and (old is None or old.status != "confirmed")
+        if c.status == "confirmed":
+            # kept from the first detection that found it confirmed: the alert's clock (see
+            # confirmed_since); a change confirmed before schema v5 has none and is not alerted again
+            c.confirmed_at = (old.confirmed_at if old and old.status == "confirmed" else None) or (
+                now if c.newly_confirmed else None
+            )
     if changes:
         wh.save_changes(changes)
     try:

@@ -8,6 +8,24 @@ evaluation can be replayed).
 Verdicts, in order: stay (a required C1 or C2 fails), unknown (a required criterion is unknown),
 switch (every required criterion passes), evaluate (the required ones of C1-C3 pass, another fails),
 stay otherwise (the candidate serves but is not faster).
+
+C1 is about starting: a run that reached ready with no override (status ok, partial, or failed_serve:
+ready, then served nothing or invalid output) passes it; serving is C2's and C4's evidence.
+
+C3's statistics: the ratio candidate TTFT p95 / baseline TTFT p95 at the decision concurrency, with a
+95 % interval computed from both runs' raw per-request TTFTs (table ``requests``):
+:func:`strix_pipeline.loadgen.metrics.quantile_ratio_ci`, distribution-free (each run's
+order-statistic interval at sqrt(95 %), divided), coverage >= 95 % whatever the latency distribution
+(``benchmarks/ci_coverage.py``). C3 passes when the whole interval is below 1 - margin, fails when it
+is wholly above, and is unknown ("inconclusive", with both numbers) otherwise -- also when a run has
+too few requests for the interval to exist (n/a below 86 per run).
+
+A `switch` is *provisional* until a second run agrees: the same criteria, evaluated without the
+newest candidate run the verdict rests on, must also give `switch` (a repeat of that image, or the
+previous version, stands behind it), as a change point on the newest version stays provisional.
+
+An evaluation is reproducible: :func:`reproduce` re-runs a stored one at its ``evaluated_at`` from
+the warehouse (runs that ended by then, images first seen by then, evaluations before it).
 """
 
 from __future__ import annotations
@@ -19,6 +37,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from strix_pipeline.config import StrixConfig
+from strix_pipeline.loadgen.metrics import min_samples_for_ci, quantile_ci, quantile_ratio_ci
 from strix_pipeline.records import CriterionResult
 
 if TYPE_CHECKING:
@@ -37,7 +56,12 @@ GPT_OSS_QUANTIZATION = "MXFP4"
 # Only the two engines the criteria compare, and nothing after `now` (the criteria ignore both): on five
 # years of weekly runs of three engines this is a third fewer rows to turn into dicts. Likewise only the
 # aggregates the criteria read (smoke, and the sweep at the decision concurrency).
-DECISION_RUNS_SQL = "SELECT * FROM v_run_base WHERE host = ? AND started_at <= ? AND engine IN (?, ?)"
+# A run counts once it ended by `now` (its rows are loaded after it ends): what an evaluation at `now`
+# could see, so a replay of it sees the same.
+DECISION_RUNS_SQL = (
+    "SELECT * FROM v_run_base WHERE host = ? AND started_at <= ? AND coalesce(ended_at, started_at) <= ? "
+    "AND engine IN (?, ?)"
+)
 DECISION_AGGREGATES_SQL = """
 SELECT run_id, scenario, level, requests_ok, requests_failed,
        ttft_p95_ms, ttft_p95_ci_low_ms, ttft_p95_ci_high_ms
@@ -46,12 +70,23 @@ WHERE host = ? AND engine IN (?, ?)
   AND (scenario = 'smoke' OR (scenario = 'concurrency_sweep' AND level = ?))
 """
 DECISION_IMAGES_SQL = (
-    "SELECT repository, tag, digest, floating, version, sort_key, gone FROM images WHERE engine = ?"
+    "SELECT repository, tag, digest, floating, version, sort_key, gone FROM images "
+    "WHERE engine = ? AND first_seen <= ?"
 )
+# The raw TTFTs C3's interval is computed from: the measured (not warm-up), successful requests.
+DECISION_TTFT_SQL = """
+SELECT ttft_ms FROM requests
+WHERE run_id = ? AND scenario = 'concurrency_sweep' AND level = ? AND NOT warmup AND ok
+  AND ttft_ms IS NOT NULL
+ORDER BY request_index
+"""
+# Evaluations strictly before this one: a replay at a stored evaluated_at does not see itself.
 DECISION_HISTORY_SQL = """
 SELECT evaluation_id, evaluated_at, verdict, criterion, status
-FROM decisions WHERE host = ? AND evaluated_at <= ? ORDER BY evaluated_at
+FROM decisions WHERE host = ? AND evaluated_at < ? ORDER BY evaluated_at
 """
+CONFIDENCE = 0.95  # C3's interval of the ratio of the two p95s
+READY_STATUSES = ("ok", "partial", "failed_serve")  # reached ready (failed_serve: then served nothing)
 
 
 @dataclass
@@ -64,6 +99,12 @@ class Decision:
     previous_verdict: str | None = None
     previous_statuses: dict[str, str] = field(default_factory=dict)  # criterion -> status last time
     reason: str = ""
+    provisional: bool = False  # a `switch` that rests on one candidate run (see the module docstring)
+
+    @property
+    def label(self) -> str:
+        """The verdict as a person reads it: ``switch (provisional)`` until a second run agrees."""
+        return f"{self.verdict} (provisional)" if self.provisional else self.verdict
 
     @property
     def verdict_changed(self) -> bool:
@@ -104,6 +145,7 @@ class _Evidence:
     images: list[dict[str, Any]]
     now: datetime
     window_start: datetime
+    ttfts: Any = None  # run_id -> the raw TTFTs at the decision concurrency (callable, cached)
 
     def fresh(self, r: dict[str, Any]) -> bool:
         return self.window_start <= r["started_at"] <= self.now
@@ -145,7 +187,13 @@ def _context(r: dict[str, Any], config: StrixConfig) -> int | None:
 
 
 def _ready(r: dict[str, Any]) -> bool:
-    return r["usable"] and FORBIDDEN_IN_LAUNCH not in (r.get("launch_command") or "")
+    """Reached ready with no override: C1's evidence (serving is C2's and C4's)."""
+    return r["status"] in READY_STATUSES and FORBIDDEN_IN_LAUNCH not in (r.get("launch_command") or "")
+
+
+def _served(r: dict[str, Any], smoke_ok: set[str]) -> bool:
+    """Ready, answered (usable: ok or partial) and the smoke output was valid."""
+    return _ready(r) and r["usable"] and r["run_id"] in smoke_ok
 
 
 def _digests(runs: list[dict[str, Any]]) -> list[str]:
@@ -275,7 +323,7 @@ def _serves(ev: _Evidence, cand: list[dict[str, Any]], cid: str, profile: str, d
             )
         fresh = native
     image_runs = _newest_image_runs(fresh)
-    served = [r for r in image_runs if _ready(r) and r["run_id"] in ev.smoke_ok]
+    served = [r for r in image_runs if _served(r, ev.smoke_ok)]
     if served:
         return _result(cid, "pass", f"{_label(served[-1])} served {profile}: smoke output valid", runs=served)
     why = "; ".join(
@@ -343,39 +391,54 @@ def _c3(
         )
     c, b = pair
     ca, ba = ev.sweep[c["run_id"]], ev.sweep[b["run_id"]]
-    threshold = ba["ttft_p95_ms"] * (1 - d.ttft_margin_pct / 100)
-    passed = ca["ttft_p95_ms"] < threshold
-    overlap = ""
-    if None not in (
-        ca["ttft_p95_ci_high_ms"],
-        ba["ttft_p95_ci_low_ms"],
-        ca["ttft_p95_ci_low_ms"],
-        ba["ttft_p95_ci_high_ms"],
-    ):
-        if (
-            ca["ttft_p95_ci_low_ms"] <= ba["ttft_p95_ci_high_ms"]
-            and ba["ttft_p95_ci_low_ms"] <= ca["ttft_p95_ci_high_ms"]
-        ):
-            overlap = "; the confidence intervals overlap"
+    c_ttft, b_ttft = ev.ttfts(c["run_id"]), ev.ttfts(b["run_id"])
+    threshold = 1 - d.ttft_margin_pct / 100  # on the ratio candidate p95 / baseline p95
+    ratio = ca["ttft_p95_ms"] / ba["ttft_p95_ms"] if ba["ttft_p95_ms"] else None
+    lo, hi = quantile_ratio_ci(c_ttft, b_ttft, 95, CONFIDENCE)
+    need = min_samples_for_ci(95, CONFIDENCE**0.5)
+    numbers = (
+        f"TTFT p95 at {n} clients {ca['ttft_p95_ms']:.0f} ms [95 % CI {_run_ci(c_ttft)}, n={len(c_ttft)}] "
+        f"({_label(c)}) vs {d.baseline_engine} {ba['ttft_p95_ms']:.0f} ms [95 % CI {_run_ci(b_ttft)}, "
+        f"n={len(b_ttft)}] ({_label(b)}); ratio {_x(ratio)}"
+    )
+    if lo is None or hi is None:
+        status = "unknown"
+        verdict = (
+            f"inconclusive: too few requests for an interval of the ratio (n/a; it needs >= {need} "
+            f"measured requests at {n} clients per run)"
+        )
+    else:
+        ci = f"{CONFIDENCE:.0%} CI {_x(lo)}-{_x(hi)}"
+        if hi < threshold:
+            status, verdict = "pass", f"{ci}, wholly below {_x(threshold)}: faster with confidence"
+        elif lo > threshold:
+            status, verdict = "fail", f"{ci}, wholly above {_x(threshold)}: not faster, with confidence"
+        else:
+            status, verdict = "unknown", f"inconclusive: {ci} contains {_x(threshold)}"
     failed = ""
     if ca["requests_failed"] or ba["requests_failed"]:
         failed = f"; failed requests {ca['requests_failed']} vs {ba['requests_failed']}"
-    reason = (
-        f"TTFT p95 at {n} clients {ca['ttft_p95_ms']:.0f} ms ({_label(c)}) vs {d.baseline_engine} "
-        f"{ba['ttft_p95_ms']:.0f} ms [CI {_ci(ba)}] ({_label(b)}), family {_family(c, config)}"
-        f"{overlap}{failed}{_quant_note(c, b)}"
-    )
+    reason = f"{verdict}; {numbers}, family {_family(c, config)}{failed}{_quant_note(c, b)}"
     return _result(
         "C3",
-        "pass" if passed else "fail",
+        status,
         reason,
         runs=[c, b],
-        value=ca["ttft_p95_ms"],
+        value=ratio,
         threshold=threshold,
-        ci=(ca["ttft_p95_ci_low_ms"], ca["ttft_p95_ci_high_ms"]),
-        unit="ms",
+        ci=(lo, hi),
+        unit="ratio",
         mismatch=c["quantization"] != b["quantization"],
     )
+
+
+def _x(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.2f}x"
+
+
+def _run_ci(ttfts: list[float]) -> str:
+    lo, hi = quantile_ci(ttfts)
+    return "n/a" if lo is None or hi is None else f"{lo:.0f}-{hi:.0f}"
 
 
 def _ci(a: dict[str, Any]) -> str:
@@ -461,18 +524,16 @@ def _history(wh: Warehouse, host: str, now: datetime) -> list[dict[str, Any]]:
         return []
 
 
-def evaluate(wh: Warehouse, config: StrixConfig, *, now: datetime | None = None) -> Decision:
-    """Evaluate the five criteria on the decision host; nothing is written (see Warehouse.save_decision)."""
-    now = now or datetime.now(UTC)
-    if now.tzinfo is None:  # the warehouse stores UTC-aware times; a naive `now` means UTC
-        now = now.replace(tzinfo=UTC)
+def _assess(
+    runs: list[dict[str, Any]],
+    aggs: list[dict[str, Any]],
+    images: list[dict[str, Any]],
+    ttfts: Any,
+    config: StrixConfig,
+    now: datetime,
+) -> list[CriterionResult]:
+    """The five criteria on this evidence (no history, no ids): a pure function of its inputs."""
     d = config.decision
-    runs = _rows(wh, DECISION_RUNS_SQL, [d.host, now, d.candidate_engine, d.baseline_engine])
-    aggs = _rows(wh, DECISION_AGGREGATES_SQL, [d.host, d.candidate_engine, d.baseline_engine, d.concurrency])
-    try:
-        images = _rows(wh, DECISION_IMAGES_SQL, [d.candidate_engine])
-    except Exception:
-        images = []
     ev = _Evidence(
         runs=runs,
         smoke_ok={
@@ -488,6 +549,7 @@ def evaluate(wh: Warehouse, config: StrixConfig, *, now: datetime | None = None)
         images=images,
         now=now,
         window_start=now - timedelta(days=d.freshness_days),
+        ttfts=ttfts,
     )
     cand_all = [r for r in runs if r["engine"] == d.candidate_engine]
     base = [r for r in runs if r["engine"] == d.baseline_engine]
@@ -508,23 +570,106 @@ def evaluate(wh: Warehouse, config: StrixConfig, *, now: datetime | None = None)
         for r in results:
             if r.status == "unknown":
                 r.reason = f"no {d.candidate_engine} run on host {d.host}: " + r.reason
+    return results
+
+
+def _provisional(
+    results: list[CriterionResult],
+    runs: list[dict[str, Any]],
+    aggs: list[dict[str, Any]],
+    ttfts: Any,
+    config: StrixConfig,
+    now: datetime,
+) -> tuple[bool, str]:
+    """Does a `switch` rest on one candidate run? (provisional, why).
+
+    The same criteria without the newest candidate run the verdict cites must also give `switch`: a
+    repeat of that image or the previous version agrees. (The registry's newer-release rule is left
+    out of that second look: it is about today, and today's evaluation already passed it.)
+    """
+    d = config.decision
+    by_id = {r["run_id"]: r for r in runs}
+    cited = {
+        rid
+        for c in results
+        if c.criterion in d.required
+        for rid in c.evidence_run_ids
+        if rid in by_id and by_id[rid]["engine"] == d.candidate_engine
+    }
+    if not cited:
+        return False, ""
+    newest = max(cited, key=lambda rid: by_id[rid]["started_at"])
+    rest = [r for r in runs if r["run_id"] != newest]
+    again = _assess(rest, aggs, [], ttfts, config, now)
+    verdict, _ = verdict_of({r.criterion: r.status for r in again}, list(d.required))
+    if verdict == "switch":
+        return False, ""
+    moved = ", ".join(r.criterion for r in again if r.criterion in d.required and r.status != "pass")
+    return True, (
+        f"provisional: rests on run {newest} alone (without it {moved or 'the verdict'} would not pass); "
+        "a repeat run or the next version has to agree"
+    )
+
+
+def evaluate(
+    wh: Warehouse,
+    config: StrixConfig,
+    *,
+    now: datetime | None = None,
+    evaluation_id: str | None = None,
+) -> Decision:
+    """Evaluate the five criteria on the decision host; nothing is written (see Warehouse.save_decision).
+
+    Everything is read as it stood at ``now``: runs that ended by then, images first seen by then,
+    evaluations before it. ``evaluation_id``: the id to give it (a replay keeps the stored one).
+    """
+    now = now or datetime.now(UTC)
+    if now.tzinfo is None:  # the warehouse stores UTC-aware times; a naive `now` means UTC
+        now = now.replace(tzinfo=UTC)
+    d = config.decision
+    runs = _rows(wh, DECISION_RUNS_SQL, [d.host, now, now, d.candidate_engine, d.baseline_engine])
+    aggs = _rows(wh, DECISION_AGGREGATES_SQL, [d.host, d.candidate_engine, d.baseline_engine, d.concurrency])
+    try:
+        images = _rows(wh, DECISION_IMAGES_SQL, [d.candidate_engine, now])
+    except Exception:
+        images = []
+    cache: dict[str, list[float]] = {}
+
+    def ttfts(run_id: str) -> list[float]:
+        if run_id not in cache:
+            try:
+                rows = _rows(wh, DECISION_TTFT_SQL, [run_id, d.concurrency])
+            except Exception:  # a warehouse without raw requests: no interval (n/a)
+                rows = []
+            cache[run_id] = [float(r["ttft_ms"]) for r in rows]
+        return cache[run_id]
+
+    results = _assess(runs, aggs, images, ttfts, config, now)
     statuses = {r.criterion: r.status for r in results}
     verdict, why = verdict_of(statuses, list(d.required))
+    provisional = False
+    if verdict == "switch":
+        provisional, note = _provisional(results, runs, aggs, ttfts, config, now)
+        if provisional:
+            why = f"{why}; {note}"
 
     history = _history(wh, d.host, now)
     evaluations: dict[str, dict[str, str]] = {}
     stamps: dict[str, datetime] = {}
     verdicts: dict[str, str] = {}
     for h in history:
+        if h["evaluation_id"] == evaluation_id:
+            continue
         evaluations.setdefault(h["evaluation_id"], {})[h["criterion"]] = h["status"]
         stamps[h["evaluation_id"]] = h["evaluated_at"]
         verdicts[h["evaluation_id"]] = h["verdict"]
     ordered = sorted(evaluations, key=lambda e: stamps[e])
     previous = ordered[-1] if ordered else None
 
-    evaluation_id = f"{d.host}-{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+    evaluation_id = evaluation_id or f"{d.host}-{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
     for r in results:
         r.evaluation_id, r.evaluated_at, r.host, r.verdict = evaluation_id, now, d.host, verdict
+        r.provisional = provisional
         r.required = r.criterion in d.required
         if not r.required and d.not_required_because:
             r.reason = f"not required on host {d.host}: {d.not_required_because} ({r.reason})"
@@ -545,7 +690,86 @@ def evaluate(wh: Warehouse, config: StrixConfig, *, now: datetime | None = None)
         previous_verdict=verdicts[previous] if previous else None,
         previous_statuses=dict(evaluations[previous]) if previous else {},
         reason=why,
+        provisional=provisional,
     )
+
+
+# The stored columns a replay must give back exactly (evaluation_id, evaluated_at and host are its key).
+REPRODUCED_FIELDS = tuple(
+    f for f in CriterionResult.__dataclass_fields__ if f not in ("evaluation_id", "evaluated_at", "host")
+)
+
+
+def stored_decision(wh: Warehouse, evaluation_id: str) -> Decision | None:
+    """One stored evaluation, rebuilt from the decisions table (None: no such id)."""
+    try:
+        rows = _rows(
+            wh, "SELECT * FROM decisions WHERE evaluation_id = ? ORDER BY criterion", [evaluation_id]
+        )
+    except Exception:
+        return None
+    return _decision_from_rows(rows) if rows else None
+
+
+def _decision_from_rows(rows: list[dict[str, Any]]) -> Decision:
+    fields = CriterionResult.__dataclass_fields__
+    crits = [CriterionResult(**{k: r.get(k) for k in fields if k in r}) for r in rows]
+    for c in crits:
+        c.evidence_run_ids = list(c.evidence_run_ids or [])
+        c.image_digests = list(c.image_digests or [])
+        c.provisional = bool(c.provisional)
+    first = rows[0]
+    return Decision(
+        verdict=first["verdict"],
+        evaluation_id=first["evaluation_id"],
+        evaluated_at=first["evaluated_at"],
+        host=first["host"],
+        criteria=crits,
+        provisional=bool(first.get("provisional")),
+    )
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+    if isinstance(a, datetime) and isinstance(b, datetime):
+        return a.astimezone(UTC) == b.astimezone(UTC)
+    return a == b
+
+
+def decision_differences(stored: Decision, recomputed: Decision) -> list[str]:
+    """What differs between a stored evaluation and its replay, field by field (empty: equal)."""
+    diffs = []
+    if stored.verdict != recomputed.verdict or stored.provisional != recomputed.provisional:
+        diffs.append(f"verdict: stored {stored.label!r}, recomputed {recomputed.label!r}")
+    old = {c.criterion: c for c in stored.criteria}
+    new = {c.criterion: c for c in recomputed.criteria}
+    for cid in sorted(old.keys() | new.keys()):
+        if cid not in old or cid not in new:
+            diffs.append(f"{cid}: only in the {'stored' if cid in old else 'recomputed'} evaluation")
+            continue
+        for f in REPRODUCED_FIELDS:
+            a, b = getattr(old[cid], f), getattr(new[cid], f)
+            if not _same(a, b):
+                diffs.append(f"{cid}.{f}: stored {a!r}, recomputed {b!r}")
+    return diffs
+
+
+def reproduce(wh: Warehouse, config: StrixConfig, evaluation_id: str) -> tuple[Decision, Decision, list[str]]:
+    """Recompute a stored evaluation from the warehouse: (stored, recomputed, differences).
+
+    The replay runs on the stored host at the stored evaluated_at with the stored id, under the
+    current config (a changed criterion setting shows up as a difference, as it should).
+    Raises KeyError when no evaluation has that id.
+    """
+    stored = stored_decision(wh, evaluation_id)
+    if stored is None:
+        raise KeyError(evaluation_id)
+    cfg = config
+    if config.decision.host != stored.host:
+        cfg = config.model_copy(update={"decision": config.decision.model_copy(update={"host": stored.host})})
+    recomputed = evaluate(wh, cfg, now=stored.evaluated_at, evaluation_id=evaluation_id)
+    return stored, recomputed, decision_differences(stored, recomputed)
 
 
 def previous_decision(wh: Warehouse, host: str, *, before: datetime | None = None) -> Decision | None:
@@ -558,21 +782,8 @@ def previous_decision(wh: Warehouse, host: str, *, before: datetime | None = Non
     if not rows:
         return None
     eid = rows[0]["evaluation_id"]
-    mine = [r for r in rows if r["evaluation_id"] == eid]
-    fields = CriterionResult.__dataclass_fields__
-    crits = [
-        CriterionResult(**{k: r.get(k) for k in fields}) for r in sorted(mine, key=lambda r: r["criterion"])
-    ]
-    for c in crits:
-        c.evidence_run_ids = list(c.evidence_run_ids or [])
-        c.image_digests = list(c.image_digests or [])
-    return Decision(
-        verdict=mine[0]["verdict"],
-        evaluation_id=eid,
-        evaluated_at=mine[0]["evaluated_at"],
-        host=host,
-        criteria=crits,
-    )
+    mine = sorted((r for r in rows if r["evaluation_id"] == eid), key=lambda r: r["criterion"])
+    return _decision_from_rows(mine)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -586,6 +797,8 @@ def format_value(v: float | None, unit: str | None) -> str:
         return _gib(v)
     if unit == "ms":
         return f"{v:.0f} ms"
+    if unit == "ratio":
+        return f"{v:.2f}x"
     return f"{v:g}"
 
 
@@ -596,7 +809,7 @@ def _esc(s: str) -> str:
 def decision_markdown(d: Decision) -> str:
     icon = {"pass": "✅ pass", "fail": "❌ fail", "unknown": "❔ unknown"}
     lines = [
-        f"**Verdict: `{d.verdict}`** on host `{d.host}` — {d.reason} "
+        f"**Verdict: `{d.label}`** on host `{d.host}` — {d.reason} "
         f"(evaluated {d.evaluated_at:%Y-%m-%d %H:%M} UTC, id `{d.evaluation_id}`)",
     ]
     if d.previous_verdict is not None:

@@ -19,6 +19,7 @@ from strix_pipeline.config import StrixConfig
 if TYPE_CHECKING:
     from strix_pipeline.analysis.changepoints import Change
     from strix_pipeline.analysis.decision import Decision
+    from strix_pipeline.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,20 @@ def _previous_statuses(previous: Decision | None, current: Decision) -> tuple[st
     return current.previous_verdict, dict(current.previous_statuses)
 
 
+def regression_alerts(wh: Warehouse, previous: Decision | None, current: Decision) -> list[Change]:
+    """The stored, unacknowledged changes, those confirmed since `previous` marked ``newly_confirmed``.
+
+    The switch decision's own path to the alert: the `regressions` asset stores when each change was
+    first found confirmed (``confirmed_at``); the evaluation after it alerts on the confirmations in
+    (previous evaluation, this evaluation] -- each one once, whichever process found it.
+    """
+    from strix_pipeline.analysis.changepoints import confirmed_since, stored_changes
+
+    changes = stored_changes(wh, include_acknowledged=False)
+    confirmed_since(changes, previous.evaluated_at if previous else None, current.evaluated_at)
+    return changes
+
+
 def new_regressions(changes: list[Change]) -> list[Change]:
     return [
         c for c in changes if c.is_confirmed_regression and c.ack_status == "active" and c.newly_confirmed
@@ -46,14 +61,14 @@ def notification_text(previous: Decision | None, current: Decision, changes: lis
     before, statuses = _previous_statuses(previous, current)
     lines: list[str] = []
     if before is not None and before != current.verdict:
-        lines.append(f"Switch decision on {current.host}: *{before} → {current.verdict}* ({current.reason})")
+        lines.append(f"Switch decision on {current.host}: *{before} → {current.label}* ({current.reason})")
     moved = [
         (c.criterion, c.name, statuses[c.criterion], c.status, c.reason)
         for c in current.criteria
         if c.criterion in statuses and statuses[c.criterion] != c.status
     ]
     if moved and not lines:
-        lines.append(f"Switch decision on {current.host}: still *{current.verdict}*")
+        lines.append(f"Switch decision on {current.host}: still *{current.label}*")
     for cid, name, old, new, reason in moved:
         lines.append(f"• {cid} {name}: {old} → {new} — {reason}")
     regressions = new_regressions(changes)

@@ -397,6 +397,7 @@ def apply_overrides(profile: ScenarioProfile, args: argparse.Namespace, plan: Pl
         sweep["levels"] = levels
     if requests:
         sweep["requests_per_level"] = requests
+        sweep["requests_at"] = {}  # --requests N: N at every level
         upd["decode"] = profile.decode.model_copy(update={"requests": requests})
     if warmup is not None:
         sweep["warmup"] = warmup

@@ -9,7 +9,7 @@ import json
 from rich.console import Console
 from rich.table import Table
 
-from strix_pipeline.analysis.decision import Decision, evaluate, format_value
+from strix_pipeline.analysis.decision import Decision, evaluate, format_value, reproduce
 from strix_pipeline.cli.common import error, open_warehouse, warehouse_arg
 from strix_pipeline.config import load_config
 from strix_pipeline.warehouse import WarehouseError
@@ -25,6 +25,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     d.add_argument("--json", action="store_true", help="print the decision as JSON")
     d.add_argument("--save", action="store_true", help="store this evaluation in the decision history")
+    d.add_argument(
+        "--evaluation",
+        metavar="ID",
+        help="recompute the stored evaluation ID from the warehouse (at its evaluated_at) and check it "
+        "equals what was stored; exit 1 and list the differences when it does not",
+    )
     warehouse_arg(d)
     d.set_defaults(func=run_decide)
 
@@ -43,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def print_decision(d: Decision, console: Console | None = None) -> None:
     console = console or Console()
-    table = Table(title=f"Switch decision on {d.host}: {d.verdict.upper()} — {d.reason}", show_lines=True)
+    table = Table(title=f"Switch decision on {d.host}: {d.label.upper()} — {d.reason}", show_lines=True)
     for col in (
         "id",
         "criterion",
@@ -86,6 +92,8 @@ def print_decision(d: Decision, console: Console | None = None) -> None:
 
 def run_decide(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    if args.evaluation:
+        return run_reproduce(args, config)
     try:
         wh = open_warehouse(args, read_only=not args.save)
     except WarehouseError as e:
@@ -99,6 +107,36 @@ def run_decide(args: argparse.Namespace) -> int:
     else:
         print_decision(d)
     return 0
+
+
+def run_reproduce(args: argparse.Namespace, config) -> int:  # noqa: ANN001 - StrixConfig
+    """`strix decide --evaluation ID`: replay a stored evaluation; 0 when it equals the stored one."""
+    if args.save:
+        return error("--evaluation replays a stored evaluation; it does not --save")
+    try:
+        wh = open_warehouse(args, read_only=True)
+    except WarehouseError as e:
+        return error(str(e))
+    with wh:
+        try:
+            stored, again, diffs = reproduce(wh, config, args.evaluation)
+        except KeyError:
+            return error(f"no stored evaluation with id {args.evaluation!r}")
+    if args.json:
+        out = {"evaluation_id": stored.evaluation_id, "reproduced": not diffs, "differences": diffs}
+        print(json.dumps(out | {"recomputed": again.to_json()}, indent=2))
+    else:
+        print_decision(again)
+        if diffs:
+            print(f"evaluation {stored.evaluation_id} does NOT reproduce ({len(diffs)} difference(s)):")
+            for line in diffs:
+                print(f"  {line}")
+        else:
+            print(
+                f"evaluation {stored.evaluation_id} ({stored.evaluated_at:%Y-%m-%d %H:%M:%S} UTC) reproduces: "
+                f"verdict {stored.label}, every criterion equal"
+            )
+    return 1 if diffs else 0
 
 
 def run_changes(args: argparse.Namespace) -> int:

@@ -199,8 +199,8 @@ class LocalProcess:
             except httpx.HTTPError as e:
                 last = f"{todo[0]}: {type(e).__name__}"
             if time.monotonic() > deadline:
-                raise EngineStartError(
-                    "failed_serve",
+                raise EngineStartError(  # never ready: it did not start (C1), as on a Docker host
+                    "failed_start",
                     f"{self.NAME} not ready within {self.ready_timeout_s:.0f} s ({last})",
                     log_tail(self.log_path),
                 )

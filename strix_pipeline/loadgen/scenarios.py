@@ -424,11 +424,11 @@ async def concurrency_sweep(
         ]
         planned = [
             request_body(ctx.model, await wl.code_prompt(n_in, spec.output_tokens))
-            for _ in range(spec.requests_per_level)
+            for _ in range(spec.requests_for(c))
         ]
         await run_level(
             ctx, "concurrency_sweep", c, "concurrency", planned, concurrency=c, warmup=warm,
-            max_duration_s=spec.max_duration_s, label=f"concurrency_sweep c={c}",
+            max_duration_s=spec.max_duration_for(c), label=f"concurrency_sweep c={c}",
         )  # fmt: skip
 
 

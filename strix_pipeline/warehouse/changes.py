@@ -40,6 +40,8 @@ class ChangeRecord:
     ack_status: str  # "active" | "acknowledged"
     ack_reason: str | None
     detected_at: datetime
+    # schema v5: when the change was first found confirmed (None while provisional)
+    confirmed_at: datetime | None = None
 
 
 CHANGE_COLUMNS: tuple[str, ...] = tuple(column_names(ChangeRecord))
