@@ -6,10 +6,11 @@ The root filesystem is assembled from this machine, nothing is downloaded:
 - the interpreter the engine's venv was made from (``sys.base_prefix`` of the venv: its binary,
   ``libpython``, the standard library without ``test``/``idlelib``/``tkinter``/``site-packages``, the
   headers), at its host path, so the venv's ``pyvenv.cfg`` and ``bin/python`` link still resolve;
-- the venv itself (:mod:`strix_pipeline.provision.vllm_env`) at its host path, all of it. Its
-  ``triton`` (1 GB of the 3.4) looks removable on a CPU but is not: vLLM 0.32 picks its Model Runner V2
-  only when triton imports and silently falls back to the V1 runner without it ("Model Runner V2
-  requires Triton"), which would be another engine than the one the local host runs;
+- the venv itself (:mod:`strix_pipeline.provision.vllm_env`) at its host path, without ``triton``
+  (1 GB of its 3.4). vLLM 0.32 turns triton off on a CPU anyway -- the installed triton has no CPU
+  backend ("Triton is installed, but doesn't include CPU backend. Disabling Triton.", the same in the
+  local process), so ``HAS_TRITON`` is False with or without it and both take the V1 model runner;
+  inductor compiles for the CPU with its C++ backend. The test proves the image serves;
 - a C++ toolchain and a shell: every file of the installed Debian packages ``g++``, ``openssl``,
   ``dash`` and ``util-linux`` and of their dependencies (documentation left out). vLLM's CPU backend
   compiles its graph with torch inductor, which runs ``g++`` on generated C++ and ``openssl sha512``
@@ -32,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -52,6 +54,8 @@ MODEL_NAME = "gemma3-270m-bf16"  # the checkpoint's directory under /models in t
 # what vLLM's CPU backend runs besides Python: inductor's C++ compiler (and `openssl sha512`, its
 # header checksum), /bin/sh and lscpu (the CPU topology)
 SYSTEM_PACKAGES = ("g++", "openssl", "dash", "util-linux")
+# packages of the venv vLLM does not use on a CPU (see above)
+VENV_LEFT_OUT = ("triton",)
 # parts of the interpreter's prefix an engine never uses
 _PREFIX_LEFT_OUT = re.compile(
     r"^lib/python3\.\d+/(site-packages/.+|test|idlelib|tkinter|turtledemo|ensurepip|lib2to3)(/|$)"
@@ -152,6 +156,14 @@ def _installed(package: str) -> bool:
     return out.stdout.strip() == "installed"
 
 
+def missing_packages(packages: tuple[str, ...] = SYSTEM_PACKAGES) -> list[str]:
+    """The system packages the image takes from this machine that are not installed here."""
+    try:
+        return [p for p in packages if not _installed(p)]
+    except OSError:  # no dpkg-query: not a Debian machine
+        return list(packages)
+
+
 def package_closure(roots: tuple[str, ...]) -> list[str]:
     """The installed Debian packages ``roots`` need (Depends and Pre-Depends, alternatives resolved
     to the installed one), roots included."""
@@ -225,7 +237,10 @@ def vllm_rootfs(parts: VllmParts) -> RootFs:
         if os.path.islink(f"/{top}"):
             fs.entries[f"/{top}"] = Path(f"/{top}")
     fs.add_tree(parts.base_prefix, _PREFIX_LEFT_OUT)
-    fs.add_tree(parts.venv)  # all of it: see the module docstring on triton
+    fs.add_tree(
+        parts.venv,
+        re.compile(r"^lib/python3\.\d+/site-packages/(" + "|".join(VENV_LEFT_OUT) + r")(-[^/]*)?(/|$)"),
+    )
     for f in package_files(package_closure(SYSTEM_PACKAGES)):
         fs.add_host(f)
     have = {str(p) for p in fs.host_files()}
@@ -409,6 +424,7 @@ def pushed_vllm_image(tmp_dir: Path, parts: VllmParts, progress=print) -> Iterat
         if digest:
             remove_image(f"{reg.host}/{REPOSITORY}@{digest}")  # the pulled copy
         reg.stop()
+        shutil.rmtree(reg.storage, ignore_errors=True)  # 1.3 GB of blobs: not left in pytest's tmp
 
 
 if __name__ == "__main__":  # build, push and report, for measuring: python tests/vllm_image.py
