@@ -7,9 +7,15 @@ import polars as pl
 
 from assets.resources import StrixConfigResource, WarehouseResource
 from strix_pipeline.analysis.changepoints import detect_changes, stored_changes
-from strix_pipeline.analysis.charts import markdown_image, write_charts
-from strix_pipeline.analysis.decision import decision_markdown, evaluate, previous_decision
-from strix_pipeline.analysis.notify import notify_changes, webhook_url
+from strix_pipeline.analysis.charts import (
+    markdown_image,
+    support_matrix_markdown,
+    support_matrix_rows,
+    write_charts,
+)
+from strix_pipeline.analysis.decision import Decision, decision_markdown, evaluate, previous_decision
+from strix_pipeline.analysis.notify import notify_changes, regression_alerts, webhook_url
+from strix_pipeline.warehouse import Warehouse
 
 # Like eager(), but not blocked by image versions that were never benchmarked (missing partitions).
 EAGER = (
@@ -32,21 +38,87 @@ ORDER BY l.host, l.engine, l.model_profile, a.scenario, a.level
 """
 
 
-def _cell(v: object) -> str:
+def _column_type(dtype: pl.DataType) -> str:
+    if dtype == pl.Boolean:
+        return "bool"
+    if dtype.is_integer():
+        return "int"
+    if dtype.is_numeric():
+        return "float"
+    return "string"
+
+
+def _value(v: object, kind: str) -> str | int | float | bool | None:
     if v is None:
-        return ""
-    if isinstance(v, float):
-        return f"{v:.2f}"
+        return None
+    if kind == "float":
+        return round(float(v), 3)  # type: ignore[arg-type]
+    if kind in ("int", "bool"):
+        return v  # type: ignore[return-value]
     return str(v)
 
 
 def _table(df: pl.DataFrame, limit: int = 60) -> dg.TableMetadataValue:
-    """A polars frame as a Dagster table (strings: the UI shows them as the numbers they are)."""
-    cols = [dg.TableColumn(c, "string") for c in df.columns]
+    """A polars frame as a Dagster table, typed: numbers stay numbers (None when missing), so the UI
+    sorts and aligns them as such; anything else is text."""
+    kinds = {c: _column_type(t) for c, t in df.schema.items()}
+    cols = [dg.TableColumn(c, kinds[c]) for c in df.columns]
     rows = [
-        dg.TableRecord({k: _cell(v) for k, v in rec.items()}) for rec in df.head(limit).iter_rows(named=True)
+        dg.TableRecord({k: _value(v, kinds[k]) for k, v in rec.items()})
+        for rec in df.head(limit).iter_rows(named=True)
     ]
     return dg.MetadataValue.table(rows, schema=dg.TableSchema(cols))
+
+
+# The verdict as a number, so the switch_decision asset's plots show it over time (higher = closer to
+# switching). Documented in the asset's description; keep the two in step.
+VERDICT_SCORE = {"switch": 3, "evaluate": 2, "stay": 1, "unknown": 0}
+
+# The figures the verdict rests on: TTFT p95 and output tokens/s at the decision's concurrency of
+# the C3 evidence runs, and the held memory of the C5 evidence runs (candidate first, then baseline).
+DECISION_FIGURES_SQL = """
+SELECT run_id, ttft_p95_ms, output_tokens_per_s
+FROM aggregates
+WHERE scenario = 'concurrency_sweep' AND level = ? AND list_contains(?, run_id)
+"""
+DECISION_HELD_SQL = "SELECT run_id, held_bytes FROM runs WHERE list_contains(?, run_id)"
+
+
+def decision_figures(wh: Warehouse, decision: Decision, concurrency: int) -> dict[str, dg.MetadataValue]:
+    """Numeric metadata for the decision's plots: ``verdict_score`` (always), and, when the criterion
+    had its evidence pair, ``candidate_``/``baseline_`` ``ttft_p95_ms`` and ``output_tok_s`` (C3's runs,
+    at ``decision_concurrency`` clients) and ``held_gib`` (C5's runs, GiB = 2^30 bytes). A figure
+    without evidence is left out, never written as 0."""
+    out: dict[str, dg.MetadataValue] = {
+        "verdict_score": dg.MetadataValue.int(VERDICT_SCORE.get(decision.verdict, 0)),
+        "decision_concurrency": dg.MetadataValue.int(concurrency),
+    }
+    by_id = {c.criterion: c for c in decision.criteria}
+    c3, c5 = by_id.get("C3"), by_id.get("C5")
+    if c3 is not None and len(c3.evidence_run_ids) == 2:
+        figures = {
+            r["run_id"]: r
+            for r in wh.query_df(DECISION_FIGURES_SQL, [concurrency, c3.evidence_run_ids]).iter_rows(
+                named=True
+            )
+        }
+        for role, run_id in zip(("candidate", "baseline"), c3.evidence_run_ids, strict=True):
+            f = figures.get(run_id)
+            if f is None:
+                continue
+            if f["ttft_p95_ms"] is not None:
+                out[f"{role}_ttft_p95_ms"] = dg.MetadataValue.float(float(f["ttft_p95_ms"]))
+            if f["output_tokens_per_s"] is not None:
+                out[f"{role}_output_tok_s"] = dg.MetadataValue.float(float(f["output_tokens_per_s"]))
+    if c5 is not None and len(c5.evidence_run_ids) == 2:
+        held = {
+            r["run_id"]: r["held_bytes"]
+            for r in wh.query_df(DECISION_HELD_SQL, [c5.evidence_run_ids]).iter_rows(named=True)
+        }
+        for role, run_id in zip(("candidate", "baseline"), c5.evidence_run_ids, strict=True):
+            if held.get(run_id) is not None:
+                out[f"{role}_held_gib"] = dg.MetadataValue.float(round(held[run_id] / 2**30, 3))
+    return out
 
 
 @dg.asset(
@@ -162,7 +234,9 @@ def regressions(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.
     description=(
         "Trend charts (Altair -> HTML, PNG and Vega-Lite JSON under artifacts/charts, with an index.html): "
         "TTFT p95 at 5 clients by image version (CI error bars, failures marked, change points), output "
-        "throughput vs concurrency, prefill tok/s vs input length, held memory, decision timeline."
+        "throughput vs concurrency, prefill tok/s vs input length, held memory, decision timeline, and the "
+        "support matrix (engine × image version × model profile -> serves / starts / fails with the reason "
+        "and run id, newest versions first; `support_matrix` here, view v_support_matrix)."
     ),
 )
 def trend_charts(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.MaterializeResult:
@@ -170,6 +244,7 @@ def trend_charts(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg
     out = config.artifacts_dir() / "charts"
     with warehouse.reader() as wh:
         cs = write_charts(wh, out)
+        matrix = support_matrix_rows(wh)
     md = [f"Open `{cs.index_html}` for the interactive charts.", ""]
     for name, files in cs.charts.items():
         md += [f"### {name}", files.note or "", markdown_image(files.png, max_width=560), ""]
@@ -177,6 +252,7 @@ def trend_charts(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg
         metadata={
             "dagster/row_count": len(cs.charts),
             "index": dg.MetadataValue.path(str(cs.index_html)),
+            "support_matrix": dg.MetadataValue.md(support_matrix_markdown(matrix)),
             "charts": dg.MetadataValue.md("\n".join(md)),
         }
     )
@@ -201,7 +277,10 @@ def trend_charts(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg
         "Is it time to switch the Box from llama-server to vLLM? The five criteria (C1 official image "
         "starts, C2 serves the medium MoE, C3 TTFT p95 at 5 clients beats llama-server, C4 serves "
         "gpt-oss-120b MXFP4, C5 memory not above llama-server) with value, threshold, CI, evidence run "
-        "ids and digests. Verdict switch / evaluate / stay / unknown; never a silent pass or fail."
+        "ids and digests. Verdict switch / evaluate / stay / unknown; never a silent pass or fail. "
+        "Numeric metadata for the plots: `verdict_score` switch=3, evaluate=2, stay=1, unknown=0; "
+        "`candidate_`/`baseline_` `ttft_p95_ms` and `output_tok_s` (C3's evidence runs at "
+        "`decision_concurrency` clients) and `held_gib` (C5's, GiB); a figure without evidence is absent."
     ),
 )
 def switch_decision(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.MaterializeResult:
@@ -210,8 +289,9 @@ def switch_decision(strix: StrixConfigResource, warehouse: WarehouseResource) ->
         previous = previous_decision(wh, config.decision.host)
         decision = evaluate(wh, config)
         wh.save_decision(decision.criteria)
-        changes = stored_changes(wh, include_acknowledged=False)
+        changes = regression_alerts(wh, previous, decision)  # confirmed since `previous`: alerted
         n_history = wh.count("decisions")
+        figures = decision_figures(wh, decision, config.decision.concurrency)
     notified = notify_changes(previous, decision, changes, webhook_url(config))
     out = config.artifacts_dir() / "decision.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -220,7 +300,7 @@ def switch_decision(strix: StrixConfigResource, warehouse: WarehouseResource) ->
     changed = decision.verdict_changed
     return dg.MaterializeResult(
         metadata={
-            "verdict": decision.verdict,
+            "verdict": decision.label,
             "reason": decision.reason,
             "decision": dg.MetadataValue.md(decision_markdown(decision)),
             "evaluation_id": decision.evaluation_id,
@@ -230,6 +310,7 @@ def switch_decision(strix: StrixConfigResource, warehouse: WarehouseResource) ->
             "criteria": dg.MetadataValue.json(
                 {c.criterion: {"status": c.status, "reason": c.reason} for c in decision.criteria}
             ),
+            **figures,
         },
         check_results=[
             dg.AssetCheckResult(

@@ -21,24 +21,28 @@ def host_pool(host: str) -> str:
     return f"host_{host}".replace("-", "_")
 
 
-def _fmt(v: float | None, digits: int = 1) -> str:
-    return "" if v is None else f"{v:.{digits}f}"
+def _num(v: float | None, digits: int = 2) -> float | None:
+    """A number for table metadata: a float (rounded for reading), None when missing -- never text."""
+    return None if v is None else round(float(v), digits)
+
+
+# (column, Dagster type, description): the UI sorts and shows numbers as numbers
+SUMMARY_COLUMNS = [
+    ("run_id", "string", "the run's id (its last 6 characters)"),
+    ("scenario", "string", None),
+    ("level", "int", "concurrency, input tokens, ... (the scenario's level)"),
+    ("ok", "int", "measured requests that succeeded"),
+    ("failed", "int", "measured requests that failed"),
+    ("ttft_p50_ms", "float", "ms"),
+    ("ttft_p95_ms", "float", "ms"),
+    ("tpot_p50_ms", "float", "ms"),
+    ("e2e_p95_ms", "float", "ms"),
+    ("output_tok_s", "float", "output tokens/s"),
+    ("prefill_tok_s", "float", "prefill tokens/s"),
+]
 
 
 def summary_table(aggs: list[LevelAggregate]) -> dg.TableMetadataValue:
-    cols = [
-        ("run_id", "string"),
-        ("scenario", "string"),
-        ("level", "int"),
-        ("ok", "int"),
-        ("failed", "int"),
-        ("ttft_p50_ms", "string"),
-        ("ttft_p95_ms", "string"),
-        ("tpot_p50_ms", "string"),
-        ("e2e_p95_ms", "string"),
-        ("output_tok_s", "string"),
-        ("prefill_tok_s", "string"),
-    ]
     rows = [
         dg.TableRecord(
             {
@@ -47,17 +51,41 @@ def summary_table(aggs: list[LevelAggregate]) -> dg.TableMetadataValue:
                 "level": a.level,
                 "ok": a.requests_ok,
                 "failed": a.requests_failed,
-                "ttft_p50_ms": _fmt(a.ttft_p50_ms),
-                "ttft_p95_ms": _fmt(a.ttft_p95_ms),
-                "tpot_p50_ms": _fmt(a.tpot_p50_ms, 2),
-                "e2e_p95_ms": _fmt(a.e2e_p95_ms),
-                "output_tok_s": _fmt(a.output_tokens_per_s),
-                "prefill_tok_s": _fmt(a.prefill_tokens_per_s),
+                "ttft_p50_ms": _num(a.ttft_p50_ms),
+                "ttft_p95_ms": _num(a.ttft_p95_ms),
+                "tpot_p50_ms": _num(a.tpot_p50_ms, 3),
+                "e2e_p95_ms": _num(a.e2e_p95_ms),
+                "output_tok_s": _num(a.output_tokens_per_s),
+                "prefill_tok_s": _num(a.prefill_tokens_per_s),
             }
         )
         for a in aggs
     ]
-    return dg.MetadataValue.table(rows, schema=dg.TableSchema([dg.TableColumn(n, t) for n, t in cols]))
+    schema = dg.TableSchema([dg.TableColumn(n, t, description=d) for n, t, d in SUMMARY_COLUMNS])
+    return dg.MetadataValue.table(rows, schema=schema)
+
+
+def key_figures(results: list[RunResult], concurrency: int) -> dict[str, dg.MetadataValue]:
+    """Numeric metadata the asset's plots show over materialisations, per model profile:
+    ``<profile>/ttft_p95_ms@<n>`` and ``<profile>/output_tok_s@<n>`` at the decision's concurrency
+    ``n`` (when the sweep ran that level), ``<profile>/held_gib`` (memory held after load, GiB =
+    2^30 bytes). A figure the run did not measure is left out, never written as 0."""
+    out: dict[str, dg.MetadataValue] = {}
+    for r in results:
+        model = r.run.model_profile
+        at_n = next(
+            (a for a in r.aggregates if a.scenario == "concurrency_sweep" and a.level == concurrency), None
+        )
+        if at_n is not None and at_n.requests_ok > 0:
+            if at_n.ttft_p95_ms is not None:
+                out[f"{model}/ttft_p95_ms@{concurrency}"] = dg.MetadataValue.float(float(at_n.ttft_p95_ms))
+            if at_n.output_tokens_per_s is not None:
+                out[f"{model}/output_tok_s@{concurrency}"] = dg.MetadataValue.float(
+                    float(at_n.output_tokens_per_s)
+                )
+        if r.run.held_bytes is not None:
+            out[f"{model}/held_gib"] = dg.MetadataValue.float(round(r.run.held_bytes / 2**30, 3))
+    return out
 
 
 class BenchmarkRunConfig(dg.Config):
@@ -191,7 +219,7 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
                 f"- run `{r.run.run_id}`: **{r.run.status}**"
                 + (f" — {r.run.failure_reason}" if r.run.failure_reason else "")
                 + (
-                    f"; held memory {r.run.held_bytes / 2**20:.0f} MiB"
+                    f"; held memory {r.run.held_bytes / 2**30:.2f} GiB"
                     if r.run.held_bytes is not None
                     else ""
                 )
@@ -207,6 +235,7 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
                 "engine_build": first.engine_build or "",
                 "launch_command": dg.MetadataValue.text(first.launch_command or ""),
                 "fingerprint": first.fingerprint,
+                **key_figures(results, config.decision.concurrency),
             },
             check_results=checks,
         )

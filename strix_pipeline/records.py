@@ -322,6 +322,14 @@ class ServerMetricSample:
     name: str  # e.g. "llamacpp:tokens_predicted_total", "vllm:kv_cache_usage_perc"
     labels: str  # JSON object of the sample's labels
     value: float
+    # What the exposition said about the sample's family (schema v4; NULL on rows stored before):
+    # the family its `# TYPE` / `# HELP` lines name (a histogram's `x_bucket`, `x_sum` and `x_count`
+    # samples are family `x`), its type -- "counter" (a running total: read its increase, never plot
+    # it as a level), "gauge", "histogram", "summary", ... or "untyped" when the exposition gave no
+    # `# TYPE` -- and its `# HELP` text (None: no HELP line).
+    family: str | None = None
+    metric_type: str | None = None
+    metric_help: str | None = None
 
 
 @dataclass
@@ -367,6 +375,8 @@ class CriterionResult:
     quantization_mismatch: bool
     reason: str
     first_held_at: datetime | None
+    # schema v5: the verdict is `switch` but rests on one candidate run (see analysis.decision)
+    provisional: bool = False
 
 
 @dataclass

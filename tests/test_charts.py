@@ -19,6 +19,7 @@ NAMES = {
     "prefill_vs_input_length",
     "memory_held_by_version",
     "decision_timeline",
+    "support_matrix",
 }
 
 

@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 DEFAULT_CONCURRENCY = 5
 GIB = 2**30
 STATUS_COLORS = {"pass": "#2e7d32", "fail": "#c62828", "unknown": "#9e9e9e"}
+# the support matrix's outcomes (v_support_matrix), best first
+OUTCOME_COLORS = {"serves": "#2e7d32", "starts": "#f9a825", "fails": "#c62828", "not_run": "#9e9e9e"}
+OUTCOME_MARKS = {"serves": "✅ serves", "starts": "⚠️ starts", "fails": "❌ fails", "not_run": "⏭️ not run"}
 PANEL_WIDTH = 520
 PANEL_HEIGHT = 220
 
@@ -58,6 +61,12 @@ CHART_MEMORY_SQL = """
 SELECT run_id, host, engine, model_profile, quantization, image_version, image_tag, image_digest,
        version_order, started_at, status, usable, failure_reason, held_bytes, peak_bytes
 FROM v_run_base
+"""
+CHART_SUPPORT_SQL = """
+SELECT host, engine, image_version, version_order, version_rank, model_profile, quantization, outcome,
+       starts, serves, fails, status, reason, run_id, started_at, attempts, attempts_served, cell
+FROM v_support_matrix
+ORDER BY host, engine, version_rank, model_profile
 """
 CHART_DECISIONS_SQL = """
 SELECT evaluation_id, evaluated_at, host, verdict, criterion, name, status, reason
@@ -401,6 +410,132 @@ def memory_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
     return chart, ""
 
 
+def support_matrix_rows(wh: Warehouse) -> list[dict[str, Any]]:
+    """v_support_matrix: one row per (host, engine, image version, model profile), newest version first."""
+    return _rows(wh, CHART_SUPPORT_SQL)
+
+
+def _short_reason(reason: str | None, limit: int = 100) -> str:
+    text = " ".join((reason or "").split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def support_matrix_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
+    """Engine × image version × model profile -> serves / starts / fails, one panel per (host, engine),
+    newest version at the top; each cell names its outcome, its run and (unless the run was ok, when
+    it is only a note) its reason, in full in the tooltip."""
+    title = "Support matrix: does each image version start and serve each model profile?"
+    rows = support_matrix_rows(wh)
+    if not rows:
+        note = "no run yet: nothing has been tried"
+        return _note_chart(title, note), note
+    panels = []
+    for (host, engine), prow in _group_by_engine(rows).items():
+        versions = [r["image_version"] for r in sorted(prow, key=lambda r: r["version_rank"])]
+        versions = list(dict.fromkeys(versions))
+        profiles = sorted({r["model_profile"] for r in prow})
+        for r in prow:
+            r["label"] = f"{r['outcome'].replace('_', ' ')} · {r['run_id'][-12:]}"
+            r["reason_short"] = _short_reason(r["reason"], 40) if r["status"] != "ok" else ""
+        data = alt.Data(values=_values(prow))
+        x = alt.X("model_profile:N", sort=profiles, title="model profile", axis=alt.Axis(labelAngle=0))
+        y = alt.Y("image_version:O", sort=versions, title="image version (newest first)")
+        tooltip = [
+            "image_version:N",
+            "model_profile:N",
+            "outcome:N",
+            "status:N",
+            "reason:N",
+            "run_id:N",
+            "started_at:N",
+            "attempts:Q",
+            "attempts_served:Q",
+        ]
+        cells = (
+            alt.Chart(data)
+            .mark_rect(stroke="white", strokeWidth=2)
+            .encode(
+                x=x,
+                y=y,
+                color=alt.Color(
+                    "outcome:N",
+                    scale=alt.Scale(domain=list(OUTCOME_COLORS), range=list(OUTCOME_COLORS.values())),
+                    title="outcome",
+                ),
+                tooltip=tooltip,
+            )
+        )
+        # each cell says its outcome and run id, and under them the reason (in full in the tooltip)
+        label = (
+            alt.Chart(data)
+            .mark_text(fontSize=10, color="white", fontWeight="bold", dy=-7)
+            .encode(x=x, y=y, text="label:N", tooltip=tooltip)
+        )
+        reason = (
+            alt.Chart(data)
+            .mark_text(fontSize=9, color="white", dy=8)
+            .encode(x=x, y=y, text="reason_short:N", tooltip=tooltip)
+        )
+        panels.append(
+            alt.layer(cells, label, reason).properties(
+                title=f"{engine} @ {host}",
+                width=max(230 * len(profiles), 260),
+                height=42 * len(versions),
+            )
+        )
+    chart = alt.vconcat(*panels, title=title).resolve_scale(x="independent", y="independent")
+    return chart, ""
+
+
+def _group_by_engine(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    panels: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        panels.setdefault((r["host"], r["engine"]), []).append(r)
+    return dict(sorted(panels.items()))
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def support_matrix_markdown(rows: list[dict[str, Any]], *, max_versions: int | None = 8) -> str:
+    """The support matrix as markdown tables, one per host: a row per (engine, image version), newest
+    version first, a column per model profile; each cell the outcome, its reason and its run id.
+    ``max_versions``: the newest this many versions of each engine (None: all)."""
+    if not rows:
+        return "_No run yet: nothing has been tried._"
+    out: list[str] = []
+    hosts = sorted({r["host"] for r in rows})
+    for host in hosts:
+        mine = [r for r in rows if r["host"] == host]
+        profiles = sorted({r["model_profile"] for r in mine})
+        cells: dict[tuple[str, str, int], dict[str, str]] = {}
+        hidden: dict[str, int] = {}
+        for r in sorted(mine, key=lambda r: (r["engine"], r["version_rank"], r["model_profile"])):
+            if max_versions is not None and r["version_rank"] > max_versions:
+                hidden[r["engine"]] = max(hidden.get(r["engine"], 0), r["version_rank"] - max_versions)
+                continue
+            key = (r["engine"], r["image_version"], r["version_rank"])
+            text = OUTCOME_MARKS.get(r["outcome"], r["outcome"])
+            if r["reason"] and r["status"] != "ok":  # on an ok run the reason is only a note
+                text += f": {_short_reason(r['reason'])}"
+            text += f" (`{r['run_id']}`)"
+            if r["attempts"] and r["attempts"] > 1:
+                text += f", {r['attempts_served']}/{r['attempts']} served"
+            cells.setdefault(key, {})[r["model_profile"]] = _md_cell(text)
+        if len(hosts) > 1:
+            out += [f"**{host}**", ""]
+        out.append("| engine | image version | " + " | ".join(_md_cell(p) for p in profiles) + " |")
+        out.append("|---|---|" + "---|" * len(profiles))
+        for (engine, version, _), by_profile in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][2])):
+            row = [_md_cell(engine), f"`{_md_cell(version)}`"] + [by_profile.get(p, "—") for p in profiles]
+            out.append("| " + " | ".join(row) + " |")
+        for engine, n in sorted(hidden.items()):
+            out.append(f"\n_{engine}: {n} older version(s) not shown (`SELECT * FROM v_support_matrix`)._")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
 def decision_timeline_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
     title = "Switch decision over time (each criterion's status)"
     rows = _rows(wh, CHART_DECISIONS_SQL)
@@ -494,6 +629,7 @@ CHART_TITLES = {
     "prefill_vs_input_length": "Prefill tokens/s vs input length",
     "memory_held_by_version": "Memory held by engine and version",
     "decision_timeline": "Switch decision timeline",
+    "support_matrix": "Support matrix: engine × image version × model profile",
 }
 
 
@@ -525,6 +661,7 @@ def write_charts(
         "prefill_vs_input_length": lambda: prefill_chart(wh),
         "memory_held_by_version": lambda: memory_chart(wh),
         "decision_timeline": lambda: decision_timeline_chart(wh),
+        "support_matrix": lambda: support_matrix_chart(wh),
     }
     for name, build in builders.items():
         title = CHART_TITLES[name].replace(" 5 clients", f" {concurrency} clients")

@@ -1,4 +1,6 @@
-"""`strix query "SQL"`, `strix export --parquet DIR` (read-only) and `strix import --parquet DIR`.
+"""`strix query "SQL"`, `strix export --parquet DIR` (read-only) and `strix import --parquet DIR | FILE`.
+
+`strix import FILE` loads another tool's result file as a run (:mod:`strix_pipeline.peers`).
 
 Query and export open the file read-only, so a write statement fails inside DuckDB itself (not by our
 parsing of the SQL); all three wait briefly when a benchmark run is writing, then say why they cannot.
@@ -6,6 +8,11 @@ Query's connection is also sandboxed by DuckDB's own settings (``Warehouse.open(
 SQL reads the warehouse and nothing else -- no COPY to or from files, no read_csv/read_text/glob of
 other files, no ATTACH, no INSTALL/LOAD, no SET/RESET. Export keeps a plain read-only connection
 (it COPYs to Parquet files); import a writable one.
+
+Output follows the DuckDB CLI's habits: ``--format`` table (duckbox-like: a result wider than the
+terminal keeps its first and last columns and hides the middle ones behind a ``…`` column, long
+values are cut with ``…``; it never switches to another shape), csv, json (one array), jsonl (one
+object per line), markdown (a GitHub table), line (``column = value``, one block per row), parquet.
 """
 
 from __future__ import annotations
@@ -19,11 +26,16 @@ import duckdb
 import polars as pl
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from strix_pipeline.cli.common import error, open_warehouse, warehouse_arg
+from strix_pipeline.peers import FORMATS as PEER_FORMATS
+from strix_pipeline.peers import ImportOptions, PeerFormatError, load_peer_file
 from strix_pipeline.warehouse import Warehouse, WarehouseError
 
-FORMATS = ("table", "csv", "json", "parquet")
+FORMATS = ("table", "csv", "json", "jsonl", "markdown", "line", "parquet")
+TEXT_FORMATS = ("csv", "json", "jsonl", "markdown", "line")
+MAX_CELL = 32  # characters a table cell shows before it is cut with "…" (the full value: --format line)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,12 +44,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run read-only SQL against the warehouse",
         description="Run SQL against the warehouse, opened read-only; the SQL can read no other file, write "
         "none, attach no database, load no extension and change no setting. Views: v_runs, v_latest_by_engine, "
-        "v_ttft_at_concurrency, v_prefill_ladder, v_memory, v_decisions, v_compare (see docs/warehouse.md).",
+        "v_ttft_at_concurrency, v_prefill_ladder, v_memory, v_decisions, v_compare, v_support_matrix, "
+        "v_server_metrics (see docs/warehouse.md). Formats as in the DuckDB CLI: table (wide results hide "
+        "middle columns, never change shape), csv, json, jsonl, markdown, line; and parquet.",
     )
     q.add_argument("sql", help='the query, e.g. "SELECT * FROM v_latest_by_engine"')
     q.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
-    q.add_argument("--out", help="write to this file instead of stdout (required for parquet)")
-    q.add_argument("--limit", type=int, default=200, help="rows shown by --format table (default 200)")
+    q.add_argument("--out", help="write to this file instead of stdout (required for parquet; not for table)")
+    q.add_argument(
+        "--limit",
+        type=int,
+        default=200,
+        help="rows shown by --format table (default 200); the other formats give every row",
+    )
     _common(q)
     q.set_defaults(func=run_query)
 
@@ -49,9 +68,34 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     i = sub.add_parser(
         "import",
-        help="load a `strix export --parquet` directory (e.g. from another Box) into the warehouse",
+        help="load a `strix export --parquet` directory, or another tool's result file, into the warehouse",
+        description="Load a `strix export --parquet` directory (e.g. from another Box), or one result file of "
+        "another tool as a run: vLLM `bench serve --save-result` JSON, GuideLLM 0.8 benchmarks JSON, AIPerf "
+        "0.13 profile_export_aiperf.json, `llama-bench -o json`/`jsonl`. A peer run records the tool and its "
+        "version as its harness_version, so its fingerprint is its own and it never joins a strix series; "
+        "v_compare sets it beside a strix run of the same host, scenario and level. A file no reader knows, "
+        "or one with a missing or malformed field, is refused with the field named and loads nothing.",
     )
-    i.add_argument("--parquet", required=True, metavar="DIR", help="directory holding <table>.parquet files")
+    i.add_argument("file", nargs="?", metavar="FILE", help="another tool's result file (see --format)")
+    i.add_argument("--parquet", metavar="DIR", help="directory holding <table>.parquet files")
+    i.add_argument(
+        "--format",
+        choices=tuple(PEER_FORMATS),
+        help="which tool wrote FILE (default: told from the file's keys)",
+    )
+    i.add_argument(
+        "--tool-version",
+        help="the tool's version where the file does not record it (vLLM's result JSON; a llama-bench "
+        "built from a source archive), e.g. 0.32.0",
+    )
+    i.add_argument(
+        "--host", default="adhoc", help="host the run is recorded on (default adhoc, as strix bench --save)"
+    )
+    i.add_argument("--engine", help="engine kind that served the run, e.g. llamacpp, vllm (default: from the file, else unknown)")  # fmt: skip
+    i.add_argument("--model", help="model name (default: from the file)")
+    i.add_argument("--quantization", help="quantization (default: from the file, else unknown)")
+    i.add_argument("--scenario", help="scenario name of the run's levels (default: per tool, e.g. random)")
+    i.add_argument("--run-id", help="run id (default: <tool>-<hash of the file>, so a re-import replaces)")
     _common(i)
     i.set_defaults(func=run_import)
 
@@ -85,10 +129,12 @@ def run_query(args: argparse.Namespace) -> int:
         return error(str(e))
     with wh:
         try:
+            types: list[str] | None = None
             if args.format == "table":
                 # the terminal shows --limit rows: fetch one more to know whether there were more
                 rel = wh.con.sql(args.sql)
                 df = rel.limit(args.limit + 1).pl() if rel is not None else pl.DataFrame()
+                types = [str(t).lower() for t in rel.types] if rel is not None else None
             else:
                 df = wh.query_df(args.sql)
         except duckdb.PermissionException as e:
@@ -104,7 +150,7 @@ def run_query(args: argparse.Namespace) -> int:
             return error(f"query failed: {e}")
         except duckdb.Error as e:
             return error(f"query failed: {e}")
-    return _emit(df, args)
+    return _emit(df, args, types)
 
 
 def _flatten(df: pl.DataFrame) -> pl.DataFrame:
@@ -117,22 +163,21 @@ def _flatten(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _emit(df: pl.DataFrame, args: argparse.Namespace) -> int:
+def _emit(df: pl.DataFrame, args: argparse.Namespace, types: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else None
     if args.format == "parquet":
         assert out is not None
         df.write_parquet(out)
         print(f"{df.height} rows -> {out}", file=sys.stderr)
         return 0
-    if args.format == "csv":
-        text = _flatten(df).write_csv()
-    elif args.format == "json":
-        text = json.dumps(df.to_dicts(), default=str, indent=1) + "\n"
-    else:
+    if args.format == "table":
         if out is not None:
-            return error("--out is for csv, json and parquet; --format table prints to the terminal")
-        _print_table(df, args.limit)
+            return error(
+                f"--out is for {', '.join(TEXT_FORMATS)} and parquet; --format table prints to the terminal"
+            )
+        _print_table(df, args.limit, types)
         return 0
+    text = render(df, args.format)
     if out is not None:
         out.write_text(text)
         print(f"{df.height} rows -> {out}", file=sys.stderr)
@@ -141,42 +186,161 @@ def _emit(df: pl.DataFrame, args: argparse.Namespace) -> int:
     return 0
 
 
-def _cell(v: object) -> str:
+def render(df: pl.DataFrame, fmt: str) -> str:
+    """The whole result as text in one of TEXT_FORMATS (every row, every column, values uncut)."""
+    if fmt == "csv":
+        return _flatten(df).write_csv()
+    if fmt == "json":
+        return json.dumps(df.to_dicts(), default=str, indent=1) + "\n"
+    if fmt == "jsonl":
+        return "".join(json.dumps(rec, default=str) + "\n" for rec in df.to_dicts())
+    if fmt == "markdown":
+        return _markdown(df)
+    if fmt == "line":
+        return _lines(df)
+    raise ValueError(f"not a text format: {fmt}")
+
+
+def _text(v: object, null: str = "NULL") -> str:
+    """A value as plain text, the way the DuckDB CLI prints it (booleans lower case, nested as JSON)."""
     if v is None:
-        return "[dim]∅[/dim]"
-    if isinstance(v, float):
-        return f"{v:.4g}" if abs(v) < 1e6 else f"{v:.6g}"
+        return null
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, dict)):
+        return json.dumps(v, default=str)
     return str(v)
 
 
-def _print_table(df: pl.DataFrame, limit: int) -> None:
+def _markdown(df: pl.DataFrame) -> str:
+    """A GitHub-flavoured table: numbers right-aligned, `|` escaped, line breaks as <br>, NULL empty."""
+
+    def cell(v: object) -> str:
+        return _text(v, null="").replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")
+
+    header = [c.replace("|", "\\|") for c in df.columns]
+    rows = [[cell(v) for v in row] for row in df.iter_rows()]
+    right = [df.schema[c].is_numeric() for c in df.columns]
+    widths = [max([len(h), 3] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
+
+    def line(cells: list[str]) -> str:
+        padded = [c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right, strict=True)]
+        return "| " + " | ".join(padded) + " |"
+
+    rule = (
+        "|"
+        + "|".join(("-" * (w + 1) + ":") if r else "-" * (w + 2) for w, r in zip(widths, right, strict=True))
+        + "|"
+    )
+    if not df.columns:
+        return ""
+    return "\n".join([line(header), rule, *(line(r) for r in rows)]) + "\n"
+
+
+def _lines(df: pl.DataFrame) -> str:
+    """DuckDB's (and sqlite's) line mode: `column = value`, names right-aligned, a blank line between rows."""
+    if not df.columns:
+        return ""
+    w = max(len(c) for c in df.columns)
+    blocks = [
+        "\n".join(f"{name:>{w}} = {_text(v)}" for name, v in zip(df.columns, row, strict=True))
+        for row in df.iter_rows()
+    ]
+    return "".join(b + "\n\n" for b in blocks)
+
+
+def _cell(v: object) -> Text:
+    if v is None:
+        return Text("∅", style="dim")
+    if isinstance(v, float):
+        s = f"{v:.4g}" if abs(v) < 1e6 else f"{v:.6g}"
+    else:
+        s = _text(v)
+    s = s.replace("\r\n", "↵").replace("\n", "↵")
+    if len(s) > MAX_CELL:
+        s = s[: MAX_CELL - 1] + "…"
+    return Text(s)
+
+
+def shown_columns(widths: list[int], available: int) -> tuple[list[int], list[int]]:
+    """Which columns a table of these widths shows in `available` characters: all of them, or the first
+    and last ones taken alternately from both ends (as DuckDB's duckbox does), the middle hidden
+    behind one `…` column. Returns (left, right) column indexes; at least one column is shown."""
+    cost = [w + 3 for w in widths]  # a cell's padding and its border
+    if sum(cost) + 1 <= available:
+        return list(range(len(widths))), []
+    budget = available - 1 - 4  # the left edge and the "…" column
+    left: list[int] = []
+    right: list[int] = []
+    lo, hi = 0, len(widths) - 1
+    take_left = True
+    while lo <= hi:
+        i = lo if take_left else hi
+        if cost[i] > budget:
+            break
+        budget -= cost[i]
+        if take_left:
+            left.append(i)
+            lo += 1
+        else:
+            right.insert(0, i)
+            hi -= 1
+        take_left = not take_left
+    if not left and not right:
+        left = [0]
+    return left, right
+
+
+def _print_table(df: pl.DataFrame, limit: int, types: list[str] | None = None) -> None:
     console = Console()
     shown = df.head(limit)
     cells = [[_cell(v) for v in row] for row in shown.iter_rows()]
-    widths = [max([len(name)] + [min(len(r[i]), 40) for r in cells]) for i, name in enumerate(df.columns)]
-    # a little folding is readable; beyond that, columns become slivers
-    if sum(widths) + 3 * len(widths) + 1 <= console.width * 1.25 or len(df.columns) <= 2:
-        table = Table(header_style="bold")
-        for name in df.columns:
-            numeric = df.schema[name].is_numeric()
-            table.add_column(name, justify="right" if numeric else "left", overflow="fold")
-        for row in cells:
-            table.add_row(*row)
-        console.print(table)
-    else:
-        # Too wide for the terminal: one block per row, "column  value" (like psql's \x), rather
-        # than columns folded into unreadable slivers.
-        for i, row in enumerate(cells, start=1):
-            block = Table(title=f"row {i}", title_justify="left", show_header=False, box=None, padding=(0, 2))
-            block.add_column(style="bold")
-            block.add_column(overflow="fold")
-            for name, value in zip(df.columns, row, strict=True):
-                block.add_row(name, value)
-            console.print(block)
-    if df.height > limit:
-        console.print(f"[dim]first {limit} rows shown; there are more (--limit N, or --format csv)[/dim]")
-    else:
-        console.print(f"[dim]{df.height} row(s)[/dim]")
+    types = types if types is not None and len(types) == len(df.columns) else None
+    heads = [name if len(name) <= MAX_CELL else name[: MAX_CELL - 1] + "…" for name in df.columns]
+    kinds = [(t if len(t) <= MAX_CELL else t[: MAX_CELL - 1] + "…") for t in types] if types else None
+    widths = [
+        max([len(heads[i]), len(kinds[i]) if kinds else 0] + [r[i].cell_len for r in cells])
+        for i in range(len(df.columns))
+    ]
+    left, right = shown_columns(widths, console.width)
+    hidden = len(df.columns) - len(left) - len(right)
+    table = Table(header_style="bold")
+
+    def add(i: int) -> None:
+        header = Text(heads[i], style="bold")
+        if kinds:
+            header.append("\n" + kinds[i], style="dim")
+        numeric = df.schema[df.columns[i]].is_numeric()
+        # the width is fixed here, so the table never folds or re-flows a column
+        table.add_column(
+            header,
+            justify="right" if numeric else "left",
+            no_wrap=True,
+            overflow="ellipsis",
+            min_width=min(widths[i], max(console.width - 5, 1)),
+            max_width=max(console.width - 5, 1),
+        )
+
+    for i in left:
+        add(i)
+    if hidden:
+        table.add_column(Text("…\n" if kinds else "…"), no_wrap=True, min_width=1, max_width=1)
+    for i in right:
+        add(i)
+    for row in cells:
+        table.add_row(*([row[i] for i in left] + ([Text("…")] if hidden else []) + [row[i] for i in right]))
+    console.print(table)
+    rows = (
+        f"first {limit} rows shown; there are more (--limit N, or --format csv)"
+        if df.height > limit
+        else f"{df.height} row(s)"
+    )
+    cols = (
+        f"; {len(df.columns)} columns, {len(df.columns) - hidden} shown (--format line shows every column)"
+        if hidden
+        else ""
+    )
+    console.print(Text(rows + cols, style="dim"))
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -196,6 +360,10 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_import(args: argparse.Namespace) -> int:
+    if (args.file is None) == (args.parquet is None):
+        return error("strix import: give a result FILE of another tool, or --parquet DIR (not both)")
+    if args.file is not None:
+        return run_import_peer(args)
     try:
         wh = _open(args, read_only=False)
     except WarehouseError as e:
@@ -207,4 +375,39 @@ def run_import(args: argparse.Namespace) -> int:
             return error(f"import failed, nothing was changed: {e}")
     for t, n in counts.items():
         print(f"{t:<16} {n:>10} rows imported")
+    return 0
+
+
+def run_import_peer(args: argparse.Namespace) -> int:
+    """One result file of another tool, loaded as one run (all of it, or nothing)."""
+    opts = ImportOptions(
+        host=args.host,
+        engine=args.engine,
+        model=args.model,
+        quantization=args.quantization,
+        tool_version=args.tool_version,
+        scenario=args.scenario,
+        run_id=args.run_id,
+    )
+    try:
+        result = load_peer_file(args.file, args.format, opts)
+    except PeerFormatError as e:
+        return error(f"import refused, nothing was loaded: {e}")
+    try:
+        wh = _open(args, read_only=False)
+    except WarehouseError as e:
+        return error(str(e))
+    with wh:
+        try:
+            wh.load_run(result)
+        except (WarehouseError, duckdb.Error) as e:
+            return error(f"import failed, nothing was changed: {e}")
+    run = result.run
+    print(
+        f"run {run.run_id}: {run.harness_version}, {len(result.aggregates)} level(s), fingerprint {run.fingerprint}"
+    )
+    for a in result.aggregates:
+        ttft = "-" if a.ttft_p50_ms is None else f"{a.ttft_p50_ms:.2f} ms"
+        out = "-" if a.output_tokens_per_s is None else f"{a.output_tokens_per_s:.2f} tok/s"
+        print(f"  {a.scenario:<12} {a.level_kind} {a.level:<6} TTFT p50 {ttft:<12} output {out}")
     return 0

@@ -3,6 +3,13 @@
 httpx (the control-plane client, DESIGN.md) fetches the text; scrapes are stored raw with their time
 and parsed only when the level is over, so a large vLLM exposition never competes with the streams.
 Only engine samples are kept: ``llamacpp:*``, ``vllm:*``, ``sglang:*``.
+
+Each sample keeps what the exposition says about its family: the ``# TYPE`` (counter, gauge, histogram,
+summary, ...; a family without one is ``untyped``, as Prometheus itself treats it) and the ``# HELP``
+text, so a reader never has to guess from the name whether a value is a running total (take its
+increase) or a level (plot it as it is). A histogram's ``_bucket``/``_sum``/``_count`` samples (and a
+counter's ``_total``/``_created`` under an OpenMetrics-style family name) belong to the family their
+``# TYPE`` line names.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 import httpx
 
@@ -21,18 +29,77 @@ from strix_pipeline.records import ServerMetricSample
 KEEP_PREFIXES = ("llamacpp:", "vllm:", "sglang:")
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+\S+)?\s*$")
 _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+_COMMENT = re.compile(r"^#\s+(HELP|TYPE)\s+([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\s(.*))?$")
+
+UNTYPED = "untyped"
+# The sample-name suffixes each type's family may carry (text format 0.0.4 and OpenMetrics).
+FAMILY_SUFFIXES: dict[str, tuple[str, ...]] = {
+    "counter": ("_total", "_created"),
+    "histogram": ("_bucket", "_sum", "_count", "_created"),
+    "gaugehistogram": ("_bucket", "_gsum", "_gcount"),
+    "summary": ("_sum", "_count", "_created"),
+    "info": ("_info",),
+}
+# OpenMetrics spells "untyped" as "unknown": one word here.
+_TYPE_ALIASES = {"unknown": UNTYPED}
+
+
+class PromSample(NamedTuple):
+    """One sample with what its family's ``# TYPE`` and ``# HELP`` lines say (None: no HELP line)."""
+
+    name: str
+    labels: dict[str, str]
+    value: float
+    family: str
+    type: str
+    help: str | None
 
 
 def _unescape(v: str) -> str:
     return v.replace("\\\\", "\x00").replace('\\"', '"').replace("\\n", "\n").replace("\x00", "\\")
 
 
-def parse_prometheus(
-    text: str, keep: tuple[str, ...] = KEEP_PREFIXES
-) -> list[tuple[str, dict[str, str], float]]:
-    """Parse the text exposition format into (name, labels, value); comments and other families skipped."""
+def _unescape_help(v: str) -> str:
+    # HELP text escapes only backslash and line feed (no quotes)
+    return v.replace("\\\\", "\x00").replace("\\n", "\n").replace("\x00", "\\")
+
+
+def _family_of(name: str, types: dict[str, str], helps: dict[str, str]) -> tuple[str, str]:
+    """(family, type) of a sample name: its own TYPE/HELP line, else a family whose type allows the
+    name's suffix (``x_bucket`` of histogram ``x``), else the name itself, untyped."""
+    if name in types or name in helps:
+        return name, types.get(name, UNTYPED)
+    for fam_type, suffixes in FAMILY_SUFFIXES.items():
+        for suffix in suffixes:
+            base = name.removesuffix(suffix)
+            if base != name and types.get(base) == fam_type:
+                return base, fam_type
+    return name, UNTYPED
+
+
+def parse_exposition(text: str, keep: tuple[str, ...] = KEEP_PREFIXES) -> list[PromSample]:
+    """Parse the text exposition format into samples with their family, ``# TYPE`` and ``# HELP``.
+
+    Other comments and samples of other families are skipped; a sample that does not parse is
+    skipped too (one odd line never costs the scrape). TYPE and HELP apply wherever they appear in
+    the text, as the format requires them before the samples but servers are not always strict.
+    """
+    types: dict[str, str] = {}
+    helps: dict[str, str] = {}
+    lines = text.splitlines()
+    for line in lines:
+        if line.startswith("#"):
+            c = _COMMENT.match(line)
+            if not c:
+                continue
+            kind, name, rest = c.group(1), c.group(2), c.group(3) or ""
+            if kind == "TYPE":
+                t = rest.strip().lower() or UNTYPED
+                types[name] = _TYPE_ALIASES.get(t, t)
+            else:
+                helps[name] = _unescape_help(rest)
     out = []
-    for line in text.splitlines():
+    for line in lines:
         if not line or line[0] == "#" or not line.startswith(keep):
             continue
         m = _SAMPLE.match(line)
@@ -44,8 +111,18 @@ def parse_prometheus(
             v = float(value)  # accepts NaN, +Inf, -Inf
         except ValueError:
             continue
-        out.append((name, labels, v))
+        family, kind = _family_of(name, types, helps)
+        out.append(PromSample(name, labels, v, family, kind, helps.get(family)))
     return out
+
+
+def parse_prometheus(
+    text: str, keep: tuple[str, ...] = KEEP_PREFIXES
+) -> list[tuple[str, dict[str, str], float]]:
+    """Parse the text exposition format into (name, labels, value); comments and other families skipped.
+
+    :func:`parse_exposition` gives each sample's family, type and help as well."""
+    return [(s.name, s.labels, s.value) for s in parse_exposition(text, keep)]
 
 
 def sample_value(samples: list[tuple[str, dict[str, str], float]], name: str) -> float | None:
@@ -118,7 +195,7 @@ class MetricsScraper:
 def to_samples(scrapes: list[Scrape], *, run_id: str, scenario: str, level: int) -> list[ServerMetricSample]:
     out = []
     for s in scrapes:
-        for name, labels, value in parse_prometheus(s.text):
+        for p in parse_exposition(s.text):
             out.append(
                 ServerMetricSample(
                     run_id=run_id,
@@ -126,9 +203,12 @@ def to_samples(scrapes: list[Scrape], *, run_id: str, scenario: str, level: int)
                     level=level,
                     scraped_at=s.scraped_at,
                     phase=s.phase,
-                    name=name,
-                    labels=json.dumps(labels, sort_keys=True),
-                    value=value,
+                    name=p.name,
+                    labels=json.dumps(p.labels, sort_keys=True),
+                    value=p.value,
+                    family=p.family,
+                    metric_type=p.type,
+                    metric_help=p.help,
                 )
             )
     return out

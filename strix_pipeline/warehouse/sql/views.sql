@@ -286,3 +286,91 @@ SELECT
     detected_at, host, engine, scenario, level, metric, version_before, version_after,
     magnitude_pct, pvalue, status, ack_status, ack_reason, fingerprint AS series, sort_key_after, change_id
 FROM changes;
+
+-- Each engine metric of each level read the way its Prometheus type says (schema v4 keeps the
+-- exposition's `# TYPE` and `# HELP` beside the samples): a running total -- a counter's samples,
+-- a histogram's or summary's _bucket/_sum/_count -- as its `increase` from the level's first scrape
+-- to its last (NULL when it went down: the engine restarted, no guess), a level (gauge, untyped, a
+-- summary's quantiles) as its last and highest value. `cumulative` says which reading applies;
+-- metric_type NULL: the sample was stored before v4 and its type was not recorded.
+CREATE OR REPLACE VIEW v_server_metrics AS
+SELECT
+    run_id,
+    scenario,
+    level,
+    coalesce(family, name) AS family,
+    name,
+    labels,
+    metric_type,
+    any_value(metric_help) AS metric_help,
+    (metric_type = 'counter' AND name NOT LIKE '%\_created' ESCAPE '\')
+        OR (metric_type IN ('histogram', 'summary')
+            AND (name LIKE '%\_bucket' ESCAPE '\' OR name LIKE '%\_sum' ESCAPE '\' OR name LIKE '%\_count' ESCAPE '\'))
+        AS cumulative,
+    count(*) AS scrapes,
+    min(scraped_at) AS first_scraped_at,
+    max(scraped_at) AS last_scraped_at,
+    arg_min(value, scraped_at) AS first_value,
+    arg_max(value, scraped_at) AS last_value,
+    max(value) AS max_value,
+    CASE
+        WHEN cumulative IS NOT TRUE THEN NULL
+        WHEN arg_max(value, scraped_at) >= arg_min(value, scraped_at)
+            THEN arg_max(value, scraped_at) - arg_min(value, scraped_at)
+    END AS increase
+FROM server_metrics
+GROUP BY run_id, scenario, level, family, name, labels, metric_type;
+
+-- The support matrix people share about Strix Halo: for each host, engine, image version and model
+-- profile, what the newest attempt came to --
+--   'serves'  status ok/partial: it became ready and answered measured requests (smoke included);
+--   'starts'  failed_serve: it became ready, then served nothing (or the smoke output was invalid);
+--   'fails'   failed_start or error: it never became ready, or the run broke;
+--   'not_run' failed_guard: a guard refused the run, which says nothing about the engine (shown only
+--             when no attempt of that cell got further);
+-- with the reason and the run id (`cell` spells all three; `reason` is the run's failure_reason, which
+-- on an 'ok' run is only a note, left out of `cell`). `attempts` / `attempts_served` count the
+-- cell's runs (guard refusals not counted). version_rank 1 is each engine's newest version on the
+-- host, in version order (never the date a run happened): ORDER BY version_rank lists newest first.
+CREATE OR REPLACE VIEW v_support_matrix AS
+WITH attempts AS (
+    SELECT
+        b.*,
+        CASE
+            WHEN b.usable THEN 'serves'
+            WHEN b.status = 'failed_serve' THEN 'starts'
+            WHEN b.status = 'failed_guard' THEN 'not_run'
+            ELSE 'fails'
+        END AS outcome
+    FROM v_run_base b
+)
+SELECT
+    host,
+    engine,
+    engine_kind,
+    image_version,
+    max(version_order) OVER cell_runs AS version_order,
+    dense_rank() OVER (PARTITION BY host, engine ORDER BY version_order DESC) AS version_rank,
+    model_profile,
+    model_family,
+    quantization,
+    outcome,
+    outcome IN ('serves', 'starts') AS starts,
+    outcome = 'serves' AS serves,
+    outcome = 'fails' AS fails,
+    status,
+    failure_reason AS reason,
+    run_id,
+    started_at,
+    image_digest,
+    count(*) FILTER (WHERE outcome <> 'not_run') OVER cell_runs AS attempts,
+    count(*) FILTER (WHERE outcome = 'serves') OVER cell_runs AS attempts_served,
+    outcome || CASE WHEN status = 'ok' THEN '' ELSE coalesce(': ' || failure_reason, '') END
+        || ' (' || run_id || ')' AS cell
+FROM attempts
+WINDOW cell_runs AS (PARTITION BY host, engine, image_version, model_profile)
+QUALIFY row_number() OVER (
+    PARTITION BY host, engine, image_version, model_profile
+    ORDER BY outcome <> 'not_run' DESC, started_at DESC, run_id DESC
+) = 1
+ORDER BY host, engine, version_rank, model_profile;
