@@ -1,0 +1,250 @@
+"""What every peer-tool reader shares: the refusal, typed field access, and the run a file becomes.
+
+A peer file becomes ONE run (``RunResult``) with aggregates only (no per-request rows: the tools'
+summaries are what they printed). Its ``harness_version`` -- one of
+:data:`~strix_pipeline.fingerprint.COMPARABILITY_FIELDS` -- is ``"<tool> <version>"`` (e.g.
+``"vllm-bench 0.32.0"``), so a peer's fingerprint differs from any strix run's and its numbers never
+join a strix series; ``suite`` is the tool's name and ``profile`` is ``"import"``. The run id is the
+tool's name and a hash of the file's bytes, so importing the same file twice replaces the first load.
+
+Every reader checks the fields it uses before it builds anything: a missing field, a value of the wrong
+type or a structure it does not know raises :class:`PeerFormatError` naming the file and the field
+(``$.benchmarks[0].metrics.time_to_first_token_ms.successful.median``), and nothing is loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from strix_pipeline.fingerprint import run_fingerprint
+from strix_pipeline.records import LevelAggregate, RunRecord, RunResult
+
+
+class PeerFormatError(ValueError):
+    """A peer file this module will not load: it names the file and the field that is wrong."""
+
+    def __init__(self, path: Path | str, field: str, problem: str) -> None:
+        self.path = str(path)
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{path}: {field}: {problem}")
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """What a peer file does not say about itself, given by the person importing it.
+
+    ``None`` means "take it from the file" (and refuse where the file does not say and the field is
+    needed: a tool's version most of all)."""
+
+    host: str = "adhoc"  # strix bench --save uses "adhoc" too, so the two sit side by side in v_compare
+    engine: str | None = None  # e.g. "llamacpp"; default: what the file says, else "unknown"
+    model: str | None = None
+    quantization: str | None = None
+    tool_version: str | None = None  # required where the file does not record it (vLLM's result JSON)
+    scenario: str | None = None  # the scenario name the levels get (default: per tool)
+    run_id: str | None = None
+
+
+class Field:
+    """Typed reads of one JSON document, each failure naming the file and a JSONPath-like field."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = path
+
+    def fail(self, field: str, problem: str) -> PeerFormatError:
+        return PeerFormatError(self.path, field, problem)
+
+    def obj(self, doc: Any, key: str, where: str = "$") -> Mapping[str, Any]:
+        v = self.get(doc, key, where)
+        if not isinstance(v, Mapping):
+            raise self.fail(f"{where}.{key}", f"expected an object, got {_kind(v)}")
+        return v
+
+    def arr(self, doc: Any, key: str, where: str = "$", *, nonempty: bool = True) -> Sequence[Any]:
+        v = self.get(doc, key, where)
+        if not isinstance(v, list):
+            raise self.fail(f"{where}.{key}", f"expected a list, got {_kind(v)}")
+        if nonempty and not v:
+            raise self.fail(f"{where}.{key}", "is empty")
+        return v
+
+    def get(self, doc: Any, key: str, where: str = "$") -> Any:
+        if not isinstance(doc, Mapping):
+            raise self.fail(where, f"expected an object, got {_kind(doc)}")
+        if key not in doc:
+            raise self.fail(f"{where}.{key}", "missing")
+        return doc[key]
+
+    def num(self, doc: Any, key: str, where: str = "$", *, null: bool = False) -> float | None:
+        """A finite number (``null`` allowed only when ``null``); NaN/inf and booleans are refused."""
+        v = self.get(doc, key, where)
+        if v is None and null:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise self.fail(
+                f"{where}.{key}", f"expected {'a number or null' if null else 'a number'}, got {_kind(v)}"
+            )
+        return float(v)
+
+    def req_num(self, doc: Any, key: str, where: str = "$") -> float:
+        v = self.num(doc, key, where)
+        assert v is not None
+        return v
+
+    def opt_num(self, doc: Any, key: str, where: str = "$") -> float | None:
+        """A number, null, or absent (None)."""
+        if isinstance(doc, Mapping) and key not in doc:
+            return None
+        return self.num(doc, key, where, null=True)
+
+    def count(self, doc: Any, key: str, where: str = "$") -> int:
+        v = self.get(doc, key, where)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise self.fail(f"{where}.{key}", f"expected a count (a whole number >= 0), got {_kind(v)}")
+        return v
+
+    def text(self, doc: Any, key: str, where: str = "$", *, null: bool = False) -> str | None:
+        v = self.get(doc, key, where)
+        if v is None and null:
+            return None
+        if not isinstance(v, str):
+            raise self.fail(f"{where}.{key}", f"expected a string, got {_kind(v)}")
+        return v
+
+    def req_text(self, doc: Any, key: str, where: str = "$") -> str:
+        v = self.text(doc, key, where)
+        assert v is not None
+        return v
+
+
+def recorded_version(f: Field, version: str, field: str, opts: ImportOptions) -> str:
+    """The version the file records; a ``--tool-version`` that says otherwise is refused, not obeyed."""
+    if opts.tool_version is not None and opts.tool_version.strip() != version:
+        raise f.fail(field, f"the file says {version!r}, --tool-version says {opts.tool_version!r}")
+    return version
+
+
+def _kind(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return f"a boolean ({json.dumps(v)})"
+    if isinstance(v, (int, float)):
+        return f"the number {v!r}"
+    if isinstance(v, str):
+        return f"the string {v[:40]!r}"
+    if isinstance(v, list):
+        return "a list"
+    if isinstance(v, Mapping):
+        return "an object"
+    return type(v).__name__
+
+
+def read_json(path: Path) -> Any:
+    """The file's one JSON document, or a refusal naming where it stops being JSON."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise PeerFormatError(path, "$", f"not UTF-8 text ({e})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise PeerFormatError(path, "$", f"not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def parse_time(f: Field, value: Any, field: str) -> datetime:
+    """An ISO 8601 time or a Unix time in seconds, as UTC (a naive ISO time is taken as UTC)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return datetime.fromtimestamp(float(value), UTC)
+    if isinstance(value, str):
+        try:
+            t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise f.fail(field, f"expected an ISO 8601 time, got {_kind(value)}") from None
+        return t if t.tzinfo else t.replace(tzinfo=UTC)
+    raise f.fail(field, f"expected a time, got {_kind(value)}")
+
+
+def level_for(*, max_concurrency: int | None, rate: float | None) -> tuple[int, str]:
+    """(level, level_kind) as strix names its own levels: a closed loop by its concurrency, an open loop
+    by its rate in requests per minute (``scenarios.random_dataset``)."""
+    if rate is not None and math.isfinite(rate):
+        return round(rate * 60), "rate"
+    if max_concurrency is None:
+        raise ValueError("a closed loop needs its concurrency")
+    return max_concurrency, "concurrency"
+
+
+def peer_result(
+    path: Path,
+    *,
+    tool: str,
+    version: str,
+    opts: ImportOptions,
+    model: str | None,
+    started_at: datetime,
+    ended_at: datetime | None,
+    aggregates: Sequence[LevelAggregate],
+    engine: str | None = None,
+    quantization: str | None = None,
+    engine_flags: Sequence[str] | None = None,
+    engine_build: str | None = None,
+    command: str | None = None,
+) -> RunResult:
+    """The run one peer file becomes (aggregates carry a placeholder run id; it is set here)."""
+    if not aggregates:
+        raise PeerFormatError(path, "$", f"no {tool} results in the file")
+    run_id = opts.run_id or f"{tool}-{file_digest(path)[:16]}"
+    kind = (opts.engine or engine or "unknown").strip().lower()
+    run = RunRecord(
+        run_id=run_id,
+        host=opts.host,
+        engine=kind,
+        engine_kind=kind,
+        image_repository=None,
+        image_tag=None,
+        image_digest=None,
+        model_profile="adhoc",
+        model=opts.model or model or "unknown",
+        quantization=opts.quantization or quantization or "unknown",
+        suite=tool,
+        profile="import",
+        fingerprint="",
+        harness_version=f"{tool} {version}",  # a comparability field: the peer's series is its own
+        engine_build=engine_build,
+        launch_command=command,
+        engine_flags=json.dumps(list(engine_flags)) if engine_flags else None,
+        status="ok" if all(a.requests_failed == 0 for a in aggregates) else "partial",
+        failure_reason=None,
+        log_tail=None,
+        started_at=started_at,
+        ended_at=ended_at,
+    )
+    run.fingerprint = run_fingerprint(run)
+    for a in aggregates:
+        a.run_id = run_id
+    return RunResult(run=run, aggregates=list(aggregates))
+
+
+def first_line_json(path: Path) -> Any | None:
+    """The first non-blank line parsed as JSON (for telling JSON Lines apart), or None."""
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    return json.loads(line)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return None
