@@ -42,6 +42,15 @@ SUMMARY_COLUMNS = [
 ]
 
 
+def _outage(run) -> str:  # noqa: ANN001 - RunRecord
+    if run.production_down_at is None:
+        return ""
+    if run.production_up_at is None:
+        return f"; production DOWN since {run.production_down_at:%H:%M:%S}, not back"
+    offline = (run.production_up_at - run.production_down_at).total_seconds()
+    return f"; production offline {offline:.0f} s (the pipeline's own {run.production_overhead_s or 0:.0f} s)"
+
+
 def summary_table(aggs: list[LevelAggregate]) -> dg.TableMetadataValue:
     rows = [
         dg.TableRecord(
@@ -223,6 +232,7 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
                     if r.run.held_bytes is not None
                     else ""
                 )
+                + _outage(r.run)
                 for r in results
             ],
         ]

@@ -143,6 +143,18 @@ def _record_host_facts(run: RunRecord, probe) -> None:  # noqa: ANN001 - memory.
         run.firmware = f"vbios {facts.vbios}"
 
 
+def _record_outage(run: RunRecord, guard, engine_s: float, log: Log) -> None:  # noqa: ANN001 - ProductionGuard
+    """When production went down and came back, and how much of that was the pipeline's own."""
+    run.production_down_at, run.production_up_at = guard.stopped_at, guard.restored_at
+    if guard.stopped_at and guard.restored_at:
+        offline_s = (guard.restored_at - guard.stopped_at).total_seconds()
+        run.production_overhead_s = round(max(0.0, offline_s - engine_s), 1)
+        log(
+            f"[{run.run_id}] production offline {offline_s:.1f} s, of which the pipeline's own "
+            f"{run.production_overhead_s:.1f} s (the engine's load and traffic {engine_s:.1f} s)"
+        )
+
+
 def _join(*parts: str | None) -> str | None:
     return "; ".join(p for p in parts if p) or None
 
@@ -324,8 +336,19 @@ def _run_docker(r: _Run) -> None:
     sampler = MemorySampler(probe, run.run_id, interval_s=host_cfg.sample_interval_s) if probe else None
     read = (lambda: current_in_use(probe)) if probe else None
     guard: ProductionGuard | None = None
+    engine_s = 0.0  # the engine's own part of production's outage: load and traffic
     try:
         with ExitStack() as stack:
+            launcher = dk.DockerLauncher(host_cfg, engine, model, image_ref, run.run_id, log_dir, client)
+            # Everything that can refuse or take long happens while production still serves its users:
+            # the budget, the leftovers, the pull (minutes for a ROCm image).
+            guards.check_reservations(
+                launcher.spec.reservations,
+                host_cfg.memory_budget_gb,
+                what=f"{launcher.spec.kind} '{launcher.spec.served_model_name}'",
+            )
+            leftovers = guards.clean_leftovers(client)
+            launcher.pull()
             guard = stack.enter_context(
                 ProductionGuard(
                     target.host,
@@ -336,8 +359,9 @@ def _run_docker(r: _Run) -> None:
                     run_id=run.run_id,
                 )
             )
-            launcher = dk.DockerLauncher(host_cfg, engine, model, image_ref, run.run_id, log_dir, client)
-            pre = guards.preflight(host_cfg, launcher.spec, client=client, read_in_use=read)
+            # with production stopped: its port free, memory at the idle baseline
+            pre = guards.preflight(host_cfg, launcher.spec, read_in_use=read)
+            pre.leftovers = leftovers
             notes = pre.leftovers_note()
             if notes:
                 log(f"[{run.run_id}] {notes}")
@@ -345,6 +369,7 @@ def _run_docker(r: _Run) -> None:
             if sampler:
                 stack.enter_context(sampler)
                 sampler.set_phase("loading")
+            engine_started = time.monotonic()
             try:
                 with launcher as eng:
                     run.launch_command = eng.command_line()
@@ -357,6 +382,7 @@ def _run_docker(r: _Run) -> None:
                     _measure(config, target, result, eng, log, scenarios, sampler, settle_s)
                     run.log_tail = eng.log_tail()
             finally:
+                engine_s = time.monotonic() - engine_started
                 if isinstance(probe, TreeProbe):
                     probe.pid = None
                 if sampler:
@@ -380,6 +406,7 @@ def _run_docker(r: _Run) -> None:
         client.close()
         if guard is not None and guard.production is not None:
             result.production_restored = guard.restored is not False
+            _record_outage(run, guard, engine_s, log)
         if guard is not None and guard.restored is False:
             msg = f"production on host {target.host} NOT restored: {guard.restore_error}"
             log(f"[{run.run_id}] ERROR: {msg}; the next run refuses to start until it is healthy")

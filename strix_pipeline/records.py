@@ -296,6 +296,12 @@ class RunRecord:
     image_version: str | None = None  # human version (tag or label)
     image_sort_key: str | None = None  # explicit version order
     model_family: str | None = None  # ModelProfile.family: C3/C5 compare engines within one family
+    # schema v6: the production engine's outage on a Box run (None: no production engine there):
+    # when it was stopped, when it answered its health URL again, and the part of that window that
+    # was the pipeline's own (waits, settling, stopping) rather than the engine's load and traffic
+    production_down_at: datetime | None = None
+    production_up_at: datetime | None = None
+    production_overhead_s: float | None = None
 
 
 @dataclass

@@ -346,6 +346,8 @@ def _state(name: str) -> str:
 def test_production_stopped_during_the_run_and_healthy_after(
     llama, model_path, tmp_path, production, monkeypatch, fail_mid_run
 ):
+    from strix_pipeline.hosts import docker as dk
+
     name, url = production
     config = make_config(
         tmp_path, llama, model_path, production={"container": name, "health_url": url, "health_timeout_s": 30}
@@ -362,9 +364,22 @@ def test_production_stopped_during_the_run_and_healthy_after(
             raise RuntimeError("the suite crashed in the middle")
 
         monkeypatch.setattr(benchmark, "run_suite_sync", crash)
+    pulled: list[tuple[str, bool]] = []  # production's state when the image pull had finished
+    original_pull = dk.DockerLauncher.pull
+
+    def pull_and_look(self) -> None:
+        original_pull(self)
+        pulled.append((_state(name), _healthy(url)))
+
+    monkeypatch.setattr(dk.DockerLauncher, "pull", pull_and_look)
     run_id = f"bd-prod-{'crash' if fail_mid_run else 'ok'}"
     result = run(config, target(llama), run_id, log=log)
+    assert pulled == [("running", True)], pulled  # the pull finished while production still served
     assert seen == [("exited", False)], seen  # the engine ran while production was down
+    r = result.run
+    assert r.production_down_at and r.production_up_at and r.production_down_at < r.production_up_at
+    offline = (r.production_up_at - r.production_down_at).total_seconds()
+    assert 0 <= r.production_overhead_s <= offline
     if fail_mid_run:
         assert result.run.status == "error"
         assert "RuntimeError: the suite crashed in the middle" in (result.run.failure_reason or "")

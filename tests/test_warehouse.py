@@ -261,11 +261,15 @@ def test_tables_mirror_the_records_in_name_and_column_order(wh: Warehouse) -> No
     assert wh.schema_version == current_schema_version() >= 2
 
 
+# run columns later migrations added (v2: model_family; v6: the production window)
+AFTER_V1 = {"model_family", "production_down_at", "production_up_at", "production_overhead_s"}
+
+
 def test_v1_warehouse_migrates_to_current_with_its_data(tmp_path: Path) -> None:
     path = tmp_path / "old.duckdb"
     v1 = Warehouse.create_at_version(path, 1)
     run = make_run("old-run").run
-    v1_cols = [c for c in column_names(RunRecord) if c != "model_family"]  # v1 had no model_family
+    v1_cols = [c for c in column_names(RunRecord) if c not in AFTER_V1]
     v1.con.execute(
         f"INSERT INTO runs ({', '.join(v1_cols)}) VALUES ({', '.join('?' * len(v1_cols))})",
         [getattr(run, c) for c in v1_cols],
@@ -791,7 +795,7 @@ def test_same_process_reader_beside_an_open_writer_is_explained(tmp_path: Path) 
 def test_an_export_from_a_v1_warehouse_imports_into_the_current_one(tmp_path: Path) -> None:
     old = Warehouse.create_at_version(tmp_path / "v1.duckdb", 1)
     run = make_run("from-v1")
-    v1_cols = [c for c in column_names(RunRecord) if c != "model_family"]
+    v1_cols = [c for c in column_names(RunRecord) if c not in AFTER_V1]
     old.con.execute(
         f"INSERT INTO runs ({', '.join(v1_cols)}) VALUES ({', '.join('?' * len(v1_cols))})",
         [getattr(run.run, c) for c in v1_cols],

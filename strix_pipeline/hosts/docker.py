@@ -281,6 +281,7 @@ class DockerLauncher:
         self.log_path = self.log_dir / f"{_safe(run_id)}-{engine_cfg.kind}.log"
         self._streamer: _LogStreamer | None = None
         self._own_client = client is None
+        self._image: Any = None  # set by pull()
         self.spec = self._build_spec()
 
     # -- spec and container options
@@ -359,9 +360,19 @@ class DockerLauncher:
     def __exit__(self, *exc: object) -> None:
         self._cleanup()
 
-    def _start(self) -> DockerEngine:
+    def pull(self) -> None:
+        """Pull the image now (by digest), so the start later does not: a Box run pulls while the
+        production engine still serves. A failure is ``failed_start``, as at the start."""
+        if self.client is None:
+            self.client = make_client(self.host)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
         self._log_line(f"run {self.run_id}: {self.engine_cfg.kind} image {self.image_ref}")
-        image = self._pull()
+        self._image = self._pull()
+
+    def _start(self) -> DockerEngine:
+        if self._image is None:
+            self._log_line(f"run {self.run_id}: {self.engine_cfg.kind} image {self.image_ref}")
+        image = self._image if self._image is not None else self._pull()
         gids = self.group_ids if self.group_ids is not None else resolve_group_ids(self.host, self.client)
         kwargs = self.run_kwargs(gids)
         self._log_line(f"command: {self.spec.command_line()}")

@@ -123,6 +123,9 @@ class ProductionGuard:
         self.command_timeout_s = command_timeout_s
         self.stopped = False
         self.restored: bool | None = None  # None: nothing to restore
+        # when the Box's users lost their engine and when it answered its health URL again
+        self.stopped_at: datetime | None = None
+        self.restored_at: datetime | None = None
         self.restore_error: str | None = None
 
     # -- checks
@@ -177,10 +180,12 @@ class ProductionGuard:
                 log.warning("production container %s is %s, not running: left as is", p.container, c.status)
                 return
             log.info("stopping production container %s on %s", p.container, self.host_name)
+            self.stopped_at = datetime.now(UTC)  # users lose it as the stop begins
             c.stop(timeout=self.stop_timeout_s)
             self.stopped = True
         else:
             log.info("stopping production on %s: %s", self.host_name, p.stop_command)
+            self.stopped_at = datetime.now(UTC)
             self.stopped = True  # a half-run stop command still needs the start after it
             self._run(list(p.stop_command or []), "stop")
 
@@ -198,6 +203,7 @@ class ProductionGuard:
             for _ in range(int(p.health_timeout_s / max(self.poll_interval_s, 0.01)) + 2):
                 if self.healthy(p.health_url):
                     log.info("production on %s is healthy again (%s)", self.host_name, p.health_url)
+                    self.restored_at = datetime.now(UTC)
                     self.restored = True
                     self.marker.unlink(missing_ok=True)
                     return True

@@ -43,6 +43,9 @@ SELECT
     r.image_repository,
     r.image_tag,
     r.launch_command,
+    r.production_down_at,
+    r.production_up_at,
+    r.production_overhead_s,
     -- version order: the explicit sort key of the image, never the date a run happened
     coalesce(r.image_sort_key, r.image_version, r.image_tag, '') AS version_order
 FROM runs r;
@@ -92,6 +95,9 @@ SELECT
     round(b.held_bytes / 1073741824.0, 2) AS held_gib,
     round(b.peak_bytes / 1073741824.0, 2) AS peak_gib,
     b.memory_returned,
+    -- a Box run's outage of the production engine, and the part of it that was the pipeline's own
+    round(date_diff('millisecond', b.production_down_at, b.production_up_at) / 1000.0, 1) AS production_offline_s,
+    b.production_overhead_s,
     b.fingerprint,
     b.harness_version,
     b.engine_build,
