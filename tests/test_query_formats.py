@@ -137,7 +137,10 @@ def test_a_wide_table_hides_middle_columns_and_keeps_its_shape(
     assert "row 1" not in out  # never the one-block-per-row shape
     body = [line for line in lines if line.startswith("│")]
     assert len(body) == 5 and [b.split("│")[1].strip() for b in body] == ["l1", "l2", "v1", "v2", "v3"]
-    assert "5 row(s); 33 columns" in out and "--format line shows every column" in out
+
+    with Warehouse.open(seeded, read_only=True) as wh:
+        width = len(wh.query_df("SELECT * FROM v_runs LIMIT 0").columns)
+    assert f"5 row(s); {width} columns" in out and "--format line shows every column" in out
     # DuckDB's column types under the names
     assert "varchar" in lines[2]
 

@@ -409,5 +409,6 @@ def run_import_peer(args: argparse.Namespace) -> int:
     for a in result.aggregates:
         ttft = "-" if a.ttft_p50_ms is None else f"{a.ttft_p50_ms:.2f} ms"
         out = "-" if a.output_tokens_per_s is None else f"{a.output_tokens_per_s:.2f} tok/s"
-        print(f"  {a.scenario:<12} {a.level_kind} {a.level:<6} TTFT p50 {ttft:<12} output {out}")
+        pre = "" if a.prefill_tokens_per_s is None else f"  prefill {a.prefill_tokens_per_s:.2f} tok/s"
+        print(f"  {a.scenario:<12} {a.level_kind} {a.level:<6} TTFT p50 {ttft:<12} output {out}{pre}")
     return 0
