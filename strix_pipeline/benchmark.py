@@ -23,7 +23,14 @@ from strix_pipeline.engines import comparable_flags
 from strix_pipeline.fingerprint import run_fingerprint
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.loadgen import run_suite_sync
-from strix_pipeline.memory import MemorySampler, TreeProbe, summarize
+from strix_pipeline.memory import (
+    MemorySampler,
+    TreeProbe,
+    counter_disagreements,
+    read_smi,
+    run_here,
+    summarize,
+)
 from strix_pipeline.records import HARNESS_VERSION, ImageRecord, RunRecord, RunResult
 
 Log = Callable[[str], None]
@@ -166,6 +173,9 @@ def _finish_memory(result: RunResult, sampler: MemorySampler, tolerance_gb: floa
     r = result.run
     r.baseline_bytes, r.loaded_idle_bytes, r.held_bytes = s.baseline_bytes, s.loaded_idle_bytes, s.held_bytes
     r.peak_bytes, r.after_stop_bytes, r.memory_returned = s.peak_bytes, s.after_stop_bytes, s.memory_returned
+    disagree = counter_disagreements(result.memory)
+    if disagree:  # one counter alone is not trusted on unified memory: the run says they differ
+        r.failure_reason = _join(r.failure_reason, "memory counters disagree " + "; ".join(disagree))
 
 
 def _any_ok(suite) -> bool:  # noqa: ANN001 - loadgen.SuiteResult
@@ -289,7 +299,8 @@ def _run_local(r: _Run) -> None:
     kind = config.engines[target.engine].kind
     run = result.run
     server = _local_server(config, target, log_dir, log)
-    sampler = MemorySampler(TreeProbe(), run.run_id, interval_s=host_cfg.sample_interval_s)
+    smi = lambda: read_smi(run_here)  # noqa: E731 - rocm-smi / amd-smi when this machine has them
+    sampler = MemorySampler(TreeProbe(), run.run_id, interval_s=host_cfg.sample_interval_s, smi=smi)
     _record_host_facts(run, sampler.probe)
     with ExitStack() as stack:
         stack.enter_context(sampler)
@@ -333,7 +344,10 @@ def _run_docker(r: _Run) -> None:
     client = dk.make_client(host_cfg)
     probe = dk.probe_for_host(host_cfg, client)
     _record_host_facts(run, probe)
-    sampler = MemorySampler(probe, run.run_id, interval_s=host_cfg.sample_interval_s) if probe else None
+    smi = dk.SmiReader(client, host_cfg, image_ref)
+    sampler = (
+        MemorySampler(probe, run.run_id, interval_s=host_cfg.sample_interval_s, smi=smi) if probe else None
+    )
     read = (lambda: current_in_use(probe)) if probe else None
     guard: ProductionGuard | None = None
     engine_s = 0.0  # the engine's own part of production's outage: load and traffic
@@ -372,6 +386,7 @@ def _run_docker(r: _Run) -> None:
             engine_started = time.monotonic()
             try:
                 with launcher as eng:
+                    smi.engine = eng
                     run.launch_command = eng.command_line()
                     run.engine_flags = json.dumps(comparable_flags(launcher.spec.kind, launcher.spec.flags))
                     run.engine_build = eng.engine_build
@@ -382,6 +397,7 @@ def _run_docker(r: _Run) -> None:
                     _measure(config, target, result, eng, log, scenarios, sampler, settle_s)
                     run.log_tail = eng.log_tail()
             finally:
+                smi.engine = None
                 engine_s = time.monotonic() - engine_started
                 if isinstance(probe, TreeProbe):
                     probe.pid = None

@@ -293,6 +293,67 @@ def parse_amd_smi_json(text: str) -> list[Reading]:
     return out
 
 
+# The tools that read the GPU's memory themselves: the cross-check of the sysfs counters, since one
+# counter alone is not to be trusted on unified memory (DESIGN.md, strix-halo-facts.md).
+SMI_COMMANDS: dict[str, tuple[list[str], Callable[[str], list[Reading]]]] = {
+    "rocm-smi": (["rocm-smi", "--showmeminfo", "vram", "gtt", "--json"], parse_rocm_smi_json),
+    "amd-smi": (["amd-smi", "metric", "--mem-usage", "--json"], parse_amd_smi_json),
+}
+SMI_PHASES = ("baseline", "idle", "after_stop")  # read once at each: before start, after load, after stop
+
+
+def read_smi(run: Callable[[list[str]], tuple[int, str]]) -> list[Reading]:
+    """Every SMI tool ``run`` (argv -> exit code, output) can execute; a missing or failing tool
+    gives nothing (it is "not available" there, not zero)."""
+    out: list[Reading] = []
+    for argv, parse in SMI_COMMANDS.values():
+        try:
+            code, text = run(argv)
+            if code == 0:
+                out += parse(text)
+        except Exception as e:  # noqa: BLE001 - no tool, no device, bad JSON: nothing to compare
+            log.debug("%s: %s", argv[0], e)
+    return out
+
+
+def run_here(argv: list[str]) -> tuple[int, str]:
+    """Run an SMI tool on this machine (the `local` host), if it is installed."""
+    import shutil
+    import subprocess
+
+    if not shutil.which(argv[0]):
+        return 127, ""
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    return proc.returncode, proc.stdout
+
+
+def counter_disagreements(
+    samples: Iterable[MemorySample], *, tolerance_bytes: int = 2**29, tolerance_frac: float = 0.05
+) -> list[str]:
+    """Where the SMI tools and the sysfs counters disagree about VRAM + GTT in use, per phase
+    (median of each); beyond max(tolerance_bytes, tolerance_frac of the larger) it is flagged."""
+    per: dict[tuple[str, str], dict[datetime, int]] = {}
+    for m in samples:
+        if m.phase in SMI_PHASES and m.metric in ("vram_used", "gtt_used"):
+            tool = m.source.split(":", 1)[0]  # "sysfs", "rocm-smi", "amd-smi"
+            at = per.setdefault((m.phase, tool), {})
+            at[m.sampled_at] = at.get(m.sampled_at, 0) + m.value_bytes
+    out = []
+    for phase in SMI_PHASES:
+        sysfs = per.get((phase, "sysfs"))
+        if not sysfs:
+            continue
+        ref = statistics.median(sysfs.values())
+        for tool in ("rocm-smi", "amd-smi"):
+            seen = per.get((phase, tool))
+            if not seen:
+                continue
+            other = statistics.median(seen.values())
+            if abs(other - ref) > max(tolerance_bytes, tolerance_frac * max(other, ref)):
+                out.append(f"at {phase}: sysfs {ref / 2**30:.2f} GiB vs {tool} {other / 2**30:.2f} GiB")
+    return out
+
+
 # ---------------------------------------------------------------- probes
 
 
@@ -483,8 +544,10 @@ class MemorySampler:
         *,
         max_samples: int = 500_000,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        smi: Callable[[], list[Reading]] | None = None,
     ) -> None:
         self.probe = probe
+        self.smi = smi  # read at each of SMI_PHASES beside the probe (replaceable, like the probe)
         self.run_id = run_id
         self.interval_s = interval_s
         self.phase = phase
@@ -496,13 +559,15 @@ class MemorySampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def sample_now(self) -> list[MemorySample]:
+    def sample_now(self, *, with_smi: bool = False) -> list[MemorySample]:
         try:
             readings = self.probe.read()
         except Exception as e:
             self.errors += 1
             log.warning("memory probe failed (%d so far): %s", self.errors, e)
             return []
+        if with_smi and self.smi is not None:
+            readings = readings + self.smi()
         at = self._clock()
         with self._lock:
             phase = self.phase
@@ -517,7 +582,7 @@ class MemorySampler:
         with self._lock:
             self.phase = phase
         if sample:
-            self.sample_now()
+            self.sample_now(with_smi=phase in SMI_PHASES)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -525,7 +590,7 @@ class MemorySampler:
 
     def start(self) -> MemorySampler:
         if self._thread is None:
-            self.sample_now()
+            self.sample_now(with_smi=self.phase in SMI_PHASES)
             self._thread = threading.Thread(target=self._loop, name="memory-sampler", daemon=True)
             self._thread.start()
         return self

@@ -26,7 +26,7 @@ from strix_pipeline.engines import build_spec
 from strix_pipeline.engines.base import CONTAINER_MODELS_DIR, EngineSpec, container_model_path
 from strix_pipeline.hosts.errors import EngineStartError, describe_exit
 from strix_pipeline.hosts.guards import MANAGED_LABEL, RUN_LABEL
-from strix_pipeline.memory import DockerProbe, MemoryProbe, Reading, TreeProbe, parse_rocm_smi_json
+from strix_pipeline.memory import DockerProbe, MemoryProbe, Reading, TreeProbe, read_smi
 
 log = logging.getLogger(__name__)
 
@@ -184,15 +184,36 @@ class DockerEngine:
         return _container_exit(state, self.spec.kind)
 
     def smi_readings(self) -> list[Reading]:
-        """rocm-smi inside the engine container (ROCm images ship it): a cross-check, best effort."""
-        try:
-            result = self._container.exec_run(["rocm-smi", "--showmeminfo", "vram", "gtt", "--json"])
-            if result.exit_code != 0:
-                return []
-            return parse_rocm_smi_json(result.output.decode("utf-8", "replace"))
-        except Exception as e:
-            log.debug("rocm-smi in the engine container: %s", e)
-            return []
+        """rocm-smi / amd-smi inside the engine container (ROCm images ship them): a cross-check."""
+
+        def run(argv: list[str]) -> tuple[int, str]:
+            result = self._container.exec_run(argv)
+            return result.exit_code, result.output.decode("utf-8", "replace")
+
+        return read_smi(run)
+
+
+@dataclass
+class SmiReader:
+    """The SMI tools of the engine's own image: exec'd in the running engine, else (before it starts,
+    after it stopped) run in a throwaway container of that image with the host's GPU devices."""
+
+    client: Any
+    host: HostConfig
+    image_ref: str
+    engine: DockerEngine | None = None
+
+    def _oneshot(self, argv: list[str]) -> tuple[int, str]:
+        devices = [f"{d}:{d}" for d in self.host.devices]
+        out = self.client.containers.run(
+            self.image_ref, argv, entrypoint=[], remove=True, network_mode="host", devices=devices
+        )
+        return 0, out.decode("utf-8", "replace")
+
+    def __call__(self) -> list[Reading]:
+        if self.engine is not None:
+            return self.engine.smi_readings()
+        return read_smi(self._oneshot)
 
 
 def container_log_tail(container: Any, log_path: Path | None, lines: int = LOG_TAIL_LINES) -> str:
