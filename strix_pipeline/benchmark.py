@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from strix_pipeline.config import StrixConfig
+from strix_pipeline.engine_facts import append_firmware
 from strix_pipeline.engines import comparable_flags
 from strix_pipeline.fingerprint import run_fingerprint
 from strix_pipeline.hosts.errors import EngineStartError
@@ -148,6 +149,19 @@ def _record_host_facts(run: RunRecord, probe) -> None:  # noqa: ANN001 - memory.
     )
     if facts.vbios:  # part of the fingerprint: another VBIOS is another series
         run.firmware = f"vbios {facts.vbios}"
+
+
+def _record_image_facts(run: RunRecord, eng) -> None:  # noqa: ANN001 - hosts.docker.DockerEngine
+    """The ROCm version of the engine image and the GPU firmware it reports, read in the running engine
+    container on the host that runs it; what it cannot tell stays as it was (None: not available)."""
+    try:
+        run.rocm_version = eng.rocm_version()
+    except Exception:  # noqa: BLE001 - facts are evidence, not a reason to fail the run
+        run.rocm_version = None
+    try:
+        run.firmware = append_firmware(run.firmware, eng.firmware())
+    except Exception:  # noqa: BLE001 - no tool in the image: the probe's VBIOS alone
+        pass
 
 
 def _record_outage(run: RunRecord, guard, engine_s: float, log: Log) -> None:  # noqa: ANN001 - ProductionGuard
@@ -376,7 +390,7 @@ def _run_docker(r: _Run) -> None:
             # with production stopped: its port free, memory at the idle baseline
             pre = guards.preflight(host_cfg, launcher.spec, read_in_use=read)
             pre.leftovers = leftovers
-            notes = pre.leftovers_note()
+            notes = pre.notes()  # leftovers removed, a baseline that never settled
             if notes:
                 log(f"[{run.run_id}] {notes}")
                 run.failure_reason = notes  # recorded even when the start fails
@@ -390,7 +404,10 @@ def _run_docker(r: _Run) -> None:
                     run.launch_command = eng.command_line()
                     run.engine_flags = json.dumps(comparable_flags(launcher.spec.kind, launcher.spec.flags))
                     run.engine_build = eng.engine_build
-                    log(f"[{run.run_id}] ready at {eng.base_url}")
+                    _record_image_facts(run, eng)
+                    log(
+                        f"[{run.run_id}] ready at {eng.base_url} (ROCm {run.rocm_version or 'not available'})"
+                    )
                     if isinstance(probe, TreeProbe) and eng.pid:
                         probe.pid = eng.pid  # a daemon on this machine: the engine's RSS, as on `local`
                     settle_s = max(2.0, 2 * host_cfg.sample_interval_s)

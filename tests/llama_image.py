@@ -73,14 +73,21 @@ class LlamaImage:
 
 
 @contextmanager
-def pushed_llama_image(tmp_dir: Path, binary: Path) -> Iterator[LlamaImage]:
+def pushed_llama_image(
+    tmp_dir: Path, binary: Path, extra_files: dict[str, bytes | Path] | None = None
+) -> Iterator[LlamaImage]:
     """Start a loopback registry, build and push the image, drop the local copy (a launcher must
-    pull it by digest); on exit remove the local images and stop the registry."""
+    pull it by digest); on exit remove the local images and stop the registry. ``extra_files`` are
+    added to the root filesystem (e.g. a ROCm version file and SMI tools)."""
     reg = start_registry(tmp_dir)
     tag = f"{reg.host}/{REPOSITORY}:{TAG}"
     digest = None
     try:
-        build_image(tag, llama_rootfs(binary), labels={"org.opencontainers.image.version": VERSION_LABEL})
+        build_image(
+            tag,
+            {**llama_rootfs(binary), **(extra_files or {})},
+            labels={"org.opencontainers.image.version": VERSION_LABEL},
+        )
         digest = push(tag)
         remove_image(tag)
         yield LlamaImage(reg, REPOSITORY, TAG, digest, binary)

@@ -14,6 +14,7 @@ your own (``dockerd --iptables=false --bridge=none --host unix:///tmp/d/docker.s
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import time
@@ -466,4 +467,56 @@ def test_host_facts_come_from_the_probe_not_the_controller(
     r = run(config, target(llama), "bd-facts").run
     assert r.kernel == "6.16.8-200.fc42.x86_64" != platform.release()
     assert r.kernel_cmdline.endswith("ttm.pages_limit=9437184") and r.ttm_pages_limit == 9437184
-    assert r.firmware == "vbios card1=113-STRXLGEN-001"
+    assert r.firmware == "vbios card1=113-STRXLGEN-001"  # no SMI tool in this image: the VBIOS alone
+    assert r.rocm_version is None  # no ROCm in this image: not available, not the controller's
+
+
+@pytest.fixture(scope="module")
+def rocm_llama(llama: LlamaImage, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaImage]:
+    """The llama-server image dressed as a ROCm image: /opt/rocm/.info/version, and an ``amd-smi`` that
+    prints the public ``amd-smi firmware --json`` format (busybox gives it cat and sh)."""
+    need(BUSYBOX.is_file(), "a static busybox at /bin/busybox", "apt-get install busybox-static")
+    tmp = tmp_path_factory.mktemp("rocm-image")
+    tool = tmp / "amd-smi"
+    tool.write_text(
+        '#!/bin/sh\n[ "$1" = firmware ] && exec cat /opt/strix-test/amd-smi-firmware.json\nexit 2\n'
+    )
+    tool.chmod(0o755)
+    files: dict[str, bytes | Path] = {
+        "/bin/busybox": BUSYBOX,
+        "/bin/sh": BUSYBOX,
+        "/bin/cat": BUSYBOX,
+        "/usr/bin/amd-smi": tool,
+        "/opt/rocm/.info/version": b"6.4.1-120\n",
+        "/opt/strix-test/amd-smi-firmware.json": Path(__file__).parent / "fixtures/smi/amd-smi-firmware.json",
+    }
+    with pushed_llama_image(tmp, llama.binary, extra_files=files) as image:
+        yield image
+
+
+def test_rocm_version_and_firmware_are_read_in_the_engine_container(
+    rocm_llama, model_path, tmp_path, busybox, monkeypatch
+):
+    """The ROCm version of the engine's image and the firmware its amd-smi reports are stored on the
+    run beside the probe's VBIOS, and they are part of the fingerprint: another ROCm is another series."""
+    from strix_pipeline.fingerprint import run_fingerprint
+    from strix_pipeline.hosts import docker as dk
+    from strix_pipeline.memory import DockerProbe
+
+    root = Path(__file__).parent / "fixtures" / "sysroot"
+    monkeypatch.setattr(
+        dk,
+        "probe_for_host",
+        lambda host, c, pid=None: DockerProbe(
+            c, busybox, sys_path=str(root / "sys"), proc_path=str(root / "proc")
+        ),
+    )
+    config = make_config(tmp_path, rocm_llama, model_path)
+    result = run(config, target(rocm_llama), "bd-rocm")
+    r = result.run
+    assert r.status == "ok", (r.status, r.failure_reason, r.log_tail)
+    assert r.rocm_version == "6.4.1-120"
+    assert r.firmware is not None and r.firmware.startswith("vbios card1=113-STRXLGEN-001; fw CP_ME=35,")
+    assert "VCN=0x09118012" in r.firmware
+    other = dataclasses.replace(r, rocm_version="6.3.0")
+    assert run_fingerprint(other) != r.fingerprint == run_fingerprint(r)

@@ -87,3 +87,63 @@ def test_a_profile_without_a_path_is_refused():
     with pytest.raises(EngineStartError) as e:
         dk.DockerLauncher(host, EngineConfig(kind="vllm"), profile, "img", "r", "/tmp")
     assert e.value.status == "failed_guard"
+
+
+class _Exec:
+    def __init__(self, exit_code: int, output: bytes) -> None:
+        self.exit_code, self.output = exit_code, output
+
+
+class _Container:
+    """exec_run answers from a table of argv[0] -> (code, output); an unknown command is not found."""
+
+    def __init__(self, answers: dict[str, tuple[int, bytes]]) -> None:
+        self.answers = answers
+        self.calls: list[list[str]] = []
+
+    def exec_run(self, argv: list[str]) -> _Exec:
+        self.calls.append(argv)
+        code, out = self.answers.get(argv[0], (127, b"exec: executable file not found in $PATH"))
+        return _Exec(code, out)
+
+
+def _engine(container: _Container, image_attrs: dict | None = None) -> dk.DockerEngine:
+    launcher = _launcher(HostConfig(kind="docker", docker_host="ssh://u@box"), EngineConfig(kind="llamacpp"))
+    return dk.DockerEngine(
+        base_url="http://127.0.0.1:1",
+        model="m",
+        metrics_url="",
+        log_path=launcher.log_path,
+        command=[],
+        engine_build=None,
+        container_id="c",
+        container_name="strix-x",
+        image_ref=launcher.image_ref,
+        image_id=None,
+        repo_digests=[],
+        spec=launcher.spec,
+        pid=None,
+        image_attrs=image_attrs or {},
+        _container=container,
+    )
+
+
+def test_engine_rocm_version_from_the_file_in_the_container_then_the_image_env_then_a_label():
+    env_and_label = {"Config": {"Env": ["ROCM_VERSION=6.3.1"], "Labels": {"com.amd.rocm.version": "6.2"}}}
+    c = _Container({"cat": (0, b"6.4.1-120\n")})
+    assert _engine(c, env_and_label).rocm_version() == "6.4.1-120"
+    assert c.calls == [["cat", "/opt/rocm/.info/version"]]
+    no_file = _Container({"cat": (1, b"cat: /opt/rocm/.info/version: No such file or directory")})
+    assert _engine(no_file, env_and_label).rocm_version() == "6.3.1"
+    assert (
+        _engine(_Container({}), {"Config": {"Labels": {"rocm.version": "7.0.2"}}}).rocm_version() == "7.0.2"
+    )
+    assert _engine(_Container({}), {"Config": {"Env": ["PATH=/bin"], "Labels": None}}).rocm_version() is None
+
+
+def test_engine_firmware_from_amd_smi_in_the_container_and_none_without_a_tool():
+    from pathlib import Path
+
+    fw = (Path(__file__).parent / "fixtures" / "smi" / "amd-smi-firmware.json").read_bytes()
+    assert _engine(_Container({"amd-smi": (0, fw)})).firmware().startswith("fw CP_ME=35,")
+    assert _engine(_Container({})).firmware() is None

@@ -162,3 +162,65 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _scripted(values):
+    """read_in_use from a script; the last value repeats (memory stays where it ended)."""
+    it = iter(values)
+    last = [None]
+
+    def read():
+        try:
+            last[0] = next(it)
+        except StopIteration:
+            pass
+        return last[0]
+
+    return read
+
+
+def test_without_a_configured_baseline_memory_is_waited_on_until_it_settles():
+    # production's memory is still being freed after its stop: 30, 20, 12 GB, then steady near 8 GB
+    read = _scripted([30 * GB, 20 * GB, 12 * GB, 8 * GB + GB // 10, 8 * GB, 8 * GB + GB // 5, 8 * GB])
+    got = guards.wait_for_settled(read, GB // 2, wait_s=5, interval_s=0.01, settle_s=0.02)
+    assert got.settled and got.note is None
+    assert got.value == 8 * GB + GB // 5  # the third reading in a row within 0.5 GB, not the first 30 GB
+
+
+def test_a_gap_in_the_readings_restarts_the_settling_window():
+    read = _scripted([5 * GB, 5 * GB, None, 5 * GB, 5 * GB, 5 * GB])
+    calls = []
+    got = guards.wait_for_settled(
+        lambda: calls.append(1) or read(), GB, wait_s=5, interval_s=0.01, settle_s=0
+    )
+    assert got.settled and got.value == 5 * GB and len(calls) == 6
+
+
+def test_memory_that_never_settles_proceeds_with_a_note_and_the_loop_is_bounded():
+    counter = iter(range(10_000))
+    read = lambda: next(counter) * 2 * GB  # noqa: E731 - climbs 2 GB per reading, over any tolerance
+    start = time.monotonic()
+    got = guards.wait_for_settled(read, GB, wait_s=0.2, interval_s=0.01, settle_s=0.03)
+    assert time.monotonic() - start < 2
+    assert not got.settled and got.value is not None and got.value > 0
+    assert "did not settle within 1.00 GB" in got.note and "baseline is the last reading" in got.note
+    none = guards.wait_for_settled(lambda: None, GB, wait_s=0.1, interval_s=0.01)
+    assert none.value is None and "no memory reading" in none.note
+
+
+def test_preflight_without_config_uses_the_settled_reading_and_records_when_it_did_not_settle():
+    spec = build_spec(EngineConfig(kind="llamacpp"), sglang_profile(), "/m", port=_free_port())
+    h = host(baseline_wait_s=5, baseline_tolerance_gb=1)
+    read = _scripted([40 * GB, 25 * GB, 9 * GB, 9 * GB, 9 * GB])
+    pre = guards.preflight(h, spec, read_in_use=read, interval_s=0.01, settle_s=0.02)
+    assert pre.baseline_bytes == pre.in_use_bytes == 9 * GB and pre.baseline_note is None
+    assert pre.notes() is None
+    counter = iter(range(10_000))
+    climbing = lambda: next(counter) * 3 * GB  # noqa: E731
+    pre = guards.preflight(
+        host(baseline_wait_s=0.1), spec, read_in_use=climbing, interval_s=0.01, settle_s=0.02
+    )
+    assert pre.baseline_note and "did not settle" in pre.baseline_note
+    assert pre.notes() == pre.baseline_note  # what benchmark.py records on the run
+    pre.leftovers = [guards.Leftover("abc", "strix-old", "img", "r0", "running")]
+    assert pre.notes().startswith("leftover managed containers removed") and "did not settle" in pre.notes()

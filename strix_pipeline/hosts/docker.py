@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from strix_pipeline.config import EngineConfig, HostConfig, ModelProfile
+from strix_pipeline.engine_facts import ROCM_VERSION_FILE, read_firmware, rocm_version_from
 from strix_pipeline.engines import build_spec
 from strix_pipeline.engines.base import CONTAINER_MODELS_DIR, EngineSpec, container_model_path
 from strix_pipeline.hosts.errors import EngineStartError, describe_exit
@@ -164,6 +165,7 @@ class DockerEngine:
     spec: EngineSpec
     pid: int | None  # the engine's pid on the Docker host (RSS readable there on a local daemon)
     labels: dict[str, str] = field(default_factory=dict)
+    image_attrs: dict[str, Any] = field(default_factory=dict, repr=False)  # the image's inspect data
     _container: Any = field(default=None, repr=False)
 
     def command_line(self) -> str:
@@ -183,14 +185,35 @@ class DockerEngine:
             return None
         return _container_exit(state, self.spec.kind)
 
+    def exec(self, argv: list[str]) -> tuple[int, str]:
+        """Run ``argv`` in the engine container: (exit code, output)."""
+        result = self._container.exec_run(argv)
+        output = result.output if isinstance(result.output, bytes) else (result.output or b"")
+        return int(result.exit_code if result.exit_code is not None else -1), output.decode(
+            "utf-8", "replace"
+        )
+
     def smi_readings(self) -> list[Reading]:
         """rocm-smi / amd-smi inside the engine container (ROCm images ship them): a cross-check."""
+        return read_smi(self.exec)
 
-        def run(argv: list[str]) -> tuple[int, str]:
-            result = self._container.exec_run(argv)
-            return result.exit_code, result.output.decode("utf-8", "replace")
+    def rocm_version(self) -> str | None:
+        """The ROCm version of the engine's image: ``/opt/rocm/.info/version`` inside the running
+        container, else the image's ``ROCM_VERSION`` environment, else a ROCm version label; None
+        ("not available") when the image has none of them -- never the controller's."""
+        text: str | None = None
+        try:
+            code, out = self.exec(["cat", ROCM_VERSION_FILE])
+            text = out if code == 0 else None
+        except Exception as e:  # noqa: BLE001 - no cat, container gone: try the image's metadata
+            log.debug("reading %s in %s: %s", ROCM_VERSION_FILE, self.container_name, e)
+        config = self.image_attrs.get("Config") or {}
+        return rocm_version_from(text, config.get("Env") or [], config.get("Labels") or {})
 
-        return read_smi(run)
+    def firmware(self) -> str | None:
+        """The GPU firmware versions the engine's image reports (amd-smi, else rocm-smi), as
+        ``fw <name>=<version>,…``; None when no tool answers."""
+        return read_firmware(self.exec)
 
 
 @dataclass
@@ -427,6 +450,7 @@ class DockerLauncher:
             spec=self.spec,
             pid=pid,
             labels=dict(kwargs["labels"]),
+            image_attrs=dict(getattr(image, "attrs", None) or {}),
             _container=self.container,
         )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,6 +129,55 @@ def wait_for_baseline(
     return value
 
 
+@dataclass(frozen=True)
+class Settled:
+    """What :func:`wait_for_settled` saw: settled or not, the reading taken as the baseline, and why."""
+
+    settled: bool
+    value: int | None
+    note: str | None = None  # set when it did not settle: the run records it
+
+
+def wait_for_settled(
+    read_in_use: Callable[[], int | None],
+    tolerance_bytes: int,
+    wait_s: float,
+    interval_s: float = 1.0,
+    settle_s: float = 3.0,
+) -> Settled:
+    """Without a known idle baseline: wait (bounded by ``wait_s``) until memory in use stops moving --
+    consecutive readings spanning ``settle_s`` (at least 3) all within ``tolerance_bytes`` of each
+    other -- and return the last one. Production's memory is freed after its stop takes a while, so a
+    single reading right after it would be a baseline too high. Never settled: the last reading, with
+    a note saying so; no reading at all: None with a note."""
+    need = max(3, int(round(settle_s / interval_s)) + 1) if interval_s > 0 else 3
+    window: list[int] = []
+    deadline = time.monotonic() + wait_s
+    last: int | None = None
+    max_polls = int(wait_s / interval_s) + need + 2 if interval_s > 0 else need + 2
+    for _ in range(max(max_polls, need)):
+        value = read_in_use()
+        if value is None:
+            window.clear()  # a gap in the readings: start over
+        else:
+            last = value
+            window = [*window, value][-need:]
+            if len(window) == need and max(window) - min(window) <= tolerance_bytes:
+                return Settled(True, value)
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(min(interval_s, max(0.0, deadline - time.monotonic())))
+    if last is None:
+        return Settled(False, None, f"no memory reading before the start (waited {wait_s:g} s): no baseline")
+    shown = ", ".join(f"{v / GB:.2f}" for v in window) or "?"
+    return Settled(
+        False,
+        last,
+        f"memory in use did not settle within {tolerance_bytes / GB:.2f} GB over {need} readings in "
+        f"{wait_s:g} s (last {shown} GB): baseline is the last reading {last / GB:.2f} GB",
+    )
+
+
 def wait_memory_returned(
     read_in_use: Callable[[], int | None],
     baseline_bytes: int | None,
@@ -159,6 +209,7 @@ class Preflight:
     leftovers: list[Leftover] = field(default_factory=list)
     baseline_bytes: int | None = None  # the idle baseline the run compares against
     in_use_bytes: int | None = None  # the reading when the guard let the run start
+    baseline_note: str | None = None  # e.g. memory in use never settled before the start
 
     def leftovers_note(self) -> str | None:
         if not self.leftovers:
@@ -166,6 +217,10 @@ class Preflight:
         return "leftover managed containers removed before start: " + "; ".join(
             x.describe() for x in self.leftovers
         )
+
+    def notes(self) -> str | None:
+        """Everything the run records from the guards: leftovers removed, a baseline that never settled."""
+        return "; ".join(n for n in (self.leftovers_note(), self.baseline_note) if n) or None
 
 
 def preflight(
@@ -178,11 +233,14 @@ def preflight(
     what: str | None = None,
     port_wait_s: float = 10.0,
     interval_s: float = 1.0,
+    settle_s: float = 3.0,
 ) -> Preflight:
     """Run every before-start guard in order; raise ``EngineStartError('failed_guard')`` on refusal.
 
     ``baseline_bytes``: the idle baseline (e.g. the previous run's); else ``host.idle_baseline_gb``;
-    else the reading taken here becomes the baseline (nothing to wait for).
+    else, with no config at all, memory in use is waited on until it settles (readings spanning
+    ``settle_s`` within ``host.baseline_tolerance_gb`` of each other, at most ``host.baseline_wait_s``)
+    and that becomes the baseline; never settled, the run proceeds and ``baseline_note`` says so.
     """
     check_reservations(
         spec.reservations, host.memory_budget_gb, what=what or f"{spec.kind} '{spec.served_model_name}'"
@@ -194,11 +252,14 @@ def preflight(
     if read_in_use is not None:
         if baseline_bytes is None and host.idle_baseline_gb is not None:
             baseline_bytes = int(host.idle_baseline_gb * GB)
+        tolerance = int(host.baseline_tolerance_gb * GB)
         if baseline_bytes is None:
-            result.in_use_bytes = read_in_use()
-            result.baseline_bytes = result.in_use_bytes
+            settled = wait_for_settled(read_in_use, tolerance, host.baseline_wait_s, interval_s, settle_s)
+            if settled.note:
+                log.warning("%s", settled.note)
+            result.in_use_bytes = result.baseline_bytes = settled.value
+            result.baseline_note = settled.note
         else:
-            tolerance = int(host.baseline_tolerance_gb * GB)
             result.in_use_bytes = wait_for_baseline(
                 read_in_use, baseline_bytes, tolerance, host.baseline_wait_s, interval_s
             )
