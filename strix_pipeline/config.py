@@ -185,6 +185,11 @@ class SmokeSpec(_Strict):
     output_tokens: PosInt = 32
     json_check: bool = True
 
+    @property
+    def requests(self) -> int:
+        """One text request, and one JSON request when the output is checked as JSON."""
+        return 2 if self.json_check else 1
+
 
 # Measured requests at the decision's concurrency (C3 reads TTFT p95 there). C3's interval of the ratio
 # of two p95s is distribution-free (loadgen.metrics.quantile_ratio_ci): it exists only from n = 86 per

@@ -49,7 +49,7 @@ def completeness(config: StrixConfig, result: RunResult) -> tuple[bool, str]:
     if run.status.startswith("failed") or run.status == "error":
         return bool(run.failure_reason), f"run {run.status}: {run.failure_reason or 'NO REASON RECORDED'}"
     profile = config.profiles[run.profile]
-    expected = {"smoke": 1}
+    expected = {"smoke": profile.smoke.requests}
     sweep = profile.concurrency_sweep
     for level in sweep.levels:
         expected[f"concurrency_sweep@{level}"] = sweep.requests_for(level)

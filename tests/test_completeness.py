@@ -22,7 +22,7 @@ def _result(
         "standard", "quick", "fp", "0.1.0", None, None, None, status, reason, None,
         datetime.now(UTC), datetime.now(UTC),
     )  # fmt: skip
-    aggs = [LevelAggregate("r1", "smoke", 1, "single", 2, 0, 1.0)]
+    aggs = [LevelAggregate("r1", "smoke", 1, "single", 2, 0, 1.0, requests_planned=2)]
     aggs += [
         LevelAggregate(
             "r1", "concurrency_sweep", lvl, "concurrency", n, 0, 1.0,
@@ -116,3 +116,14 @@ def test_memory_check_fails_on_unknown_and_on_not_returned():
     r.run.after_stop_bytes, r.run.memory_returned = 14 * 2**30, False
     ok, why = memory_back(r)
     assert not ok and "NOT back" in why
+
+
+def test_the_smoke_level_plans_a_json_request_too_when_the_profile_checks_json():
+    config = load_config()  # the quick profile checks JSON: two smoke requests
+    assert config.profiles["quick"].smoke.requests == 2
+    ok, msg = completeness(config, _result({lvl: n for lvl, n in ((1, 4), (2, 4), (4, 4), (5, 90))}))
+    assert ok, msg
+    r = _result({1: 4, 2: 4, 4: 4, 5: 90})
+    r.aggregates[0].requests_planned = 1  # a smoke level that left the JSON request out
+    ok, msg = completeness(config, r)
+    assert not ok and "smoke: the suite planned 1 requests, the profile asks for 2" in msg

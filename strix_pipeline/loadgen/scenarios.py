@@ -391,6 +391,7 @@ async def smoke(ctx: SuiteContext, wl: Workload, profile: ScenarioProfile) -> Sm
         jp = wl.json_prompt(max(64, spec.output_tokens))
         planned.append(request_body(ctx.model, jp, ignore_eos=False, json_mode=True))
     texts: dict[str, str] = {}
+    assert len(planned) == spec.requests  # what benchmark_complete expects of a smoke level
     records, _ = await run_level(ctx, "smoke", 1, "single", planned, label="smoke", texts=texts)
     ok = bool(records) and all(r.ok for r in records)
     main = texts.get(text_prompt.prompt_id, "")
