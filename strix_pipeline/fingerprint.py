@@ -25,7 +25,7 @@ from typing import Any
 from strix_pipeline.records import RunRecord
 
 # Bump when the meaning of the inputs changes, so old and new fingerprints never collide.
-_SCHEME = "strix-fp-2"
+_SCHEME = "strix-fp-3"
 
 
 def _text(value: Any) -> str:
@@ -60,6 +60,8 @@ COMPARABILITY_FIELDS: dict[str, Callable[[Any], Any]] = {
     "host": _text,
     "rocm_version": _text,
     "kernel": _text,
+    "kernel_cmdline": _text,  # amdgpu/ttm parameters live here
+    "ttm_pages_limit": lambda v: "" if v is None else str(int(v)),  # the GTT cap on unified memory
     "firmware": _text,
     "harness_version": _text,
 }

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 from strix_pipeline import warehouse as wmod
-from strix_pipeline.fingerprint import run_fingerprint, series_fingerprint
+from strix_pipeline.fingerprint import comparability, run_fingerprint, series_fingerprint
 from strix_pipeline.records import (
     CriterionResult,
     ImageRecord,
@@ -496,18 +496,7 @@ def test_v_ttft_at_concurrency(wh: Warehouse) -> None:
     assert df["output_tokens_per_s"].to_list() == [500.0] * 4
     # the series is exactly the one fingerprint function's answer for that scenario
     r = runs["l1"].run
-    expected = series_fingerprint(
-        scenario="concurrency_sweep",
-        engine_kind=r.engine_kind,
-        engine_flags=r.engine_flags,
-        model=r.model,
-        quantization=r.quantization,
-        host=r.host,
-        rocm_version=r.rocm_version,
-        kernel=r.kernel,
-        firmware=r.firmware,
-        harness_version=r.harness_version,
-    )
+    expected = series_fingerprint(scenario="concurrency_sweep", **comparability(r))
     assert df["series"].to_list()[:2] == [expected, expected]  # two versions, one series
     assert df["series"][2] != expected  # vLLM BF16 is another series
 

@@ -18,6 +18,8 @@ BASE = dict(
     host="strix-halo",
     rocm_version="7.0.2",
     kernel="6.17.0",
+    kernel_cmdline="amd_iommu=off ttm.pages_limit=27648000",
+    ttm_pages_limit=27648000,
     firmware="fw-1",
     harness_version="0.1.0",
 )
@@ -42,6 +44,8 @@ def test_same_inputs_same_fingerprint_and_series_format() -> None:
         ("host", "other-box"),
         ("rocm_version", "7.1.0"),
         ("kernel", "6.18.0"),
+        ("kernel_cmdline", "amd_iommu=off ttm.pages_limit=9437184"),
+        ("ttm_pages_limit", 9437184),
         ("firmware", "fw-2"),
         ("harness_version", "0.2.0"),
     ],
@@ -82,7 +86,7 @@ def test_the_one_list_is_what_the_fingerprint_hashes_and_the_warehouse_stores(wh
     assert set(COMPARABILITY_FIELDS) <= columns  # every field is recorded per run
     r = make_run("a").run
     for name in COMPARABILITY_FIELDS:  # and every field on the list moves the fingerprint
-        other = "--x" if name == "engine_flags" else "something-else"
+        other = {"engine_flags": "--x", "ttm_pages_limit": 12345}.get(name, "something-else")
         changed = dataclasses.replace(r, **{name: other})
         assert run_fingerprint(changed) != run_fingerprint(r), name
         assert set(differences(r, changed)) == {name}
