@@ -22,13 +22,17 @@ from pathlib import Path
 
 import websockets
 
+# file -> (path, the label of a button to click once the page is there, or None)
 PAGES = {
-    "asset-graph.png": "/asset-groups",
-    "decision.png": "/assets/switch_decision",
-    "decision-plots.png": "/assets/switch_decision?view=plots",
-    "benchmark-partitions.png": "/assets/benchmark_run?view=partitions",
-    "trend-charts.png": "/assets/trend_charts",
+    "asset-graph.png": ("/asset-groups", None),
+    "decision.png": ("/assets/switch_decision", None),
+    "decision-plots.png": ("/assets/switch_decision", "Plots"),
+    "benchmark-partitions.png": ("/assets/benchmark_run?view=partitions", None),
+    "trend-charts.png": ("/assets/trend_charts", None),
 }
+CLICK = """
+for (const b of document.querySelectorAll('button')) { if (b.innerText.trim() === %s) { b.click(); break; } }
+"""
 DISMISS = """
 for (const b of document.querySelectorAll('button')) {
   if (['Skip', 'Dismiss', 'Close'].includes(b.innerText.trim())) { b.click(); }
@@ -36,7 +40,7 @@ for (const b of document.querySelectorAll('button')) {
 """
 
 
-async def _capture(ws_url: str, url: str, out: Path, width: int, height: int) -> None:
+async def _capture(ws_url: str, url: str, out: Path, width: int, height: int, click: str | None) -> None:
     async with websockets.connect(ws_url, max_size=64 * 2**20) as ws:
         seq = 0
 
@@ -57,6 +61,8 @@ async def _capture(ws_url: str, url: str, out: Path, width: int, height: int) ->
         for _ in range(3):  # the dialog appears once the app has loaded
             await asyncio.sleep(4)
             await call("Runtime.evaluate", {"expression": DISMISS})
+        if click:
+            await call("Runtime.evaluate", {"expression": CLICK % json.dumps(click)})
         await asyncio.sleep(3)
         shot = await call("Page.captureScreenshot", {"format": "png"})
         out.write_bytes(base64.b64decode(shot["data"]))
@@ -88,11 +94,11 @@ def main() -> int:
                 except OSError:
                     time.sleep(0.2)
             page = next(t for t in targets if t["type"] == "page")
-            for name, path in PAGES.items():
+            for name, (path, click) in PAGES.items():
                 if args.only and name not in args.only:
                     continue
                 out = Path(args.out) / name
-                asyncio.run(_capture(page["webSocketDebuggerUrl"], args.base + path, out, 1600, 1000))
+                asyncio.run(_capture(page["webSocketDebuggerUrl"], args.base + path, out, 1600, 1000, click))
                 print(f"{out}  <- {path}")
         finally:
             proc.kill()
