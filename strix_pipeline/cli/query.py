@@ -18,6 +18,7 @@ object per line), markdown (a GitHub table), line (``column = value``, one block
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -380,15 +381,8 @@ def run_import(args: argparse.Namespace) -> int:
 
 def run_import_peer(args: argparse.Namespace) -> int:
     """One result file of another tool, loaded as one run (all of it, or nothing)."""
-    opts = ImportOptions(
-        host=args.host,
-        engine=args.engine,
-        model=args.model,
-        quantization=args.quantization,
-        tool_version=args.tool_version,
-        scenario=args.scenario,
-        run_id=args.run_id,
-    )
+    # the command's options are named as ImportOptions' fields
+    opts = ImportOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ImportOptions)})
     try:
         result = load_peer_file(args.file, args.format, opts)
     except PeerFormatError as e:
