@@ -19,6 +19,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pytest
+from conftest import need
 from test_warehouse import _start_holder, seed
 
 from strix_pipeline import warehouse as wmod
@@ -367,8 +368,11 @@ def test_export_and_import_still_work(seeded: Path, tmp_path: Path, capsys) -> N
 
 def test_through_the_console_script(seeded: Path, tmp_path: Path, outside: dict[str, Path]) -> None:
     script = Path(sys.executable).parent / "strix"
-    if not script.exists():
-        pytest.skip(f"no console script beside {sys.executable} (pip install -e .)")
+    need(
+        script.exists(),
+        f"the strix console script beside {sys.executable}",
+        "pip install -e . (make test does this)",
+    )
 
     def run(*argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
