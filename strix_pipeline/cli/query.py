@@ -21,7 +21,9 @@ import argparse
 import dataclasses
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 import polars as pl
@@ -33,6 +35,8 @@ from strix_pipeline.cli.common import error, open_warehouse, warehouse_arg
 from strix_pipeline.peers import FORMATS as PEER_FORMATS
 from strix_pipeline.peers import ImportOptions, PeerFormatError, load_peer_file
 from strix_pipeline.warehouse import Warehouse, WarehouseError
+
+T = TypeVar("T")
 
 FORMATS = ("table", "csv", "json", "jsonl", "markdown", "line", "parquet")
 TEXT_FORMATS = ("csv", "json", "jsonl", "markdown", "line")
@@ -344,17 +348,31 @@ def _print_table(df: pl.DataFrame, limit: int, types: list[str] | None = None) -
     console.print(Text(rows + cols, style="dim"))
 
 
-def run_export(args: argparse.Namespace) -> int:
+def _on_warehouse(
+    args: argparse.Namespace, action: Callable[[Warehouse], T], failure: str, *, read_only: bool = True
+) -> tuple[T | None, int]:
+    """Open the warehouse and run ``action`` on it: (its result, 0), or (None, 1) after one line
+    saying why the file could not be opened or ``failure: why`` the action failed."""
     try:
-        wh = _open(args)
+        wh = _open(args, read_only=read_only)
     except WarehouseError as e:
-        return error(str(e))
+        return None, error(str(e))
     with wh:
         try:
-            written = wh.export_parquet(args.parquet, args.table)
-            counts = {t: wh.count(t) for t in written}
+            return action(wh), 0
         except (WarehouseError, duckdb.Error) as e:
-            return error(f"export failed: {e}")
+            return None, error(f"{failure}: {e}")
+
+
+def run_export(args: argparse.Namespace) -> int:
+    def export(wh: Warehouse) -> tuple[dict[str, Path], dict[str, int]]:
+        written = wh.export_parquet(args.parquet, args.table)
+        return written, {t: wh.count(t) for t in written}
+
+    done, rc = _on_warehouse(args, export, "export failed")
+    if done is None:
+        return rc
+    written, counts = done
     for t, p in written.items():
         print(f"{t:<16} {counts[t]:>10} rows -> {p}")
     return 0
@@ -365,15 +383,14 @@ def run_import(args: argparse.Namespace) -> int:
         return error("strix import: give a result FILE of another tool, or --parquet DIR (not both)")
     if args.file is not None:
         return run_import_peer(args)
-    try:
-        wh = _open(args, read_only=False)
-    except WarehouseError as e:
-        return error(str(e))
-    with wh:
-        try:
-            counts = wh.import_parquet(args.parquet)
-        except (WarehouseError, duckdb.Error) as e:
-            return error(f"import failed, nothing was changed: {e}")
+    counts, rc = _on_warehouse(
+        args,
+        lambda wh: wh.import_parquet(args.parquet),
+        "import failed, nothing was changed",
+        read_only=False,
+    )
+    if counts is None:
+        return rc
     for t, n in counts.items():
         print(f"{t:<16} {n:>10} rows imported")
     return 0
@@ -387,16 +404,14 @@ def run_import_peer(args: argparse.Namespace) -> int:
         result = load_peer_file(args.file, args.format, opts)
     except PeerFormatError as e:
         return error(f"import refused, nothing was loaded: {e}")
-    try:
-        wh = _open(args, read_only=False)
-    except WarehouseError as e:
-        return error(str(e))
-    with wh:
-        try:
-            wh.load_run(result)
-        except (WarehouseError, duckdb.Error) as e:
-            return error(f"import failed, nothing was changed: {e}")
-    run = result.run
+
+    def load(wh: Warehouse):  # noqa: ANN202 - the loaded run's record
+        wh.load_run(result)
+        return result.run
+
+    run, rc = _on_warehouse(args, load, "import failed, nothing was changed", read_only=False)
+    if run is None:
+        return rc
     print(
         f"run {run.run_id}: {run.harness_version}, {len(result.aggregates)} level(s), fingerprint {run.fingerprint}"
     )
