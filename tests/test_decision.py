@@ -9,6 +9,7 @@ from test_decision_seed import (
     GIB,
     SEPT,
     make_config,
+    release_image,
     run_record,
     run_result,
     seeded,
@@ -19,7 +20,6 @@ from test_decision_seed import (
 
 from strix_pipeline.analysis.decision import decision_markdown, evaluate, verdict_of
 from strix_pipeline.loadgen.metrics import quantile_ratio_ci
-from strix_pipeline.records import ImageRecord
 
 
 def by_id(decision):
@@ -126,25 +126,7 @@ def test_required_set_is_configurable(tmp_path):
 
 def test_newer_release_without_run_makes_c1_unknown(tmp_path):
     wh = seeded(tmp_path / "w.duckdb", september_runs())
-    wh.upsert_images(
-        [
-            ImageRecord(
-                engine="vllm",
-                registry="docker.io",
-                repository="vllm/vllm-openai-rocm",
-                tag="v0.12.0",
-                digest="sha256:" + "c" * 64,
-                floating=False,
-                created=SEPT,
-                version="v0.12.0",
-                revision=None,
-                labels=None,
-                sort_key="v0.12.0",
-                first_seen=SEPT,
-                last_seen=SEPT,
-            )
-        ]
-    )
+    wh.upsert_images([release_image("v0.12.0", "c", SEPT, SEPT)])
     c = by_id(evaluate(wh, make_config(), now=SEPT + timedelta(days=1)))
     assert c["C1"].status == "unknown" and "v0.12.0" in c["C1"].reason
 

@@ -15,7 +15,7 @@ import numpy as np
 from scipy.stats import norm
 
 from strix_pipeline.config import StrixConfig
-from strix_pipeline.records import LevelAggregate, RequestRecord, RunRecord, RunResult
+from strix_pipeline.records import ImageRecord, LevelAggregate, RequestRecord, RunRecord, RunResult
 from strix_pipeline.registry.client import version_sort_key
 from strix_pipeline.warehouse import Warehouse
 
@@ -282,6 +282,25 @@ def switch_runs(at: datetime = SEPT) -> list[RunResult]:
         ),
     )
     return runs
+
+
+def release_image(tag: str, digest_char: str, created: datetime, seen: datetime) -> ImageRecord:
+    """An official vLLM release tag as discovery stores it, first seen at ``seen``."""
+    return ImageRecord(
+        engine="vllm",
+        registry="docker.io",
+        repository="vllm/vllm-openai-rocm",
+        tag=tag,
+        digest="sha256:" + digest_char * 64,
+        floating=False,
+        created=created,
+        version=tag,
+        revision=None,
+        labels=None,
+        sort_key=tag,
+        first_seen=seen,
+        last_seen=seen,
+    )
 
 
 def seeded(path: Path, results: list[RunResult]) -> Warehouse:

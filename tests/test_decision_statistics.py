@@ -13,6 +13,7 @@ import pytest
 from test_decision_seed import (
     SEPT,
     make_config,
+    release_image,
     run_record,
     run_result,
     seeded,
@@ -24,7 +25,6 @@ from strix_pipeline.analysis.decision import evaluate, reproduce, stored_decisio
 from strix_pipeline.cli import decide as cli_decide
 from strix_pipeline.config import REPO_ROOT, SweepSpec, load_config
 from strix_pipeline.loadgen.metrics import min_samples_for_ci, quantile_ci, quantile_ratio_ci
-from strix_pipeline.records import ImageRecord
 from strix_pipeline.registry.client import version_sort_key
 
 NOW = SEPT + timedelta(days=1)
@@ -209,25 +209,7 @@ def _later_noise(wh, at: datetime) -> None:
         ttft5=(100.0, 0.0, 0.0),
     )
     wh.load_run(later)
-    wh.upsert_images(
-        [
-            ImageRecord(
-                engine="vllm",
-                registry="docker.io",
-                repository="vllm/vllm-openai-rocm",
-                tag="v0.13.0",
-                digest="sha256:" + "e" * 64,
-                floating=False,
-                created=at,
-                version="v0.13.0",
-                revision=None,
-                labels=None,
-                sort_key="v0.13.0",
-                first_seen=at + timedelta(hours=2),
-                last_seen=at + timedelta(hours=2),
-            )
-        ]
-    )
+    wh.upsert_images([release_image("v0.13.0", "e", at, at + timedelta(hours=2))])
     wh.save_decision(evaluate(wh, make_config(), now=at + timedelta(hours=3)).criteria)
 
 
