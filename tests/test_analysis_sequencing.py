@@ -10,6 +10,7 @@ running (or waiting for its host's pool), and the whole analysis is requested on
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -157,8 +158,10 @@ def test_weekly_tick_analysis_runs_after_its_benchmarks_not_beside_them(box_conf
         assert automation.requested() == set()
 
 
-def test_a_single_benchmark_is_followed_by_the_analysis(box_config: Path) -> None:
-    """The new-image sensor's run for one digest: the analysis follows it too (and not before it ends)."""
+@contextmanager
+def _analysed_once_with_a_new_partition(box_config: Path):  # noqa: ANN202
+    """An instance where the analysis is up to date and a new image version has just been added:
+    (instance, defs, automation, its partition key); the automation requests nothing yet."""
     defs = build_definitions(load_config(box_config), str(box_config))
     with dg.instance_for_test() as instance:
         automation = Automation(instance, defs)
@@ -168,6 +171,12 @@ def test_a_single_benchmark_is_followed_by_the_analysis(box_config: Path) -> Non
         image = vllm_image("v0.26.0", "b")
         key = plan.partition_key(image.engine, image)
         instance.add_dynamic_partitions("image_versions", [key])
+        yield instance, defs, automation, key
+
+
+def test_a_single_benchmark_is_followed_by_the_analysis(box_config: Path) -> None:
+    """The new-image sensor's run for one digest: the analysis follows it too (and not before it ends)."""
+    with _analysed_once_with_a_new_partition(box_config) as (instance, defs, automation, key):
         run = _launch(
             instance,
             defs,
@@ -180,15 +189,7 @@ def test_a_single_benchmark_is_followed_by_the_analysis(box_config: Path) -> Non
 
 def test_a_run_of_the_whole_graph_is_not_followed_by_a_second_analysis(box_config: Path) -> None:
     """`strix run` (main_job) materialises the benchmark and the analysis in one run: nothing follows."""
-    defs = build_definitions(load_config(box_config), str(box_config))
-    with dg.instance_for_test() as instance:
-        automation = Automation(instance, defs)
-        for key in ANALYSIS:
-            instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=key))
-        assert automation.requested() == set()
-        image = vllm_image("v0.26.0", "b")
-        key = plan.partition_key(image.engine, image)
-        instance.add_dynamic_partitions("image_versions", [key])
+    with _analysed_once_with_a_new_partition(box_config) as (instance, defs, automation, key):
         selection = [dg.AssetKey("engine_images"), dg.AssetKey("benchmark_run_box"), *ANALYSIS]
         run = _launch(instance, defs, dg.RunRequest(partition_key=key, asset_selection=selection))
         _finish(instance, defs, run)
