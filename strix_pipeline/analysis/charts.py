@@ -321,54 +321,62 @@ def _newest_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def throughput_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
-    title = "Output throughput vs concurrency (newest image of each engine)"
-    rows = [
-        r
-        for r in _rows(wh, CHART_SCENARIO_SQL, ["concurrency_sweep"])
-        if r["output_tokens_per_s"] is not None
-    ]
+def _newest_line_chart(
+    wh: Warehouse,
+    title: str,
+    scenario: str,
+    metric: str,
+    *,
+    empty: str,
+    x: alt.X,
+    y_title: str,
+    fmt: str,
+    more_tooltip: tuple[str, ...] = (),
+) -> tuple[alt.TopLevelMixin, str]:
+    """``metric`` of ``scenario`` against its level, one line per newest image of each engine
+    (``empty``: the note when there is no such row yet)."""
+    rows = [r for r in _rows(wh, CHART_SCENARIO_SQL, [scenario]) if r[metric] is not None]
     if not rows:
-        note = "no concurrency sweep yet"
-        return _note_chart(title, note), note
+        return _note_chart(title, empty), empty
     data = alt.Data(values=_values(_newest_runs(rows)))
+    tooltip = ["series:N", "run_id:N", "level:Q", alt.Tooltip(f"{metric}:Q", format=fmt), *more_tooltip]
     base = alt.Chart(data).encode(
-        x=alt.X("level:Q", title="concurrent clients", axis=alt.Axis(format="d", tickMinStep=1)),
-        y=alt.Y("output_tokens_per_s:Q", title="output tokens/s"),
+        x=x,
+        y=alt.Y(f"{metric}:Q", title=y_title),
         color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=0)),
-        tooltip=[
-            "series:N",
-            "run_id:N",
-            "level:Q",
-            alt.Tooltip("output_tokens_per_s:Q", format=".1f"),
-            "requests_failed:Q",
-        ],
+        tooltip=tooltip,
     )
     chart = (base.mark_line() + base.mark_point(filled=True)).properties(
         title=title, width=PANEL_WIDTH, height=300
     )
     return chart, ""
+
+
+def throughput_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
+    return _newest_line_chart(
+        wh,
+        "Output throughput vs concurrency (newest image of each engine)",
+        "concurrency_sweep",
+        "output_tokens_per_s",
+        empty="no concurrency sweep yet",
+        x=alt.X("level:Q", title="concurrent clients", axis=alt.Axis(format="d", tickMinStep=1)),
+        y_title="output tokens/s",
+        fmt=".1f",
+        more_tooltip=("requests_failed:Q",),
+    )
 
 
 def prefill_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
-    title = "Prefill tokens/s vs input length (newest image of each engine)"
-    rows = [
-        r for r in _rows(wh, CHART_SCENARIO_SQL, ["prefill_ladder"]) if r["prefill_tokens_per_s"] is not None
-    ]
-    if not rows:
-        note = "no prefill ladder yet"
-        return _note_chart(title, note), note
-    data = alt.Data(values=_values(_newest_runs(rows)))
-    base = alt.Chart(data).encode(
+    return _newest_line_chart(
+        wh,
+        "Prefill tokens/s vs input length (newest image of each engine)",
+        "prefill_ladder",
+        "prefill_tokens_per_s",
+        empty="no prefill ladder yet",
         x=alt.X("level:Q", title="input tokens", scale=alt.Scale(type="log", base=2)),
-        y=alt.Y("prefill_tokens_per_s:Q", title="prefill tokens/s"),
-        color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=0)),
-        tooltip=["series:N", "run_id:N", "level:Q", alt.Tooltip("prefill_tokens_per_s:Q", format=".0f")],
+        y_title="prefill tokens/s",
+        fmt=".0f",
     )
-    chart = (base.mark_line() + base.mark_point(filled=True)).properties(
-        title=title, width=PANEL_WIDTH, height=300
-    )
-    return chart, ""
 
 
 def memory_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
