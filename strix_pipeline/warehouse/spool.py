@@ -17,6 +17,11 @@ warehouse, what is wrong and the spool file, which stays; the next :func:`store_
 load-spool`` loads it. Loads are idempotent (a run replaces its earlier load), so a spool file loaded
 twice -- by a crash between commit and delete, or by two processes one after the other -- gives the
 same rows. Two processes never drain at once: the warehouse admits one writer process.
+
+How long a load waits for another writer is the caller's ``open_writer``'s lock retry (bounded, then
+:class:`~strix_pipeline.warehouse.WarehouseLocked`): 60 s in the Dagster resource
+(``WarehouseResource.lock_retry_s``), 10 s for ``strix bench --save`` and ``strix load-spool``
+(``--lock-wait``), polling every 0.05 s growing to 0.5 s.
 """
 
 from __future__ import annotations
@@ -44,8 +49,9 @@ from strix_pipeline.records import (
     ServerMetricSample,
 )
 from strix_pipeline.warehouse import arrow
-from strix_pipeline.warehouse.connection import WarehouseError
+from strix_pipeline.warehouse.connection import WarehouseError, WarehouseLocked
 from strix_pipeline.warehouse.facade import Warehouse
+from strix_pipeline.warehouse.faults import WarehouseCorrupt, WarehouseDiskFull
 
 SPOOL_VERSION = 1
 SPOOL_SUFFIX = ".spool.arrow"
@@ -94,7 +100,8 @@ class Spooled:
 @dataclass
 class DrainReport:
     loaded: list[tuple[Path, str]] = field(default_factory=list)  # (spool file, run_id), in load order
-    unreadable: list[tuple[Path, str]] = field(default_factory=list)  # (spool file, why): kept in place
+    # (spool file, why) of files that cannot be read or whose rows the warehouse refused: kept in place
+    unreadable: list[tuple[Path, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -102,6 +109,7 @@ class StoreReport:
     run_id: str
     warehouse: Path
     drained: DrainReport
+    spool_error: str | None = None  # the run could not be spooled (it was loaded all the same)
 
 
 def spool_dir(artifacts: Path) -> Path:
@@ -231,12 +239,15 @@ def drain(
             continue
         try:
             spooled = read_spool(path)
-        except SpoolUnreadable as e:
+            load_one(wh, spooled.result, spooled.host)
+        except (WarehouseLocked, WarehouseDiskFull, WarehouseCorrupt):
+            raise  # the warehouse itself: no other file would load either
+        except WarehouseError as e:
+            # this file's rows (or what it is) -- one bad file must not block every load after it
             report.unreadable.append((path, str(e)))
             if on_file is not None:
                 on_file(path, None)
             continue
-        load_one(wh, spooled.result, spooled.host)
         path.unlink(missing_ok=True)
         report.loaded.append((path, spooled.result.run.run_id))
         if on_file is not None:
@@ -288,7 +299,9 @@ def store_run(
     if spool is not None:
         with contextlib.suppress(OSError):  # left behind, it is loaded again, to the same rows
             spool.unlink(missing_ok=True)
-    return StoreReport(run_id=run_id, warehouse=warehouse_path, drained=drained)
+    return StoreReport(
+        run_id=run_id, warehouse=warehouse_path, drained=drained, spool_error=spool_error or None
+    )
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -131,6 +131,22 @@ def test_a_damaged_spool_file_is_refused_by_name_and_kept(tmp_path: Path) -> Non
         assert wh.run_ids() == ["r2"]
 
 
+def test_a_spool_file_the_warehouse_refuses_does_not_block_the_others(tmp_path: Path) -> None:
+    target, spool = tmp_path / "w.duckdb", tmp_path / "spool"
+    poison = make_run("no-host")
+    poison.run.host = None  # type: ignore[assignment]  # runs.host is NOT NULL: the load is refused
+    bad = write_spool(poison, spool)
+    good = write_spool(measured("older"), spool)
+    report = store_run(
+        measured("newer"), spool_directory=spool, open_writer=writer(target), warehouse_path=target
+    )
+    assert [rid for _, rid in report.drained.loaded] == ["older"]
+    assert [p for p, _ in report.drained.unreadable] == [bad] and "no-host" in report.drained.unreadable[0][1]
+    assert pending(spool) == [bad] and not good.exists()
+    with Warehouse.open(target, read_only=True) as wh:
+        assert sorted(wh.run_ids()) == ["newer", "older"]
+
+
 # ---- another writer process holds the warehouse ---------------------------------------------------
 
 _HOLDER = """
@@ -246,6 +262,25 @@ def test_a_full_disk(small_disk: Path, tmp_path: Path) -> None:
     with Warehouse.open(target, read_only=True) as wh:
         assert sorted(wh.run_ids()) == ["before", "on-full-disk"]
         assert wh.count("requests", "before") == len(before.requests)
+
+
+def test_a_full_spool_disk_still_loads_and_says_the_run_was_not_spooled(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    target, spool = tmp_path / "w.duckdb", small_disk / "spool"
+    spool.mkdir()
+    fill(small_disk)
+    run = measured("spool-full")
+    report = store_run(run, spool_directory=spool, open_writer=writer(target), warehouse_path=target)
+    assert report.spool_error is not None and "No space left on device" in report.spool_error
+    assert list(spool.iterdir()) == []  # the half-written temporary was removed
+    assert_loaded_exactly(target, run, expected_rows(tmp_path, run))
+
+    # both on the full disk: the error says the records are nowhere but in this process
+    on_full = small_disk / "w.duckdb"
+    with pytest.raises(RunNotStored, match="could not be spooled either") as err:
+        store_run(run, spool_directory=spool, open_writer=writer(on_full), warehouse_path=on_full)
+    assert err.value.spool is None and str(on_full) in str(err.value)
 
 
 # ---- a damaged warehouse file ---------------------------------------------------------------------
