@@ -169,16 +169,8 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
                 raise dg.Failure(
                     description=str(e), metadata={"spool_file": str(e.spool), "warehouse": str(e.warehouse)}
                 ) from e
-            if stored.spool_error:
-                context.log.warning(
-                    f"run {result.run.run_id} was loaded but could not be spooled first: {stored.spool_error}"
-                )
-            for path, why in stored.drained.unreadable:
-                context.log.error(f"spool file {path} cannot be loaded and stays where it is: {why}")
-            if stored.drained.loaded:
-                context.log.info(
-                    "loaded runs spooled earlier: " + ", ".join(rid for _, rid in stored.drained.loaded)
-                )
+            for note in stored.notes():
+                context.log.warning(note)
             context.log.info(
                 f"loaded run {result.run.run_id}: {result.run.status}, {len(result.requests)} requests, "
                 f"{len(result.aggregates)} aggregates, {len(result.memory)} memory samples"

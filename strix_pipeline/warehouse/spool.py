@@ -111,6 +111,20 @@ class StoreReport:
     drained: DrainReport
     spool_error: str | None = None  # the run could not be spooled (it was loaded all the same)
 
+    def notes(self) -> list[str]:
+        """What a person should hear about this load besides "loaded": earlier runs it loaded too,
+        spool files left behind, a spool that could not be written."""
+        out = []
+        if self.drained.loaded:
+            out.append("loaded runs spooled earlier: " + ", ".join(rid for _, rid in self.drained.loaded))
+        out += [
+            f"spool file {p} cannot be loaded and stays where it is: {why}"
+            for p, why in self.drained.unreadable
+        ]
+        if self.spool_error:
+            out.append(f"run {self.run_id} was loaded but could not be spooled first: {self.spool_error}")
+        return out
+
 
 def spool_dir(artifacts: Path) -> Path:
     return artifacts / "spool"

@@ -143,6 +143,7 @@ def test_a_spool_file_the_warehouse_refuses_does_not_block_the_others(tmp_path: 
     assert [rid for _, rid in report.drained.loaded] == ["older"]
     assert [p for p, _ in report.drained.unreadable] == [bad] and "no-host" in report.drained.unreadable[0][1]
     assert pending(spool) == [bad] and not good.exists()
+    assert any(str(bad) in n and "cannot be loaded" in n for n in report.notes())
     with Warehouse.open(target, read_only=True) as wh:
         assert sorted(wh.run_ids()) == ["newer", "older"]
 
@@ -196,6 +197,48 @@ def test_a_second_writer_process_holding_the_warehouse(tmp_path: Path) -> None:
     with Warehouse.open(target, read_only=True) as wh:
         assert sorted(wh.run_ids()) == ["after-release", "before", "while-held"]
         assert wh.count("requests", "before") == len(before.requests)
+
+
+@pytest.mark.llama
+@pytest.mark.slow
+def test_strix_bench_save_with_the_warehouse_held_keeps_the_run(
+    llama_server,  # noqa: ANN001
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    from pipeline_helpers import write_config
+
+    from strix_pipeline.config import load_config
+
+    config_path = write_config(tmp_path)
+    monkeypatch.setenv("STRIX_CONFIG", str(config_path))
+    target, spool = tmp_path / "w.duckdb", load_config(config_path).artifacts_dir() / "spool"
+    Warehouse.open(target).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(target)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        argv = ["bench", "--url", llama_server.base_url, "--model", llama_server.model, "--scenario", "decode",
+                "--requests", "2", "--run-id", "bench-held", "--save", "--warehouse", str(target)]  # fmt: skip
+        t = time.monotonic()
+        assert cli.main(argv) == 4
+        assert time.monotonic() - t < 120
+    finally:
+        holder.stdin.close()  # type: ignore[union-attr]
+        holder.wait(timeout=20)
+    err = capfd.readouterr().err
+    kept = spool_path(spool, "bench-held")
+    assert str(target) in err and "another process" in err and str(kept) in err.replace("\n", "")
+    spooled = read_spool(kept).result
+    assert (
+        len(spooled.requests) == 2
+        and spooled.run.launch_command == f"strix bench --url {llama_server.base_url}"
+    )
+    want = expected_rows(tmp_path, spooled)
+    assert cli.main(["load-spool", "--warehouse", str(target)]) == 0 and pending(spool) == []
+    assert_loaded_exactly(target, spooled, want)
 
 
 # ---- a full disk ----------------------------------------------------------------------------------
