@@ -263,3 +263,54 @@ def test_a_tag_list_failing_on_a_later_page_adds_none_of_the_new_images(env: Env
     # two good pages, then three attempts at the third, and no further page
     assert len(env.front.requests_to(r"/tags/list$")) - seen == 5
     assert "503 after 3 attempts" in assert_refused(env, wh, before, report, "RegistryUnavailable")
+
+
+# ---- the Dagster asset ----------------------------------------------------------------------------
+
+
+def test_engine_images_asset_keeps_known_images_and_reports_the_error_class(env: Env, tmp_path: Path) -> None:
+    """engine_images with the pipeline's own registry client (RegistryResource, 3 attempts): the
+    materialisation succeeds, says which registry failed and how, adds no partition for the new tags,
+    and leaves the known rows as they were."""
+    import dagster as dg
+    from pipeline_helpers import resources_for, write_config
+
+    from assets.images import engine_images
+    from assets.partitions import image_versions
+    from strix_pipeline.config import load_config
+
+    config_path = write_config(tmp_path)
+    text = config_path.read_text()
+    source = (
+        f'images = [{{ registry = "{env.front.host}", repository = "{REPO}", '
+        f"include = ['^server-rocm-b\\d+$'], insecure = true }}]"
+    )
+    text = text.replace('role = "baseline"\nimages = []', f'role = "baseline"\n{source}', 1)
+    assert source in text
+    config_path.write_text(text)
+    target = load_config(config_path).warehouse_path()
+    target.parent.mkdir(parents=True)
+    shutil.copy(env.template, target)
+    mine = f"SELECT * FROM images WHERE registry = '{env.front.host}' ORDER BY tag"
+    with Warehouse.open(target, read_only=True) as w:
+        before = w.query_df(mine)
+    assert before["tag"].to_list() == KNOWN
+
+    env.front.faults.clear()
+    env.front.add_fault(r"/tags/list$", Fault(503), times=3)
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([engine_images], resources=resources_for(config_path), instance=instance)
+        assert result.success
+        (mat,) = result.asset_materializations_for_node("engine_images")
+        assert mat.metadata["registry_errors"].value == 1 and mat.metadata["new"].value == 0
+        assert f"RegistryUnavailable: {env.front.host}/{REPO}" in mat.metadata["errors"].value
+        keys = instance.get_dynamic_partitions(image_versions.name)
+        assert not [k for k in keys if "b102" in k or "b103" in k]
+    env.front.faults.clear()
+    with Warehouse.open(target, read_only=True) as w:
+        assert w.query_df(mine).equals(before)
+        (error,) = w.query_df("SELECT error FROM registry_errors")["error"].to_list()
+    assert (
+        error.startswith(f"RegistryUnavailable: {env.front.host}/{REPO}: ")
+        and "503 after 3 attempts" in error
+    )
