@@ -4,6 +4,12 @@ DuckDB reports all of these as ``IOException`` / ``TransactionException`` / ``Se
 with its own wording; :func:`explain` turns one into a :class:`WarehouseError` subclass whose message
 names the file, what is wrong and what to do. Nothing here touches the file: a damaged warehouse is
 reported and left byte for byte as it was (no repair, no rename, no new file in its place).
+
+What counts as detected: DuckDB checks the header and the catalog at open, and the checksum of every
+block it reads. So garbage, a file cut short and damage to anything a load reads (the catalog, the
+runs table it looks up) fail before anything is written. Damage in blocks no load reads (old rows of
+a large table) is not noticed by a load, which then appends its new blocks beside the damaged ones
+(leaving those as they are); a full read -- ``strix export --parquet`` -- finds it.
 """
 
 from __future__ import annotations
