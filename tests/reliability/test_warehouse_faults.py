@@ -364,8 +364,8 @@ def test_a_damaged_warehouse_is_reported_and_never_overwritten(tmp_path: Path, d
 # ---- a benchmark step whose load is refused (two `strix run` at once) -----------------------------
 
 
-def _child_named(name: str) -> bool:
-    """A process named ``name`` that descends from this one is running (read from /proc)."""
+def _children_named(name: str) -> set[int]:
+    """The processes named ``name`` that descend from this one (read from /proc)."""
     parents: dict[int, int] = {}
     names: dict[int, str] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -376,14 +376,15 @@ def _child_named(name: str) -> bool:
         pid = int(text.split(" ", 1)[0])
         comm, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
         names[pid], parents[pid] = comm, int(rest[1])
-    me = os.getpid()
+    me, found = os.getpid(), set()
     for pid, comm in names.items():
         p, hops = pid, 0
         while comm.startswith(name) and p in parents and hops < 64:
             p, hops = parents[p], hops + 1
             if p == me:
-                return True
-    return False
+                found.add(pid)
+                break
+    return found
 
 
 @pytest.mark.llama
@@ -416,9 +417,11 @@ def test_a_benchmark_step_whose_load_is_refused_fails_naming_the_spool(tmp_path:
     key = plan.partition_key("llamacpp", plan.local_image("llamacpp"))
     holder: list[subprocess.Popen[str]] = []
 
+    already = _children_named("llama-server")  # e.g. the session's llama_server fixture
+
     def take_the_warehouse_once_the_engine_runs() -> None:
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not _child_named("llama-server"):
+        while time.monotonic() < deadline and not _children_named("llama-server") - already:
             time.sleep(0.1)
         holder.append(
             subprocess.Popen(
