@@ -21,6 +21,15 @@ def warehouse_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warehouse", help="warehouse file (default: project.warehouse from the configuration)")
 
 
+def lock_wait_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--lock-wait",
+        type=float,
+        default=10.0,
+        help="seconds to wait while another process holds the warehouse (default 10)",
+    )
+
+
 def warehouse_path(args: argparse.Namespace) -> Path:
     """``--warehouse``, else the configuration's ``project.warehouse``."""
     if getattr(args, "warehouse", None):

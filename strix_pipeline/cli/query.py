@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from strix_pipeline.cli.common import error, on_warehouse, open_warehouse, warehouse_arg
+from strix_pipeline.cli.common import error, lock_wait_arg, on_warehouse, open_warehouse, warehouse_arg
 from strix_pipeline.peers import FORMATS as PEER_FORMATS
 from strix_pipeline.peers import ImportOptions, PeerFormatError, load_peer_file
 from strix_pipeline.warehouse import Warehouse, WarehouseError
@@ -107,12 +107,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     warehouse_arg(p)
-    p.add_argument(
-        "--lock-wait",
-        type=float,
-        default=10.0,
-        help="seconds to wait while a writer holds the file (default 10)",
-    )
+    lock_wait_arg(p)
 
 
 def _open(args: argparse.Namespace, *, read_only: bool = True, sandbox: bool = False) -> Warehouse:

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from strix_pipeline.cli.common import open_warehouse, warehouse_arg
+from strix_pipeline.cli.common import lock_wait_arg, open_warehouse, warehouse_arg
 from strix_pipeline.config import load_config
 from strix_pipeline.warehouse import WarehouseError
 from strix_pipeline.warehouse.spool import Spooled, drain, pending, spool_dir
@@ -74,10 +74,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     warehouse_arg(p)
     p.add_argument("--spool", help="spool directory (default: <project.artifacts>/spool)")
-    p.add_argument(
-        "--lock-wait",
-        type=float,
-        default=10.0,
-        help="seconds to wait for another process holding the warehouse (default 10)",
-    )
+    lock_wait_arg(p)
     p.set_defaults(func=load_spool)
