@@ -37,10 +37,16 @@ def _stand_in(config, target, **kwargs):  # noqa: ANN001 - run_benchmark's signa
 
 benchmark_module.run_benchmark = _stand_in
 
-_project = load_definitions()
-defs = dg.Definitions(
-    assets=_project.assets,
-    asset_checks=_project.asset_checks,
-    jobs=_project.jobs,
-    resources=_project.resources,
-)
+
+def _jobs_and_assets() -> dg.Definitions:
+    # built inside a function: a code location module may hold only one Definitions at module scope
+    project = load_definitions()
+    return dg.Definitions(
+        assets=project.assets,
+        asset_checks=project.asset_checks,
+        jobs=project.jobs,
+        resources=project.resources,
+    )
+
+
+defs = _jobs_and_assets()

@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -31,7 +32,7 @@ import pytest
 import yaml
 from engine_standin import EngineStandIn
 from engine_standin import intervals as standin_intervals
-from pipeline_helpers import REPO, vllm_image, write_config
+from pipeline_helpers import REPO, resources_for, vllm_image, write_config
 
 import assets.benchmark as bench_mod
 from assets.partitions import image_versions
@@ -126,16 +127,39 @@ def deployment(postgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
     try:
         yield dep
     finally:
-        for p in dep.procs:  # only the processes this test started, each its own process group
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in dep.procs:
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(timeout=10)
+        for host in dep.keys:  # a stand-in still holding a host lets go
+            (out / f"release-{host}").touch()
+        _end_groups(dep.procs)
         instance.dispose()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def _end_groups(procs: list[subprocess.Popen], timeout_s: float = 20.0) -> None:
+    """End the processes this test started and everything they started -- each its own process group,
+    ended by its id: the daemon's code server, run workers and step processes outlive the daemon."""
+    for p in procs:
+        if _group_alive(p.pid):
+            os.killpg(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    while any(_group_alive(p.pid) for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for p in procs:
+        if _group_alive(p.pid):
+            os.killpg(p.pid, signal.SIGKILL)
+        if p.poll() is None:
+            p.wait(timeout=10)
 
 
 def _spawn(dep: Deployment, name: str, cmd: list[str], **env: str) -> subprocess.Popen:
@@ -276,6 +300,77 @@ def test_same_box_runs_queue_through_the_pool_across_processes(deployment: Deplo
     assert box_filtered == set(box_runs)
 
 
+def test_backfill_of_one_host_launches_only_that_hosts_runs(deployment: Deployment) -> None:
+    """`dagster job backfill` of the box's job over two versions queues two runs in PostgreSQL (no
+    daemon here, so they stay queued), each tagged strix/host=box and planning only the box's step."""
+    dep, instance = deployment, deployment.instance
+    latest = vllm_image("latest", "c", floating=True)
+    config = load_config(dep.config_path)
+    with Warehouse.open(config.warehouse_path()) as wh:
+        wh.upsert_images([latest])
+    instance.add_dynamic_partitions(image_versions.name, [plan.partition_key("vllm", latest)])
+    keys = sorted([dep.keys["box"], plan.partition_key("vllm", latest)])
+    cmd = [str(BIN / "dagster"), "job", "backfill", "-w", str(dep.workspace), "-j", host_job_name("box")]
+    proc = _spawn(dep, "backfill", [*cmd, "--partitions", ",".join(keys), "--noprompt"])
+    proc.wait(timeout=LAUNCH_TIMEOUT_S)
+    assert proc.returncode == 0, dep.logs()
+    runs = instance.get_runs()
+    assert sorted(r.tags["dagster/partition"] for r in runs) == keys
+    for r in runs:
+        assert r.tags[HOST_TAG] == "box" and r.tags.get("dagster/backfill"), r.tags
+        assert r.status == dg.DagsterRunStatus.QUEUED
+        plan_snap = instance.get_execution_plan_snapshot(r.execution_plan_snapshot_id)
+        assert [s.key for s in plan_snap.steps] == ["benchmark_run_box"]
+    assert len(instance.get_runs(dg.RunsFilter(tags={HOST_TAG: "box"}))) == 2
+    assert not instance.get_runs(dg.RunsFilter(tags={HOST_TAG: "local"}))
+
+
+def test_a_version_on_two_boxes_is_one_run_per_box(tmp_path: Path) -> None:
+    """The weekly schedule asks for one run per host of a version two Boxes run, each tagged with its
+    host and holding only its own benchmark asset (so each waits only for its own Box's pool); each
+    host's job carries that host as a run tag."""
+    path = write_config(tmp_path, box=True)
+    text = path.read_text()
+    box2 = text[text.index("[hosts.box]") :].split("\n\n")[0].replace("[hosts.box]", "[hosts.box2]")
+    text = text.replace("[engines.llamacpp]", box2 + "\n\n[engines.llamacpp]")
+    text = text.replace(
+        'box = [{ engine = "vllm"',
+        'box2 = [{ engine = "vllm", model = "gemma3-270m", profile = "tiny" }]\nbox = [{ engine = "vllm"',
+    )
+    path.write_text(text)
+    config = load_config(path)
+    assert set(config.runs) == {"local", "box", "box2"}
+    v26 = vllm_image("v0.26.0", "b")
+    config.warehouse_path().parent.mkdir(parents=True, exist_ok=True)
+    with Warehouse.open(config.warehouse_path()) as wh:
+        wh.upsert_images([v26])
+    defs = build_definitions(config, str(path))
+    for host in ("local", "box", "box2"):
+        job = defs.resolve_job_def(host_job_name(host))
+        assert job.run_tags[HOST_TAG] == host
+        assert job.asset_layer.executable_asset_keys == {dg.AssetKey(f"benchmark_run_{host}")}
+    schedule = defs.resolve_schedule_def("weekly_benchmark")
+    when = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
+    with dg.instance_for_test() as instance:
+        ctx = dg.build_schedule_context(
+            instance=instance,
+            scheduled_execution_time=when,
+            resources=resources_for(path),
+            repository_def=defs.get_repository_def(),
+        )
+        requests = [r for r in schedule.evaluate_tick(ctx).run_requests if r.partition_key == _key(v26)]
+    by_host = {r.tags[HOST_TAG]: r for r in requests}
+    assert sorted(by_host) == ["box", "box2"] and len(requests) == 2
+    for host, r in by_host.items():
+        assert r.asset_selection == [dg.AssetKey(f"benchmark_run_{host}")]
+        assert r.run_key == f"weekly-2026-11-30-{v26.digest}@{host}"
+        assert r.tags["strix/digest"] == v26.digest
+
+
+def _key(image) -> str:  # noqa: ANN001 - ImageRecord
+    return plan.partition_key(image.engine, image)
+
+
 def test_instance_storage_is_postgres(postgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
     """The shipped yaml gives run, event-log and schedule storage in PostgreSQL: after a run its rows
     (run, tags, events, the dynamic partition, the pool) are in the test's own database."""
@@ -326,6 +421,8 @@ def test_instance_storage_is_postgres(postgres, tmp_path: Path, monkeypatch: pyt
         db,
     )
     assert steps == "2"
+    events = postgres.psql(f"SELECT count(*) FROM event_logs WHERE run_id = '{run_id}'", db)
+    print(f"one benchmark run wrote {events} event-log rows to PostgreSQL")  # a base for scale estimates
     assert postgres.psql("SELECT partition FROM dynamic_partitions", db) == key
     assert (
         postgres.psql("SELECT \"limit\" FROM concurrency_limits WHERE concurrency_key = 'host_local'", db)
