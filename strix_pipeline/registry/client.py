@@ -14,11 +14,17 @@ What it does, and why it is shaped this way:
   fetched only for a digest not seen before (the caller decides; see discovery.py).
 - For an index (OCI index / Docker manifest list) the linux/amd64 manifest is picked; an index without
   one raises ``NoPlatform`` with the platforms it does list, so the caller can skip it with a reason.
-- Faults: ``429`` waits for ``Retry-After`` (seconds or HTTP date) or the rate-limit reset header, up
-  to a bound; ``5xx``, timeouts and dropped connections are retried with bounded exponential backoff;
-  a name that does not resolve fails at once (retrying DNS in a sandbox only burns the budget). Every
-  request also respects an optional deadline so one repository's refresh is bounded in time. A body
-  that is not the JSON we expect raises ``MalformedResponse``: never a crash, never a partial result.
+- Faults (:class:`RetryPolicy`; discovery's clients use 3 attempts, 0.5 s backoff doubling to at most
+  4 s with +-25 % jitter, 3 s connect and 20 s read timeouts): ``429`` waits for ``Retry-After``
+  (seconds or HTTP date) or the rate-limit reset header (else the backoff) when that is at most
+  ``max_wait_s`` (120 s) and fits the deadline, and is otherwise :class:`RateLimited` at once; the
+  last attempt's 429 is :class:`RateLimited` too. ``5xx``, timeouts and dropped or cut-short
+  connections are retried with the backoff, then :class:`RegistryUnavailable`; a name that does not
+  resolve fails at once (retrying DNS in a sandbox only burns the budget). Every request also respects
+  an optional deadline -- its timeouts shrink to what is left of it -- so one repository's refresh is
+  bounded in wall time (discovery: 120 s). A body that is not the JSON we expect raises
+  ``MalformedResponse`` (not retried: the registry would say the same again): never a crash, never a
+  partial result.
 """
 
 from __future__ import annotations
@@ -520,6 +526,14 @@ class RegistryClient:
     def _remaining_s(self) -> float | None:
         return None if self._deadline is None else self._deadline - time.monotonic()
 
+    def _timeout(self, left: float | None) -> httpx.Timeout:
+        # The policy's timeouts, but never past the deadline: a registry that accepts the connection
+        # and stalls would otherwise hold one request for the whole read timeout after the budget ran out.
+        read, connect = self.policy.read_timeout_s, self.policy.connect_timeout_s
+        if left is not None:
+            read, connect = min(read, left), min(connect, left)
+        return httpx.Timeout(read, connect=connect)
+
     def _wait(self, seconds: float, why: str, repository: str, *, rate_limited: bool = False) -> None:
         left = self._remaining_s()
         if left is not None and seconds > left:
@@ -610,7 +624,9 @@ class RegistryClient:
                 )
             try:
                 self.requests_made += 1
-                resp = self._http.request(method, url, headers=headers, params=params, auth=auth)
+                resp = self._http.request(
+                    method, url, headers=headers, params=params, auth=auth, timeout=self._timeout(left)
+                )
                 if len(resp.content) > _MAX_BODY:
                     raise self._err(
                         MalformedResponse, f"{method} {url}: body larger than {_MAX_BODY} bytes", repository
