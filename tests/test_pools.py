@@ -11,6 +11,14 @@ executor the daemon's runs use does.
 A control shows the stand-in *can* overlap when nothing limits the pool, so the first test's result
 comes from the pool, not from the test harness serialising the runs.
 
+The second run starts STAGGER_S after the first. Started at the same instant, the two step-slot
+claims can both succeed: Dagster's claim (dagster/_core/storage/event_log/sql_event_log.py,
+has_unassigned_slots, add_pending_step, then a SELECT ... FOR UPDATE that no transaction holds) is a
+check followed by a write, and two claims inside that window of a few milliseconds were both granted
+here (2 of 5 repetitions on these two loaded cores; the same code on SQLite and PostgreSQL). Runs the
+daemon launches are also held back by the run queue's one-run-per-host limit (strix/host), which one
+daemon decides alone; tests/test_dagster_postgres.py shows it across processes.
+
 Two threads of one process cannot stand in for two runs: Dagster's in-process execution reconfigures
 Python logging per run, and two runs doing so at once deadlock on the logging locks (seen here with
 1.13.28), so each run gets a forked process, as real runs get their own process.
@@ -19,6 +27,7 @@ Python logging per run, and two runs doing so at once deadlock on the logging lo
 from __future__ import annotations
 
 import multiprocessing
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -34,6 +43,7 @@ from strix_pipeline.config import load_config
 from strix_pipeline.warehouse import Warehouse
 
 HOLD_S = 1.5
+STAGGER_S = 0.5  # see the module docstring: not an instant apart, where Dagster's claim races
 
 
 def project_concurrency() -> dict:
@@ -42,14 +52,17 @@ def project_concurrency() -> dict:
     return {"concurrency": settings["concurrency"]}
 
 
-def _one_run(instance_ref, config_path: str, key: str, out: str, rendezvous: bool, go) -> None:  # noqa: ANN001
-    """One Dagster run of benchmark_job in this (forked) process."""
+def _one_run(
+    instance_ref, config_path: str, key: str, out: str, rendezvous: bool, go, delay_s: float
+) -> None:  # noqa: ANN001
+    """One Dagster run of benchmark_job in this (forked) process, ``delay_s`` after the other's start."""
     import assets.benchmark as bench_mod
 
     bench_mod.run_benchmark = EngineStandIn(Path(out), HOLD_S, rendezvous=2 if rendezvous else 0)
     instance = dg.DagsterInstance.from_ref(instance_ref)
     job = build_definitions(load_config(config_path), config_path).resolve_job_def("benchmark_job")
     go.wait(timeout=60)
+    time.sleep(delay_s)
     result = job.execute_in_process(instance=instance, partition_key=key, raise_on_error=False)
     (Path(out) / f"result-{result.run_id}").write_text("success" if result.success else "failure")
 
@@ -76,8 +89,11 @@ def _run_two_at_once(tmp_path: Path, overrides: dict, rendezvous: bool = False):
             instance.event_log_storage.set_concurrency_slots("host_local", limit)
         go = ctx.Barrier(2)
         procs = [
-            ctx.Process(target=_one_run, args=(instance.get_ref(), str(path), key, str(out), rendezvous, go))
-            for _ in range(2)
+            ctx.Process(
+                target=_one_run,
+                args=(instance.get_ref(), str(path), key, str(out), rendezvous, go, i * STAGGER_S),
+            )
+            for i in range(2)
         ]
         for p in procs:
             p.start()
