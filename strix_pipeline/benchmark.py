@@ -70,7 +70,7 @@ def _status_from_suite(
     failed = len(measured) - ok
     why = f" ({_failure_classes(measured)})" if failed else ""
     if engine_gone:
-        return "failed_serve", f"{engine_gone}; {ok} request(s) ok and {failed} failed before{why}"
+        return "failed_serve", f"{engine_gone}; {ok} request(s) ok, {failed} failed{why}"
     if ok == 0:
         return "failed_serve", f"no request succeeded{why}"
     if smoke_ok is False:

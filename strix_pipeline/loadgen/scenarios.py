@@ -383,9 +383,8 @@ async def run_level(
     records = [to_record(ctx, scenario, level, level_kind, o, first, texts) for o in outcomes]
     stopped = None
     gone = ctx.engine_gone
-    if gone is not None and len(outcomes) < total:
+    if gone is not None and len(outcomes) < total:  # the suite's own headline says it, once
         stopped = f"stopped after {len(outcomes)}/{total} requests: {gone}"
-        ctx.errors.append(f"{label}: {stopped}")
     elif len(outcomes) < total:
         stopped = f"stopped at max duration {max_duration_s:g}s after {len(outcomes)}/{total} requests"
         ctx.errors.append(f"{label}: {stopped}")
