@@ -284,8 +284,10 @@ async def run_dataset(
     on_progress: Callable[[str], None] | None = None,
     on_request: RequestProgressFn | None = None,
     scrape_interval_s: float = 2.0,
+    engine_exit: EngineExitFn | None = None,
 ) -> SuiteResult:
-    """Replay prompts from a dataset file (see ``load_dataset``) at each concurrency or at one rate."""
+    """Replay prompts from a dataset file (see ``load_dataset``) at each concurrency or at one rate.
+    ``engine_exit``: as for ``run_suite``."""
     base = normalize_base_url(base_url)
 
     async def body(ctx: SuiteContext, wl: Workload, result: SuiteResult) -> None:
@@ -296,7 +298,7 @@ async def run_dataset(
 
     return await _run(
         base, model, slo, run_id, timeout_s, seed, metrics_url or base + "/metrics", on_progress, on_request,
-        scrape_interval_s, body, 0,
+        scrape_interval_s, body, 0, engine_exit,
     )  # fmt: skip
 
 

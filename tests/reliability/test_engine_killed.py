@@ -10,6 +10,7 @@ first 4 die in flight and the other 4 must never be sent. vLLM starts once in th
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -29,8 +30,9 @@ from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
 from strix_pipeline.config import SLO, ScenarioProfile, StrixConfig, load_config
 from strix_pipeline.hosts.errors import describe_exit
 from strix_pipeline.hosts.local_vllm import group_pids, listening_ports
-from strix_pipeline.loadgen import run_suite_sync
+from strix_pipeline.loadgen import run_dataset, run_suite_sync
 from strix_pipeline.loadgen.prometheus import parse_prometheus
+from strix_pipeline.loadgen.workloads import Prompt
 from strix_pipeline.records import RunResult
 from strix_pipeline.warehouse import Warehouse
 
@@ -156,6 +158,7 @@ def _assert_killed_run(result: RunResult, killer: Killer, words: str, config: St
     run = result.run
     assert run.status == "failed_serve", (run.status, run.failure_reason)
     reason = run.failure_reason or ""
+    print(f"recorded: {run.status}: {reason}")  # the words a user reads (pytest -s shows them)
     assert reason.startswith(f"{words} was killed by SIGKILL"), reason
     assert f"during concurrency_sweep level {KILL_LEVEL} (4 of 8 requests sent); not run: decode" in reason, (
         reason
@@ -279,6 +282,33 @@ SMALL = ScenarioProfile.model_validate(
 )
 
 
+class SyntheticEngine:
+    """The synthetic server as a real process, to be killed with SIGKILL at a chosen point."""
+
+    def __init__(self, kill_at: tuple[str, int, int]):
+        self.kill_at = kill_at  # (scenario, level, requests done) of on_request
+        self.proc = subprocess.Popen(
+            [sys.executable, str(SYNTHETIC), "--serve-forever", "--ttft-ms", "5", "--itl-ms", "5"],
+            stdout=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        self.url = f"http://127.0.0.1:{int(self.proc.stdout.readline().split()[1])}"  # type: ignore[union-attr]
+
+    def on_request(self, scenario: str, level: int, done: int, total: int) -> None:
+        if (scenario, level, done) == self.kill_at:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def exit_description(self) -> str | None:
+        code = self.proc.poll()
+        return None if code is None else f"synthetic {describe_exit(code, 'synthetic')}"
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+
 @pytest.mark.parametrize(
     ("when", "where"),
     [
@@ -289,32 +319,14 @@ SMALL = ScenarioProfile.model_validate(
     ],
 )
 def test_a_dead_engine_stops_the_suite_where_it_is_noticed(when: tuple[int, int], where: str) -> None:
-    """A real process (the synthetic server) killed with SIGKILL at a chosen point of the sweep."""
-    proc = subprocess.Popen(
-        [sys.executable, str(SYNTHETIC), "--serve-forever", "--ttft-ms", "5", "--itl-ms", "5"],
-        stdout=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
+    engine = SyntheticEngine(("concurrency_sweep", *when))
     try:
-        port = int(proc.stdout.readline().split()[1])  # type: ignore[union-attr]
-
-        def on_request(scenario: str, level: int, done: int, total: int) -> None:
-            if scenario == "concurrency_sweep" and (level, done) == when:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(10)
-
-        def engine_exit() -> str | None:
-            code = proc.poll()
-            return None if code is None else f"synthetic {describe_exit(code, 'synthetic')}"
-
         res = run_suite_sync(
-            f"http://127.0.0.1:{port}", "synthetic/normal", SMALL, SLO(), "killed",
-            on_request=on_request, engine_exit=engine_exit,
+            engine.url, "synthetic/normal", SMALL, SLO(), "killed",
+            on_request=engine.on_request, engine_exit=engine.exit_description,
         )  # fmt: skip
     finally:
-        proc.kill()
-        proc.wait(10)
+        engine.close()
     assert res.engine_gone and res.engine_gone.startswith("synthetic was killed by SIGKILL")
     assert res.engine_gone.endswith(f"{where}; not run: decode"), res.engine_gone
     sweep1 = [q.ok for q in res.requests if q.scenario == "concurrency_sweep" and q.level == 1]
@@ -323,3 +335,45 @@ def test_a_dead_engine_stops_the_suite_where_it_is_noticed(when: tuple[int, int]
     assert all(not q.ok and q.error_class == "connection" for q in level2)
     assert len(level2) == (2 if when == (2, 0) else 0)  # nothing more is sent once it is noticed
     assert not any(q.scenario == "decode" for q in res.requests)
+
+
+def test_prefix_cache_stops_at_the_pair_the_engine_died_in() -> None:
+    # prefix_cache runs last; its 3 cold/warm pairs go one request at a time
+    profile = SMALL.model_copy(update={"scenarios": ["smoke", "prefix_cache"]})
+    engine = SyntheticEngine(("prefix_cache", 0, 1))  # after the first pair's cold request
+    try:
+        res = run_suite_sync(
+            engine.url, "synthetic/normal", profile, SLO(), "killed",
+            on_request=engine.on_request, engine_exit=engine.exit_description,
+        )  # fmt: skip
+    finally:
+        engine.close()
+    assert res.engine_gone and res.engine_gone.endswith("during prefix_cache (2 of 6 requests sent)"), (
+        res.engine_gone
+    )
+    cold, warm = [a for a in res.aggregates if a.scenario == "prefix_cache"]
+    assert (cold.requests_ok, cold.requests_failed, cold.requests_planned) == (1, 0, 3)
+    assert (warm.requests_ok, warm.requests_failed, warm.requests_planned) == (0, 1, 3)
+    assert cold.stopped_reason == "stopped after 1/3 requests: " + res.engine_gone.split(" during ")[0]
+    assert warm.stopped_reason == cold.stopped_reason
+
+
+def test_an_open_loop_sends_nothing_more_once_the_engine_is_dead() -> None:
+    engine = SyntheticEngine(("dataset", 600, 3))  # rate 10/s is level 600 (requests per minute)
+    try:
+        res = asyncio.run(
+            run_dataset(
+                engine.url, "synthetic/normal", [Prompt("p", "x", None, None, 4)], SLO(), "killed",
+                requests=40, rate=10.0, on_request=engine.on_request, engine_exit=engine.exit_description,
+            )
+        )  # fmt: skip
+    finally:
+        engine.close()
+    assert res.engine_gone and "during dataset level 600 (" in res.engine_gone, res.engine_gone
+    (agg,) = res.aggregates
+    sent = agg.requests_ok + agg.requests_failed
+    assert agg.requests_ok == 3 and agg.requests_planned == 40
+    assert sent < 10, f"{sent} sent: arrivals kept coming after the engine was found dead"
+    assert agg.stopped_reason and agg.stopped_reason.startswith(
+        f"stopped after {sent}/40 requests: synthetic"
+    )
