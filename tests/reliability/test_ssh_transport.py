@@ -331,3 +331,30 @@ def test_production_stop_and_start_commands_run_over_the_same_ssh(sshd, key, tmp
         assert Path(f"{marks}.stopped").read_text().split()[-1] == str(sshd.port)
     assert guard.restored is True
     assert Path(f"{marks}.started").read_text().split()[-1] == str(sshd.port)
+
+
+# ------------------------------------------------------------------ `strix doctor` over the same ssh
+
+
+def test_doctor_reaches_docker_over_ssh_and_names_the_key_variable_when_refused(
+    llama, model_path, probe_image, sshd, key, stranger_key, tmp_path, monkeypatch
+):
+    from strix_pipeline import doctor
+
+    config = ssh_config(tmp_path, llama, model_path, sshd, probe_image=probe_image)
+    config = StrixConfig.model_validate(
+        {**config.model_dump(), "runs": {HOST: [{"engine": "llamacpp", "model": "gemma", "profile": "tiny"}]}}
+    )
+    checks = {c.name: c for c in doctor.run_checks(config, start_engines=False) if c.host == HOST}
+    assert checks["ssh key"].ok and checks["ssh key"].detail == f"${KEY_ENV} is set"
+    reach = checks["docker reachable"]
+    assert reach.ok and reach.detail.startswith(f"{sshd.url}: Docker "), reach
+    assert checks["probe image"].ok
+
+    monkeypatch.setenv(KEY_ENV, str(stranger_key))
+    started = time.monotonic()
+    checks = {c.name: c for c in doctor.run_checks(config, start_engines=False) if c.host == HOST}
+    reach = checks["docker reachable"]
+    assert not reach.ok and reach.required and time.monotonic() - started < 30
+    assert "Permission denied (publickey)" in reach.detail and f"${KEY_ENV}" in reach.detail, reach
+    assert str(stranger_key) not in reach.detail and SECRET_DIR not in reach.detail
