@@ -8,7 +8,8 @@ passed on with SetEnv), so ``ssh … docker system dial-stdio`` is the Box path 
 
 Faults: :meth:`Sshd.drop_sessions` kills the per-connection processes (every ssh client of it sees
 "closed by remote host" while the server keeps listening); :meth:`Sshd.stop` and
-:meth:`Sshd.start` take the whole server away and bring it back on the same port.
+:meth:`Sshd.start` take the whole server away and bring it back on the same port;
+:meth:`Sshd.freeze` / :meth:`Sshd.thaw` stop and continue it, so connections stay open and silent.
 
 Callers check :func:`sshd_available` with ``conftest.need`` first.
 """
@@ -119,10 +120,28 @@ class Sshd:
                 pass
         return len(pids)
 
+    def freeze(self) -> None:
+        """SIGSTOP the server and every session: connections stay open but nothing answers -- a
+        network that silently drops packets. Only ssh's keepalives and connect timeout notice."""
+        self._signal_all(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self._signal_all(signal.SIGCONT)
+
+    def _signal_all(self, sig: signal.Signals) -> None:
+        if self.process is None:
+            return
+        for pid in [self.process.pid, *self.session_pids()]:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+
     def stop(self) -> None:
         """The connections and the listener gone: clients see drops, then "connection refused"."""
         if self.process is None:
             return
+        self.thaw()  # a frozen server does not act on SIGTERM
         self.drop_sessions()
         if self.process.poll() is None:
             self.process.terminate()

@@ -83,7 +83,6 @@ class SshTarget:
             "-o", f"ServerAliveInterval={self.alive_interval_s}",
             "-o", f"ServerAliveCountMax={ALIVE_COUNT_MAX}",
             "-o", "StrictHostKeyChecking=yes",
-            "-o", "LogLevel=ERROR",  # ssh's errors only, no banners or "permanently added" chatter
         ]  # fmt: skip
         if self.known_hosts:
             opts += ["-o", f"UserKnownHostsFile={self.known_hosts}"]

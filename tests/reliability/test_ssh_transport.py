@@ -229,29 +229,46 @@ def test_killed_ssh_sessions_mid_suite_are_recorded_and_the_run_still_cleans_up(
     print(f"sessions killed ({killed[0]} processes): {r.status} in {took:.1f} s: {reason}")
 
 
+@pytest.mark.parametrize("fault", ["stopped", "frozen"])
 def test_sshd_gone_mid_suite_fails_bounded_and_the_next_run_removes_the_engine_and_runs(
-    llama, model_path, probe_image, sshd, key, tmp_path
+    fault, llama, model_path, probe_image, sshd, key, tmp_path
 ):
-    config = ssh_config(tmp_path, llama, model_path, sshd, probe_image=probe_image)
+    # "frozen": nothing answers and nothing is closed -- only the keepalives (3 x 1 s) and the
+    # connect timeout (3 s) end the waits; "stopped": connections closed, then refused
+    config = ssh_config(
+        tmp_path,
+        llama,
+        model_path,
+        sshd,
+        probe_image=probe_image,
+        ssh_connect_timeout_s=3,
+        ssh_alive_interval_s=1,
+    )
     lines: list[str] = []
-    logger = drop_after_first_level(lines, sshd.stop)
+    logger = drop_after_first_level(lines, sshd.stop if fault == "stopped" else sshd.freeze)
+    run_id = f"{RUN_PREFIX}{fault}"
     started = time.monotonic()
-    result = run_benchmark(config, target(llama), run_id=f"{RUN_PREFIX}down", log=logger, force=True)
-    took = time.monotonic() - started
+    try:
+        result = run_benchmark(config, target(llama), run_id=run_id, log=logger, force=True)
+        took = time.monotonic() - started
+        # nothing could remove the engine while the Box was unreachable: it is still there ...
+        assert managed(run_id) == [f"strix-llamacpp-{run_id}"]
+    finally:
+        sshd.thaw() if fault == "frozen" else sshd.start()
     r = result.run
-    assert logger.dropped_at is not None and sshd.process is None
-    after_drop = time.monotonic() - logger.dropped_at
+    assert logger.dropped_at is not None
+    after_drop = started + took - logger.dropped_at
     assert after_drop < AFTER_DROP_S, f"{after_drop:.0f} s with the Box unreachable"
     assert r.status == "partial", (r.status, r.failure_reason)
     reason = r.failure_reason or ""
     assert "the Docker host is unreachable: the run lost the ssh connection" in reason, reason
     assert sshd.url in reason and "memory after stop not checked" in reason, reason
+    said = "Connection refused" if fault == "stopped" else "not responding"
+    assert said in reason, reason  # ssh's own words: refused, or its keepalives unanswered
     assert measured(result)  # what was measured before and after the drop is kept
-    # nothing could remove the engine while the Box was unreachable: it is still there ...
-    assert managed(r.run_id) == [f"strix-llamacpp-{r.run_id}"]
 
-    sshd.start()  # ... until ssh is back and the next run's leftover guard removes it
-    nxt, took_next = bench(config, llama, f"{RUN_PREFIX}after-down", lines, scenarios=["smoke"])
+    # ... until ssh is back and the next run's leftover guard removes it
+    nxt, took_next = bench(config, llama, f"{RUN_PREFIX}after-{fault}", lines, scenarios=["smoke"])
     n = nxt.run
     assert n.status == "ok", (n.status, n.failure_reason, n.log_tail)
     assert measured(nxt)
@@ -261,7 +278,7 @@ def test_sshd_gone_mid_suite_fails_bounded_and_the_next_run_removes_the_engine_a
     assert labelled("strix.probe=true") == []  # the probe the first run could not remove is gone too
     no_secret_in(result, tmp_path, SECRET_DIR)
     print(
-        f"sshd stopped: {r.status} in {took:.1f} s ({after_drop:.1f} s after the drop): {reason}; "
+        f"sshd {fault}: {r.status} in {took:.1f} s ({after_drop:.1f} s after the drop): {reason}; "
         f"next run ok in {took_next:.1f} s"
     )
 
