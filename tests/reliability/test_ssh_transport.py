@@ -375,3 +375,33 @@ def test_doctor_reaches_docker_over_ssh_and_names_the_key_variable_when_refused(
     assert not reach.ok and reach.required and time.monotonic() - started < 30
     assert "Permission denied (publickey)" in reach.detail and f"${KEY_ENV}" in reach.detail, reach
     assert str(stranger_key) not in reach.detail and SECRET_DIR not in reach.detail
+
+
+# ------------------------------------------------------------------ the secrets in the ssh target
+
+
+def test_a_user_from_the_environment_is_used_but_shown_only_as_its_variable(monkeypatch, tmp_path):
+    from strix_pipeline.hosts.errors import EngineStartError
+
+    keyfile = tmp_path / SECRET_DIR / "id"
+    keyfile.parent.mkdir()
+    keyfile.write_text("key\n")
+    monkeypatch.setenv("STRIX_TEST_SSH_USER", "secret-user-9a1f")
+    monkeypatch.setenv(KEY_ENV, str(keyfile))
+    host = HostConfig(
+        kind="docker",
+        docker_host="ssh://{user}@box.lan:2200",
+        ssh_user_env="STRIX_TEST_SSH_USER",
+        ssh_key_path_env=KEY_ENV,
+    )
+    t = ssh_target(host)
+    assert t is not None
+    argv = t.argv("docker info")
+    assert argv[argv.index("-l") + 1] == "secret-user-9a1f" and argv[argv.index("-i") + 1] == str(keyfile)
+    assert t.display == "ssh://<$STRIX_TEST_SSH_USER>@box.lan:2200"
+    said = t.redact(f"secret-user-9a1f@box.lan: Permission denied (publickey). Load key {keyfile}: bad")
+    assert said == f"<$STRIX_TEST_SSH_USER>@box.lan: Permission denied (publickey). Load key ${KEY_ENV}: bad"
+
+    monkeypatch.delenv("STRIX_TEST_SSH_USER")
+    with pytest.raises(EngineStartError, match=r"needs the user in \$STRIX_TEST_SSH_USER"):
+        ssh_target(host)
