@@ -246,16 +246,18 @@ class SshTransport:
             dials, self._dials = self._dials, []
         for d in dials:
             d.sock.close()  # EOF: dial-stdio ends and ssh with it
+        deadline = time.monotonic() + 2  # for all of them together: a frozen Box answers no EOF
         for d in dials:
             try:
-                d.proc.wait(timeout=2)
+                d.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 d.proc.terminate()
-                try:
-                    d.proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    d.proc.kill()
-                    d.proc.wait(timeout=5)
+        for d in dials:
+            try:
+                d.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                d.proc.kill()
+                d.proc.wait(timeout=5)
             d.stderr.close()
 
     def _stderr(self, d: _Dial) -> str:
@@ -264,14 +266,15 @@ class SshTransport:
             text = d.stderr.read()[-_STDERR_TAIL:].decode("utf-8", "replace")
         except (OSError, ValueError):
             return ""
-        return self.target.redact(" ".join(line.strip() for line in text.splitlines() if line.strip()))
+        return self.target.redact("; ".join(line.strip() for line in text.splitlines() if line.strip()))
 
 
 # ---------------------------------------------------------------- docker-py over the ssh processes
 
 
 def _adapter_class() -> type:
-    """The requests adapter (with its urllib3 pool and connection) built on first use: docker-py is imported only by Docker hosts."""
+    """The requests adapter (with its urllib3 pool and connection), built on first use: docker-py
+    and urllib3 are imported only by Docker hosts."""
     import urllib3.connection
     import urllib3.connectionpool
     from docker.transport.basehttpadapter import BaseHTTPAdapter
