@@ -79,6 +79,7 @@ def build_definitions(config: StrixConfig, path: str) -> dg.Definitions:
                 ssh_user=dg.EnvVar(user_env) if ssh_hosts else None,
                 ssh_key_path=_secret(key_env),
                 ssh_user_env=user_env,
+                ssh_key_path_env=key_env,
             ),
         },
     )

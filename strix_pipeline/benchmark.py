@@ -371,6 +371,7 @@ def _run_docker(r: _Run) -> None:
     from strix_pipeline.hosts import docker as dk
     from strix_pipeline.hosts import guards
     from strix_pipeline.hosts.production import ProductionGuard, check_maintenance_window
+    from strix_pipeline.hosts.ssh import ssh_target
     from strix_pipeline.memory import current_in_use
 
     host_cfg = config.hosts[target.host]
@@ -411,7 +412,7 @@ def _run_docker(r: _Run) -> None:
                     host_cfg.production,
                     state_dir=config.artifacts_dir() / "state",
                     client=client,
-                    docker_host=dk.docker_url(host_cfg),
+                    ssh=ssh_target(host_cfg),
                     run_id=run.run_id,
                 )
             )
@@ -453,7 +454,13 @@ def _run_docker(r: _Run) -> None:
             if notes:
                 run.failure_reason = _join(run.failure_reason, notes)
             if read is not None:
-                returned, _ = guards.after_stop(host_cfg, read, pre.baseline_bytes)
+                try:
+                    returned, _ = guards.after_stop(host_cfg, read, pre.baseline_bytes)
+                except Exception as e:  # noqa: BLE001 - the host unreachable: not checked, and said so
+                    returned = None
+                    run.failure_reason = _join(
+                        run.failure_reason, f"memory after stop not checked: {dk.host_error(client, e)}"
+                    )
                 if returned is False:
                     run.failure_reason = _join(
                         run.failure_reason, "memory did not return to baseline after stop"

@@ -75,10 +75,17 @@ class ProductionEngine(_Strict):
 class HostConfig(_Strict):
     kind: Literal["local", "docker"]
     description: str = ""
-    # docker: "unix:///var/run/docker.sock" or "ssh://{user}@box"; the user comes from ssh_user_env
+    # docker: "unix:///var/run/docker.sock" or "ssh://{user}@box[:port]"; the user comes from ssh_user_env
     docker_host: str | None = None
     ssh_user_env: str | None = None
+    # ssh:// hosts (strix_pipeline/hosts/ssh.py): the variable holding the private key's path (-i,
+    # IdentitiesOnly); unset variable: ssh's own keys (agent, ~/.ssh/config)
     ssh_key_path_env: str | None = None
+    # a known_hosts file holding the Box's host key (host keys are checked strictly); None: ssh's own
+    ssh_known_hosts: str | None = None
+    ssh_connect_timeout_s: Annotated[int, Field(gt=0, le=300)] = 10
+    # keepalive probes; 3 unanswered ones end the connection: a drop is noticed within 3x this
+    ssh_alive_interval_s: Annotated[int, Field(gt=0, le=300)] = 5
     address: str = "127.0.0.1"  # where the engines' HTTP ports are reached
     # GB = 10^9 bytes (see the module docstring): the most the flags of one run may reserve
     memory_budget_gb: Annotated[float, Field(gt=0)] | None = None
