@@ -24,6 +24,7 @@ from dagster._core.definitions.selector import JobSubsetSelector
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import ModuleTarget
 from pipeline_helpers import REPO, llama_available, write_config
+from test_benchmark_docker import busybox, client, llama, model_path, production  # noqa: F401 - fixtures
 
 from assets.partitions import image_versions
 from strix_dagster.definitions import build_definitions
@@ -243,3 +244,74 @@ def test_interrupt_outside_dagster_is_still_recorded(tmp_path: Path) -> None:
     port = engine_port(result.run.launch_command)
     assert processes_with("llama-server", f"--port {port}") == []
     assert_port_free(port)
+
+
+# ---------------------------------------------------------------- a Docker host with production
+
+
+@pytest.mark.docker
+@pytest.mark.registry
+@pytest.mark.timeout(600)
+def test_cancelled_docker_run_restores_production_and_is_recorded(
+    llama,  # noqa: ANN001, F811 - fixtures of tests/test_benchmark_docker.py: the image in a loopback registry
+    model_path,  # noqa: ANN001, F811
+    production,  # noqa: ANN001, F811 - a busybox httpd container with a /health, on host networking
+    tmp_path: Path,
+) -> None:
+    """run_benchmark in this process's main thread under Dagster's own interrupt handling
+    (``raise_execution_interrupts``: SIGINT raises DagsterExecutionInterruptedError, as in a step);
+    SIGINT once the sweep's first level is done. A whole Dagster run over Docker would add minutes on
+    two cores and nothing the local test does not show about Dagster's side."""
+    import threading
+
+    from dagster._core.errors import DagsterExecutionInterruptedError, raise_execution_interrupts
+    from test_benchmark_docker import _healthy, _state, make_config, managed, target
+
+    from strix_pipeline.benchmark import RunCancelled, run_benchmark
+
+    name, url = production
+    base = make_config(
+        tmp_path, llama, model_path, production={"container": name, "health_url": url, "health_timeout_s": 30}
+    )
+    tiny = base.profiles["tiny"]
+    sweep = tiny.concurrency_sweep.model_copy(update={"requests_at": {2: 200}})
+    config = base.model_copy(
+        update={"profiles": {"tiny": tiny.model_copy(update={"concurrency_sweep": sweep})}}
+    )
+    states: list[tuple[str, bool]] = []  # production's state when the cancel was sent
+    fired = threading.Event()
+
+    def cancel() -> None:
+        states.append((_state(name), _healthy(url)))
+        os.kill(os.getpid(), signal.SIGINT)
+
+    def log(line: str) -> None:
+        if FIRST_LEVEL_DONE in line and not fired.is_set():
+            fired.set()
+            threading.Timer(0.5, cancel).start()
+
+    run_id = "bd-cancel"
+    with raise_execution_interrupts(), pytest.raises(RunCancelled) as info:
+        run_benchmark(config, target(llama), run_id=run_id, log=log, force=True)
+    assert states == [("exited", False)]  # production was down while the engine ran
+    assert isinstance(info.value.interrupt, DagsterExecutionInterruptedError)
+    result = info.value.result
+    r = result.run
+    assert r.status == "cancelled"
+    assert "cancelled (DagsterExecutionInterruptedError) at concurrency_sweep level 2" in r.failure_reason
+    # production is back before RunCancelled is raised, and the run says so
+    assert _state(name) == "running" and _healthy(url)
+    assert result.production_restored is True
+    assert r.production_down_at and r.production_up_at and r.production_down_at < r.production_up_at
+    assert managed(run_id) == []  # the engine's container is gone
+    assert any(m.phase == "after_stop" for m in result.memory) and r.memory_returned is not None
+
+    with Warehouse.open(tmp_path / "w.duckdb") as wh:
+        wh.load_run(result)
+    with Warehouse.open(tmp_path / "w.duckdb", read_only=True) as wh:
+        assert wh.query_df("SELECT status FROM runs").to_dicts() == [{"status": "cancelled"}]
+        counts = wh.query_df("SELECT scenario, level, count(*) AS n FROM requests GROUP BY ALL").to_dicts()
+    assert {(c["scenario"], c["level"]): c["n"] for c in counts} == {
+        ("smoke", 1): 1,
+        ("concurrency_sweep", 1): 2,
+    }
