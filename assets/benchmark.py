@@ -1,5 +1,7 @@
 """`benchmark_run`: the standard suite for one image version on its host, loaded into the warehouse."""
 
+from pathlib import Path
+
 import dagster as dg
 
 from assets.partitions import image_versions
@@ -9,6 +11,7 @@ from strix_pipeline.benchmark import RunCancelled, run_benchmark
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import LevelAggregate, RunResult
 from strix_pipeline.run_checks import completeness, memory_back, served
+from strix_pipeline.warehouse import spool
 
 COMPLETENESS = "benchmark_complete"
 ENGINE_SERVED = "engine_served"
@@ -161,9 +164,23 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
                 # by now; the run is stored as `cancelled` with what it measured, then the interrupt
                 # goes on so Dagster marks the run CANCELED.
                 cancelled, result = e, e.result
-            with warehouse.writer() as wh:
-                wh.upsert_host(host, config.hosts[host].kind, config.hosts[host].description)
-                wh.load_run(result)
+            try:  # spooled to a file first: a warehouse that refuses the load loses nothing
+                stored = spool.store_run(
+                    result,
+                    spool_directory=spool.spool_dir(config.artifacts_dir()),
+                    open_writer=warehouse.writer,
+                    warehouse_path=Path(warehouse.path),
+                    host=spool.HostFacts(host, config.hosts[host].kind, config.hosts[host].description),
+                )
+            except spool.RunNotStored as e:
+                if cancelled is not None:  # kept in the spool file; the cancellation still goes on
+                    context.log.error(f"cancelled run {result.run.run_id} not loaded: {e}")
+                    raise cancelled.interrupt from None
+                raise dg.Failure(
+                    description=str(e), metadata={"spool_file": str(e.spool), "warehouse": str(e.warehouse)}
+                ) from e
+            for note in stored.notes():
+                context.log.warning(note)
             context.log.info(
                 f"loaded run {result.run.run_id}: {result.run.status}, {len(result.requests)} requests, "
                 f"{len(result.aggregates)} aggregates, {len(result.memory)} memory samples"

@@ -13,6 +13,7 @@ import json
 import time
 import traceback
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from strix_pipeline.memory import (
     run_here,
     summarize,
 )
-from strix_pipeline.records import HARNESS_VERSION, ImageRecord, RunRecord, RunResult
+from strix_pipeline.records import HARNESS_VERSION, ImageRecord, RequestRecord, RunRecord, RunResult
 
 Log = Callable[[str], None]
 
@@ -66,13 +67,29 @@ def new_run_id(target: BenchmarkTarget, now: datetime | None = None) -> str:
     return f"{now:%Y%m%dT%H%M%S}-{target.host}-{target.engine}-{target.model}-{uuid.uuid4().hex[:6]}"
 
 
-def _status_from_suite(smoke_ok: bool | None, ok: int, failed: int) -> tuple[str, str | None]:
+def _failure_classes(measured: list[RequestRecord]) -> str:
+    """``timeout 2, http_500 1``: what the failed requests died of, most frequent first."""
+    counts = Counter(q.error_class or "unknown" for q in measured if not q.ok)
+    return ", ".join(f"{c} {n}" for c, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _status_from_suite(
+    smoke_ok: bool | None, measured: list[RequestRecord], engine_gone: str | None = None
+) -> tuple[str, str | None]:
+    """The run's status from its measured (non-warm-up) requests; the reason names the error classes.
+    An engine that died mid-suite fails the run whatever it served before: the suite is incomplete
+    and the engine is not one to rest a decision on; the records measured before stay."""
+    ok = sum(1 for q in measured if q.ok)
+    failed = len(measured) - ok
+    why = f" ({_failure_classes(measured)})" if failed else ""
+    if engine_gone:
+        return "failed_serve", f"{engine_gone}; {ok} request(s) ok, {failed} failed{why}"
     if ok == 0:
-        return "failed_serve", "no request succeeded"
+        return "failed_serve", f"no request succeeded{why}"
     if smoke_ok is False:
         return "failed_serve", "the smoke request did not return valid output"
     if failed:
-        return "partial", f"{failed} request(s) failed"
+        return "partial", f"{failed} of {len(measured)} request(s) failed{why}"
     return "ok", None
 
 
@@ -253,7 +270,7 @@ def _apply_suite(result: RunResult, suite, log: Log) -> None:  # noqa: ANN001 - 
     measured = [q for q in suite.requests if not q.warmup]
     ok = sum(1 for q in measured if q.ok)
     failed = len(measured) - ok
-    status, reason = _status_from_suite(suite.smoke_ok, ok, failed)
+    status, reason = _status_from_suite(suite.smoke_ok, measured, suite.engine_gone)
     result.run.status = status
     result.run.failure_reason = _join(reason, *suite.errors)
     log(f"[{result.run.run_id}] suite done: {ok} ok, {failed} failed -> {status}")
@@ -269,12 +286,21 @@ def _measure(
     sampler: MemorySampler | None,
     settle_s: float,
 ) -> None:
-    """Sample the loaded engine idle for ``settle_s`` (held memory), then run the suite under 'bench'."""
+    """Sample the loaded engine idle for ``settle_s`` (held memory), then run the suite under 'bench'.
+
+    The suite asks ``engine.exit_description`` whether the engine still runs (before each level, and
+    after a request lost to a connection error): a dead engine stops it at that level, named in
+    ``failure_reason``, and what was measured before is kept."""
     run_id = result.run.run_id
     if sampler:
         sampler.set_phase("idle")
         time.sleep(settle_s)
         sampler.set_phase("bench")
+
+    def level_started(scenario: str, level: int, done: int, total: int) -> None:
+        if done == 0:  # where a long run is; the line a crash's reason refers back to
+            log(f"[{run_id}] {scenario} level {level}: {total} request(s)")
+
     suite = run_suite_sync(
         engine.base_url,
         engine.model,
@@ -285,10 +311,12 @@ def _measure(
         context_length=config.models[target.model].context_length,
         metrics_url=engine.metrics_url,
         on_progress=lambda line: log(f"[{run_id}] {line}"),
+        on_request=level_started,
+        engine_exit=engine.exit_description,
     )
     _apply_suite(result, suite, log)
-    died = engine.exit_description()
-    if died:
+    died = None if suite.engine_gone else engine.exit_description()
+    if died:  # it died after the suite's last check: the suite itself saw nothing wrong
         # an engine that died under load is the run's headline, not one more failed request
         run = result.run
         if not _any_ok(suite):
