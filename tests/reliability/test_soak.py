@@ -2,7 +2,7 @@
 
 Each iteration is what benchmark_run does for one target on `local`, in this process: run_benchmark
 (a real llama-server started and stopped, a tiny profile: the smoke request and one level of two
-requests) and the run's load into one warehouse file. After the first iteration (warm-up: imports,
+requests) and the run's store into one warehouse file (spool.store_run: spooled, then loaded). After the first iteration (warm-up: imports,
 caches, the warehouse's first open) the open file descriptors, threads and child processes of this
 process are the baseline; after the last they must be the same, and the warehouse must hold exactly
 20 runs with the planned rows each.
@@ -21,7 +21,7 @@ from pipeline_helpers import llama_available, write_config
 
 from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
 from strix_pipeline.config import load_config
-from strix_pipeline.warehouse import Warehouse
+from strix_pipeline.warehouse import Warehouse, spool
 
 pytestmark = [pytest.mark.llama, pytest.mark.slow]
 
@@ -98,6 +98,7 @@ def test_twenty_local_runs_leak_nothing_and_store_exactly_what_was_planned(tmp_p
     target = BenchmarkTarget("local", "llamacpp", "gemma3-270m", "tiny", None)
     db = config.warehouse_path()
     db.parent.mkdir(parents=True, exist_ok=True)
+    spool_directory = spool.spool_dir(config.artifacts_dir())
 
     started = time.monotonic()
     durations: list[float] = []
@@ -107,9 +108,14 @@ def test_twenty_local_runs_leak_nothing_and_store_exactly_what_was_planned(tmp_p
         assert time.monotonic() - started < TIME_BUDGET_S, f"soak over its {TIME_BUDGET_S} s bound at {i}"
         t0 = time.monotonic()
         result = run_benchmark(config, target, run_id=f"soak-{i:02d}", log=lambda _line: None)
-        with Warehouse.open(db) as wh:
-            wh.upsert_host("local", "local", "soak")
-            wh.load_run(result)
+        stored = spool.store_run(
+            result,
+            spool_directory=spool_directory,
+            open_writer=lambda: Warehouse.open(db),
+            warehouse_path=db,
+            host=spool.HostFacts("local", "local", "soak"),
+        )
+        assert stored.notes() == [], stored.notes()
         durations.append(time.monotonic() - t0)
         statuses.append(result.run.status)
         assert result.run.status == "ok", (i, result.run.failure_reason, result.run.log_tail)
@@ -130,6 +136,7 @@ def test_twenty_local_runs_leak_nothing_and_store_exactly_what_was_planned(tmp_p
     assert end["python_threads"] == baseline["python_threads"]
     assert end["os_threads"] == baseline["os_threads"]
     assert end["children"] == baseline["children"] == []
+    assert spool.pending(spool_directory) == []  # every spool file was loaded, then removed
 
     with Warehouse.open(db, read_only=True) as wh:
         counts = {t: wh.count(t) for t in ("runs", "requests", "aggregates")}
