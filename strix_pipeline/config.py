@@ -342,6 +342,34 @@ class StrixConfig(_Strict):
             raise ValueError(f"decision.host: no host named {d.host!r} in [hosts]")
         return self
 
+    @model_validator(mode="after")
+    def _reservations_fit(self) -> StrixConfig:
+        """A run whose engine reserves more than its host's memory budget is refused here, at load, by
+        the rule the run itself applies before it stops production (hosts.guards.check_reservations
+        over engines.build_spec's reservations, as DockerLauncher builds them): a budget is a Docker
+        host's, where the pools are sized from it."""
+        from strix_pipeline.engines import build_spec
+        from strix_pipeline.hosts.errors import EngineStartError
+        from strix_pipeline.hosts.guards import check_reservations
+
+        for host, runs in self.runs.items():
+            h = self.hosts[host]
+            if h.kind != "docker" or h.memory_budget_gb is None:
+                continue
+            for i, r in enumerate(runs):
+                spec = build_spec(
+                    self.engines[r.engine], self.models[r.model], "", budget_gb=h.memory_budget_gb
+                )
+                try:
+                    check_reservations(
+                        spec.reservations,
+                        h.memory_budget_gb,
+                        what=f"runs.{host}[{i}] (engine {r.engine!r}, model {r.model!r})",
+                    )
+                except EngineStartError as e:
+                    raise ValueError(f"{e.reason} (hosts.{host}.memory_budget_gb)") from None
+        return self
+
     def warehouse_path(self) -> Path:
         return resolve_path(self.project.warehouse)
 

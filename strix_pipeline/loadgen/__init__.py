@@ -38,6 +38,7 @@ __all__ = [
     "SCENARIOS",
     "QUICK_PROFILE",
     "SuiteResult",
+    "SuiteInterrupted",
     "run_suite",
     "run_suite_sync",
     "run_dataset",
@@ -86,6 +87,29 @@ class SuiteResult:
     # how and where the engine ended mid-suite ("llama-server was killed by SIGKILL ... during
     # concurrency_sweep level 4 (3 of 4 requests sent); not run: decode"); the suite stopped there
     engine_gone: str | None = None
+    # where the suite is: the scenario, and its level with the requests done of those planned when the
+    # scenario reports them; an interrupted suite says where it stopped
+    scenario: str | None = None
+    level: int | None = None
+    done: int | None = None
+    planned: int | None = None
+
+    def position(self) -> str | None:
+        if self.scenario is None:
+            return None
+        if self.level is None:
+            return self.scenario
+        return f"{self.scenario} level {self.level} ({self.done} of {self.planned} requests done)"
+
+
+class SuiteInterrupted(BaseException):  # noqa: N818 - it wraps an interrupt, it is not an error
+    """The suite was interrupted (Ctrl-C, an orchestrator's termination): ``partial`` holds what it
+    measured before -- every finished level's records and aggregates -- and where it was;
+    ``interrupt`` is the exception the interrupt raised, for the caller to raise again."""
+
+    def __init__(self, partial: SuiteResult, interrupt: BaseException) -> None:
+        super().__init__(f"suite interrupted by {type(interrupt).__name__} at {partial.position()}")
+        self.partial, self.interrupt = partial, interrupt
 
 
 def normalize_base_url(url: str) -> str:
@@ -153,15 +177,28 @@ async def _run(
     body: Callable[[SuiteContext, Workload, SuiteResult], object],
     max_tokens: int,
     engine_exit: EngineExitFn | None = None,
+    into: SuiteResult | None = None,
 ) -> SuiteResult:
     base_url = normalize_base_url(base_url)
-    result = SuiteResult()
+    result = into if into is not None else SuiteResult()
+
+    def track(scenario: str, level: int, done: int, total: int) -> None:
+        result.scenario, result.level, result.done, result.planned = scenario, level, done, total
+        if on_request:
+            on_request(scenario, level, done, total)
+
     async with make_session() as session, MetricsScraper(metrics_url, scrape_interval_s) as scraper:
         if not model:
             model = await detect_model(session, base_url) or "default"
         result.model = model
         ctx = SuiteContext(
-            session, base_url, model, run_id, slo, timeout_s, scraper, on_progress, on_request, engine_exit
+            session, base_url, model, run_id, slo, timeout_s, scraper, on_progress, track, engine_exit
+        )
+        # the same lists the levels append to: a suite interrupted mid-way still shows what it measured
+        result.requests, result.aggregates, result.server_metrics = (
+            ctx.requests,
+            ctx.aggregates,
+            ctx.server_metrics,
         )
         try:
             wl = Workload(ServerTokenizer(session, base_url, model), seed)
@@ -203,6 +240,7 @@ async def run_suite(
     on_request: RequestProgressFn | None = None,
     scrape_interval_s: float = 2.0,
     engine_exit: EngineExitFn | None = None,
+    into: SuiteResult | None = None,
 ) -> SuiteResult:
     """Run the suite's scenarios (default: the profile's list) in the standard order.
 
@@ -210,6 +248,7 @@ async def run_suite(
     detected and the smaller one used. ``metrics_url`` defaults to ``base_url + "/metrics"``.
     ``engine_exit`` (e.g. the launcher's ``exit_description``): None while the engine runs, else how
     it ended; asked before each level and after each request lost to a connection error.
+    ``into``: the result to fill as the suite goes (returned), readable when the suite is interrupted.
     """
     names = [s for s in SCENARIOS if s in (scenarios if scenarios is not None else profile.scenarios)]
     unknown = [s for s in (scenarios or ()) if s not in SCENARIOS]
@@ -227,6 +266,7 @@ async def run_suite(
         for u in unknown:
             result.errors.append(f"{u}: unknown scenario, skipped")
         for i, name in enumerate(names):
+            result.scenario, result.level, result.done, result.planned = name, None, None, None
             try:
                 if name == "smoke":
                     sm = await sc.smoke(ctx, wl, profile)
@@ -249,7 +289,7 @@ async def run_suite(
     return await _run(
         base, model, slo, run_id, profile.request_timeout_s, profile.seed,
         metrics_url or base + "/metrics", on_progress, on_request, scrape_interval_s, body,
-        _max_prompt_tokens(profile, names), engine_exit,
+        _max_prompt_tokens(profile, names), engine_exit, into,
     )  # fmt: skip
 
 
@@ -261,8 +301,16 @@ def run_suite_sync(
     run_id: str,
     **kwargs: object,
 ) -> SuiteResult:
-    """``run_suite`` in a fresh event loop (uvloop when installed), for callers that are not async."""
-    return run_async(run_suite(base_url, model, profile, slo, run_id, **kwargs))  # type: ignore[arg-type]
+    """``run_suite`` in a fresh event loop (uvloop when installed), for callers that are not async.
+
+    An interrupt raises :class:`SuiteInterrupted` with what was measured before it."""
+    partial = SuiteResult()
+    try:
+        return run_async(run_suite(base_url, model, profile, slo, run_id, into=partial, **kwargs))  # type: ignore[arg-type]
+    except Exception:
+        raise
+    except BaseException as e:
+        raise SuiteInterrupted(partial, e) from e
 
 
 async def run_dataset(
