@@ -13,7 +13,7 @@ import pytest
 from synthetic_server import SyntheticServer
 
 from strix_pipeline.config import SLO
-from strix_pipeline.loadgen import SuiteResult, client, run_dataset
+from strix_pipeline.loadgen import DatasetLoad, SuiteResult, client, run_load
 from strix_pipeline.loadgen.workloads import Prompt
 from strix_pipeline.records import RequestRecord
 
@@ -39,13 +39,12 @@ def run(
             ttft_ms=srv.get("ttft_ms", TTFT_MS), itl_ms=srv.get("itl_ms", ITL_MS)
         ) as server:
             prompts = [Prompt(f"p{i}", f"prompt {i}", None, None, n) for i in range(count)]
-            res = await run_dataset(
+            res = await run_load(
                 server.base_url,
                 f"synthetic/{mode}",
-                prompts,
                 SLO(),
                 "t",
-                levels=[concurrency],
+                DatasetLoad(prompts, levels=[concurrency]),
                 timeout_s=timeout_s,
             )
             return res, server
@@ -181,14 +180,12 @@ def test_all_edge_cases_together_under_concurrency() -> None:
                 "error_event",
             )
             tasks = [
-                run_dataset(
+                run_load(
                     server.base_url,
                     f"synthetic/{m}",
-                    [Prompt(m, "x", None, None, 8)],
                     SLO(),
                     "t",
-                    levels=[1],
-                    requests=2,
+                    DatasetLoad([Prompt(m, "x", None, None, 8)], levels=[1], requests=2),
                     timeout_s=1.0,
                 )
                 for m in modes
@@ -211,13 +208,12 @@ def test_connection_refused_is_recorded() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again before the request: nothing listens there
     res = asyncio.run(
-        run_dataset(
+        run_load(
             f"http://127.0.0.1:{port}/v1",
             "m",
-            [Prompt("p", "x", None, None, 4)],
             SLO(),
             "t",
-            requests=2,
+            DatasetLoad([Prompt("p", "x", None, None, 4)], requests=2),
             timeout_s=2,
         )
     )

@@ -12,7 +12,7 @@ from synthetic_server import SyntheticServer
 
 from strix_pipeline.cli import bench as cli_bench
 from strix_pipeline.config import SLO, ScenarioProfile
-from strix_pipeline.loadgen import SuiteResult, run_dataset, run_suite, run_suite_sync
+from strix_pipeline.loadgen import DatasetLoad, SuiteResult, run_load, run_suite, run_suite_sync
 from strix_pipeline.loadgen.workloads import Prompt
 from strix_pipeline.records import RunRecord, RunResult
 from strix_pipeline.warehouse import Warehouse
@@ -99,8 +99,8 @@ def test_open_loop_rate() -> None:
     async def go() -> SuiteResult:
         async with SyntheticServer(ttft_ms=2, itl_ms=0) as srv:
             prompts = [Prompt(f"p{i}", "x", None, None, 2) for i in range(3)]
-            return await run_dataset(
-                srv.base_url, "synthetic", prompts, SLO(), "r", requests=40, rate=50.0, seed=3
+            return await run_load(
+                srv.base_url, "synthetic", SLO(), "r", DatasetLoad(prompts, requests=40, rate=50.0, seed=3)
             )
 
     res = asyncio.run(go())

@@ -620,7 +620,15 @@ def _vllm_doc(result: Any, plan: Plan, model: str) -> dict[str, Any]:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from strix_pipeline.loadgen import load_dataset, run_async, run_dataset, run_random, run_suite
+    from strix_pipeline.loadgen import (
+        DatasetLoad,
+        Observe,
+        RandomLoad,
+        load_dataset,
+        run_async,
+        run_load,
+        run_suite,
+    )
 
     console = Console(stderr=True)
     plan = plan_run(args)
@@ -653,27 +661,32 @@ def handle(args: argparse.Namespace) -> int:
         def on_progress(line: str) -> None:
             progress.console.print(line)
 
-        common: dict[str, Any] = dict(
-            metrics_url=args.metrics_url, on_progress=on_progress, on_request=on_request
-        )
-        if plan.mode == "dataset":
-            coro = run_dataset(
-                plan.url, plan.model or "", prompts, slo, run_id, levels=plan.levels or [1],
-                requests=plan.requests, warmup=plan.warmup or 0, rate=plan.rate, burstiness=args.burstiness,
-                seed=profile.seed, timeout_s=profile.request_timeout_s, **common,
-            )  # fmt: skip
-        elif plan.mode == "random":
-            coro = run_random(
-                plan.url, plan.model or "", slo, run_id, input_lens=plan.input_lens, output_lens=plan.output_lens,
-                chat=plan.chat, path=plan.endpoint, warmups=plan.warmup or 0, rate=plan.rate,
-                burstiness=args.burstiness, max_concurrency=plan.levels[0] if plan.levels else None,
-                seed=profile.seed, timeout_s=args.timeout or VLLM_TIMEOUT_S, **common,
-            )  # fmt: skip
-        else:
+        observe: Observe = {
+            "metrics_url": args.metrics_url,
+            "on_progress": on_progress,
+            "on_request": on_request,
+        }
+        if plan.mode == "scenario":
             coro = run_suite(
                 plan.url, plan.model or "", profile, slo, run_id, scenarios=scenarios,
-                context_length=args.context_length, **common,
+                context_length=args.context_length, **observe,
             )  # fmt: skip
+        else:
+            load: DatasetLoad | RandomLoad
+            if plan.mode == "dataset":
+                load = DatasetLoad(
+                    prompts, levels=plan.levels or [1], requests=plan.requests, warmup=plan.warmup or 0,
+                    rate=plan.rate, burstiness=args.burstiness, seed=profile.seed,
+                )  # fmt: skip
+                timeout_s = profile.request_timeout_s
+            else:
+                load = RandomLoad(
+                    plan.input_lens, plan.output_lens, chat=plan.chat, path=plan.endpoint,
+                    warmups=plan.warmup or 0, rate=plan.rate, burstiness=args.burstiness,
+                    max_concurrency=plan.levels[0] if plan.levels else None, seed=profile.seed,
+                )  # fmt: skip
+                timeout_s = args.timeout or VLLM_TIMEOUT_S
+            coro = run_load(plan.url, plan.model or "", slo, run_id, load, timeout_s=timeout_s, **observe)
         result = run_async(coro)
 
     console.print(summary_table(result.aggregates))

@@ -5,10 +5,15 @@ Public API (used by the Dagster asset, the launchers and ``strix bench``)::
     result = await run_suite(base_url, model, profile, slo, run_id, scenarios=None,
                              context_length=None, metrics_url=None, on_progress=print)
     result = run_suite_sync(...)  # same, in its own event loop
+    result = await run_load(base_url, model, slo, run_id, DatasetLoad(prompts, levels=[1, 4]))
+    result = await run_load(base_url, model, slo, run_id, RandomLoad(input_lens, output_lens))
+
+Every entry point takes the same watchers as keywords (``Observe``: metrics_url, on_progress,
+on_request, scrape_interval_s, engine_exit).
 
 ``base_url`` is the server root (``http://127.0.0.1:8080``; a trailing ``/v1`` is accepted). Requests
 never raise out of the suite: a server that fails produces failed request records. ``engine_exit``
-(``run_suite``) tells whether the engine still runs: one found dead stops the suite at that level,
+tells whether the engine still runs: one found dead stops the suite at that level,
 recorded in ``SuiteResult.engine_gone``. What is retried: ``client.RETRY_POLICY``.
 """
 
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict, Unpack
 
 import aiohttp
 
@@ -26,12 +32,14 @@ from strix_pipeline.loadgen.loop import run as run_async
 from strix_pipeline.loadgen.prometheus import MetricsScraper
 from strix_pipeline.loadgen.scenarios import (
     SCENARIOS,
+    DatasetLoad,
     EngineExitFn,
     EngineGone,
+    RandomLoad,
     RequestProgressFn,
     SuiteContext,
 )
-from strix_pipeline.loadgen.workloads import Prompt, ServerTokenizer, Workload, load_dataset
+from strix_pipeline.loadgen.workloads import ServerTokenizer, Workload, load_dataset
 from strix_pipeline.records import LevelAggregate, RequestTable, ServerMetricSample
 
 __all__ = [
@@ -39,10 +47,12 @@ __all__ = [
     "QUICK_PROFILE",
     "SuiteResult",
     "SuiteInterrupted",
+    "Observe",
+    "DatasetLoad",
+    "RandomLoad",
     "run_suite",
     "run_suite_sync",
-    "run_dataset",
-    "run_random",
+    "run_load",
     "load_dataset",
     "detect_context_length",
     "detect_model",
@@ -163,6 +173,23 @@ def _max_prompt_tokens(profile: ScenarioProfile, names: Sequence[str]) -> int:
     return n
 
 
+class Observe(TypedDict, total=False):
+    """What watches a run, the same for every entry point.
+
+    ``metrics_url``: the Prometheus page scraped during each level (default ``base_url + "/metrics"``),
+    every ``scrape_interval_s`` (default 2). ``on_progress``: one line per level and per problem.
+    ``on_request``: each level's requests done so far. ``engine_exit`` (e.g. the launcher's
+    ``exit_description``): None while the engine runs, else how it ended; asked before each level and
+    after each request lost to a connection error.
+    """
+
+    metrics_url: str | None
+    on_progress: Callable[[str], None] | None
+    on_request: RequestProgressFn | None
+    scrape_interval_s: float
+    engine_exit: EngineExitFn | None
+
+
 async def _run(
     base_url: str,
     model: str,
@@ -170,16 +197,14 @@ async def _run(
     run_id: str,
     timeout_s: float,
     seed: int,
-    metrics_url: str | None,
-    on_progress: Callable[[str], None] | None,
-    on_request: RequestProgressFn | None,
-    scrape_interval_s: float,
+    observe: Observe,
     body: Callable[[SuiteContext, Workload, SuiteResult], object],
     max_tokens: int,
-    engine_exit: EngineExitFn | None = None,
     into: SuiteResult | None = None,
 ) -> SuiteResult:
     base_url = normalize_base_url(base_url)
+    metrics_url = observe.get("metrics_url") or base_url + "/metrics"
+    on_request = observe.get("on_request")
     result = into if into is not None else SuiteResult()
 
     def track(scenario: str, level: int, done: int, total: int) -> None:
@@ -187,13 +212,17 @@ async def _run(
         if on_request:
             on_request(scenario, level, done, total)
 
-    async with make_session() as session, MetricsScraper(metrics_url, scrape_interval_s) as scraper:
+    async with (
+        make_session() as session,
+        MetricsScraper(metrics_url, observe.get("scrape_interval_s", 2.0)) as scraper,
+    ):
         if not model:
             model = await detect_model(session, base_url) or "default"
         result.model = model
         ctx = SuiteContext(
-            session, base_url, model, run_id, slo, timeout_s, scraper, on_progress, track, engine_exit
-        )
+            session, base_url, model, run_id, slo, timeout_s, scraper, observe.get("on_progress"),
+            track, observe.get("engine_exit"),
+        )  # fmt: skip
         # the same lists the levels append to: a suite interrupted mid-way still shows what it measured
         result.requests, result.aggregates, result.server_metrics = (
             ctx.requests,
@@ -208,7 +237,7 @@ async def _run(
                     "workload: the server has no usable /tokenize + /detokenize; input lengths are estimated"
                 )
             await body(ctx, wl, result)  # type: ignore[misc]
-        except EngineGone as e:  # run_dataset / run_random: one scenario, it stopped where it died
+        except EngineGone as e:  # run_load: one scenario, it stopped where it died
             result.engine_gone = result.engine_gone or str(e)
         finally:
             await ctx.connections.aclose()
@@ -235,20 +264,14 @@ async def run_suite(
     *,
     scenarios: list[str] | None = None,
     context_length: int | None = None,
-    metrics_url: str | None = None,
-    on_progress: Callable[[str], None] | None = None,
-    on_request: RequestProgressFn | None = None,
-    scrape_interval_s: float = 2.0,
-    engine_exit: EngineExitFn | None = None,
     into: SuiteResult | None = None,
+    **observe: Unpack[Observe],
 ) -> SuiteResult:
     """Run the suite's scenarios (default: the profile's list) in the standard order.
 
     ``context_length`` caps the ladder and prompt lengths; the server's own (per-slot) context is
-    detected and the smaller one used. ``metrics_url`` defaults to ``base_url + "/metrics"``.
-    ``engine_exit`` (e.g. the launcher's ``exit_description``): None while the engine runs, else how
-    it ended; asked before each level and after each request lost to a connection error.
-    ``into``: the result to fill as the suite goes (returned), readable when the suite is interrupted.
+    detected and the smaller one used. ``into``: the result to fill as the suite goes (returned),
+    readable when the suite is interrupted.
     """
     names = [s for s in SCENARIOS if s in (scenarios if scenarios is not None else profile.scenarios)]
     unknown = [s for s in (scenarios or ()) if s not in SCENARIOS]
@@ -287,10 +310,17 @@ async def run_suite(
                     result.smoke_ok = False
 
     return await _run(
-        base, model, slo, run_id, profile.request_timeout_s, profile.seed,
-        metrics_url or base + "/metrics", on_progress, on_request, scrape_interval_s, body,
-        _max_prompt_tokens(profile, names), engine_exit, into,
-    )  # fmt: skip
+        base,
+        model,
+        slo,
+        run_id,
+        profile.request_timeout_s,
+        profile.seed,
+        observe,
+        body,
+        _max_prompt_tokens(profile, names),
+        into,
+    )
 
 
 def run_suite_sync(
@@ -313,77 +343,26 @@ def run_suite_sync(
         raise SuiteInterrupted(partial, e) from e
 
 
-async def run_dataset(
-    base_url: str,
-    model: str,
-    prompts: Sequence[Prompt],
-    slo: SLO,
-    run_id: str,
-    *,
-    levels: Sequence[int] = (1,),
-    requests: int | None = None,
-    warmup: int = 0,
-    rate: float | None = None,
-    burstiness: float = 1.0,
-    seed: int = 1234,
-    timeout_s: float = 600,
-    max_duration_s: float | None = None,
-    metrics_url: str | None = None,
-    on_progress: Callable[[str], None] | None = None,
-    on_request: RequestProgressFn | None = None,
-    scrape_interval_s: float = 2.0,
-    engine_exit: EngineExitFn | None = None,
-) -> SuiteResult:
-    """Replay prompts from a dataset file (see ``load_dataset``) at each concurrency or at one rate.
-    ``engine_exit``: as for ``run_suite``."""
-    base = normalize_base_url(base_url)
-
-    async def body(ctx: SuiteContext, wl: Workload, result: SuiteResult) -> None:
-        await sc.dataset(
-            ctx, prompts, levels, requests=requests, warmup=warmup, rate=rate, burstiness=burstiness,
-            seed=seed, max_duration_s=max_duration_s,
-        )  # fmt: skip
-
-    return await _run(
-        base, model, slo, run_id, timeout_s, seed, metrics_url or base + "/metrics", on_progress, on_request,
-        scrape_interval_s, body, 0, engine_exit,
-    )  # fmt: skip
-
-
-async def run_random(
+async def run_load(
     base_url: str,
     model: str,
     slo: SLO,
     run_id: str,
+    load: DatasetLoad | RandomLoad,
     *,
-    input_lens: Sequence[int],
-    output_lens: Sequence[int],
-    chat: bool = False,
-    path: str | None = None,
-    warmups: int = 0,
-    rate: float | None = None,
-    burstiness: float = 1.0,
-    max_concurrency: int | None = None,
-    seed: int = 1234,
     timeout_s: float = 600,
-    metrics_url: str | None = None,
-    on_progress: Callable[[str], None] | None = None,
-    on_request: RequestProgressFn | None = None,
-    scrape_interval_s: float = 2.0,
+    **observe: Unpack[Observe],
 ) -> SuiteResult:
-    """One level shaped as ``vllm bench serve --dataset-name random``: prompts of the given token
-    lengths to ``path`` (default /v1/completions, or /v1/chat/completions with ``chat``), at
-    ``max_concurrency`` clients or an open loop at ``rate`` (capped at ``max_concurrency`` in flight)."""
-    base = normalize_base_url(base_url)
-    endpoint = path or ("/v1/chat/completions" if chat else "/v1/completions")
+    """One described load instead of the suite: prompts from a dataset file (``DatasetLoad``, see
+    ``load_dataset``) at each concurrency or at one rate, or one level shaped as ``vllm bench serve
+    --dataset-name random`` (``RandomLoad``)."""
 
     async def body(ctx: SuiteContext, wl: Workload, result: SuiteResult) -> None:
-        await sc.random_dataset(
-            ctx, wl, input_lens=input_lens, output_lens=output_lens, chat=chat, path=endpoint,
-            warmups=warmups, rate=rate, burstiness=burstiness, max_concurrency=max_concurrency, seed=seed,
-        )  # fmt: skip
+        if isinstance(load, DatasetLoad):
+            await sc.dataset(ctx, load)
+        else:
+            await sc.random_dataset(ctx, wl, load)
 
-    return await _run(
-        base, model, slo, run_id, timeout_s, seed, metrics_url or base + "/metrics", on_progress, on_request,
-        scrape_interval_s, body, max(input_lens, default=0),
-    )  # fmt: skip
+    # the corpus is prepared up to the longest prompt cut from it; a dataset brings its own text
+    longest = max(load.input_lens, default=0) if isinstance(load, RandomLoad) else 0
+    return await _run(base_url, model, slo, run_id, timeout_s, load.seed, observe, body, longest)

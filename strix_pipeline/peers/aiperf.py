@@ -23,7 +23,6 @@ from strix_pipeline.peers.common import (
     RecordedVersion,
     level_for,
     peer_result,
-    read_versioned,
 )
 from strix_pipeline.records import LevelAggregate, RunResult
 
@@ -44,7 +43,7 @@ def detect(doc: Any) -> bool:
 
 
 def load(path: Path, opts: ImportOptions) -> RunResult:
-    doc, f, version = read_versioned(path, opts, VERSION)
+    doc, f, version = VERSION.read(path, opts)
     if f.get(doc, "was_cancelled") is True:
         raise f.fail("$.was_cancelled", "the profile was cancelled: its numbers cover part of the run")
     cfg = f.obj(doc, "input_config")

@@ -25,7 +25,6 @@ from strix_pipeline.peers.common import (
     RecordedVersion,
     level_for,
     peer_result,
-    read_versioned,
 )
 from strix_pipeline.records import LevelAggregate, RunResult
 
@@ -48,7 +47,7 @@ def detect(doc: Any) -> bool:
 
 
 def load(path: Path, opts: ImportOptions) -> RunResult:
-    doc, f, version = read_versioned(path, opts, VERSION)
+    doc, f, version = VERSION.read(path, opts)
     benchmarks = f.arr(doc, "benchmarks")
     scenario = opts.scenario or _scenario(doc)
     aggs: list[LevelAggregate] = []

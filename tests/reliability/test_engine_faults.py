@@ -26,7 +26,7 @@ from synthetic_server import SyntheticServer
 from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
 from strix_pipeline.config import SLO, load_config
 from strix_pipeline.hosts.local import LLAMA_SERVER_ENV
-from strix_pipeline.loadgen import SuiteResult, client, run_dataset
+from strix_pipeline.loadgen import DatasetLoad, SuiteResult, client, run_load
 from strix_pipeline.loadgen import scenarios as sc
 from strix_pipeline.loadgen.prometheus import MetricsScraper
 from strix_pipeline.loadgen.workloads import Prompt
@@ -45,13 +45,12 @@ def _dataset(
 ) -> tuple[SuiteResult, SyntheticServer]:
     async def go() -> tuple[SuiteResult, SyntheticServer]:
         async with SyntheticServer(ttft_ms=5, itl_ms=1, **server) as srv:  # type: ignore[arg-type]
-            res = await run_dataset(
+            res = await run_load(
                 srv.base_url,
                 f"synthetic/{mode}",
-                _prompts(n),
                 SLO(),
                 "faults",
-                levels=[1],
+                DatasetLoad(_prompts(n), levels=[1]),
                 timeout_s=timeout_s,
             )
             return res, srv
@@ -182,13 +181,12 @@ def test_a_server_closing_after_every_stream_loses_nothing_under_concurrency() -
 
     async def go() -> tuple[SuiteResult, SyntheticServer]:
         async with SyntheticServer(ttft_ms=5, itl_ms=1) as s:
-            r = await run_dataset(
+            r = await run_load(
                 s.base_url,
                 "synthetic/close_after",
-                _prompts(24),
                 SLO(),
                 "faults",
-                levels=[4, 1, 4],
+                DatasetLoad(_prompts(24), levels=[4, 1, 4]),
                 timeout_s=5,
             )
             return r, s
@@ -309,13 +307,12 @@ def test_back_to_back_runs_on_the_real_llama_server_lose_nothing(llama_server) -
         out = []
         for _ in range(2):
             out.append(
-                await run_dataset(
+                await run_load(
                     llama_server.base_url,
                     "",
-                    _prompts(12, 6),
                     SLO(),
                     "faults",
-                    levels=[4, 1, 4],
+                    DatasetLoad(_prompts(12, 6), levels=[4, 1, 4]),
                     timeout_s=60,
                 )
             )

@@ -30,7 +30,7 @@ from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
 from strix_pipeline.config import SLO, ScenarioProfile, StrixConfig, load_config
 from strix_pipeline.hosts.errors import describe_exit
 from strix_pipeline.hosts.local_vllm import group_pids, listening_ports
-from strix_pipeline.loadgen import run_dataset, run_suite_sync
+from strix_pipeline.loadgen import DatasetLoad, run_load, run_suite_sync
 from strix_pipeline.loadgen.prometheus import parse_prometheus
 from strix_pipeline.loadgen.workloads import Prompt
 from strix_pipeline.records import RunResult
@@ -362,9 +362,10 @@ def test_an_open_loop_sends_nothing_more_once_the_engine_is_dead() -> None:
     engine = SyntheticEngine(("dataset", 600, 3))  # rate 10/s is level 600 (requests per minute)
     try:
         res = asyncio.run(
-            run_dataset(
-                engine.url, "synthetic/normal", [Prompt("p", "x", None, None, 4)], SLO(), "killed",
-                requests=40, rate=10.0, on_request=engine.on_request, engine_exit=engine.exit_description,
+            run_load(
+                engine.url, "synthetic/normal", SLO(), "killed",
+                DatasetLoad([Prompt("p", "x", None, None, 4)], requests=40, rate=10.0),
+                on_request=engine.on_request, engine_exit=engine.exit_description,
             )
         )  # fmt: skip
     finally:
