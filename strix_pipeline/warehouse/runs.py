@@ -25,7 +25,7 @@ from strix_pipeline.records import (
     ServerMetricSample,
 )
 from strix_pipeline.warehouse import arrow  # by module, so the scale benchmark can time its conversions
-from strix_pipeline.warehouse.connection import WarehouseError, insert, reclaim, transaction
+from strix_pipeline.warehouse.connection import WarehouseError, in_transaction, insert, reclaim
 from strix_pipeline.warehouse.hosts import refresh_hosts
 
 # Tables holding one run's rows, in load order (runs first, so a reader joining on runs never sees
@@ -67,20 +67,23 @@ def load_runs(con: duckdb.DuckDBPyConnection, results: Sequence[RunResult]) -> N
                 arrow.check_run_ids(res.run.run_id, cls, list(map(arrow.RUN_ID, part)))
                 rows.extend(part)
             tables[table] = arrow.records_table(cls, rows)
-        with transaction(con):
+
+        def load() -> bool:
             replaced = delete_runs(con, ids)
             for table, data in tables.items():
                 if data.num_rows:
                     insert(con, table, data)
             refresh_hosts(con, sorted({r.run.host for r in results}))
+            return replaced
+
+        replaced = in_transaction(con, load)
     if replaced:
         reclaim(con)
 
 
 def delete_run(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
     """Remove a run from every table (one transaction)."""
-    with transaction(con):
-        deleted = delete_runs(con, [run_id])
+    deleted = in_transaction(con, lambda: delete_runs(con, [run_id]))
     if deleted:
         reclaim(con)
 
