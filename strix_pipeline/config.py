@@ -39,10 +39,11 @@ class DuckLakeTarget:
 
     catalog_dsn: str = field(repr=False)
     data_path: Path
-    catalog_env: str = "the catalog DSN"
+    catalog_env: str = ""  # the variable the DSN came from, for messages
 
     def __str__(self) -> str:
-        return f"DuckLake warehouse {self.data_path} (catalog from ${self.catalog_env})"
+        source = f" (catalog from ${self.catalog_env})" if self.catalog_env else ""
+        return f"DuckLake warehouse {self.data_path}{source}"
 
 
 class ConfigError(ValueError):

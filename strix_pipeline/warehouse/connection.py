@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import logging
 import random
 import re
 import time
@@ -32,6 +33,7 @@ import pyarrow as pa
 from strix_pipeline.config import DuckLakeTarget, load_config
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 # What Warehouse.open takes: the DuckDB file, or a DuckLake lakehouse.
 Target = Path | DuckLakeTarget
@@ -236,16 +238,7 @@ def open_ducklake(target: DuckLakeTarget, *, read_only: bool, sandbox: bool) -> 
         for module, name in DUCKLAKE_EXTENSIONS:
             con.execute(f"LOAD {_sql_str(extension_file(module, name))}").fetchall()
         opts = f"DATA_PATH {_sql_str(str(data).rstrip('/') + '/')}" + (", READ_ONLY" if read_only else "")
-        try:
-            con.execute(f"ATTACH {_sql_str('ducklake:postgres:' + target.catalog_dsn)} AS {LAKE} ({opts})")
-        except duckdb.Error as e:
-            # DuckDB's message may repeat the DSN (a password too): say what failed without it.
-            msg = str(e).replace(target.catalog_dsn, f"${target.catalog_env}")
-            if read_only and "does not exist" in msg.lower():
-                raise WarehouseMissing(
-                    f"{target}: no warehouse in this catalog yet; the first writer creates it ({msg})"
-                ) from None
-            raise WarehouseError(f"{target}: cannot attach the DuckLake warehouse: {msg}") from None
+        _attach(con, target, opts, read_only=read_only)
         con.execute(f"USE {LAKE}").fetchall()
         if sandbox:
             # Reads stay inside the lake's own data files; the spill directory is off as for a file.
@@ -261,6 +254,29 @@ def open_ducklake(target: DuckLakeTarget, *, read_only: bool, sandbox: bool) -> 
         con.close()
         raise
     return con
+
+
+def _attach(con: duckdb.DuckDBPyConnection, target: DuckLakeTarget, opts: str, *, read_only: bool) -> None:
+    waits = COMMIT_RETRY.waits()
+    while True:
+        try:
+            con.execute(f"ATTACH {_sql_str('ducklake:postgres:' + target.catalog_dsn)} AS {LAKE} ({opts})")
+            return
+        except duckdb.Error as e:
+            # Two first writers of an empty catalog both create DuckLake's own tables; the loser
+            # fails on PostgreSQL's unique index, and the catalog is whole once the winner commits.
+            racing = "Failed to initialize DuckLake" in str(e) and "already exists" in str(e)
+            wait = next(waits, None) if racing else None
+            if wait is None:
+                # DuckDB's message may repeat the DSN (a password too): say what failed without it.
+                msg = str(e).replace(target.catalog_dsn, f"${target.catalog_env or 'DSN'}")
+                if read_only and "does not exist" in msg.lower():
+                    raise WarehouseMissing(
+                        f"{target}: no warehouse in this catalog yet; the first writer creates it ({msg})"
+                    ) from None
+                raise WarehouseError(f"{target}: cannot attach the DuckLake warehouse: {msg}") from None
+        log.warning("the DuckLake catalog is being created by another writer; attaching again in %.2fs", wait)
+        time.sleep(wait)
 
 
 def is_ducklake(con: duckdb.DuckDBPyConnection) -> bool:
@@ -333,6 +349,9 @@ def in_transaction(
                     f"another writer's commit conflicted with this one {attempt} times in a row; nothing of "
                     f"this transaction was kept: {e}"
                 ) from e
+            log.warning(
+                "commit conflict on attempt %d, running the transaction again in %.2fs: %s", attempt, wait, e
+            )
             if on_retry is not None:
                 on_retry(attempt, e)
             time.sleep(wait)
