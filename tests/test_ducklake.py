@@ -408,3 +408,47 @@ def test_a_failure_that_is_not_a_conflict_is_not_retried(lake: DuckLakeTarget) -
         with pytest.raises(duckdb.CatalogException):
             in_transaction(wh.con, work)
         assert len(attempts) == 1
+
+
+# ---- the configuration ----------------------------------------------------------------------------
+
+
+def test_the_config_chooses_the_backend_and_names_what_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from strix_pipeline.config import ConfigError, load_config
+
+    base = DEFAULT_CONFIG.read_text()
+    section = '[warehouse]\nbackend = "duckdb"\n'
+
+    def config(warehouse: str) -> Path:
+        p = tmp_path / f"c{abs(hash(warehouse))}.toml"
+        p.write_text(base.replace(section, warehouse))
+        return p
+
+    assert load_config(DEFAULT_CONFIG).warehouse_target() == load_config(DEFAULT_CONFIG).warehouse_path()
+    with pytest.raises(ConfigError, match=r"warehouse: .*needs catalog_env and data_path"):
+        load_config(config('[warehouse]\nbackend = "ducklake"\n'))
+    with pytest.raises(ConfigError, match=r"warehouse: .*are for backend \"ducklake\""):
+        load_config(config('[warehouse]\nbackend = "duckdb"\ndata_path = "x"\n'))
+    with pytest.raises(ConfigError, match=r"warehouse.backend: .*got 'sqlite'"):
+        load_config(config('[warehouse]\nbackend = "sqlite"\n'))
+    lake = config(f'[warehouse]\nbackend = "ducklake"\ncatalog_env = "{CATALOG_ENV}"\ndata_path = "lake"\n')
+    monkeypatch.delenv(CATALOG_ENV, raising=False)
+    with pytest.raises(ConfigError, match=rf"environment variable {CATALOG_ENV} is not set"):
+        load_config(lake).warehouse_target()
+    monkeypatch.setenv(CATALOG_ENV, "host=127.0.0.1 dbname=x password=s3cret")
+    target = load_config(lake).warehouse_target()
+    assert isinstance(target, DuckLakeTarget) and target.data_path == Path.cwd() / "lake"
+    assert "s3cret" not in repr(target) and "s3cret" not in str(target)  # a secret is never shown
+
+
+def test_an_unreachable_catalog_fails_clearly_without_showing_the_dsn(tmp_path: Path) -> None:
+    from strix_pipeline.warehouse import WarehouseError
+    from tests.infra import free_port
+
+    dsn = f"host=127.0.0.1 port={free_port()} dbname=nope user=strix password=s3cret-pw connect_timeout=5"
+    target = DuckLakeTarget(catalog_dsn=dsn, data_path=tmp_path / "lake", catalog_env=CATALOG_ENV)
+    with pytest.raises(WarehouseError, match="cannot attach the DuckLake warehouse") as e:
+        Warehouse.open(target)
+    assert "s3cret-pw" not in str(e.value) and CATALOG_ENV in str(e.value)
