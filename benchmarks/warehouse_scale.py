@@ -493,7 +493,10 @@ class Measured:
     runs: int
     request_rows: int
     all_rows: int
+    bulk_rows: int  # request rows of the bulk load alone (the rest came by load_run)
     bulk_s: float
+    open_ms: float  # median read-only open (and close)
+    trivial_ms: float  # median of the cheapest query: what any query pays before its own work
     single_new_ms: float
     single_reload_ms: float
     size_mib: float
@@ -536,10 +539,12 @@ def print_comparison(results: dict[str, Measured]) -> None:
 
     row("runs / request rows", lambda m: f"{m.runs:,} / {m.request_rows:,}")
     row("request rows per run", lambda m: f"{m.request_rows / m.runs:,.0f}")
-    row("bulk load: request rows/s", lambda m: f"{m.request_rows / m.bulk_s:,.0f}")
+    row("bulk load, 240 runs per transaction: request rows/s", lambda m: f"{m.bulk_rows / m.bulk_s:,.0f}")
     row("load_run, new run (ms/run)", lambda m: f"{m.single_new_ms:.0f}")
     row("load_run, reload replacing a run (ms/run)", lambda m: f"{m.single_reload_ms:.0f}")
     row("stored size (MiB)", lambda m: f"{m.size_mib:,.0f}")
+    row("read-only open + close (median ms)", lambda m: f"{m.open_ms:.0f}")
+    row("SELECT count(*) FROM runs (median ms)", lambda m: f"{m.trivial_ms:.1f}")
     for q in next(iter(results.values())).decision_ms:
         row(f"{q} (median ms)", lambda m, q=q: f"{m.decision_ms.get(q, float('nan')):.1f}")
 
@@ -745,6 +750,14 @@ def measure(args: argparse.Namespace, target: Path | DuckLakeTarget, pg: Any = N
                 rows = len(list(wh.query_df(sql, qparams).iter_rows(named=True)))
                 times.append((time.perf_counter() - t) * 1000)
             print(f"| {name} | {times[0]:.1f} | {statistics.median(times):.1f} | {rows} |")
+    opens = []
+    for _ in range(args.repeat):
+        t = time.perf_counter()
+        with Warehouse.open(path, read_only=True):
+            pass
+        opens.append(1000 * (time.perf_counter() - t))
+    with Warehouse.open(path, read_only=True) as wh:
+        _, trivial_ms, _ = time_query(wh, "SELECT count(*) FROM runs", {}, args.repeat)
     ok_load = n_req / load_s >= 200_000
     ok_query = worst_decision < 200
     print()
@@ -755,7 +768,10 @@ def measure(args: argparse.Namespace, target: Path | DuckLakeTarget, pg: Any = N
         runs=counts["runs"],
         request_rows=counts["requests"],
         all_rows=n_all,
+        bulk_rows=n_req,
         bulk_s=load_s,
+        open_ms=statistics.median(opens),
+        trivial_ms=trivial_ms,
         single_new_ms=1000 * single_new_s / len(singles),
         single_reload_ms=1000 * single_reload_s / len(singles),
         size_mib=size / 2**20,
