@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib
 import os
 import random
@@ -472,8 +473,16 @@ def main(argv: list[str] | None = None) -> int:
         help="the DuckDB file, a DuckLake lakehouse (catalog in a throwaway PostgreSQL cluster on loopback, "
         "data files beside --out), or both one after the other (default)",
     )
+    ap.add_argument(
+        "--writers",
+        default="1,2,4,8",
+        help="DuckLake only: numbers of writer processes (Boxes) loading at once, 3 runs each (default 1,2,4,8)",
+    )
+    ap.add_argument("--writer-child", help=argparse.SUPPRESS)  # internal: one writer process
     args = ap.parse_args(argv)
     globals()["EVENTS"] = args.events
+    if args.writer_child:
+        return writer_child(args.writer_child)
     results: dict[str, Measured] = {}
     if args.backend in ("duckdb", "both"):
         print("== backend: duckdb (one file) ==")
@@ -482,6 +491,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\n== backend: ducklake (PostgreSQL catalog + Parquet data files) ==")
         with throwaway_lake(Path(args.out)) as (target, pg):
             results["ducklake"] = measure(args, target, pg)
+            writers = [int(k) for k in args.writers.split(",") if k.strip()]
+            if writers:
+                concurrent_writers(target, writers)
     print_comparison(results)
     return 0 if all(m.ok for m in results.values()) else 1
 
@@ -524,6 +536,91 @@ def throwaway_lake(out: Path) -> Iterator[tuple[DuckLakeTarget, Any]]:
             )
         finally:
             shutil.rmtree(data, ignore_errors=True)
+
+
+WRITER_RUNS = 3  # runs each writer process loads, one open and one transaction per run, as after a benchmark
+LAKE_DSN_ENV = "STRIX_SCALE_LAKE_CATALOG"
+
+
+def writer_child(spec: str) -> int:
+    """One Box's writer: build its runs, wait for the common start, load each through its own open."""
+    import json
+    import logging
+
+    s = json.loads(spec)
+    retried: list[str] = []
+
+    class Count(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            retried.append(record.getMessage())
+
+    logging.getLogger("strix_pipeline.warehouse.connection").addHandler(Count())
+    target = DuckLakeTarget(catalog_dsn=os.environ[LAKE_DSN_ENV], data_path=Path(s["data_path"]))
+    rng = random.Random(s["box"])
+    runs = []
+    for i in range(WRITER_RUNS):
+        r = make_run(rng, 10_000 + i, "vllm", i, i % 5, suffix=f"-box{s['box']}")
+        runs.append(dataclasses.replace(r, run=dataclasses.replace(r.run, host=f"box-{s['box']}")))
+    print("ready", flush=True)
+    go, deadline = Path(s["go"]), time.monotonic() + 120
+    while not go.exists():
+        if time.monotonic() > deadline:
+            return 2
+        time.sleep(0.01)
+    loads = []
+    for r in runs:
+        t = time.perf_counter()
+        with Warehouse.open(target) as wh:
+            wh.load_run(r)
+        loads.append(time.perf_counter() - t)
+    print(json.dumps({"loads": loads, "retried": retried, "rows": sum(len(r.requests) for r in runs)}))
+    return 0
+
+
+def concurrent_writers(target: DuckLakeTarget, counts: list[int]) -> None:
+    """K writer processes (K Boxes finishing their runs at once) load into the shared warehouse."""
+    import json
+    import subprocess
+
+    print()
+    print(f"| writers at once (each loads {WRITER_RUNS} runs, one open + transaction per run) | "
+          "wall s | load_run median / max ms | request rows/s, all writers | conflicts retried |")  # fmt: skip
+    print("|---|---|---|---|---|")
+    env = {**os.environ, LAKE_DSN_ENV: target.catalog_dsn}
+    box = 0
+    why: set[str] = set()
+    for k in counts:
+        go = Path(tempfile.mkdtemp(prefix="strix-go-")) / "go"
+        procs = []
+        for _ in range(k):
+            box += 1
+            spec = json.dumps({"box": box, "data_path": str(target.data_path), "go": str(go)})
+            p = subprocess.Popen(
+                [sys.executable, __file__, "--writer-child", spec], stdout=subprocess.PIPE, text=True, env=env
+            )
+            assert p.stdout is not None
+            if p.stdout.readline().strip() != "ready":
+                raise SystemExit(f"writer {box} did not start")
+            procs.append(p)
+        t = time.perf_counter()
+        go.touch()
+        outs = []
+        for p in procs:
+            out, _ = p.communicate(timeout=600)
+            if p.returncode != 0:
+                raise SystemExit(f"a writer failed ({p.returncode})")
+            outs.append(json.loads(out.strip().splitlines()[-1]))
+        wall = time.perf_counter() - t
+        loads = sorted(x for o in outs for x in o["loads"])
+        rows = sum(o["rows"] for o in outs)
+        print(
+            f"| {k} | {wall:.1f} | {1000 * statistics.median(loads):.0f} / {1000 * loads[-1]:.0f} | "
+            f"{rows / wall:,.0f} | {sum(len(o['retried']) for o in outs)} |"
+        )
+        why.update(m.split(": ", 1)[-1][:160] for o in outs for m in o["retried"])
+        shutil.rmtree(go.parent, ignore_errors=True)
+    for w in sorted(why):
+        print(f"  conflict retried: {w}")
 
 
 def print_comparison(results: dict[str, Measured]) -> None:

@@ -300,10 +300,10 @@ class CommitRetry:
     first), so that is safe; the jitter keeps two losers from colliding again in step.
     """
 
-    attempts: int = 6
+    attempts: int = 10
     first_wait_s: float = 0.1
     backoff: float = 2.0
-    max_wait_s: float = 2.0
+    max_wait_s: float = 4.0  # waits 0.1, 0.2, ... 3.2, then 4 s: ~22 s in all (x0.5-1.5 jitter each)
 
     def waits(self) -> Iterator[float]:
         wait = self.first_wait_s

@@ -1,8 +1,8 @@
 """Run loads: each run's rows in every run table, one transaction per load, a reload replaces the run.
 
 A load converts everything to Arrow first (a bad value fails before anything is touched), then in ONE
-transaction deletes any earlier load of the same run_ids, inserts the new rows and refreshes the
-hosts. A load that replaced or a delete that removed rows checkpoints with vacuuming afterwards
+transaction deletes any earlier load of the same run_ids and inserts the new rows; the hosts' rows
+are refreshed from the runs in a second, small transaction (see load_runs for why). A load that replaced or a delete that removed rows checkpoints with vacuuming afterwards
 (:func:`~strix_pipeline.warehouse.connection.reclaim`), so the space comes back.
 """
 
@@ -73,10 +73,18 @@ def load_runs(con: duckdb.DuckDBPyConnection, results: Sequence[RunResult]) -> N
             for table, data in tables.items():
                 if data.num_rows:
                     insert(con, table, data)
-            refresh_hosts(con, sorted({r.run.host for r in results}))
             return replaced
 
         replaced = in_transaction(con, load)
+        # The hosts' rows in a transaction of their own, after the runs: on a shared (DuckLake)
+        # warehouse every load updates its host's row, and an update conflicts with any other
+        # writer's change to the hosts table, so in the load's transaction it made concurrent loads
+        # of different Boxes conflict and rewrite all their data files on each retry (measured: 10
+        # retries for 4 writers x 3 runs). Here only this small MERGE is run again. The hosts table
+        # is derived from runs (refresh_hosts reads them), so a crash between the two leaves a host's
+        # facts a load behind until its next load, never a run unloaded or half loaded.
+        hosts = sorted({r.run.host for r in results})
+        in_transaction(con, lambda: refresh_hosts(con, hosts))
     if replaced:
         reclaim(con)
 
