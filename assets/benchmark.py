@@ -1,5 +1,7 @@
 """`benchmark_run`: the standard suite for one image version on its host, loaded into the warehouse."""
 
+from pathlib import Path
+
 import dagster as dg
 
 from assets.partitions import image_versions
@@ -9,6 +11,7 @@ from strix_pipeline.benchmark import run_benchmark
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import LevelAggregate, RunResult
 from strix_pipeline.run_checks import completeness, memory_back, served
+from strix_pipeline.warehouse import spool
 
 COMPLETENESS = "benchmark_complete"
 ENGINE_SERVED = "engine_served"
@@ -154,9 +157,20 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
                 log=context.log.info,
                 force=run_config.force,
             )
-            with warehouse.writer() as wh:
-                wh.upsert_host(host, config.hosts[host].kind, config.hosts[host].description)
-                wh.load_run(result)
+            try:  # spooled to a file first: a warehouse that refuses the load loses nothing
+                stored = spool.store_run(
+                    result,
+                    spool_directory=spool.spool_dir(config.artifacts_dir()),
+                    open_writer=warehouse.writer,
+                    warehouse_path=Path(warehouse.path),
+                    host=spool.HostFacts(host, config.hosts[host].kind, config.hosts[host].description),
+                )
+            except spool.RunNotStored as e:
+                raise dg.Failure(
+                    description=str(e), metadata={"spool_file": str(e.spool), "warehouse": str(e.warehouse)}
+                ) from e
+            for note in stored.notes():
+                context.log.warning(note)
             context.log.info(
                 f"loaded run {result.run.run_id}: {result.run.status}, {len(result.requests)} requests, "
                 f"{len(result.aggregates)} aggregates, {len(result.memory)} memory samples"

@@ -44,7 +44,7 @@ def engine_images(
         scan = plan.scan_images(config, wh, client_factory=registry.client_factory(), now=datetime.now(UTC))
     report, images = scan.report, scan.known
     for err in report.errors:
-        context.log.warning(f"registry error: {err.engine} {err.registry}/{err.repository}: {err.message}")
+        context.log.warning(f"registry error: {err.engine} {err.registry}/{err.repository}: {err.recorded}")
     existing = set(context.instance.get_dynamic_partitions(image_versions.name))
     added = [k for k in plan.partition_keys(scan.changed(config)) if k not in existing]
     if added:
@@ -61,7 +61,7 @@ def engine_images(
             "gone": len(report.gone),
             "registry_errors": len(report.errors),
             "errors": dg.MetadataValue.md(
-                "\n".join(f"- `{e.registry}/{e.repository}`: {e.message}" for e in report.errors) or "none"
+                "\n".join(f"- `{e.registry}/{e.repository}`: {e.recorded}" for e in report.errors) or "none"
             ),
             "changes": dg.MetadataValue.table(
                 rows,

@@ -204,14 +204,21 @@ def read_tree(root: Path = Path("/"), pid: int | None = None) -> list[Reading]:
 
 # ---------------------------------------------------------------- rocm-smi / amd-smi JSON
 
-_ROCM_SMI_KEYS = {
-    "VRAM Total Memory (B)": "vram_total",
-    "VRAM Total Used Memory (B)": "vram_used",
-    "Visible VRAM Total Memory (B)": "vis_vram_total",
-    "Visible VRAM Total Used Memory (B)": "vis_vram_used",
-    "GTT Total Memory (B)": "gtt_total",
-    "GTT Total Used Memory (B)": "gtt_used",
+# Each metric as the two tools name it: (rocm-smi's key, amd-smi's key), None where the tool has no
+# such field. One table, so that the cross-check compares the same quantity under both names.
+_SMI_KEYS: dict[str, tuple[str | None, str]] = {
+    "vram_total": ("VRAM Total Memory (B)", "total_vram"),
+    "vram_used": ("VRAM Total Used Memory (B)", "used_vram"),
+    "vram_free": (None, "free_vram"),
+    "vis_vram_total": ("Visible VRAM Total Memory (B)", "total_visible_vram"),
+    "vis_vram_used": ("Visible VRAM Total Used Memory (B)", "used_visible_vram"),
+    "vis_vram_free": (None, "free_visible_vram"),
+    "gtt_total": ("GTT Total Memory (B)", "total_gtt"),
+    "gtt_used": ("GTT Total Used Memory (B)", "used_gtt"),
+    "gtt_free": (None, "free_gtt"),
 }
+_ROCM_SMI_KEYS = {rocm: metric for metric, (rocm, _) in _SMI_KEYS.items() if rocm is not None}
+_AMD_SMI_KEYS = {amd: metric for metric, (_, amd) in _SMI_KEYS.items()}
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -229,6 +236,17 @@ def _int_or_none(value: Any) -> int | None:
     return None
 
 
+def _smi_readings(
+    source: str, fields: dict[str, Any], keys: dict[str, str], to_bytes: Callable[[Any], int | None]
+) -> list[Reading]:
+    """One device's block of an SMI tool's JSON as readings; a field that is not a number is left out."""
+    return [
+        Reading(source, metric, v)
+        for key, metric in keys.items()
+        if (v := to_bytes(fields.get(key))) is not None
+    ]
+
+
 def parse_rocm_smi_json(text: str) -> list[Reading]:
     """``rocm-smi --showmeminfo vram gtt --json``: {"card0": {"VRAM Total Memory (B)": "…", …}}.
 
@@ -241,24 +259,8 @@ def parse_rocm_smi_json(text: str) -> list[Reading]:
     for card, fields in data.items():
         if not _CARD.match(str(card)) or not isinstance(fields, dict):
             continue
-        for key, metric in _ROCM_SMI_KEYS.items():
-            value = _int_or_none(fields.get(key))
-            if value is not None:
-                out.append(Reading(f"rocm-smi:{card}", metric, value))
+        out += _smi_readings(f"rocm-smi:{card}", fields, _ROCM_SMI_KEYS, _int_or_none)
     return out
-
-
-_AMD_SMI_KEYS = {
-    "total_vram": "vram_total",
-    "used_vram": "vram_used",
-    "free_vram": "vram_free",
-    "total_visible_vram": "vis_vram_total",
-    "used_visible_vram": "vis_vram_used",
-    "free_visible_vram": "vis_vram_free",
-    "total_gtt": "gtt_total",
-    "used_gtt": "gtt_used",
-    "free_gtt": "gtt_free",
-}
 
 
 def _amd_smi_bytes(field: Any) -> int | None:
@@ -286,10 +288,7 @@ def parse_amd_smi_json(text: str) -> list[Reading]:
         usage = gpu.get("mem_usage")
         if not isinstance(usage, dict):
             continue
-        for key, metric in _AMD_SMI_KEYS.items():
-            value = _amd_smi_bytes(usage.get(key))
-            if value is not None:
-                out.append(Reading(f"amd-smi:{index}", metric, value))
+        out += _smi_readings(f"amd-smi:{index}", usage, _AMD_SMI_KEYS, _amd_smi_bytes)
     return out
 
 

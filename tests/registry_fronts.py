@@ -22,9 +22,28 @@ import httpx
 
 @dataclass
 class Fault:
-    status: int
+    """What the front answers instead of the registry.
+
+    ``stall_s``: wait this long before answering (a registry that accepts and never answers, for any
+    client whose read timeout is shorter). ``upstream``: answer the registry's own response (status,
+    headers, body) rather than ``status``/``headers``/``body``. ``cut_at``: promise the whole body in
+    Content-Length, send only its first ``cut_at`` bytes and close the connection (a body cut short).
+    """
+
+    status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
+    stall_s: float = 0.0
+    upstream: bool = False
+    cut_at: int | None = None
+
+
+@dataclass
+class _Armed:
+    rx: re.Pattern[str]
+    fault: Fault
+    method: str | None
+    skip: int  # matching requests still let through before this fault fires
 
 
 @dataclass
@@ -54,19 +73,24 @@ class Front:
         self.token_credentials = token_credentials
         self.hub = hub
         self.hub_page_size = hub_page_size
-        self.faults: list[tuple[re.Pattern[str], Fault]] = []
+        self.faults: list[_Armed] = []
         self.seen: list[Seen] = []
         self.tokens: dict[str, str] = {}  # token -> scope
         self._lock = threading.Lock()
+        self._stopping = threading.Event()  # ends stalls at stop()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # -- control --------------------------------------------------------------------------------
 
-    def add_fault(self, path_regex: str, fault: Fault, times: int = 1) -> None:
-        """The next ``times`` requests whose path matches get ``fault`` instead of the registry."""
+    def add_fault(
+        self, path_regex: str, fault: Fault, times: int = 1, *, after: int = 0, method: str | None = None
+    ) -> None:
+        """The next ``times`` requests whose path matches (and whose method is ``method``, when given)
+        get ``fault`` instead of the registry, once ``after`` matching requests have gone through."""
+        rx = re.compile(path_regex)
         with self._lock:
-            self.faults.extend((re.compile(path_regex), fault) for _ in range(times))
+            self.faults.extend(_Armed(rx, fault, method, after if i == 0 else 0) for i in range(times))
 
     def requests_to(self, path_regex: str, method: str | None = None) -> list[Seen]:
         rx = re.compile(path_regex)
@@ -105,6 +129,7 @@ class Front:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         if self._server:
             self._server.shutdown()
             self._server.server_close()
@@ -124,12 +149,15 @@ class Front:
         with self._lock:
             self.seen.append(Seen(method, parts.path, query, {k.lower(): v for k, v in h.headers.items()}))
             fault = None
-            for i, (rx, _f) in enumerate(self.faults):
-                if rx.search(parts.path):
-                    fault = self.faults.pop(i)[1]
+            for i, armed in enumerate(self.faults):
+                if armed.rx.search(parts.path) and armed.method in (None, method):
+                    if armed.skip:
+                        armed.skip -= 1
+                    else:
+                        fault = self.faults.pop(i).fault
                     break
         if fault is not None:
-            return self._reply(h, method, fault.status, fault.headers, fault.body)
+            return self._fault(h, method, fault)
         if parts.path == "/token":
             return self._token(h, method, query)
         if self.hub and parts.path.startswith("/v2/namespaces/"):
@@ -163,7 +191,30 @@ class Front:
         if method != "HEAD":
             h.wfile.write(body)
 
-    def _proxy(self, h: BaseHTTPRequestHandler, method: str, path: str) -> None:
+    def _fault(self, h: BaseHTTPRequestHandler, method: str, fault: Fault) -> None:
+        if fault.stall_s:
+            self._stopping.wait(fault.stall_s)
+        status, headers, body = (
+            self._fetch(h, "GET" if method == "HEAD" else method, h.path)
+            if fault.upstream
+            else (fault.status, fault.headers, fault.body)
+        )
+        try:
+            if fault.cut_at is None:
+                return self._reply(h, method, status, headers, body)
+            h.send_response(status)
+            for k, v in headers.items():
+                if k.lower() != "content-length":
+                    h.send_header(k, v)
+            h.send_header("Content-Length", str(len(body)))  # the whole body is promised ...
+            h.end_headers()
+            h.wfile.write(body[: fault.cut_at])  # ... and only a part of it sent
+            h.wfile.flush()
+            h.close_connection = True
+        except OSError:
+            pass  # the client gave up first (its timeout was shorter than the stall)
+
+    def _fetch(self, h: BaseHTTPRequestHandler, method: str, path: str) -> tuple[int, dict[str, str], bytes]:
         headers = {k: v for k, v in h.headers.items() if k.lower() in ("accept", "authorization")}
         if self.bearer:
             headers.pop("Authorization", None)  # the token is ours, not the registry's
@@ -177,8 +228,10 @@ class Front:
             "location",
             "content-length",
         )
-        out = {k: v for k, v in r.headers.items() if k.lower() in keep}
-        self._reply(h, method, r.status_code, out, r.content)
+        return r.status_code, {k: v for k, v in r.headers.items() if k.lower() in keep}, r.content
+
+    def _proxy(self, h: BaseHTTPRequestHandler, method: str, path: str) -> None:
+        self._reply(h, method, *self._fetch(h, method, path))
 
     def _upstream_tags(self, name: str) -> list[str]:
         with httpx.Client(timeout=30) as c:

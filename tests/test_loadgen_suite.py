@@ -228,3 +228,19 @@ def test_a_level_cut_at_its_max_duration_records_its_plan_and_why(tmp_path: Path
             "SELECT requests_planned, stopped_reason FROM aggregates WHERE scenario = 'concurrency_sweep'"
         ).fetchall()
     assert got == [(20, agg.stopped_reason)]
+
+
+def test_inputs_that_overflow_the_context_are_capped_with_a_note() -> None:
+    # 96 tokens per request: 64 input + 6 output + the 32-token margin does not fit (nor does the
+    # decode's 64 + 12, nor the prefix cache's 256 + 16 + 4); each is capped, once, and says so.
+    res, _ = suite(TINY, n_ctx=96, scenarios=["concurrency_sweep", "decode", "prefix_cache"])
+    assert "concurrency_sweep: input 64 + 6 more > context 96, capped at 58" in res.errors
+    assert "decode: input 64 + 12 more > context 96, capped at 52" in res.errors
+    assert "prefix_cache: prefix 256 + 20 more > context 96, capped at 44" in res.errors
+    assert len(res.errors) == 3
+    sweep = [r for r in res.requests if r.scenario == "concurrency_sweep" and not r.warmup]
+    # what the server counted (the chat template's tokens included) still leaves room for the output
+    assert sweep and all(r.ok and r.input_tokens is not None and r.input_tokens + 6 <= 96 for r in sweep)
+    assert {(a.scenario, a.level) for a in res.aggregates} == {
+        ("concurrency_sweep", 1), ("concurrency_sweep", 3), ("decode", 1), ("prefix_cache", 0), ("prefix_cache", 1),
+    }  # fmt: skip

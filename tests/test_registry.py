@@ -150,6 +150,31 @@ def test_docker_hub_tags_api_pages_with_next_and_gives_digests(populated: Popula
     assert len(front.requests_to(r"/v2/namespaces/")) == math.ceil(N_TAGS / 50)
 
 
+def test_a_listing_that_pages_back_to_itself_is_refused(populated: Populated) -> None:
+    first = f"/v2/{MANY}/tags/list?n=100"
+    page = Fault(
+        200, {"Content-Type": "application/json", "Link": f'<{first}>; rel="next"'}, b'{"tags": ["a"]}'
+    )
+    with Front(populated.reg.url) as front, client_for(front.host) as c:
+        front.add_fault(r"/tags/list$", page, times=2)
+        with pytest.raises(MalformedResponse, match="tags/list pagination loops at .*tags/list\\?n=100"):
+            c.list_tags(MANY)
+        assert len(front.requests_to(r"/tags/list$")) == 1  # the repeated page is never fetched
+
+
+def test_docker_hub_next_that_is_not_a_url_is_refused(populated: Populated) -> None:
+    with (
+        Front(populated.reg.url, hub=True) as front,
+        client_for(populated.reg.host, hub_api=front.url) as c,
+    ):
+        front.add_fault(
+            r"/v2/namespaces/",
+            Fault(200, {"Content-Type": "application/json"}, b'{"results": [], "next": 5}'),
+        )
+        with pytest.raises(MalformedResponse, match="'next' is not a URL"):
+            c.hub_tags(MANY)
+
+
 # -- digests, manifests, configs ----------------------------------------------------------------------
 
 

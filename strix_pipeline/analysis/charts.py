@@ -309,6 +309,13 @@ def ttft_by_version_chart(
     return chart, "; ".join(notes)
 
 
+def _palette(field: str, colors: dict[str, str]) -> alt.Color:
+    """``field`` coloured by its fixed palette (value -> colour), titled by its name."""
+    return alt.Color(
+        f"{field}:N", scale=alt.Scale(domain=list(colors), range=list(colors.values())), title=field
+    )
+
+
 def _newest_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows of the newest image's latest run in each (host, engine, model profile)."""
     out: list[dict[str, Any]] = []
@@ -321,54 +328,62 @@ def _newest_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def throughput_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
-    title = "Output throughput vs concurrency (newest image of each engine)"
-    rows = [
-        r
-        for r in _rows(wh, CHART_SCENARIO_SQL, ["concurrency_sweep"])
-        if r["output_tokens_per_s"] is not None
-    ]
+@dataclass(frozen=True)
+class _Line:
+    """What the newest-image line chart of a scenario plots: its metric against the scenario's level."""
+
+    metric: str
+    y_title: str
+    fmt: str  # of the metric in the tooltip
+    x_title: str
+    log2: bool = False  # levels that double (the ladder's input lengths) on a log-2 axis
+    more_tooltip: tuple[str, ...] = ()
+
+
+_LINES = {
+    "concurrency_sweep": _Line(
+        "output_tokens_per_s",
+        "output tokens/s",
+        ".1f",
+        "concurrent clients",
+        more_tooltip=("requests_failed:Q",),
+    ),
+    "prefill_ladder": _Line("prefill_tokens_per_s", "prefill tokens/s", ".0f", "input tokens", log2=True),
+}
+
+
+def _newest_line_chart(wh: Warehouse, title: str, scenario: str) -> tuple[alt.TopLevelMixin, str]:
+    """The scenario's ``_LINES`` metric against its level, one line per newest image of each engine."""
+    line = _LINES[scenario]
+    title += " (newest image of each engine)"
+    rows = [r for r in _rows(wh, CHART_SCENARIO_SQL, [scenario]) if r[line.metric] is not None]
     if not rows:
-        note = "no concurrency sweep yet"
+        note = f"no {scenario.replace('_', ' ')} yet"
         return _note_chart(title, note), note
     data = alt.Data(values=_values(_newest_runs(rows)))
+    if line.log2:
+        x = alt.X("level:Q", title=line.x_title, scale=alt.Scale(type="log", base=2))
+    else:
+        x = alt.X("level:Q", title=line.x_title, axis=alt.Axis(format="d", tickMinStep=1))
+    value = alt.Tooltip(f"{line.metric}:Q", format=line.fmt)
     base = alt.Chart(data).encode(
-        x=alt.X("level:Q", title="concurrent clients", axis=alt.Axis(format="d", tickMinStep=1)),
-        y=alt.Y("output_tokens_per_s:Q", title="output tokens/s"),
+        x=x,
+        y=alt.Y(f"{line.metric}:Q", title=line.y_title),
         color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=0)),
-        tooltip=[
-            "series:N",
-            "run_id:N",
-            "level:Q",
-            alt.Tooltip("output_tokens_per_s:Q", format=".1f"),
-            "requests_failed:Q",
-        ],
+        tooltip=["series:N", "run_id:N", "level:Q", value, *line.more_tooltip],
     )
     chart = (base.mark_line() + base.mark_point(filled=True)).properties(
         title=title, width=PANEL_WIDTH, height=300
     )
     return chart, ""
+
+
+def throughput_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
+    return _newest_line_chart(wh, "Output throughput vs concurrency", "concurrency_sweep")
 
 
 def prefill_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
-    title = "Prefill tokens/s vs input length (newest image of each engine)"
-    rows = [
-        r for r in _rows(wh, CHART_SCENARIO_SQL, ["prefill_ladder"]) if r["prefill_tokens_per_s"] is not None
-    ]
-    if not rows:
-        note = "no prefill ladder yet"
-        return _note_chart(title, note), note
-    data = alt.Data(values=_values(_newest_runs(rows)))
-    base = alt.Chart(data).encode(
-        x=alt.X("level:Q", title="input tokens", scale=alt.Scale(type="log", base=2)),
-        y=alt.Y("prefill_tokens_per_s:Q", title="prefill tokens/s"),
-        color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=0)),
-        tooltip=["series:N", "run_id:N", "level:Q", alt.Tooltip("prefill_tokens_per_s:Q", format=".0f")],
-    )
-    chart = (base.mark_line() + base.mark_point(filled=True)).properties(
-        title=title, width=PANEL_WIDTH, height=300
-    )
-    return chart, ""
+    return _newest_line_chart(wh, "Prefill tokens/s vs input length", "prefill_ladder")
 
 
 def memory_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
@@ -457,11 +472,7 @@ def support_matrix_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
             .encode(
                 x=x,
                 y=y,
-                color=alt.Color(
-                    "outcome:N",
-                    scale=alt.Scale(domain=list(OUTCOME_COLORS), range=list(OUTCOME_COLORS.values())),
-                    title="outcome",
-                ),
+                color=_palette("outcome", OUTCOME_COLORS),
                 tooltip=tooltip,
             )
         )
@@ -559,11 +570,7 @@ def decision_timeline_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
         .encode(
             x=x,
             y=y,
-            color=alt.Color(
-                "status:N",
-                scale=alt.Scale(domain=list(STATUS_COLORS), range=list(STATUS_COLORS.values())),
-                title="status",
-            ),
+            color=_palette("status", STATUS_COLORS),
             tooltip=["evaluated_at:T", "host:N", "criterion:N", "status:N", "reason:N"],
         )
     )

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -345,6 +346,32 @@ def _pair(
     return None
 
 
+def _measured_pair(
+    cid: str,
+    cand: list[dict[str, Any]],
+    base: list[dict[str, Any]],
+    measured: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+    has: Callable[[dict[str, Any]], bool],
+    what: str,
+    reading: str,
+    config: StrixConfig,
+) -> tuple[dict[str, Any], dict[str, Any]] | CriterionResult:
+    """The candidate and baseline runs C3 / C5 compare (see ``_pair``) among the ``measured`` ones, or
+    the "unknown" result saying which side has none: its runs that ``has`` the reading but are stale,
+    or no such run at all; or no baseline ``reading`` of the candidate's model family."""
+    d = config.decision
+    c_ok, b_ok = measured(cand), measured(base)
+    for side, runs, ok in (("candidate", cand, c_ok), (d.baseline_engine, base, b_ok)):
+        if not ok:
+            stale = [r for r in runs if has(r)]
+            return _result(cid, "unknown", _stale_reason(f"{side} runs with {what}", stale, d.freshness_days))
+    pair = _pair(c_ok, b_ok, config)
+    if pair is None:
+        fams = ", ".join(sorted({_family(r, config) for r in c_ok}))
+        return _result(cid, "unknown", f"no fresh {d.baseline_engine} {reading} of model family {fams}")
+    return pair
+
+
 def _quant_note(c: dict[str, Any], b: dict[str, Any]) -> str:
     if c["quantization"] == b["quantization"]:
         return ""
@@ -367,28 +394,22 @@ def _c3(
             and ev.sweep[r["run_id"]]["ttft_p95_ms"] is not None
         ]
 
-    c_ok, b_ok = measured(cand), measured(base)
-    if not c_ok:
-        tried = [r for r in cand if ev.fresh(r) and r["run_id"] in ev.sweep]
-        if tried:
-            return _result("C3", "fail", f"every request failed at {n} clients on the candidate", runs=tried)
-        stale = [r for r in cand if r["run_id"] in ev.sweep]
-        return _result(
-            "C3", "unknown", _stale_reason(f"candidate runs with a {n}-client sweep", stale, d.freshness_days)
-        )
-    if not b_ok:
-        stale = [r for r in base if r["run_id"] in ev.sweep]
-        return _result(
-            "C3",
-            "unknown",
-            _stale_reason(f"{d.baseline_engine} runs with a {n}-client sweep", stale, d.freshness_days),
-        )
-    pair = _pair(c_ok, b_ok, config)
-    if pair is None:
-        fams = ", ".join(sorted({_family(r, config) for r in c_ok}))
-        return _result(
-            "C3", "unknown", f"no fresh {d.baseline_engine} run at {n} clients of model family {fams}"
-        )
+    c_ok = measured(cand)
+    tried = [r for r in cand if ev.fresh(r) and r["run_id"] in ev.sweep]
+    if not c_ok and tried:
+        return _result("C3", "fail", f"every request failed at {n} clients on the candidate", runs=tried)
+    pair = _measured_pair(
+        "C3",
+        cand,
+        base,
+        measured,
+        lambda r: r["run_id"] in ev.sweep,
+        f"a {n}-client sweep",
+        f"run at {n} clients",
+        config,
+    )
+    if isinstance(pair, CriterionResult):
+        return pair
     c, b = pair
     ca, ba = ev.sweep[c["run_id"]], ev.sweep[b["run_id"]]
     c_ttft, b_ttft = ev.ttfts(c["run_id"]), ev.ttfts(b["run_id"])
@@ -458,23 +479,18 @@ def _c5(
     def measured(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [r for r in runs if ev.fresh(r) and _ready(r) and r.get("held_bytes") is not None]
 
-    c_ok, b_ok = measured(cand), measured(base)
-    if not c_ok:
-        stale = [r for r in cand if r.get("held_bytes") is not None]
-        return _result(
-            "C5", "unknown", _stale_reason("candidate runs with held memory", stale, d.freshness_days)
-        )
-    if not b_ok:
-        stale = [r for r in base if r.get("held_bytes") is not None]
-        return _result(
-            "C5",
-            "unknown",
-            _stale_reason(f"{d.baseline_engine} runs with held memory", stale, d.freshness_days),
-        )
-    pair = _pair(c_ok, b_ok, config)
-    if pair is None:
-        fams = ", ".join(sorted({_family(r, config) for r in c_ok}))
-        return _result("C5", "unknown", f"no fresh {d.baseline_engine} memory reading of model family {fams}")
+    pair = _measured_pair(
+        "C5",
+        cand,
+        base,
+        measured,
+        lambda r: r.get("held_bytes") is not None,
+        "held memory",
+        "memory reading",
+        config,
+    )
+    if isinstance(pair, CriterionResult):
+        return pair
     c, b = pair
     threshold = b["held_bytes"] * (1 + d.memory_tolerance_pct / 100)
     passed = c["held_bytes"] <= threshold

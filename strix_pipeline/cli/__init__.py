@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "strix_pipeline.cli.query",
     "strix_pipeline.cli.images",
     "strix_pipeline.cli.decide",
+    "strix_pipeline.cli.spool",
 )
 
 

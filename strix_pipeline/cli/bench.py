@@ -547,6 +547,7 @@ def save_run(cfg: StrixConfig | None, result: Any, *, run_id: str, url: str, mod
     from strix_pipeline.fingerprint import run_fingerprint
     from strix_pipeline.records import RunRecord, RunResult
     from strix_pipeline.warehouse import Warehouse
+    from strix_pipeline.warehouse.spool import spool_dir, store_run
 
     kind = _engine_kind(result)
     run = RunRecord(
@@ -566,15 +567,18 @@ def save_run(cfg: StrixConfig | None, result: Any, *, run_id: str, url: str, mod
         if cfg
         else resolve_path(ProjectConfig().warehouse)
     )
-    with Warehouse.open(path) as wh:
-        wh.load_run(
-            RunResult(
-                run=run,
-                requests=result.requests,
-                aggregates=result.aggregates,
-                server_metrics=result.server_metrics,
-            )
-        )
+    artifacts = cfg.artifacts_dir() if cfg else resolve_path(ProjectConfig().artifacts)
+    store_run(  # spooled first: a warehouse that refuses the load (RunNotStored) loses nothing
+        RunResult(
+            run=run,
+            requests=result.requests,
+            aggregates=result.aggregates,
+            server_metrics=result.server_metrics,
+        ),
+        spool_directory=spool_dir(artifacts),
+        open_writer=lambda: Warehouse.open(path, lock_retry_s=10.0),
+        warehouse_path=path,
+    )
     return path
 
 
@@ -702,7 +706,13 @@ def handle(args: argparse.Namespace) -> int:
             _write_json(beside, doc, append=args.append_result)
             console.print(f"wrote {beside}")
     if args.save:
-        path = save_run(cfg, result, run_id=run_id, url=plan.url, model=model or "unknown", profile_name=args.profile, started=started, warehouse=args.warehouse)  # fmt: skip
+        from strix_pipeline.warehouse.spool import RunNotStored
+
+        try:
+            path = save_run(cfg, result, run_id=run_id, url=plan.url, model=model or "unknown", profile_name=args.profile, started=started, warehouse=args.warehouse)  # fmt: skip
+        except RunNotStored as e:
+            console.print(f"strix bench: {e}", style="red", soft_wrap=True, markup=False)
+            return 4
         console.print(f"saved run {run_id} to {path}")
     failed = sum(a.requests_failed for a in result.aggregates)
     ok = sum(a.requests_ok for a in result.aggregates)

@@ -1,4 +1,5 @@
-"""What every command shares: the ``--warehouse`` option, opening it, and a one-line error."""
+"""What every command shares: the ``--warehouse`` option, opening it (or saying why not), and a
+one-line error."""
 
 from __future__ import annotations
 
@@ -6,15 +7,29 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+import duckdb
 
 from strix_pipeline.config import DuckLakeTarget, load_config
-from strix_pipeline.warehouse import Warehouse
+from strix_pipeline.warehouse import Warehouse, WarehouseError
+
+T = TypeVar("T")
 
 
 def warehouse_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--warehouse",
         help="warehouse file (default: the configuration's [warehouse]: project.warehouse, or its DuckLake)",
+    )
+
+
+def lock_wait_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--lock-wait",
+        type=float,
+        default=10.0,
+        help="seconds to wait while another process holds the warehouse (default 10)",
     )
 
 
@@ -37,6 +52,30 @@ def open_warehouse(
     return Warehouse.open(
         warehouse_path(args), read_only=read_only, lock_retry_s=lock_retry_s, on_wait=on_wait, **kwargs
     )
+
+
+def on_warehouse(
+    args: argparse.Namespace,
+    action: Callable[[Warehouse], T],
+    failure: str | None = None,
+    *,
+    read_only: bool = True,
+    opener: Callable[..., Warehouse] = open_warehouse,
+) -> tuple[T | None, int]:
+    """Open the warehouse (with ``opener``), run ``action`` on it and close it: (its result, 0), or
+    (None, 1) after one line saying why the file could not be opened -- or, given ``failure``,
+    ``failure: why`` the action failed in the warehouse."""
+    try:
+        wh = opener(args, read_only=read_only)
+    except WarehouseError as e:
+        return None, error(str(e))
+    with wh:
+        try:
+            return action(wh), 0
+        except (WarehouseError, duckdb.Error) as e:
+            if failure is None:
+                raise
+            return None, error(f"{failure}: {e}")
 
 
 def error(msg: str) -> int:

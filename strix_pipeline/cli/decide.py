@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from strix_pipeline.analysis.decision import Decision, evaluate, format_value, reproduce
-from strix_pipeline.cli.common import error, open_warehouse, warehouse_arg
+from strix_pipeline.cli.common import error, on_warehouse, warehouse_arg
 from strix_pipeline.config import load_config
-from strix_pipeline.warehouse import WarehouseError
+from strix_pipeline.warehouse import Warehouse
 
 STATUS_STYLE = {"pass": "green", "fail": "red", "unknown": "dim"}
 
@@ -94,14 +94,16 @@ def run_decide(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.evaluation:
         return run_reproduce(args, config)
-    try:
-        wh = open_warehouse(args, read_only=not args.save)
-    except WarehouseError as e:
-        return error(str(e))
-    with wh:
+
+    def decide(wh: Warehouse) -> Decision:
         d = evaluate(wh, config)
         if args.save:
             wh.save_decision(d.criteria)
+        return d
+
+    d, rc = on_warehouse(args, decide, read_only=not args.save)
+    if d is None:
+        return rc
     if args.json:
         print(json.dumps(d.to_json(), indent=2))
     else:
@@ -113,15 +115,19 @@ def run_reproduce(args: argparse.Namespace, config) -> int:  # noqa: ANN001 - St
     """`strix decide --evaluation ID`: replay a stored evaluation; 0 when it equals the stored one."""
     if args.save:
         return error("--evaluation replays a stored evaluation; it does not --save")
-    try:
-        wh = open_warehouse(args, read_only=True)
-    except WarehouseError as e:
-        return error(str(e))
-    with wh:
+
+    def replay(wh: Warehouse) -> tuple[Decision, Decision, list[str]] | None:
         try:
-            stored, again, diffs = reproduce(wh, config, args.evaluation)
+            return reproduce(wh, config, args.evaluation)
         except KeyError:
-            return error(f"no stored evaluation with id {args.evaluation!r}")
+            return None
+
+    done, rc = on_warehouse(args, replay)
+    if rc:
+        return rc
+    if done is None:
+        return error(f"no stored evaluation with id {args.evaluation!r}")
+    stored, again, diffs = done
     if args.json:
         out = {"evaluation_id": stored.evaluation_id, "reproduced": not diffs, "differences": diffs}
         print(json.dumps(out | {"recomputed": again.to_json()}, indent=2))
@@ -140,12 +146,9 @@ def run_reproduce(args: argparse.Namespace, config) -> int:  # noqa: ANN001 - St
 
 
 def run_changes(args: argparse.Namespace) -> int:
-    try:
-        wh = open_warehouse(args, read_only=True)
-    except WarehouseError as e:
-        return error(str(e))
-    with wh:
-        rows = wh.list_changes() if args.all else wh.list_changes(ack_status="active")
+    rows, rc = on_warehouse(args, lambda wh: wh.list_changes(ack_status=None if args.all else "active"))
+    if rows is None:
+        return rc
     if args.json:
         print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2, default=str))
         return 0
@@ -185,12 +188,11 @@ def run_changes(args: argparse.Namespace) -> int:
 def run_ack(args: argparse.Namespace) -> int:
     if not args.reason.strip():
         return error("--reason must say why")
-    try:
-        wh = open_warehouse(args, read_only=False)
-    except WarehouseError as e:
-        return error(str(e))
-    with wh:
-        found = wh.ack_change(args.change_id, args.reason.strip())
+    found, rc = on_warehouse(
+        args, lambda wh: wh.ack_change(args.change_id, args.reason.strip()), read_only=False
+    )
+    if rc:
+        return rc
     if not found:
         return error(f"no change with id {args.change_id!r} (see `strix changes --all`)")
     print(f"acknowledged {args.change_id}: {args.reason.strip()}")

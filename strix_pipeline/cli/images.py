@@ -13,6 +13,7 @@ from dataclasses import asdict
 from datetime import datetime
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from strix_pipeline.cli.common import warehouse_arg, warehouse_path
@@ -90,7 +91,7 @@ def _print_report(report: DiscoveryReport) -> None:
     for s in report.skipped:
         console.print(f"[yellow]skipped[/] {s.registry}/{s.repository}:{s.tag}: {s.reason}", highlight=False)
     for e in report.errors:
-        console.print(f"[red]failed[/] {e.engine}: {e.message}", highlight=False)
+        console.print(f"[red]failed[/] {escape(e.engine)}: {escape(e.recorded)}", highlight=False)
 
 
 def run_list(args: argparse.Namespace) -> int:

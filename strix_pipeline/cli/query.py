@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from strix_pipeline.cli.common import error, open_warehouse, warehouse_arg
+from strix_pipeline.cli.common import error, lock_wait_arg, on_warehouse, open_warehouse, warehouse_arg
 from strix_pipeline.peers import FORMATS as PEER_FORMATS
 from strix_pipeline.peers import ImportOptions, PeerFormatError, load_peer_file
 from strix_pipeline.warehouse import Warehouse, WarehouseError
@@ -107,12 +107,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     warehouse_arg(p)
-    p.add_argument(
-        "--lock-wait",
-        type=float,
-        default=10.0,
-        help="seconds to wait while a writer holds the file (default 10)",
-    )
+    lock_wait_arg(p)
 
 
 def _open(args: argparse.Namespace, *, read_only: bool = True, sandbox: bool = False) -> Warehouse:
@@ -351,17 +346,8 @@ def _print_table(df: pl.DataFrame, limit: int, types: list[str] | None = None) -
 def _on_warehouse(
     args: argparse.Namespace, action: Callable[[Warehouse], T], failure: str, *, read_only: bool = True
 ) -> tuple[T | None, int]:
-    """Open the warehouse and run ``action`` on it: (its result, 0), or (None, 1) after one line
-    saying why the file could not be opened or ``failure: why`` the action failed."""
-    try:
-        wh = _open(args, read_only=read_only)
-    except WarehouseError as e:
-        return None, error(str(e))
-    with wh:
-        try:
-            return action(wh), 0
-        except (WarehouseError, duckdb.Error) as e:
-            return None, error(f"{failure}: {e}")
+    """``on_warehouse`` with this module's opening (its lock wait and notice)."""
+    return on_warehouse(args, action, failure, read_only=read_only, opener=_open)
 
 
 def run_export(args: argparse.Namespace) -> int:

@@ -77,6 +77,17 @@ def run(args: argparse.Namespace) -> int:
     problems = nothing_measured(runs, config.artifacts_dir() / "logs")
     for line in problems:
         console.print(f"[red]strix run: {line}[/]", soft_wrap=True)
+    from strix_pipeline.warehouse.spool import pending, spool_dir
+
+    spooled = pending(spool_dir(config.artifacts_dir()))
+    if spooled:  # measured, but the warehouse refused the load (the step's error says why)
+        console.print(
+            f"strix run: {len(spooled)} measured run(s) are not in the warehouse yet, kept in "
+            f"{spooled[0].parent}; `strix load-spool` loads them",
+            style="yellow",
+            soft_wrap=True,
+            markup=False,
+        )
     if not ok:
         return 1
     return 1 if problems else 0

@@ -51,6 +51,26 @@ class EngineSpec:
         return sum(r.gb for r in self.reservations)
 
 
+@dataclass(frozen=True)
+class PoolFlags:
+    """The flags under which an engine with a pre-allocated pool (vLLM, SGLang) takes a profile's
+    settings; both name the served model ``--served-model-name``."""
+
+    model: str
+    context_length: str  # per request
+    memory_fraction: str  # of the device total: the pool
+    parallel: str  # sequences served at once
+
+    def argv(self, profile: ModelProfile, model_path: str) -> list[str]:
+        return [
+            self.model, model_path,
+            "--served-model-name", served_name(profile),
+            self.context_length, str(profile.context_length),
+            self.memory_fraction, str(profile.memory_fraction),
+            self.parallel, str(profile.parallel),
+        ]  # fmt: skip
+
+
 def without_flags(flags: list[str], names: frozenset[str]) -> list[str]:
     """``flags`` minus every ``--name V`` / ``--name=V`` whose name is in ``names``."""
     out: list[str] = []

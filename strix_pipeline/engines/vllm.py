@@ -8,10 +8,10 @@ from strix_pipeline.config import ModelProfile
 from strix_pipeline.engines.base import (
     GIB,
     EngineSpec,
+    PoolFlags,
     Reservation,
     common_reservations,
     pool_reservations,
-    served_name,
 )
 
 KIND = "vllm"
@@ -28,21 +28,23 @@ VERSION_PATH = "/version"
 VERSION_KEY = "version"
 
 
+# `--model`, not the positional: `vllm serve` takes both, but the server module that the CPU build
+# runs (python -m vllm.entrypoints.openai.api_server, 0.32) ignores a positional model.
+PROFILE_FLAGS = PoolFlags(
+    model="--model",
+    context_length="--max-model-len",
+    memory_fraction="--gpu-memory-utilization",
+    parallel="--max-num-seqs",
+)
+
+
 def flags(profile: ModelProfile, model_path: str, extras: list[str]) -> list[str]:
-    return [
-        # `--model`, not the positional: `vllm serve` takes both, but the server module that the CPU
-        # build runs (python -m vllm.entrypoints.openai.api_server, 0.32) ignores a positional model.
-        "--model", model_path,
-        "--served-model-name", served_name(profile),
-        "--max-model-len", str(profile.context_length),
-        "--gpu-memory-utilization", str(profile.memory_fraction),
-        "--max-num-seqs", str(profile.parallel),
-    ]  # fmt: skip
+    return PROFILE_FLAGS.argv(profile, model_path)
 
 
 def reservations(flags: list[str], profile: ModelProfile, budget_gb: float | None) -> list[Reservation]:
     return pool_reservations(
-        flags, profile, budget_gb, "--gpu-memory-utilization", ("--swap-space", "--cpu-offload-gb")
+        flags, profile, budget_gb, PROFILE_FLAGS.memory_fraction, ("--swap-space", "--cpu-offload-gb")
     )
 
 
@@ -75,10 +77,10 @@ def for_cpu(spec: EngineSpec, executable: list[str], kv_cache_gib: int, profile:
     it = iter(range(len(spec.flags)))
     for i in it:
         f = spec.flags[i]
-        if f == "--gpu-memory-utilization":
+        if f == PROFILE_FLAGS.memory_fraction:
             next(it, None)  # its value
             flags += [CPU_KV_FLAG, str(kv_cache_gib * GIB)]
-        elif f.startswith("--gpu-memory-utilization="):
+        elif f.startswith(PROFILE_FLAGS.memory_fraction + "="):
             flags += [CPU_KV_FLAG, str(kv_cache_gib * GIB)]
         else:
             flags.append(f)

@@ -120,6 +120,37 @@ class SuiteContext:
             self.session, self.base_url + p.path, p.body, self.timeout_s, self.connections
         )
 
+    def keep_level(
+        self, records: list[RequestRecord], scenario: str, level: int, level_kind: str, **options: Any
+    ) -> LevelAggregate:
+        """Aggregate a measured level with this run's id and SLO (``options``: the rest of
+        ``aggregate_level``'s) and keep its records and aggregate in the run's result."""
+        agg = aggregate_level(
+            records,
+            run_id=self.run_id,
+            scenario=scenario,
+            level=level,
+            level_kind=level_kind,
+            slo=self.slo,
+            **options,
+        )
+        self.requests += records
+        self.aggregates.append(agg)
+        return agg
+
+    def keep_scrapes(self, scrapes: list[Scrape], scenario: str, level: int) -> None:
+        self.server_metrics += to_samples(scrapes, run_id=self.run_id, scenario=scenario, level=level)
+
+    def fit_context(self, what: str, tokens: int, beside: int, context_length: int | None) -> int:
+        """``tokens`` of input (``what``), capped with a note, not an exception, so that with the
+        ``beside`` tokens sent or generated along with them and the margin they fit ``context_length``
+        (at least 16 tokens are left)."""
+        if not context_length or tokens + beside + CONTEXT_MARGIN <= context_length:
+            return tokens
+        capped = max(16, context_length - beside - CONTEXT_MARGIN)
+        self.errors.append(f"{what} {tokens} + {beside} more > context {context_length}, capped at {capped}")
+        return capped
+
 
 async def closed_loop(
     ctx: SuiteContext,
@@ -333,21 +364,17 @@ async def run_level(
         stopped = f"stopped at max duration {max_duration_s:g}s after {len(outcomes)}/{total} requests"
         ctx.errors.append(f"{label}: {stopped}")
     duration = (last - first) / 1e9 if outcomes else None
-    agg = aggregate_level(
+    agg = ctx.keep_level(
         records,
-        run_id=ctx.run_id,
-        scenario=scenario,
-        level=level,
-        level_kind=level_kind,
-        slo=ctx.slo,
+        scenario,
+        level,
+        level_kind,
         duration_s=duration,
         requested_rate=rate,
         planned=total,
         stopped_reason=stopped,
     )
-    ctx.requests += records
-    ctx.aggregates.append(agg)
-    ctx.server_metrics += to_samples(scrapes, run_id=ctx.run_id, scenario=scenario, level=level)
+    ctx.keep_scrapes(scrapes, scenario, level)
     ctx.say(describe(label, agg, records))
     return records, agg
 
@@ -412,12 +439,7 @@ async def concurrency_sweep(
     ctx: SuiteContext, wl: Workload, profile: ScenarioProfile, *, context_length: int | None = None
 ) -> None:
     spec = profile.concurrency_sweep
-    n_in = spec.input_tokens
-    if context_length and n_in + spec.output_tokens + CONTEXT_MARGIN > context_length:
-        n_in = max(16, context_length - spec.output_tokens - CONTEXT_MARGIN)
-        ctx.errors.append(
-            f"concurrency_sweep: input {spec.input_tokens} + output {spec.output_tokens} > context {context_length}, input capped at {n_in}"
-        )
+    n_in = ctx.fit_context("concurrency_sweep: input", spec.input_tokens, spec.output_tokens, context_length)
     for c in spec.levels:
         warm = [
             request_body(ctx.model, await wl.code_prompt(n_in, spec.output_tokens))
@@ -469,10 +491,7 @@ async def decode(
     ctx: SuiteContext, wl: Workload, profile: ScenarioProfile, *, context_length: int | None = None
 ) -> None:
     spec = profile.decode
-    n_in = spec.input_tokens
-    if context_length and n_in + spec.output_tokens + CONTEXT_MARGIN > context_length:
-        n_in = max(16, context_length - spec.output_tokens - CONTEXT_MARGIN)
-        ctx.errors.append(f"decode: input capped at {n_in} (context {context_length})")
+    n_in = ctx.fit_context("decode: input", spec.input_tokens, spec.output_tokens, context_length)
     planned = [
         request_body(ctx.model, await wl.code_prompt(n_in, spec.output_tokens, kind="decode"))
         for _ in range(spec.requests)
@@ -486,15 +505,9 @@ async def prefix_cache(
     """Per repeat: a prefix never sent before (cold), then the same prefix with another suffix (warm).
     Pairs run back to back so the warm request finds the prefix still cached. Level 0 = cold, 1 = warm."""
     spec = profile.prefix_cache
-    n_prefix = spec.prefix_tokens
-    if (
-        context_length
-        and n_prefix + spec.suffix_tokens + spec.output_tokens + CONTEXT_MARGIN > context_length
-    ):
-        n_prefix = max(16, context_length - spec.suffix_tokens - spec.output_tokens - CONTEXT_MARGIN)
-        ctx.errors.append(
-            f"prefix_cache: prefix {spec.prefix_tokens} > context {context_length}, capped at {n_prefix}"
-        )
+    n_prefix = ctx.fit_context(
+        "prefix_cache: prefix", spec.prefix_tokens, spec.suffix_tokens + spec.output_tokens, context_length
+    )
     pairs: list[Planned] = []
     for _ in range(spec.repeats):
         _, prefix = await wl.shared_prefix(n_prefix)
@@ -516,22 +529,12 @@ async def prefix_cache(
         if ctx.on_request:
             ctx.on_request("prefix_cache", 0, i + 1, total)
     await ctx.scraper.scrape_into(scrapes, "after")
-    ctx.server_metrics += to_samples(scrapes, run_id=ctx.run_id, scenario="prefix_cache", level=0)
+    ctx.keep_scrapes(scrapes, "prefix_cache", 0)
     start = outcomes[0].raw.sent_ns if outcomes else 0
     for phase_level, phase in ((0, "cold"), (1, "warm")):
         chosen = [o for o in outcomes if o.index % 2 == phase_level]
         records = [to_record(ctx, "prefix_cache", phase_level, "phase", o, start) for o in chosen]
-        agg = aggregate_level(
-            records,
-            run_id=ctx.run_id,
-            scenario="prefix_cache",
-            level=phase_level,
-            level_kind="phase",
-            slo=ctx.slo,
-            planned=len(chosen),
-        )
-        ctx.requests += records
-        ctx.aggregates.append(agg)
+        agg = ctx.keep_level(records, "prefix_cache", phase_level, "phase", planned=len(chosen))
         line = describe(f"prefix_cache {phase}", agg, records)
         if agg.cached_tokens_mean is not None:
             line += f"; cached {agg.cached_tokens_mean:.0f} tokens"

@@ -20,15 +20,15 @@ from typing import Any
 from strix_pipeline.peers.common import (
     Field,
     ImportOptions,
+    RecordedVersion,
     level_for,
     peer_result,
-    read_json,
-    recorded_version,
+    read_versioned,
 )
 from strix_pipeline.records import LevelAggregate, RunResult
 
 TOOL = "aiperf"
-SUPPORTED_MAJOR_MINOR = ("0.13",)
+VERSION = RecordedVersion(("aiperf_version",), ("0.13",), "AIPerf", "export")
 # AIPerf's latency metrics (ms) -> strix's column prefixes
 _LATENCIES = {
     "time_to_first_token": "ttft",
@@ -44,14 +44,7 @@ def detect(doc: Any) -> bool:
 
 
 def load(path: Path, opts: ImportOptions) -> RunResult:
-    doc = read_json(path)
-    f = Field(path)
-    version = recorded_version(f, f.req_text(doc, "aiperf_version"), "$.aiperf_version", opts)
-    if not version.startswith(tuple(v + "." for v in SUPPORTED_MAJOR_MINOR)):
-        raise f.fail(
-            "$.aiperf_version",
-            f"AIPerf {version}: this reader knows the {', '.join(SUPPORTED_MAJOR_MINOR)} export",
-        )
+    doc, f, version = read_versioned(path, opts, VERSION)
     if f.get(doc, "was_cancelled") is True:
         raise f.fail("$.was_cancelled", "the profile was cancelled: its numbers cover part of the run")
     cfg = f.obj(doc, "input_config")

@@ -125,11 +125,33 @@ class Field:
         return v
 
 
-def recorded_version(f: Field, version: str, field: str, opts: ImportOptions) -> str:
-    """The version the file records; a ``--tool-version`` that says otherwise is refused, not obeyed."""
+@dataclass(frozen=True)
+class RecordedVersion:
+    """Where a tool's file records the tool's version, and the versions its reader knows."""
+
+    keys: tuple[str, ...]  # from the document's root, e.g. ("metadata", "guidellm_version")
+    supported: tuple[str, ...]  # major.minor versions, e.g. ("0.8",)
+    tool: str  # the tool's name in messages, e.g. "GuideLLM"
+    file: str  # what the file is, e.g. "benchmarks JSON"
+
+
+def read_versioned(path: Path, opts: ImportOptions, recorded: RecordedVersion) -> tuple[Any, Field, str]:
+    """The file's JSON, a reader of its fields, and the tool version it records. A ``--tool-version``
+    that says otherwise is refused, not obeyed; so is a version whose major.minor the reader does not
+    know."""
+    doc = read_json(path)
+    f = Field(path)
+    node, where = doc, "$"
+    for key in recorded.keys[:-1]:
+        node, where = f.obj(node, key, where), f"{where}.{key}"
+    version = f.req_text(node, recorded.keys[-1], where)
+    field = f"{where}.{recorded.keys[-1]}"
     if opts.tool_version is not None and opts.tool_version.strip() != version:
         raise f.fail(field, f"the file says {version!r}, --tool-version says {opts.tool_version!r}")
-    return version
+    if not version.startswith(tuple(v + "." for v in recorded.supported)):
+        known = ", ".join(recorded.supported)
+        raise f.fail(field, f"{recorded.tool} {version}: this reader knows the {known} {recorded.file}")
+    return doc, f, version
 
 
 def _kind(v: Any) -> str:

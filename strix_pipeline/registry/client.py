@@ -14,11 +14,17 @@ What it does, and why it is shaped this way:
   fetched only for a digest not seen before (the caller decides; see discovery.py).
 - For an index (OCI index / Docker manifest list) the linux/amd64 manifest is picked; an index without
   one raises ``NoPlatform`` with the platforms it does list, so the caller can skip it with a reason.
-- Faults: ``429`` waits for ``Retry-After`` (seconds or HTTP date) or the rate-limit reset header, up
-  to a bound; ``5xx``, timeouts and dropped connections are retried with bounded exponential backoff;
-  a name that does not resolve fails at once (retrying DNS in a sandbox only burns the budget). Every
-  request also respects an optional deadline so one repository's refresh is bounded in time. A body
-  that is not the JSON we expect raises ``MalformedResponse``: never a crash, never a partial result.
+- Faults (:class:`RetryPolicy`; discovery's clients use 3 attempts, 0.5 s backoff doubling to at most
+  4 s with +-25 % jitter, 3 s connect and 20 s read timeouts): ``429`` waits for ``Retry-After``
+  (seconds or HTTP date) or the rate-limit reset header (else the backoff) when that is at most
+  ``max_wait_s`` (120 s) and fits the deadline, and is otherwise :class:`RateLimited` at once; the
+  last attempt's 429 is :class:`RateLimited` too. ``5xx``, timeouts and dropped or cut-short
+  connections are retried with the backoff, then :class:`RegistryUnavailable`; a name that does not
+  resolve fails at once (retrying DNS in a sandbox only burns the budget). Every request also respects
+  an optional deadline -- its timeouts shrink to what is left of it -- so one repository's refresh is
+  bounded in wall time (discovery: 120 s). A body that is not the JSON we expect raises
+  ``MalformedResponse`` (not retried: the registry would say the same again): never a crash, never a
+  partial result.
 """
 
 from __future__ import annotations
@@ -285,18 +291,15 @@ class RegistryClient:
         query: dict[str, str | int] = {"n": page_size}
         if prefix and len(prefix) > 1:
             query["last"] = prefix[:-1]  # a valid tag name sorting before every tag with the prefix
-        url: str | None = f"{self.base_url}/v2/{name}/tags/list?{urlencode(query)}"
+        url = f"{self.base_url}/v2/{name}/tags/list?{urlencode(query)}"
         tags: list[str] = []
-        seen_urls: set[str] = set()
         max_pages = max_tags // max(1, min(page_size, max_tags)) + 50
-        for _ in range(max_pages):
-            if url is None:
-                return tags, True
-            if url in seen_urls:
-                raise self._err(MalformedResponse, f"tags/list pagination loops at {url}", repository)
-            seen_urls.add(url)
-            resp = self._request("GET", url, repository=repository, accept="application/json")
-            body = self._json(resp, repository)
+
+        def next_url(resp: httpx.Response, body: Any) -> str | None:
+            nxt = resp.links.get("next", {}).get("url")
+            return str(resp.url.join(nxt)) if nxt else None
+
+        for body in self._pages(url, repository, "tags/list", max_pages, next_url):
             page = body.get("tags") if isinstance(body, dict) else None
             if page is None and isinstance(body, dict) and "tags" in body:
                 page = []  # distribution answers "tags": null for a repository with no tags
@@ -311,9 +314,7 @@ class RegistryClient:
                 tags.extend(page)
             if len(tags) >= max_tags:
                 return tags[:max_tags], False
-            nxt = resp.links.get("next", {}).get("url")
-            url = str(resp.url.join(nxt)) if nxt else None
-        raise self._err(MalformedResponse, f"tags/list: more than {max_pages} pages", repository)
+        return tags, True
 
     def hub_tags(
         self, repository: str, *, page_size: int = 100, max_tags: int = 5000
@@ -324,22 +325,17 @@ class RegistryClient:
                 "no Docker Hub API for this registry", registry=self.registry, repository=repository
             )
         ns, _, repo = api_repository(self.registry, repository).partition("/")
-        url: str | None = (
-            f"{self.hub_api}/v2/namespaces/{ns}/repositories/{repo}/tags?page_size={min(page_size, 100)}"
-        )
+        url = f"{self.hub_api}/v2/namespaces/{ns}/repositories/{repo}/tags?page_size={min(page_size, 100)}"
         out: list[TagInfo] = []
-        seen_urls: set[str] = set()
         max_pages = max_tags // min(page_size, 100) + 50
-        for _ in range(max_pages):
-            if url is None:
-                return out, True
-            if url in seen_urls:
-                raise self._err(MalformedResponse, f"hub tags pagination loops at {url}", repository)
-            seen_urls.add(url)
-            resp = self._request(
-                "GET", url, repository=repository, accept="application/json", registry_auth=False
-            )
-            body = self._json(resp, repository)
+
+        def next_url(resp: httpx.Response, body: Any) -> str | None:
+            nxt = body.get("next")
+            if nxt is not None and not isinstance(nxt, str):
+                raise self._err(MalformedResponse, "hub tags: 'next' is not a URL", repository)
+            return str(resp.url.join(nxt)) if nxt else None
+
+        for body in self._pages(url, repository, "hub tags", max_pages, next_url, registry_auth=False):
             results = body.get("results") if isinstance(body, dict) else None
             if not isinstance(results, list):
                 raise self._err(MalformedResponse, "hub tags: no list under 'results'", repository)
@@ -363,11 +359,33 @@ class RegistryClient:
                 )
             if len(out) >= max_tags:
                 return out[:max_tags], False
-            nxt = body.get("next")
-            if nxt is not None and not isinstance(nxt, str):
-                raise self._err(MalformedResponse, "hub tags: 'next' is not a URL", repository)
-            url = str(resp.url.join(nxt)) if nxt else None
-        raise self._err(MalformedResponse, f"hub tags: more than {max_pages} pages", repository)
+        return out, True
+
+    def _pages(
+        self,
+        url: str,
+        repository: str,
+        what: str,
+        max_pages: int,
+        next_url: Callable[[httpx.Response, Any], str | None],
+        **request: Any,
+    ) -> Iterator[Any]:
+        """The JSON body of each page of a paginated listing from ``url``, until ``next_url`` of a
+        page (its response and body) is None; a listing that comes back to a page it gave, or runs past
+        ``max_pages``, is refused."""
+        seen: set[str] = set()
+        for _ in range(max_pages):
+            if url in seen:
+                raise self._err(MalformedResponse, f"{what} pagination loops at {url}", repository)
+            seen.add(url)
+            resp = self._request("GET", url, repository=repository, accept="application/json", **request)
+            body = self._json(resp, repository)
+            yield body
+            nxt = next_url(resp, body)
+            if nxt is None:
+                return
+            url = nxt
+        raise self._err(MalformedResponse, f"{what}: more than {max_pages} pages", repository)
 
     def head_digest(self, repository: str, reference: str) -> tuple[str, str]:
         """(digest, media type) of what ``reference`` points at, from a HEAD (free on Docker Hub)."""
@@ -520,6 +538,14 @@ class RegistryClient:
     def _remaining_s(self) -> float | None:
         return None if self._deadline is None else self._deadline - time.monotonic()
 
+    def _timeout(self, left: float | None) -> httpx.Timeout:
+        # The policy's timeouts, but never past the deadline: a registry that accepts the connection
+        # and stalls would otherwise hold one request for the whole read timeout after the budget ran out.
+        read, connect = self.policy.read_timeout_s, self.policy.connect_timeout_s
+        if left is not None:
+            read, connect = min(read, left), min(connect, left)
+        return httpx.Timeout(read, connect=connect)
+
     def _wait(self, seconds: float, why: str, repository: str, *, rate_limited: bool = False) -> None:
         left = self._remaining_s()
         if left is not None and seconds > left:
@@ -610,7 +636,9 @@ class RegistryClient:
                 )
             try:
                 self.requests_made += 1
-                resp = self._http.request(method, url, headers=headers, params=params, auth=auth)
+                resp = self._http.request(
+                    method, url, headers=headers, params=params, auth=auth, timeout=self._timeout(left)
+                )
                 if len(resp.content) > _MAX_BODY:
                     raise self._err(
                         MalformedResponse, f"{method} {url}: body larger than {_MAX_BODY} bytes", repository

@@ -23,9 +23,11 @@ Per engine and per image source (registry + repository), one refresh:
    (not stored, not an error).
 
 Nothing is written for a repository until all of its requests have succeeded: a registry that fails
-(unreachable, 5xx or 429 beyond the retry budget, refused auth, a malformed body) leaves the images
-known before untouched, and the failure is recorded (``registry_errors``) with registry and
-repository and returned in the report. Every repository has a wall-clock budget; a registry host
+(unreachable, stalled past the timeouts, 5xx or 429 beyond the retry policy -- see client.py --,
+refused auth, a malformed or cut-short body, a tag list that fails on a later page) leaves the images
+known before untouched and adds none of the new ones, and the failure is recorded
+(``registry_errors.error`` = ``"<ErrorClass>: <message>"``) with registry and repository and
+returned in the report. Every repository has a wall-clock budget; a registry host
 that cannot be reached at all is not tried again for the other repositories of the same refresh.
 
 Version order (``version_sort_key``, a string compared lexically; defined in registry.py):
@@ -102,6 +104,14 @@ class RegistryFailure:
     registry: str
     repository: str
     message: str
+    # what kind of failure: the client's exception class (RateLimited, RegistryUnavailable,
+    # MalformedResponse, AuthError, NotFound, ...), or the unexpected exception's
+    error_class: str = "RegistryError"
+
+    @property
+    def recorded(self) -> str:
+        """The text stored in ``registry_errors.error``: the class first, so it can be grouped by."""
+        return f"{self.error_class}: {self.message}"
 
 
 @dataclass
@@ -425,7 +435,8 @@ def refresh_images(
                 if k.registry == source.registry and k.repository == source.repository
             }
             if source.registry in unreachable:
-                _fail(report, store, name, source, f"not tried: {unreachable[source.registry]}", now)
+                why = f"not tried: {unreachable[source.registry]}"
+                _fail(report, store, RegistryFailure(name, source.registry, source.repository, why, "RegistryUnavailable"), now)  # fmt: skip
                 continue
             try:
                 with factory(source) as client, client.deadline(repository_budget_s):
@@ -433,10 +444,11 @@ def refresh_images(
             except RegistryError as e:
                 if isinstance(e, RegistryUnavailable) and e.unreachable:
                     unreachable[source.registry] = f"{source.registry} unreachable earlier in this refresh"
-                _fail(report, store, name, source, str(e), now)
+                _fail(report, store, RegistryFailure(name, source.registry, source.repository, str(e), type(e).__name__), now)  # fmt: skip
                 continue
             except Exception as e:  # a bug or an unforeseen body must not cost the other repositories
-                _fail(report, store, name, source, f"unexpected {type(e).__name__}: {e}", now)
+                why = f"unexpected {type(e).__name__}: {e}"
+                _fail(report, store, RegistryFailure(name, source.registry, source.repository, why, type(e).__name__), now)  # fmt: skip
                 continue
             store.upsert_images(outcome.upserts)
             if outcome.gone:
@@ -449,8 +461,6 @@ def refresh_images(
     return report
 
 
-def _fail(
-    report: DiscoveryReport, store: ImageStore, engine: str, source: ImageSource, message: str, now: datetime
-) -> None:
-    report.errors.append(RegistryFailure(engine, source.registry, source.repository, message))
-    store.record_registry_error(source.registry, source.repository, message, now)
+def _fail(report: DiscoveryReport, store: ImageStore, failure: RegistryFailure, now: datetime) -> None:
+    report.errors.append(failure)
+    store.record_registry_error(failure.registry, failure.repository, failure.recorded, now)

@@ -8,6 +8,8 @@ One module per concern; :class:`Warehouse` (``facade.py``) is the object callers
 - ``runs.py``: run loads (one transaction per load, a reload replaces the run) and deletes
 - ``hosts.py``, ``images.py``, ``decisions.py``, ``changes.py``: one table (or two) each
 - ``parquet.py``: export and import
+- ``faults.py``: a full disk, a damaged file or a lock, said in words (:func:`~faults.explain`)
+- ``spool.py``: a run's records written to a file before the warehouse is opened, loaded from there
 
 SQL typed by a person (``strix query``) runs on a *sandboxed* reader (``sandbox=True``): read-only, and
 DuckDB's own settings keep it inside the warehouse file -- no external access (no COPY to or from
@@ -26,6 +28,7 @@ from strix_pipeline.warehouse.connection import (
     default_warehouse_path,
 )
 from strix_pipeline.warehouse.facade import Warehouse
+from strix_pipeline.warehouse.faults import WarehouseCorrupt, WarehouseDiskFull
 from strix_pipeline.warehouse.runs import RUN_TABLES
 from strix_pipeline.warehouse.schema import (
     RECORD_TABLES,
@@ -45,6 +48,8 @@ __all__ = [
     "Migration",
     "SchemaTooNew",
     "Warehouse",
+    "WarehouseCorrupt",
+    "WarehouseDiskFull",
     "WarehouseError",
     "WarehouseLocked",
     "WarehouseMissing",

@@ -19,7 +19,14 @@ from strix_pipeline.records import CriterionResult, ImageRecord, RunResult
 from strix_pipeline.warehouse import changes, decisions, hosts, parquet, runs, schema
 from strix_pipeline.warehouse import images as _images  # `images` is upsert_images' argument
 from strix_pipeline.warehouse.changes import ChangeRecord
-from strix_pipeline.warehouse.connection import Target, WarehouseError, connect, open_connection
+from strix_pipeline.warehouse.connection import (
+    Target,
+    WarehouseError,
+    WarehouseLocked,
+    connect,
+    open_connection,
+)
+from strix_pipeline.warehouse.faults import explain
 
 
 class Warehouse:
@@ -64,12 +71,25 @@ class Warehouse:
         of readers and writers at once, the same schema, loads and sandbox.
         """
         path = path if isinstance(path, DuckLakeTarget) else Path(path)
-        con = open_connection(
-            path, read_only=read_only, lock_retry_s=lock_retry_s, on_wait=on_wait, sandbox=sandbox
-        )
+        try:
+            con = open_connection(
+                path, read_only=read_only, lock_retry_s=lock_retry_s, on_wait=on_wait, sandbox=sandbox
+            )
+        except WarehouseLocked:
+            raise
+        except WarehouseError as e:
+            # connect() says "cannot open"; a damaged file or a full disk deserves its own words
+            if isinstance(e.__cause__, duckdb.Error):
+                raise explain(path, e.__cause__, "opening it") from e.__cause__
+            raise
+        except OSError as e:  # e.g. the directory cannot be created on a full disk
+            raise explain(path, e, "opening it") from e
         wh = cls(con, path, read_only)
         try:
             wh.schema_version = schema.prepare(con, path, read_only=read_only)
+        except duckdb.Error as e:
+            con.close()
+            raise explain(path, e, "reading its schema") from e
         except BaseException:
             con.close()
             raise
@@ -134,7 +154,11 @@ class Warehouse:
     def load_runs(self, results: Sequence[RunResult]) -> None:
         """Load several runs in ONE transaction (a backfill); each replaces its earlier load."""
         self._writable()
-        runs.load_runs(self.con, results)
+        try:
+            runs.load_runs(self.con, results)
+        except (duckdb.Error, OSError) as e:  # the transaction rolled back: nothing of these runs is in
+            what = ", ".join(r.run.run_id for r in results)
+            raise explain(self.path, e, f"loading run {what}") from e
 
     def delete_run(self, run_id: str) -> None:
         """Remove a run from every table (one transaction)."""
@@ -148,7 +172,10 @@ class Warehouse:
 
     def upsert_host(self, name: str, kind: str | None, description: str | None) -> None:
         self._writable()
-        hosts.upsert_host(self.con, name, kind, description)
+        try:
+            hosts.upsert_host(self.con, name, kind, description)
+        except (duckdb.Error, OSError) as e:
+            raise explain(self.path, e, f"recording host {name}") from e
 
     # ---- images ---------------------------------------------------------------------------------
 

@@ -84,7 +84,13 @@ def load_runs(con: duckdb.DuckDBPyConnection, results: Sequence[RunResult]) -> N
         # is derived from runs (refresh_hosts reads them), so a crash between the two leaves a host's
         # facts a load behind until its next load, never a run unloaded or half loaded.
         hosts = sorted({r.run.host for r in results})
-        in_transaction(con, lambda: refresh_hosts(con, hosts))
+        try:
+            in_transaction(con, lambda: refresh_hosts(con, hosts))
+        except (duckdb.Error, WarehouseError) as e:
+            raise WarehouseError(
+                f"run(s) {', '.join(ids)} loaded, but refreshing the rows of host(s) {', '.join(hosts)} failed "
+                f"(the next load of the host refreshes them; loading these runs again replaces them): {e}"
+            ) from e
     if replaced:
         reclaim(con)
 

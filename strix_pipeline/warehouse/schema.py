@@ -77,28 +77,25 @@ def views_sql() -> str:
     return VIEWS_FILE.read_text()
 
 
-def table_names(con: duckdb.DuckDBPyConnection) -> list[str]:
+def _main_schema(con: duckdb.DuckDBPyConnection, catalog: str, name: str, where: str = "TRUE") -> list[str]:
+    # The file's own objects: its main schema, not DuckDB's system or temp catalogs, nor an attached file.
     rows = con.execute(
-        "SELECT table_name FROM duckdb_tables() "
-        "WHERE database_name = current_database() AND schema_name = 'main' ORDER BY table_name"
+        f"SELECT {name} FROM {catalog}() "
+        f"WHERE database_name = current_database() AND schema_name = 'main' AND {where} ORDER BY {name}"
     ).fetchall()
     return [r[0] for r in rows]
+
+
+def table_names(con: duckdb.DuckDBPyConnection) -> list[str]:
+    return _main_schema(con, "duckdb_tables", "table_name")
 
 
 def user_views(con: duckdb.DuckDBPyConnection) -> list[str]:
-    rows = con.execute(
-        "SELECT view_name FROM duckdb_views() "
-        "WHERE database_name = current_database() AND schema_name = 'main' AND NOT internal"
-    ).fetchall()
-    return [r[0] for r in rows]
+    return _main_schema(con, "duckdb_views", "view_name", "NOT internal")
 
 
 def stored_version(con: duckdb.DuckDBPyConnection) -> int:
-    has = con.execute(
-        "SELECT count(*) FROM duckdb_tables() "
-        "WHERE database_name = current_database() AND schema_name = 'main' AND table_name = 'schema_version'"
-    ).fetchall()
-    if not has[0][0]:
+    if "schema_version" not in table_names(con):
         return 0
     rows = con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchall()
     return int(rows[0][0])

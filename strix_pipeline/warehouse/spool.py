@@ -1,0 +1,328 @@
+"""The spool: a run's records written to a file before the warehouse is opened, so nothing measured is
+lost when the warehouse cannot take them (held by another writer process, a full disk, a damaged file).
+
+``<artifacts>/spool/<run_id>.spool.arrow`` is one Arrow IPC file (zstd): a single row whose columns
+``runs``, ``requests``, ``aggregates``, ``memory_samples`` and ``server_metrics`` each hold the run's rows
+of that table as a list of structs with the warehouse's explicit schema (``arrow.py``), and whose
+schema metadata ``strix.spool`` holds what is not a row (format version, run_id, production_restored,
+the host's kind and description). Datetimes (UTC, microseconds), ``None`` and the list columns come
+back exactly: :func:`read_spool` returns a :class:`RunResult` equal to the one written. The file is
+written to a hidden temporary name, fsynced, renamed into place and the directory fsynced, so a
+spool file is either complete or absent.
+
+:func:`store_run` is THE way a measured run reaches the warehouse: spool, open the writer, load the
+spool files older runs left behind (:func:`drain`, oldest first), load this run, and delete each spool
+file only after its load committed. A load that fails raises :class:`RunNotStored` naming the
+warehouse, what is wrong and the spool file, which stays; the next :func:`store_run` or ``strix
+load-spool`` loads it. Loads are idempotent (a run replaces its earlier load), so a spool file loaded
+twice -- by a crash between commit and delete, or by two processes one after the other -- gives the
+same rows. Two processes never drain at once: the warehouse admits one writer process.
+
+How long a load waits for another writer is the caller's ``open_writer``'s lock retry (bounded, then
+:class:`~strix_pipeline.warehouse.WarehouseLocked`): 60 s in the Dagster resource
+(``WarehouseResource.lock_retry_s``), 10 s for ``strix bench --save`` and ``strix load-spool``
+(``--lock-wait``), polling every 0.05 s growing to 0.5 s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable, Collection
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+
+from strix_pipeline.records import (
+    LevelAggregate,
+    MemorySample,
+    RequestRecord,
+    RequestTable,
+    RunRecord,
+    RunResult,
+    ServerMetricSample,
+)
+from strix_pipeline.warehouse import arrow
+from strix_pipeline.warehouse.connection import WarehouseError, WarehouseLocked
+from strix_pipeline.warehouse.facade import Warehouse
+from strix_pipeline.warehouse.faults import WarehouseCorrupt, WarehouseDiskFull
+
+SPOOL_VERSION = 1
+SPOOL_SUFFIX = ".spool.arrow"
+_META_KEY = b"strix.spool"
+
+# The run tables in a spool file, with the RunResult field each one comes from (runs: the one RunRecord).
+_TABLES: dict[str, tuple[type, str]] = {
+    "runs": (RunRecord, "run"),
+    "requests": (RequestRecord, "requests"),
+    "aggregates": (LevelAggregate, "aggregates"),
+    "memory_samples": (MemorySample, "memory"),
+    "server_metrics": (ServerMetricSample, "server_metrics"),
+}
+
+
+class SpoolUnreadable(WarehouseError):
+    """A spool file that is not one this code wrote (damaged, cut short, another format version)."""
+
+
+class RunNotStored(WarehouseError):
+    """The warehouse did not take a run; the message says why and where its records are kept."""
+
+    def __init__(self, message: str, *, run_id: str, warehouse: Path, spool: Path | None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.warehouse = warehouse
+        self.spool = spool
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """The configured facts of the run's host, recorded with the run (``hosts`` table)."""
+
+    name: str
+    kind: str | None
+    description: str | None
+
+
+@dataclass
+class Spooled:
+    result: RunResult
+    host: HostFacts | None
+    spooled_at: datetime
+
+
+@dataclass
+class DrainReport:
+    loaded: list[tuple[Path, str]] = field(default_factory=list)  # (spool file, run_id), in load order
+    # (spool file, why) of files that cannot be read or whose rows the warehouse refused: kept in place
+    unreadable: list[tuple[Path, str]] = field(default_factory=list)
+
+
+@dataclass
+class StoreReport:
+    run_id: str
+    warehouse: Path
+    drained: DrainReport
+    spool_error: str | None = None  # the run could not be spooled (it was loaded all the same)
+
+    def notes(self) -> list[str]:
+        """What a person should hear about this load besides "loaded": earlier runs it loaded too,
+        spool files left behind, a spool that could not be written."""
+        out = []
+        if self.drained.loaded:
+            out.append("loaded runs spooled earlier: " + ", ".join(rid for _, rid in self.drained.loaded))
+        out += [
+            f"spool file {p} cannot be loaded and stays where it is: {why}"
+            for p, why in self.drained.unreadable
+        ]
+        if self.spool_error:
+            out.append(f"run {self.run_id} was loaded but could not be spooled first: {self.spool_error}")
+        return out
+
+
+def spool_dir(artifacts: Path) -> Path:
+    return artifacts / "spool"
+
+
+def spool_path(directory: Path, run_id: str) -> Path:
+    # run ids are ours ("host-engine-model-dagster8"), but a name must never leave the directory
+    return directory / f"{quote(run_id, safe='')}{SPOOL_SUFFIX}"
+
+
+def pending(directory: Path) -> list[Path]:
+    """The complete spool files in ``directory``, oldest first (temporary files are not complete)."""
+    if not directory.is_dir():
+        return []
+    files = [p for p in directory.iterdir() if p.name.endswith(SPOOL_SUFFIX) and not p.name.startswith(".")]
+    return sorted(files, key=lambda p: (p.stat().st_mtime_ns, p.name))
+
+
+def write_spool(result: RunResult, directory: Path, host: HostFacts | None = None) -> Path:
+    """Write ``result`` to ``directory`` atomically; returns the spool file."""
+    columns: dict[str, pa.Array] = {}
+    for table, (cls, attr) in _TABLES.items():
+        if table == "requests":
+            data = arrow.requests_table([result])
+        else:
+            rows = [result.run] if table == "runs" else getattr(result, attr)
+            arrow.check_run_ids(result.run.run_id, cls, list(map(arrow.RUN_ID, rows)))
+            data = arrow.records_table(cls, rows)
+        struct = data.to_struct_array().combine_chunks()
+        offsets = pa.array([0, len(struct)], type=pa.int64())
+        columns[table] = pa.LargeListArray.from_arrays(offsets, struct)
+    meta = {
+        "version": SPOOL_VERSION,
+        "run_id": result.run.run_id,
+        "production_restored": result.production_restored,
+        "host": None
+        if host is None
+        else {"name": host.name, "kind": host.kind, "description": host.description},
+        "spooled_at": datetime.now(UTC).isoformat(),
+    }
+    table = pa.table(columns).replace_schema_metadata({_META_KEY: json.dumps(meta).encode()})
+    directory.mkdir(parents=True, exist_ok=True)
+    final = spool_path(directory, result.run.run_id)
+    tmp = directory / f".{final.name}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            with pa.ipc.new_file(f, table.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+                w.write_table(table)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(directory)
+    return final
+
+
+def read_spool(path: Path) -> Spooled:
+    """The run a spool file holds, exactly as written; :class:`SpoolUnreadable` when it is not one."""
+    try:
+        with pa.OSFile(str(path), "rb") as f:
+            reader = pa.ipc.open_file(f)
+            table = reader.read_all()
+            raw = (reader.schema.metadata or {}).get(_META_KEY)
+    except (OSError, pa.ArrowException) as e:
+        raise SpoolUnreadable(f"{path}: not a readable spool file ({type(e).__name__}: {e})") from e
+    if raw is None:
+        raise SpoolUnreadable(f"{path}: no {_META_KEY.decode()} metadata: not a strix spool file")
+    try:
+        meta = json.loads(raw)
+        version = meta["version"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise SpoolUnreadable(f"{path}: its {_META_KEY.decode()} metadata is not readable: {e}") from e
+    if version != SPOOL_VERSION:
+        raise SpoolUnreadable(f"{path}: spool format version {version!r}; this code reads {SPOOL_VERSION}")
+    if table.num_rows != 1 or set(table.column_names) != set(_TABLES):
+        raise SpoolUnreadable(
+            f"{path}: expected one row with columns {', '.join(_TABLES)}; "
+            f"found {table.num_rows} rows with {', '.join(table.column_names)}"
+        )
+    parts: dict[str, list[Any]] = {}
+    for name, (cls, _) in _TABLES.items():
+        dicts = table.column(name).combine_chunks().values.to_pylist()
+        try:
+            parts[name] = [cls(**d) for d in dicts]
+        except TypeError as e:  # a field this code does not know, or one it needs and the file lacks
+            raise SpoolUnreadable(f"{path}: the {name} rows do not match {cls.__name__}: {e}") from e
+    if len(parts["runs"]) != 1:
+        raise SpoolUnreadable(f"{path}: {len(parts['runs'])} runs rows; a spool file holds one run")
+    host = meta.get("host")
+    result = RunResult(
+        run=parts["runs"][0],
+        requests=RequestTable(parts["requests"]),
+        aggregates=parts["aggregates"],
+        memory=parts["memory_samples"],
+        server_metrics=parts["server_metrics"],
+        production_restored=meta.get("production_restored"),
+    )
+    return Spooled(
+        result=result,
+        host=HostFacts(host["name"], host.get("kind"), host.get("description")) if host else None,
+        spooled_at=datetime.fromisoformat(meta["spooled_at"]),
+    )
+
+
+def load_one(wh: Warehouse, result: RunResult, host: HostFacts | None) -> None:
+    if host is not None:
+        wh.upsert_host(host.name, host.kind, host.description)
+    wh.load_run(result)
+
+
+def drain(
+    wh: Warehouse,
+    directory: Path,
+    *,
+    skip: Collection[Path] = (),
+    on_file: Callable[[Path, Spooled | None], None] | None = None,
+) -> DrainReport:
+    """Load every pending spool file in ``directory`` into the open writer ``wh``, oldest first, each
+    deleted once its load committed. A file that cannot be read stays where it is and is reported; a
+    warehouse failure raises (what was loaded so far is committed and deleted, the rest stays)."""
+    report = DrainReport()
+    for path in pending(directory):
+        if path in skip:
+            continue
+        try:
+            spooled = read_spool(path)
+            load_one(wh, spooled.result, spooled.host)
+        except (WarehouseLocked, WarehouseDiskFull, WarehouseCorrupt):
+            raise  # the warehouse itself: no other file would load either
+        except WarehouseError as e:
+            # this file's rows (or what it is) -- one bad file must not block every load after it
+            report.unreadable.append((path, str(e)))
+            if on_file is not None:
+                on_file(path, None)
+            continue
+        path.unlink(missing_ok=True)
+        report.loaded.append((path, spooled.result.run.run_id))
+        if on_file is not None:
+            on_file(path, spooled)
+    return report
+
+
+def store_run(
+    result: RunResult,
+    *,
+    spool_directory: Path,
+    open_writer: Callable[[], AbstractContextManager[Warehouse]],
+    warehouse_path: Path,
+    host: HostFacts | None = None,
+) -> StoreReport:
+    """Spool ``result``, then load the older spool files and ``result`` into the warehouse.
+
+    ``open_writer`` opens the warehouse for writing (its lock retry bounds the wait for another
+    writer). Raises :class:`RunNotStored` when the warehouse does not take the run; its records are
+    then in ``RunNotStored.spool``."""
+    run_id = result.run.run_id
+    spool: Path | None = None
+    spool_error = ""
+    try:
+        spool = write_spool(result, spool_directory, host)
+    except (OSError, WarehouseError) as e:  # the warehouse may still take it: try, and say so if not
+        spool_error = f"{type(e).__name__}: {e}"
+    try:
+        with open_writer() as wh:
+            drained = drain(wh, spool_directory, skip={spool} if spool else ())
+            load_one(wh, result, host)
+    except WarehouseError as e:
+        if spool is not None:
+            kept = (
+                f"its records are kept in {spool} and are loaded by the next benchmark load or by "
+                f"`strix load-spool`"
+            )
+        else:
+            kept = (
+                f"it could not be spooled either ({spool_error} writing to {spool_directory}): "
+                "its records are only in this process"
+            )
+        raise RunNotStored(
+            f"run {run_id} was not loaded into the warehouse: {e}; {kept}",
+            run_id=run_id,
+            warehouse=warehouse_path,
+            spool=spool,
+        ) from e
+    if spool is not None:
+        with contextlib.suppress(OSError):  # left behind, it is loaded again, to the same rows
+            spool.unlink(missing_ok=True)
+    return StoreReport(
+        run_id=run_id, warehouse=warehouse_path, drained=drained, spool_error=spool_error or None
+    )
+
+
+def _fsync_dir(directory: Path) -> None:
+    # the rename is durable only once the directory entry is on disk
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
