@@ -311,11 +311,14 @@ def test_strix_query_reads_whole_runs_while_two_writers_load(lake: DuckLakeTarge
         "(SELECT count(*) FROM aggregates a WHERE a.run_id = r.run_id) AS aggregates FROM runs r ORDER BY 1"
     )
     seen: list[list[dict]] = []
+    asked: list[tuple[float, float]] = []  # each query's start and end
     deadline = time.monotonic() + 180
     while any(w.proc.poll() is None for w in writers) and time.monotonic() < deadline and len(seen) < 12:
+        t = time.time()
         out = strix_query(config, lake, sql)
         assert out.returncode == 0, out.stderr
         seen.append(json.loads(out.stdout))
+        asked.append((t, time.time()))
     results = [w.result() for w in writers]
     final = strix_query(config, lake, sql)
     assert final.returncode == 0, final.stderr
@@ -327,11 +330,11 @@ def test_strix_query_reads_whole_runs_while_two_writers_load(lake: DuckLakeTarge
     for before, after in zip(seen, seen[1:], strict=False):
         assert {r["run_id"] for r in before} <= {r["run_id"] for r in after}
     assert len(seen[-1]) == 2 * RUNS_PER_WRITER
-    # the reads overlapped the writes: some query saw a partly loaded warehouse
-    assert any(0 < len(rows) < 2 * RUNS_PER_WRITER for rows in seen[:-1]) or len(seen) > 1, (
-        [len(r) for r in seen],
-        results,
-    )
+    # the reads ran while both writers were loading: some query's time overlaps the span in which
+    # both had started their first load and neither had finished its last
+    both = (max(r["spans"][0][0] for r in results), min(r["spans"][-1][1] for r in results))
+    assert both[0] < both[1], results
+    assert any(s < both[1] and e > both[0] for s, e in asked), (asked, both)
 
 
 def test_writers_opening_a_new_warehouse_at_once_migrate_it_once(
