@@ -455,3 +455,25 @@ def test_an_unreachable_catalog_fails_clearly_without_showing_the_dsn(tmp_path: 
     with pytest.raises(WarehouseError, match="cannot attach the DuckLake warehouse") as e:
         Warehouse.open(target)
     assert "s3cret-pw" not in str(e.value) and CATALOG_ENV in str(e.value)
+
+
+def test_the_dagster_warehouse_resource_follows_the_config_to_the_lake(
+    lake: DuckLakeTarget, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from strix_dagster.definitions import build_definitions
+    from strix_pipeline.config import load_config
+
+    config_file = strix_config(tmp_path, lake)
+    defs = build_definitions(load_config(config_file), str(config_file))
+    resource = defs.resources["warehouse"]
+    assert lake.catalog_dsn not in repr(resource)  # the DSN stays out of the resource's config
+    monkeypatch.setenv(CATALOG_ENV, lake.catalog_dsn)
+    with resource.writer() as wh:
+        wh.load_run(run_for("box-a", 0, 10))
+    with Warehouse.open(lake, read_only=True) as wh:
+        assert wh.run_ids() == ["box-a-run0"]
+    with resource.reader() as wh:
+        assert wh.count("requests") == 20
+    monkeypatch.delenv(CATALOG_ENV)
+    with pytest.raises(ValueError, match=f"{CATALOG_ENV} .*is not set"):
+        resource.writer().__enter__()
