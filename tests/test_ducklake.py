@@ -181,6 +181,15 @@ def test_ducklake_has_the_file_schema_views_and_idempotent_loads(
             q = f'SELECT * FROM "{view}" ORDER BY ALL'
             assert d.con.execute(q).fetchall() == f.con.execute(q).fetchall(), view
         assert d.count("hosts") == 1 and d.count("runs") == 5
+        # the two extensions came from their PyPI packages' files, never installed or fetched
+        exts = d.con.execute(
+            "SELECT extension_name, loaded, installed FROM duckdb_extensions() "
+            "WHERE extension_name IN ('ducklake', 'postgres_scanner') ORDER BY 1"
+        ).fetchall()
+        assert exts == [("ducklake", True, False), ("postgres_scanner", True, False)]
+        assert d.con.execute(
+            "SELECT current_setting('autoinstall_known_extensions'), current_setting('autoload_known_extensions')"
+        ).fetchall() == [(False, False)]
 
 
 def test_reopening_a_current_ducklake_changes_nothing(lake: DuckLakeTarget) -> None:
@@ -477,3 +486,19 @@ def test_the_dagster_warehouse_resource_follows_the_config_to_the_lake(
     monkeypatch.delenv(CATALOG_ENV)
     with pytest.raises(ValueError, match=f"{CATALOG_ENV} .*is not set"):
         resource.writer().__enter__()
+
+
+def test_an_extension_missing_or_built_for_another_duckdb_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from strix_pipeline.warehouse import WarehouseError
+
+    with pytest.raises(
+        WarehouseError, match=r"needs the nope DuckDB extension: pip install duckdb-extension-nope=="
+    ):
+        wconn.extension_file("duckdb_extension_nope", "nope")
+    found = wconn.extension_file("duckdb_extension_ducklake", "ducklake")
+    assert found.is_file() and found.parent.name == f"v{duckdb.__version__}"
+    monkeypatch.setattr(wconn.duckdb, "__version__", "9.9.9")
+    with pytest.raises(WarehouseError, match=r"built for DuckDB v1\.5\.5, not the running 9\.9\.9"):
+        wconn.extension_file("duckdb_extension_ducklake", "ducklake")
