@@ -502,3 +502,23 @@ def test_an_extension_missing_or_built_for_another_duckdb_is_refused_by_name(
     monkeypatch.setattr(wconn.duckdb, "__version__", "9.9.9")
     with pytest.raises(WarehouseError, match=r"built for DuckDB v1\.5\.5, not the running 9\.9\.9"):
         wconn.extension_file("duckdb_extension_ducklake", "ducklake")
+
+
+def test_two_first_inserts_of_one_host_at_once_are_folded_by_its_next_write(lake: DuckLakeTarget) -> None:
+    # DuckLake has no unique key: two transactions inserting the same new host both commit.
+    with Warehouse.open(lake) as a, Warehouse.open(lake) as b:
+        sql = (
+            "MERGE INTO hosts USING (SELECT 'box-a' AS name) s ON hosts.name = s.name "
+            "WHEN NOT MATCHED THEN INSERT (name, kind) VALUES (s.name, 'docker')"
+        )
+        a.con.begin()
+        a.con.execute(sql).fetchall()
+        b.con.begin()
+        b.con.execute(sql).fetchall()
+        a.con.commit()
+        b.con.commit()
+        assert a.query_df("SELECT count(*) AS n FROM hosts WHERE name = 'box-a'")["n"][0] == 2
+    with Warehouse.open(lake) as wh:
+        wh.load_run(run_for("box-a", 0, 10))
+        rows = wh.query_df("SELECT name, kind, kernel, first_seen FROM hosts").to_dicts()
+        assert rows == [{"name": "box-a", "kind": "docker", "kernel": "6.17.0", "first_seen": T0}]

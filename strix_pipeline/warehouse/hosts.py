@@ -8,7 +8,30 @@ import duckdb
 
 from strix_pipeline.warehouse.connection import in_transaction
 
-# No key constraint backs hosts.name (DuckLake has none): every write is a MERGE on the name.
+# No key constraint backs hosts.name (DuckLake has none): every write is a MERGE on the name. Two
+# writers of a DuckLake that insert the same NEW name at once both commit (concurrent inserts do not
+# conflict there; tests/test_ducklake.py provokes it), leaving two rows; every write of a name first
+# folds its rows back into one (merge_duplicates), so such a pair lives until that host's next write.
+
+_FACTS = ("rocm_version", "kernel", "firmware", "kernel_cmdline", "ttm_pages_limit")
+
+
+def merge_duplicates(con: duckdb.DuckDBPyConnection, names: list[str]) -> int:
+    """Fold every name of ``names`` that has more than one row into one (inside the caller's
+    transaction): kind and description of any row that has them, the widest first/last seen; the
+    facts are left NULL for the refresh that follows to take from the runs. Returns names folded."""
+    dups = con.execute(
+        "SELECT name, any_value(kind), any_value(description), min(first_seen), max(last_seen) FROM hosts "
+        "WHERE list_contains(?, name) GROUP BY name HAVING count(*) > 1",
+        [names],
+    ).fetchall()
+    for name, kind, description, first, last in dups:
+        con.execute("DELETE FROM hosts WHERE name = ?", [name]).fetchall()
+        con.execute(
+            "INSERT INTO hosts (name, kind, description, first_seen, last_seen) VALUES (?, ?, ?, ?, ?)",
+            [name, kind, description, first, last],
+        ).fetchall()
+    return len(dups)
 
 
 def upsert_host(con: duckdb.DuckDBPyConnection, name: str, kind: str | None, description: str | None) -> None:
@@ -21,14 +44,20 @@ def upsert_host(con: duckdb.DuckDBPyConnection, name: str, kind: str | None, des
         "WHEN NOT MATCHED THEN INSERT (name, kind, description, first_seen, last_seen) "
         "VALUES (s.name, s.kind, s.description, s.seen, s.seen)"
     )
-    in_transaction(con, lambda: con.execute(sql, [name, kind, description, now]).fetchall())
+
+    def upsert() -> None:
+        merge_duplicates(con, [name])
+        con.execute(sql, [name, kind, description, now]).fetchall()
+
+    in_transaction(con, upsert)
 
 
 def refresh_hosts(con: duckdb.DuckDBPyConnection, hosts: list[str]) -> None:
     """Widen first/last seen to cover the hosts' runs and take the facts of each host's newest run."""
     # One statement; the facts are those of the newest run by started_at (so an old run loaded late
     # does not overwrite them).
-    facts = ("rocm_version", "kernel", "firmware", "kernel_cmdline", "ttm_pages_limit")
+    facts = _FACTS
+    merge_duplicates(con, hosts)
     con.execute(
         "MERGE INTO hosts USING (SELECT host AS name, min(started_at) AS first_seen, max(started_at) AS last_seen, "
         + ", ".join(f"arg_max_null({f}, started_at) AS {f}" for f in facts)
