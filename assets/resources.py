@@ -108,16 +108,19 @@ class RegistryResource(ConfigurableResource):
 class HostAccessResource(ConfigurableResource):
     """How the pipeline reaches the Box's Docker daemon over SSH.
 
-    docker-py's ssh transport uses the system ssh client, so the key path is exported the way ssh
-    reads it (an identity in SSH's environment) and the user fills ``{user}`` in ``docker_host``.
+    Both values are secrets, given as ``EnvVar`` (definitions.py). Every ssh connection
+    (strix_pipeline/hosts/ssh.py) reads the user from ``$ssh_user_env`` (it fills ``{user}`` in
+    ``docker_host``) and the private key's path from ``$ssh_key_path_env`` (``ssh -i``), so the
+    resource exports them under those names for the run's process when they are not set there yet.
     """
 
     ssh_user: str | None = None
     ssh_key_path: str | None = None
     ssh_user_env: str = "STRIX_SSH_USER"
+    ssh_key_path_env: str = "STRIX_SSH_KEY_PATH"
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         if self.ssh_user:
             os.environ.setdefault(self.ssh_user_env, self.ssh_user)
         if self.ssh_key_path:
-            os.environ.setdefault("STRIX_SSH_KEY_PATH", self.ssh_key_path)
+            os.environ.setdefault(self.ssh_key_path_env, self.ssh_key_path)

@@ -3,9 +3,16 @@
 Neither the sensor nor the schedule asks for the analysis: the analysis assets carry an automation
 condition (``assets.analysis.EAGER``) that the ``analysis_automation`` sensor evaluates, so they
 materialise once the benchmarks they read have landed -- never beside them.
+
+The host is a dimension of every benchmark run: each run benchmarks one host (a version that runs on
+several hosts gets one run per host) and carries the run tag ``strix/host=<host>``, which the UI's
+Runs page filters by. A host's own job ``benchmark_<host>_job`` tags every run it launches the same
+way, so a backfill of one host's partitions from that job (or from the host's benchmark asset) runs
+only that host.
 """
 
 import json
+import re
 from datetime import UTC, datetime
 
 import dagster as dg
@@ -41,6 +48,26 @@ def benchmark_job_for(benchmark_keys: list[str]):
     )
 
 
+HOST_TAG = "strix/host"
+
+
+def host_job_name(host: str) -> str:
+    """``benchmark_<host>_job``: Dagster names allow letters, digits and underscores only."""
+    return f"benchmark_{re.sub(r'[^A-Za-z0-9_]', '_', host)}_job"
+
+
+def host_job_for(host: str, benchmark_key: str):
+    """One host's benchmark: the launchpad and partition backfills of this job run on that host only,
+    and every run carries ``strix/host=<host>`` (job tags become run tags)."""
+    return dg.define_asset_job(
+        host_job_name(host),
+        selection=dg.AssetSelection.assets(benchmark_key),
+        partitions_def=image_versions,
+        tags={HOST_TAG: host},
+        description=f"Benchmark image versions on host `{host}` (its pool admits one engine at a time).",
+    )
+
+
 def main_job_for(benchmark_keys: list[str]):
     """What `make run` executes: the whole graph for one image version (the local baseline)."""
     return dg.define_asset_job(
@@ -51,23 +78,32 @@ def main_job_for(benchmark_keys: list[str]):
     )
 
 
-def _request(
+def _requests(
     config: StrixConfig,
     image: ImageRecord,
     run_key: str | None,
     asset_selection: list[dg.AssetKey] | None = None,
-) -> dg.RunRequest:
+) -> list[dg.RunRequest]:
+    """One run per host that runs ``image``, each tagged with its host and holding only that host's
+    benchmark asset (another host's asset would fail the run). The run key names the host only when
+    the image runs on several, so a single-host image keeps the key it always had (its digest)."""
     key = plan.partition_key(image.engine, image)
     hosts = plan.hosts_of(config, image)
-    # Only the benchmark assets of hosts that run this image: another host's asset would fail the run.
-    mine = {dg.AssetKey(benchmark_asset_key(config, h)) for h in hosts}
-    return dg.RunRequest(
-        run_key=run_key,
-        partition_key=key,
-        job_name=None if asset_selection else "benchmark_job",
-        asset_selection=[k for k in asset_selection or sorted(mine) if k in mine],
-        tags={"strix/host": ",".join(hosts), "strix/digest": image.digest},
-    )
+    requests = []
+    for host in hosts:
+        asset = dg.AssetKey(benchmark_asset_key(config, host))
+        if asset_selection is not None and asset not in asset_selection:
+            continue
+        requests.append(
+            dg.RunRequest(
+                run_key=run_key if run_key is None or len(hosts) == 1 else f"{run_key}@{host}",
+                partition_key=key,
+                job_name=None if asset_selection else "benchmark_job",
+                asset_selection=[asset],
+                tags={HOST_TAG: host, "strix/digest": image.digest},
+            )
+        )
+    return requests
 
 
 def build_sensor(benchmark_job, interval_s: int = 3600) -> dg.SensorDefinition:
@@ -102,7 +138,7 @@ def build_sensor(benchmark_job, interval_s: int = 3600) -> dg.SensorDefinition:
             context.log.warning(f"registry error {err.registry}/{err.repository}: {err.message}")
         context.update_cursor(json.dumps(sorted(due.requested)))
         return dg.SensorResult(
-            run_requests=[_request(cfg, i, run_key=i.digest) for i in due.now],
+            run_requests=[r for i in due.now for r in _requests(cfg, i, run_key=i.digest)],
             dynamic_partitions_requests=[image_versions.build_add_request(keys)] if keys else [],
         )
 
@@ -143,7 +179,9 @@ def build_schedule(config: StrixConfig, bench_keys: list[dg.AssetKey]) -> dg.Sch
             dg.RunRequest(run_key=f"weekly-{stamp}-refresh", asset_selection=[dg.AssetKey("engine_images")])
         ]
         requests += [
-            _request(cfg, i, run_key=f"weekly-{stamp}-{i.digest}", asset_selection=bench_keys) for i in wanted
+            r
+            for i in wanted
+            for r in _requests(cfg, i, run_key=f"weekly-{stamp}-{i.digest}", asset_selection=bench_keys)
         ]
         return requests
 

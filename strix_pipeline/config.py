@@ -114,10 +114,17 @@ class ProductionEngine(_Strict):
 class HostConfig(_Strict):
     kind: Literal["local", "docker"]
     description: str = ""
-    # docker: "unix:///var/run/docker.sock" or "ssh://{user}@box"; the user comes from ssh_user_env
+    # docker: "unix:///var/run/docker.sock" or "ssh://{user}@box[:port]"; the user comes from ssh_user_env
     docker_host: str | None = None
     ssh_user_env: str | None = None
+    # ssh:// hosts (strix_pipeline/hosts/ssh.py): the variable holding the private key's path (-i,
+    # IdentitiesOnly); unset variable: ssh's own keys (agent, ~/.ssh/config)
     ssh_key_path_env: str | None = None
+    # a known_hosts file holding the Box's host key (host keys are checked strictly); None: ssh's own
+    ssh_known_hosts: str | None = None
+    ssh_connect_timeout_s: Annotated[int, Field(gt=0, le=300)] = 10
+    # keepalive probes; 3 unanswered ones end the connection: a drop is noticed within 3x this
+    ssh_alive_interval_s: Annotated[int, Field(gt=0, le=300)] = 5
     address: str = "127.0.0.1"  # where the engines' HTTP ports are reached
     # GB = 10^9 bytes (see the module docstring): the most the flags of one run may reserve
     memory_budget_gb: Annotated[float, Field(gt=0)] | None = None
@@ -373,6 +380,34 @@ class StrixConfig(_Strict):
                 raise ValueError(f"decision.{key}: no engine named {getattr(d, key)!r} in [engines]")
         if d.host not in self.hosts:
             raise ValueError(f"decision.host: no host named {d.host!r} in [hosts]")
+        return self
+
+    @model_validator(mode="after")
+    def _reservations_fit(self) -> StrixConfig:
+        """A run whose engine reserves more than its host's memory budget is refused here, at load, by
+        the rule the run itself applies before it stops production (hosts.guards.check_reservations
+        over engines.build_spec's reservations, as DockerLauncher builds them): a budget is a Docker
+        host's, where the pools are sized from it."""
+        from strix_pipeline.engines import build_spec
+        from strix_pipeline.hosts.errors import EngineStartError
+        from strix_pipeline.hosts.guards import check_reservations
+
+        for host, runs in self.runs.items():
+            h = self.hosts[host]
+            if h.kind != "docker" or h.memory_budget_gb is None:
+                continue
+            for i, r in enumerate(runs):
+                spec = build_spec(
+                    self.engines[r.engine], self.models[r.model], "", budget_gb=h.memory_budget_gb
+                )
+                try:
+                    check_reservations(
+                        spec.reservations,
+                        h.memory_budget_gb,
+                        what=f"runs.{host}[{i}] (engine {r.engine!r}, model {r.model!r})",
+                    )
+                except EngineStartError as e:
+                    raise ValueError(f"{e.reason} (hosts.{host}.memory_budget_gb)") from None
         return self
 
     def warehouse_path(self) -> Path:

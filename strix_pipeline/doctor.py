@@ -270,34 +270,61 @@ def _fix_for(reason: str) -> str:
 
 def _docker(config: StrixConfig, host: str, cfg: HostConfig) -> Iterator[Check]:
     from strix_pipeline.hosts import docker as dk
+    from strix_pipeline.hosts.errors import EngineStartError
+    from strix_pipeline.hosts.ssh import is_ssh, ssh_target
 
-    url = dk.docker_url(cfg) if cfg.docker_host else "?"
-    if url.startswith("ssh://") and cfg.ssh_user_env and not os.environ.get(cfg.ssh_user_env):
-        yield Check(
-            host,
-            "ssh user",
-            False,
-            True,
-            f"${cfg.ssh_user_env} is not set",
-            f"export {cfg.ssh_user_env}=<user on the Box>",
-        )
-        return
+    url = cfg.docker_host or "?"  # the template: the user filled in would be a secret
+    if is_ssh(cfg):
+        yield from _ssh_key(host, cfg)
+        try:
+            target = ssh_target(cfg)
+        except EngineStartError as e:
+            fix = (
+                f"export {cfg.ssh_user_env}=<user on the Box>"
+                if "needs the user" in e.reason
+                else "fix docker_host, the key variable or ssh_known_hosts"
+            )
+            yield Check(host, "ssh settings", False, True, e.reason, fix)
+            return
+        assert target is not None
+        url = target.display
     try:
         client = dk.make_client(cfg, timeout_s=10)
         client.ping()
-    except Exception as e:  # noqa: BLE001 - docker-py wraps ssh, socket and HTTP errors alike
-        how = (
-            "check `ssh <user>@<box> docker info` works without a password"
-            if url.startswith("ssh://")
-            else "start dockerd or fix docker_host"
+    except EngineStartError as e:  # ssh's own words, the key variable, how to check
+        yield Check(host, "docker reachable", False, True, e.reason[:500], "see the reason")
+        return
+    except Exception as e:  # noqa: BLE001 - docker-py wraps socket and HTTP errors alike
+        yield Check(
+            host,
+            "docker reachable",
+            False,
+            True,
+            f"{url}: {type(e).__name__}: {e}"[:300],
+            "start dockerd or fix docker_host",
         )
-        yield Check(host, "docker reachable", False, True, f"{url}: {type(e).__name__}: {e}"[:300], how)
         return
     try:
         yield Check(host, "docker reachable", True, True, f"{url}: Docker {client.version().get('Version')}")
         yield from _docker_probe(host, cfg, client)
     finally:
         client.close()
+
+
+def _ssh_key(host: str, cfg: HostConfig) -> Iterator[Check]:
+    """The key variable the config names: unset is allowed (ssh's own keys) but said."""
+    env = cfg.ssh_key_path_env
+    if env and not os.environ.get(env):
+        yield Check(
+            host,
+            "ssh key",
+            False,
+            False,
+            f"${env} is not set: ssh uses its own keys (agent, ~/.ssh/config)",
+            f"export {env}=<path of the private key for the Box>",
+        )
+    elif env:
+        yield Check(host, "ssh key", True, True, f"${env} is set")  # its value is a secret
 
 
 def _docker_probe(host: str, cfg: HostConfig, client) -> Iterator[Check]:  # noqa: ANN001 - docker.DockerClient

@@ -276,7 +276,9 @@ class RunRecord:
     engine_build: str | None
     launch_command: str | None
     engine_flags: str | None  # JSON list of the engine flags that matter for comparability
-    status: str  # "ok" | "partial" | "failed_start" | "failed_serve" | "failed_guard" | "error"
+    # "ok" | "partial" | "failed_start" | "failed_serve" | "failed_guard" | "error" | "cancelled"
+    # (interrupted: Ctrl-C or a terminated Dagster run; never usable evidence, like the failures)
+    status: str
     failure_reason: str | None
     log_tail: str | None
     started_at: datetime

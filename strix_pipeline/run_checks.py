@@ -32,6 +32,8 @@ def served(result: RunResult) -> tuple[bool, str]:
     """The engine started and served at least one measured request; else why not, in words."""
     run = result.run
     ok = measured_ok(result)
+    if run.status == "cancelled":  # what it measured before the cancel is kept, but it is no success
+        return False, f"the run was {run.failure_reason or 'cancelled'}"
     if ok:
         return True, f"{ok} measured request(s) succeeded ({run.status})"
     if run.status in ("failed_start", "failed_guard"):
@@ -44,6 +46,8 @@ def served(result: RunResult) -> tuple[bool, str]:
 def completeness(config: StrixConfig, result: RunResult) -> tuple[bool, str]:
     """Every level of every scenario has its requests, or the run records why it has none."""
     run = result.run
+    if run.status == "cancelled":
+        return False, f"run {run.status}: {run.failure_reason or 'NO REASON RECORDED'}"
     if measured_ok(result) == 0:
         return False, f"run {run.status}, nothing measured: {run.failure_reason or 'NO REASON RECORDED'}"
     if run.status.startswith("failed") or run.status == "error":

@@ -7,6 +7,15 @@ Server-side times (``perf_counter_ns``: CLOCK_MONOTONIC, comparable across proce
 kept per request and sent in the final usage event as ``x_server``.
 
 Run alone: ``python tests/synthetic_server.py --port 0 --ttft-ms 20 --itl-ms 10`` prints ``PORT <n>``.
+As a fake engine behind the local launcher: ``--serve-forever --mode cycle:normal,http500`` takes
+llama-server's own arguments (``--host``, ``--port``; the others are ignored), answers ``/health``, and
+gives each completion request the next behaviour of the cycle whatever model it names.
+
+Keep-alive faults (``keepalive_ms``): a connection idle longer than that is one the server has closed;
+a request arriving on it is read and dropped unanswered (``stale="fin"``: the server closes,
+``"rst"``: it resets), which is what a client sees when its request crosses the server's close of an
+idle keep-alive connection -- made deterministic instead of a race (cpp-httplib, llama-server's HTTP
+layer, closes after every streamed response and after 5 s idle).
 """
 
 from __future__ import annotations
@@ -35,6 +44,9 @@ MODES = (
     "error_event",  # a data: {"error": ...} event mid-stream
     "nousage",  # no usage event at all
     "close_after",  # keep-alive response, but the connection is closed once the stream ends (cpp-httplib)
+    "hang",  # the request is read, then nothing: no status line, no byte, the connection stays open
+    "drop",  # the request is read, then the connection is closed without an answer
+    "garbage",  # 200 text/event-stream whose events are not JSON (then [DONE])
 )
 
 
@@ -65,9 +77,16 @@ class SyntheticServer:
         ttft_ms: float = 20.0,
         itl_ms: float = 5.0,
         n_ctx: int = 8192,
+        *,
+        keepalive_ms: float | None = None,
+        stale: str = "fin",
+        cycle: tuple[str, ...] = (),
     ):
         self.host, self.port = host, port
         self.ttft_ms, self.itl_ms, self.n_ctx = ttft_ms, itl_ms, n_ctx
+        self.keepalive_ms, self.stale, self.cycle = keepalive_ms, stale, cycle
+        self.arrivals: list[str] = []  # the mode of every completion request read, served or not
+        self.dropped_stale = 0  # requests that arrived on a connection the server counted as closed
         self.log: list[ServerLog] = []
         self.tokens_predicted_total = 0
         self.prompt_tokens_total = 0
@@ -108,6 +127,7 @@ class SyntheticServer:
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         proto = writer.transport.get_protocol()
+        idle_since: int | None = None  # end of the last response on this connection
         try:
             while True:
                 if isinstance(proto, _TimedProtocol):
@@ -120,12 +140,24 @@ class SyntheticServer:
                 }
                 n = int(headers.get("content-length", "0"))
                 body = await reader.readexactly(n) if n else b""
+                if (
+                    self.keepalive_ms is not None
+                    and idle_since is not None
+                    and perf_counter_ns() - idle_since > self.keepalive_ms * 1e6
+                ):
+                    # this connection was closed on our side before the request came: never served (read
+                    # first, so that closing sends a FIN, not the RST unread data would)
+                    self.dropped_stale += 1
+                    if self.stale == "rst":
+                        writer.transport.abort()
+                    return
                 # The request's arrival is when its first bytes reached us, not when this coroutine
                 # got around to it: the server's own scheduling delay must not count as the client's.
                 recv = getattr(proto, "first_rx_ns", 0) or perf_counter_ns()
                 keep = await self._route(method, path.split("?")[0], body, writer, recv)
                 if not keep:
                     break
+                idle_since = perf_counter_ns()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
             pass
         finally:
@@ -150,8 +182,11 @@ class SyntheticServer:
         elif path == "/detokenize":
             toks = json.loads(body).get("tokens", [])
             self._send(w, 200, json.dumps({"content": "".join(chr(t) for t in toks)}).encode())
+        elif path == "/health":
+            self._send(w, 200, b'{"status": "ok"}')
         elif path == "/props":
-            self._send(w, 200, json.dumps({"default_generation_settings": {"n_ctx": self.n_ctx}}).encode())
+            props = {"default_generation_settings": {"n_ctx": self.n_ctx}, "build_info": "synthetic"}
+            self._send(w, 200, json.dumps(props).encode())
         elif path == "/v1/models":
             self._send(w, 200, json.dumps({"object": "list", "data": [{"id": "synthetic"}]}).encode())
         elif path == "/metrics":
@@ -174,6 +209,9 @@ class SyntheticServer:
     async def _stream(self, req: dict[str, Any], chat: bool, w: asyncio.StreamWriter, recv: int) -> bool:
         model = str(req.get("model", "normal"))
         mode = model.split("/")[-1] if model.split("/")[-1] in MODES else "normal"
+        if self.cycle:
+            mode = self.cycle[len(self.arrivals) % len(self.cycle)]
+        self.arrivals.append(mode)
         n = int(req.get("max_tokens") or 16)
         ttft = float(req.get("x_ttft_ms", self.ttft_ms)) / 1000
         itl = float(req.get("x_itl_ms", self.itl_ms)) / 1000
@@ -185,6 +223,11 @@ class SyntheticServer:
             self._send(w, 500, b'{"error": {"message": "synthetic failure", "code": 500}}')
             await w.drain()
             return True
+        if mode == "drop":
+            return False
+        if mode == "hang":
+            await asyncio.sleep(3600)
+            return False
         json_mode = (req.get("response_format") or {}).get("type") in ("json_object", "json_schema")
         log = ServerLog(mode, recv)
         self.log.append(log)
@@ -236,6 +279,11 @@ class SyntheticServer:
                         text += f'", "n": {n}}}'
                 if mode == "longline" and sent == 0:
                     text = "x" * 200_000
+                if mode == "garbage":
+                    sent += k
+                    w.write(chunk(b"data: {not json" + eol + eol))
+                    await w.drain()
+                    continue
                 usage = (
                     {
                         "prompt_tokens": len(prompt),
@@ -320,8 +368,17 @@ class SyntheticServer:
 
 
 async def _main(args: argparse.Namespace) -> None:
-    srv = await SyntheticServer(port=args.port, ttft_ms=args.ttft_ms, itl_ms=args.itl_ms).start()
+    cycle = tuple(args.mode.removeprefix("cycle:").split(",")) if args.mode else ()
+    unknown = [m for m in cycle if m not in MODES]
+    if unknown:
+        raise SystemExit(f"--mode: unknown behaviour(s) {unknown}; known: {', '.join(MODES)}")
+    srv = SyntheticServer(
+        host=args.host, port=args.port, ttft_ms=args.ttft_ms, itl_ms=args.itl_ms, cycle=cycle
+    )
+    await srv.start()
     print(f"PORT {srv.port}", flush=True)
+    if args.serve_forever:  # a fake engine: its launcher stops it with a signal
+        await asyncio.Event().wait()
     loop = asyncio.get_running_loop()
     # Exit when the parent closes our stdin: no orphan server if the benchmark dies.
     await loop.run_in_executor(None, sys.stdin.read)
@@ -330,10 +387,13 @@ async def _main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
+    p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--ttft-ms", type=float, default=20.0)
     p.add_argument("--itl-ms", type=float, default=5.0)
-    a = p.parse_args()
+    p.add_argument("--mode", default="", help="cycle:MODE,MODE,...: the behaviour of each request in turn")
+    p.add_argument("--serve-forever", action="store_true", help="ignore stdin (run as a fake engine)")
+    a, _ = p.parse_known_args()  # a launcher's other engine flags (-m, -c, -np, ...) mean nothing here
     try:
         import uvloop  # type: ignore[import-not-found]
 

@@ -93,6 +93,27 @@ def test_equal_quantization_is_not_flagged(tmp_path):
     assert not c["C3"].quantization_mismatch and not c["C5"].quantization_mismatch
 
 
+@pytest.mark.parametrize(
+    ("status", "launch_command", "expected"),
+    [
+        ("cancelled", None, "unknown"),  # stopped before the engine was up: no evidence either way
+        ("failed_guard", None, "unknown"),  # refused before anything started
+        ("cancelled", "vllm serve /models/qwen", "pass"),  # cancelled mid-suite: it had reached ready
+        ("failed_start", None, "fail"),
+    ],
+)
+def test_c1_counts_only_runs_that_tried_to_start(tmp_path, status, launch_command, expected):
+    # without gpt-oss's failed start, the Qwen run is C1's only evidence for this release
+    runs = [r for r in september_runs() if r.run.run_id != "vllm-gptoss"]
+    runs[0].run.status, runs[0].run.launch_command = status, launch_command
+    runs[0].run.failure_reason = f"{status} for the test"
+    wh = seeded(tmp_path / "c1.duckdb", runs)
+    c1 = by_id(evaluate(wh, make_config(), now=SEPT + timedelta(days=1)))["C1"]
+    assert c1.status == expected, c1.reason
+    if expected == "unknown":
+        assert status in c1.reason and c1.evidence_run_ids == ["vllm-qwen"]
+
+
 def test_c1_fail_is_stay_and_c3_loss_is_not_evaluate(tmp_path):
     runs = september_runs()
     runs[0].run.status = "failed_start"

@@ -11,6 +11,14 @@ executor the daemon's runs use does.
 A control shows the stand-in *can* overlap when nothing limits the pool, so the first test's result
 comes from the pool, not from the test harness serialising the runs.
 
+The second run starts STAGGER_S after the first. Started at the same instant, the two step-slot
+claims can both succeed: Dagster's claim (dagster/_core/storage/event_log/sql_event_log.py,
+has_unassigned_slots, add_pending_step, then a SELECT ... FOR UPDATE that no transaction holds) is a
+check followed by a write, and two claims inside that window of a few milliseconds were both granted
+here (2 of 5 repetitions on these two loaded cores; the same code on SQLite and PostgreSQL). Runs the
+daemon launches are also held back by the run queue's one-run-per-host limit (strix/host), which one
+daemon decides alone; tests/test_dagster_postgres.py shows it across processes.
+
 Two threads of one process cannot stand in for two runs: Dagster's in-process execution reconfigures
 Python logging per run, and two runs doing so at once deadlock on the logging locks (seen here with
 1.13.28), so each run gets a forked process, as real runs get their own process.
@@ -18,24 +26,24 @@ Python logging per run, and two runs doing so at once deadlock on the logging lo
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
 import yaml
+from engine_standin import EngineStandIn
+from engine_standin import intervals as standin_intervals
 from pipeline_helpers import REPO, write_config
 
 from assets.partitions import image_versions
 from strix_dagster.definitions import build_definitions
 from strix_pipeline import plan
 from strix_pipeline.config import load_config
-from strix_pipeline.records import RunRecord, RunResult
 from strix_pipeline.warehouse import Warehouse
 
 HOLD_S = 1.5
+STAGGER_S = 0.5  # see the module docstring: not an instant apart, where Dagster's claim races
 
 
 def project_concurrency() -> dict:
@@ -44,66 +52,17 @@ def project_concurrency() -> dict:
     return {"concurrency": settings["concurrency"]}
 
 
-class EngineStandIn:
-    """Replaces run_benchmark in a run's process: writes [start, end] (CLOCK_MONOTONIC, shared by all
-    processes on Linux) to ``out`` and holds the host for HOLD_S.
-
-    ``rendezvous``: first wait (bounded) for the other run to arrive -- only for the control, where
-    nothing should stop both being inside at once."""
-
-    def __init__(self, out: Path, rendezvous: bool) -> None:
-        self.out = out
-        self.rendezvous = rendezvous
-
-    def __call__(self, config, target, *, run_id=None, dagster_run_id=None, log=print, **_):  # noqa: ANN001
-        start = time.monotonic()
-        (self.out / f"inside-{dagster_run_id}").touch()
-        if self.rendezvous:
-            deadline = time.monotonic() + 10
-            while len(list(self.out.glob("inside-*"))) < 2 and time.monotonic() < deadline:
-                time.sleep(0.05)
-        time.sleep(HOLD_S)
-        end = time.monotonic()
-        (self.out / f"interval-{dagster_run_id}.json").write_text(json.dumps([start, end]))
-        now = datetime.now(UTC)
-        image = target.image
-        return RunResult(
-            run=RunRecord(
-                run_id=run_id,
-                host=target.host,
-                engine=target.engine,
-                engine_kind="llamacpp",
-                image_repository=image.repository,
-                image_tag=image.tag,
-                image_digest=image.digest,
-                model_profile=target.model,
-                model="stand-in",
-                quantization="none",
-                suite="standard",
-                profile=target.profile,
-                fingerprint="",
-                harness_version="test",
-                engine_build=None,
-                launch_command=None,
-                engine_flags=None,
-                status="failed_start",
-                failure_reason="engine stand-in of the pool test",
-                log_tail=None,
-                started_at=now,
-                ended_at=now,
-                dagster_run_id=dagster_run_id,
-            )
-        )
-
-
-def _one_run(instance_ref, config_path: str, key: str, out: str, rendezvous: bool, go) -> None:  # noqa: ANN001
-    """One Dagster run of benchmark_job in this (forked) process."""
+def _one_run(
+    instance_ref, config_path: str, key: str, out: str, rendezvous: bool, go, delay_s: float
+) -> None:  # noqa: ANN001
+    """One Dagster run of benchmark_job in this (forked) process, ``delay_s`` after the other's start."""
     import assets.benchmark as bench_mod
 
-    bench_mod.run_benchmark = EngineStandIn(Path(out), rendezvous)
+    bench_mod.run_benchmark = EngineStandIn(Path(out), HOLD_S, rendezvous=2 if rendezvous else 0)
     instance = dg.DagsterInstance.from_ref(instance_ref)
     job = build_definitions(load_config(config_path), config_path).resolve_job_def("benchmark_job")
     go.wait(timeout=60)
+    time.sleep(delay_s)
     result = job.execute_in_process(instance=instance, partition_key=key, raise_on_error=False)
     (Path(out) / f"result-{result.run_id}").write_text("success" if result.success else "failure")
 
@@ -130,8 +89,11 @@ def _run_two_at_once(tmp_path: Path, overrides: dict, rendezvous: bool = False):
             instance.event_log_storage.set_concurrency_slots("host_local", limit)
         go = ctx.Barrier(2)
         procs = [
-            ctx.Process(target=_one_run, args=(instance.get_ref(), str(path), key, str(out), rendezvous, go))
-            for _ in range(2)
+            ctx.Process(
+                target=_one_run,
+                args=(instance.get_ref(), str(path), key, str(out), rendezvous, go, i * STAGGER_S),
+            )
+            for i in range(2)
         ]
         for p in procs:
             p.start()
@@ -143,10 +105,7 @@ def _run_two_at_once(tmp_path: Path, overrides: dict, rendezvous: bool = False):
         assert [p.exitcode for p in procs] == [0, 0]
         results = {f.name.removeprefix("result-"): f.read_text() for f in out.glob("result-*")}
         assert list(results.values()) == ["success", "success"], results
-        intervals = {
-            f.name.removeprefix("interval-").removesuffix(".json"): tuple(json.loads(f.read_text()))
-            for f in out.glob("interval-*.json")
-        }
+        intervals = standin_intervals(out)
         assert set(intervals) == set(results)
         # Both runs are in the instance, each with its benchmark_run step done.
         for run_id in results:

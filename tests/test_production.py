@@ -57,27 +57,36 @@ def test_commands_stop_then_restore_even_when_the_run_fails(tmp_path):
     assert guard.restored is True and not prod.marker_path(tmp_path, "box").exists()
 
 
-def test_commands_run_over_ssh_for_an_ssh_host(tmp_path):
+def test_commands_run_over_ssh_for_an_ssh_host(tmp_path, monkeypatch):
+    from strix_pipeline.hosts.ssh import ssh_target
+
+    key = tmp_path / "id_box"
+    key.write_text("a key\n")
+    monkeypatch.setenv("STRIX_TEST_BOX_KEY", str(key))
+    host = HostConfig(
+        kind="docker",
+        docker_host="ssh://bench@box:2222",
+        ssh_key_path_env="STRIX_TEST_BOX_KEY",
+        ssh_connect_timeout_s=7,
+        ssh_alive_interval_s=4,
+    )
     runner = Runner()
     guard = prod.ProductionGuard(
-        "box",
-        commands(),
-        state_dir=tmp_path,
-        runner=runner,
-        healthy=Health(),
-        docker_host="ssh://bench@box:2222",
+        "box", commands(), state_dir=tmp_path, runner=runner, healthy=Health(), ssh=ssh_target(host)
     )
     with guard:
         pass
-    assert runner.calls[0] == [
-        "ssh",
-        "-o",
-        "BatchMode=yes",
-        "-p",
-        "2222",
-        "bench@box",
-        "systemctl stop llama",
-    ]
+    argv = runner.calls[0]
+    # the host's one ssh command line: no prompt, the key from the variable, bounded connect and drop
+    options = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "-o"]
+    assert {"BatchMode=yes", "ConnectTimeout=7", "ServerAliveInterval=4", "ServerAliveCountMax=3"} <= set(
+        options
+    )
+    assert {"StrictHostKeyChecking=yes", "IdentitiesOnly=yes"} <= set(options)
+    assert argv[argv.index("-i") + 1] == str(key)
+    assert argv[argv.index("-p") + 1] == "2222" and argv[argv.index("-l") + 1] == "bench"
+    assert argv[0] == "ssh" and argv[-3:] == ["--", "box", "systemctl stop llama"]
+    assert runner.calls[-1][-1] == "systemctl start llama"
 
 
 def test_unrestored_production_marks_and_blocks_the_next_run_until_healthy(tmp_path, caplog):

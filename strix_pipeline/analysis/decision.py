@@ -51,6 +51,9 @@ CRITERIA = {
     "C4": "serves_gpt_oss_120b_mxfp4",
     "C5": "memory_not_above_llamacpp",
 }
+# A run stopped from outside before or while it started, or refused by a guard before anything
+# started, says nothing about whether the engine starts: C1 neither passes nor fails on it.
+NOT_A_START_ATTEMPT = frozenset({"cancelled", "failed_guard"})
 FORBIDDEN_IN_LAUNCH = "HSA_OVERRIDE_GFX_VERSION"  # C1 means "starts with no override"
 GPT_OSS_QUANTIZATION = "MXFP4"
 
@@ -189,7 +192,9 @@ def _context(r: dict[str, Any], config: StrixConfig) -> int | None:
 
 def _ready(r: dict[str, Any]) -> bool:
     """Reached ready with no override: C1's evidence (serving is C2's and C4's)."""
-    return r["status"] in READY_STATUSES and FORBIDDEN_IN_LAUNCH not in (r.get("launch_command") or "")
+    # a run cancelled after its engine was up has a launch command (it is set once ready)
+    ready = r["status"] in READY_STATUSES or (r["status"] == "cancelled" and r.get("launch_command"))
+    return bool(ready) and FORBIDDEN_IN_LAUNCH not in (r.get("launch_command") or "")
 
 
 def _served(r: dict[str, Any], smoke_ok: set[str]) -> bool:
@@ -293,6 +298,16 @@ def _c1(ev: _Evidence, cand: list[dict[str, Any]], config: StrixConfig) -> Crite
     ready = [r for r in fresh if _ready(r)]
     if ready:
         return _result("C1", "pass", f"{_label(ready[-1])} reached ready on {d.host}", runs=ready)
+    attempts = [r for r in fresh if r["status"] not in NOT_A_START_ATTEMPT]
+    if not attempts:
+        return _result(
+            "C1",
+            "unknown",
+            f"no fresh run of {_label(newest)} tried to start it on {d.host} "
+            f"({', '.join(sorted({r['status'] for r in fresh}))})",
+            runs=fresh,
+        )
+    fresh = attempts
     why = "; ".join(f"{r['status']}: {r.get('failure_reason') or 'no reason recorded'}" for r in fresh[-3:])
     return _result("C1", "fail", f"{_label(newest)} did not reach ready on {d.host} ({why})", runs=fresh)
 

@@ -16,6 +16,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -27,6 +28,7 @@ from strix_pipeline.engines import build_spec
 from strix_pipeline.engines.base import CONTAINER_MODELS_DIR, EngineSpec, container_model_path
 from strix_pipeline.hosts.errors import EngineStartError, describe_exit
 from strix_pipeline.hosts.guards import MANAGED_LABEL, RUN_LABEL
+from strix_pipeline.hosts.ssh import SshTransport, client_transport, docker_client, ssh_target
 from strix_pipeline.memory import DockerProbe, MemoryProbe, Reading, TreeProbe, read_smi
 
 log = logging.getLogger(__name__)
@@ -39,7 +41,10 @@ _NAME_BAD = re.compile(r"[^a-zA-Z0-9_.-]+")
 
 
 def docker_url(host: HostConfig) -> str:
-    """``host.docker_host`` with ``{user}`` filled from the environment variable ``ssh_user_env``."""
+    """``host.docker_host`` with ``{user}`` filled from the environment variable ``ssh_user_env``.
+
+    The result may hold the secret user: for messages use ``host.docker_host`` (the template) or
+    :attr:`SshTarget.display`."""
     url = host.docker_host or "unix:///var/run/docker.sock"
     if "{user}" in url:
         user = os.environ.get(host.ssh_user_env or "", "")
@@ -52,14 +57,25 @@ def docker_url(host: HostConfig) -> str:
 
 
 def make_client(host: HostConfig, *, timeout_s: int = 300) -> Any:
-    """A docker-py client; ``ssh://`` goes through the system ssh (keys and known_hosts from
-    ~/.ssh/config or the agent: docker-py's ssh client takes no key option)."""
+    """A docker-py client of the host's daemon. ``ssh://`` goes through the system ssh with the
+    host's key, known_hosts and timeouts (hosts/ssh.py); the connection is checked at once, so a
+    refused key or an unreachable Box is a ``failed_guard`` naming the host and the key variable."""
+    target = ssh_target(host)
+    if target is not None:
+        return docker_client(target, timeout_s=timeout_s)
     import docker
 
-    url = docker_url(host)
-    if url.startswith("ssh://"):
-        return docker.DockerClient(base_url=url, use_ssh_client=True, timeout=timeout_s)
-    return docker.DockerClient(base_url=url, timeout=timeout_s)
+    return docker.DockerClient(base_url=docker_url(host), timeout=timeout_s)
+
+
+def host_error(client: Any, error: BaseException) -> str:
+    """What a failed Docker call means: the lost ssh connection (with ssh's words) when the client's
+    transport lost one, else the error itself."""
+    transport = client_transport(client)
+    lost = transport.lost_since() if transport else []
+    if transport and lost:
+        return f"lost the ssh connection to the Docker host {transport.target.display} {lost[-1].describe()}"
+    return f"{type(error).__name__}: {error}"
 
 
 def is_local_daemon(host: HostConfig) -> bool:
@@ -167,6 +183,9 @@ class DockerEngine:
     labels: dict[str, str] = field(default_factory=dict)
     image_attrs: dict[str, Any] = field(default_factory=dict, repr=False)  # the image's inspect data
     _container: Any = field(default=None, repr=False)
+    # ssh:// hosts: the client's ssh processes, and when the engine started (a drop after it counts)
+    transport: SshTransport | None = field(default=None, repr=False)
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     def command_line(self) -> str:
         return self.spec.command_line()
@@ -175,15 +194,33 @@ class DockerEngine:
         return container_log_tail(self._container, self.log_path, lines)
 
     def exit_description(self) -> str | None:
-        """None while the container runs; else how its engine ended (signal named, OOM flagged)."""
+        """None while the container runs and the Docker host stayed reachable; else how the engine
+        ended (signal named, OOM flagged), or that the ssh connection to its host was lost -- a run
+        that lost the Box mid-way is not a clean measurement, even if the engine survived it."""
+        import docker.errors
+
+        lost = self.transport.lost_since(self.started_at) if self.transport else []
         try:
             self._container.reload()
-        except Exception:  # noqa: BLE001 - a container gone from the daemon has ended too
+        except docker.errors.NotFound:
             return "the engine container is gone from the Docker host"
+        except Exception as e:  # noqa: BLE001 - the daemon or the way to it is gone
+            if self.transport is None:
+                return f"the Docker host did not answer ({type(e).__name__}: {e})"
+            lost = self.transport.lost_since(self.started_at)
+            return self._lost(lost, "the Docker host is unreachable: the run lost")
+        if lost:
+            return self._lost(lost, "the engine kept running, but the run lost")
         state = self._container.attrs.get("State", {})
         if state.get("Status") not in ("exited", "dead"):
             return None
         return _container_exit(state, self.spec.kind)
+
+    def _lost(self, lost: list, lead: str) -> str:  # noqa: ANN001 - list[ssh.LostConnection]
+        assert self.transport is not None
+        first = lost[0].describe() if lost else "(no ssh process ended yet)"
+        more = f", {len(lost) - 1} more after it" if len(lost) > 1 else ""
+        return f"{lead} the ssh connection to the Docker host {self.transport.target.display} {first}{more}"
 
     def exec(self, argv: list[str]) -> tuple[int, str]:
         """Run ``argv`` in the engine container: (exit code, output)."""
@@ -263,6 +300,7 @@ class _LogStreamer(threading.Thread):
         super().__init__(name=f"log-{container.name}", daemon=True)
         self.container = container
         self.path = path
+        self.started = datetime.now(UTC)
 
     def run(self) -> None:
         try:
@@ -270,8 +308,18 @@ class _LogStreamer(threading.Thread):
                 for chunk in self.container.logs(stream=True, follow=True):
                     f.write(chunk)
                     f.flush()
-        except Exception as e:  # the container went away under us: the file has what we got
+        except Exception as e:  # the container or the way to it went away: the file has what we got
             log.debug("log stream of %s ended: %s", self.container.name, e)
+        transport = client_transport(self.container.client)
+        lost = transport.lost_since(self.started) if transport else []
+        if lost:  # the log ends here for a reason the reader of the file must see
+            note = f"[strix {time.strftime('%H:%M:%S')}] log stream cut: ssh {lost[-1].describe()}\n"
+            log.warning("log stream of %s cut: ssh %s", self.container.name, lost[-1].describe())
+            try:
+                with self.path.open("a") as f:
+                    f.write(note)
+            except OSError:
+                pass
 
 
 # ---------------------------------------------------------------- the launcher
@@ -422,6 +470,7 @@ class DockerLauncher:
         self._log_line(f"command: {self.spec.command_line()}")
         import docker.errors
 
+        started_at = datetime.now(UTC)
         try:
             self.container = self.client.containers.run(self.image_ref, **kwargs)
         except docker.errors.APIError as e:
@@ -452,6 +501,8 @@ class DockerLauncher:
             labels=dict(kwargs["labels"]),
             image_attrs=dict(getattr(image, "attrs", None) or {}),
             _container=self.container,
+            transport=client_transport(self.client),
+            started_at=started_at,
         )
 
     def _pull(self) -> Any:

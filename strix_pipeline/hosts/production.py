@@ -19,13 +19,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 from zoneinfo import ZoneInfo
 
 import httpx
 
 from strix_pipeline.config import HostConfig, ProductionEngine
 from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.hosts.ssh import SshTarget
 from strix_pipeline.hosts.window import window_start
 
 log = logging.getLogger(__name__)
@@ -65,16 +65,10 @@ def check_maintenance_window(
 # ---------------------------------------------------------------- production engine
 
 
-def ssh_prefix(docker_host: str | None) -> list[str]:
-    """Commands for the production engine run where it lives: over ssh for an ``ssh://`` host."""
-    if not docker_host or not docker_host.startswith("ssh://"):
-        return []
-    u = urlparse(docker_host)
-    target = f"{u.username}@{u.hostname}" if u.username else str(u.hostname)
-    prefix = ["ssh", "-o", "BatchMode=yes"]
-    if u.port:
-        prefix += ["-p", str(u.port)]
-    return prefix + [target]
+def ssh_prefix(ssh: SshTarget | None, argv: list[str]) -> list[str]:
+    """A production command run where the engine lives: over ssh (the host's key, known_hosts and
+    timeouts, hosts/ssh.py) for an ``ssh://`` host, else here as is."""
+    return ssh.argv(shlex.join(argv)) if ssh is not None else argv
 
 
 def marker_path(state_dir: str | Path, host_name: str) -> Path:
@@ -91,8 +85,8 @@ def http_healthy(url: str, timeout_s: float = 5.0) -> bool:
 class ProductionGuard:
     """Context manager around a benchmark run on a host that serves users.
 
-    ``docker_host`` is the URL after ``{user}`` substitution (see hosts.docker.docker_url): stop and
-    start commands run over ssh there. ``state_dir`` holds the not-restored marker.
+    ``ssh`` is the host's :class:`SshTarget` (``hosts.ssh.ssh_target``) when it is reached over ssh:
+    stop and start commands run there. ``state_dir`` holds the not-restored marker.
     """
 
     def __init__(
@@ -102,7 +96,7 @@ class ProductionGuard:
         *,
         state_dir: str | Path,
         client: Any | None = None,
-        docker_host: str | None = None,
+        ssh: SshTarget | None = None,
         run_id: str | None = None,
         runner: Callable[..., subprocess.CompletedProcess] = subprocess.run,
         healthy: Callable[[str], bool] = http_healthy,
@@ -114,7 +108,7 @@ class ProductionGuard:
         self.production = production
         self.marker = marker_path(state_dir, host_name)
         self.client = client
-        self.docker_host = docker_host
+        self.ssh = ssh
         self.run_id = run_id
         self.runner = runner
         self.healthy = healthy
@@ -153,13 +147,18 @@ class ProductionGuard:
     # -- stop / start
 
     def _run(self, argv: list[str], what: str) -> None:
-        full = ssh_prefix(self.docker_host) + ([shlex.join(argv)] if ssh_prefix(self.docker_host) else argv)
         result = self.runner(
-            full, capture_output=True, text=True, timeout=self.command_timeout_s, check=False
+            ssh_prefix(self.ssh, argv),
+            capture_output=True,
+            text=True,
+            timeout=self.command_timeout_s,
+            check=False,
         )
         if result.returncode != 0:
+            where = f" on {self.ssh.display}" if self.ssh else ""
+            stderr = self.ssh.redact(result.stderr or "") if self.ssh else result.stderr or ""
             raise RuntimeError(
-                f"{what} command {shlex.join(argv)} exited {result.returncode}: {result.stderr[-500:]}"
+                f"{what} command {shlex.join(argv)}{where} exited {result.returncode}: {stderr[-500:]}"
             )
 
     def stop(self) -> None:

@@ -7,7 +7,9 @@ Public API (used by the Dagster asset, the launchers and ``strix bench``)::
     result = run_suite_sync(...)  # same, in its own event loop
 
 ``base_url`` is the server root (``http://127.0.0.1:8080``; a trailing ``/v1`` is accepted). Requests
-never raise out of the suite: a server that fails produces failed request records.
+never raise out of the suite: a server that fails produces failed request records. ``engine_exit``
+(``run_suite``) tells whether the engine still runs: one found dead stops the suite at that level,
+recorded in ``SuiteResult.engine_gone``. What is retried: ``client.RETRY_POLICY``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ from strix_pipeline.loadgen import scenarios as sc
 from strix_pipeline.loadgen.client import make_session
 from strix_pipeline.loadgen.loop import run as run_async
 from strix_pipeline.loadgen.prometheus import MetricsScraper
-from strix_pipeline.loadgen.scenarios import SCENARIOS, RequestProgressFn, SuiteContext
+from strix_pipeline.loadgen.scenarios import (
+    SCENARIOS,
+    EngineExitFn,
+    EngineGone,
+    RequestProgressFn,
+    SuiteContext,
+)
 from strix_pipeline.loadgen.workloads import Prompt, ServerTokenizer, Workload, load_dataset
 from strix_pipeline.records import LevelAggregate, RequestTable, ServerMetricSample
 
@@ -30,6 +38,7 @@ __all__ = [
     "SCENARIOS",
     "QUICK_PROFILE",
     "SuiteResult",
+    "SuiteInterrupted",
     "run_suite",
     "run_suite_sync",
     "run_dataset",
@@ -75,6 +84,32 @@ class SuiteResult:
     smoke_output: str | None = None  # the text the smoke request produced (first 2000 chars)
     errors: list[str] = field(default_factory=list)  # scenario-level problems
     model: str | None = None  # the model name sent (detected from /v1/models when none was given)
+    # how and where the engine ended mid-suite ("llama-server was killed by SIGKILL ... during
+    # concurrency_sweep level 4 (3 of 4 requests sent); not run: decode"); the suite stopped there
+    engine_gone: str | None = None
+    # where the suite is: the scenario, and its level with the requests done of those planned when the
+    # scenario reports them; an interrupted suite says where it stopped
+    scenario: str | None = None
+    level: int | None = None
+    done: int | None = None
+    planned: int | None = None
+
+    def position(self) -> str | None:
+        if self.scenario is None:
+            return None
+        if self.level is None:
+            return self.scenario
+        return f"{self.scenario} level {self.level} ({self.done} of {self.planned} requests done)"
+
+
+class SuiteInterrupted(BaseException):  # noqa: N818 - it wraps an interrupt, it is not an error
+    """The suite was interrupted (Ctrl-C, an orchestrator's termination): ``partial`` holds what it
+    measured before -- every finished level's records and aggregates -- and where it was;
+    ``interrupt`` is the exception the interrupt raised, for the caller to raise again."""
+
+    def __init__(self, partial: SuiteResult, interrupt: BaseException) -> None:
+        super().__init__(f"suite interrupted by {type(interrupt).__name__} at {partial.position()}")
+        self.partial, self.interrupt = partial, interrupt
 
 
 def normalize_base_url(url: str) -> str:
@@ -141,21 +176,44 @@ async def _run(
     scrape_interval_s: float,
     body: Callable[[SuiteContext, Workload, SuiteResult], object],
     max_tokens: int,
+    engine_exit: EngineExitFn | None = None,
+    into: SuiteResult | None = None,
 ) -> SuiteResult:
     base_url = normalize_base_url(base_url)
-    result = SuiteResult()
+    result = into if into is not None else SuiteResult()
+
+    def track(scenario: str, level: int, done: int, total: int) -> None:
+        result.scenario, result.level, result.done, result.planned = scenario, level, done, total
+        if on_request:
+            on_request(scenario, level, done, total)
+
     async with make_session() as session, MetricsScraper(metrics_url, scrape_interval_s) as scraper:
         if not model:
             model = await detect_model(session, base_url) or "default"
         result.model = model
-        ctx = SuiteContext(session, base_url, model, run_id, slo, timeout_s, scraper, on_progress, on_request)
-        wl = Workload(ServerTokenizer(session, base_url, model), seed)
-        await wl.prepare(max_tokens)
-        if not wl.exact:
-            ctx.errors.append(
-                "workload: the server has no usable /tokenize + /detokenize; input lengths are estimated"
-            )
-        await body(ctx, wl, result)  # type: ignore[misc]
+        ctx = SuiteContext(
+            session, base_url, model, run_id, slo, timeout_s, scraper, on_progress, track, engine_exit
+        )
+        # the same lists the levels append to: a suite interrupted mid-way still shows what it measured
+        result.requests, result.aggregates, result.server_metrics = (
+            ctx.requests,
+            ctx.aggregates,
+            ctx.server_metrics,
+        )
+        try:
+            wl = Workload(ServerTokenizer(session, base_url, model), seed)
+            await wl.prepare(max_tokens)
+            if not wl.exact:
+                ctx.errors.append(
+                    "workload: the server has no usable /tokenize + /detokenize; input lengths are estimated"
+                )
+            await body(ctx, wl, result)  # type: ignore[misc]
+        except EngineGone as e:  # run_dataset / run_random: one scenario, it stopped where it died
+            result.engine_gone = result.engine_gone or str(e)
+        finally:
+            await ctx.connections.aclose()
+        if result.engine_gone:
+            ctx.say(f"suite stopped: {result.engine_gone}")
         if scraper.error:
             ctx.errors.append(scraper.error)
         if ctx.connections.close_each:
@@ -181,11 +239,16 @@ async def run_suite(
     on_progress: Callable[[str], None] | None = None,
     on_request: RequestProgressFn | None = None,
     scrape_interval_s: float = 2.0,
+    engine_exit: EngineExitFn | None = None,
+    into: SuiteResult | None = None,
 ) -> SuiteResult:
     """Run the suite's scenarios (default: the profile's list) in the standard order.
 
     ``context_length`` caps the ladder and prompt lengths; the server's own (per-slot) context is
     detected and the smaller one used. ``metrics_url`` defaults to ``base_url + "/metrics"``.
+    ``engine_exit`` (e.g. the launcher's ``exit_description``): None while the engine runs, else how
+    it ended; asked before each level and after each request lost to a connection error.
+    ``into``: the result to fill as the suite goes (returned), readable when the suite is interrupted.
     """
     names = [s for s in SCENARIOS if s in (scenarios if scenarios is not None else profile.scenarios)]
     unknown = [s for s in (scenarios or ()) if s not in SCENARIOS]
@@ -202,7 +265,8 @@ async def run_suite(
             ctx_len = detected
         for u in unknown:
             result.errors.append(f"{u}: unknown scenario, skipped")
-        for name in names:
+        for i, name in enumerate(names):
+            result.scenario, result.level, result.done, result.planned = name, None, None, None
             try:
                 if name == "smoke":
                     sm = await sc.smoke(ctx, wl, profile)
@@ -210,6 +274,12 @@ async def run_suite(
                 else:
                     fn = getattr(sc, name)
                     await fn(ctx, wl, profile, context_length=ctx_len)
+            except EngineGone as e:  # nothing more can be measured: stop here, say what was not run
+                if name == "smoke":
+                    result.smoke_ok = False
+                rest = names[i + 1 :]
+                result.engine_gone = str(e) + (f"; not run: {', '.join(rest)}" if rest else "")
+                return
             except Exception as e:  # noqa: BLE001 - a scenario bug must not lose the other scenarios
                 ctx.errors.append(f"{name}: aborted by {type(e).__name__}: {e}")
                 ctx.say(f"{name}: aborted by {type(e).__name__}: {e}")
@@ -219,7 +289,7 @@ async def run_suite(
     return await _run(
         base, model, slo, run_id, profile.request_timeout_s, profile.seed,
         metrics_url or base + "/metrics", on_progress, on_request, scrape_interval_s, body,
-        _max_prompt_tokens(profile, names),
+        _max_prompt_tokens(profile, names), engine_exit, into,
     )  # fmt: skip
 
 
@@ -231,8 +301,16 @@ def run_suite_sync(
     run_id: str,
     **kwargs: object,
 ) -> SuiteResult:
-    """``run_suite`` in a fresh event loop (uvloop when installed), for callers that are not async."""
-    return run_async(run_suite(base_url, model, profile, slo, run_id, **kwargs))  # type: ignore[arg-type]
+    """``run_suite`` in a fresh event loop (uvloop when installed), for callers that are not async.
+
+    An interrupt raises :class:`SuiteInterrupted` with what was measured before it."""
+    partial = SuiteResult()
+    try:
+        return run_async(run_suite(base_url, model, profile, slo, run_id, into=partial, **kwargs))  # type: ignore[arg-type]
+    except Exception:
+        raise
+    except BaseException as e:
+        raise SuiteInterrupted(partial, e) from e
 
 
 async def run_dataset(
@@ -254,8 +332,10 @@ async def run_dataset(
     on_progress: Callable[[str], None] | None = None,
     on_request: RequestProgressFn | None = None,
     scrape_interval_s: float = 2.0,
+    engine_exit: EngineExitFn | None = None,
 ) -> SuiteResult:
-    """Replay prompts from a dataset file (see ``load_dataset``) at each concurrency or at one rate."""
+    """Replay prompts from a dataset file (see ``load_dataset``) at each concurrency or at one rate.
+    ``engine_exit``: as for ``run_suite``."""
     base = normalize_base_url(base_url)
 
     async def body(ctx: SuiteContext, wl: Workload, result: SuiteResult) -> None:
@@ -266,7 +346,7 @@ async def run_dataset(
 
     return await _run(
         base, model, slo, run_id, timeout_s, seed, metrics_url or base + "/metrics", on_progress, on_request,
-        scrape_interval_s, body, 0,
+        scrape_interval_s, body, 0, engine_exit,
     )  # fmt: skip
 
 

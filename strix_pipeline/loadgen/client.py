@@ -26,6 +26,14 @@ _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 _HEADERS_CLOSE = {**_HEADERS, "Connection": "close"}
 
 
+async def _on_reused(session: object, ctx: SimpleNamespace, params: object) -> None:
+    # Fired when the connector hands out a pooled keep-alive connection instead of opening one: the
+    # only case in which a failure before any response byte may be a connection the server had closed.
+    ex = ctx.trace_request_ctx
+    if isinstance(ex, RawExchange):
+        ex.reused = True
+
+
 async def _on_body_written(session: object, ctx: SimpleNamespace, params: object) -> None:
     # Fired by aiohttp immediately before it writes the request body to the socket. On Python < 3.12
     # aiohttp writes the body from a separate task, one loop iteration after ``post()`` was called; with
@@ -38,13 +46,15 @@ async def _on_body_written(session: object, ctx: SimpleNamespace, params: object
 def _wire_trace() -> aiohttp.TraceConfig:
     trace = aiohttp.TraceConfig()
     trace.on_request_chunk_sent.append(_on_body_written)
+    trace.on_connection_reuseconn.append(_on_reused)
     return trace
 
 
-def make_session() -> aiohttp.ClientSession:
-    """One session per run. limit=0: the connector never queues a request behind a connection cap."""
+def make_session(*, pooled: bool = True) -> aiohttp.ClientSession:
+    """One session per run. limit=0: the connector never queues a request behind a connection cap.
+    ``pooled=False``: every request opens a connection of its own, closed after it (never reused)."""
     connector = aiohttp.TCPConnector(
-        limit=0, limit_per_host=0, ttl_dns_cache=None, enable_cleanup_closed=True
+        limit=0, limit_per_host=0, ttl_dns_cache=None, enable_cleanup_closed=True, force_close=not pooled
     )
     return aiohttp.ClientSession(
         connector=connector,
@@ -107,20 +117,63 @@ class RawExchange:
     error_message: str | None = None
     error_body: bytes | None = None
     tapped: bool = False  # chunks stamped in the protocol callback (else on coroutine resume)
-    stale: bool = False  # failed on a pooled connection the server had closed
+    reused: bool = False  # sent on a pooled keep-alive connection (else on one opened for it)
+    stale: bool = False  # failed on a pooled connection the server had closed: see RETRY_POLICY
     retried: bool = False  # this is the second attempt, after a stale connection
+
+
+# The one statement of what the client sends again (README "Faults", tests/reliability/test_engine_faults.py).
+RETRY_POLICY = """\
+A request is sent again at most once, and only when it cannot have been served: it failed on a
+keep-alive connection taken from the pool (reused), the connection closed or reset
+(ServerDisconnectedError, ClientOSError, ClientConnectionResetError) before any byte of a response
+arrived. The second attempt goes on a connection opened for it alone (a connector that never pools),
+and so does every later request of the run: the server closes keep-alive connections. Never sent
+again: a failure on a connection opened for the request (refused or reset: the server is down or
+refuses), a timeout, any HTTP status (500 included), a stream cut after the response began, a
+malformed event. Each of those is one failed request record with its class (connection, timeout,
+http_<status>, stream_cut, protocol, server_error)."""
+
+MAX_RETRIES = 1  # RETRY_POLICY: "at most once"
+_STALE_ERRORS = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, aiohttp.ClientConnectionResetError)
+
+
+def is_stale(error: BaseException, *, reused: bool, status: int | None, got_bytes: bool) -> bool:
+    """RETRY_POLICY's test: the request failed on a pooled connection the server had already closed."""
+    return (
+        reused
+        and status is None
+        and not got_bytes
+        and isinstance(error, _STALE_ERRORS)
+        and not isinstance(error, aiohttp.ClientConnectorError)  # connecting failed: nothing was pooled
+    )
 
 
 @dataclass
 class ConnectionPolicy:
-    """Shared by the requests of one run. Some servers (llama-server: cpp-httplib) close a keep-alive
-    connection right after a streamed response; aiohttp has already pooled it by then and the next
-    request fails on it without reaching the server. Such a failure is retried once on a new
-    connection, and from then on every request asks for its own (``Connection: close``); the connect
+    """Shared by the requests of one run; applies RETRY_POLICY.
+
+    Some servers (llama-server: cpp-httplib) close a keep-alive connection right after a streamed
+    response (measured: at once, although the headers say ``Keep-Alive: timeout=5``), and other
+    responses after 5 s idle; aiohttp may have pooled such a connection and hand it to the next
+    request, which then fails without reaching the server. ``Connection: close`` alone does not help:
+    the connector would still hand out another pooled -- equally dead -- connection. So the retry and
+    every later request go through ``fresh``, a session whose connector never pools; the connect
     happens before the request is written, so it never lands in TTFT."""
 
     close_each: bool = False
     stale_retries: int = 0
+    fresh: aiohttp.ClientSession | None = None
+
+    def fresh_session(self) -> aiohttp.ClientSession:
+        if self.fresh is None or self.fresh.closed:
+            self.fresh = make_session(pooled=False)
+        return self.fresh
+
+    async def aclose(self) -> None:
+        if self.fresh is not None:
+            await self.fresh.close()
+            self.fresh = None
 
 
 async def stream_post(
@@ -130,15 +183,26 @@ async def stream_post(
     timeout_s: float,
     policy: ConnectionPolicy | None = None,
 ) -> RawExchange:
-    """POST ``body`` and collect the streamed response; never raises for network or HTTP trouble."""
-    policy = policy if policy is not None else ConnectionPolicy()
-    ex = await _attempt(session, url, body, timeout_s, policy.close_each)
-    if ex.stale:
-        policy.close_each = True
-        policy.stale_retries += 1
-        ex = await _attempt(session, url, body, timeout_s, True)
-        ex.retried = True
-    return ex
+    """POST ``body`` and collect the streamed response; never raises for network or HTTP trouble.
+    Sent again only as RETRY_POLICY says."""
+    own = policy is None
+    policy = ConnectionPolicy() if policy is None else policy
+    try:
+        ex = await _attempt(
+            policy.fresh_session() if policy.close_each else session, url, body, timeout_s, policy.close_each
+        )
+        if ex.stale:
+            policy.close_each = True
+            policy.stale_retries += 1
+            first = ex
+            ex = await _attempt(policy.fresh_session(), url, body, timeout_s, True)
+            ex.retried = True
+            if ex.error_class is not None:  # both attempts are the diagnosis
+                ex.error_message = f"{ex.error_message} (retried once after {first.error_message})"[:500]
+        return ex
+    finally:
+        if own:
+            await policy.aclose()
 
 
 async def _attempt(
@@ -190,13 +254,7 @@ async def _attempt(
     except aiohttp.ClientConnectionError as e:
         ex.error_class = "connection"
         ex.error_message = f"{type(e).__name__}: {e}"[:500]
-        # A pooled connection the server had already closed: the request never reached it.
-        ex.stale = (
-            isinstance(e, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError)
-            and not isinstance(e, aiohttp.ClientConnectorError)
-            and ex.status is None
-            and not ex.chunks
-        )
+        ex.stale = is_stale(e, reused=ex.reused, status=ex.status, got_bytes=bool(ex.chunks))
     except aiohttp.ClientError as e:
         ex.error_class = "client_error"
         ex.error_message = f"{type(e).__name__}: {e}"[:500]

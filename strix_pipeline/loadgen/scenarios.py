@@ -38,6 +38,23 @@ PERSON_SCHEMA = {
 
 ProgressFn = Callable[[str], None]
 RequestProgressFn = Callable[[str, int, int, int], None]  # scenario, level, done, total
+EngineExitFn = Callable[[], str | None]  # None while the engine runs, else how it ended (signal named)
+
+# Failures that may mean the engine is gone (a dead process answers nothing, a dead container's proxy
+# resets): after one, the engine's liveness is asked, with a short wait because the kernel closes a
+# killed process's sockets a moment before its exit status can be read (docker: before the daemon
+# has seen the exit). A timeout or an HTTP status comes from an engine that is still there.
+ENGINE_LOST_CLASSES = frozenset({"connection", "stream_cut"})
+EXIT_WAIT_S = 2.0
+
+
+class EngineGone(Exception):
+    """The engine ended in the middle of the suite: raised after the level it ended in was recorded,
+    so the remaining levels and scenarios are not sent to a dead engine."""
+
+    def __init__(self, how: str, where: str):
+        super().__init__(f"{how} during {where}")
+        self.how, self.where = how, where
 
 
 @dataclass
@@ -103,6 +120,8 @@ class SuiteContext:
     scraper: MetricsScraper
     on_progress: ProgressFn | None = None
     on_request: RequestProgressFn | None = None
+    engine_exit: EngineExitFn | None = None
+    engine_gone: str | None = None  # how the engine ended, once noticed: nothing more is sent
     connections: ConnectionPolicy = field(default_factory=ConnectionPolicy)
     anchor_ns: int = field(default_factory=perf_counter_ns)
     anchor_wall: datetime = field(default_factory=lambda: datetime.now(UTC))
@@ -116,9 +135,27 @@ class SuiteContext:
             self.on_progress(line)
 
     async def send(self, p: Planned) -> RawExchange:
-        return await stream_post(
+        raw = await stream_post(
             self.session, self.base_url + p.path, p.body, self.timeout_s, self.connections
         )
+        if raw.error_class in ENGINE_LOST_CLASSES:
+            await self.engine_down(wait_s=EXIT_WAIT_S)
+        return raw
+
+    async def engine_down(self, *, wait_s: float = 0.0) -> str | None:
+        """How the engine ended, or None while it runs (always None without ``engine_exit``).
+        Asked in a thread: a Docker engine's answer is a call to the daemon."""
+        if self.engine_gone is not None or self.engine_exit is None:
+            return self.engine_gone
+        deadline = perf_counter_ns() + int(wait_s * 1e9)
+        while True:
+            how = await asyncio.to_thread(self.engine_exit)
+            if how:
+                self.engine_gone = how
+                return how
+            if perf_counter_ns() >= deadline:
+                return None
+            await asyncio.sleep(0.1)
 
     def keep_level(
         self, records: list[RequestRecord], scenario: str, level: int, level_kind: str, **options: Any
@@ -175,6 +212,8 @@ async def closed_loop(
         while next_i < len(planned):
             if deadline is not None and perf_counter_ns() >= deadline:
                 return
+            if ctx.engine_gone is not None:
+                return
             i = next_i
             next_i += 1
             p = planned[i]
@@ -217,6 +256,8 @@ async def open_loop(
     async def one(i: int, p: Planned, due_ns: int) -> None:
         if slots is not None:
             async with slots:
+                if ctx.engine_gone is not None:
+                    return
                 raw = await ctx.send(p)
         else:
             raw = await ctx.send(p)
@@ -232,6 +273,8 @@ async def open_loop(
         delay = (due - perf_counter_ns()) / 1e9
         if delay > 0:
             await asyncio.sleep(delay)
+        if ctx.engine_gone is not None:
+            break
         tasks.append(asyncio.create_task(one(i, p, due)))
     await asyncio.gather(*tasks)
     outcomes.sort(key=lambda o: o.index)
@@ -322,16 +365,26 @@ async def run_level(
     texts: dict[str, str] | None = None,
     max_concurrency: int | None = None,
 ) -> tuple[list[RequestRecord], LevelAggregate]:
-    """Warm-up, then the measured requests with metrics scraped before/during/after; records + aggregate."""
+    """Warm-up, then the measured requests with metrics scraped before/during/after; records + aggregate.
+
+    An engine found dead before the level raises ``EngineGone`` with nothing sent. One that dies
+    during it stops the level (nothing is sent once that is noticed); the level is recorded with its
+    ``stopped_reason``, then ``EngineGone`` is raised."""
     label = label or f"{scenario} {level_kind}={level}"
+    where = f"{scenario} level {level}"
+    gone = await ctx.engine_down()
+    if gone:
+        raise EngineGone(gone, f"{where}, before its first request")
+    total = len(planned)
     if warmup:
         w_out, w_start, _ = await closed_loop(ctx, warmup, concurrency, warmup=True)
         ctx.requests += [to_record(ctx, scenario, level, level_kind, o, w_start) for o in w_out]
+        if ctx.engine_gone is not None:
+            planned = planned[:0]  # the warm-up met the dead engine: no measured request is sent
     scrapes: list[Scrape] = []
     await ctx.scraper.scrape_into(scrapes, "before")
     stop = asyncio.Event()
     during = asyncio.create_task(ctx.scraper.during(scrapes, stop))
-    total = len(planned)
 
     def progress(done: int) -> None:
         if ctx.on_request:
@@ -360,7 +413,10 @@ async def run_level(
     await ctx.scraper.scrape_into(scrapes, "after")
     records = [to_record(ctx, scenario, level, level_kind, o, first, texts) for o in outcomes]
     stopped = None
-    if len(outcomes) < total:
+    gone = ctx.engine_gone
+    if gone is not None and len(outcomes) < total:  # the suite's own headline says it, once
+        stopped = f"stopped after {len(outcomes)}/{total} requests: {gone}"
+    elif len(outcomes) < total:
         stopped = f"stopped at max duration {max_duration_s:g}s after {len(outcomes)}/{total} requests"
         ctx.errors.append(f"{label}: {stopped}")
     duration = (last - first) / 1e9 if outcomes else None
@@ -376,6 +432,8 @@ async def run_level(
     )
     ctx.keep_scrapes(scrapes, scenario, level)
     ctx.say(describe(label, agg, records))
+    if gone is not None:
+        raise EngineGone(gone, f"{where} ({len(outcomes)} of {total} requests sent)")
     return records, agg
 
 
@@ -517,6 +575,9 @@ async def prefix_cache(
             target = n_prefix + spec.suffix_tokens
             prompt = Prompt(wl.new_id(f"prefix-{phase}"), text, target, None, spec.output_tokens)
             pairs.append(request_body(ctx.model, prompt, chat=False))
+    gone = await ctx.engine_down()
+    if gone:
+        raise EngineGone(gone, "prefix_cache, before its first request")
     scrapes: list[Scrape] = []
     await ctx.scraper.scrape_into(scrapes, "before")
     total = len(pairs)
@@ -524,6 +585,8 @@ async def prefix_cache(
         ctx.on_request("prefix_cache", 0, 0, total)
     outcomes: list[Outcome] = []
     for i, p in enumerate(pairs):
+        if ctx.engine_gone is not None:
+            break
         raw = await ctx.send(p)
         outcomes.append(Outcome(p, raw, 0, False, i))
         if ctx.on_request:
@@ -531,14 +594,23 @@ async def prefix_cache(
     await ctx.scraper.scrape_into(scrapes, "after")
     ctx.keep_scrapes(scrapes, "prefix_cache", 0)
     start = outcomes[0].raw.sent_ns if outcomes else 0
+    gone = ctx.engine_gone
     for phase_level, phase in ((0, "cold"), (1, "warm")):
         chosen = [o for o in outcomes if o.index % 2 == phase_level]
         records = [to_record(ctx, "prefix_cache", phase_level, "phase", o, start) for o in chosen]
-        agg = ctx.keep_level(records, "prefix_cache", phase_level, "phase", planned=len(chosen))
+        planned_n = spec.repeats
+        stopped = None
+        if len(chosen) < planned_n:
+            stopped = f"stopped after {len(chosen)}/{planned_n} requests: {gone}"
+        agg = ctx.keep_level(
+            records, "prefix_cache", phase_level, "phase", planned=planned_n, stopped_reason=stopped
+        )
         line = describe(f"prefix_cache {phase}", agg, records)
         if agg.cached_tokens_mean is not None:
             line += f"; cached {agg.cached_tokens_mean:.0f} tokens"
         ctx.say(line)
+    if gone is not None:
+        raise EngineGone(gone, f"prefix_cache ({len(outcomes)} of {total} requests sent)")
 
 
 async def dataset(

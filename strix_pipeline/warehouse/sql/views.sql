@@ -332,8 +332,8 @@ GROUP BY run_id, scenario, level, family, name, labels, metric_type;
 --   'serves'  status ok/partial: it became ready and answered measured requests (smoke included);
 --   'starts'  failed_serve: it became ready, then served nothing (or the smoke output was invalid);
 --   'fails'   failed_start or error: it never became ready, or the run broke;
---   'not_run' failed_guard: a guard refused the run, which says nothing about the engine (shown only
---             when no attempt of that cell got further);
+--   'not_run' failed_guard or cancelled: a guard refused the run, or someone cancelled it, which says
+--             nothing about the engine (shown only when no attempt of that cell got further);
 -- with the reason and the run id (`cell` spells all three; `reason` is the run's failure_reason, which
 -- on an 'ok' run is only a note, left out of `cell`). `attempts` / `attempts_served` count the
 -- cell's runs (guard refusals not counted). version_rank 1 is each engine's newest version on the
@@ -345,7 +345,7 @@ WITH attempts AS (
         CASE
             WHEN b.usable THEN 'serves'
             WHEN b.status = 'failed_serve' THEN 'starts'
-            WHEN b.status = 'failed_guard' THEN 'not_run'
+            WHEN b.status IN ('failed_guard', 'cancelled') THEN 'not_run'
             ELSE 'fails'
         END AS outcome
     FROM v_run_base b

@@ -1,0 +1,167 @@
+"""Soak: the local pipeline's benchmark 20 times in a row leaks nothing and loses nothing.
+
+Each iteration is what benchmark_run does for one target on `local`, in this process: run_benchmark
+(a real llama-server started and stopped, a tiny profile: the smoke request and one level of two
+requests) and the run's store into one warehouse file (spool.store_run: spooled, then loaded). After the first iteration (warm-up: imports,
+caches, the warehouse's first open) the open file descriptors, threads and child processes of this
+process are the baseline; after the last they must be the same, and the warehouse must hold exactly
+20 runs with the planned rows each.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import need
+from pipeline_helpers import llama_available, write_config
+
+from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
+from strix_pipeline.config import load_config
+from strix_pipeline.warehouse import Warehouse, spool
+
+pytestmark = [pytest.mark.llama, pytest.mark.slow]
+
+ITERATIONS = 20
+TIME_BUDGET_S = 600  # a bound, not the expectation (~2-3 min on two busy cores)
+SOAK_PROFILE = (
+    ("levels = [1, 2]\nrequests_per_level = 2\n", "levels = [1]\nrequests_per_level = 2\n"),
+    ("output_tokens = 8\njson_check = false", "output_tokens = 4\njson_check = false"),
+)
+
+
+def open_fds() -> list[str]:
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            out.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # the directory's own descriptor, closed by now
+            pass
+    return sorted(out)
+
+
+def os_threads() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    raise AssertionError("no Threads: line in /proc/self/status")
+
+
+def children() -> list[str]:
+    """This process's descendants (pid and command), from /proc."""
+    me = os.getpid()
+    parents: dict[int, int] = {}
+    names: dict[int, str] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            name, rest = stat.split("(", 1)[1].rsplit(")", 1)
+            parents[int(d.name)], names[int(d.name)] = int(rest.split()[1]), name
+    tree, grew = {me}, True
+    while grew:
+        kids = {p for p, pp in parents.items() if pp in tree} - tree
+        tree |= kids
+        grew = bool(kids)
+    return sorted(f"{p} {names[p]}" for p in tree - {me})
+
+
+def figures() -> dict[str, object]:
+    return {
+        "fds": open_fds(),
+        "python_threads": sorted(t.name for t in threading.enumerate()),
+        "os_threads": os_threads(),
+        "children": children(),
+    }
+
+
+def test_twenty_local_runs_leak_nothing_and_store_exactly_what_was_planned(tmp_path: Path) -> None:
+    need(llama_available(), "llama-server and the Gemma model", "make test builds them")
+    path = write_config(tmp_path)
+    text = path.read_text()
+    for old, new in SOAK_PROFILE:
+        assert old in text, f"fixture drift: {old!r}"
+        text = text.replace(old, new)
+    path.write_text(text)
+    config = load_config(path)
+    profile = config.profiles["tiny"]
+    planned_requests = profile.smoke.requests + sum(
+        profile.concurrency_sweep.requests_for(level) for level in profile.concurrency_sweep.levels
+    )
+    planned_levels = 1 + len(profile.concurrency_sweep.levels)  # the smoke's aggregate and each level's
+    assert (planned_requests, planned_levels) == (3, 2)
+    target = BenchmarkTarget("local", "llamacpp", "gemma3-270m", "tiny", None)
+    db = config.warehouse_path()
+    db.parent.mkdir(parents=True, exist_ok=True)
+    spool_directory = spool.spool_dir(config.artifacts_dir())
+
+    started = time.monotonic()
+    durations: list[float] = []
+    baseline: dict[str, object] | None = None
+    statuses: list[str] = []
+    for i in range(ITERATIONS):
+        assert time.monotonic() - started < TIME_BUDGET_S, f"soak over its {TIME_BUDGET_S} s bound at {i}"
+        t0 = time.monotonic()
+        result = run_benchmark(config, target, run_id=f"soak-{i:02d}", log=lambda _line: None)
+        stored = spool.store_run(
+            result,
+            spool_directory=spool_directory,
+            open_writer=lambda: Warehouse.open(db),
+            warehouse_path=db,
+            host=spool.HostFacts("local", "local", "soak"),
+        )
+        assert stored.notes() == [], stored.notes()
+        durations.append(time.monotonic() - t0)
+        statuses.append(result.run.status)
+        assert result.run.status == "ok", (i, result.run.failure_reason, result.run.log_tail)
+        if i == 0:
+            baseline = figures()
+    end = figures()
+    assert baseline is not None
+    total = time.monotonic() - started
+    print(
+        f"\nsoak: {ITERATIONS} runs in {total:.1f} s (first {durations[0]:.1f} s, median "
+        f"{sorted(durations)[len(durations) // 2]:.1f} s, max {max(durations):.1f} s)\n"
+        f"after run 1: {len(baseline['fds'])} fds, {baseline['os_threads']} threads "
+        f"({len(baseline['python_threads'])} Python), {len(baseline['children'])} children\n"
+        f"after run {ITERATIONS}: {len(end['fds'])} fds, {end['os_threads']} threads "
+        f"({len(end['python_threads'])} Python), {len(end['children'])} children"
+    )
+    assert end["fds"] == baseline["fds"]
+    assert end["python_threads"] == baseline["python_threads"]
+    assert end["os_threads"] == baseline["os_threads"]
+    assert end["children"] == baseline["children"] == []
+    assert spool.pending(spool_directory) == []  # every spool file was loaded, then removed
+
+    with Warehouse.open(db, read_only=True) as wh:
+        counts = {t: wh.count(t) for t in ("runs", "requests", "aggregates")}
+        per_run = wh.query_df(
+            "SELECT r.run_id, r.status, "
+            "(SELECT count(*) FROM requests q WHERE q.run_id = r.run_id) AS requests, "
+            "(SELECT count(*) FROM requests q WHERE q.run_id = r.run_id AND q.ok) AS ok, "
+            "(SELECT count(*) FROM aggregates a WHERE a.run_id = r.run_id) AS aggregates, "
+            "(SELECT count(*) FROM memory_samples m WHERE m.run_id = r.run_id) AS memory "
+            "FROM runs r ORDER BY r.run_id"
+        ).to_dicts()
+        hosts = wh.count("hosts")
+    print(f"warehouse: {counts}, hosts {hosts}")
+    assert counts == {
+        "runs": ITERATIONS,
+        "requests": ITERATIONS * planned_requests,
+        "aggregates": ITERATIONS * planned_levels,
+    }
+    assert hosts == 1
+    assert [r["run_id"] for r in per_run] == [f"soak-{i:02d}" for i in range(ITERATIONS)]
+    for r in per_run:
+        assert (r["status"], r["requests"], r["ok"], r["aggregates"]) == (
+            "ok",
+            planned_requests,
+            planned_requests,
+            planned_levels,
+        ), r
+        assert r["memory"] > 0, r
