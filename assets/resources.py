@@ -12,7 +12,7 @@ from pathlib import Path
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
 
-from strix_pipeline.config import ImageSource, StrixConfig, load_config
+from strix_pipeline.config import DuckLakeTarget, ImageSource, StrixConfig, load_config
 from strix_pipeline.warehouse import Warehouse
 
 
@@ -30,15 +30,35 @@ class StrixConfigResource(ConfigurableResource):
 
 
 class WarehouseResource(ConfigurableResource):
-    """The DuckDB warehouse. One writer process at a time: writers hold it only for a short load."""
+    """The warehouse: the DuckDB file ``path`` (one writer process at a time: writers hold it only for
+    a short load), or with ``backend = "ducklake"`` the shared DuckLake lakehouse of the config's
+    ``[warehouse]`` section. Its catalog DSN is read from the ``catalog_env`` variable when a run
+    opens it, never put in the resource's config (which the Dagster UI shows)."""
 
-    path: str
+    path: str  # the file; also where the spool directory sits beside it
     lock_retry_s: float = 60.0  # a run's load waits for a reader/writer elsewhere rather than failing
+    backend: str = "duckdb"
+    catalog_env: str | None = None
+    data_path: str | None = None
+
+    def target(self) -> Path | DuckLakeTarget:
+        if self.backend == "duckdb":
+            return Path(self.path)
+        if self.backend != "ducklake" or not self.catalog_env or not self.data_path:
+            raise ValueError(f"warehouse resource: backend {self.backend!r} needs catalog_env and data_path")
+        dsn = os.environ.get(self.catalog_env)
+        if not dsn:
+            raise ValueError(
+                f"warehouse resource: environment variable {self.catalog_env} (the catalog DSN) is not set"
+            )
+        return DuckLakeTarget(catalog_dsn=dsn, data_path=Path(self.data_path), catalog_env=self.catalog_env)
 
     @contextmanager
     def writer(self) -> Iterator[Warehouse]:
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        wh = Warehouse.open(self.path, lock_retry_s=self.lock_retry_s)
+        target = self.target()
+        if isinstance(target, Path):
+            target.parent.mkdir(parents=True, exist_ok=True)
+        wh = Warehouse.open(target, lock_retry_s=self.lock_retry_s)
         try:
             yield wh
         finally:
@@ -46,7 +66,7 @@ class WarehouseResource(ConfigurableResource):
 
     @contextmanager
     def reader(self) -> Iterator[Warehouse]:
-        wh = Warehouse.open(self.path, read_only=True, lock_retry_s=self.lock_retry_s)
+        wh = Warehouse.open(self.target(), read_only=True, lock_retry_s=self.lock_retry_s)
         try:
             yield wh
         finally:

@@ -27,7 +27,7 @@ from schedules import (
     main_job_for,
     refresh_job,
 )
-from strix_pipeline.config import StrixConfig, config_path, load_config
+from strix_pipeline.config import StrixConfig, config_path, load_config, resolve_path
 
 
 def _secret(name: str) -> dg.EnvVar | None:
@@ -67,7 +67,14 @@ def build_definitions(config: StrixConfig, path: str) -> dg.Definitions:
         schedules=[build_schedule(config, [a.key for a in benchmark_assets])],
         resources={
             "strix": StrixConfigResource(config_path=path),
-            "warehouse": WarehouseResource(path=str(config.warehouse_path())),
+            "warehouse": WarehouseResource(
+                path=str(config.warehouse_path()),
+                backend=config.warehouse.backend,
+                catalog_env=config.warehouse.catalog_env,
+                data_path=str(resolve_path(config.warehouse.data_path))
+                if config.warehouse.data_path
+                else None,
+            ),
             "registry": RegistryResource(
                 dockerhub_username=_secret("STRIX_DOCKERHUB_USERNAME"),
                 dockerhub_token=_secret("STRIX_DOCKERHUB_TOKEN"),

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -29,6 +30,20 @@ REPO_ROOT = Path(__file__).resolve().parent.parent  # a source checkout's root (
 # ./strix.toml in the working directory, or $STRIX_CONFIG, replaces it.
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "default.toml"
 LOCAL_CONFIG = "strix.toml"
+
+
+@dataclass(frozen=True)
+class DuckLakeTarget:
+    """A DuckLake warehouse to open: the catalog's libpq DSN (a secret: never in repr or messages,
+    which name ``catalog_env`` instead) and the directory of its data files."""
+
+    catalog_dsn: str = field(repr=False)
+    data_path: Path
+    catalog_env: str = ""  # the variable the DSN came from, for messages
+
+    def __str__(self) -> str:
+        source = f" (catalog from ${self.catalog_env})" if self.catalog_env else ""
+        return f"DuckLake warehouse {self.data_path}{source}"
 
 
 class ConfigError(ValueError):
@@ -54,6 +69,30 @@ class ProjectConfig(_Strict):
     @classmethod
     def _cron(cls, v: str) -> str:
         return validate_cron(v)
+
+
+class WarehouseConfig(_Strict):
+    """Where results are stored: the single DuckDB file ``project.warehouse`` (``backend = "duckdb"``,
+    the embedded default), or a DuckLake lakehouse several writers share (``backend = "ducklake"``):
+    its catalog in PostgreSQL, its Parquet data files in ``data_path``, a directory every writer
+    reaches. The catalog's libpq DSN may hold a password, so the config names only the environment
+    variable that holds it (``catalog_env``), as for every other secret."""
+
+    backend: Literal["duckdb", "ducklake"] = "duckdb"
+    catalog_env: str | None = (
+        None  # e.g. "STRIX_WAREHOUSE_CATALOG" = "host=db port=5432 dbname=strix user=strix"
+    )
+    data_path: str | None = None
+
+    @model_validator(mode="after")
+    def _ducklake_needs(self) -> WarehouseConfig:
+        if self.backend == "ducklake":
+            missing = [k for k in ("catalog_env", "data_path") if not getattr(self, k)]
+            if missing:
+                raise ValueError(f'backend "ducklake" needs {" and ".join(missing)}')
+        elif self.catalog_env or self.data_path:
+            raise ValueError('catalog_env and data_path are for backend "ducklake"')
+        return self
 
 
 class ProductionEngine(_Strict):
@@ -311,6 +350,7 @@ class ChangeDetectionConfig(_Strict):
 
 class StrixConfig(_Strict):
     project: ProjectConfig = ProjectConfig()
+    warehouse: WarehouseConfig = WarehouseConfig()
     hosts: dict[str, HostConfig]
     engines: dict[str, EngineConfig]
     models: dict[str, ModelProfile]
@@ -372,6 +412,21 @@ class StrixConfig(_Strict):
 
     def warehouse_path(self) -> Path:
         return resolve_path(self.project.warehouse)
+
+    def warehouse_target(self) -> Path | DuckLakeTarget:
+        """What ``Warehouse.open`` takes: the DuckDB file, or the DuckLake lakehouse with its
+        catalog DSN read from the environment now (a missing variable fails here, naming it)."""
+        w = self.warehouse
+        if w.backend == "duckdb":
+            return self.warehouse_path()
+        assert w.catalog_env and w.data_path  # the model's validator
+        dsn = os.environ.get(w.catalog_env)
+        if not dsn:
+            raise ConfigError(
+                f"warehouse.catalog_env: environment variable {w.catalog_env} is not set; it holds the "
+                "libpq DSN of the DuckLake catalog (e.g. 'host=db port=5432 dbname=strix user=strix')"
+            )
+        return DuckLakeTarget(catalog_dsn=dsn, data_path=resolve_path(w.data_path), catalog_env=w.catalog_env)
 
     def artifacts_dir(self) -> Path:
         return resolve_path(self.project.artifacts)

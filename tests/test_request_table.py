@@ -209,7 +209,9 @@ def test_reloads_give_their_space_back(
             wh.load_runs(runs[:4])
         after = _used_blocks(wh)
         assert wh.count("requests") == 8 * 4000
+    # DuckDB 1.5 (pinned for the DuckLake extensions) leaves a few more partly filled blocks after a
+    # vacuum than 2.0 did: measured 13 -> 15..17 with reclaim, 13 -> 21..24 without.
     if reclaim:
-        assert after <= first + 2, (first, after)
+        assert after <= first + 4, (first, after)
     else:
-        assert after > first + 4, (first, after)
+        assert after > first + 6, (first, after)

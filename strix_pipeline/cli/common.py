@@ -11,14 +11,17 @@ from typing import TypeVar
 
 import duckdb
 
-from strix_pipeline.config import load_config
+from strix_pipeline.config import DuckLakeTarget, load_config
 from strix_pipeline.warehouse import Warehouse, WarehouseError
 
 T = TypeVar("T")
 
 
 def warehouse_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--warehouse", help="warehouse file (default: project.warehouse from the configuration)")
+    p.add_argument(
+        "--warehouse",
+        help="warehouse file (default: the configuration's [warehouse]: project.warehouse, or its DuckLake)",
+    )
 
 
 def lock_wait_arg(p: argparse.ArgumentParser) -> None:
@@ -30,11 +33,12 @@ def lock_wait_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def warehouse_path(args: argparse.Namespace) -> Path:
-    """``--warehouse``, else the configuration's ``project.warehouse``."""
+def warehouse_path(args: argparse.Namespace) -> Path | DuckLakeTarget:
+    """``--warehouse`` (a DuckDB file), else the configuration's warehouse: the file
+    ``project.warehouse``, or the DuckLake lakehouse of ``[warehouse] backend = "ducklake"``."""
     if getattr(args, "warehouse", None):
         return Path(args.warehouse)
-    return load_config(getattr(args, "config", None)).warehouse_path()
+    return load_config(getattr(args, "config", None)).warehouse_target()
 
 
 def open_warehouse(

@@ -1,5 +1,9 @@
 """The DuckDB warehouse: versioned schema, idempotent per-run loads, and the doors people query through.
 
+Two backends, one schema: a single DuckDB file (the default), or a DuckLake lakehouse several
+processes and machines write at once (``[warehouse] backend = "ducklake"``: catalog in PostgreSQL,
+Parquet data files in a shared directory; ``Warehouse.open(config.warehouse_target())``).
+
 One module per concern; :class:`Warehouse` (``facade.py``) is the object callers hold:
 
 - ``connection.py``: opening the file, lock retries, the query sandbox, transactions, inserts
@@ -18,10 +22,14 @@ or LOAD of extension files), no spill directory, and the configuration locked so
 any of it back. Export and import, and the pipeline's own readers, open without it.
 """
 
+from strix_pipeline.config import DuckLakeTarget
 from strix_pipeline.warehouse.arrow import arrow_schema, records_table, request_table_arrow
 from strix_pipeline.warehouse.changes import CHANGE_COLUMNS, ChangeRecord
 from strix_pipeline.warehouse.connection import (
+    COMMIT_RETRY,
     SANDBOX_CONFIG,
+    CommitConflict,
+    CommitRetry,
     WarehouseError,
     WarehouseLocked,
     WarehouseMissing,
@@ -41,10 +49,14 @@ from strix_pipeline.warehouse.schema import (
 
 __all__ = [
     "CHANGE_COLUMNS",
+    "COMMIT_RETRY",
     "RECORD_TABLES",
     "RUN_TABLES",
     "SANDBOX_CONFIG",
     "ChangeRecord",
+    "CommitConflict",
+    "CommitRetry",
+    "DuckLakeTarget",
     "Migration",
     "SchemaTooNew",
     "Warehouse",

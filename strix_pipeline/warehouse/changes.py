@@ -16,7 +16,7 @@ import duckdb
 
 from strix_pipeline.records import column_names
 from strix_pipeline.warehouse.arrow import records_table
-from strix_pipeline.warehouse.connection import WarehouseError, insert, transaction
+from strix_pipeline.warehouse.connection import WarehouseError, in_transaction, registered
 
 
 @dataclass
@@ -48,6 +48,9 @@ CHANGE_COLUMNS: tuple[str, ...] = tuple(column_names(ChangeRecord))
 _REQUIRED = ("fingerprint", "engine", "host", "metric", "scenario", "level", "status")
 _ID_FIELDS = ("fingerprint", "host", "engine", "metric", "scenario", "level", "sort_key_after")
 _KEPT_ON_RESAVE = ("change_id", "ack_status", "ack_reason")  # the acknowledgement outlives re-detection
+# The allowed values, checked here for every backend (DuckLake has no CHECK constraints).
+STATUSES = ("provisional", "confirmed")
+ACK_STATUSES = ("active", "acknowledged")
 
 
 def change_id(change: ChangeRecord) -> str:
@@ -75,11 +78,20 @@ def save_changes(con: duckdb.DuckDBPyConnection, changes: list[ChangeRecord]) ->
             ack_status=row.ack_status or "active",
             detected_at=row.detected_at or datetime.now(UTC),
         )
+        if row.status not in STATUSES or row.ack_status not in ACK_STATUSES:
+            raise WarehouseError(
+                f"change row {row.change_id}: status must be one of {STATUSES} (got {row.status!r}) and "
+                f"ack_status one of {ACK_STATUSES} (got {row.ack_status!r})"
+            )
         by_id[row.change_id] = row
     data = records_table(ChangeRecord, list(by_id.values()))
-    updates = ", ".join(f"{c} = excluded.{c}" for c in CHANGE_COLUMNS if c not in _KEPT_ON_RESAVE)
-    with transaction(con):
-        insert(con, "changes", data, f"ON CONFLICT (change_id) DO UPDATE SET {updates}")
+    updates = ", ".join(f"{c} = s.{c}" for c in CHANGE_COLUMNS if c not in _KEPT_ON_RESAVE)
+    with registered(con, "changes", data) as name:
+        sql = (
+            f"MERGE INTO changes USING (SELECT * FROM {name}) AS s ON changes.change_id = s.change_id "
+            f"WHEN MATCHED THEN UPDATE SET {updates} WHEN NOT MATCHED THEN INSERT BY NAME"
+        )
+        in_transaction(con, lambda: con.execute(sql).fetchall())
 
 
 def list_changes(
@@ -114,8 +126,12 @@ def list_changes(
 
 def ack_change(con: duckdb.DuckDBPyConnection, change_id: str, reason: str) -> bool:
     """Acknowledge a change (it stays, marked); False when no such change exists."""
-    rows = con.execute(
-        "UPDATE changes SET ack_status = 'acknowledged', ack_reason = ? WHERE change_id = ? RETURNING change_id",
-        [reason, change_id],
-    ).fetchall()
-    return bool(rows)
+    # The UPDATE's own row count (DuckLake has no UPDATE ... RETURNING).
+    rows = in_transaction(
+        con,
+        lambda: con.execute(
+            "UPDATE changes SET ack_status = 'acknowledged', ack_reason = ? WHERE change_id = ?",
+            [reason, change_id],
+        ).fetchall(),
+    )
+    return bool(rows and rows[0][0])

@@ -1,24 +1,42 @@
-"""Opening the DuckDB file: lock retries, the query sandbox, writer settings, transactions and inserts.
+"""Opening the warehouse (a DuckDB file or a DuckLake lakehouse): lock retries, the query sandbox,
+writer settings, transactions (retried on a commit conflict) and inserts.
 
 Concurrency (DuckDB >= 1.x, one file): one *process* may open the file for writing, and while it has
 it open no other process may open it at all, not even read-only; several processes may open it
 read-only together. So writers open, write one short transaction and close, never holding the file
 through a benchmark; readers open read-only. Both retry for ``lock_retry_s`` on the lock error and
 then raise :class:`WarehouseLocked` naming the process DuckDB says holds it.
+
+DuckLake (:class:`~strix_pipeline.config.DuckLakeTarget`): each open is its own in-memory DuckDB that
+loads the DuckLake and PostgreSQL extensions from their PyPI packages and ATTACHes the lakehouse
+(catalog in PostgreSQL, Parquet data files in ``data_path``). Any number of processes read and write
+it at once; DuckLake commits optimistically, so two transactions that change the same table's rows
+may conflict at COMMIT, and :func:`in_transaction` runs the work again (:data:`COMMIT_RETRY`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import logging
+import random
 import re
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 import pyarrow as pa
 
-from strix_pipeline.config import load_config
+from strix_pipeline.config import DuckLakeTarget, load_config
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+# What Warehouse.open takes: the DuckDB file, or a DuckLake lakehouse.
+Target = Path | DuckLakeTarget
 
 
 class WarehouseError(RuntimeError):
@@ -31,6 +49,10 @@ class WarehouseLocked(WarehouseError):
 
 class WarehouseMissing(WarehouseError):
     """A read-only open of a file that does not exist."""
+
+
+class CommitConflict(WarehouseError):
+    """Another writer's commit conflicted with this one on every attempt :data:`COMMIT_RETRY` allows."""
 
 
 # DuckDB settings of a sandboxed reader, given when the database instance is created (DuckDB shares one
@@ -49,7 +71,7 @@ SANDBOX_CONFIG: dict[str, str | bool] = {
 
 
 def open_connection(
-    path: Path,
+    path: Target,
     *,
     read_only: bool,
     lock_retry_s: float,
@@ -59,6 +81,8 @@ def open_connection(
     """A connection in UTC, sandboxed or with the writer settings as asked (the schema is not touched)."""
     if sandbox and not read_only:
         raise ValueError("sandbox=True is for read-only opens")
+    if isinstance(path, DuckLakeTarget):
+        return open_ducklake(path, read_only=read_only, sandbox=sandbox)
     if read_only and not path.exists():
         raise WarehouseMissing(
             f"{path}: no warehouse here yet; it is created by the first benchmark run that loads results"
@@ -145,15 +169,196 @@ def reclaim(con: duckdb.DuckDBPyConnection) -> None:
     their space back (writers otherwise keep it off: see :func:`writer_settings`).
 
     If another connection of this process has a transaction open the checkpoint is refused; the
-    space then waits for the next reload, and nothing is lost but disk.
+    space then waits for the next reload, and nothing is lost but disk. A DuckLake's CHECKPOINT is
+    its whole maintenance (merging files, expiring snapshots, deleting files) across every writer's
+    data: an operator's job on a schedule (docs/warehouse.md), not something each load triggers.
     """
+    if is_ducklake(con):
+        return
     with contextlib.suppress(duckdb.Error):
         con.execute("RESET max_vacuum_tasks").fetchall()
         con.execute("CHECKPOINT").fetchall()
     writer_settings(con)
 
 
-def lock_sandbox(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+# ---- DuckLake ---------------------------------------------------------------------------------
+
+# The extensions DuckLake needs, each from its PyPI package (module name, extension name). They are
+# built for one DuckDB release and installed under extensions/v<release>/ in the package: this
+# project's machines cannot reach extensions.duckdb.org, so DuckDB must never try to (autoinstall and
+# autoload off) and loads exactly these files.
+DUCKLAKE_EXTENSIONS: tuple[tuple[str, str], ...] = (
+    ("duckdb_extension_postgres_scanner", "postgres_scanner"),
+    ("duckdb_extension_ducklake", "ducklake"),
+)
+LAKE = "strix_lake"  # the lakehouse's name inside the connection (USEd, so queries name tables bare)
+
+# Created with the instance; for a sandbox the rest (no external access, lock) follows the ATTACH.
+_LAKE_CONFIG: dict[str, str | bool] = {
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+}
+
+
+def extension_file(module: str, name: str) -> Path:
+    """The packaged ``<name>.duckdb_extension`` built for the running DuckDB; a clear error if absent."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        pkg = module.replace("_", "-")
+        raise WarehouseError(
+            f"the DuckLake warehouse needs the {name} DuckDB extension: pip install {pkg}=={duckdb.__version__}"
+        )
+    root = Path(next(iter(spec.submodule_search_locations))) / "extensions"
+    f = root / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
+    if not f.is_file():
+        built = sorted(p.name for p in root.glob("v*")) or ["none"]
+        raise WarehouseError(
+            f"{f}: the {name} extension installed is built for DuckDB {', '.join(built)}, not the running "
+            f"{duckdb.__version__}; install the same version of both (see requirements.lock)"
+        )
+    return f
+
+
+def _sql_str(s: str | Path) -> str:
+    return "'" + str(s).replace("'", "''") + "'"
+
+
+def open_ducklake(target: DuckLakeTarget, *, read_only: bool, sandbox: bool) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the lakehouse ATTACHed and USEd; sandboxed after the ATTACH (the
+    ATTACH itself reads extension files and reaches PostgreSQL, which the sandbox then forbids)."""
+    data = target.data_path
+    if not read_only:
+        data.mkdir(parents=True, exist_ok=True)
+    elif not data.is_dir():
+        raise WarehouseMissing(
+            f"{target}: no data directory {data} yet; it is created by the first writer that opens the warehouse"
+        )
+    con = duckdb.connect(":memory:", config=dict(_LAKE_CONFIG))
+    try:
+        for module, name in DUCKLAKE_EXTENSIONS:
+            con.execute(f"LOAD {_sql_str(extension_file(module, name))}").fetchall()
+        opts = f"DATA_PATH {_sql_str(str(data).rstrip('/') + '/')}" + (", READ_ONLY" if read_only else "")
+        _attach(con, target, opts, read_only=read_only)
+        con.execute(f"USE {LAKE}").fetchall()
+        if sandbox:
+            # Reads stay inside the lake's own data files; the spill directory is off as for a file.
+            con.execute(f"SET allowed_directories = [{_sql_str(str(data).rstrip('/') + '/')}]").fetchall()
+            con.execute("SET temp_directory = ''").fetchall()  # refused once external access is off
+            con.execute("SET enable_external_access = false").fetchall()
+            lock_sandbox(con, target)
+        else:
+            con.execute("SET TimeZone = 'UTC'").fetchall()
+        if not read_only:
+            writer_settings(con)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _attach(con: duckdb.DuckDBPyConnection, target: DuckLakeTarget, opts: str, *, read_only: bool) -> None:
+    waits = COMMIT_RETRY.waits()
+    while True:
+        try:
+            con.execute(f"ATTACH {_sql_str('ducklake:postgres:' + target.catalog_dsn)} AS {LAKE} ({opts})")
+            return
+        except duckdb.Error as e:
+            # Two first writers of an empty catalog both create DuckLake's own tables; the loser
+            # fails on PostgreSQL's unique index, and the catalog is whole once the winner commits.
+            racing = "Failed to initialize DuckLake" in str(e) and "already exists" in str(e)
+            wait = next(waits, None) if racing else None
+            if wait is None:
+                # DuckDB's message may repeat the DSN (a password too): say what failed without it.
+                msg = str(e).replace(target.catalog_dsn, f"${target.catalog_env or 'DSN'}")
+                if read_only and "does not exist" in msg.lower():
+                    raise WarehouseMissing(
+                        f"{target}: no warehouse in this catalog yet; the first writer creates it ({msg})"
+                    ) from None
+                raise WarehouseError(f"{target}: cannot attach the DuckLake warehouse: {msg}") from None
+        log.warning("the DuckLake catalog is being created by another writer; attaching again in %.2fs", wait)
+        time.sleep(wait)
+
+
+def is_ducklake(con: duckdb.DuckDBPyConnection) -> bool:
+    rows = con.execute(
+        "SELECT type FROM duckdb_databases() WHERE database_name = current_database()"
+    ).fetchall()
+    return bool(rows) and rows[0][0] == "ducklake"
+
+
+# ---- commits ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CommitRetry:
+    """How often a transaction that lost a commit conflict runs again, and how long apart.
+
+    DuckLake itself retries a commit whose changes do not overlap the winner's (appends to the same
+    table, say: ``ducklake_max_retry_count``); what reaches us is a *logical* conflict -- both changed
+    rows of one table (a reload's DELETE, the hosts MERGE) -- and the only safe retry is to run the
+    whole unit again on the new snapshot. Every unit here is idempotent (a load deletes its run_ids
+    first), so that is safe; the jitter keeps two losers from colliding again in step.
+    """
+
+    attempts: int = 10
+    first_wait_s: float = 0.1
+    backoff: float = 2.0
+    max_wait_s: float = 4.0  # waits 0.1, 0.2, ... 3.2, then 4 s: ~22 s in all (x0.5-1.5 jitter each)
+
+    def waits(self) -> Iterator[float]:
+        wait = self.first_wait_s
+        for _ in range(self.attempts - 1):
+            yield min(wait, self.max_wait_s) * random.uniform(0.5, 1.5)
+            wait *= self.backoff
+
+
+COMMIT_RETRY = CommitRetry()
+
+
+def is_conflict(e: BaseException) -> bool:
+    # DuckLake: "Transaction conflict: attempting to ... but it has been ... by a different
+    # transaction", "Exceeded the maximum retry count ..."; DuckDB in one process: "Conflict on ...".
+    if not isinstance(e, duckdb.TransactionException):
+        return False
+    msg = str(e)
+    return "onflict" in msg or "maximum retry count" in msg
+
+
+def in_transaction(
+    con: duckdb.DuckDBPyConnection,
+    work: Callable[[], T],
+    *,
+    retry: CommitRetry | None = None,
+    on_retry: Callable[[int, BaseException], None] | None = None,
+) -> T:
+    """``work()`` between BEGIN and COMMIT, run again (bounded: ``retry``) when the commit or a
+    statement lost a write conflict to another writer; :class:`CommitConflict` after the last."""
+    retry = retry or COMMIT_RETRY
+    waits = retry.waits()
+    attempt = 1
+    while True:
+        try:
+            with transaction(con):
+                return work()
+        except duckdb.Error as e:
+            if not is_conflict(e):
+                raise
+            wait = next(waits, None)
+            if wait is None:
+                raise CommitConflict(
+                    f"another writer's commit conflicted with this one {attempt} times in a row; nothing of "
+                    f"this transaction was kept: {e}"
+                ) from e
+            log.warning(
+                "commit conflict on attempt %d, running the transaction again in %.2fs: %s", attempt, wait, e
+            )
+            if on_retry is not None:
+                on_retry(attempt, e)
+            time.sleep(wait)
+            attempt += 1
+
+
+def lock_sandbox(con: duckdb.DuckDBPyConnection, path: Target) -> None:
     locked = con.execute("SELECT current_setting('lock_configuration')").fetchall()[0][0]
     if locked:
         # Another sandboxed reader of this process already locked the shared instance; this connection
@@ -177,9 +382,15 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        con.rollback()
+        with contextlib.suppress(duckdb.Error):  # a failed COMMIT may have ended the transaction already
+            con.rollback()
         raise
-    con.commit()
+    try:
+        con.commit()
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            con.rollback()
+        raise
 
 
 @contextlib.contextmanager

@@ -6,7 +6,7 @@ import duckdb
 
 from strix_pipeline.records import CriterionResult
 from strix_pipeline.warehouse.arrow import records_table
-from strix_pipeline.warehouse.connection import WarehouseError, registered, transaction
+from strix_pipeline.warehouse.connection import WarehouseError, in_transaction, registered
 
 
 def replace_decisions_from(con: duckdb.DuckDBPyConnection, source: str) -> int:
@@ -27,5 +27,5 @@ def save_decision(con: duckdb.DuckDBPyConnection, rows: list[CriterionResult]) -
     if len(ids) != 1:
         raise WarehouseError(f"save_decision takes one evaluation per call, got {sorted(ids)}")
     data = records_table(CriterionResult, rows)
-    with transaction(con), registered(con, "decisions", data) as name:
-        replace_decisions_from(con, name)
+    with registered(con, "decisions", data) as name:
+        in_transaction(con, lambda: replace_decisions_from(con, name))

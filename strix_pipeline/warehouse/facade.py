@@ -14,11 +14,13 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from strix_pipeline.config import DuckLakeTarget
 from strix_pipeline.records import CriterionResult, ImageRecord, RunResult
 from strix_pipeline.warehouse import changes, decisions, hosts, parquet, runs, schema
 from strix_pipeline.warehouse import images as _images  # `images` is upsert_images' argument
 from strix_pipeline.warehouse.changes import ChangeRecord
 from strix_pipeline.warehouse.connection import (
+    Target,
     WarehouseError,
     WarehouseLocked,
     connect,
@@ -28,14 +30,15 @@ from strix_pipeline.warehouse.faults import explain
 
 
 class Warehouse:
-    """One open warehouse file. Use as a context manager; writers should close promptly.
+    """One open warehouse: a DuckDB file, or a DuckLake lakehouse (``DuckLakeTarget``) several
+    processes share. Use as a context manager; writers should close promptly.
 
     Writers open, write one short transaction and close (``with Warehouse.open(path) as wh:
     wh.load_run(result)``), never holding the file through a benchmark; readers open
     ``read_only=True`` (see :mod:`strix_pipeline.warehouse.connection` for why).
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Target, read_only: bool) -> None:
         self.con = con
         self.path = path
         self.read_only = read_only
@@ -46,7 +49,7 @@ class Warehouse:
     @classmethod
     def open(
         cls,
-        path: str | Path,
+        path: str | Path | DuckLakeTarget,
         *,
         read_only: bool = False,
         lock_retry_s: float = 5.0,
@@ -62,8 +65,12 @@ class Warehouse:
         reads the warehouse file and nothing else, writes nothing, and cannot change its settings
         (:data:`SANDBOX_CONFIG`, then ``lock_configuration``). ``export_parquet`` does not work on it.
         One sandboxed reader per file and process at a time.
+
+        A :class:`~strix_pipeline.config.DuckLakeTarget` (``StrixConfig.warehouse_target()``) opens the
+        shared lakehouse instead: no file lock to wait for (``lock_retry_s`` is unused), any number
+        of readers and writers at once, the same schema, loads and sandbox.
         """
-        path = Path(path)
+        path = path if isinstance(path, DuckLakeTarget) else Path(path)
         try:
             con = open_connection(
                 path, read_only=read_only, lock_retry_s=lock_retry_s, on_wait=on_wait, sandbox=sandbox
@@ -95,10 +102,7 @@ class Warehouse:
         con = connect(path, False, 0.0)
         wh = cls(con, path, False)
         con.execute("SET TimeZone = 'UTC'").fetchall()
-        pending = schema.migrations()[:version]
-        schema.apply(con, path, pending, with_views=False)
-        if pending:
-            wh.schema_version = pending[-1].version
+        wh.schema_version = schema.migrate(con, path, schema.migrations()[:version], with_views=False)
         return wh
 
     def close(self) -> None:

@@ -6,31 +6,66 @@ from datetime import UTC, datetime
 
 import duckdb
 
+from strix_pipeline.warehouse.connection import in_transaction
+
+# No key constraint backs hosts.name (DuckLake has none): every write is a MERGE on the name. Two
+# writers of a DuckLake that insert the same NEW name at once both commit (concurrent inserts do not
+# conflict there; tests/test_ducklake.py provokes it), leaving two rows; every write of a name first
+# folds its rows back into one (merge_duplicates), so such a pair lives until that host's next write.
+
+_FACTS = ("rocm_version", "kernel", "firmware", "kernel_cmdline", "ttm_pages_limit")
+
+
+def merge_duplicates(con: duckdb.DuckDBPyConnection, names: list[str]) -> int:
+    """Fold every name of ``names`` that has more than one row into one (inside the caller's
+    transaction): kind and description of any row that has them, the widest first/last seen; the
+    facts are left NULL for the refresh that follows to take from the runs. Returns names folded."""
+    dups = con.execute(
+        "SELECT name, any_value(kind), any_value(description), min(first_seen), max(last_seen) FROM hosts "
+        "WHERE list_contains(?, name) GROUP BY name HAVING count(*) > 1",
+        [names],
+    ).fetchall()
+    for name, kind, description, first, last in dups:
+        con.execute("DELETE FROM hosts WHERE name = ?", [name]).fetchall()
+        con.execute(
+            "INSERT INTO hosts (name, kind, description, first_seen, last_seen) VALUES (?, ?, ?, ?, ?)",
+            [name, kind, description, first, last],
+        ).fetchall()
+    return len(dups)
+
 
 def upsert_host(con: duckdb.DuckDBPyConnection, name: str, kind: str | None, description: str | None) -> None:
     now = datetime.now(UTC)
-    con.execute(
-        "INSERT INTO hosts (name, kind, description, first_seen, last_seen) VALUES (?, ?, ?, ?, ?) "
-        "ON CONFLICT (name) DO UPDATE SET kind = coalesce(excluded.kind, hosts.kind), "
-        "description = coalesce(excluded.description, hosts.description), last_seen = excluded.last_seen",
-        [name, kind, description, now, now],
-    ).fetchall()
+    sql = (
+        "MERGE INTO hosts USING (SELECT ?::VARCHAR AS name, ?::VARCHAR AS kind, ?::VARCHAR AS description, "
+        "?::TIMESTAMPTZ AS seen) AS s ON hosts.name = s.name "
+        "WHEN MATCHED THEN UPDATE SET kind = coalesce(s.kind, hosts.kind), "
+        "description = coalesce(s.description, hosts.description), last_seen = s.seen "
+        "WHEN NOT MATCHED THEN INSERT (name, kind, description, first_seen, last_seen) "
+        "VALUES (s.name, s.kind, s.description, s.seen, s.seen)"
+    )
+
+    def upsert() -> None:
+        merge_duplicates(con, [name])
+        con.execute(sql, [name, kind, description, now]).fetchall()
+
+    in_transaction(con, upsert)
 
 
 def refresh_hosts(con: duckdb.DuckDBPyConnection, hosts: list[str]) -> None:
     """Widen first/last seen to cover the hosts' runs and take the facts of each host's newest run."""
     # One statement; the facts are those of the newest run by started_at (so an old run loaded late
     # does not overwrite them).
+    facts = _FACTS
+    merge_duplicates(con, hosts)
     con.execute(
-        "INSERT INTO hosts (name, first_seen, last_seen, rocm_version, kernel, firmware, kernel_cmdline, "
-        "ttm_pages_limit) "
-        "SELECT host, min(started_at), max(started_at), arg_max_null(rocm_version, started_at), "
-        "arg_max_null(kernel, started_at), arg_max_null(firmware, started_at), "
-        "arg_max_null(kernel_cmdline, started_at), arg_max_null(ttm_pages_limit, started_at) "
-        "FROM runs WHERE list_contains(?, host) GROUP BY host "
-        "ON CONFLICT (name) DO UPDATE SET first_seen = least(hosts.first_seen, excluded.first_seen), "
-        "last_seen = greatest(hosts.last_seen, excluded.last_seen), rocm_version = excluded.rocm_version, "
-        "kernel = excluded.kernel, firmware = excluded.firmware, kernel_cmdline = excluded.kernel_cmdline, "
-        "ttm_pages_limit = excluded.ttm_pages_limit",
+        "MERGE INTO hosts USING (SELECT host AS name, min(started_at) AS first_seen, max(started_at) AS last_seen, "
+        + ", ".join(f"arg_max_null({f}, started_at) AS {f}" for f in facts)
+        + " FROM runs WHERE list_contains(?, host) GROUP BY host) AS s ON hosts.name = s.name "
+        "WHEN MATCHED THEN UPDATE SET first_seen = least(hosts.first_seen, s.first_seen), "
+        "last_seen = greatest(hosts.last_seen, s.last_seen), "
+        + ", ".join(f"{f} = s.{f}" for f in facts)
+        + f" WHEN NOT MATCHED THEN INSERT (name, first_seen, last_seen, {', '.join(facts)}) "
+        f"VALUES (s.name, s.first_seen, s.last_seen, {', '.join('s.' + f for f in facts)})",
         [hosts],
     ).fetchall()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import duckdb
 
-from strix_pipeline.warehouse.connection import WarehouseError, transaction
+from strix_pipeline.warehouse.connection import WarehouseError, in_transaction
 from strix_pipeline.warehouse.decisions import replace_decisions_from
 from strix_pipeline.warehouse.hosts import refresh_hosts
 from strix_pipeline.warehouse.images import upsert_images_from
@@ -52,7 +52,9 @@ def import_parquet(con: duckdb.DuckDBPyConnection, directory: str | Path) -> dic
         return "read_parquet('" + str(f).replace("'", "''") + "')" if f.exists() else None
 
     counts: dict[str, int] = {}
-    with transaction(con):
+
+    def load() -> None:
+        counts.clear()
         con.execute(
             f"CREATE OR REPLACE TEMP TABLE _strix_import_ids AS SELECT DISTINCT run_id FROM {pq('runs')}"
         ).fetchall()
@@ -83,4 +85,6 @@ def import_parquet(con: duckdb.DuckDBPyConnection, directory: str | Path) -> dic
         if (source := pq("decisions")) is not None:
             counts["decisions"] = replace_decisions_from(con, source)
         con.execute("DROP TABLE _strix_import_ids").fetchall()
+
+    in_transaction(con, load)
     return counts

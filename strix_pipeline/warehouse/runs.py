@@ -1,8 +1,8 @@
 """Run loads: each run's rows in every run table, one transaction per load, a reload replaces the run.
 
 A load converts everything to Arrow first (a bad value fails before anything is touched), then in ONE
-transaction deletes any earlier load of the same run_ids, inserts the new rows and refreshes the
-hosts. A load that replaced or a delete that removed rows checkpoints with vacuuming afterwards
+transaction deletes any earlier load of the same run_ids and inserts the new rows; the hosts' rows
+are refreshed from the runs in a second, small transaction (see load_runs for why). A load that replaced or a delete that removed rows checkpoints with vacuuming afterwards
 (:func:`~strix_pipeline.warehouse.connection.reclaim`), so the space comes back.
 """
 
@@ -25,7 +25,7 @@ from strix_pipeline.records import (
     ServerMetricSample,
 )
 from strix_pipeline.warehouse import arrow  # by module, so the scale benchmark can time its conversions
-from strix_pipeline.warehouse.connection import WarehouseError, insert, reclaim, transaction
+from strix_pipeline.warehouse.connection import WarehouseError, in_transaction, insert, reclaim
 from strix_pipeline.warehouse.hosts import refresh_hosts
 
 # Tables holding one run's rows, in load order (runs first, so a reader joining on runs never sees
@@ -67,20 +67,37 @@ def load_runs(con: duckdb.DuckDBPyConnection, results: Sequence[RunResult]) -> N
                 arrow.check_run_ids(res.run.run_id, cls, list(map(arrow.RUN_ID, part)))
                 rows.extend(part)
             tables[table] = arrow.records_table(cls, rows)
-        with transaction(con):
+
+        def load() -> bool:
             replaced = delete_runs(con, ids)
             for table, data in tables.items():
                 if data.num_rows:
                     insert(con, table, data)
-            refresh_hosts(con, sorted({r.run.host for r in results}))
+            return replaced
+
+        replaced = in_transaction(con, load)
+        # The hosts' rows in a transaction of their own, after the runs: on a shared (DuckLake)
+        # warehouse every load updates its host's row, and an update conflicts with any other
+        # writer's change to the hosts table, so in the load's transaction it made concurrent loads
+        # of different Boxes conflict and rewrite all their data files on each retry (measured: 10
+        # retries for 4 writers x 3 runs). Here only this small MERGE is run again. The hosts table
+        # is derived from runs (refresh_hosts reads them), so a crash between the two leaves a host's
+        # facts a load behind until its next load, never a run unloaded or half loaded.
+        hosts = sorted({r.run.host for r in results})
+        try:
+            in_transaction(con, lambda: refresh_hosts(con, hosts))
+        except (duckdb.Error, WarehouseError) as e:
+            raise WarehouseError(
+                f"run(s) {', '.join(ids)} loaded, but refreshing the rows of host(s) {', '.join(hosts)} failed "
+                f"(the next load of the host refreshes them; loading these runs again replaces them): {e}"
+            ) from e
     if replaced:
         reclaim(con)
 
 
 def delete_run(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
     """Remove a run from every table (one transaction)."""
-    with transaction(con):
-        deleted = delete_runs(con, [run_id])
+    deleted = in_transaction(con, lambda: delete_runs(con, [run_id]))
     if deleted:
         reclaim(con)
 

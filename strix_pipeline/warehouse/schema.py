@@ -1,7 +1,7 @@
 """The versioned schema: migrations and views, shipped as package data in ``sql/``.
 
-``sql/migrations/NNNN_name.sql`` are applied in order in one transaction when a writer opens an older
-file; ``sql/views.sql`` is re-installed whenever its content changes (its hash is kept in
+``sql/migrations/NNNN_name.sql`` are applied in order, each in its own transaction, when a writer
+opens an older warehouse; ``sql/views.sql`` is re-installed whenever its content changes (its hash is kept in
 ``schema_meta``). A file newer than this code is refused (:class:`SchemaTooNew`) rather than
 half-understood. The files are read through :mod:`importlib.resources`, so an installed (not only an
 editable) package finds them.
@@ -22,7 +22,7 @@ import duckdb
 
 from strix_pipeline.records import CriterionResult, ImageRecord
 from strix_pipeline.warehouse.changes import ChangeRecord
-from strix_pipeline.warehouse.connection import WarehouseError
+from strix_pipeline.warehouse.connection import WarehouseError, in_transaction, is_conflict
 from strix_pipeline.warehouse.runs import RUN_TABLES
 
 SQL_DIR: Traversable = resources.files("strix_pipeline.warehouse") / "sql"
@@ -101,8 +101,8 @@ def stored_version(con: duckdb.DuckDBPyConnection) -> int:
     return int(rows[0][0])
 
 
-def prepare(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: bool) -> int:
-    """Check the file's schema version and, when writable, migrate it and refresh the views.
+def prepare(con: duckdb.DuckDBPyConnection, path: Path | object, *, read_only: bool) -> int:
+    """Check the warehouse's schema version and, when writable, migrate it and refresh the views.
 
     Returns the schema version the file is at afterwards. Call it straight from the opening function:
     the warning for an old file on a read-only open points at that function's caller.
@@ -123,10 +123,53 @@ def prepare(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: bool) -> i
                 stacklevel=3,
             )
         return stored
-    pending = all_migrations[stored:]
-    if pending or views_outdated(con):
-        apply(con, path, pending, with_views=True)
-    return pending[-1].version if pending else stored
+    return migrate(con, path, all_migrations, with_views=True)
+
+
+def migrate(
+    con: duckdb.DuckDBPyConnection, path: Path | object, target: list[Migration], *, with_views: bool
+) -> int:
+    """Apply the migrations of ``target`` the warehouse lacks, then (``with_views``) refresh the views;
+    returns the version reached.
+
+    Each migration is one transaction with its ``schema_version`` row, so a failure leaves the
+    warehouse at the last whole migration, never half-way through one. Not all of them in one
+    transaction: DuckDB 1.5 refuses to commit an ALTER TABLE after an UPDATE of the same table in one
+    transaction ("another transaction has altered this table"), which 0002 (backfill) followed by
+    0006 (new column) would be. Each step re-reads the version inside its transaction, so writers
+    of a shared (DuckLake) warehouse opening it at once migrate it once: the loser of a commit
+    conflict runs its step again and finds it done.
+    """
+
+    def step() -> bool:
+        now = stored_version(con)
+        if now >= len(target):
+            return False
+        m = target[now]
+        try:
+            # Views are derived: drop them so a migration can reshape the tables under them; the
+            # view hash goes with them, so whoever opens next installs them again.
+            for name in user_views(con):
+                con.execute(f'DROP VIEW IF EXISTS "{name}"').fetchall()
+            con.execute(m.sql).fetchall()
+            con.execute("DELETE FROM schema_meta WHERE key = 'views_sha256'").fetchall()
+            con.execute(
+                "INSERT INTO schema_version VALUES (?, ?, ?)", [m.version, m.name, datetime.now(UTC)]
+            ).fetchall()
+        except duckdb.Error as e:
+            if is_conflict(e):
+                raise  # in_transaction runs it again on the new snapshot
+            raise WarehouseError(
+                f"{path}: migration {m.version:04d}_{m.name} failed, warehouse left unchanged by it "
+                f"(it stays at v{now}): {e}"
+            ) from e
+        return True
+
+    while in_transaction(con, step):
+        pass
+    if with_views:
+        in_transaction(con, lambda: install_views(con, path))
+    return stored_version(con)
 
 
 def views_outdated(con: duckdb.DuckDBPyConnection) -> bool:
@@ -134,32 +177,21 @@ def views_outdated(con: duckdb.DuckDBPyConnection) -> bool:
     return not rows or rows[0][0] != hashlib.sha256(views_sql().encode()).hexdigest()
 
 
-def apply(con: duckdb.DuckDBPyConnection, path: Path, pending: list[Migration], *, with_views: bool) -> None:
-    """Migrations and views in ONE transaction: a failure leaves the file exactly as it was."""
-    step = "dropping views"
-    con.begin()
+def install_views(con: duckdb.DuckDBPyConnection, path: Path | object) -> None:
+    """Re-create the views when views.sql changed since they were installed (inside a transaction)."""
+    if not views_outdated(con):
+        return
+    sql = views_sql()
     try:
-        # Views are derived: drop them so a migration can reshape the tables under them.
         for name in user_views(con):
             con.execute(f'DROP VIEW IF EXISTS "{name}"').fetchall()
-        for m in pending:
-            step = f"migration {m.version:04d}_{m.name}"
-            con.execute(m.sql).fetchall()
-            con.execute(
-                "INSERT INTO schema_version VALUES (?, ?, ?)", [m.version, m.name, datetime.now(UTC)]
-            ).fetchall()
-        if with_views:
-            step = "views.sql"
-            sql = views_sql()
-            con.execute(sql).fetchall()
-            con.execute(
-                "INSERT INTO schema_meta VALUES ('views_sha256', ?) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                [hashlib.sha256(sql.encode()).hexdigest()],
-            ).fetchall()
-        con.commit()
-    except BaseException as e:
-        con.rollback()
-        if isinstance(e, duckdb.Error):
-            raise WarehouseError(f"{path}: {step} failed, warehouse left unchanged: {e}") from e
-        raise
+        con.execute(sql).fetchall()
+        # No key constraint backs schema_meta.key (DuckLake has none): replace the row.
+        con.execute("DELETE FROM schema_meta WHERE key = 'views_sha256'").fetchall()
+        con.execute(
+            "INSERT INTO schema_meta VALUES ('views_sha256', ?)", [hashlib.sha256(sql.encode()).hexdigest()]
+        ).fetchall()
+    except duckdb.Error as e:
+        if is_conflict(e):
+            raise
+        raise WarehouseError(f"{path}: views.sql failed, warehouse left unchanged: {e}") from e

@@ -296,7 +296,8 @@ def test_write_statements_are_refused_and_the_warehouse_is_unchanged(
     rc = query(seeded, sql)
     err = capsys.readouterr().err
     assert rc == 1
-    assert "nothing was changed" in err or "query failed" in err, err
+    # COPY onto the warehouse file: DuckDB 1.5 refuses the file access before the read-only write
+    assert "nothing was changed" in err or "query failed" in err or OUTSIDE_REFUSED in err, err
     assert fingerprint(seeded) == before
 
 
@@ -449,3 +450,67 @@ def test_warehouse_file_is_not_touched_by_a_query(seeded: Path) -> None:
     assert query(seeded, "CHECKPOINT") in (0, 1)
     assert os.stat(seeded).st_mtime_ns == mtime
     assert fingerprint(seeded) == before
+
+
+# ---- the shared warehouse (DuckLake) ------------------------------------------------------------
+
+
+def test_the_sandbox_holds_on_a_ducklake_warehouse(
+    postgres, tmp_path: Path, outside: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    # The lake's ATTACH (extension files, PostgreSQL) happens before the lock; after it the SQL reads
+    # the lake's own data files and catalog, and nothing else, exactly as on the file.
+    from test_ducklake import CATALOG_ENV, strix_config
+
+    from strix_pipeline.config import DuckLakeTarget
+
+    db = postgres.create_database("sandbox_lake")
+    lake = DuckLakeTarget(catalog_dsn=postgres.dsn(db), data_path=tmp_path / "lake", catalog_env=CATALOG_ENV)
+    with Warehouse.open(lake) as w:
+        seed(w)
+    config = strix_config(tmp_path, lake)
+    monkeypatch.setenv(CATALOG_ENV, lake.catalog_dsn)
+
+    def lake_query(sql: str, *extra: str) -> tuple[int, str, str]:
+        rc = strix("--config", str(config), "query", sql, *extra)
+        out = capsys.readouterr()
+        return rc, out.out, out.err
+
+    def snapshot() -> tuple[int, dict[str, int]]:
+        with Warehouse.open(lake, read_only=True) as r:
+            n = r.con.execute("SELECT count(*) FROM strix_lake.snapshots()").fetchall()[0][0]
+            return n, {t: r.count(t) for t in r.table_names()}
+
+    before = snapshot()
+    rc, out, err = lake_query("SELECT count(*) AS n FROM v_runs", "--format", "json")
+    assert rc == 0 and '"n": 5' in out, err
+    for sql in (
+        f"SELECT * FROM read_csv({q(outside['csv'])})",
+        f"SELECT * FROM read_parquet({q(outside['parquet'])})",
+        f"ATTACH {q(outside['duckdb'])} AS o",
+        f"COPY (SELECT * FROM runs) TO {q(tmp_path / 'x.csv')}",
+        "ATTACH 'ducklake:postgres:dbname=postgres host=127.0.0.1' AS y",
+    ):
+        rc, out, err = lake_query(sql)
+        assert rc == 1 and OUTSIDE_REFUSED in err and TOKEN not in out, (sql, err)
+    assert not (tmp_path / "x.csv").exists()
+    for sql in ("INSERT INTO runs SELECT * FROM runs", "DELETE FROM requests", "DROP VIEW v_runs"):
+        rc, _, err = lake_query(sql)
+        assert rc == 1 and "read-only" in err, (sql, err)
+    # the catalog's own PostgreSQL connection is read-only as well
+    rc, _, err = lake_query(
+        "CALL postgres_execute('__ducklake_metadata_strix_lake', 'DROP TABLE ducklake_snapshot')"
+    )
+    assert rc == 1 and "read-only" in err, err
+    rc, _, err = lake_query("CALL ducklake_expire_snapshots('strix_lake', older_than => now())")
+    assert rc == 1, err
+    for sql in (
+        "SET enable_external_access = true",
+        "RESET lock_configuration",
+        "SET allowed_directories = ['/']",
+    ):
+        rc, _, err = lake_query(sql)
+        assert rc == 1 and "cannot change DuckDB settings" in err, (sql, err)
+    rc, _, err = lake_query("LOAD httpfs")
+    assert rc == 1 and OUTSIDE_REFUSED in err, err
+    assert snapshot() == before

@@ -2,21 +2,25 @@
 -- plus hosts, registry_errors and the bookkeeping tables.
 -- Request-level tables carry no keys or indexes on purpose: loads are bulk appends and a key index
 -- would halve ingestion; the access layer keeps run_id unique by replacing a run in one transaction.
+-- The same holds for every key: this schema serves the DuckDB file and a DuckLake lakehouse alike, and
+-- DuckLake has no PRIMARY KEY, UNIQUE or CHECK constraints, so the writers MERGE on the key instead
+-- (hosts.py, images.py, changes.py). Files created before this comment kept their key constraints:
+-- harmless, the same writers serve them.
 
 CREATE TABLE schema_version (
-    version    INTEGER PRIMARY KEY,
+    version    INTEGER NOT NULL,   -- key
     name       VARCHAR NOT NULL,
     applied_at TIMESTAMPTZ NOT NULL
 );
 
 -- Small key/value facts about the schema itself (e.g. the hash of the views last installed).
 CREATE TABLE schema_meta (
-    key   VARCHAR PRIMARY KEY,
+    key   VARCHAR NOT NULL,   -- key
     value VARCHAR
 );
 
 CREATE TABLE hosts (
-    name        VARCHAR PRIMARY KEY,
+    name        VARCHAR NOT NULL,   -- key
     kind        VARCHAR,
     description VARCHAR,
     first_seen  TIMESTAMPTZ,
@@ -38,8 +42,8 @@ CREATE TABLE images (
     first_seen TIMESTAMPTZ NOT NULL,
     last_seen  TIMESTAMPTZ NOT NULL,
     gone       BOOLEAN NOT NULL DEFAULT false,
-    gone_since TIMESTAMPTZ,
-    PRIMARY KEY (registry, repository, tag)
+    gone_since TIMESTAMPTZ
+    -- key: (registry, repository, tag)
 );
 
 CREATE TABLE registry_errors (

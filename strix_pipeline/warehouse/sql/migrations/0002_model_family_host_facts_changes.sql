@@ -28,7 +28,7 @@ FROM (
 WHERE hosts.name = r.host;
 
 CREATE TABLE changes (
-    change_id      VARCHAR PRIMARY KEY,
+    change_id      VARCHAR NOT NULL,   -- key
     fingerprint    VARCHAR NOT NULL,   -- the series: run fingerprint + '/' + scenario
     engine         VARCHAR NOT NULL,
     host           VARCHAR NOT NULL,
@@ -40,8 +40,8 @@ CREATE TABLE changes (
     sort_key_after VARCHAR,
     magnitude_pct  DOUBLE,
     pvalue         DOUBLE,
-    status         VARCHAR NOT NULL CHECK (status IN ('provisional', 'confirmed')),
-    ack_status     VARCHAR NOT NULL DEFAULT 'active' CHECK (ack_status IN ('active', 'acknowledged')),
+    status         VARCHAR NOT NULL,   -- 'provisional' | 'confirmed' (checked by changes.py)
+    ack_status     VARCHAR NOT NULL DEFAULT 'active',   -- | 'acknowledged'
     ack_reason     VARCHAR,
     detected_at    TIMESTAMPTZ NOT NULL
 );

@@ -7,6 +7,7 @@
 --    can alert on the regressions confirmed since the previous evaluation (NULL: provisional, or
 --    confirmed before v5 -- such a change was confirmed at some time no row recorded, and is not
 --    alerted on again).
-ALTER TABLE decisions ADD COLUMN provisional BOOLEAN DEFAULT false;
+--    (No DEFAULT on the new column: DuckLake adds columns without one; every writer sets it.)
+ALTER TABLE decisions ADD COLUMN provisional BOOLEAN;
 UPDATE decisions SET provisional = false WHERE provisional IS NULL;
 ALTER TABLE changes ADD COLUMN confirmed_at TIMESTAMPTZ;
