@@ -1,8 +1,8 @@
 """A throwaway OpenSSH server on loopback in front of this machine's dockerd (Debian openssh-server).
 
 ``start_sshd(dir)`` makes a host key and a user key (ssh-keygen, ed25519), writes an sshd_config
-that accepts only that key (AuthorizedKeysFile in the directory, no passwords, no PAM) for the user
-running the tests, a known_hosts file with the host key, and runs ``/usr/sbin/sshd -D -e`` on a
+that accepts only that key (AuthorizedKeysFile, no passwords, no PAM) for the Box's user (``box_user``:
+``strix-box`` when the tests run as root, else the test's user), a known_hosts file with the host key, and runs ``/usr/sbin/sshd -D -e`` on a
 free 127.0.0.1 port. The ``docker`` CLI of a session reaches the default daemon (or ``$DOCKER_HOST``,
 passed on with SetEnv), so ``ssh … docker system dial-stdio`` is the Box path on this machine.
 
@@ -22,6 +22,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +78,7 @@ class Sshd:
     config: Path
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
+    authorized_dir: Path | None = None  # outside the test's private tmp_path, removed on close
     _log_files: list = field(default_factory=list)
 
     @property
@@ -156,6 +158,8 @@ class Sshd:
         self.stop()
         for f in self._log_files:
             f.close()
+        if self.authorized_dir is not None:
+            shutil.rmtree(self.authorized_dir, ignore_errors=True)
 
     def __enter__(self) -> Sshd:
         return self
@@ -164,18 +168,58 @@ class Sshd:
         self.close()
 
 
+BOX_USER = "strix-box"  # as on a real Box: a user of its own with the docker CLI, not root's login
+
+
+def box_user() -> str:
+    """The user the sessions log in as. As root: ``strix-box`` (made once: shell /bin/sh, in the
+    ``docker`` group so its docker CLI reaches the daemon), because root's own login shell here is
+    bash with pyenv in ~/.bashrc, which sshd's bash sources; a session killed mid-``pyenv rehash``
+    leaves pyenv's lock behind and every later login then waits on it. Not root: the test's user."""
+    if os.geteuid() != 0:
+        return getpass.getuser()
+    import pwd
+
+    try:
+        pwd.getpwnam(BOX_USER)
+    except KeyError:
+        groups = ["-G", "docker"] if _group_exists("docker") else []
+        subprocess.run(
+            ["useradd", "--system", "--shell", "/bin/sh", "--home-dir", f"/var/lib/{BOX_USER}",
+             "--create-home", *groups, BOX_USER],
+            check=True, capture_output=True, timeout=30,
+        )  # fmt: skip
+    # no password, but not "locked" (useradd's "!"): sshd without PAM refuses a locked account's keys
+    subprocess.run(["usermod", "-p", "*", BOX_USER], check=True, capture_output=True, timeout=30)
+    return BOX_USER
+
+
+def _group_exists(name: str) -> bool:
+    import grp
+
+    try:
+        grp.getgrnam(name)
+    except KeyError:
+        return False
+    return True
+
+
 def start_sshd(directory: Path) -> Sshd:
     """Keys, config and known_hosts in ``directory``; sshd running on a free loopback port."""
     directory.mkdir(parents=True, exist_ok=True)
     host_key = keygen(directory / "host_ed25519", "strix-test-host")
     user_key = keygen(directory / "user_ed25519", "strix-test-user")
-    authorized = directory / "authorized_keys"
+    user = box_user()
+    # sshd reads authorized_keys as the user logging in: pytest's directories are root's alone (0700)
+    shared = Path(tempfile.mkdtemp(prefix="strix-sshd-"))
+    shared.chmod(0o755)
+    authorized = shared / "authorized_keys"
     authorized.write_text(user_key.with_suffix(".pub").read_text())
+    authorized.chmod(0o644)
     port = free_port()
     host_pub = host_key.with_suffix(".pub").read_text().split()
     known = directory / "known_hosts"
     known.write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
-    user = getpass.getuser()
     lines = [
         f"Port {port}",
         "ListenAddress 127.0.0.1",
@@ -198,6 +242,6 @@ def start_sshd(directory: Path) -> Sshd:
         lines.append(f"SetEnv DOCKER_HOST={os.environ['DOCKER_HOST']}")
     config = directory / "sshd_config"
     config.write_text("\n".join(lines) + "\n")
-    sshd = Sshd(directory, port, user, user_key, known, config, directory / "sshd.log")
+    sshd = Sshd(directory, port, user, user_key, known, config, directory / "sshd.log", authorized_dir=shared)
     sshd.start()
     return sshd
