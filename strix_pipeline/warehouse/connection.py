@@ -91,16 +91,22 @@ def open_connection(
         path.parent.mkdir(parents=True, exist_ok=True)
     con = connect(path, read_only, lock_retry_s, on_wait, SANDBOX_CONFIG if sandbox else None)
     try:
-        if sandbox:
-            lock_sandbox(con, path)
-        else:
-            con.execute("SET TimeZone = 'UTC'").fetchall()
-        if not read_only:
-            writer_settings(con)
+        _session(con, path, sandbox=sandbox, read_only=read_only)
     except BaseException:
         con.close()
         raise
     return con
+
+
+def _session(con: duckdb.DuckDBPyConnection, where: Target, *, sandbox: bool, read_only: bool) -> None:
+    """What every open of either backend ends with: the sandbox locked (``strix query``) or UTC
+    timestamps, and a writer's settings."""
+    if sandbox:
+        lock_sandbox(con, where)
+    else:
+        con.execute("SET TimeZone = 'UTC'").fetchall()
+    if not read_only:
+        writer_settings(con)
 
 
 def is_lock_error(e: Exception) -> bool:
@@ -245,11 +251,7 @@ def open_ducklake(target: DuckLakeTarget, *, read_only: bool, sandbox: bool) -> 
             con.execute(f"SET allowed_directories = [{_sql_str(str(data).rstrip('/') + '/')}]").fetchall()
             con.execute("SET temp_directory = ''").fetchall()  # refused once external access is off
             con.execute("SET enable_external_access = false").fetchall()
-            lock_sandbox(con, target)
-        else:
-            con.execute("SET TimeZone = 'UTC'").fetchall()
-        if not read_only:
-            writer_settings(con)
+        _session(con, target, sandbox=sandbox, read_only=read_only)
     except BaseException:
         con.close()
         raise
