@@ -66,13 +66,14 @@ def _warehouse(config: StrixConfig) -> Check:
         with Warehouse.open(path, lock_retry_s=2.0):
             pass
     except (OSError, WarehouseError) as e:
+        said = str(e)
         return Check(
             "all",
             "warehouse writable",
             False,
             True,
-            f"{path}: {e}",
-            "check the path and its permissions, or stop the process holding it",
+            said if said.startswith(str(path)) else f"{path}: {said}",
+            getattr(e, "fix", "check the path and its permissions, or stop the process holding it"),
         )
     except Exception as e:  # noqa: BLE001 - DuckDB raises its own types (corrupt file, ...)
         return Check(

@@ -36,7 +36,7 @@ from strix_pipeline.warehouse.connection import (
     default_warehouse_path,
 )
 from strix_pipeline.warehouse.facade import Warehouse
-from strix_pipeline.warehouse.faults import WarehouseCorrupt, WarehouseDiskFull
+from strix_pipeline.warehouse.faults import WarehouseCorrupt, WarehouseDiskFull, WarehouseTooNew
 from strix_pipeline.warehouse.runs import RUN_TABLES
 from strix_pipeline.warehouse.schema import (
     RECORD_TABLES,
@@ -61,6 +61,7 @@ __all__ = [
     "SchemaTooNew",
     "Warehouse",
     "WarehouseCorrupt",
+    "WarehouseTooNew",
     "WarehouseDiskFull",
     "WarehouseError",
     "WarehouseLocked",

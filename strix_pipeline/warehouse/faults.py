@@ -28,6 +28,18 @@ class WarehouseCorrupt(WarehouseError):
     """The file is not a DuckDB database, or parts of it cannot be read back (damaged, truncated)."""
 
 
+class WarehouseTooNew(WarehouseError):
+    """The file was written by a newer DuckDB than this pipeline's (e.g. 2.x before the move to 1.5 for
+    the DuckLake extensions): DuckDB cannot open a newer storage version, so it is left as it is."""
+
+    fix = (
+        "export it with the DuckDB that wrote it (the release before the change: `strix export --parquet DIR`), "
+        "then `strix import --parquet DIR` here; or move it aside so a new warehouse is created"
+    )
+
+
+_TOO_NEW_MARKER = "Trying to read a database file with version number"
+
 # DuckDB's wording for a file it cannot make sense of (2.0: a header that is not DuckDB's, a file cut
 # short, a block whose checksum does not match, a catalog entry that does not deserialise).
 _CORRUPT_MARKERS = (
@@ -55,6 +67,13 @@ def explain(path: Path, e: BaseException, doing: str) -> WarehouseError:
         return WarehouseDiskFull(
             f"{path}: the disk holding the warehouse is full ({doing}: {text}); nothing was written -- "
             f"free space on that disk and load again"
+        )
+    if _TOO_NEW_MARKER in text:
+        import duckdb
+
+        return WarehouseTooNew(
+            f"{path}: the warehouse file was written by a newer DuckDB than this pipeline's "
+            f"{duckdb.__version__} ({doing}: {text}); it is left exactly as it is -- {WarehouseTooNew.fix}"
         )
     if any(m in text for m in _CORRUPT_MARKERS):
         return WarehouseCorrupt(

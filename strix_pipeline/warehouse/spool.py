@@ -51,7 +51,7 @@ from strix_pipeline.records import (
 from strix_pipeline.warehouse import arrow
 from strix_pipeline.warehouse.connection import CommitConflict, WarehouseError, WarehouseLocked
 from strix_pipeline.warehouse.facade import Warehouse
-from strix_pipeline.warehouse.faults import WarehouseCorrupt, WarehouseDiskFull
+from strix_pipeline.warehouse.faults import WarehouseCorrupt, WarehouseDiskFull, WarehouseTooNew
 
 SPOOL_VERSION = 1
 SPOOL_SUFFIX = ".spool.arrow"
@@ -254,7 +254,7 @@ def drain(
         try:
             spooled = read_spool(path)
             load_one(wh, spooled.result, spooled.host)
-        except (WarehouseLocked, WarehouseDiskFull, WarehouseCorrupt, CommitConflict):
+        except (WarehouseLocked, WarehouseDiskFull, WarehouseCorrupt, WarehouseTooNew, CommitConflict):
             raise  # the warehouse itself (or a shared one's writers): no other file would load either
         except WarehouseError as e:
             # this file's rows (or what it is) -- one bad file must not block every load after it

@@ -10,6 +10,7 @@ tmpfs of a few MiB filled to the last byte (we are root; in CI too).
 from __future__ import annotations
 
 import errno
+import gzip
 import hashlib
 import os
 import subprocess
@@ -359,6 +360,40 @@ def test_a_damaged_warehouse_is_reported_and_never_overwritten(tmp_path: Path, d
     # `strix load-spool` against it fails the same way and keeps the spool
     assert cli.main(["load-spool", "--warehouse", str(target), "--spool", str(spool)]) == 1
     assert sha256(target) == digest and pending(spool) == [spool_path(spool, "not-lost")]
+
+
+# A real file of DuckDB 2.0.1 (table t, one row), which this pipeline's DuckDB 1.5.5 cannot open: the
+# warehouse of every install before the move to 1.5 for the DuckLake extensions.
+NEWER_DUCKDB_FILE = Path(__file__).parents[1] / "fixtures" / "warehouse" / "written-by-duckdb-2.0.1.duckdb.gz"
+
+
+def test_a_warehouse_of_a_newer_duckdb_is_named_as_such_kept_and_the_way_back_said(tmp_path: Path) -> None:
+    from strix_pipeline.config import load_config
+    from strix_pipeline.doctor import _warehouse as warehouse_check
+    from strix_pipeline.warehouse import WarehouseTooNew
+
+    target, spool = tmp_path / "w.duckdb", tmp_path / "artifacts" / "spool"
+    target.write_bytes(gzip.decompress(NEWER_DUCKDB_FILE.read_bytes()))
+    digest = sha256(target)
+    run = measured("not-lost")
+    with pytest.raises(RunNotStored) as err:
+        store_run(run, spool_directory=spool, open_writer=writer(target), warehouse_path=target)
+    assert isinstance(err.value.__cause__, WarehouseTooNew), str(err.value)
+    message = str(err.value)
+    assert str(target) in message and "written by a newer DuckDB" in message
+    assert "strix export --parquet" in message and "strix import --parquet" in message
+    assert sha256(target) == digest and read_spool(spool_path(spool, "not-lost")).result == run
+
+    # `strix doctor` names it the same way, with the way back as its fix
+    base = load_config(None)
+    config = base.model_copy(update={"project": base.project.model_copy(update={"warehouse": str(target)})})
+    check = warehouse_check(config)
+    assert not check.ok and check.required
+    assert check.detail.startswith(f"{target}: the warehouse file was written by a newer DuckDB"), (
+        check.detail
+    )
+    assert check.fix == WarehouseTooNew.fix
+    assert sha256(target) == digest
 
 
 # ---- a benchmark step whose load is refused (two `strix run` at once) -----------------------------
