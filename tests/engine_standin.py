@@ -19,6 +19,35 @@ from pathlib import Path
 
 from strix_pipeline.records import RunRecord, RunResult
 
+
+@dataclass(frozen=True)
+class LocalPartition:
+    """A project whose warehouse knows the local llama-server build, the partition the pool tests run."""
+
+    config_path: Path
+    config: object  # strix_pipeline.config.StrixConfig
+    key: str  # the partition key of the local build
+    out: Path  # where the stand-ins write what they saw
+
+
+def local_partition(tmp_path: Path) -> LocalPartition:
+    from pipeline_helpers import write_config
+
+    from strix_pipeline import plan
+    from strix_pipeline.config import load_config
+    from strix_pipeline.warehouse import Warehouse
+
+    path = write_config(tmp_path)
+    config = load_config(path)
+    image = plan.local_image("llamacpp")
+    config.warehouse_path().parent.mkdir(parents=True, exist_ok=True)
+    with Warehouse.open(config.warehouse_path()) as wh:
+        wh.upsert_images([image])
+    out = tmp_path / "out"
+    out.mkdir()
+    return LocalPartition(path, config, plan.partition_key("llamacpp", image), out)
+
+
 # every wait of the stand-in is bounded: a test that went wrong fails on its own timeouts, not here
 MAX_WAIT_S = 180.0
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 import yaml
-from engine_standin import EngineStandIn
+from engine_standin import EngineStandIn, local_partition
 from engine_standin import intervals as standin_intervals
 from pipeline_helpers import REPO, resources_for, vllm_image, write_config
 
@@ -387,15 +387,8 @@ def test_instance_storage_is_postgres(postgres, tmp_path: Path, monkeypatch: pyt
     secrets = {k: v for k, v in fields.items() if k != "scheme"}
     assert set(secrets) == {"hostname", "port", "username", "password", "db_name"}
     assert all(set(v) == {"env"} for v in secrets.values()), fields
-    path = write_config(tmp_path)
-    config = load_config(path)
-    image = plan.local_image("llamacpp")
-    key = plan.partition_key("llamacpp", image)
-    config.warehouse_path().parent.mkdir(parents=True, exist_ok=True)
-    with Warehouse.open(config.warehouse_path()) as wh:
-        wh.upsert_images([image])
-    out = tmp_path / "out"
-    out.mkdir()
+    seeded = local_partition(tmp_path)
+    path, config, key, out = seeded.config_path, seeded.config, seeded.key, seeded.out
     monkeypatch.setattr(bench_mod, "run_benchmark", EngineStandIn(out, hold_s=0.1))
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert isinstance(instance.run_storage, PostgresRunStorage)

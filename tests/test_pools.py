@@ -32,15 +32,13 @@ from pathlib import Path
 
 import dagster as dg
 import yaml
-from engine_standin import EngineStandIn
+from engine_standin import EngineStandIn, local_partition
 from engine_standin import intervals as standin_intervals
-from pipeline_helpers import REPO, write_config
+from pipeline_helpers import REPO
 
 from assets.partitions import image_versions
 from strix_dagster.definitions import build_definitions
-from strix_pipeline import plan
 from strix_pipeline.config import load_config
-from strix_pipeline.warehouse import Warehouse
 
 HOLD_S = 1.5
 STAGGER_S = 0.5  # see the module docstring: not an instant apart, where Dagster's claim races
@@ -69,15 +67,8 @@ def _one_run(
 
 def _run_two_at_once(tmp_path: Path, overrides: dict, rendezvous: bool = False):
     """Two runs of the local partition started together: (intervals by run id, pool limits, runs that waited)."""
-    path = write_config(tmp_path)
-    config = load_config(path)
-    image = plan.local_image("llamacpp")
-    key = plan.partition_key("llamacpp", image)
-    config.warehouse_path().parent.mkdir(parents=True, exist_ok=True)
-    with Warehouse.open(config.warehouse_path()) as wh:
-        wh.upsert_images([image])
-    out = tmp_path / "out"
-    out.mkdir()
+    seeded = local_partition(tmp_path)
+    path, key, out = seeded.config_path, seeded.key, seeded.out
     ctx = multiprocessing.get_context("fork")
     with dg.instance_for_test(overrides=overrides) as instance:
         instance.add_dynamic_partitions(image_versions.name, [key])
