@@ -477,11 +477,6 @@ def _run_ci(ttfts: list[float]) -> str:
     return "n/a" if lo is None or hi is None else f"{lo:.0f}-{hi:.0f}"
 
 
-def _ci(a: dict[str, Any]) -> str:
-    lo, hi = a["ttft_p95_ci_low_ms"], a["ttft_p95_ci_high_ms"]
-    return "n/a" if lo is None or hi is None else f"{lo:.0f}-{hi:.0f}"
-
-
 def _gib(b: float) -> str:
     return f"{b / 2**30:.1f} GiB"
 

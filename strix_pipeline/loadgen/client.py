@@ -134,7 +134,6 @@ refuses), a timeout, any HTTP status (500 included), a stream cut after the resp
 malformed event. Each of those is one failed request record with its class (connection, timeout,
 http_<status>, stream_cut, protocol, server_error)."""
 
-MAX_RETRIES = 1  # RETRY_POLICY: "at most once"
 _STALE_ERRORS = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, aiohttp.ClientConnectionResetError)
 
 
