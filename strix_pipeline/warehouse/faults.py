@@ -17,18 +17,23 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from strix_pipeline.warehouse.connection import WarehouseError, WarehouseLocked, is_lock_error
+from strix_pipeline.warehouse.connection import (
+    WarehouseError,
+    WarehouseLocked,
+    WarehouseUnavailable,
+    is_lock_error,
+)
 
 
-class WarehouseDiskFull(WarehouseError):
+class WarehouseDiskFull(WarehouseUnavailable):
     """The disk holding the warehouse (or its write-ahead log) has no space left."""
 
 
-class WarehouseCorrupt(WarehouseError):
+class WarehouseCorrupt(WarehouseUnavailable):
     """The file is not a DuckDB database, or parts of it cannot be read back (damaged, truncated)."""
 
 
-class WarehouseTooNew(WarehouseError):
+class WarehouseTooNew(WarehouseUnavailable):
     """The file was written by a newer DuckDB than this pipeline's (e.g. 2.x before the move to 1.5 for
     the DuckLake extensions): DuckDB cannot open a newer storage version, so it is left as it is."""
 

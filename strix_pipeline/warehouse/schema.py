@@ -22,7 +22,12 @@ import duckdb
 
 from strix_pipeline.records import CriterionResult, ImageRecord
 from strix_pipeline.warehouse.changes import ChangeRecord
-from strix_pipeline.warehouse.connection import WarehouseError, in_transaction, is_conflict
+from strix_pipeline.warehouse.connection import (
+    WarehouseError,
+    WarehouseUnavailable,
+    in_transaction,
+    is_conflict,
+)
 from strix_pipeline.warehouse.runs import RUN_TABLES
 
 SQL_DIR: Traversable = resources.files("strix_pipeline.warehouse") / "sql"
@@ -38,7 +43,7 @@ RECORD_TABLES: dict[str, type] = {
 }
 
 
-class SchemaTooNew(WarehouseError):
+class SchemaTooNew(WarehouseUnavailable):
     """The file was written by a newer strix-pipeline; this code will not guess at its schema."""
 
 

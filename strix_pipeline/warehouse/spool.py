@@ -49,9 +49,8 @@ from strix_pipeline.records import (
     ServerMetricSample,
 )
 from strix_pipeline.warehouse import arrow
-from strix_pipeline.warehouse.connection import CommitConflict, WarehouseError, WarehouseLocked
+from strix_pipeline.warehouse.connection import WarehouseError, WarehouseUnavailable
 from strix_pipeline.warehouse.facade import Warehouse
-from strix_pipeline.warehouse.faults import WarehouseCorrupt, WarehouseDiskFull, WarehouseTooNew
 
 SPOOL_VERSION = 1
 SPOOL_SUFFIX = ".spool.arrow"
@@ -254,8 +253,8 @@ def drain(
         try:
             spooled = read_spool(path)
             load_one(wh, spooled.result, spooled.host)
-        except (WarehouseLocked, WarehouseDiskFull, WarehouseCorrupt, WarehouseTooNew, CommitConflict):
-            raise  # the warehouse itself (or a shared one's writers): no other file would load either
+        except WarehouseUnavailable:
+            raise  # the warehouse itself: no other file would load either
         except WarehouseError as e:
             # this file's rows (or what it is) -- one bad file must not block every load after it
             report.unreadable.append((path, str(e)))
