@@ -2,10 +2,11 @@
 the level it died in, with the signal named; what was measured before is kept (in the RunResult and
 in a real DuckDB warehouse); no process or port of the engine is left; the next run proceeds.
 
-The kill is placed, not timed: when the run logs that ``concurrency_sweep`` level 4 starts, a thread
-watches the engine's own in-flight gauge and sends SIGKILL (``os.kill``) to the engine's API process
-as soon as a request of that level is being served. Level 4 plans 8 requests at concurrency 4, so the
-first 4 die in flight and the other 4 must never be sent. vLLM starts once in this module (~150 s).
+The kill is placed, not timed: once the run logs that ``concurrency_sweep`` level 4 starts, a trace on
+the load generator's HTTP session counts that level's requests, and SIGKILL (``os.kill``) goes to the
+engine's API process when all 4 of its first wave are sent and the engine has answered one with its
+response headers. Level 4 plans 8 requests at concurrency 4, so the first 4 die in flight and the
+other 4 must never be sent. The vLLM case starts its own vLLM (~150 s on two idle cores).
 """
 
 from __future__ import annotations
@@ -16,12 +17,10 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
+import aiohttp
 import pytest
 from conftest import need
 from pipeline_helpers import llama_available, write_config
@@ -30,8 +29,7 @@ from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
 from strix_pipeline.config import SLO, ScenarioProfile, StrixConfig, load_config
 from strix_pipeline.hosts.errors import describe_exit
 from strix_pipeline.hosts.local_vllm import group_pids, listening_ports
-from strix_pipeline.loadgen import DatasetLoad, run_load, run_suite_sync
-from strix_pipeline.loadgen.prometheus import parse_prometheus
+from strix_pipeline.loadgen import DatasetLoad, client, run_load, run_suite_sync
 from strix_pipeline.loadgen.workloads import Prompt
 from strix_pipeline.records import RunResult
 from strix_pipeline.warehouse import Warehouse
@@ -70,7 +68,6 @@ served_name = "gemma3-270m"
 context_length = 1024
 parallel = 4
 """
-IN_FLIGHT = {"llamacpp": "llamacpp:requests_processing", "vllm": "vllm:num_requests_running"}
 
 
 def _config(tmp_path: Path) -> StrixConfig:
@@ -112,8 +109,13 @@ def _port_free(port: int) -> bool:
 
 @dataclass
 class Killer:
-    """The run's log callback: learns the engine's port and processes when it is ready, and kills it
-    once a request of level ``KILL_LEVEL`` is in flight on the engine's own gauge."""
+    """The run's log callback and a trace on the load generator's HTTP session: learns the engine's port
+    and processes when it is ready, and kills it once level ``KILL_LEVEL`` has its ``KILL_LEVEL``
+    requests sent and the engine has answered one with its response headers (it took the request).
+
+    The trigger is the client's own wire events, on the event loop, not a poll of the engine's
+    in-flight gauge: a poll on a busy machine could miss a whole level (CI saw one: vLLM's two-core
+    run finished level 4 between two scrapes, and the kill fell into ``decode``)."""
 
     engine_kind: str
     lines: list[str] = field(default_factory=list)
@@ -121,8 +123,10 @@ class Killer:
     pid: int | None = None
     pids: list[int] = field(default_factory=list)  # every process of the engine, taken when ready
     ports: set[int] = field(default_factory=set)
-    killed_at_in_flight: float | None = None
-    thread: threading.Thread | None = None
+    armed: bool = False  # level KILL_LEVEL has begun: every request from here on is one of it
+    sent: int = 0  # requests of that level handed to the session
+    answered: int = 0  # of those, answered with headers
+    killed_at_in_flight: int | None = None  # the level's requests sent when SIGKILL went
 
     def __call__(self, line: str) -> None:
         self.lines.append(line)
@@ -131,30 +135,48 @@ class Killer:
             self.pid = _pid_listening_on(self.port)
             self.pids = group_pids(os.getpgid(self.pid), self.pid)
             self.ports = listening_ports(self.pids)
-        if f"concurrency_sweep level {KILL_LEVEL}: " in line and self.thread is None:
-            self.thread = threading.Thread(target=self._kill_when_serving, daemon=True)
-            self.thread.start()
+        if f"concurrency_sweep level {KILL_LEVEL}: " in line:
+            self.armed = True  # logged before the level's first request (benchmark.level_started)
 
-    def _kill_when_serving(self) -> None:
-        assert self.port and self.pid
-        gauge = IN_FLIGHT[self.engine_kind]
-        deadline = time.monotonic() + 120
-        with httpx.Client(timeout=5, trust_env=False) as http:
-            while time.monotonic() < deadline:
-                try:
-                    samples = parse_prometheus(http.get(f"http://127.0.0.1:{self.port}/metrics").text)
-                except httpx.HTTPError:
-                    return
-                n = sum(v for name, _, v in samples if name == gauge)
-                if n >= 1:
-                    os.kill(self.pid, signal.SIGKILL)
-                    self.killed_at_in_flight = n
-                    return
-                time.sleep(0.02)
+    def trace(self) -> aiohttp.TraceConfig:
+        """The load generator's own trace, with the two events the kill is placed by."""
+        trace = ORIGINAL_TRACE()
+        trace.on_request_start.append(self._on_start)
+        trace.on_request_end.append(self._on_headers)
+        return trace
+
+    async def _on_start(self, session: object, ctx: object, params: aiohttp.TraceRequestStartParams) -> None:
+        if self.armed and params.url.path.startswith("/v1/"):
+            self.sent += 1
+            self._maybe_kill()
+
+    async def _on_headers(self, session: object, ctx: object, params: aiohttp.TraceRequestEndParams) -> None:
+        if self.armed and params.url.path.startswith("/v1/") and params.response.status == 200:
+            self.answered += 1
+            self._maybe_kill()
+
+    def _maybe_kill(self) -> None:
+        if self.killed_at_in_flight is None and self.sent >= KILL_LEVEL and self.answered >= 1:
+            assert self.pid
+            os.kill(self.pid, signal.SIGKILL)
+            self.killed_at_in_flight = self.sent
+
+
+ORIGINAL_TRACE = client._wire_trace
+
+
+@pytest.fixture
+def killer_for(monkeypatch: pytest.MonkeyPatch):
+    def make(engine_kind: str) -> Killer:
+        killer = Killer(engine_kind)
+        monkeypatch.setattr(client, "_wire_trace", killer.trace)
+        return killer
+
+    return make
 
 
 def _assert_killed_run(result: RunResult, killer: Killer, words: str, config: StrixConfig) -> None:
-    assert killer.killed_at_in_flight, "the engine was never seen serving level 4: not killed"
+    assert killer.killed_at_in_flight == KILL_LEVEL, (killer.armed, killer.sent, killer.answered)
     run = result.run
     assert run.status == "failed_serve", (run.status, run.failure_reason)
     reason = run.failure_reason or ""
@@ -226,10 +248,10 @@ def _next_run_is_ok(config: StrixConfig) -> None:
 
 @pytest.mark.llama
 @pytest.mark.slow
-def test_llama_server_killed_mid_sweep(tmp_path: Path) -> None:
+def test_llama_server_killed_mid_sweep(tmp_path: Path, killer_for) -> None:
     need(llama_available(), "llama-server and the Gemma model", "make test builds them")
     config = _config(tmp_path)
-    killer = Killer("llamacpp")
+    killer = killer_for("llamacpp")
     result = run_benchmark(
         config, BenchmarkTarget("local", "llamacpp", "gemma3-270m", "killed", None), log=killer
     )
@@ -250,7 +272,7 @@ def _vllm_available() -> bool:
 @pytest.mark.vllm
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-def test_vllm_killed_mid_sweep(tmp_path: Path) -> None:
+def test_vllm_killed_mid_sweep(tmp_path: Path, killer_for) -> None:
     """vLLM is an API server, an engine core and a worker: the API server is killed, and none of the
     three may outlive the run (the launcher's stop reaps the group and every descendant)."""
     need(
@@ -259,7 +281,7 @@ def test_vllm_killed_mid_sweep(tmp_path: Path) -> None:
         "python -m strix_pipeline.provision.vllm_env && python -m strix_pipeline.provision.gemma_checkpoint",
     )
     config = _config(tmp_path)
-    killer = Killer("vllm")
+    killer = killer_for("vllm")
     result = run_benchmark(
         config, BenchmarkTarget("local", "vllm", "gemma3-270m-bf16", "killed", None), log=killer
     )

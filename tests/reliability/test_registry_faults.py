@@ -146,7 +146,8 @@ def test_a_registry_that_accepts_and_never_answers_times_out(env: Env, wh: Wareh
     t = time.monotonic()
     report = refresh(env, wh)
     took = time.monotonic() - t
-    assert 2.5 <= took < 8, took  # 3 attempts x 1 s read timeout (+ backoff): bounded, and retried
+    # 3 attempts x 1 s read timeout (+ 1.5 s backoff): retried, and bounded far below the 60 s stall
+    assert 2.5 <= took < 15, took
     error = assert_refused(env, wh, before, report, "RegistryUnavailable")
     assert "ReadTimeout" in error and "after 3 attempts" in error
 
@@ -164,7 +165,7 @@ def test_a_stall_cannot_outlast_the_repository_budget(env: Env, wh: Warehouse) -
 
     report = refresh(env, wh, client_factory=default, repository_budget_s=2.0)
     took = time.monotonic() - t
-    assert took < 4, took
+    assert took < 8, took  # the 2 s budget and a busy machine's slack; uncut it would be 3 x 20 s
     error = assert_refused(env, wh, before, report, "RegistryUnavailable")
     assert "time budget" in error or "ReadTimeout" in error
 
@@ -179,7 +180,7 @@ def test_429_with_retry_after_is_waited_out_then_given_up(env: Env, wh: Warehous
     t = time.monotonic()
     report = refresh(env, wh, client_factory=client_factory(FAST, made))
     took = time.monotonic() - t
-    assert made[0].waits == [1.0, 1.0] and 2 <= took < 6  # waited as told, twice, then the 3rd 429
+    assert made[0].waits == [1.0, 1.0] and 2 <= took < 12  # waited as told, twice, then the 3rd 429
     error = assert_refused(env, wh, before, report, "RateLimited")
     assert "429" in error
 
