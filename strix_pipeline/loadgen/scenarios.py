@@ -197,10 +197,12 @@ async def closed_loop(
     max_duration_s: float | None = None,
     warmup: bool = False,
     progress: Callable[[int], None] | None = None,
+    into: list[Outcome] | None = None,
 ) -> tuple[list[Outcome], int, int]:
     """``concurrency`` clients share the list; queue time = send - the moment the client became free.
-    Returns (outcomes in send order, first send ns, last completion ns)."""
-    outcomes: list[Outcome] = []
+    Returns (outcomes in send order, first send ns, last completion ns). ``into``: the list each
+    finished request is appended to, readable when the loop is cancelled."""
+    outcomes: list[Outcome] = [] if into is None else into
     next_i = 0
     start = perf_counter_ns()
     deadline = start + int(max_duration_s * 1e9) if max_duration_s else None
@@ -240,13 +242,14 @@ async def open_loop(
     max_duration_s: float | None = None,
     progress: Callable[[int], None] | None = None,
     max_concurrency: int | None = None,
+    into: list[Outcome] | None = None,
 ) -> tuple[list[Outcome], int, int]:
     """Arrivals at ``rate`` req/s: gamma gaps with shape ``burstiness`` (1.0 = Poisson) and mean 1/rate;
     at most ``max_concurrency`` in flight when given (an arrival then waits for a slot, as vLLM's
     ``--request-rate`` with ``--max-concurrency``). Queue time = how far behind its schedule a request
-    was sent, a wait for a slot included."""
+    was sent, a wait for a slot included. ``into`` as for ``closed_loop``."""
     rng = random.Random(seed)
-    outcomes: list[Outcome] = []
+    outcomes: list[Outcome] = [] if into is None else into
     start = perf_counter_ns()
     deadline = start + int(max_duration_s * 1e9) if max_duration_s else None
     t = 0.0
@@ -391,6 +394,7 @@ async def run_level(
             ctx.on_request(scenario, level, done, total)
 
     progress(0)
+    finished: list[Outcome] = []  # each request as it finishes: an interrupted level still has them
     try:
         if rate is not None:
             outcomes, first, last = await open_loop(
@@ -402,16 +406,32 @@ async def run_level(
                 max_duration_s=max_duration_s,
                 progress=progress,
                 max_concurrency=max_concurrency,
+                into=finished,
             )
         else:
             outcomes, first, last = await closed_loop(
-                ctx, planned, concurrency, max_duration_s=max_duration_s, progress=progress
+                ctx, planned, concurrency, max_duration_s=max_duration_s, progress=progress, into=finished
             )
+    except asyncio.CancelledError:
+        # An interrupt (Ctrl-C, the orchestrator's terminate) cancels the loop: the requests that had
+        # finished are kept as the level's, with where it stopped; those in flight were cut by the
+        # client itself and measure nothing of the engine, so they are not records.
+        stop.set()
+        await during
+        done = sorted(finished, key=lambda o: o.index)
+        first = min((o.raw.sent_ns for o in done), default=0)
+        last = max((o.raw.end_ns or first for o in done), default=first)
+        stopped = f"stopped after {len(done)}/{total} requests: cancelled"
+        agg, records = _keep_level(
+            ctx, scenario, level, level_kind, done, first, last, texts, total, rate, stopped
+        )
+        ctx.keep_scrapes(scrapes, scenario, level)
+        ctx.say(describe(label, agg, records) + f"; {stopped}")
+        raise
     finally:
         stop.set()
         await during
     await ctx.scraper.scrape_into(scrapes, "after")
-    records = [to_record(ctx, scenario, level, level_kind, o, first, texts) for o in outcomes]
     stopped = None
     gone = ctx.engine_gone
     if gone is not None and len(outcomes) < total:  # the suite's own headline says it, once
@@ -419,22 +439,41 @@ async def run_level(
     elif len(outcomes) < total:
         stopped = f"stopped at max duration {max_duration_s:g}s after {len(outcomes)}/{total} requests"
         ctx.errors.append(f"{label}: {stopped}")
-    duration = (last - first) / 1e9 if outcomes else None
-    agg = ctx.keep_level(
-        records,
-        scenario,
-        level,
-        level_kind,
-        duration_s=duration,
-        requested_rate=rate,
-        planned=total,
-        stopped_reason=stopped,
+    agg, records = _keep_level(
+        ctx, scenario, level, level_kind, outcomes, first, last, texts, total, rate, stopped
     )
     ctx.keep_scrapes(scrapes, scenario, level)
     ctx.say(describe(label, agg, records))
     if gone is not None:
         raise EngineGone(gone, f"{where} ({len(outcomes)} of {total} requests sent)")
     return records, agg
+
+
+def _keep_level(
+    ctx: SuiteContext,
+    scenario: str,
+    level: int,
+    level_kind: str,
+    outcomes: Sequence[Outcome],
+    first: int,
+    last: int,
+    texts: dict[str, str] | None,
+    planned: int,
+    rate: float | None,
+    stopped: str | None,
+) -> tuple[LevelAggregate, list[RequestRecord]]:
+    records = [to_record(ctx, scenario, level, level_kind, o, first, texts) for o in outcomes]
+    agg = ctx.keep_level(
+        records,
+        scenario,
+        level,
+        level_kind,
+        duration_s=(last - first) / 1e9 if outcomes else None,
+        requested_rate=rate,
+        planned=planned,
+        stopped_reason=stopped,
+    )
+    return agg, records
 
 
 def describe(label: str, agg: LevelAggregate, records: Sequence[RequestRecord]) -> str:
