@@ -623,17 +623,22 @@ async def prefix_cache(
     if ctx.on_request:
         ctx.on_request("prefix_cache", 0, 0, total)
     outcomes: list[Outcome] = []
-    for i, p in enumerate(pairs):
-        if ctx.engine_gone is not None:
-            break
-        raw = await ctx.send(p)
-        outcomes.append(Outcome(p, raw, 0, False, i))
-        if ctx.on_request:
-            ctx.on_request("prefix_cache", 0, i + 1, total)
-    await ctx.scraper.scrape_into(scrapes, "after")
+    interrupted: asyncio.CancelledError | None = None
+    try:
+        for i, p in enumerate(pairs):
+            if ctx.engine_gone is not None:
+                break
+            raw = await ctx.send(p)
+            outcomes.append(Outcome(p, raw, 0, False, i))
+            if ctx.on_request:
+                ctx.on_request("prefix_cache", 0, i + 1, total)
+    except asyncio.CancelledError as e:  # an interrupt: what finished is kept below, as in run_level
+        interrupted = e
+    if interrupted is None:
+        await ctx.scraper.scrape_into(scrapes, "after")
     ctx.keep_scrapes(scrapes, "prefix_cache", 0)
     start = outcomes[0].raw.sent_ns if outcomes else 0
-    gone = ctx.engine_gone
+    gone = "cancelled" if interrupted is not None else ctx.engine_gone
     for phase_level, phase in ((0, "cold"), (1, "warm")):
         chosen = [o for o in outcomes if o.index % 2 == phase_level]
         records = [to_record(ctx, "prefix_cache", phase_level, "phase", o, start) for o in chosen]
@@ -648,6 +653,8 @@ async def prefix_cache(
         if agg.cached_tokens_mean is not None:
             line += f"; cached {agg.cached_tokens_mean:.0f} tokens"
         ctx.say(line)
+    if interrupted is not None:
+        raise interrupted
     if gone is not None:
         raise EngineGone(gone, f"prefix_cache ({len(outcomes)} of {total} requests sent)")
 
