@@ -395,6 +395,7 @@ async def run_level(
 
     progress(0)
     finished: list[Outcome] = []  # each request as it finishes: an interrupted level still has them
+    interrupted: asyncio.CancelledError | None = None
     try:
         if rate is not None:
             outcomes, first, last = await open_loop(
@@ -412,56 +413,28 @@ async def run_level(
             outcomes, first, last = await closed_loop(
                 ctx, planned, concurrency, max_duration_s=max_duration_s, progress=progress, into=finished
             )
-    except asyncio.CancelledError:
+    except asyncio.CancelledError as e:
         # An interrupt (Ctrl-C, the orchestrator's terminate) cancels the loop: the requests that had
         # finished are kept as the level's, with where it stopped; those in flight were cut by the
         # client itself and measure nothing of the engine, so they are not records.
-        stop.set()
-        await during
-        done = sorted(finished, key=lambda o: o.index)
-        first = min((o.raw.sent_ns for o in done), default=0)
-        last = max((o.raw.end_ns or first for o in done), default=first)
-        stopped = f"stopped after {len(done)}/{total} requests: cancelled"
-        agg, records = _keep_level(
-            ctx, scenario, level, level_kind, done, first, last, texts, total, rate, stopped
-        )
-        ctx.keep_scrapes(scrapes, scenario, level)
-        ctx.say(describe(label, agg, records) + f"; {stopped}")
-        raise
+        interrupted = e
+        outcomes = sorted(finished, key=lambda o: o.index)
+        first = min((o.raw.sent_ns for o in outcomes), default=0)
+        last = max((o.raw.end_ns or first for o in outcomes), default=first)
     finally:
         stop.set()
         await during
-    await ctx.scraper.scrape_into(scrapes, "after")
     stopped = None
     gone = ctx.engine_gone
-    if gone is not None and len(outcomes) < total:  # the suite's own headline says it, once
+    if interrupted is not None:
+        stopped = f"stopped after {len(outcomes)}/{total} requests: cancelled"
+    elif gone is not None and len(outcomes) < total:  # the suite's own headline says it, once
         stopped = f"stopped after {len(outcomes)}/{total} requests: {gone}"
     elif len(outcomes) < total:
         stopped = f"stopped at max duration {max_duration_s:g}s after {len(outcomes)}/{total} requests"
         ctx.errors.append(f"{label}: {stopped}")
-    agg, records = _keep_level(
-        ctx, scenario, level, level_kind, outcomes, first, last, texts, total, rate, stopped
-    )
-    ctx.keep_scrapes(scrapes, scenario, level)
-    ctx.say(describe(label, agg, records))
-    if gone is not None:
-        raise EngineGone(gone, f"{where} ({len(outcomes)} of {total} requests sent)")
-    return records, agg
-
-
-def _keep_level(
-    ctx: SuiteContext,
-    scenario: str,
-    level: int,
-    level_kind: str,
-    outcomes: Sequence[Outcome],
-    first: int,
-    last: int,
-    texts: dict[str, str] | None,
-    planned: int,
-    rate: float | None,
-    stopped: str | None,
-) -> tuple[LevelAggregate, list[RequestRecord]]:
+    if interrupted is None:
+        await ctx.scraper.scrape_into(scrapes, "after")
     records = [to_record(ctx, scenario, level, level_kind, o, first, texts) for o in outcomes]
     agg = ctx.keep_level(
         records,
@@ -470,10 +443,16 @@ def _keep_level(
         level_kind,
         duration_s=(last - first) / 1e9 if outcomes else None,
         requested_rate=rate,
-        planned=planned,
+        planned=total,
         stopped_reason=stopped,
     )
-    return agg, records
+    ctx.keep_scrapes(scrapes, scenario, level)
+    ctx.say(describe(label, agg, records) + (f"; {stopped}" if interrupted is not None else ""))
+    if interrupted is not None:
+        raise interrupted
+    if gone is not None:
+        raise EngineGone(gone, f"{where} ({len(outcomes)} of {total} requests sent)")
+    return records, agg
 
 
 def describe(label: str, agg: LevelAggregate, records: Sequence[RequestRecord]) -> str:
