@@ -159,12 +159,11 @@ def run_benchmark(
         log(f"[{run_id}] error: {run.failure_reason}")
     except BaseException as e:  # an interrupt: the `with` blocks above have stopped and restored
         interrupt = _cancelled(result, e)
-        run.ended_at = datetime.now(UTC)
-        run.fingerprint = run_fingerprint(run)
         log(f"[{run_id}] {run.failure_reason}")
         raise RunCancelled(result, interrupt) from interrupt
-    run.ended_at = datetime.now(UTC)
-    run.fingerprint = run_fingerprint(run)
+    finally:
+        run.ended_at = datetime.now(UTC)
+        run.fingerprint = run_fingerprint(run)
     return result
 
 
@@ -172,16 +171,12 @@ def _cancelled(result: RunResult, e: BaseException) -> BaseException:
     """Record an interrupted run as ``cancelled``, where it stopped, with what the suite had measured;
     returns the original interrupt."""
     run = result.run
-    interrupt, where = e, None
+    interrupt = e
     if isinstance(e, SuiteInterrupted):
-        # the suite's finished levels are kept; the level in flight has no records (its aggregate never
-        # formed), its position says where the cancel landed
+        # what the suite measured is kept (the level in flight with the requests that had finished);
+        # its position says where the cancel landed
         interrupt, partial = e.interrupt, e.partial
-        result.requests, result.aggregates, result.server_metrics = (
-            partial.requests,
-            partial.aggregates,
-            partial.server_metrics,
-        )
+        _take_suite(result, partial)
         where = f"at {partial.position() or 'the start of the suite'}"
         run.failure_reason = _join(run.failure_reason, *partial.errors)
     elif len(result.requests):
@@ -261,12 +256,16 @@ def _any_ok(suite) -> bool:  # noqa: ANN001 - loadgen.SuiteResult
     return any(q.ok and not q.warmup for q in suite.requests)
 
 
-def _apply_suite(result: RunResult, suite, log: Log) -> None:  # noqa: ANN001 - loadgen.SuiteResult
+def _take_suite(result: RunResult, suite) -> None:  # noqa: ANN001 - loadgen.SuiteResult
     result.requests, result.aggregates, result.server_metrics = (
         suite.requests,
         suite.aggregates,
         suite.server_metrics,
     )
+
+
+def _apply_suite(result: RunResult, suite, log: Log) -> None:  # noqa: ANN001 - loadgen.SuiteResult
+    _take_suite(result, suite)
     measured = [q for q in suite.requests if not q.warmup]
     ok = sum(1 for q in measured if q.ok)
     failed = len(measured) - ok
@@ -420,7 +419,7 @@ def _run_docker(r: _Run) -> None:
     from strix_pipeline.hosts import docker as dk
     from strix_pipeline.hosts import guards
     from strix_pipeline.hosts.production import ProductionGuard, check_maintenance_window
-    from strix_pipeline.hosts.ssh import ssh_target
+    from strix_pipeline.hosts.ssh import client_transport
     from strix_pipeline.memory import current_in_use
 
     host_cfg = config.hosts[target.host]
@@ -461,7 +460,7 @@ def _run_docker(r: _Run) -> None:
                     host_cfg.production,
                     state_dir=config.artifacts_dir() / "state",
                     client=client,
-                    ssh=ssh_target(host_cfg),
+                    ssh=t.target if (t := client_transport(client)) else None,  # make_client's
                     run_id=run.run_id,
                 )
             )

@@ -73,7 +73,7 @@ def host_error(client: Any, error: BaseException) -> str:
     transport lost one, else the error itself."""
     transport = client_transport(client)
     lost = transport.lost_since() if transport else []
-    if transport and lost:
+    if lost:
         return f"lost the ssh connection to the Docker host {transport.target.display} {lost[-1].describe()}"
     return f"{type(error).__name__}: {error}"
 

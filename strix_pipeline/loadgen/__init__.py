@@ -238,7 +238,7 @@ async def _run(
                 )
             await body(ctx, wl, result)  # type: ignore[misc]
         except EngineGone as e:  # run_load: one scenario, it stopped where it died
-            result.engine_gone = result.engine_gone or str(e)
+            result.engine_gone = str(e)
         finally:
             await ctx.connections.aclose()
         if result.engine_gone:
@@ -250,8 +250,7 @@ async def _run(
                 "client: the server closes keep-alive connections after a streamed response; one connection "
                 f"per request was used ({ctx.connections.stale_retries} request(s) retried once on a new one)"
             )
-    result.requests, result.aggregates = ctx.requests, ctx.aggregates
-    result.server_metrics, result.errors = ctx.server_metrics, ctx.errors + result.errors
+    result.errors = ctx.errors + result.errors  # the lists of records are ctx's own already
     return result
 
 

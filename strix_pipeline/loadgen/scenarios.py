@@ -129,6 +129,9 @@ class SuiteContext:
     aggregates: list[LevelAggregate] = field(default_factory=list)
     server_metrics: list[ServerMetricSample] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # the one check of the engine's liveness in progress, and how long it waits: when an engine dies
+    # under 64 streams, the 64 failed requests wait on one check, not 64 threads asking the daemon
+    _exit_check: tuple[float, asyncio.Task[str | None]] | None = field(default=None, repr=False)
 
     def say(self, line: str) -> None:
         if self.on_progress:
@@ -147,15 +150,31 @@ class SuiteContext:
         Asked in a thread: a Docker engine's answer is a call to the daemon."""
         if self.engine_gone is not None or self.engine_exit is None:
             return self.engine_gone
+        running = self._exit_check
+        if running is None or running[1].done() or running[0] < wait_s:
+            running = self._exit_check = (
+                wait_s,
+                asyncio.ensure_future(self._poll_exit(self.engine_exit, wait_s)),
+            )
+        # shielded: a waiter cancelled by an interrupt does not cancel the others' check
+        return await asyncio.shield(running[1])
+
+    async def _poll_exit(self, engine_exit: EngineExitFn, wait_s: float) -> str | None:
         deadline = perf_counter_ns() + int(wait_s * 1e9)
         while True:
-            how = await asyncio.to_thread(self.engine_exit)
+            how = await asyncio.to_thread(engine_exit)
             if how:
                 self.engine_gone = how
                 return how
             if perf_counter_ns() >= deadline:
                 return None
             await asyncio.sleep(0.1)
+
+    async def ensure_alive(self, where: str) -> None:
+        """Raise ``EngineGone`` (nothing sent) when the engine is found dead before ``where`` begins."""
+        gone = await self.engine_down()
+        if gone:
+            raise EngineGone(gone, f"{where}, before its first request")
 
     def keep_level(
         self, records: list[RequestRecord], scenario: str, level: int, level_kind: str, **options: Any
@@ -375,9 +394,7 @@ async def run_level(
     ``stopped_reason``, then ``EngineGone`` is raised."""
     label = label or f"{scenario} {level_kind}={level}"
     where = f"{scenario} level {level}"
-    gone = await ctx.engine_down()
-    if gone:
-        raise EngineGone(gone, f"{where}, before its first request")
+    await ctx.ensure_alive(where)
     total = len(planned)
     if warmup:
         w_out, w_start, _ = await closed_loop(ctx, warmup, concurrency, warmup=True)
@@ -427,9 +444,9 @@ async def run_level(
     stopped = None
     gone = ctx.engine_gone
     if interrupted is not None:
-        stopped = f"stopped after {len(outcomes)}/{total} requests: cancelled"
+        stopped = stopped_after(len(outcomes), total, "cancelled")
     elif gone is not None and len(outcomes) < total:  # the suite's own headline says it, once
-        stopped = f"stopped after {len(outcomes)}/{total} requests: {gone}"
+        stopped = stopped_after(len(outcomes), total, gone)
     elif len(outcomes) < total:
         stopped = f"stopped at max duration {max_duration_s:g}s after {len(outcomes)}/{total} requests"
         ctx.errors.append(f"{label}: {stopped}")
@@ -453,6 +470,11 @@ async def run_level(
     if gone is not None:
         raise EngineGone(gone, f"{where} ({len(outcomes)} of {total} requests sent)")
     return records, agg
+
+
+def stopped_after(done: int, planned: int, why: str | None) -> str:
+    """A level's ``stopped_reason`` when the engine died or the run was cancelled in it."""
+    return f"stopped after {done}/{planned} requests: {why}"
 
 
 def describe(label: str, agg: LevelAggregate, records: Sequence[RequestRecord]) -> str:
@@ -593,9 +615,7 @@ async def prefix_cache(
             target = n_prefix + spec.suffix_tokens
             prompt = Prompt(wl.new_id(f"prefix-{phase}"), text, target, None, spec.output_tokens)
             pairs.append(request_body(ctx.model, prompt, chat=False))
-    gone = await ctx.engine_down()
-    if gone:
-        raise EngineGone(gone, "prefix_cache, before its first request")
+    await ctx.ensure_alive("prefix_cache")
     scrapes: list[Scrape] = []
     await ctx.scraper.scrape_into(scrapes, "before")
     total = len(pairs)
@@ -624,7 +644,7 @@ async def prefix_cache(
         planned_n = spec.repeats
         stopped = None
         if len(chosen) < planned_n:
-            stopped = f"stopped after {len(chosen)}/{planned_n} requests: {gone}"
+            stopped = stopped_after(len(chosen), planned_n, gone)
         agg = ctx.keep_level(
             records, "prefix_cache", phase_level, "phase", planned=planned_n, stopped_reason=stopped
         )
