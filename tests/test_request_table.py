@@ -172,10 +172,10 @@ def test_an_interrupted_table_load_leaves_counts_unchanged(
     before = counts(wh)
     real_insert = wruns.insert
 
-    def interrupted(con, table: str, data: pa.Table, suffix: str = "") -> None:
+    def interrupted(con, table: str, data: pa.Table) -> None:
         if table == "aggregates":  # after requests went in
             raise KeyboardInterrupt
-        return real_insert(con, table, data, suffix)
+        return real_insert(con, table, data)
 
     monkeypatch.setattr(wruns, "insert", interrupted)
     with pytest.raises(KeyboardInterrupt):

@@ -390,10 +390,10 @@ def test_an_exception_mid_load_leaves_counts_unchanged(
     # 2. the process is interrupted between two inserts
     real_insert = wruns.insert
 
-    def interrupted(con, table, data, suffix=""):
+    def interrupted(con, table, data):
         if table == "memory_samples":
             raise KeyboardInterrupt
-        return real_insert(con, table, data, suffix)
+        return real_insert(con, table, data)
 
     monkeypatch.setattr(wruns, "insert", interrupted)
     with pytest.raises(KeyboardInterrupt):

@@ -238,6 +238,7 @@ def open_ducklake(target: DuckLakeTarget, *, read_only: bool, sandbox: bool) -> 
     """An in-memory DuckDB with the lakehouse ATTACHed and USEd; sandboxed after the ATTACH (the
     ATTACH itself reads extension files and reaches PostgreSQL, which the sandbox then forbids)."""
     data = target.data_path
+    data_dir = _sql_str(str(data).rstrip("/") + "/")
     if not read_only:
         data.mkdir(parents=True, exist_ok=True)
     elif not data.is_dir():
@@ -248,12 +249,12 @@ def open_ducklake(target: DuckLakeTarget, *, read_only: bool, sandbox: bool) -> 
     try:
         for module, name in DUCKLAKE_EXTENSIONS:
             con.execute(f"LOAD {_sql_str(extension_file(module, name))}").fetchall()
-        opts = f"DATA_PATH {_sql_str(str(data).rstrip('/') + '/')}" + (", READ_ONLY" if read_only else "")
+        opts = f"DATA_PATH {data_dir}" + (", READ_ONLY" if read_only else "")
         _attach(con, target, opts, read_only=read_only)
         con.execute(f"USE {LAKE}").fetchall()
         if sandbox:
             # Reads stay inside the lake's own data files; the spill directory is off as for a file.
-            con.execute(f"SET allowed_directories = [{_sql_str(str(data).rstrip('/') + '/')}]").fetchall()
+            con.execute(f"SET allowed_directories = [{data_dir}]").fetchall()
             con.execute("SET temp_directory = ''").fetchall()  # refused once external access is off
             con.execute("SET enable_external_access = false").fetchall()
         _session(con, target, sandbox=sandbox, read_only=read_only)
@@ -415,10 +416,10 @@ def registered(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table) -> It
             pass  # an aborted transaction refuses even this; the next register replaces the name
 
 
-def insert(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table, suffix: str = "") -> None:
-    """``INSERT INTO table BY NAME`` the rows of an Arrow table (``suffix``: e.g. an ON CONFLICT clause)."""
+def insert(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table) -> None:
+    """``INSERT INTO table BY NAME`` the rows of an Arrow table."""
     with registered(con, table, data) as name:
-        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {name} {suffix}").fetchall()
+        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {name}").fetchall()
 
 
 def default_warehouse_path(config: str | Path | None = None) -> Path:

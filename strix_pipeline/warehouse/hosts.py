@@ -16,10 +16,10 @@ from strix_pipeline.warehouse.connection import in_transaction
 _FACTS = ("rocm_version", "kernel", "firmware", "kernel_cmdline", "ttm_pages_limit")
 
 
-def merge_duplicates(con: duckdb.DuckDBPyConnection, names: list[str]) -> int:
+def merge_duplicates(con: duckdb.DuckDBPyConnection, names: list[str]) -> None:
     """Fold every name of ``names`` that has more than one row into one (inside the caller's
     transaction): kind and description of any row that has them, the widest first/last seen; the
-    facts are left NULL for the refresh that follows to take from the runs. Returns names folded."""
+    facts are left NULL for the refresh that follows to take from the runs."""
     dups = con.execute(
         "SELECT name, any_value(kind), any_value(description), min(first_seen), max(last_seen) FROM hosts "
         "WHERE list_contains(?, name) GROUP BY name HAVING count(*) > 1",
@@ -31,7 +31,6 @@ def merge_duplicates(con: duckdb.DuckDBPyConnection, names: list[str]) -> int:
             "INSERT INTO hosts (name, kind, description, first_seen, last_seen) VALUES (?, ?, ?, ?, ?)",
             [name, kind, description, first, last],
         ).fetchall()
-    return len(dups)
 
 
 def upsert_host(con: duckdb.DuckDBPyConnection, name: str, kind: str | None, description: str | None) -> None:
@@ -56,16 +55,15 @@ def refresh_hosts(con: duckdb.DuckDBPyConnection, hosts: list[str]) -> None:
     """Widen first/last seen to cover the hosts' runs and take the facts of each host's newest run."""
     # One statement; the facts are those of the newest run by started_at (so an old run loaded late
     # does not overwrite them).
-    facts = _FACTS
     merge_duplicates(con, hosts)
     con.execute(
         "MERGE INTO hosts USING (SELECT host AS name, min(started_at) AS first_seen, max(started_at) AS last_seen, "
-        + ", ".join(f"arg_max_null({f}, started_at) AS {f}" for f in facts)
+        + ", ".join(f"arg_max_null({f}, started_at) AS {f}" for f in _FACTS)
         + " FROM runs WHERE list_contains(?, host) GROUP BY host) AS s ON hosts.name = s.name "
         "WHEN MATCHED THEN UPDATE SET first_seen = least(hosts.first_seen, s.first_seen), "
         "last_seen = greatest(hosts.last_seen, s.last_seen), "
-        + ", ".join(f"{f} = s.{f}" for f in facts)
-        + f" WHEN NOT MATCHED THEN INSERT (name, first_seen, last_seen, {', '.join(facts)}) "
-        f"VALUES (s.name, s.first_seen, s.last_seen, {', '.join('s.' + f for f in facts)})",
+        + ", ".join(f"{f} = s.{f}" for f in _FACTS)
+        + f" WHEN NOT MATCHED THEN INSERT (name, first_seen, last_seen, {', '.join(_FACTS)}) "
+        f"VALUES (s.name, s.first_seen, s.last_seen, {', '.join('s.' + f for f in _FACTS)})",
         [hosts],
     ).fetchall()

@@ -33,7 +33,7 @@ def upsert_images(con: duckdb.DuckDBPyConnection, images: list[ImageRecord]) -> 
     if not images:
         return
     latest: dict[tuple[str, str, str], ImageRecord] = {}
-    for img in images:  # last one wins: ON CONFLICT may not touch a row twice in one statement
+    for img in images:  # last one wins: a MERGE may not touch a row twice in one statement
         latest[(img.registry, img.repository, img.tag)] = img
     data = records_table(ImageRecord, list(latest.values()))
     with registered(con, "images", data) as name:

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from importlib.resources.abc import Traversable
-from pathlib import Path
 
 import duckdb
 
 from strix_pipeline.records import CriterionResult, ImageRecord
 from strix_pipeline.warehouse.changes import ChangeRecord
 from strix_pipeline.warehouse.connection import (
+    Target,
     WarehouseError,
     WarehouseUnavailable,
     in_transaction,
@@ -106,7 +106,7 @@ def stored_version(con: duckdb.DuckDBPyConnection) -> int:
     return int(rows[0][0])
 
 
-def prepare(con: duckdb.DuckDBPyConnection, path: Path | object, *, read_only: bool) -> int:
+def prepare(con: duckdb.DuckDBPyConnection, path: Target, *, read_only: bool) -> int:
     """Check the warehouse's schema version and, when writable, migrate it and refresh the views.
 
     Returns the schema version the file is at afterwards. Call it straight from the opening function:
@@ -128,11 +128,13 @@ def prepare(con: duckdb.DuckDBPyConnection, path: Path | object, *, read_only: b
                 stacklevel=3,
             )
         return stored
+    if stored == code_version and not views_outdated(con, _digest(views_sql())):
+        return stored  # up to date: nothing to migrate or install, no transaction needed
     return migrate(con, path, all_migrations, with_views=True)
 
 
 def migrate(
-    con: duckdb.DuckDBPyConnection, path: Path | object, target: list[Migration], *, with_views: bool
+    con: duckdb.DuckDBPyConnection, path: Target, target: list[Migration], *, with_views: bool
 ) -> int:
     """Apply the migrations of ``target`` the warehouse lacks, then (``with_views``) refresh the views;
     returns the version reached.
@@ -154,8 +156,7 @@ def migrate(
         try:
             # Views are derived: drop them so a migration can reshape the tables under them; the
             # view hash goes with them, so whoever opens next installs them again.
-            for name in user_views(con):
-                con.execute(f'DROP VIEW IF EXISTS "{name}"').fetchall()
+            _drop_views(con)
             con.execute(m.sql).fetchall()
             con.execute("DELETE FROM schema_meta WHERE key = 'views_sha256'").fetchall()
             con.execute(
@@ -177,25 +178,33 @@ def migrate(
     return stored_version(con)
 
 
-def views_outdated(con: duckdb.DuckDBPyConnection) -> bool:
+def _digest(sql: str) -> str:
+    return hashlib.sha256(sql.encode()).hexdigest()
+
+
+def _drop_views(con: duckdb.DuckDBPyConnection) -> None:
+    for name in user_views(con):
+        con.execute(f'DROP VIEW IF EXISTS "{name}"').fetchall()
+
+
+def views_outdated(con: duckdb.DuckDBPyConnection, digest: str) -> bool:
+    """Whether the installed views were made from other views.sql than the one hashing to ``digest``."""
     rows = con.execute("SELECT value FROM schema_meta WHERE key = 'views_sha256'").fetchall()
-    return not rows or rows[0][0] != hashlib.sha256(views_sql().encode()).hexdigest()
+    return not rows or rows[0][0] != digest
 
 
-def install_views(con: duckdb.DuckDBPyConnection, path: Path | object) -> None:
+def install_views(con: duckdb.DuckDBPyConnection, path: Target) -> None:
     """Re-create the views when views.sql changed since they were installed (inside a transaction)."""
-    if not views_outdated(con):
-        return
     sql = views_sql()
+    digest = _digest(sql)
+    if not views_outdated(con, digest):
+        return
     try:
-        for name in user_views(con):
-            con.execute(f'DROP VIEW IF EXISTS "{name}"').fetchall()
+        _drop_views(con)
         con.execute(sql).fetchall()
         # No key constraint backs schema_meta.key (DuckLake has none): replace the row.
         con.execute("DELETE FROM schema_meta WHERE key = 'views_sha256'").fetchall()
-        con.execute(
-            "INSERT INTO schema_meta VALUES ('views_sha256', ?)", [hashlib.sha256(sql.encode()).hexdigest()]
-        ).fetchall()
+        con.execute("INSERT INTO schema_meta VALUES ('views_sha256', ?)", [digest]).fetchall()
     except duckdb.Error as e:
         if is_conflict(e):
             raise
