@@ -504,7 +504,6 @@ class Measured:
 
     runs: int
     request_rows: int
-    all_rows: int
     bulk_rows: int  # request rows of the bulk load alone (the rest came by load_run)
     bulk_s: float
     open_ms: float  # median read-only open (and close)
@@ -649,7 +648,6 @@ def print_comparison(results: dict[str, Measured]) -> None:
 def measure(args: argparse.Namespace, target: Path | DuckLakeTarget, pg: Any = None) -> Measured:
     """Load, reload and query one warehouse; print its tables; return the figures to compare."""
 
-    path = target
     lake = isinstance(target, DuckLakeTarget)
     if not lake:
         for p in (target, Path(str(target) + ".wal")):
@@ -684,7 +682,7 @@ def measure(args: argparse.Namespace, target: Path | DuckLakeTarget, pg: Any = N
 
     for name, fn in originals.items():
         setattr(warehouse_arrow, name, timed(fn))
-    with Warehouse.open(path) as wh:
+    with Warehouse.open(target) as wh:
         wh.upsert_images(images(args.weeks))
         batch: list[RunResult] = []
         for week in range(args.weeks):
@@ -746,7 +744,7 @@ def measure(args: argparse.Namespace, target: Path | DuckLakeTarget, pg: Any = N
     shutil.rmtree(export_dir, ignore_errors=True)
     for p in (imported, Path(str(imported) + ".wal")):
         p.unlink(missing_ok=True)
-    with Warehouse.open(path, read_only=True) as wh:
+    with Warehouse.open(target, read_only=True) as wh:
         t = time.perf_counter()
         wh.export_parquet(export_dir)
         export_s = time.perf_counter() - t
@@ -769,7 +767,7 @@ def measure(args: argparse.Namespace, target: Path | DuckLakeTarget, pg: Any = N
         size = target.stat().st_size + (
             Path(str(target) + ".wal").stat().st_size if Path(str(target) + ".wal").exists() else 0
         )
-        with Warehouse.open(path, read_only=True) as wh:
+        with Warehouse.open(target, read_only=True) as wh:
             free_blocks, block_size = wh.con.execute(
                 "SELECT free_blocks, block_size FROM pragma_database_size()"
             ).fetchall()[0]
@@ -825,7 +823,7 @@ def measure(args: argparse.Namespace, target: Path | DuckLakeTarget, pg: Any = N
     print("|---|---|---|---|")
     worst_decision = 0.0
     decision_ms: dict[str, float] = {}
-    with Warehouse.open(path, read_only=True) as wh:
+    with Warehouse.open(target, read_only=True) as wh:
         for group in (DECISION_QUERIES, CHART_QUERIES, PEOPLE_QUERIES):
             for name, sql in group.items():
                 first, med, rows = time_query(wh, sql, params, args.repeat)
@@ -847,14 +845,13 @@ def measure(args: argparse.Namespace, target: Path | DuckLakeTarget, pg: Any = N
                 rows = len(list(wh.query_df(sql, qparams).iter_rows(named=True)))
                 times.append((time.perf_counter() - t) * 1000)
             print(f"| {name} | {times[0]:.1f} | {statistics.median(times):.1f} | {rows} |")
+        _, trivial_ms, _ = time_query(wh, "SELECT count(*) FROM runs", {}, args.repeat)
     opens = []
     for _ in range(args.repeat):
         t = time.perf_counter()
-        with Warehouse.open(path, read_only=True):
+        with Warehouse.open(target, read_only=True):
             pass
         opens.append(1000 * (time.perf_counter() - t))
-    with Warehouse.open(path, read_only=True) as wh:
-        _, trivial_ms, _ = time_query(wh, "SELECT count(*) FROM runs", {}, args.repeat)
     ok_load = n_req / load_s >= 200_000
     ok_query = worst_decision < 200
     print()
@@ -864,7 +861,6 @@ def measure(args: argparse.Namespace, target: Path | DuckLakeTarget, pg: Any = N
     return Measured(
         runs=counts["runs"],
         request_rows=counts["requests"],
-        all_rows=n_all,
         bulk_rows=n_req,
         bulk_s=load_s,
         open_ms=statistics.median(opens),

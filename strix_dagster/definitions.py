@@ -10,7 +10,7 @@ import os
 import dagster as dg
 
 from assets.analysis import regressions, run_aggregates, switch_decision, trend_charts
-from assets.benchmark import benchmark_asset_key, benchmark_hosts, build_benchmark_assets
+from assets.benchmark import benchmark_hosts, build_benchmark_assets
 from assets.images import engine_images
 from assets.resources import (
     HostAccessResource,
@@ -52,7 +52,7 @@ def build_definitions(config: StrixConfig, path: str) -> dg.Definitions:
             analysis_job,
             main_job_for(bench_keys),
             # the host as a dimension: one job per host, its runs tagged strix/host=<host>
-            *(host_job_for(h, benchmark_asset_key(config, h)) for h in benchmark_hosts(config)),
+            *(host_job_for(h, key) for h, key in zip(benchmark_hosts(config), bench_keys, strict=True)),
         ],
         sensors=[
             build_sensor(benchmark_job),

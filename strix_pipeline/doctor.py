@@ -280,9 +280,11 @@ def _docker(config: StrixConfig, host: str, cfg: HostConfig) -> Iterator[Check]:
         try:
             target = ssh_target(cfg)
         except EngineStartError as e:
+            # ssh_target's first refusal: docker_host takes {user} from a variable that is not set
+            no_user = "{user}" in url and not (cfg.ssh_user_env and os.environ.get(cfg.ssh_user_env))
             fix = (
                 f"export {cfg.ssh_user_env}=<user on the Box>"
-                if "needs the user" in e.reason
+                if no_user
                 else "fix docker_host, the key variable or ssh_known_hosts"
             )
             yield Check(host, "ssh settings", False, True, e.reason, fix)

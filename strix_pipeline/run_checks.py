@@ -31,9 +31,9 @@ def memory_back(result: RunResult) -> tuple[bool, str]:
 def served(result: RunResult) -> tuple[bool, str]:
     """The engine started and served at least one measured request; else why not, in words."""
     run = result.run
-    ok = measured_ok(result)
     if run.status == "cancelled":  # what it measured before the cancel is kept, but it is no success
         return False, f"the run was {run.failure_reason or 'cancelled'}"
+    ok = measured_ok(result)
     if ok:
         return True, f"{ok} measured request(s) succeeded ({run.status})"
     if run.status in ("failed_start", "failed_guard"):

@@ -365,17 +365,18 @@ def _measured_pair(
     cid: str,
     cand: list[dict[str, Any]],
     base: list[dict[str, Any]],
-    measured: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+    c_ok: list[dict[str, Any]],
+    b_ok: list[dict[str, Any]],
     has: Callable[[dict[str, Any]], bool],
     what: str,
     reading: str,
     config: StrixConfig,
 ) -> tuple[dict[str, Any], dict[str, Any]] | CriterionResult:
-    """The candidate and baseline runs C3 / C5 compare (see ``_pair``) among the ``measured`` ones, or
-    the "unknown" result saying which side has none: its runs that ``has`` the reading but are stale,
-    or no such run at all; or no baseline ``reading`` of the candidate's model family."""
+    """The candidate and baseline runs C3 / C5 compare (see ``_pair``) among the measured ones
+    (``c_ok`` of ``cand``, ``b_ok`` of ``base``), or the "unknown" result saying which side has none:
+    its runs that ``has`` the reading but are stale, or no such run at all; or no baseline ``reading``
+    of the candidate's model family."""
     d = config.decision
-    c_ok, b_ok = measured(cand), measured(base)
     for side, runs, ok in (("candidate", cand, c_ok), (d.baseline_engine, base, b_ok)):
         if not ok:
             stale = [r for r in runs if has(r)]
@@ -417,7 +418,8 @@ def _c3(
         "C3",
         cand,
         base,
-        measured,
+        c_ok,
+        measured(base),
         lambda r: r["run_id"] in ev.sweep,
         f"a {n}-client sweep",
         f"run at {n} clients",
@@ -493,7 +495,8 @@ def _c5(
         "C5",
         cand,
         base,
-        measured,
+        measured(cand),
+        measured(base),
         lambda r: r.get("held_bytes") is not None,
         "held memory",
         "memory reading",
