@@ -272,7 +272,7 @@ def _fix_for(reason: str) -> str:
 def _docker(config: StrixConfig, host: str, cfg: HostConfig) -> Iterator[Check]:
     from strix_pipeline.hosts import docker as dk
     from strix_pipeline.hosts.errors import EngineStartError
-    from strix_pipeline.hosts.ssh import is_ssh, ssh_target
+    from strix_pipeline.hosts.ssh import SshUserUnset, is_ssh, ssh_target
 
     url = cfg.docker_host or "?"  # the template: the user filled in would be a secret
     if is_ssh(cfg):
@@ -280,11 +280,9 @@ def _docker(config: StrixConfig, host: str, cfg: HostConfig) -> Iterator[Check]:
         try:
             target = ssh_target(cfg)
         except EngineStartError as e:
-            # ssh_target's first refusal: docker_host takes {user} from a variable that is not set
-            no_user = "{user}" in url and not (cfg.ssh_user_env and os.environ.get(cfg.ssh_user_env))
             fix = (
                 f"export {cfg.ssh_user_env}=<user on the Box>"
-                if no_user
+                if isinstance(e, SshUserUnset)
                 else "fix docker_host, the key variable or ssh_known_hosts"
             )
             yield Check(host, "ssh settings", False, True, e.reason, fix)

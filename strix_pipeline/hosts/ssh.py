@@ -112,6 +112,10 @@ def is_ssh(host: HostConfig) -> bool:
     return (host.docker_host or "").startswith("ssh://")
 
 
+class SshUserUnset(EngineStartError):
+    """``docker_host`` takes ``{user}`` from a variable that is not set (its fix: export it)."""
+
+
 def ssh_target(host: HostConfig) -> SshTarget | None:
     """The host's :class:`SshTarget`, or None when its Docker is not reached over ssh.
 
@@ -127,7 +131,7 @@ def ssh_target(host: HostConfig) -> SshTarget | None:
         user_env = host.ssh_user_env or ""
         user = os.environ.get(user_env, "") if user_env else ""
         if not user:
-            raise EngineStartError("failed_guard", f"docker_host {url} needs the user in ${user_env}")
+            raise SshUserUnset("failed_guard", f"docker_host {url} needs the user in ${user_env}")
         filled = url.replace("{user}", user)
     u = urlparse(filled)
     try:
