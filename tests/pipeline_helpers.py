@@ -128,6 +128,18 @@ freshness_days = 14
     return path
 
 
+def edit_config(path: Path, *pairs: tuple[str, str]) -> Path:
+    """Replace each ``(old, new)`` in the config file ``path``, in turn, and write it back. Each
+    ``old`` must be in the text: a test config that drifted fails here, not as a silently unedited
+    config."""
+    text = path.read_text()
+    for old, new in pairs:
+        assert old in text, f"{old!r} is not in {path}: the test config changed"
+        text = text.replace(old, new)
+    path.write_text(text)
+    return path
+
+
 def vllm_image(
     tag: str,
     digest_hex: str,

@@ -12,6 +12,12 @@ from strix_pipeline.config import HostConfig, ProductionEngine
 from strix_pipeline.hosts import production as prod
 from strix_pipeline.hosts import window
 from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.hosts.ssh import ssh_target
+
+# as in tests/reliability/test_ssh_transport.py: the key's variable, and a distinctive directory name
+# for the key file (its path is a secret no message may show)
+KEY_ENV = "STRIX_TEST_SSH_KEY"
+SECRET_DIR = "secret-sshkeys-5d1e"
 
 
 class Runner:
@@ -87,6 +93,33 @@ def test_commands_run_over_ssh_for_an_ssh_host(tmp_path, monkeypatch):
     assert argv[argv.index("-p") + 1] == "2222" and argv[argv.index("-l") + 1] == "bench"
     assert argv[0] == "ssh" and argv[-3:] == ["--", "box", "systemctl stop llama"]
     assert runner.calls[-1][-1] == "systemctl start llama"
+
+
+def test_a_user_from_the_environment_is_used_but_shown_only_as_its_variable(monkeypatch, tmp_path):
+    from strix_pipeline.hosts.errors import EngineStartError
+
+    keyfile = tmp_path / SECRET_DIR / "id"
+    keyfile.parent.mkdir()
+    keyfile.write_text("key\n")
+    monkeypatch.setenv("STRIX_TEST_SSH_USER", "secret-user-9a1f")
+    monkeypatch.setenv(KEY_ENV, str(keyfile))
+    host = HostConfig(
+        kind="docker",
+        docker_host="ssh://{user}@box.lan:2200",
+        ssh_user_env="STRIX_TEST_SSH_USER",
+        ssh_key_path_env=KEY_ENV,
+    )
+    t = ssh_target(host)
+    assert t is not None
+    argv = t.argv("docker info")
+    assert argv[argv.index("-l") + 1] == "secret-user-9a1f" and argv[argv.index("-i") + 1] == str(keyfile)
+    assert t.display == "ssh://<$STRIX_TEST_SSH_USER>@box.lan:2200"
+    said = t.redact(f"secret-user-9a1f@box.lan: Permission denied (publickey). Load key {keyfile}: bad")
+    assert said == f"<$STRIX_TEST_SSH_USER>@box.lan: Permission denied (publickey). Load key ${KEY_ENV}: bad"
+
+    monkeypatch.delenv("STRIX_TEST_SSH_USER")
+    with pytest.raises(EngineStartError, match=r"needs the user in \$STRIX_TEST_SSH_USER"):
+        ssh_target(host)
 
 
 def test_unrestored_production_marks_and_blocks_the_next_run_until_healthy(tmp_path, caplog):

@@ -23,7 +23,7 @@ from conftest import need
 from dagster._core.definitions.selector import JobSubsetSelector
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import ModuleTarget
-from pipeline_helpers import REPO, llama_available, write_config
+from pipeline_helpers import REPO, edit_config, llama_available, write_config
 from test_benchmark_docker import busybox, client, llama, model_path, production  # noqa: F401 - fixtures
 
 from assets.partitions import image_versions
@@ -43,11 +43,7 @@ LEVEL_2_BEGUN = "concurrency_sweep level 2: 200 request(s)"
 
 
 def long_config(tmp_path: Path) -> Path:
-    path = write_config(tmp_path)
-    text = path.read_text()
-    assert LONG_SWEEP[0] in text
-    path.write_text(text.replace(*LONG_SWEEP))
-    return path
+    return edit_config(write_config(tmp_path), LONG_SWEEP)
 
 
 def listening(port: int) -> bool:

@@ -20,26 +20,23 @@ from strix_pipeline.loadgen import SuiteResult, run_suite
 def cancelled_suite(profile: ScenarioProfile, scenario: str, level: int, done: int) -> SuiteResult:
     """The suite against a live synthetic engine, its task cancelled when ``scenario`` ``level`` has
     ``done`` requests finished; what it measured."""
-    engine = SyntheticEngine(("none", 0, 0))  # never killed: the cancel is the fault
     partial = SuiteResult()
+    with SyntheticEngine(("none", 0, 0)) as engine:  # never killed: the cancel is the fault
 
-    async def main() -> None:
-        task = asyncio.current_task()
-        assert task is not None
+        async def main() -> None:
+            task = asyncio.current_task()
+            assert task is not None
 
-        def on_request(s: str, lv: int, d: int, total: int) -> None:
-            if (s, lv, d) == (scenario, level, done):
-                task.cancel()
+            def on_request(s: str, lv: int, d: int, total: int) -> None:
+                if (s, lv, d) == (scenario, level, done):
+                    task.cancel()
 
-        await run_suite(
-            engine.url, "synthetic/normal", profile, SLO(), "cancel", into=partial, on_request=on_request
-        )
+            await run_suite(
+                engine.url, "synthetic/normal", profile, SLO(), "cancel", into=partial, on_request=on_request
+            )
 
-    try:
         with pytest.raises(asyncio.CancelledError):
             asyncio.run(main())
-    finally:
-        engine.close()
     return partial
 
 

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 
 import aiohttp
 import pytest
-from pipeline_helpers import write_config
+from pipeline_helpers import edit_config, write_config
 from synthetic_server import SyntheticServer
 
 from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
@@ -240,8 +240,15 @@ def test_a_faulty_engine_run_is_partial_with_each_fault_named(
 ) -> None:
     # smoke: normal; c=1: http500, cut; c=2: garbage + hang (a 2 s timeout)
     monkeypatch.setenv(LLAMA_SERVER_ENV, str(_fake_engine(tmp_path, "normal,http500,cut,garbage,hang")))
-    cfg_path = write_config(tmp_path)
-    cfg_path.write_text(cfg_path.read_text().replace("request_timeout_s = 120", "request_timeout_s = 2"))
+    # a model file of the config's own: without a path the local launcher fetches the Gemma model,
+    # which the fake engine, ignoring -m, never reads
+    model = tmp_path / "not-a-model.gguf"
+    model.write_bytes(b"")
+    cfg_path = edit_config(
+        write_config(tmp_path),
+        ("request_timeout_s = 120", "request_timeout_s = 2"),
+        ("[models.gemma3-270m]\n", f'[models.gemma3-270m]\npath = "{model}"\n'),
+    )
     config = load_config(cfg_path)
     lines: list[str] = []
     t0 = time.monotonic()

@@ -23,7 +23,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from conftest import need
-from pipeline_helpers import llama_available, write_config
+from pipeline_helpers import edit_config, llama_available, write_config
 
 from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
 from strix_pipeline.config import SLO, ScenarioProfile, StrixConfig, load_config
@@ -71,10 +71,9 @@ parallel = 4
 
 
 def _config(tmp_path: Path) -> StrixConfig:
-    path = write_config(tmp_path)
     # vLLM needs 142-158 s to be ready on two idle cores; a shared machine takes longer
-    text = path.read_text().replace("ready_timeout_s = 180", "ready_timeout_s = 900")
-    path.write_text(text + PROFILE + VLLM_MODEL)
+    path = edit_config(write_config(tmp_path), ("ready_timeout_s = 180", "ready_timeout_s = 900"))
+    path.write_text(path.read_text() + PROFILE + VLLM_MODEL)
     return load_config(path)
 
 
@@ -330,6 +329,12 @@ class SyntheticEngine:
         self.proc.kill()
         self.proc.wait(10)
 
+    def __enter__(self) -> SyntheticEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 @pytest.mark.parametrize(
     ("when", "where"),
@@ -341,14 +346,11 @@ class SyntheticEngine:
     ],
 )
 def test_a_dead_engine_stops_the_suite_where_it_is_noticed(when: tuple[int, int], where: str) -> None:
-    engine = SyntheticEngine(("concurrency_sweep", *when))
-    try:
+    with SyntheticEngine(("concurrency_sweep", *when)) as engine:
         res = run_suite_sync(
             engine.url, "synthetic/normal", SMALL, SLO(), "killed",
             on_request=engine.on_request, engine_exit=engine.exit_description,
         )  # fmt: skip
-    finally:
-        engine.close()
     assert res.engine_gone and res.engine_gone.startswith("synthetic was killed by SIGKILL")
     assert res.engine_gone.endswith(f"{where}; not run: decode"), res.engine_gone
     sweep1 = [q.ok for q in res.requests if q.scenario == "concurrency_sweep" and q.level == 1]
@@ -362,14 +364,11 @@ def test_a_dead_engine_stops_the_suite_where_it_is_noticed(when: tuple[int, int]
 def test_prefix_cache_stops_at_the_pair_the_engine_died_in() -> None:
     # prefix_cache runs last; its 3 cold/warm pairs go one request at a time
     profile = SMALL.model_copy(update={"scenarios": ["smoke", "prefix_cache"]})
-    engine = SyntheticEngine(("prefix_cache", 0, 1))  # after the first pair's cold request
-    try:
+    with SyntheticEngine(("prefix_cache", 0, 1)) as engine:  # after the first pair's cold request
         res = run_suite_sync(
             engine.url, "synthetic/normal", profile, SLO(), "killed",
             on_request=engine.on_request, engine_exit=engine.exit_description,
         )  # fmt: skip
-    finally:
-        engine.close()
     assert res.engine_gone and res.engine_gone.endswith("during prefix_cache (2 of 6 requests sent)"), (
         res.engine_gone
     )
@@ -381,8 +380,7 @@ def test_prefix_cache_stops_at_the_pair_the_engine_died_in() -> None:
 
 
 def test_an_open_loop_sends_nothing_more_once_the_engine_is_dead() -> None:
-    engine = SyntheticEngine(("dataset", 600, 3))  # rate 10/s is level 600 (requests per minute)
-    try:
+    with SyntheticEngine(("dataset", 600, 3)) as engine:  # rate 10/s is level 600 (requests per minute)
         res = asyncio.run(
             run_load(
                 engine.url, "synthetic/normal", SLO(), "killed",
@@ -390,8 +388,6 @@ def test_an_open_loop_sends_nothing_more_once_the_engine_is_dead() -> None:
                 on_request=engine.on_request, engine_exit=engine.exit_description,
             )
         )  # fmt: skip
-    finally:
-        engine.close()
     assert res.engine_gone and "during dataset level 600 (" in res.engine_gone, res.engine_gone
     (agg,) = res.aggregates
     sent = agg.requests_ok + agg.requests_failed

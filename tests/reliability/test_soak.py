@@ -24,7 +24,7 @@ if __name__ == "__main__":  # run as the soak's own process: the tests' helpers,
 
 import pytest  # noqa: E402
 from conftest import need
-from pipeline_helpers import llama_available, write_config
+from pipeline_helpers import edit_config, llama_available, write_config
 
 from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
 from strix_pipeline.config import load_config
@@ -163,12 +163,7 @@ def soak(config_path: Path) -> dict[str, object]:
 
 def test_twenty_local_runs_leak_nothing_and_store_exactly_what_was_planned(tmp_path: Path) -> None:
     need(llama_available(), "llama-server and the Gemma model", "make test builds them")
-    path = write_config(tmp_path)
-    text = path.read_text()
-    for old, new in SOAK_PROFILE:
-        assert old in text, f"fixture drift: {old!r}"
-        text = text.replace(old, new)
-    path.write_text(text)
+    path = edit_config(write_config(tmp_path), *SOAK_PROFILE)
     config = load_config(path)
     profile = config.profiles["tiny"]
     planned_requests = profile.smoke.requests + sum(

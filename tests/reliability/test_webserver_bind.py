@@ -18,18 +18,14 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import need
+from infra import free_port
 from pipeline_helpers import REPO, write_config
 
 pytestmark = pytest.mark.slow
 
 START_TIMEOUT_S = 240  # dagster dev loads the definitions in a code server; two busy cores are slow
 STOP_TIMEOUT_S = 60
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _ipv4(hex_addr: str) -> str:
@@ -91,8 +87,7 @@ def socket_inodes(pids: set[int]) -> set[int]:
 
 
 def test_make_ui_listens_on_loopback_only(tmp_path: Path) -> None:
-    if shutil.which("make") is None:
-        pytest.fail("make is not installed (apt-get install make)")
+    need(shutil.which("make") is not None, "make", "apt-get install make")
     port = free_port()
     env = {
         **os.environ,
