@@ -37,6 +37,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 10) -> None:
+    """SIGTERM ``proc`` if it still runs and wait ``grace_s`` for it; then SIGKILL it and wait 10 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
 def bcrypt_hash(password: str) -> str:
     """A bcrypt hash the registry's htpasswd accepts; low cost keeps each auth check fast in tests."""
     try:
@@ -80,13 +91,7 @@ class Registry:
             return ""
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        stop_process(self.process)
 
     def __enter__(self) -> Registry:
         return self

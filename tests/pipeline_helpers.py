@@ -6,14 +6,39 @@ engines either list no image sources, or the discovery call is replaced by the t
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TypeVar
+
+import pytest
 
 from strix_pipeline.config import REPO_ROOT
 from strix_pipeline.records import ImageRecord
 from strix_pipeline.registry.discovery import version_sort_key
 
 REPO = REPO_ROOT
+T = TypeVar("T")
+
+
+def wait_for(
+    what: str,
+    predicate: Callable[[], T],
+    timeout_s: float,
+    poll_s: float = 0.5,
+    context: Callable[[], str] = lambda: "",
+) -> T:
+    """``predicate()``'s first truthy value, polled every ``poll_s``; the test fails after ``timeout_s``
+    with what it waited for and ``context()`` (e.g. the logs) appended to the message."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll_s)
+    pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}{context()}")
+
 
 # One real llama-server run small enough for two loaded CPU cores: the smoke request and a two-level
 # closed-loop sweep with two requests per level.

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.infra import free_port
+from tests.infra import free_port, stop_process
 
 
 def postgres_binaries() -> Path | None:
@@ -72,13 +72,7 @@ class Postgres:
             return ""
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()  # SIGTERM: "smart" shutdown; connections are test-owned
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        stop_process(self.process, grace_s=30)  # SIGTERM: "smart" shutdown; connections are test-owned
         if self.data_dir.parent.name.startswith("strix-pg-"):
             shutil.rmtree(self.data_dir.parent, ignore_errors=True)
 

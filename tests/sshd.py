@@ -27,7 +27,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra import free_port
+from infra import free_port, stop_process
+from procfs import descendants
 
 SSHD = "/usr/sbin/sshd"
 PRIVSEP_DIR = Path("/run/sshd")  # sshd refuses to start without its privilege-separation directory
@@ -46,26 +47,6 @@ def keygen(path: Path, comment: str) -> Path:
         timeout=30,
     )
     return path
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (from /proc), deepest last."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    out: list[int] = []
-    todo = list(children.get(pid, []))
-    for _ in range(10_000):  # bounded walk
-        if not todo:
-            break
-        p = todo.pop()
-        out.append(p)
-        todo.extend(children.get(p, []))
-    return out
 
 
 @dataclass
@@ -109,7 +90,7 @@ class Sshd:
         raise RuntimeError(f"sshd did not listen on 127.0.0.1:{self.port} in {timeout_s:g} s:\n{self.log()}")
 
     def session_pids(self) -> list[int]:
-        return _descendants(self.process.pid) if self.process and self.process.poll() is None else []
+        return descendants(self.process.pid) if self.process and self.process.poll() is None else []
 
     def drop_sessions(self) -> int:
         """Kill every connection's server processes (and what they run); the server keeps listening.
@@ -145,13 +126,7 @@ class Sshd:
             return
         self.thaw()  # a frozen server does not act on SIGTERM
         self.drop_sessions()
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        stop_process(self.process)
         self.process = None
 
     def close(self) -> None:

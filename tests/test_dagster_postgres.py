@@ -32,7 +32,7 @@ import pytest
 import yaml
 from engine_standin import EngineStandIn, local_partition
 from engine_standin import intervals as standin_intervals
-from pipeline_helpers import REPO, resources_for, vllm_image, write_config
+from pipeline_helpers import REPO, resources_for, vllm_image, wait_for, write_config
 
 import assets.benchmark as bench_mod
 from assets.partitions import image_versions
@@ -184,15 +184,6 @@ def _launch(dep: Deployment, name: str, host: str, run_id: str) -> subprocess.Po
     return _spawn(dep, name, [*cmd, "--tags", tags, "--run-id", run_id])
 
 
-def _wait(what: str, ok, timeout_s: float, dep: Deployment) -> None:  # noqa: ANN001 - a predicate
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if ok():
-            return
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}\n{dep.logs()}")
-
-
 def _step_interval(instance: dg.DagsterInstance, run_id: str, step_key: str) -> tuple[float, float]:
     """[STEP_START, STEP_SUCCESS] of the step, wall clock, from the event log in PostgreSQL. The step's
     pool slot is claimed before STEP_START and freed after STEP_SUCCESS, so these lie inside it."""
@@ -236,21 +227,23 @@ def test_same_box_runs_queue_through_the_pool_across_processes(deployment: Deplo
     assert all(records.values()), "a launched run is missing from the PostgreSQL run storage"
 
     inside = lambda host: list(dep.out.glob(f"inside-{host}__*"))  # noqa: E731
-    _wait(
+    wait_for(
         "a box run and the local run to hold their hosts",
         lambda: inside("box") and inside("local"),
         RUNS_TIMEOUT_S,
-        dep,
+        poll_s=0.25,
+        context=lambda: f"\n{dep.logs()}",
     )
     # The second box run had at least as long to enter as the local run needed from its submission to
     # holding its host (plus a margin): if the pool did not stop it, it would be inside by now.
     local_latency = inside("local")[0].stat().st_mtime - records[local_run].create_timestamp.timestamp()
     last_box_submitted = max(records[r].create_timestamp.timestamp() for r in box_runs)
-    _wait(
+    wait_for(
         "the second box run's chance to enter",
         lambda: time.time() >= last_box_submitted + local_latency + 5,
         RUNS_TIMEOUT_S,
-        dep,
+        poll_s=0.25,
+        context=lambda: f"\n{dep.logs()}",
     )
     assert len(inside("box")) == 1, f"both box runs held the Box at once: {inside('box')}"
     (dep.out / "release-box").touch()
@@ -258,7 +251,9 @@ def test_same_box_runs_queue_through_the_pool_across_processes(deployment: Deplo
     def finished() -> bool:
         return all(instance.get_run_by_id(r).is_finished for r in all_runs)
 
-    _wait("the three runs to finish", finished, RUNS_TIMEOUT_S, dep)
+    wait_for(
+        "the three runs to finish", finished, RUNS_TIMEOUT_S, poll_s=0.25, context=lambda: f"\n{dep.logs()}"
+    )
     for r in all_runs:
         assert instance.get_run_by_id(r).is_success, f"run {r} did not succeed\n{dep.logs()}"
 

@@ -23,7 +23,7 @@ from conftest import need
 from dagster._core.definitions.selector import JobSubsetSelector
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import ModuleTarget
-from pipeline_helpers import REPO, edit_config, llama_available, write_config
+from pipeline_helpers import REPO, edit_config, llama_available, wait_for, write_config
 from test_benchmark_docker import busybox, client, llama, model_path, production  # noqa: F401 - fixtures
 
 from assets.partitions import image_versions
@@ -89,16 +89,6 @@ def engine_port(launch_command: str) -> int:
     m = re.search(r"--port[ =](\d+)", launch_command)
     assert m, launch_command
     return int(m.group(1))
-
-
-def wait_for(what: str, predicate, timeout_s: float, poll_s: float = 0.5):  # noqa: ANN001, ANN201
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(poll_s)
-    pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
 
 def _messages(instance: dg.DagsterInstance, run_id: str) -> list[str]:

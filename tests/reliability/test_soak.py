@@ -25,6 +25,7 @@ if __name__ == "__main__":  # run as the soak's own process: the tests' helpers,
 import pytest  # noqa: E402
 from conftest import need
 from pipeline_helpers import edit_config, llama_available, write_config
+from procfs import descendants, proc_stats
 
 from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
 from strix_pipeline.config import load_config
@@ -76,22 +77,8 @@ def os_thread_names() -> list[str]:
 def children() -> list[str]:
     """This process's descendants (pid and command), from /proc."""
     me = os.getpid()
-    parents: dict[int, int] = {}
-    names: dict[int, str] = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                stat = (d / "stat").read_text()
-            except OSError:
-                continue
-            name, rest = stat.split("(", 1)[1].rsplit(")", 1)
-            parents[int(d.name)], names[int(d.name)] = int(rest.split()[1]), name
-    tree, grew = {me}, True
-    while grew:
-        kids = {p for p, pp in parents.items() if pp in tree} - tree
-        tree |= kids
-        grew = bool(kids)
-    return sorted(f"{p} {names[p]}" for p in tree - {me})
+    stats = proc_stats()
+    return sorted(f"{p} {stats[p][1]}" for p in descendants(me, stats))
 
 
 def figures() -> dict[str, object]:

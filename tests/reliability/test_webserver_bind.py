@@ -21,6 +21,7 @@ import pytest
 from conftest import need
 from infra import free_port
 from pipeline_helpers import REPO, write_config
+from procfs import process_tree
 
 pytestmark = pytest.mark.slow
 
@@ -49,24 +50,6 @@ def listening_sockets() -> dict[int, tuple[str, int]]:
             addr, port = fields[1].split(":")
             out[int(fields[9])] = (decode(addr), int(port, 16))
     return out
-
-
-def process_tree(root: int) -> set[int]:
-    """``root`` and all its descendants, from /proc/<pid>/stat."""
-    parents: dict[int, int] = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                stat = (d / "stat").read_text()
-            except OSError:
-                continue
-            parents[int(d.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    tree, grew = {root}, True
-    while grew:
-        kids = {p for p, pp in parents.items() if pp in tree} - tree
-        tree |= kids
-        grew = bool(kids)
-    return tree
 
 
 def socket_inodes(pids: set[int]) -> set[int]:
