@@ -27,6 +27,7 @@ from assets.partitions import image_versions
 from strix_dagster.definitions import build_definitions
 from strix_pipeline import plan
 from strix_pipeline.config import StrixConfig, load_config
+from strix_pipeline.signals import restore_default_sigint
 from strix_pipeline.warehouse import Warehouse
 
 INSTANCE_SETTINGS = Path(__file__).resolve().parent / "dagster.yaml"
@@ -61,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--summary", required=True, help="JSON file for the CLI: run ids, success")
     parser.add_argument("--engine", action="append", help="default partitions of these engines only")
     args = parser.parse_args(argv)
+    # a run worker started with SIGINT ignored could never be interrupted (Dagster's own step handlers
+    # come only later); the parent `strix run` has the same guard
+    restore_default_sigint()
     config = load_config(args.config)
     os.environ["STRIX_CONFIG"] = args.config  # what the UI's code location loads, for this instance
     prepare_dagster_home()

@@ -11,6 +11,7 @@ import importlib
 import sys
 
 from strix_pipeline.config import ConfigError
+from strix_pipeline.signals import restore_default_sigint
 
 # Modules that add sub-commands; each defines register(subparsers) and sets `func` on its parsers.
 COMMAND_MODULES = (
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    restore_default_sigint()  # started from a script's `&`, Ctrl-C must still stop a run
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

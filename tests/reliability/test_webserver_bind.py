@@ -4,7 +4,7 @@ The real command starts (the Makefile's `ui` target: `dagster dev` with the webs
 daemon) on a free port, with a throwaway DAGSTER_HOME and a test config. From the kernel's socket
 tables it is read what every process of that command listens on: the webserver's port on 127.0.0.1
 and nothing of the command's on 0.0.0.0 or ::. Then it is stopped as a person stops it (Ctrl-C to the
-process group), within a bounded wait.
+process group), within a bounded wait -- started with SIGINT ignored, as a script's `&` starts it.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from conftest import need
 from infra import free_port
 from pipeline_helpers import REPO, write_config
 from procfs import process_tree
+from sigint import ignoring_sigint
 
 pytestmark = pytest.mark.slow
 
@@ -84,6 +85,8 @@ def test_make_ui_listens_on_loopback_only(tmp_path: Path) -> None:
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its own process group: Ctrl-C goes to all of it, and only to it
+        # started as from a script's `&` (SIGINT ignored): `make ui` must still stop on Ctrl-C
+        preexec_fn=ignoring_sigint,
     )
     try:
         mine: dict[int, tuple[str, int]] = {}
