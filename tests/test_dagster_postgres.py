@@ -120,17 +120,19 @@ def deployment(postgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
     }
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    instance = dg.DagsterInstance.from_config(str(home))
     keys = {"local": plan.partition_key("llamacpp", local), "box": plan.partition_key("vllm", box)}
-    instance.add_dynamic_partitions(image_versions.name, sorted(set(keys.values())))
-    dep = Deployment(home, db, env, config_path, out, keys, instance, workspace)
-    try:
-        yield dep
-    finally:
-        for host in dep.keys:  # a stand-in still holding a host lets go
-            (out / f"release-{host}").touch()
-        _end_groups(dep.procs)
-        instance.dispose()
+    # Entered, so the test body runs in this instance's scope: Definitions resolved in the test read
+    # this instance's defs-state storage, which lives as long as the test, never one of an instance
+    # that is gone ("undefined DagsterInstance weakref", seen once in the full suite).
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        instance.add_dynamic_partitions(image_versions.name, sorted(set(keys.values())))
+        dep = Deployment(home, db, env, config_path, out, keys, instance, workspace)
+        try:
+            yield dep
+        finally:
+            for host in dep.keys:  # a stand-in still holding a host lets go
+                (out / f"release-{host}").touch()
+            _end_groups(dep.procs)
 
 
 def _group_alive(pgid: int) -> bool:
