@@ -12,9 +12,12 @@ Rules every chart keeps:
 from __future__ import annotations
 
 import base64
+import functools
+import hashlib
 import html
 import json
 import logging
+import re
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -430,6 +433,14 @@ def support_matrix_rows(wh: Warehouse) -> list[dict[str, Any]]:
     return _rows(wh, CHART_SUPPORT_SQL)
 
 
+NO_VERSION = "(no image version)"
+
+
+def _matrix_version(r: dict[str, Any]) -> str:
+    # an imported peer run has no image, so no version: a null in Vega-Lite's sort list is invalid
+    return r["image_version"] if r["image_version"] is not None else NO_VERSION
+
+
 def _short_reason(reason: str | None, limit: int = 100) -> str:
     text = " ".join((reason or "").split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -446,7 +457,9 @@ def support_matrix_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
         return _note_chart(title, note), note
     panels = []
     for (host, engine), prow in _group_by_engine(rows).items():
-        versions = [r["image_version"] for r in sorted(prow, key=lambda r: r["version_rank"])]
+        for r in prow:
+            r["version"] = _matrix_version(r)
+        versions = [r["version"] for r in sorted(prow, key=lambda r: r["version_rank"])]
         versions = list(dict.fromkeys(versions))
         profiles = sorted({r["model_profile"] for r in prow})
         for r in prow:
@@ -454,9 +467,9 @@ def support_matrix_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
             r["reason_short"] = _short_reason(r["reason"], 40) if r["status"] != "ok" else ""
         data = alt.Data(values=_values(prow))
         x = alt.X("model_profile:N", sort=profiles, title="model profile", axis=alt.Axis(labelAngle=0))
-        y = alt.Y("image_version:O", sort=versions, title="image version (newest first)")
+        y = alt.Y("version:O", sort=versions, title="image version (newest first)")
         tooltip = [
-            "image_version:N",
+            alt.Tooltip("version:N", title="image version"),
             "model_profile:N",
             "outcome:N",
             "status:N",
@@ -526,7 +539,7 @@ def support_matrix_markdown(rows: list[dict[str, Any]], *, max_versions: int | N
             if max_versions is not None and r["version_rank"] > max_versions:
                 hidden[r["engine"]] = max(hidden.get(r["engine"], 0), r["version_rank"] - max_versions)
                 continue
-            key = (r["engine"], r["image_version"], r["version_rank"])
+            key = (r["engine"], _matrix_version(r), r["version_rank"])
             text = OUTCOME_MARKS.get(r["outcome"], r["outcome"])
             if r["reason"] and r["status"] != "ok":  # on an ok run the reason is only a note
                 text += f": {_short_reason(r['reason'])}"
@@ -599,9 +612,69 @@ def _write(chart: alt.TopLevelMixin, out_dir: Path, name: str, title: str, note:
     spec = chart.to_json(indent=1)
     files.json.write_text(spec)
     files.png.write_bytes(vlc.vegalite_to_png(spec, scale=2))
-    # JS inlined: the charts open on the Box without reaching a CDN
-    files.html.write_text(vlc.vegalite_to_html(spec, bundle=True))
+    files.html.write_text(chart_html(spec, title))
     return files
+
+
+# The chart's JSON goes in a data block, never in script text: vl_convert's own page pastes the spec
+# raw into a <script>, so a version like "v1</script><script>..." (an image label any publisher sets)
+# ran as code. JSON's \u escapes keep the value the same for JSON.parse and leave no "<" for the
+# HTML parser to end the block on.
+_JSON_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_BOOT_JS = (
+    "const spec = JSON.parse(document.getElementById('strix-chart-spec').textContent);"
+    "vegaEmbed('#vega-chart', spec, {renderer: 'svg'}).catch(console.error);"
+)
+_CHART_STYLE = (
+    "vega-chart.vega-embed{width:100%;display:flex}"
+    "vega-chart.vega-embed details,vega-chart.vega-embed details summary{position:relative}"
+)
+
+
+def _json_for_html(spec: str) -> str:
+    text = json.dumps(json.loads(spec), ensure_ascii=False, separators=(",", ":"))
+    return re.sub("[<>&\u2028\u2029]", lambda m: _JSON_UNSAFE[m.group()], text)
+
+
+def _csp_hash(script: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode()).digest()).decode() + "'"
+
+
+@functools.cache
+def _vega_bundle() -> str:
+    # JS inlined: the charts open on the Box without reaching a CDN
+    bundle = vlc.javascript_bundle()
+    if re.search("</script|<!--", bundle, re.IGNORECASE):  # would end or garble the block it sits in
+        raise ValueError("the Vega bundle from vl_convert cannot be inlined in a <script> as it is")
+    return bundle
+
+
+def chart_html(spec: str, title: str) -> str:
+    """A self-contained page drawing the Vega-Lite ``spec`` (JSON text). Any string in the data is shown
+    as text: the spec is parsed from a JSON block, and the page's Content-Security-Policy runs only its
+    own two scripts (a second lock: an injected <script> or onerror= attribute is refused even if it
+    ever got into the markup). Vega compiles its expressions with Function(), hence 'unsafe-eval'."""
+    bundle = _vega_bundle()
+    csp = (
+        f"script-src {_csp_hash(bundle)} {_csp_hash(_BOOT_JS)} 'unsafe-eval'; "
+        "object-src 'none'; base-uri 'none'; form-action 'none'"
+    )
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            "<html><head><meta charset='utf-8'>",
+            f'<meta http-equiv="Content-Security-Policy" content="{csp}">',
+            f"<title>{html.escape(title)}</title>",
+            f"<style>{_CHART_STYLE}</style>",
+            f"<script>{bundle}</script>",
+            "</head><body>",
+            "<div id='vega-chart'></div>",
+            f"<script type='application/json' id='strix-chart-spec'>{_json_for_html(spec)}</script>",
+            f"<script>{_BOOT_JS}</script>",
+            "</body></html>",
+            "",
+        ]
+    )
 
 
 def _index(cs: ChartSet, generated_at: datetime) -> Path:
