@@ -14,6 +14,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import duckdb
 import polars as pl
 import pyarrow as pa
 import pytest
@@ -41,7 +42,8 @@ from strix_pipeline.warehouse import (
 )
 from strix_pipeline.warehouse import runs as wruns
 from strix_pipeline.warehouse import schema as wschema
-from strix_pipeline.warehouse.connection import insert
+from strix_pipeline.warehouse.connection import CommitConflict, WarehouseUnavailable, insert
+from strix_pipeline.warehouse.faults import WarehouseDiskFull
 
 T0 = datetime(2026, 9, 1, 3, 0, tzinfo=UTC)
 GIB = 1 << 30
@@ -406,6 +408,34 @@ def test_an_exception_mid_load_leaves_counts_unchanged(
     # and the connection is usable afterwards
     wh.load_run(make_run("brand-new"))
     assert counts(wh)["runs"] == before["runs"] + 1
+
+
+@pytest.mark.parametrize(
+    ("raised", "expected"),
+    [
+        (lambda: CommitConflict("another writer won"), CommitConflict),
+        (lambda: duckdb.IOException("write failed: No space left on device"), WarehouseDiskFull),
+    ],
+)
+def test_a_failed_host_refresh_keeps_the_class_of_its_error(
+    wh: Warehouse,
+    monkeypatch: pytest.MonkeyPatch,
+    raised,
+    expected,  # noqa: ANN001
+) -> None:
+    """The runs are loaded; the hosts' MERGE after them fails. What failed decides what a caller does
+    (the spool drain stops on WarehouseUnavailable instead of calling a good file unreadable), so the
+    class survives the added context."""
+
+    def refresh(con, hosts):  # noqa: ANN001, ANN202
+        raise raised()
+
+    monkeypatch.setattr(wruns, "refresh_hosts", refresh)
+    with pytest.raises(expected, match="loaded, but refreshing the rows of host") as info:
+        wh.load_run(make_run("h1"))
+    assert isinstance(info.value, WarehouseUnavailable)
+    monkeypatch.undo()
+    assert "h1" in wh.run_ids()
 
 
 def test_rows_of_another_run_are_refused_before_anything_is_written(wh: Warehouse) -> None:

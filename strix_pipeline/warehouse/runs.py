@@ -87,7 +87,9 @@ def load_runs(con: duckdb.DuckDBPyConnection, results: Sequence[RunResult]) -> N
         try:
             in_transaction(con, lambda: refresh_hosts(con, hosts))
         except (duckdb.Error, WarehouseError) as e:
-            raise WarehouseError(
+            # The same class with the context added: a commit conflict or a full disk stays one (the
+            # spool drain stops on WarehouseUnavailable), a DuckDB error stays for explain() to name.
+            raise type(e)(
                 f"run(s) {', '.join(ids)} loaded, but refreshing the rows of host(s) {', '.join(hosts)} failed "
                 f"(the next load of the host refreshes them; loading these runs again replaces them): {e}"
             ) from e
