@@ -522,3 +522,23 @@ def test_two_first_inserts_of_one_host_at_once_are_folded_by_its_next_write(lake
         wh.load_run(run_for("box-a", 0, 10))
         rows = wh.query_df("SELECT name, kind, kernel, first_seen FROM hosts").to_dicts()
         assert rows == [{"name": "box-a", "kind": "docker", "kernel": "6.17.0", "first_seen": T0}]
+
+
+def test_a_fold_by_a_write_without_facts_keeps_the_facts(lake: DuckLakeTarget) -> None:
+    """upsert_host folds a duplicated name but refreshes no facts: the folded row keeps those of the
+    row seen last, instead of NULL until the host's next load."""
+    with Warehouse.open(lake) as a, Warehouse.open(lake) as b:
+        for con, kernel, seen in ((a.con, "6.16.0", "2026-11-01"), (b.con, "6.17.0", "2026-11-20")):
+            con.begin()
+            con.execute(
+                "INSERT INTO hosts (name, kind, kernel, first_seen, last_seen) "
+                "VALUES ('box-a', 'docker', ?, ?::TIMESTAMPTZ, ?::TIMESTAMPTZ)",
+                [kernel, seen, seen],
+            ).fetchall()
+        a.con.commit()
+        b.con.commit()
+        assert a.query_df("SELECT count(*) AS n FROM hosts WHERE name = 'box-a'")["n"][0] == 2
+    with Warehouse.open(lake) as wh:
+        wh.upsert_host("box-a", "docker", "the Box")
+        rows = wh.query_df("SELECT name, kind, description, kernel FROM hosts").to_dicts()
+    assert rows == [{"name": "box-a", "kind": "docker", "description": "the Box", "kernel": "6.17.0"}]

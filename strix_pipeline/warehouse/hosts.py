@@ -18,18 +18,19 @@ _FACTS = ("rocm_version", "kernel", "firmware", "kernel_cmdline", "ttm_pages_lim
 
 def merge_duplicates(con: duckdb.DuckDBPyConnection, names: list[str]) -> None:
     """Fold every name of ``names`` that has more than one row into one (inside the caller's
-    transaction): kind and description of any row that has them, the widest first/last seen; the
-    facts are left NULL for the refresh that follows to take from the runs."""
+    transaction): kind and description of any row that has them, the widest first/last seen, and the
+    facts of the row seen last (a write that refreshes no facts, upsert_host, must not blank them)."""
+    facts = ", ".join(f"arg_max_null({f}, last_seen)" for f in _FACTS)
     dups = con.execute(
-        "SELECT name, any_value(kind), any_value(description), min(first_seen), max(last_seen) FROM hosts "
-        "WHERE list_contains(?, name) GROUP BY name HAVING count(*) > 1",
+        "SELECT name, any_value(kind), any_value(description), min(first_seen), max(last_seen), "
+        f"{facts} FROM hosts WHERE list_contains(?, name) GROUP BY name HAVING count(*) > 1",
         [names],
     ).fetchall()
-    for name, kind, description, first, last in dups:
-        con.execute("DELETE FROM hosts WHERE name = ?", [name]).fetchall()
+    columns = ("name", "kind", "description", "first_seen", "last_seen", *_FACTS)
+    for row in dups:
+        con.execute("DELETE FROM hosts WHERE name = ?", [row[0]]).fetchall()
         con.execute(
-            "INSERT INTO hosts (name, kind, description, first_seen, last_seen) VALUES (?, ?, ?, ?, ?)",
-            [name, kind, description, first, last],
+            f"INSERT INTO hosts ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})", list(row)
         ).fetchall()
 
 
