@@ -9,7 +9,11 @@ tool's name and a hash of the file's bytes, so importing the same file twice rep
 
 Every reader checks the fields it uses before it builds anything: a missing field, a value of the wrong
 type or a structure it does not know raises :class:`PeerFormatError` naming the file and the field
-(``$.benchmarks[0].metrics.time_to_first_token_ms.successful.median``), and nothing is loaded.
+(``$.benchmarks[0].metrics.time_to_first_token_ms.successful.median``), and nothing is loaded. So
+does a value the import rules refuse (:data:`~strix_pipeline.records.VALUE_RULES`: a negative
+duration, latency or throughput, a concurrency of 0), a number beyond ±2^53 (no measurement is that
+large, and it would overflow the times and counts built from it), a file larger than
+:data:`MAX_FILE_BYTES` (refused before it is read) and JSON nested deeper than Python's parser goes.
 """
 
 from __future__ import annotations
@@ -17,14 +21,21 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from strix_pipeline.fingerprint import run_fingerprint
-from strix_pipeline.records import LevelAggregate, RunRecord, RunResult
+from strix_pipeline.records import LevelAggregate, RunRecord, RunResult, refused_value
+
+# The largest peer file read: the tools' summaries are kilobytes (GuideLLM's, with its sampled
+# requests, ~100 KiB); a file this large is not one, and reading it would hold all of it in memory.
+MAX_FILE_BYTES = 64 * 1024 * 1024
+# The largest magnitude of a number read from a peer file: integers up to here are exact in a double,
+# and times, counts and levels built from it stay inside datetime's and int64's ranges.
+MAX_NUMBER = 2.0**53
 
 
 class PeerFormatError(ValueError):
@@ -92,6 +103,8 @@ class Field:
             raise self.fail(
                 f"{where}.{key}", f"expected {'a number or null' if null else 'a number'}, got {_kind(v)}"
             )
+        if abs(v) > MAX_NUMBER:
+            raise self.fail(f"{where}.{key}", f"{_kind(v)} is out of range (beyond ±2^53)")
         return float(v)
 
     def req_num(self, doc: Any, key: str, where: str = "$") -> float:
@@ -109,6 +122,8 @@ class Field:
         v = self.get(doc, key, where)
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise self.fail(f"{where}.{key}", f"expected a count (a whole number >= 0), got {_kind(v)}")
+        if v > MAX_NUMBER:
+            raise self.fail(f"{where}.{key}", f"{_kind(v)} is out of range (beyond 2^53)")
         return v
 
     def text(self, doc: Any, key: str, where: str = "$", *, null: bool = False) -> str | None:
@@ -169,26 +184,67 @@ def _kind(v: Any) -> str:
     return type(v).__name__
 
 
-def read_json(path: Path) -> Any:
-    """The file's one JSON document, or a refusal naming where it stops being JSON."""
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes, refused unread when it is larger than :data:`MAX_FILE_BYTES`."""
+    too_large = PeerFormatError(
+        path, "$", f"larger than the {MAX_FILE_BYTES // 2**20} MiB a peer result file may be; not read"
+    )
     try:
-        text = path.read_text(encoding="utf-8")
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise too_large
+        with path.open("rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)  # the file may have grown since the stat
+    except OSError as e:
+        raise PeerFormatError(path, "$", f"cannot read it ({e.strerror or e})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise too_large
+    return data
+
+
+def read_text(path: Path) -> str:
+    """The file as UTF-8 text (at most :data:`MAX_FILE_BYTES`), or a refusal naming the file."""
+    try:
+        return read_bytes(path).decode("utf-8")
     except UnicodeDecodeError as e:
         raise PeerFormatError(path, "$", f"not UTF-8 text ({e})") from None
+
+
+def parse_json(path: Path, text: str, where: str = "$") -> Any:
+    """``json.loads`` whose failures are refusals naming the file (and ``where``: "line 3")."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise PeerFormatError(path, "$", f"not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+        at = f"line {e.lineno} column {e.colno}" if where == "$" else f"column {e.colno}"
+        raise PeerFormatError(path, where, f"not JSON: {e.msg} at {at}") from None
+    except RecursionError:
+        # Python's parser recurses once per level: a deeply nested file exhausts the stack
+        raise PeerFormatError(
+            path, where, "JSON nested too deeply to read (no tool writes such a file)"
+        ) from None
+
+
+def read_json(path: Path) -> Any:
+    """The file's one JSON document, or a refusal naming where it stops being JSON."""
+    return parse_json(path, read_text(path))
 
 
 def file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashlib.sha256(read_bytes(path)).hexdigest()
+
+
+def checked_time(f: Field, field: str, make: Callable[[], datetime]) -> datetime:
+    """A time built from the file's numbers, refused naming ``field`` when it falls outside the years
+    a datetime holds."""
+    try:
+        return make()
+    except (OverflowError, ValueError, OSError) as e:
+        raise f.fail(field, f"not a time this reader can represent ({e})") from None
 
 
 def parse_time(f: Field, value: Any, field: str) -> datetime:
     """An ISO 8601 time or a Unix time in seconds, as UTC (a naive ISO time is taken as UTC)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return datetime.fromtimestamp(float(value), UTC)
+        return checked_time(f, field, lambda: datetime.fromtimestamp(float(value), UTC))
     if isinstance(value, str):
         try:
             t = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -227,6 +283,14 @@ def peer_result(
     """The run one peer file becomes (aggregates carry a placeholder run id; it is set here)."""
     if not aggregates:
         raise PeerFormatError(path, "$", f"no {tool} results in the file")
+    for a in aggregates:  # the rules every import path applies, after the reader's own checks
+        if (bad := refused_value(a)) is not None:
+            name, value, must = bad
+            raise PeerFormatError(
+                path,
+                f"{a.scenario} {a.level_kind} {a.level}: {name}",
+                f"{value!r} is refused: {name} must be {must}",
+            )
     run_id = opts.run_id or f"{tool}-{file_digest(path)[:16]}"
     kind = (opts.engine or engine or "unknown").strip().lower()
     run = RunRecord(
@@ -262,10 +326,9 @@ def peer_result(
 def first_line_json(path: Path) -> Any | None:
     """The first non-blank line parsed as JSON (for telling JSON Lines apart), or None."""
     try:
-        with path.open(encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
-                    return json.loads(line)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        for line in read_text(path).splitlines():
+            if line.strip():
+                return json.loads(line)
+    except (PeerFormatError, json.JSONDecodeError, RecursionError):
         return None
     return None

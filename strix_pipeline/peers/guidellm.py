@@ -23,6 +23,7 @@ from strix_pipeline.peers.common import (
     Field,
     ImportOptions,
     RecordedVersion,
+    checked_time,
     level_for,
     peer_result,
 )
@@ -71,8 +72,10 @@ def load(path: Path, opts: ImportOptions) -> RunResult:
         version=version,
         opts=opts,
         model=model,
-        started_at=datetime.fromtimestamp(min(starts), UTC),
-        ended_at=datetime.fromtimestamp(max(ends), UTC),
+        started_at=checked_time(
+            f, "$.benchmarks[*].start_time", lambda: datetime.fromtimestamp(min(starts), UTC)
+        ),
+        ended_at=checked_time(f, "$.benchmarks[*].end_time", lambda: datetime.fromtimestamp(max(ends), UTC)),
         aggregates=aggs,
         command="guidellm run",
     )

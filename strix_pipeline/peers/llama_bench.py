@@ -18,13 +18,20 @@ the numbers (threads, batch sizes, KV types, offload, flash attention, ...) are 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from strix_pipeline.peers.common import Field, ImportOptions, PeerFormatError, parse_time, peer_result
+from strix_pipeline.peers.common import (
+    Field,
+    ImportOptions,
+    PeerFormatError,
+    parse_json,
+    parse_time,
+    peer_result,
+    read_text,
+)
 from strix_pipeline.records import LevelAggregate, RunResult
 
 TOOL = "llama-bench"
@@ -63,22 +70,16 @@ def detect(doc: Any) -> bool:
 
 def read_rows(path: Path) -> tuple[list[Any], str]:
     """The rows of a ``-o json`` array or a ``-o jsonl`` file, and how each row is named ($[i] / line N)."""
+    text = read_text(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise PeerFormatError(path, "$", f"not UTF-8 text ({e})") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError:
-        doc = None
+        doc = parse_json(path, text)
+    except PeerFormatError as e:
+        if "not JSON" not in e.problem:
+            raise
         rows: list[Any] = []
         for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise PeerFormatError(path, f"line {n}", f"not JSON: {e.msg} at column {e.colno}") from None
+            if line.strip():
+                rows.append(parse_json(path, line, f"line {n}"))
         return rows, "line"
     if isinstance(doc, Mapping):  # a JSONL file of one line
         return [doc], "line"

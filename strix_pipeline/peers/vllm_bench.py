@@ -17,7 +17,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from strix_pipeline.peers.common import Field, ImportOptions, level_for, peer_result, read_json
+from strix_pipeline.peers.common import (
+    Field,
+    ImportOptions,
+    checked_time,
+    level_for,
+    peer_result,
+    read_json,
+)
 from strix_pipeline.records import LevelAggregate, RunResult
 
 TOOL = "vllm-bench"
@@ -112,7 +119,7 @@ def load(path: Path, opts: ImportOptions) -> RunResult:
         opts=opts,
         model=model,
         started_at=started,
-        ended_at=started + timedelta(seconds=duration),
+        ended_at=checked_time(f, "$.duration", lambda: started + timedelta(seconds=duration)),
         aggregates=[agg],
         command=f"vllm bench serve --backend {backend}" if backend else None,
     )
