@@ -118,8 +118,13 @@ def test_export_then_import_into_another_warehouse(seeded: Path, tmp_path: Path,
     with Warehouse.open(other) as wh:
         wh.load_run(make_run("local-only", engine="sglang"))
         wh.load_run(make_run("l1", requests_per_level=9))  # an older load of a run the export replaces
+    # "l1" is here already: replacing it takes --replace, and without it nothing is imported
+    assert handler("import", "--parquet", str(out), "--warehouse", str(other)) == 1
+    assert "1 run(s) already in the warehouse: l1" in capsys.readouterr().err
+    with Warehouse.open(other, read_only=True) as wh:
+        assert sorted(wh.run_ids()) == ["l1", "local-only"] and wh.count("requests", "l1") == 9 * 2
     for _ in range(2):  # importing twice changes nothing
-        assert handler("import", "--parquet", str(out), "--warehouse", str(other)) == 0
+        assert handler("import", "--parquet", str(out), "--warehouse", str(other), "--replace") == 0
         with Warehouse.open(other, read_only=True) as wh:
             assert sorted(wh.run_ids()) == ["l1", "local-only", "v1"]
             assert wh.count("requests", "l1") == 8 and wh.count("requests") == 24
@@ -128,7 +133,7 @@ def test_export_then_import_into_another_warehouse(seeded: Path, tmp_path: Path,
     pl.read_parquet(out / "requests.parquet").with_columns(pl.lit("ghost").alias("run_id")).write_parquet(
         out / "requests.parquet"
     )
-    assert handler("import", "--parquet", str(out), "--warehouse", str(other)) == 1
+    assert handler("import", "--parquet", str(out), "--warehouse", str(other), "--replace") == 1
     assert "not in runs.parquet" in capsys.readouterr().err
     with Warehouse.open(other, read_only=True) as wh:
         assert wh.count("requests") == 24

@@ -101,6 +101,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--quantization", help="quantization (default: from the file, else unknown)")
     i.add_argument("--scenario", help="scenario name of the run's levels (default: per tool, e.g. random)")
     i.add_argument("--run-id", help="run id (default: <tool>-<hash of the file>, so a re-import replaces)")
+    i.add_argument(
+        "--replace",
+        action="store_true",
+        help="with --parquet: let the imported runs and decisions replace the ones of the same ids "
+        "(without it, an id already in the warehouse is refused, named, and nothing is imported)",
+    )
     _common(i)
     i.set_defaults(func=run_import)
 
@@ -371,7 +377,7 @@ def run_import(args: argparse.Namespace) -> int:
         return run_import_peer(args)
     counts, rc = _on_warehouse(
         args,
-        lambda wh: wh.import_parquet(args.parquet),
+        lambda wh: wh.import_parquet(args.parquet, replace=args.replace),
         "import failed, nothing was changed",
         read_only=False,
     )

@@ -227,7 +227,8 @@ class Warehouse:
         """Write every table (or the named ones) to DIR/<table>.parquet; works on a read-only open."""
         return parquet.export_parquet(self.con, directory, tables)
 
-    def import_parquet(self, directory: str | Path) -> dict[str, int]:
-        """Load what :meth:`export_parquet` wrote (see :func:`strix_pipeline.warehouse.parquet.import_parquet`)."""
+    def import_parquet(self, directory: str | Path, *, replace: bool = False) -> dict[str, int]:
+        """Load what :meth:`export_parquet` wrote; runs and decisions already here are refused unless
+        ``replace`` (see :func:`strix_pipeline.warehouse.parquet.import_parquet`)."""
         self._writable()
-        return parquet.import_parquet(self.con, directory)
+        return parquet.import_parquet(self.con, directory, replace=replace)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import duckdb
 
+from strix_pipeline.records import VALUE_RULES
 from strix_pipeline.warehouse.connection import WarehouseError, in_transaction
 from strix_pipeline.warehouse.decisions import replace_decisions_from
 from strix_pipeline.warehouse.hosts import refresh_hosts
@@ -34,13 +35,19 @@ def export_parquet(
     return written
 
 
-def import_parquet(con: duckdb.DuckDBPyConnection, directory: str | Path) -> dict[str, int]:
+def import_parquet(
+    con: duckdb.DuckDBPyConnection, directory: str | Path, *, replace: bool = False
+) -> dict[str, int]:
     """Load what :func:`export_parquet` wrote (e.g. another Box's warehouse), in ONE transaction.
 
-    Runs in ``runs.parquet`` replace the same run_ids here in every run table; images are upserted
-    by (registry, repository, tag); decisions replace their evaluation_id. Rows of a run table whose
-    run_id is not in ``runs.parquet`` are refused (they would be orphans). Columns are matched by
-    name, so an export from an older schema imports (missing columns become NULL).
+    A run or decision already here is refused, its ids named, unless ``replace``: then runs in
+    ``runs.parquet`` replace the same run_ids here in every run table and decisions replace their
+    evaluation_id. Images are upserted by (registry, repository, tag). Refused as well, before
+    anything changes: rows of a run table whose run_id is not in ``runs.parquet`` (they would be
+    orphans), a run_id twice in ``runs.parquet``, and any value the import rules refuse
+    (:data:`~strix_pipeline.records.VALUE_RULES`, the rules ``strix import FILE`` applies), named by
+    file, run, column and value. Columns are matched by name, so an export from an older schema
+    imports (missing columns become NULL).
     """
     src = Path(directory)
     runs_file = src / "runs.parquet"
@@ -67,6 +74,23 @@ def import_parquet(con: duckdb.DuckDBPyConnection, directory: str | Path) -> dic
             ).fetchall()[0][0]
             if orphans:
                 raise WarehouseError(f"{src}/{table}.parquet: {orphans} row(s) of runs not in runs.parquet")
+        twice = con.execute(
+            f"SELECT run_id FROM {pq('runs')} GROUP BY run_id HAVING count(*) > 1 ORDER BY run_id LIMIT 5"
+        ).fetchall()
+        if twice:
+            raise WarehouseError(f"{runs_file}: run_id {twice[0][0]!r} appears more than once")
+        for table, cls in RUN_TABLES.items():
+            if (source := pq(table)) is not None:
+                _check_values(con, src / f"{table}.parquet", source, cls)
+        if not replace:
+            _refuse_existing(
+                con, "run", "run_id", "runs", "SELECT run_id FROM _strix_import_ids", src / "runs.parquet"
+            )
+            if (source := pq("decisions")) is not None:
+                ids = f"SELECT DISTINCT evaluation_id FROM {source}"
+                _refuse_existing(
+                    con, "decision", "evaluation_id", "decisions", ids, src / "decisions.parquet"
+                )
         for table in RUN_TABLES:
             con.execute(
                 f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM _strix_import_ids)"
@@ -88,3 +112,35 @@ def import_parquet(con: duckdb.DuckDBPyConnection, directory: str | Path) -> dic
 
     in_transaction(con, load)
     return counts
+
+
+def _check_values(con: duckdb.DuckDBPyConnection, file: Path, source: str, cls: type) -> None:
+    """Refuse the first value of ``source`` the import rules refuse, naming file, run, column, value."""
+    have = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+    for rule in VALUE_RULES.get(cls, ()):
+        if rule.field not in have or (rule.when is not None and rule.when[0] not in have):
+            continue  # an older export without the column: it imports as NULL
+        bad = con.execute(
+            f'SELECT run_id, "{rule.field}" FROM {source} WHERE {rule.sql()} LIMIT 1'
+        ).fetchall()
+        if bad:
+            run_id, value = bad[0]
+            raise WarehouseError(
+                f"{file}: run {run_id!r}: {rule.field} = {value!r} is refused: {rule.field} must be {rule.says()}"
+            )
+
+
+def _refuse_existing(
+    con: duckdb.DuckDBPyConnection, what: str, key: str, table: str, ids_sql: str, file: Path
+) -> None:
+    """Refuse to replace rows already in the warehouse that the user did not ask to replace."""
+    rows = con.execute(
+        f"SELECT DISTINCT {key} FROM {table} WHERE {key} IN ({ids_sql}) ORDER BY {key}"
+    ).fetchall()
+    if rows:
+        ids = [r[0] for r in rows]
+        shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+        raise WarehouseError(
+            f"{file}: {len(ids)} {what}(s) already in the warehouse: {shown} "
+            f"(give --replace to replace them with the imported ones)"
+        )
