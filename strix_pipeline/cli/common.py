@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 import duckdb
+from rich.text import Text
 
 from strix_pipeline.config import DuckLakeTarget, load_config
 from strix_pipeline.warehouse import Warehouse, WarehouseError
@@ -81,3 +83,19 @@ def on_warehouse(
 def error(msg: str) -> int:
     print(f"strix: {msg}", file=sys.stderr)
     return 1
+
+
+def visible(value: object) -> str:
+    """``value`` as text a terminal shows as it is: every control or format character (ESC starting an
+    ANSI or OSC 8 hyperlink sequence, a carriage return that overwrites the line, a right-to-left
+    override) written as its escape, ``\\x1b``, ``\\r``, ``\\u202e``."""
+    text = str(value)
+    return "".join(
+        ch if unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp") else ascii(ch)[1:-1] for ch in text
+    )
+
+
+def shown(value: object | None) -> Text:
+    """A string from outside (a registry, a warehouse, an imported file) as a rich cell: plain text,
+    never markup -- "v9.9.9[/]" would raise MarkupError and "[link=...]" would make a hyperlink."""
+    return Text("" if value is None else visible(value))

@@ -13,10 +13,10 @@ from dataclasses import asdict
 from datetime import datetime
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from strix_pipeline.cli.common import warehouse_arg, warehouse_path
+from strix_pipeline.cli.common import shown, warehouse_arg, warehouse_path
 from strix_pipeline.config import load_config
 from strix_pipeline.records import ImageRecord
 from strix_pipeline.registry.discovery import DiscoveryReport, refresh_images
@@ -76,10 +76,10 @@ def _print_report(report: DiscoveryReport) -> None:
             for r in rows:
                 t.add_row(
                     kind,
-                    r.engine,
-                    f"{r.registry}/{r.repository}:{r.tag}",
-                    r.digest[:19],
-                    r.version or "",
+                    shown(r.engine),
+                    shown(f"{r.registry}/{r.repository}:{r.tag}"),
+                    shown(r.digest[:19]),
+                    shown(r.version),
                     r.created.strftime("%Y-%m-%d %H:%M") if r.created else "",
                 )
         console.print(t)
@@ -89,9 +89,10 @@ def _print_report(report: DiscoveryReport) -> None:
         f"{len(report.errors)} failed"
     )
     for s in report.skipped:
-        console.print(f"[yellow]skipped[/] {s.registry}/{s.repository}:{s.tag}: {s.reason}", highlight=False)
+        line = shown(f" {s.registry}/{s.repository}:{s.tag}: {s.reason}")
+        console.print(Text.assemble(("skipped", "yellow"), line))
     for e in report.errors:
-        console.print(f"[red]failed[/] {escape(e.engine)}: {escape(e.recorded)}", highlight=False)
+        console.print(Text.assemble(("failed", "red"), shown(f" {e.engine}: {e.recorded}")))
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -110,11 +111,12 @@ def run_list(args: argparse.Namespace) -> int:
     for col in ("engine", "image", "digest", "version", "created", "floating", "last seen", "state"):
         t.add_column(col)
     for r in rows:  # known_images orders by engine, repository, sort key: oldest version first
+        # every string here came from a registry or the warehouse: shown as text, never as markup
         t.add_row(
-            r.engine,
-            f"{r.registry}/{r.repository}:{r.tag}",
-            r.digest[:19],
-            r.version or "",
+            shown(r.engine),
+            shown(f"{r.registry}/{r.repository}:{r.tag}"),
+            shown(r.digest[:19]),
+            shown(r.version),
             r.created.strftime("%Y-%m-%d %H:%M") if r.created else "",
             "yes" if r.floating else "",
             r.last_seen.strftime("%Y-%m-%d %H:%M"),
