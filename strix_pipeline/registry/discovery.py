@@ -7,7 +7,11 @@ Per engine and per image source (registry + repository), one refresh:
    (``re.search``: ``rocm`` matches anywhere, anchor with ``^...$`` for exact shapes); tags named in
    ``floating`` are always kept. When every include pattern is anchored with a literal start
    (``^server-rocm-b\d+$``), only those prefixes are listed (``last=`` seek, stop past the prefix):
-   ghcr.io's llama.cpp holds tens of thousands of tags and the rest would cost pages and ``max_tags``;
+   ghcr.io's llama.cpp holds tens of thousands of tags and the rest would cost pages and ``max_tags``.
+   A listed name outside the OCI distribution spec's tag grammar (:data:`OCI_TAG`, matched whole) is
+   **skipped** with its reason before any pattern sees it: it goes into URLs and the warehouse, and
+   Python's ``$`` also matches before a final newline, so ``^v\d+\.\d+\.\d+$`` alone would let
+   ``v1.2.3\n`` through;
 2. gets each tag's digest with a ``HEAD`` — except a release tag (not floating) already known, which is
    taken as immutable and costs no request at all (when the Hub API gives digests for free, every tag is
    checked);
@@ -169,7 +173,18 @@ def default_client(source: ImageSource, policy: RetryPolicy | None = None) -> Re
     )
 
 
+# The tag grammar of the OCI distribution spec ("Pulling manifests"): at most 128 characters.
+OCI_TAG = re.compile(r"[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}")
+
+
+def valid_tag(tag: object) -> bool:
+    """The whole name is a tag by the OCI grammar (``fullmatch``: no trailing newline slips through)."""
+    return isinstance(tag, str) and OCI_TAG.fullmatch(tag) is not None
+
+
 def tag_selected(source: ImageSource, tag: str) -> bool:
+    if not valid_tag(tag):
+        return False
     if tag in source.floating:
         return True
     if not any(re.search(p, tag) for p in source.include):
@@ -290,6 +305,18 @@ def _refresh_source(
                 complete = complete and part_complete
         infos = [TagInfo(t) for t in dict.fromkeys(tags)]
     listed = {i.name for i in infos}
+    for info in infos:
+        if not valid_tag(info.name):
+            out.skipped.append(
+                SkippedTag(
+                    engine,
+                    source.registry,
+                    repo,
+                    info.name,
+                    info.digest,
+                    f"not a valid tag name {info.name!r} (the OCI grammar is [a-zA-Z0-9_][a-zA-Z0-9._-]{{0,127}})",
+                )
+            )
     selected = [i for i in infos if tag_selected(source, i.name)]
     # Newest first, so the details budget goes to what a benchmark would pick.
     selected.sort(key=lambda i: version_sort_key(i.name, i.last_updated), reverse=True)
