@@ -91,7 +91,7 @@ def test_probe_output_round_trips_through_a_tree(tmp_path):
     )
     files = memory.parse_probe_output(text)
     assert files["proc/cmdline"].strip() == "quiet ttm.pages_limit=1"
-    got = by_key(memory.read_tree(memory.materialize(files, tmp_path)))
+    got = by_key(memory.read_tree(memory.lay_out_tree(files, tmp_path)))
     assert got[("sysfs:card1", "vram_used")] == 1234
     assert got[("meminfo", "mem_used")] == 60 * 1024
 
@@ -211,23 +211,6 @@ def test_wait_until_is_bounded():
 def test_unknown_basis_is_an_error():
     with pytest.raises(ValueError):
         memory.in_use([], "vram")
-
-
-def test_combined_probe_keeps_the_sources_that_work():
-    class Broken:
-        def read(self):
-            raise OSError("gone")
-
-        def close(self):
-            pass
-
-    probe = memory.CombinedProbe(
-        Broken(), TreeProbe(ROOT), extra=lambda: [Reading("rocm-smi:card0", "gtt_used", 7)]
-    )
-    got = by_key(probe.read())
-    assert got[("rocm-smi:card0", "gtt_used")] == 7 and ("sysfs:card1", "gtt_used") in got
-    with pytest.raises(RuntimeError):
-        memory.CombinedProbe(Broken()).read()
 
 
 def test_engine_rss_counts_every_process_of_its_session(tmp_path) -> None:

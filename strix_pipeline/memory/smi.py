@@ -1,0 +1,163 @@
+"""rocm-smi / amd-smi JSON as readings, and the cross-check of the SMI tools against sysfs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import statistics
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+from strix_pipeline.memory.tree import CARD_NAME, UNIT_BYTES, Reading
+from strix_pipeline.records import MemorySample
+
+log = logging.getLogger(__name__)
+
+# Each metric as the two tools name it: (rocm-smi's key, amd-smi's key), None where the tool has no
+# such field. One table, so that the cross-check compares the same quantity under both names.
+_SMI_KEYS: dict[str, tuple[str | None, str]] = {
+    "vram_total": ("VRAM Total Memory (B)", "total_vram"),
+    "vram_used": ("VRAM Total Used Memory (B)", "used_vram"),
+    "vram_free": (None, "free_vram"),
+    "vis_vram_total": ("Visible VRAM Total Memory (B)", "total_visible_vram"),
+    "vis_vram_used": ("Visible VRAM Total Used Memory (B)", "used_visible_vram"),
+    "vis_vram_free": (None, "free_visible_vram"),
+    "gtt_total": ("GTT Total Memory (B)", "total_gtt"),
+    "gtt_used": ("GTT Total Used Memory (B)", "used_gtt"),
+    "gtt_free": (None, "free_gtt"),
+}
+_ROCM_SMI_KEYS = {rocm: metric for metric, (rocm, _) in _SMI_KEYS.items() if rocm is not None}
+_AMD_SMI_KEYS = {amd: metric for metric, (_, amd) in _SMI_KEYS.items()}
+
+
+def _int_or_none(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(float(value.strip()))
+        except ValueError:
+            return None  # "N/A"
+    return None
+
+
+def _smi_readings(
+    source: str, fields: dict[str, Any], keys: dict[str, str], to_bytes: Callable[[Any], int | None]
+) -> list[Reading]:
+    """One device's block of an SMI tool's JSON as readings; a field that is not a number is left out."""
+    return [
+        Reading(source, metric, v)
+        for key, metric in keys.items()
+        if (v := to_bytes(fields.get(key))) is not None
+    ]
+
+
+def parse_rocm_smi_json(text: str) -> list[Reading]:
+    """``rocm-smi --showmeminfo vram gtt --json``: {"card0": {"VRAM Total Memory (B)": "…", …}}.
+
+    Values are strings of bytes; other keys (Card SKU, GFX Version, a "system" block) are ignored.
+    """
+    data = json.loads(text)
+    out: list[Reading] = []
+    if not isinstance(data, dict):
+        return out
+    for card, fields in data.items():
+        if not CARD_NAME.match(str(card)) or not isinstance(fields, dict):
+            continue
+        out += _smi_readings(f"rocm-smi:{card}", fields, _ROCM_SMI_KEYS, _int_or_none)
+    return out
+
+
+def _amd_smi_bytes(field: Any) -> int | None:
+    if isinstance(field, dict):
+        value = _int_or_none(field.get("value"))
+        if value is None:
+            return None
+        # amd-smi's "MB" is 2**20 bytes (it divides bytes by 1024*1024)
+        return value * UNIT_BYTES.get(str(field.get("unit", "B")).upper(), 1)
+    return None  # "N/A" or a bare number without a unit: not trusted
+
+
+def parse_amd_smi_json(text: str) -> list[Reading]:
+    """``amd-smi metric --mem-usage --json``: older builds give a list of GPUs, newer ones
+    ``{"gpu_data": [...]}``; a field may be ``"N/A"`` (as a value or as the whole field)."""
+    data = json.loads(text)
+    gpus = data.get("gpu_data", []) if isinstance(data, dict) else data
+    out: list[Reading] = []
+    if not isinstance(gpus, list):
+        return out
+    for i, gpu in enumerate(gpus):
+        if not isinstance(gpu, dict):
+            continue
+        index = gpu.get("gpu", i)
+        usage = gpu.get("mem_usage")
+        if not isinstance(usage, dict):
+            continue
+        out += _smi_readings(f"amd-smi:{index}", usage, _AMD_SMI_KEYS, _amd_smi_bytes)
+    return out
+
+
+# The tools that read the GPU's memory themselves: the cross-check of the sysfs counters, since one
+# counter alone is not to be trusted on unified memory (DESIGN.md, strix-halo-facts.md).
+SMI_COMMANDS: dict[str, tuple[list[str], Callable[[str], list[Reading]]]] = {
+    "rocm-smi": (["rocm-smi", "--showmeminfo", "vram", "gtt", "--json"], parse_rocm_smi_json),
+    "amd-smi": (["amd-smi", "metric", "--mem-usage", "--json"], parse_amd_smi_json),
+}
+SMI_PHASES = ("baseline", "idle", "after_stop")  # read once at each: before start, after load, after stop
+
+
+def read_smi(run: Callable[[list[str]], tuple[int, str]]) -> list[Reading]:
+    """Every SMI tool ``run`` (argv -> exit code, output) can execute; a missing or failing tool
+    gives nothing (it is "not available" there, not zero)."""
+    out: list[Reading] = []
+    for argv, parse in SMI_COMMANDS.values():
+        try:
+            code, text = run(argv)
+            if code == 0:
+                out += parse(text)
+        except Exception as e:  # noqa: BLE001 - no tool, no device, bad JSON: nothing to compare
+            log.debug("%s: %s", argv[0], e)
+    return out
+
+
+def run_here(argv: list[str]) -> tuple[int, str]:
+    """Run an SMI tool on this machine (the `local` host), if it is installed."""
+    import shutil
+    import subprocess
+
+    if not shutil.which(argv[0]):
+        return 127, ""
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    return proc.returncode, proc.stdout
+
+
+def counter_disagreements(
+    samples: Iterable[MemorySample], *, tolerance_bytes: int = 2**29, tolerance_frac: float = 0.05
+) -> list[str]:
+    """Where the SMI tools and the sysfs counters disagree about VRAM + GTT in use, per phase
+    (median of each); beyond max(tolerance_bytes, tolerance_frac of the larger) it is flagged."""
+    per: dict[tuple[str, str], dict[datetime, int]] = {}
+    for m in samples:
+        if m.phase in SMI_PHASES and m.metric in ("vram_used", "gtt_used"):
+            tool = m.source.split(":", 1)[0]  # "sysfs", "rocm-smi", "amd-smi"
+            at = per.setdefault((m.phase, tool), {})
+            at[m.sampled_at] = at.get(m.sampled_at, 0) + m.value_bytes
+    out = []
+    for phase in SMI_PHASES:
+        sysfs = per.get((phase, "sysfs"))
+        if not sysfs:
+            continue
+        ref = statistics.median(sysfs.values())
+        for tool in ("rocm-smi", "amd-smi"):
+            seen = per.get((phase, tool))
+            if not seen:
+                continue
+            other = statistics.median(seen.values())
+            if abs(other - ref) > max(tolerance_bytes, tolerance_frac * max(other, ref)):
+                out.append(f"at {phase}: sysfs {ref / 2**30:.2f} GiB vs {tool} {other / 2**30:.2f} GiB")
+    return out
