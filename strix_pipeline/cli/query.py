@@ -104,8 +104,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument(
         "--replace",
         action="store_true",
-        help="with --parquet: let the imported runs and decisions replace the ones of the same ids "
-        "(without it, an id already in the warehouse is refused, named, and nothing is imported)",
+        help="let the imported runs and decisions replace the ones of the same ids (without it, an id "
+        "already in the warehouse is refused, named, and nothing is imported; a FILE imported again under "
+        "its default run id replaces its earlier import)",
     )
     _common(i)
     i.set_defaults(func=run_import)
@@ -398,6 +399,12 @@ def run_import_peer(args: argparse.Namespace) -> int:
         return error(f"import refused, nothing was loaded: {e}")
 
     def load(wh: Warehouse):  # noqa: ANN202 - the loaded run's record
+        # the default id is the file's hash: only the same file's earlier import has it; a --run-id
+        # may name any run, a strix benchmark's included
+        if opts.run_id is not None and not args.replace and wh.count("runs", opts.run_id):
+            raise WarehouseError(
+                f"run {opts.run_id} is already in the warehouse; give --replace to replace it with {args.file}"
+            )
         wh.load_run(result)
         return result.run
 
