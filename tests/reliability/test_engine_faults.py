@@ -27,7 +27,8 @@ from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
 from strix_pipeline.config import SLO, load_config
 from strix_pipeline.hosts.local import LLAMA_SERVER_ENV
 from strix_pipeline.loadgen import DatasetLoad, SuiteResult, client, run_load
-from strix_pipeline.loadgen import scenarios as sc
+from strix_pipeline.loadgen.context import SuiteContext, request_body
+from strix_pipeline.loadgen.level import run_level
 from strix_pipeline.loadgen.prometheus import MetricsScraper
 from strix_pipeline.loadgen.workloads import Prompt
 from strix_pipeline.warehouse import Warehouse
@@ -69,19 +70,19 @@ async def _two_levels_with_a_pause(stale: str) -> tuple[SuiteResult, SyntheticSe
         client.make_session() as session,
         MetricsScraper(None) as scraper,
     ):
-        ctx = sc.SuiteContext(session, srv.base_url, "synthetic/normal", "faults", SLO(), 5.0, scraper)
+        ctx = SuiteContext(session, srv.base_url, "synthetic/normal", "faults", SLO(), 5.0, scraper)
         try:
-            await sc.run_level(
+            await run_level(
                 ctx,
                 "dataset",
                 4,
                 "concurrency",
-                [sc.request_body(ctx.model, p) for p in _prompts(4)],
+                [request_body(ctx.model, p) for p in _prompts(4)],
                 concurrency=4,
             )
             await asyncio.sleep(0.15)  # every pooled connection is now one the server has closed
-            await sc.run_level(
-                ctx, "dataset", 1, "concurrency", [sc.request_body(ctx.model, p) for p in _prompts(20)]
+            await run_level(
+                ctx, "dataset", 1, "concurrency", [request_body(ctx.model, p) for p in _prompts(20)]
             )
         finally:
             await ctx.connections.aclose()

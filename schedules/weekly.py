@@ -1,0 +1,54 @@
+"""The weekly schedule: refresh images, benchmark each engine's current images and each host's baseline."""
+
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from assets.partitions import image_versions
+from assets.resources import StrixConfigResource, WarehouseResource
+from schedules.requests import run_requests
+from strix_pipeline import plan
+from strix_pipeline.config import StrixConfig
+
+
+def build_schedule(config: StrixConfig, bench_keys: list[dg.AssetKey]) -> dg.ScheduleDefinition:
+    @dg.schedule(
+        name="weekly_benchmark",
+        cron_schedule=config.project.schedule,
+        execution_timezone=config.project.timezone,
+        target=dg.AssetSelection.assets(dg.AssetKey("engine_images"), *bench_keys),
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+        description=(
+            "Weekly: refresh images, benchmark each engine's current images and each host's llama-server "
+            "baseline. The trends and the decision follow once those benchmarks have landed "
+            "(analysis_automation), not on this tick."
+        ),
+    )
+    def weekly_benchmark(
+        context: dg.ScheduleEvaluationContext,
+        strix: StrixConfigResource,
+        warehouse: WarehouseResource,
+    ) -> list[dg.RunRequest]:
+        cfg = strix.get()
+        now = context.scheduled_execution_time or datetime.now(UTC)
+        stamp = f"{now:%Y-%m-%d}"
+        with warehouse.reader() as wh:
+            images = wh.known_images()
+        wanted = plan.wanted_images(
+            cfg, images, [plan.local_image(e, now, cfg) for e in plan.local_engines(cfg)]
+        )
+        existing = set(context.instance.get_dynamic_partitions(image_versions.name))
+        missing = [k for k in plan.partition_keys(wanted) if k not in existing]
+        if missing:
+            context.instance.add_dynamic_partitions(image_versions.name, missing)
+        requests = [
+            dg.RunRequest(run_key=f"weekly-{stamp}-refresh", asset_selection=[dg.AssetKey("engine_images")])
+        ]
+        requests += [
+            r
+            for i in wanted
+            for r in run_requests(cfg, i, run_key=f"weekly-{stamp}-{i.digest}", asset_selection=bench_keys)
+        ]
+        return requests
+
+    return weekly_benchmark
