@@ -24,6 +24,7 @@ from synthetic_server import SyntheticServer
 
 from strix_pipeline.cli import bench as cli_bench
 from strix_pipeline.config import ConfigError
+from strix_pipeline.loadgen import vllm_flags
 from strix_pipeline.loadgen.metrics import percentile_key, value_stats
 from strix_pipeline.loadgen.vllm_result import VllmOptions, result_filename, vllm_result
 from strix_pipeline.loadgen.workloads import random_lengths
@@ -279,11 +280,11 @@ def test_vllm_result_counts_a_failure_and_never_draws_it_as_zero() -> None:
     assert result_filename(opts, "d", None).name == f"openai-infqps-concurrency2-m-{opts.date}.json"
 
 
-def _plan(argv: list[str]) -> cli_bench.Plan:
+def _plan(argv: list[str]) -> vllm_flags.Plan:
     parser = argparse.ArgumentParser()
     parser.add_argument("--config")
     cli_bench.register(parser.add_subparsers())
-    return cli_bench.plan_run(parser.parse_args(["bench", *argv]))
+    return vllm_flags.plan_run(parser.parse_args(["bench", *argv]))
 
 
 def test_the_request_path_is_base_url_plus_endpoint_as_in_vllm() -> None:
