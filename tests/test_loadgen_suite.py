@@ -157,16 +157,17 @@ def test_cli_bench_writes_the_documented_json(tmp_path: Path, monkeypatch: pytes
 
 def test_quick_profile_fits_a_2048_token_slot() -> None:
     from strix_pipeline.loadgen import QUICK_PROFILE
-    from strix_pipeline.loadgen.scenarios import CONTEXT_MARGIN, ladder_levels
+    from strix_pipeline.loadgen.context import CONTEXT_MARGIN
+    from strix_pipeline.loadgen.scenarios import ladder_levels
 
     q = QUICK_PROFILE
     assert ladder_levels(q.prefill_ladder.input_tokens, 2048, q.prefill_ladder.output_tokens)[1] is None
     pc = q.prefix_cache
     assert pc.prefix_tokens + pc.suffix_tokens + pc.output_tokens + CONTEXT_MARGIN <= 2048
     sw = q.concurrency_sweep
-    assert (
-        sw.input_tokens + sw.output_tokens + CONTEXT_MARGIN <= 2048
-        and max(sw.levels) <= sw.requests_per_level
+    # every level sends at least as many requests as it has clients (level 5: requests_at's 90)
+    assert sw.input_tokens + sw.output_tokens + CONTEXT_MARGIN <= 2048 and all(
+        c <= sw.requests_for(c) for c in sw.levels
     )
 
 

@@ -157,7 +157,7 @@ def _profile_and_slo(args: argparse.Namespace) -> tuple[ScenarioProfile, SLO, St
         cfg = load_config(path)  # a broken config fails loudly, never silently replaced
     if cfg and args.profile in cfg.profiles:
         profile = cfg.profiles[args.profile]
-    elif args.profile == "quick":
+    elif args.profile == "quick":  # the embedded default's, the one `make run` measures
         profile = QUICK_PROFILE
     elif args.profile == "standard":
         profile = ScenarioProfile()

@@ -1,29 +1,23 @@
-"""The suite's named profiles."""
+"""The suite's named profiles as the embedded default configuration defines them.
+
+``[profiles.quick]`` in default.toml is the one quick suite: what ``make run`` measures, and what
+``strix bench --profile quick`` runs when the configuration in use names no quick profile.
+"""
 
 from __future__ import annotations
 
-from strix_pipeline.config import ScenarioProfile
+import tomllib
 
-# Recommended [profiles.quick]: the whole suite in ~1-2 min with Gemma 3 270M on 2 CPU cores
-# (llama-server -c 8192 -np 4: 2048 tokens per slot, so every length below fits one slot).
-QUICK_PROFILE = ScenarioProfile.model_validate(
-    {
-        "request_timeout_s": 120,
-        "smoke": {"output_tokens": 16},
-        "concurrency_sweep": {
-            "levels": [1, 2, 4],
-            "requests_per_level": 4,
-            "warmup": 1,
-            "input_tokens": 128,
-            "output_tokens": 16,
-            "max_duration_s": 60,
-        },
-        "prefill_ladder": {
-            "input_tokens": [128, 256, 512, 1024],
-            "requests_per_level": 1,
-            "output_tokens": 2,
-        },
-        "decode": {"requests": 1, "output_tokens": 32, "input_tokens": 64},
-        "prefix_cache": {"prefix_tokens": 1024, "suffix_tokens": 32, "output_tokens": 2, "repeats": 1},
-    }
-)
+from strix_pipeline.config import DEFAULT_CONFIG, ConfigError, ScenarioProfile
+
+
+def default_profile(name: str) -> ScenarioProfile:
+    """The profile ``name`` of the embedded default configuration (validated as ``load_config`` does)."""
+    profiles = tomllib.loads(DEFAULT_CONFIG.read_text(encoding="utf-8")).get("profiles", {})
+    if name not in profiles:
+        raise ConfigError(f"{DEFAULT_CONFIG}: no profile named {name!r} (defined: {sorted(profiles)})")
+    return ScenarioProfile.model_validate(profiles[name])
+
+
+# every prompt length in it fits one request's 2048 tokens of context (gemma3-270m's context_length)
+QUICK_PROFILE = default_profile("quick")
