@@ -1,0 +1,92 @@
+"""The switch decision: five criteria, each with its evidence, and a verdict (DESIGN.md "switch criteria").
+
+Every criterion is pass, fail or unknown; unknown means "no fresh evidence" (or an inconclusive
+interval) and carries the reason, never quietly a pass or a fail. Evidence comes from the decision
+host, from runs started within the freshness window before ``now``.
+
+Verdicts (:func:`verdict_of`), over the required criteria, the first that holds:
+  stay     C1 or C2 fails (whatever the others say);
+  unknown  a criterion is unknown;
+  switch   every one passes -- *provisional* until a second run (a repeat of the image, or the
+           previous version) gives `switch` without the newest candidate run it rests on;
+  evaluate C1-C3 pass, C4 or C5 fails;
+  stay     otherwise: C3 fails (the candidate serves but is not faster with confidence).
+
+Modules: ``evidence`` (the typed records judged), ``criteria`` (C1-C5, pure), ``verdict`` (the
+verdict on them, pure), ``outcome`` (the :class:`Decision` record), ``gather`` (the SQL and the
+history; :func:`evaluate`), ``replay`` (stored evaluations), ``report`` (markdown). More in
+docs/architecture.md.
+"""
+
+from strix_pipeline.analysis.decision.criteria import (
+    CONFIDENCE,
+    CRITERIA,
+    CRITERION_FUNCTIONS,
+    FORBIDDEN_IN_LAUNCH,
+    GPT_OSS_QUANTIZATION,
+    NOT_A_START_ATTEMPT,
+    READY_STATUSES,
+    memory_not_above_llamacpp,
+    official_image_starts,
+    serves_gpt_oss_120b_mxfp4,
+    serves_medium_moe,
+    ttft_p95_beats_llamacpp_at_5,
+)
+from strix_pipeline.analysis.decision.evidence import Evidence, ReleaseImage, RunFacts, SweepReading
+from strix_pipeline.analysis.decision.gather import (
+    DECISION_AGGREGATES_SQL,
+    DECISION_HISTORY_SQL,
+    DECISION_IMAGES_SQL,
+    DECISION_RUNS_SQL,
+    DECISION_TTFT_SQL,
+    evaluate,
+    gather_evidence,
+)
+from strix_pipeline.analysis.decision.outcome import Decision
+from strix_pipeline.analysis.decision.replay import (
+    REPRODUCED_FIELDS,
+    decision_differences,
+    previous_decision,
+    reproduce,
+    stored_decision,
+)
+from strix_pipeline.analysis.decision.report import decision_markdown, format_value
+from strix_pipeline.analysis.decision.verdict import assess, judge, provisional, verdict_of
+
+__all__ = [
+    "CONFIDENCE",
+    "CRITERIA",
+    "CRITERION_FUNCTIONS",
+    "DECISION_AGGREGATES_SQL",
+    "DECISION_HISTORY_SQL",
+    "DECISION_IMAGES_SQL",
+    "DECISION_RUNS_SQL",
+    "DECISION_TTFT_SQL",
+    "FORBIDDEN_IN_LAUNCH",
+    "GPT_OSS_QUANTIZATION",
+    "NOT_A_START_ATTEMPT",
+    "READY_STATUSES",
+    "REPRODUCED_FIELDS",
+    "Decision",
+    "Evidence",
+    "ReleaseImage",
+    "RunFacts",
+    "SweepReading",
+    "assess",
+    "decision_differences",
+    "decision_markdown",
+    "evaluate",
+    "format_value",
+    "gather_evidence",
+    "judge",
+    "memory_not_above_llamacpp",
+    "official_image_starts",
+    "previous_decision",
+    "provisional",
+    "reproduce",
+    "serves_gpt_oss_120b_mxfp4",
+    "serves_medium_moe",
+    "stored_decision",
+    "ttft_p95_beats_llamacpp_at_5",
+    "verdict_of",
+]

@@ -1,0 +1,430 @@
+"""C1-C5 as pure functions of the evidence and the config: no SQL, no warehouse.
+
+Each criterion is named as in :data:`CRITERIA` and judges :class:`.evidence.Evidence` alone; the
+verdict on their results is :mod:`.verdict`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+from strix_pipeline.analysis.decision.evidence import Evidence, RunFacts
+from strix_pipeline.analysis.decision.report import gib_text, ratio_text
+from strix_pipeline.config import ImageSource, StrixConfig
+from strix_pipeline.loadgen.metrics import min_samples_for_ci, quantile_ci, quantile_ratio_ci
+from strix_pipeline.records import CriterionResult
+
+CRITERIA = {
+    "C1": "official_image_starts",
+    "C2": "serves_medium_moe",
+    "C3": "ttft_p95_beats_llamacpp_at_5",
+    "C4": "serves_gpt_oss_120b_mxfp4",
+    "C5": "memory_not_above_llamacpp",
+}
+# A run stopped from outside before or while it started, or refused by a guard before anything
+# started, says nothing about whether the engine starts: C1 neither passes nor fails on it.
+NOT_A_START_ATTEMPT = frozenset({"cancelled", "failed_guard"})
+FORBIDDEN_IN_LAUNCH = "HSA_OVERRIDE_GFX_VERSION"  # C1 means "starts with no override"
+GPT_OSS_QUANTIZATION = "MXFP4"
+CONFIDENCE = 0.95  # C3's interval of the ratio of the two p95s
+READY_STATUSES = ("ok", "partial", "failed_serve")  # reached ready (failed_serve: then served nothing)
+
+
+# --------------------------------------------------------------------------------------------------
+# Which runs a criterion looks at
+
+
+def _norm_repo(repo: str | None) -> str:
+    if not repo:
+        return ""
+    for prefix in ("docker.io/", "index.docker.io/", "registry-1.docker.io/"):
+        repo = repo.removeprefix(prefix)
+    return repo
+
+
+def _official_sources(config: StrixConfig) -> list[ImageSource]:
+    return [s for s in config.engines[config.decision.candidate_engine].images if s.official]
+
+
+def _repos(sources: list[ImageSource]) -> set[str]:
+    return {s.repository for s in sources} | {f"{s.registry}/{s.repository}" for s in sources}
+
+
+def _all_candidate_runs(ev: Evidence, config: StrixConfig) -> list[RunFacts]:
+    return [r for r in ev.runs if r.engine == config.decision.candidate_engine]
+
+
+def _candidate_runs(ev: Evidence, config: StrixConfig) -> list[RunFacts]:
+    """C2-C5 are about the official image when one is configured: a community build passing proves
+    nothing about the image the Box would switch to."""
+    cand = _all_candidate_runs(ev, config)
+    sources = _official_sources(config)
+    if not sources:
+        return cand
+    repos = _repos(sources)
+    return [r for r in cand if _norm_repo(r.image_repository) in repos]
+
+
+def _baseline_runs(ev: Evidence, config: StrixConfig) -> list[RunFacts]:
+    return [r for r in ev.runs if r.engine == config.decision.baseline_engine]
+
+
+def _order(r: RunFacts) -> tuple[str, datetime]:
+    """Newest first when sorted in reverse: explicit version order, then the later run."""
+    return (r.version_order, r.started_at)
+
+
+def _label(r: RunFacts) -> str:
+    digest = (r.image_digest or "")[:19]
+    name = r.image_version or r.image_tag or "?"
+    return f"{name} ({digest})" if digest else name
+
+
+def _family(r: RunFacts, config: StrixConfig) -> str:
+    if r.model_family:
+        return r.model_family
+    prof = config.models.get(r.model_profile)
+    return prof.family if prof else r.model
+
+
+def _context(r: RunFacts, config: StrixConfig) -> int | None:
+    prof = config.models.get(r.model_profile)
+    return prof.context_length if prof else None
+
+
+def _ready(r: RunFacts) -> bool:
+    """Reached ready with no override: C1's evidence (serving is C2's and C4's)."""
+    # a run cancelled after its engine was up has a launch command (it is set once ready)
+    ready = r.status in READY_STATUSES or (r.status == "cancelled" and r.launch_command)
+    return bool(ready) and FORBIDDEN_IN_LAUNCH not in (r.launch_command or "")
+
+
+def _served(r: RunFacts, smoke_ok: frozenset[str]) -> bool:
+    """Ready, answered (usable: ok or partial) and the smoke output was valid."""
+    return _ready(r) and r.usable and r.run_id in smoke_ok
+
+
+def _result(
+    cid: str,
+    status: str,
+    reason: str,
+    *,
+    runs: Sequence[RunFacts] = (),
+    value: float | None = None,
+    threshold: float | None = None,
+    ci: tuple[float | None, float | None] = (None, None),
+    unit: str | None = None,
+    mismatch: bool = False,
+) -> CriterionResult:
+    return CriterionResult(
+        evaluation_id="",
+        evaluated_at=datetime.min.replace(tzinfo=UTC),
+        host="",
+        verdict="",
+        criterion=cid,
+        name=CRITERIA[cid],
+        required=False,
+        status=status,
+        value=value,
+        threshold=threshold,
+        ci_low=ci[0],
+        ci_high=ci[1],
+        unit=unit,
+        evidence_run_ids=[r.run_id for r in runs],
+        image_digests=sorted({r.image_digest for r in runs if r.image_digest}),
+        quantization_mismatch=mismatch,
+        reason=reason,
+        first_held_at=None,
+    )
+
+
+def _stale_reason(what: str, stale: list[RunFacts], days: int) -> str:
+    if stale:
+        last = max(r.started_at for r in stale)
+        return f"{what}: the latest ran {last:%Y-%m-%d}, older than the {days}-day freshness window"
+    return f"{what}: none"
+
+
+# --------------------------------------------------------------------------------------------------
+# The criteria
+
+
+def official_image_starts(ev: Evidence, config: StrixConfig) -> CriterionResult:
+    """C1: the newest official release reached ready on the host with no override."""
+    d = config.decision
+    cand = _all_candidate_runs(ev, config)
+    sources = _official_sources(config)
+    if not sources:
+        return _result(
+            "C1", "unknown", f"engine {d.candidate_engine!r} has no official image source configured"
+        )
+    repos = _repos(sources)
+    floating = {t for s in sources for t in s.floating}
+    official = [r for r in cand if _norm_repo(r.image_repository) in repos and r.image_tag not in floating]
+    names = ", ".join(sorted(s.repository for s in sources))
+    if not official:
+        return _result("C1", "unknown", f"no run of an official {names} release image on host {d.host}")
+    newest = max(official, key=_order)
+    key = newest.version_order
+    # The registry may know a newer release than anything benchmarked: that one is what C1 is about.
+    released = [
+        i
+        for i in ev.images
+        if _norm_repo(i.repository) in repos and not i.floating and not i.gone and i.sort_key
+    ]
+    if released:
+        top = max(released, key=lambda i: i.sort_key)
+        if top.sort_key > key:
+            return _result(
+                "C1",
+                "unknown",
+                f"the newest official release {top.repository}:{top.tag} ({top.digest[:19]}) "
+                f"has no run on host {d.host} yet",
+            )
+    same = [r for r in official if r.version_order == key]
+    fresh = [r for r in same if ev.fresh(r)]
+    if not fresh:
+        return _result(
+            "C1",
+            "unknown",
+            _stale_reason(f"runs of {_label(newest)}", same, d.freshness_days),
+            runs=same[-1:],
+        )
+    ready = [r for r in fresh if _ready(r)]
+    if ready:
+        return _result("C1", "pass", f"{_label(ready[-1])} reached ready on {d.host}", runs=ready)
+    attempts = [r for r in fresh if r.status not in NOT_A_START_ATTEMPT]
+    if not attempts:
+        return _result(
+            "C1",
+            "unknown",
+            f"no fresh run of {_label(newest)} tried to start it on {d.host} "
+            f"({', '.join(sorted({r.status for r in fresh}))})",
+            runs=fresh,
+        )
+    why = "; ".join(f"{r.status}: {r.failure_reason or 'no reason recorded'}" for r in attempts[-3:])
+    return _result("C1", "fail", f"{_label(newest)} did not reach ready on {d.host} ({why})", runs=attempts)
+
+
+def _newest_image_runs(runs: list[RunFacts]) -> list[RunFacts]:
+    key = max(runs, key=_order).version_order
+    return sorted((r for r in runs if r.version_order == key), key=lambda r: r.started_at)
+
+
+def _serves(ev: Evidence, config: StrixConfig, cid: str, profile: str) -> CriterionResult:
+    """C2 / C4 shape: the newest image with a fresh run of `profile` returned valid smoke output."""
+    of_model = [r for r in _candidate_runs(ev, config) if r.model_profile == profile]
+    fresh = [r for r in of_model if ev.fresh(r)]
+    if not fresh:
+        return _result(
+            cid,
+            "unknown",
+            _stale_reason(
+                f"candidate runs of model profile {profile!r}", of_model, config.decision.freshness_days
+            ),
+        )
+    if cid == "C4":
+        # "no conversion": only the published MXFP4 weights count
+        native = [r for r in fresh if (r.quantization or "").upper() == GPT_OSS_QUANTIZATION]
+        if not native:
+            quants = ", ".join(sorted({r.quantization for r in fresh}))
+            return _result(
+                cid, "fail", f"{profile} ran only as {quants}, not the published MXFP4", runs=fresh
+            )
+        fresh = native
+    image_runs = _newest_image_runs(fresh)
+    served = [r for r in image_runs if _served(r, ev.smoke_ok)]
+    if served:
+        return _result(cid, "pass", f"{_label(served[-1])} served {profile}: smoke output valid", runs=served)
+    why = "; ".join(
+        f"{r.status}" + (f": {r.failure_reason}" if r.failure_reason else ": smoke failed")
+        for r in image_runs[-3:]
+    )
+    return _result(cid, "fail", f"{_label(image_runs[-1])} did not serve {profile} ({why})", runs=image_runs)
+
+
+def serves_medium_moe(ev: Evidence, config: StrixConfig) -> CriterionResult:
+    """C2: the newest official image with a fresh run of the medium MoE returned valid smoke output."""
+    return _serves(ev, config, "C2", config.decision.medium_moe_model)
+
+
+def serves_gpt_oss_120b_mxfp4(ev: Evidence, config: StrixConfig) -> CriterionResult:
+    """C4: likewise gpt-oss-120b, from its published MXFP4 weights only."""
+    return _serves(ev, config, "C4", config.decision.gpt_oss_model)
+
+
+def _pair(
+    cand: list[RunFacts], base: list[RunFacts], config: StrixConfig
+) -> tuple[RunFacts, RunFacts] | None:
+    """Newest candidate run that has a baseline run of the same model family; the latest such baseline."""
+    for c in sorted(cand, key=_order, reverse=True):
+        fam = _family(c, config)
+        same = [b for b in base if _family(b, config) == fam]
+        if same:
+            return c, max(same, key=lambda b: b.started_at)
+    return None
+
+
+def _measured_pair(
+    cid: str,
+    ev: Evidence,
+    config: StrixConfig,
+    measured: Callable[[list[RunFacts]], list[RunFacts]],
+    has: Callable[[RunFacts], bool],
+    what: str,
+    reading: str,
+) -> tuple[RunFacts, RunFacts] | CriterionResult:
+    """The candidate and baseline runs C3 / C5 compare (see ``_pair``) among the ``measured`` ones,
+    or the "unknown" result saying which side has none: its runs that ``has`` the reading but are
+    stale, or no such run at all; or no baseline ``reading`` of the candidate's model family."""
+    d = config.decision
+    cand, base = _candidate_runs(ev, config), _baseline_runs(ev, config)
+    c_ok, b_ok = measured(cand), measured(base)
+    for side, runs, ok in (("candidate", cand, c_ok), (d.baseline_engine, base, b_ok)):
+        if not ok:
+            stale = [r for r in runs if has(r)]
+            return _result(cid, "unknown", _stale_reason(f"{side} runs with {what}", stale, d.freshness_days))
+    pair = _pair(c_ok, b_ok, config)
+    if pair is None:
+        fams = ", ".join(sorted({_family(r, config) for r in c_ok}))
+        return _result(cid, "unknown", f"no fresh {d.baseline_engine} {reading} of model family {fams}")
+    return pair
+
+
+def _quant_note(c: RunFacts, b: RunFacts) -> str:
+    if c.quantization == b.quantization:
+        return ""
+    return f"; quantizations differ ({c.quantization} vs {b.quantization})"
+
+
+def _run_ci(ttfts: list[float]) -> str:
+    lo, hi = quantile_ci(ttfts)
+    return "n/a" if lo is None or hi is None else f"{lo:.0f}-{hi:.0f}"
+
+
+def ttft_p95_beats_llamacpp_at_5(ev: Evidence, config: StrixConfig) -> CriterionResult:
+    """C3: the ratio candidate / baseline TTFT p95 at the decision concurrency, with confidence.
+
+    Its 95 % interval comes from both runs' raw TTFTs (:func:`quantile_ratio_ci`, distribution-free):
+    pass when wholly below 1 - margin, fail when wholly above, unknown ("inconclusive") otherwise --
+    also when a run has too few requests for the interval to exist.
+    """
+    d = config.decision
+    n = d.concurrency
+
+    def measured(runs: list[RunFacts]) -> list[RunFacts]:
+        return [
+            r
+            for r in runs
+            if ev.fresh(r)
+            and r.run_id in ev.sweep
+            and ev.sweep[r.run_id].requests_ok > 0
+            and ev.sweep[r.run_id].ttft_p95_ms is not None
+        ]
+
+    cand = _candidate_runs(ev, config)
+    tried = [r for r in cand if ev.fresh(r) and r.run_id in ev.sweep]
+    if not measured(cand) and tried:
+        return _result("C3", "fail", f"every request failed at {n} clients on the candidate", runs=tried)
+    pair = _measured_pair(
+        "C3",
+        ev,
+        config,
+        measured,
+        lambda r: r.run_id in ev.sweep,
+        f"a {n}-client sweep",
+        f"run at {n} clients",
+    )
+    if isinstance(pair, CriterionResult):
+        return pair
+    c, b = pair
+    ca, ba = ev.sweep[c.run_id], ev.sweep[b.run_id]
+    c_p95, b_p95 = ca.ttft_p95_ms or 0.0, ba.ttft_p95_ms or 0.0  # both measured: never None here
+    c_ttft, b_ttft = list(ev.ttfts.get(c.run_id, ())), list(ev.ttfts.get(b.run_id, ()))
+    threshold = 1 - d.ttft_margin_pct / 100  # on the ratio candidate p95 / baseline p95
+    ratio = c_p95 / b_p95 if b_p95 else None
+    lo, hi = quantile_ratio_ci(c_ttft, b_ttft, 95, CONFIDENCE)
+    need = min_samples_for_ci(95, CONFIDENCE**0.5)
+    numbers = (
+        f"TTFT p95 at {n} clients {c_p95:.0f} ms [95 % CI {_run_ci(c_ttft)}, n={len(c_ttft)}] "
+        f"({_label(c)}) vs {d.baseline_engine} {b_p95:.0f} ms [95 % CI {_run_ci(b_ttft)}, "
+        f"n={len(b_ttft)}] ({_label(b)}); ratio {ratio_text(ratio)}"
+    )
+    if lo is None or hi is None:
+        status = "unknown"
+        verdict = (
+            f"inconclusive: too few requests for an interval of the ratio (n/a; it needs >= {need} "
+            f"measured requests at {n} clients per run)"
+        )
+    else:
+        ci = f"{CONFIDENCE:.0%} CI {ratio_text(lo)}-{ratio_text(hi)}"
+        if hi < threshold:
+            status, verdict = "pass", f"{ci}, wholly below {ratio_text(threshold)}: faster with confidence"
+        elif lo > threshold:
+            status, verdict = (
+                "fail",
+                f"{ci}, wholly above {ratio_text(threshold)}: not faster, with confidence",
+            )
+        else:
+            status, verdict = "unknown", f"inconclusive: {ci} contains {ratio_text(threshold)}"
+    failed = ""
+    if ca.requests_failed or ba.requests_failed:
+        failed = f"; failed requests {ca.requests_failed} vs {ba.requests_failed}"
+    reason = f"{verdict}; {numbers}, family {_family(c, config)}{failed}{_quant_note(c, b)}"
+    return _result(
+        "C3",
+        status,
+        reason,
+        runs=[c, b],
+        value=ratio,
+        threshold=threshold,
+        ci=(lo, hi),
+        unit="ratio",
+        mismatch=c.quantization != b.quantization,
+    )
+
+
+def memory_not_above_llamacpp(ev: Evidence, config: StrixConfig) -> CriterionResult:
+    """C5: the candidate holds no more after load than the baseline (within the tolerance)."""
+    d = config.decision
+
+    def measured(runs: list[RunFacts]) -> list[RunFacts]:
+        return [r for r in runs if ev.fresh(r) and _ready(r) and r.held_bytes is not None]
+
+    pair = _measured_pair(
+        "C5", ev, config, measured, lambda r: r.held_bytes is not None, "held memory", "memory reading"
+    )
+    if isinstance(pair, CriterionResult):
+        return pair
+    c, b = pair
+    c_held, b_held = c.held_bytes or 0, b.held_bytes or 0  # both measured: never None here
+    threshold = b_held * (1 + d.memory_tolerance_pct / 100)
+    ctx = ""
+    cc, bc = _context(c, config), _context(b, config)
+    if cc and bc and cc != bc:
+        ctx = f"; context lengths differ ({cc} vs {bc})"
+    reason = (
+        f"held after load {gib_text(c_held)} ({_label(c)}) vs {d.baseline_engine} {gib_text(b_held)} "
+        f"({_label(b)}), family {_family(c, config)}{ctx}{_quant_note(c, b)}"
+    )
+    return _result(
+        "C5",
+        "pass" if c_held <= threshold else "fail",
+        reason,
+        runs=[c, b],
+        value=float(c_held),
+        threshold=float(threshold),
+        unit="bytes",
+        mismatch=c.quantization != b.quantization,
+    )
+
+
+# In CRITERIA's order; each function is named as its criterion (tests/test_decision.py holds that).
+CRITERION_FUNCTIONS: dict[str, Callable[[Evidence, StrixConfig], CriterionResult]] = {
+    "C1": official_image_starts,
+    "C2": serves_medium_moe,
+    "C3": ttft_p95_beats_llamacpp_at_5,
+    "C4": serves_gpt_oss_120b_mxfp4,
+    "C5": memory_not_above_llamacpp,
+}

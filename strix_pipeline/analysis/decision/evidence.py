@@ -1,0 +1,77 @@
+"""What the switch criteria judge: typed, frozen records of the runs, readings and release images.
+
+:mod:`.gather` builds them from the warehouse; :mod:`.criteria` reads nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """One run as the criteria see it (a row of ``v_run_base``, its fallbacks applied)."""
+
+    run_id: str
+    engine: str
+    status: str
+    started_at: datetime
+    model_profile: str
+    model: str
+    model_family: str | None
+    quantization: str
+    version_order: str  # the image's explicit sort key (or version, tag): never the run's date
+    usable: bool  # status ok or partial: it answered
+    image_repository: str | None = None
+    image_tag: str | None = None
+    image_digest: str | None = None
+    image_version: str | None = None
+    launch_command: str | None = None  # set once the engine is ready
+    failure_reason: str | None = None
+    held_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class SweepReading:
+    """A run's concurrency sweep aggregate at the decision concurrency."""
+
+    requests_ok: int
+    requests_failed: int
+    ttft_p95_ms: float | None
+
+
+@dataclass(frozen=True)
+class ReleaseImage:
+    """A candidate image the registry knows (table ``images``), benchmarked or not."""
+
+    repository: str
+    tag: str
+    digest: str
+    floating: bool
+    sort_key: str
+    gone: bool
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Everything one evaluation judges, as it stood at ``now``."""
+
+    now: datetime
+    window_start: datetime  # runs started before it are stale
+    runs: tuple[RunFacts, ...]
+    smoke_ok: frozenset[str] = frozenset()  # run ids whose smoke output was valid
+    sweep: Mapping[str, SweepReading] = field(default_factory=dict)  # run id -> reading
+    images: tuple[ReleaseImage, ...] = ()
+    # run id -> its measured, successful TTFTs at the decision concurrency (C3's interval); the
+    # warehouse's mapping reads a run's only when a criterion asks for it
+    ttfts: Mapping[str, Sequence[float]] = field(default_factory=dict)
+
+    def fresh(self, r: RunFacts) -> bool:
+        return self.window_start <= r.started_at <= self.now
+
+    def without_run(self, run_id: str) -> Evidence:
+        """The same evidence without one run and without the registry's images (the second look
+        behind a provisional switch: the newer-release rule is about today, already judged)."""
+        return replace(self, runs=tuple(r for r in self.runs if r.run_id != run_id), images=())

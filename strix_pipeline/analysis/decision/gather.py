@@ -1,0 +1,191 @@
+"""The evidence and the history from the warehouse (the SQL), and :func:`evaluate`, which judges them.
+
+Everything is read as it stood at ``now``: runs that ended by then, images first seen by then,
+evaluations before it -- so a past evaluation can be replayed (:mod:`.replay`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from strix_pipeline.analysis.decision.evidence import Evidence, ReleaseImage, RunFacts, SweepReading
+from strix_pipeline.analysis.decision.outcome import Decision
+from strix_pipeline.analysis.decision.verdict import judge
+from strix_pipeline.config import StrixConfig
+
+if TYPE_CHECKING:
+    from strix_pipeline.warehouse import Warehouse
+
+# Only the two engines the criteria compare, and nothing after `now` (the criteria ignore both): on five
+# years of weekly runs of three engines this is a third fewer rows to read. Likewise only the
+# aggregates the criteria read (smoke, and the sweep at the decision concurrency).
+# A run counts once it ended by `now` (its rows are loaded after it ends): what an evaluation at `now`
+# could see, so a replay of it sees the same.
+DECISION_RUNS_SQL = (
+    "SELECT * FROM v_run_base WHERE host = ? AND started_at <= ? AND coalesce(ended_at, started_at) <= ? "
+    "AND engine IN (?, ?)"
+)
+DECISION_AGGREGATES_SQL = """
+SELECT run_id, scenario, level, requests_ok, requests_failed,
+       ttft_p95_ms, ttft_p95_ci_low_ms, ttft_p95_ci_high_ms
+FROM v_run_aggregates
+WHERE host = ? AND engine IN (?, ?)
+  AND (scenario = 'smoke' OR (scenario = 'concurrency_sweep' AND level = ?))
+"""
+DECISION_IMAGES_SQL = (
+    "SELECT repository, tag, digest, floating, version, sort_key, gone FROM images "
+    "WHERE engine = ? AND first_seen <= ?"
+)
+# The raw TTFTs C3's interval is computed from: the measured (not warm-up), successful requests.
+DECISION_TTFT_SQL = """
+SELECT ttft_ms FROM requests
+WHERE run_id = ? AND scenario = 'concurrency_sweep' AND level = ? AND NOT warmup AND ok
+  AND ttft_ms IS NOT NULL
+ORDER BY request_index
+"""
+# Evaluations strictly before this one: a replay at a stored evaluated_at does not see itself.
+DECISION_HISTORY_SQL = """
+SELECT evaluation_id, evaluated_at, verdict, criterion, status
+FROM decisions WHERE host = ? AND evaluated_at < ? ORDER BY evaluated_at
+"""
+
+
+def query_rows(wh: Warehouse, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+    return list(wh.query_df(sql, params).iter_rows(named=True))
+
+
+def run_facts(row: Mapping[str, Any]) -> RunFacts:
+    """A ``v_run_base`` row as the criteria's record."""
+    return RunFacts(
+        run_id=row["run_id"],
+        engine=row["engine"],
+        status=row["status"],
+        started_at=row["started_at"],
+        model_profile=row["model_profile"],
+        model=row["model"],
+        model_family=row["model_family"],
+        quantization=row["quantization"],
+        version_order=row["version_order"],
+        usable=bool(row["usable"]),
+        image_repository=row["image_repository"],
+        image_tag=row["image_tag"],
+        image_digest=row["image_digest"],
+        image_version=row["image_version"],
+        launch_command=row["launch_command"],
+        failure_reason=row["failure_reason"],
+        held_bytes=row["held_bytes"],
+    )
+
+
+class WarehouseTtfts(Mapping[str, list[float]]):
+    """C3's raw TTFTs per run, read from table ``requests`` the first time a run's are asked for (a
+    criterion compares two runs of many). A warehouse without raw requests gives none: no interval."""
+
+    def __init__(self, wh: Warehouse, level: int) -> None:
+        self._wh, self._level = wh, level
+        self._cache: dict[str, list[float]] = {}
+
+    def __getitem__(self, run_id: str) -> list[float]:
+        if run_id not in self._cache:
+            try:
+                found = query_rows(self._wh, DECISION_TTFT_SQL, [run_id, self._level])
+            except Exception:  # a warehouse without raw requests: no interval (n/a)
+                found = []
+            self._cache[run_id] = [float(r["ttft_ms"]) for r in found]
+        return self._cache[run_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._cache)  # the runs read so far: the rest are read on demand
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+
+def gather_evidence(wh: Warehouse, config: StrixConfig, now: datetime) -> Evidence:
+    """The decision host's evidence as it stood at ``now`` (UTC-aware)."""
+    d = config.decision
+    runs = query_rows(wh, DECISION_RUNS_SQL, [d.host, now, now, d.candidate_engine, d.baseline_engine])
+    aggs = query_rows(
+        wh, DECISION_AGGREGATES_SQL, [d.host, d.candidate_engine, d.baseline_engine, d.concurrency]
+    )
+    try:
+        images = query_rows(wh, DECISION_IMAGES_SQL, [d.candidate_engine, now])
+    except Exception:
+        images = []
+    return Evidence(
+        now=now,
+        window_start=now - timedelta(days=d.freshness_days),
+        runs=tuple(run_facts(r) for r in runs),
+        smoke_ok=frozenset(
+            a["run_id"]
+            for a in aggs
+            if a["scenario"] == "smoke" and a["requests_ok"] >= 1 and a["requests_failed"] == 0
+        ),
+        sweep={
+            a["run_id"]: SweepReading(a["requests_ok"], a["requests_failed"], a["ttft_p95_ms"])
+            for a in aggs
+            if a["scenario"] == "concurrency_sweep" and a["level"] == d.concurrency
+        },
+        images=tuple(
+            ReleaseImage(i["repository"], i["tag"], i["digest"], i["floating"], i["sort_key"], i["gone"])
+            for i in images
+        ),
+        ttfts=WarehouseTtfts(wh, d.concurrency),
+    )
+
+
+def history(wh: Warehouse, host: str, now: datetime) -> list[dict[str, Any]]:
+    """The criterion rows of the evaluations on ``host`` before ``now``, oldest first."""
+    try:
+        return query_rows(wh, DECISION_HISTORY_SQL, [host, now])
+    except Exception:  # an older warehouse without decisions: no history yet
+        return []
+
+
+def evaluate(
+    wh: Warehouse,
+    config: StrixConfig,
+    *,
+    now: datetime | None = None,
+    evaluation_id: str | None = None,
+) -> Decision:
+    """Evaluate the five criteria on the decision host; nothing is written (see Warehouse.save_decision).
+
+    Everything is read as it stood at ``now``: runs that ended by then, images first seen by then,
+    evaluations before it. ``evaluation_id``: the id to give it (a replay keeps the stored one).
+    """
+    now = now or datetime.now(UTC)
+    if now.tzinfo is None:  # the warehouse stores UTC-aware times; a naive `now` means UTC
+        now = now.replace(tzinfo=UTC)
+    d = config.decision
+    decision = judge(gather_evidence(wh, config, now), config)
+
+    evaluations: dict[str, dict[str, str]] = {}
+    stamps: dict[str, datetime] = {}
+    verdicts: dict[str, str] = {}
+    for h in history(wh, d.host, now):
+        if h["evaluation_id"] == evaluation_id:
+            continue
+        evaluations.setdefault(h["evaluation_id"], {})[h["criterion"]] = h["status"]
+        stamps[h["evaluation_id"]] = h["evaluated_at"]
+        verdicts[h["evaluation_id"]] = h["verdict"]
+    ordered = sorted(evaluations, key=lambda e: stamps[e])
+    previous = ordered[-1] if ordered else None
+
+    decision.evaluation_id = evaluation_id or f"{d.host}-{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+    for r in decision.criteria:
+        r.evaluation_id = decision.evaluation_id
+        if r.status == "pass":
+            # the start of the current unbroken run of passes
+            held = now
+            for e in reversed(ordered):
+                if evaluations[e].get(r.criterion) != "pass":
+                    break
+                held = stamps[e]
+            r.first_held_at = held
+    decision.previous_verdict = verdicts[previous] if previous else None
+    decision.previous_statuses = dict(evaluations[previous]) if previous else {}
+    return decision

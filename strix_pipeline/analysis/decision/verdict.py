@@ -1,0 +1,96 @@
+"""The verdict from the five criteria, and whether a `switch` is provisional: pure, as the criteria.
+
+The branches of :func:`verdict_of`, in order, are in the package docstring.
+"""
+
+from __future__ import annotations
+
+from strix_pipeline.analysis.decision.criteria import CRITERIA, CRITERION_FUNCTIONS
+from strix_pipeline.analysis.decision.evidence import Evidence
+from strix_pipeline.analysis.decision.outcome import Decision
+from strix_pipeline.config import StrixConfig
+from strix_pipeline.records import CriterionResult
+
+
+def assess(ev: Evidence, config: StrixConfig) -> list[CriterionResult]:
+    """The five criteria on this evidence (no history, no ids, nothing stamped)."""
+    d = config.decision
+    results = [judge_one(ev, config) for judge_one in CRITERION_FUNCTIONS.values()]
+    if not any(r.engine == d.candidate_engine for r in ev.runs):
+        for r in results:
+            if r.status == "unknown":
+                r.reason = f"no {d.candidate_engine} run on host {d.host}: " + r.reason
+    return results
+
+
+def verdict_of(statuses: dict[str, str], required: list[str]) -> tuple[str, str]:
+    """(verdict, why) from the criteria's statuses; the branches, in order, are the package docstring's."""
+    req = [c for c in CRITERIA if c in required]
+    failed = [c for c in req if statuses.get(c) == "fail"]
+    unknown = [c for c in req if statuses.get(c) == "unknown"]
+    if any(c in failed for c in ("C1", "C2")):
+        return "stay", f"{', '.join(c for c in failed if c in ('C1', 'C2'))} failed"
+    if unknown:
+        return "unknown", f"no fresh evidence for {', '.join(unknown)}"
+    if not failed:
+        return "switch", "every required criterion passes"
+    if all(statuses.get(c) == "pass" for c in ("C1", "C2", "C3") if c in req):
+        return "evaluate", f"C1-C3 pass; {', '.join(failed)} failed"
+    return "stay", f"{', '.join(failed)} failed"
+
+
+def provisional(results: list[CriterionResult], ev: Evidence, config: StrixConfig) -> tuple[bool, str]:
+    """Does a `switch` rest on one candidate run? (provisional, why).
+
+    The same criteria without the newest candidate run the verdict cites must also give `switch`: a
+    repeat of that image or the previous version agrees. (The registry's newer-release rule is left
+    out of that second look: it is about today, and today's evaluation already passed it.)
+    """
+    d = config.decision
+    by_id = {r.run_id: r for r in ev.runs}
+    cited = {
+        rid
+        for c in results
+        if c.criterion in d.required
+        for rid in c.evidence_run_ids
+        if rid in by_id and by_id[rid].engine == d.candidate_engine
+    }
+    if not cited:
+        return False, ""
+    newest = max(cited, key=lambda rid: by_id[rid].started_at)
+    again = assess(ev.without_run(newest), config)
+    verdict, _ = verdict_of({r.criterion: r.status for r in again}, list(d.required))
+    if verdict == "switch":
+        return False, ""
+    moved = ", ".join(r.criterion for r in again if r.criterion in d.required and r.status != "pass")
+    return True, (
+        f"provisional: rests on run {newest} alone (without it {moved or 'the verdict'} would not pass); "
+        "a repeat run or the next version has to agree"
+    )
+
+
+def judge(ev: Evidence, config: StrixConfig) -> Decision:
+    """The criteria, the verdict and whether it is provisional, stamped for the decision host at
+    ``ev.now``; the evaluation id and the history (first held, previous verdict) are the caller's."""
+    d = config.decision
+    results = assess(ev, config)
+    verdict, why = verdict_of({r.criterion: r.status for r in results}, list(d.required))
+    is_provisional = False
+    if verdict == "switch":
+        is_provisional, note = provisional(results, ev, config)
+        if is_provisional:
+            why = f"{why}; {note}"
+    for r in results:
+        r.evaluated_at, r.host, r.verdict, r.provisional = ev.now, d.host, verdict, is_provisional
+        r.required = r.criterion in d.required
+        if not r.required and d.not_required_because:
+            r.reason = f"not required on host {d.host}: {d.not_required_because} ({r.reason})"
+    return Decision(
+        verdict=verdict,
+        evaluation_id="",
+        evaluated_at=ev.now,
+        host=d.host,
+        criteria=results,
+        reason=why,
+        provisional=is_provisional,
+    )
