@@ -19,8 +19,12 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import logging
+import os
+import posixpath
 import random
 import re
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -29,6 +33,8 @@ from typing import TypeVar
 
 import duckdb
 import pyarrow as pa
+from fsspec import AbstractFileSystem
+from fsspec.implementations.local import LocalFileSystem
 
 from strix_pipeline.config import DuckLakeTarget, load_config
 
@@ -67,6 +73,9 @@ class CommitConflict(WarehouseUnavailable):
 # off (temp_directory=''): a query then has to fit in memory_limit (80% of RAM by default) instead of
 # being able to COPY into <warehouse>.tmp/. Extensions are neither fetched nor loaded on demand; those
 # built into the wheel (parquet, json, icu) work as before. lock_configuration is set after TimeZone.
+# Once the database is open, the local file system is turned off altogether (:func:`lock_sandbox`):
+# external access off still lets a query write the database's WAL files (<db>.wal, .wal.checkpoint,
+# .wal.recovery), and overwriting a WAL that holds committed rows loses them.
 SANDBOX_CONFIG: dict[str, str | bool] = {
     "enable_external_access": False,
     "autoinstall_known_extensions": False,
@@ -82,12 +91,14 @@ def open_connection(
     lock_retry_s: float,
     on_wait: Callable[[str], None] | None,
     sandbox: bool,
+    memory_limit: str | None = None,
 ) -> duckdb.DuckDBPyConnection:
-    """A connection in UTC, sandboxed or with the writer settings as asked (the schema is not touched)."""
+    """A connection in UTC, sandboxed or with the writer settings as asked (the schema is not touched).
+    ``memory_limit`` (DuckDB's syntax, e.g. ``2GB``) is set on a sandbox before its settings are locked."""
     if sandbox and not read_only:
         raise ValueError("sandbox=True is for read-only opens")
     if isinstance(path, DuckLakeTarget):
-        return open_ducklake(path, read_only=read_only, sandbox=sandbox)
+        return open_ducklake(path, read_only=read_only, sandbox=sandbox, memory_limit=memory_limit)
     if read_only and not path.exists():
         raise WarehouseMissing(
             f"{path}: no warehouse here yet; it is created by the first benchmark run that loads results"
@@ -96,18 +107,25 @@ def open_connection(
         path.parent.mkdir(parents=True, exist_ok=True)
     con = connect(path, read_only, lock_retry_s, on_wait, SANDBOX_CONFIG if sandbox else None)
     try:
-        _session(con, path, sandbox=sandbox, read_only=read_only)
+        _session(con, path, sandbox=sandbox, read_only=read_only, memory_limit=memory_limit)
     except BaseException:
         con.close()
         raise
     return con
 
 
-def _session(con: duckdb.DuckDBPyConnection, where: Target, *, sandbox: bool, read_only: bool) -> None:
+def _session(
+    con: duckdb.DuckDBPyConnection,
+    where: Target,
+    *,
+    sandbox: bool,
+    read_only: bool,
+    memory_limit: str | None = None,
+) -> None:
     """What every open of either backend ends with: the sandbox locked (``strix query``) or UTC
     timestamps, and a writer's settings."""
     if sandbox:
-        lock_sandbox(con, where)
+        lock_sandbox(con, where, memory_limit=memory_limit)
     else:
         con.execute("SET TimeZone = 'UTC'").fetchall()
     if not read_only:
@@ -117,6 +135,70 @@ def _session(con: duckdb.DuckDBPyConnection, where: Target, *, sandbox: bool, re
 def is_lock_error(e: Exception) -> bool:
     msg = str(e)
     return "Could not set lock" in msg or "Conflicting lock" in msg or "lock on file" in msg
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """Who holds the file, as far as DuckDB's lock error and /proc tell (Linux; elsewhere less)."""
+
+    pid: int | None
+    command: str | None  # its command line, cut short
+    reader: bool | None  # holds a read (shared) lock: a read-only open, e.g. a query; None: unknown
+
+    def describe(self) -> str:
+        who = "another process"
+        if self.pid is not None:
+            who += f" (PID {self.pid})" + (f" running `{self.command}`" if self.command else "")
+        return who
+
+    @property
+    def is_query(self) -> bool:
+        return bool(self.command) and str(self.command).startswith("strix query")
+
+
+def lock_holder(path: Path, e: Exception) -> LockHolder:
+    """The holder DuckDB names (its pid), its command line and whether its lock is a reader's."""
+    found = re.search(r"\(PID (\d+)\)", str(e))
+    if found is None:
+        return LockHolder(None, None, None)
+    pid = int(found.group(1))
+    command = None
+    with contextlib.suppress(OSError):
+        words = [
+            a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a
+        ]
+        # ".../bin/strix query ..." or "python -m strix_pipeline.cli query ...": shown from the command on
+        for i, w in enumerate(words):
+            if posixpath.basename(w) == "strix" or w == "strix_pipeline.cli":
+                words = ["strix", *words[i + 1 :]]
+                break
+        shown = "".join(c if c.isprintable() else "?" for c in " ".join(words))
+        command = shown if len(shown) <= 120 else shown[:119] + "…"
+    reader = None
+    with contextlib.suppress(OSError, ValueError):
+        inode = os.stat(path).st_ino
+        for line in Path("/proc/locks").read_text().splitlines():
+            f = line.split()
+            # "1: POSIX  ADVISORY  READ 15802 fe:00:2179844 0 EOF"
+            if len(f) >= 6 and f[4] == str(pid) and f[5].rsplit(":", 1)[-1] == str(inode):
+                reader = f[3] == "READ"
+                break
+    return LockHolder(pid, command, reader)
+
+
+def _locked_message(path: Path, holder: LockHolder, read_only: bool, waited: float) -> str:
+    if holder.reader and not read_only:
+        what = "a `strix query`" if holder.is_query else "a reader"
+        return (
+            f"{path}: {what}, {holder.describe()}, has the warehouse open read-only, and DuckDB lets no "
+            f"writer in while any other process has it open; waited {waited:g}s. It lets go when it ends "
+            f"(a strix query stops at its --timeout); stop it or try again then."
+        )
+    return (
+        f"{path}: {holder.describe()} has the warehouse open, and DuckDB lets no other process "
+        f"open it while a writer holds it; waited {waited:g}s. A benchmark run is probably "
+        f"loading its results: try again in a moment."
+    )
 
 
 def connect(
@@ -138,14 +220,15 @@ def connect(
         except duckdb.IOException as e:
             if not is_lock_error(e):
                 raise WarehouseError(f"{path}: cannot open the warehouse: {e}") from e
+            holder = lock_holder(path, e)
             if time.monotonic() >= deadline:
-                holder = re.search(r"Conflicting lock is held in (.*?)(?:\. See also|$)", str(e))
-                who = f" ({holder.group(1)})" if holder else ""
-                raise WarehouseLocked(
-                    f"{path}: another process{who} has the warehouse open, and DuckDB lets no other process "
-                    f"open it while a writer holds it; waited {lock_retry_s:g}s. A benchmark run is probably "
-                    f"loading its results: try again in a moment."
-                ) from e
+                raise WarehouseLocked(_locked_message(path, holder, read_only, lock_retry_s)) from e
+            if on_wait is not None and not told:
+                told = True
+                by = "a writer"
+                if holder.reader and not read_only:
+                    by = "a `strix query`" if holder.is_query else "a reader"
+                on_wait(f"{path} is held by {by}, {holder.describe()}; waiting up to {lock_retry_s:g}s")
         except duckdb.ConnectionException as e:
             # The same process already holds the file with the other mode (DuckDB shares one database
             # instance per file and process). Another thread may be about to close it: wait as for a lock.
@@ -234,9 +317,12 @@ def _sql_str(s: str | Path) -> str:
     return "'" + str(s).replace("'", "''") + "'"
 
 
-def open_ducklake(target: DuckLakeTarget, *, read_only: bool, sandbox: bool) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with the lakehouse ATTACHed and USEd; sandboxed after the ATTACH (the
-    ATTACH itself reads extension files and reaches PostgreSQL, which the sandbox then forbids)."""
+def open_ducklake(
+    target: DuckLakeTarget, *, read_only: bool, sandbox: bool, memory_limit: str | None = None
+) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the lakehouse ATTACHed and USEd. A sandbox is :func:`open_lake_sandbox`."""
+    if sandbox:
+        return open_lake_sandbox(target, memory_limit=memory_limit)
     data = target.data_path
     data_dir = _sql_str(str(data).rstrip("/") + "/")
     if not read_only:
@@ -252,16 +338,149 @@ def open_ducklake(target: DuckLakeTarget, *, read_only: bool, sandbox: bool) -> 
         opts = f"DATA_PATH {data_dir}" + (", READ_ONLY" if read_only else "")
         _attach(con, target, opts, read_only=read_only)
         con.execute(f"USE {LAKE}").fetchall()
-        if sandbox:
-            # Reads stay inside the lake's own data files; the spill directory is off as for a file.
-            con.execute(f"SET allowed_directories = [{data_dir}]").fetchall()
-            con.execute("SET temp_directory = ''").fetchall()  # refused once external access is off
-            con.execute("SET enable_external_access = false").fetchall()
-        _session(con, target, sandbox=sandbox, read_only=read_only)
+        _session(con, target, sandbox=False, read_only=read_only)
     except BaseException:
         con.close()
         raise
     return con
+
+
+# A sandboxed reader of the lake (``strix query``) reaches PostgreSQL not at all and the data files
+# only through this read-only file system: with the catalog attached, the postgres extension's
+# functions (postgres_query, postgres_scan, postgres_execute, ...) would run any SQL on the catalog
+# server or connect to any DSN written in the query, and duckdb_databases() and the settings would show
+# the DSN with its password; and DuckDB's allowed_directories lets a query write where it may read.
+LAKE_PROTOCOL = "strixlake"
+
+
+class ReadOnlyLakeFiles(AbstractFileSystem):
+    """``strixlake:///<data path>/...``: the lake's data directory, read-only, nothing outside it.
+
+    Only reading is implemented; fsspec's defaults for the rest raise (rm, mv, copy) or do nothing
+    (mkdir), and opening for anything but ``rb`` is refused here."""
+
+    protocol = LAKE_PROTOCOL
+    root_marker = "/"
+    cachable = False
+
+    def __init__(self, root: Path, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.root = os.path.realpath(root)
+        self.local = LocalFileSystem()
+
+    @classmethod
+    def _strip_protocol(cls, path: str | list[str]) -> str | list[str]:
+        if isinstance(path, list):
+            return [str(cls._strip_protocol(p)) for p in path]
+        path = str(path)
+        if path.startswith(f"{LAKE_PROTOCOL}://"):
+            path = path[len(LAKE_PROTOCOL) + 3 :]
+        return posixpath.normpath(path) if path else "/"
+
+    def _inside(self, path: str) -> str:
+        p = str(self._strip_protocol(path))
+        real = os.path.realpath(p)
+        if real != self.root and not real.startswith(self.root + os.sep):
+            raise PermissionError(f"{path}: outside the lake's data directory")
+        return p
+
+    def ls(self, path: str, detail: bool = True, **kwargs: object) -> list:
+        return self.local.ls(self._inside(path), detail=detail)
+
+    def info(self, path: str, **kwargs: object) -> dict:
+        return self.local.info(self._inside(path))
+
+    def modified(self, path: str):  # noqa: ANN201 - a datetime, as LocalFileSystem's
+        return self.local.modified(self._inside(path))
+
+    def _open(self, path: str, mode: str = "rb", **kwargs: object):  # noqa: ANN202 - a binary file
+        if mode != "rb":
+            raise PermissionError(f"{path}: the lake's data files are read-only here (mode {mode!r})")
+        return self.local._open(self._inside(path), "rb")
+
+
+def open_lake_sandbox(
+    target: DuckLakeTarget, *, memory_limit: str | None = None
+) -> duckdb.DuckDBPyConnection:
+    """The lake for SQL someone typed: its catalog copied (one consistent PostgreSQL snapshot) into a
+    private DuckDB file, ATTACHed READ_ONLY in a connection that never loads the postgres extension
+    and never sees the DSN; data files through :class:`ReadOnlyLakeFiles`; then, as for a file,
+    no local file system, no external access, settings locked. The copy is deleted once attached
+    (the open handle keeps it readable)."""
+    data = target.data_path
+    if not data.is_dir():
+        raise WarehouseMissing(
+            f"{target}: no data directory {data} yet; it is created by the first writer that opens the warehouse"
+        )
+    scratch = Path(tempfile.mkdtemp(prefix="strix-query-"))
+    try:
+        catalog = scratch / "catalog.ducklake"
+        lake_data = f"{LAKE_PROTOCOL}://" + os.path.realpath(data).rstrip("/") + "/"
+        _copy_catalog(target, catalog, lake_data)
+        con = duckdb.connect(":memory:", config=dict(_LAKE_CONFIG))
+        try:
+            con.register_filesystem(ReadOnlyLakeFiles(data))
+            name, module = "ducklake", "duckdb_extension_ducklake"
+            con.execute(f"LOAD {_sql_str(extension_file(module, name))}").fetchall()
+            con.execute(f"ATTACH {_sql_str('ducklake:' + str(catalog))} AS {LAKE} (READ_ONLY)").fetchall()
+            con.execute(f"USE {LAKE}").fetchall()
+            con.execute(f"SET allowed_directories = [{_sql_str(lake_data)}]").fetchall()
+            con.execute("SET temp_directory = ''").fetchall()  # refused once external access is off
+            con.execute("SET enable_external_access = false").fetchall()
+            _session(con, target, sandbox=True, read_only=True, memory_limit=memory_limit)
+        except BaseException:
+            con.close()
+            raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return con
+
+
+def _copy_catalog(target: DuckLakeTarget, dest: Path, data_path: str) -> None:
+    """Every DuckLake table of the catalog's schema into the DuckDB file ``dest``, read in one
+    REPEATABLE READ transaction of a READ_ONLY PostgreSQL attach; its data_path set to ``data_path``."""
+    con = duckdb.connect(":memory:", config=dict(_LAKE_CONFIG))
+    try:
+        module, name = DUCKLAKE_EXTENSIONS[0]
+        con.execute(f"LOAD {_sql_str(extension_file(module, name))}").fetchall()
+        try:
+            con.execute(f"ATTACH {_sql_str(target.catalog_dsn)} AS pg (TYPE postgres, READ_ONLY)").fetchall()
+            con.execute(f"ATTACH {_sql_str(dest)} AS cat").fetchall()
+            con.execute("BEGIN").fetchall()
+            schemas = [
+                r[0]
+                for r in con.execute(
+                    "SELECT schema_name FROM duckdb_tables() WHERE database_name = 'pg' "
+                    "AND table_name = 'ducklake_metadata' ORDER BY schema_name <> 'public', schema_name"
+                ).fetchall()
+            ]
+            if not schemas:
+                raise WarehouseMissing(
+                    f"{target}: no warehouse in this catalog yet; the first writer creates it"
+                )
+            tables = [
+                r[0]
+                for r in con.execute(
+                    "SELECT table_name FROM duckdb_tables() WHERE database_name = 'pg' AND schema_name = ? "
+                    "AND table_name LIKE 'ducklake%'",
+                    [schemas[0]],
+                ).fetchall()
+            ]
+            for t in tables:
+                q = '"' + t.replace('"', '""') + '"'
+                s = '"' + schemas[0].replace('"', '""') + '"'
+                con.execute(f"CREATE TABLE cat.main.{q} AS SELECT * FROM pg.{s}.{q}").fetchall()
+            con.execute("COMMIT").fetchall()
+            con.execute(
+                "UPDATE cat.main.ducklake_metadata SET value = ? WHERE key = 'data_path' AND scope IS NULL",
+                [data_path],
+            ).fetchall()
+        except duckdb.Error as e:
+            # DuckDB's message may repeat the DSN (a password too): say what failed without it.
+            msg = str(e).replace(target.catalog_dsn, f"${target.catalog_env or 'DSN'}")
+            raise WarehouseError(f"{target}: cannot read the DuckLake catalog: {msg}") from None
+    finally:
+        con.close()
 
 
 def _attach(con: duckdb.DuckDBPyConnection, target: DuckLakeTarget, opts: str, *, read_only: bool) -> None:
@@ -366,7 +585,7 @@ def in_transaction(
             attempt += 1
 
 
-def lock_sandbox(con: duckdb.DuckDBPyConnection, path: Target) -> None:
+def lock_sandbox(con: duckdb.DuckDBPyConnection, path: Target, *, memory_limit: str | None = None) -> None:
     locked = con.execute("SELECT current_setting('lock_configuration')").fetchall()[0][0]
     if locked:
         # Another sandboxed reader of this process already locked the shared instance; this connection
@@ -375,11 +594,25 @@ def lock_sandbox(con: duckdb.DuckDBPyConnection, path: Target) -> None:
             f"{path}: this process already has a sandboxed reader of the warehouse open; close it first"
         )
     con.execute("SET TimeZone = 'UTC'").fetchall()
+    if memory_limit is not None:
+        try:
+            con.execute(f"SET memory_limit = {_sql_str(memory_limit)}").fetchall()
+        except duckdb.Error as e:
+            raise WarehouseError(f"memory limit {memory_limit!r}: {e}") from None
+    # The database (and a lake's catalog copy) is open: from here on no local file at all, not even
+    # the WAL files enable_external_access=false still allows (SANDBOX_CONFIG).
+    con.execute("SET disabled_filesystems = 'LocalFileSystem'").fetchall()
     con.execute("SET lock_configuration = true").fetchall()
     got = con.execute(
         "SELECT current_setting('enable_external_access'), current_setting('lock_configuration')"
     ).fetchall()[0]
-    if got != (False, True):  # a DuckDB that ignored a setting must not run the query at all
+    try:  # current_setting('disabled_filesystems') reads '' in DuckDB 1.5 even when it applies
+        con.execute("SELECT count(*) FROM glob('/*')").fetchall()
+        got += ("local files readable",)
+    except duckdb.PermissionException as e:
+        if "LocalFileSystem has been disabled" not in str(e):
+            got += (str(e),)
+    if got != (False, True):  # a DuckDB that ignored a setting must not run the query
         raise WarehouseError(f"{path}: DuckDB did not apply the query sandbox settings: {got}")
 
 

@@ -55,6 +55,7 @@ class Warehouse:
         lock_retry_s: float = 5.0,
         on_wait: Callable[[str], None] | None = None,
         sandbox: bool = False,
+        memory_limit: str | None = None,
     ) -> Warehouse:
         """Open (and, when writable, create or migrate) the warehouse at ``path``.
 
@@ -64,7 +65,8 @@ class Warehouse:
         ``sandbox=True`` (only with ``read_only=True``) is for SQL that someone typed: the connection
         reads the warehouse file and nothing else, writes nothing, and cannot change its settings
         (:data:`SANDBOX_CONFIG`, then ``lock_configuration``). ``export_parquet`` does not work on it.
-        One sandboxed reader per file and process at a time.
+        One sandboxed reader per file and process at a time. ``memory_limit`` (e.g. ``"2GB"``) bounds a
+        sandbox's memory; it is locked with the rest.
 
         A :class:`~strix_pipeline.config.DuckLakeTarget` (``StrixConfig.warehouse_target()``) opens the
         shared lakehouse instead: no file lock to wait for (``lock_retry_s`` is unused), any number
@@ -73,7 +75,12 @@ class Warehouse:
         path = path if isinstance(path, DuckLakeTarget) else Path(path)
         try:
             con = open_connection(
-                path, read_only=read_only, lock_retry_s=lock_retry_s, on_wait=on_wait, sandbox=sandbox
+                path,
+                read_only=read_only,
+                lock_retry_s=lock_retry_s,
+                on_wait=on_wait,
+                sandbox=sandbox,
+                memory_limit=memory_limit,
             )
         except WarehouseLocked:
             raise
