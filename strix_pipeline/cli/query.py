@@ -20,7 +20,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import re
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -31,7 +34,15 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from strix_pipeline.cli.common import error, lock_wait_arg, on_warehouse, open_warehouse, warehouse_arg
+from strix_pipeline.cli.common import (
+    error,
+    lock_wait_arg,
+    on_warehouse,
+    open_warehouse,
+    warehouse_arg,
+    warehouse_path,
+)
+from strix_pipeline.config import DuckLakeTarget, config_path, load_config
 from strix_pipeline.peers import FORMATS as PEER_FORMATS
 from strix_pipeline.peers import ImportOptions, PeerFormatError, load_peer_file
 from strix_pipeline.warehouse import Warehouse, WarehouseError
@@ -41,6 +52,7 @@ T = TypeVar("T")
 FORMATS = ("table", "csv", "json", "jsonl", "markdown", "line", "parquet")
 TEXT_FORMATS = ("csv", "json", "jsonl", "markdown", "line")
 MAX_CELL = 32  # characters a table cell shows before it is cut with "…" (the full value: --format line)
+DEFAULT_TIMEOUT_S = 300.0  # a query that runs longer is stopped (--timeout); it holds the file meanwhile
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -55,7 +67,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     q.add_argument("sql", help='the query, e.g. "SELECT * FROM v_latest_by_engine"')
     q.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
-    q.add_argument("--out", help="write to this file instead of stdout (required for parquet; not for table)")
+    q.add_argument(
+        "--out",
+        help="write to this new file instead of stdout (required for parquet; not for table); never the "
+        "warehouse, its WAL, the spool or the configuration",
+    )
+    q.add_argument("--force", action="store_true", help="let --out replace an existing file")
+    q.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"stop the query after this long (default {DEFAULT_TIMEOUT_S:g}; 0: no limit); while it runs, "
+        "no writer can load into a warehouse file",
+    )
+    q.add_argument(
+        "--memory-limit",
+        metavar="SIZE",
+        help="DuckDB memory limit for the query, e.g. 2GB (default DuckDB's: 80%% of RAM); a query needing "
+        "more fails (it has no spill directory)",
+    )
     q.add_argument(
         "--limit",
         type=int,
@@ -118,23 +149,85 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _open(args: argparse.Namespace, *, read_only: bool = True, sandbox: bool = False) -> Warehouse:
+    extra = {"sandbox": True, "memory_limit": getattr(args, "memory_limit", None)} if sandbox else {}
     return open_warehouse(
         args,
         read_only=read_only,
         lock_retry_s=args.lock_wait,
         on_wait=lambda msg: print(f"strix: {msg}", file=sys.stderr),
-        sandbox=sandbox,
+        **extra,
     )
+
+
+def _protected(args: argparse.Namespace) -> list[tuple[Path, str]]:
+    """The files and folders --out must never be (or be inside): the warehouse and its WAL and spill
+    directory (or the lake's data directory), the spool, the configuration."""
+    found: list[tuple[Path, str]] = []
+    try:
+        target = warehouse_path(args)
+    except Exception:  # noqa: BLE001 - the open that follows says what is wrong with the configuration
+        target = None
+    if isinstance(target, DuckLakeTarget):
+        found.append((target.data_path, "the DuckLake warehouse's data directory"))
+    elif target is not None:
+        found.append((target, "the warehouse"))
+        for suffix in (".wal", ".wal.checkpoint", ".wal.recovery", ".tmp"):
+            found.append((Path(f"{target}{suffix}"), "the warehouse's WAL/spill file"))
+    cfg = Path(args.config) if getattr(args, "config", None) else config_path()
+    found.append((cfg, "the configuration"))
+    try:
+        from strix_pipeline.warehouse.spool import spool_dir
+
+        found.append((spool_dir(load_config(getattr(args, "config", None)).artifacts_dir()), "the spool"))
+    except Exception:  # noqa: BLE001, S110 - no readable configuration: no spool to protect
+        pass
+    return found
+
+
+def _within(path: Path, folder: Path) -> bool:
+    try:
+        if path.exists() and folder.exists() and os.path.samefile(path, folder):
+            return True
+    except OSError:
+        pass
+    p, f = path.resolve(), folder.resolve()
+    return p == f or f in p.parents
+
+
+def check_out(args: argparse.Namespace) -> str | None:
+    """Why ``--out`` cannot be written (one line), or None."""
+    out = Path(args.out)
+    for place, what in _protected(args):
+        if _within(out, place):
+            return f"--out {out}: that is {what} ({place}); choose another file"
+    if out.is_dir():
+        return f"--out {out}: is a directory; give a file name"
+    if not out.resolve().parent.is_dir():
+        return f"--out {out}: the directory {out.resolve().parent} does not exist"
+    if out.exists() and not args.force:
+        return f"--out {out}: the file exists; --force replaces it"
+    return None
 
 
 def run_query(args: argparse.Namespace) -> int:
     if args.format == "parquet" and not args.out:
         return error("--format parquet needs --out FILE")
+    if args.out and args.format != "table":
+        refused = check_out(args)
+        if refused:
+            return error(refused)
+    if args.timeout < 0:
+        return error(f"--timeout {args.timeout:g}: give seconds, or 0 for no limit")
     try:
         wh = _open(args, sandbox=True)
     except WarehouseError as e:
         return error(str(e))
     with wh:
+        # DuckDB has no statement timeout: a timer interrupts the connection (as Ctrl-C does)
+        timer = threading.Timer(args.timeout, wh.con.interrupt) if args.timeout else None
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
         try:
             types: list[str] | None = None
             if args.format == "table":
@@ -144,6 +237,24 @@ def run_query(args: argparse.Namespace) -> int:
                 types = [str(t).lower() for t in rel.types] if rel is not None else None
             else:
                 df = wh.query_df(args.sql)
+        except duckdb.InterruptException as e:
+            if timer is not None and timer.finished.is_set():
+                return error(
+                    f"query stopped after its --timeout of {args.timeout:g}s (--timeout N for longer, 0 for "
+                    f"no limit); nothing was changed ({e})"
+                )
+            return error(f"query interrupted; nothing was changed ({e})")
+        except duckdb.OutOfMemoryException as e:
+            return error(
+                f"query needs more memory than its limit (--memory-limit); nothing was changed ({e})"
+            )
+        except duckdb.CatalogException as e:
+            if "extension" in str(e) and "exists in the" in str(e):  # e.g. postgres_query on the lake
+                return error(
+                    "strix query reads the warehouse and nothing else (no files, other databases or "
+                    f"extensions); nothing was read or written ({str(e).splitlines()[0]})"
+                )
+            return error(f"query failed: {e}")
         except duckdb.PermissionException as e:
             return error(
                 "strix query reads the warehouse and nothing else (no files, other databases or "
@@ -157,12 +268,42 @@ def run_query(args: argparse.Namespace) -> int:
             return error(f"query failed: {e}")
         except duckdb.Error as e:
             return error(f"query failed: {e}")
+        finally:
+            if timer is not None:
+                timer.cancel()
     return _emit(df, args, types)
+
+
+# Control characters a terminal would act on (ESC starts ANSI/OSC sequences: colours, cursor moves,
+# hyperlinks, the window title; C1's CSI as one byte; CR and BS overwrite what was shown) and the
+# bidirectional overrides that reorder text: strings in the warehouse come from outside (a model name,
+# an image label), so the text formats show each as \xNN or \uNNNN. json escapes them itself.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(s: str, keep: str = "") -> str:
+    """``s`` with every control character but those in ``keep`` written out as an escape."""
+
+    def esc(m: re.Match[str]) -> str:
+        c = m.group()
+        if c in keep:
+            return c
+        return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+
+    return _CONTROL.sub(esc, s)
+
+
+def _visible_frame(df: pl.DataFrame, keep: str) -> pl.DataFrame:
+    strings = [c for c, t in df.schema.items() if t == pl.String]
+    df = df.with_columns(
+        pl.col(c).map_elements(lambda v: visible(v, keep), return_dtype=pl.String) for c in strings
+    )
+    return df.rename({c: visible(c) for c in df.columns if visible(c) != c})
 
 
 def _flatten(df: pl.DataFrame) -> pl.DataFrame:
     # CSV has no nested values: lists and structs become JSON text.
-    nested = [c for c, t in df.schema.items() if isinstance(t, (pl.List, pl.Array, pl.Struct))]
+    nested = [c for c, t in df.schema.items() if isinstance(t, (pl.List, pl.Array, pl.Struct, pl.Map))]
     if not nested:
         return df
     return df.with_columns(
@@ -174,7 +315,11 @@ def _emit(df: pl.DataFrame, args: argparse.Namespace, types: list[str] | None = 
     out = Path(args.out) if args.out else None
     if args.format == "parquet":
         assert out is not None
-        df.write_parquet(out)
+        try:
+            with open(out, "wb" if args.force else "xb") as f:  # "x": a file made meanwhile is kept
+                df.write_parquet(f)
+        except OSError as e:
+            return error(f"--out {out}: cannot write it: {e.strerror or e}")
         print(f"{df.height} rows -> {out}", file=sys.stderr)
         return 0
     if args.format == "table":
@@ -186,7 +331,11 @@ def _emit(df: pl.DataFrame, args: argparse.Namespace, types: list[str] | None = 
         return 0
     text = render(df, args.format)
     if out is not None:
-        out.write_text(text)
+        try:
+            with open(out, "w" if args.force else "x") as f:
+                f.write(text)
+        except OSError as e:
+            return error(f"--out {out}: cannot write it: {e.strerror or e}")
         print(f"{df.height} rows -> {out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
@@ -196,7 +345,7 @@ def _emit(df: pl.DataFrame, args: argparse.Namespace, types: list[str] | None = 
 def render(df: pl.DataFrame, fmt: str) -> str:
     """The whole result as text in one of TEXT_FORMATS (every row, every column, values uncut)."""
     if fmt == "csv":
-        return _flatten(df).write_csv()
+        return _visible_frame(_flatten(df), keep="\n\t").write_csv()
     if fmt == "json":
         return json.dumps(df.to_dicts(), default=str, indent=1) + "\n"
     if fmt == "jsonl":
@@ -223,9 +372,10 @@ def _markdown(df: pl.DataFrame) -> str:
     """A GitHub-flavoured table: numbers right-aligned, `|` escaped, line breaks as <br>, NULL empty."""
 
     def cell(v: object) -> str:
-        return _text(v, null="").replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")
+        text = _text(v, null="").replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")
+        return visible(text)
 
-    header = [c.replace("|", "\\|") for c in df.columns]
+    header = [visible(c).replace("|", "\\|") for c in df.columns]
     rows = [[cell(v) for v in row] for row in df.iter_rows()]
     right = [df.schema[c].is_numeric() for c in df.columns]
     widths = [max([len(h), 3] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
@@ -248,9 +398,12 @@ def _lines(df: pl.DataFrame) -> str:
     """DuckDB's (and sqlite's) line mode: `column = value`, names right-aligned, a blank line between rows."""
     if not df.columns:
         return ""
-    w = max(len(c) for c in df.columns)
+    w = max(len(visible(c)) for c in df.columns)
     blocks = [
-        "\n".join(f"{name:>{w}} = {_text(v)}" for name, v in zip(df.columns, row, strict=True))
+        "\n".join(
+            f"{visible(name):>{w}} = {visible(_text(v), keep=chr(10))}"
+            for name, v in zip(df.columns, row, strict=True)
+        )
         for row in df.iter_rows()
     ]
     return "".join(b + "\n\n" for b in blocks)
@@ -263,7 +416,7 @@ def _cell(v: object) -> Text:
         s = f"{v:.4g}" if abs(v) < 1e6 else f"{v:.6g}"
     else:
         s = _text(v)
-    s = s.replace("\r\n", "↵").replace("\n", "↵")
+    s = visible(s.replace("\r\n", "↵").replace("\n", "↵"))
     if len(s) > MAX_CELL:
         s = s[: MAX_CELL - 1] + "…"
     return Text(s)
@@ -303,8 +456,13 @@ def _print_table(df: pl.DataFrame, limit: int, types: list[str] | None = None) -
     shown = df.head(limit)
     cells = [[_cell(v) for v in row] for row in shown.iter_rows()]
     types = types if types is not None and len(types) == len(df.columns) else None
-    heads = [name if len(name) <= MAX_CELL else name[: MAX_CELL - 1] + "…" for name in df.columns]
-    kinds = [(t if len(t) <= MAX_CELL else t[: MAX_CELL - 1] + "…") for t in types] if types else None
+    names = [visible(name) for name in df.columns]
+    heads = [name if len(name) <= MAX_CELL else name[: MAX_CELL - 1] + "…" for name in names]
+    kinds = (
+        [(t if len(t) <= MAX_CELL else t[: MAX_CELL - 1] + "…") for t in map(visible, types)]
+        if types
+        else None
+    )
     widths = [
         max([len(heads[i]), len(kinds[i]) if kinds else 0] + [r[i].cell_len for r in cells])
         for i in range(len(df.columns))
