@@ -23,7 +23,6 @@ from conftest import need
 from test_warehouse import seed
 
 from strix_pipeline.cli import main
-from strix_pipeline.cli.query import DEFAULT_TIMEOUT_S
 from strix_pipeline.config import DuckLakeTarget
 from strix_pipeline.warehouse import Warehouse, WarehouseLocked
 
@@ -298,7 +297,7 @@ def test_a_query_has_a_default_timeout() -> None:
     p = argparse.ArgumentParser()
     qmod.register(p.add_subparsers())
     args = p.parse_args(["query", "SELECT 1"])
-    assert args.timeout == DEFAULT_TIMEOUT_S and 0 < DEFAULT_TIMEOUT_S <= 3600
+    assert args.timeout == qmod.DEFAULT_TIMEOUT_S and 0 < qmod.DEFAULT_TIMEOUT_S <= 3600
 
 
 def test_a_runaway_query_stops_at_its_timeout(seeded: Path, capsys) -> None:
