@@ -1,5 +1,9 @@
 """Warehouse data for the decision, change-point and chart tests (helpers only; no tests here).
 
+The same records are the criteria's plain evidence (``evidence_of``, ``judge_runs``): the criterion
+tests judge them without a warehouse; test_decision.py checks that gathering them from one gives the
+same evidence.
+
 The September 2026 state: the official vLLM ROCm image starts on the Box and serves Qwen3-30B-A3B,
 its TTFT p95 at 5 clients beats llama-server's, but gpt-oss-120b does not start from its MXFP4
 weights and vLLM holds more memory than llama-server.
@@ -14,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import norm
 
+from strix_pipeline.analysis.decision import Decision, Evidence, ReleaseImage, RunFacts, SweepReading, judge
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import ImageRecord, LevelAggregate, RequestRecord, RunRecord, RunResult
 from strix_pipeline.registry.client import version_sort_key
@@ -307,3 +312,72 @@ def seeded(path: Path, results: list[RunResult]) -> Warehouse:
     wh = Warehouse.open(path)
     wh.load_runs(results)
     return wh
+
+
+def run_facts(run: RunRecord) -> RunFacts:
+    """The run as ``v_run_base`` gives it to the criteria (its fallbacks applied)."""
+    return RunFacts(
+        run_id=run.run_id,
+        engine=run.engine,
+        status=run.status,
+        started_at=run.started_at,
+        model_profile=run.model_profile,
+        model=run.model,
+        model_family=run.model_family or run.model_profile,
+        quantization=run.quantization,
+        version_order=run.image_sort_key or run.image_version or run.image_tag or "",
+        usable=run.status in ("ok", "partial"),
+        image_repository=run.image_repository,
+        image_tag=run.image_tag,
+        image_digest=run.image_digest,
+        image_version=run.image_version or run.image_tag or run.image_digest,
+        launch_command=run.launch_command,
+        failure_reason=run.failure_reason,
+        held_bytes=run.held_bytes,
+    )
+
+
+def evidence_of(
+    results: list[RunResult], config: StrixConfig, now: datetime, images: list[ImageRecord] = ()
+) -> Evidence:
+    """The criteria's evidence from these records, as gathering them from a warehouse at ``now``
+    gives it (every run given counts: choose the runs the test means)."""
+    level = config.decision.concurrency
+    aggs = [a for r in results for a in r.aggregates]
+    return Evidence(
+        now=now,
+        window_start=now - timedelta(days=config.decision.freshness_days),
+        runs=tuple(run_facts(r.run) for r in results),
+        smoke_ok=frozenset(
+            a.run_id for a in aggs if a.scenario == "smoke" and a.requests_ok >= 1 and a.requests_failed == 0
+        ),
+        sweep={
+            a.run_id: SweepReading(a.requests_ok, a.requests_failed, a.ttft_p95_ms)
+            for a in aggs
+            if a.scenario == "concurrency_sweep" and a.level == level
+        },
+        images=tuple(
+            ReleaseImage(i.repository, i.tag, i.digest, i.floating, i.sort_key, i.gone)
+            for i in images
+            if i.engine == config.decision.candidate_engine and i.first_seen <= now
+        ),
+        ttfts={
+            r.run.run_id: [
+                q.ttft_ms
+                for q in sorted(r.requests, key=lambda q: q.request_index)
+                if q.scenario == "concurrency_sweep"
+                and q.level == level
+                and not q.warmup
+                and q.ok
+                and q.ttft_ms is not None
+            ]
+            for r in results
+        },
+    )
+
+
+def judge_runs(
+    results: list[RunResult], config: StrixConfig, now: datetime, images: list[ImageRecord] = ()
+) -> Decision:
+    """The verdict and criteria on these records alone: no warehouse, no history, no evaluation id."""
+    return judge(evidence_of(results, config, now, images), config)

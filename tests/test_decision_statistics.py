@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from test_decision_seed import (
     SEPT,
+    judge_runs,
     make_config,
     release_image,
     run_record,
@@ -26,6 +27,7 @@ from strix_pipeline.cli import decide as cli_decide
 from strix_pipeline.config import REPO_ROOT, SweepSpec, load_config
 from strix_pipeline.loadgen.metrics import min_samples_for_ci, quantile_ci, quantile_ratio_ci
 from strix_pipeline.registry.client import version_sort_key
+from strix_pipeline.warehouse import Warehouse
 
 NOW = SEPT + timedelta(days=1)
 
@@ -37,30 +39,30 @@ def by_id(decision):
 # ---------------------------------------------------------------------------------------------- C1
 
 
-def test_official_image_that_starts_but_fails_its_smoke_passes_c1_and_fails_c2(tmp_path):
+def test_official_image_that_starts_but_fails_its_smoke_passes_c1_and_fails_c2():
     runs = september_runs()
     runs[0].run.status = "failed_serve"
     runs[0].run.failure_reason = "the smoke request did not return valid output"
     runs[0] = run_result(runs[0].run, smoke_ok=False, ttft5=None)
-    d = evaluate(seeded(tmp_path / "w.duckdb", runs), make_config(), now=NOW)
+    d = judge_runs(runs, make_config(), NOW)
     c = by_id(d)
     assert c["C1"].status == "pass" and c["C1"].evidence_run_ids == ["vllm-qwen"]
     assert c["C2"].status == "fail" and "smoke" in c["C2"].reason
     assert d.verdict == "stay"
 
 
-def test_a_run_that_never_became_ready_fails_c1(tmp_path):
+def test_a_run_that_never_became_ready_fails_c1():
     runs = september_runs()
     runs[0].run.status = "failed_start"
     runs[0].run.failure_reason = "hipErrorNoBinaryForGpu"
-    c = by_id(evaluate(seeded(tmp_path / "w.duckdb", runs), make_config(), now=NOW))
+    c = by_id(judge_runs(runs, make_config(), NOW))
     assert c["C1"].status == "fail"
 
 
-def test_an_override_does_not_count_as_starting(tmp_path):
+def test_an_override_does_not_count_as_starting():
     runs = september_runs()
     runs[0].run.launch_command = "docker run -e HSA_OVERRIDE_GFX_VERSION=11.0.0 vllm/vllm-openai-rocm"
-    c = by_id(evaluate(seeded(tmp_path / "w.duckdb", runs), make_config(), now=NOW))
+    c = by_id(judge_runs(runs, make_config(), NOW))
     assert c["C1"].status == "fail"
 
 
@@ -99,41 +101,40 @@ def test_coverage_simulation_fast_version():
     assert "coverage" in cov.render([short])
 
 
-def test_c3_passes_only_when_faster_with_confidence(tmp_path):
-    c = by_id(evaluate(seeded(tmp_path / "w.duckdb", september_runs()), make_config(), now=NOW))["C3"]
+def test_c3_passes_only_when_faster_with_confidence():
+    c = by_id(judge_runs(september_runs(), make_config(), NOW))["C3"]
     assert c.status == "pass" and c.ci_high < c.threshold == 1.0
     assert "820 ms" in c.reason and "1450 ms" in c.reason and "n=200" in c.reason
 
 
-def test_c3_fails_only_when_slower_with_confidence(tmp_path):
+def test_c3_fails_only_when_slower_with_confidence():
     runs = september_runs()
     runs[0] = run_result(runs[0].run, ttft5=(2000.0, 0.0, 0.0))
-    c = by_id(evaluate(seeded(tmp_path / "w.duckdb", runs), make_config(), now=NOW))["C3"]
+    c = by_id(judge_runs(runs, make_config(), NOW))["C3"]
     assert c.status == "fail" and c.ci_low > 1.0 and "not faster, with confidence" in c.reason
 
 
-def test_c3_is_unknown_inconclusive_on_overlapping_data(tmp_path):
+def test_c3_is_unknown_inconclusive_on_overlapping_data():
     runs = september_runs()
     runs[0] = run_result(runs[0].run, ttft5=(1400.0, 0.0, 0.0))  # 3 % faster: inside the noise
-    d = evaluate(seeded(tmp_path / "w.duckdb", runs), make_config(), now=NOW)
+    d = judge_runs(runs, make_config(), NOW)
     c = by_id(d)["C3"]
     assert c.status == "unknown" and c.ci_low < 1.0 < c.ci_high
     assert c.reason.startswith("inconclusive") and "1400 ms" in c.reason and "1450 ms" in c.reason
     assert d.verdict == "unknown"
 
 
-def test_c3_margin_moves_the_line(tmp_path):
-    wh = seeded(tmp_path / "w.duckdb", september_runs())
-    c = by_id(evaluate(wh, make_config(ttft_margin_pct=40), now=NOW))["C3"]  # ratio 0.57: needs < 0.6
+def test_c3_margin_moves_the_line():
+    c = by_id(judge_runs(september_runs(), make_config(ttft_margin_pct=40), NOW))["C3"]  # 0.57: needs < 0.6
     assert c.threshold == pytest.approx(0.6) and c.status == "unknown"  # its interval straddles 0.6
-    assert by_id(evaluate(wh, make_config(ttft_margin_pct=20), now=NOW))["C3"].status == "pass"
+    assert by_id(judge_runs(september_runs(), make_config(ttft_margin_pct=20), NOW))["C3"].status == "pass"
 
 
-def test_c3_with_too_few_requests_is_na_not_a_verdict(tmp_path):
+def test_c3_with_too_few_requests_is_na_not_a_verdict():
     runs = september_runs()
     runs[0] = run_result(runs[0].run, ttft5=(820.0, 0.0, 0.0), n5=4)  # the quick profile's count
     runs[2] = run_result(runs[2].run, ttft5=(1450.0, 0.0, 0.0), n5=4)
-    c = by_id(evaluate(seeded(tmp_path / "w.duckdb", runs), make_config(), now=NOW))["C3"]
+    c = by_id(judge_runs(runs, make_config(), NOW))["C3"]
     assert c.status == "unknown" and c.ci_low is None and c.ci_high is None
     assert "inconclusive" in c.reason and "n/a" in c.reason and ">= 86" in c.reason
     assert "820 ms" in c.reason and "1450 ms" in c.reason and "n=4" in c.reason
@@ -166,7 +167,14 @@ def test_switch_on_one_run_is_provisional_and_stored_so(tmp_path):
     assert back.provisional and all(c.provisional for c in back.criteria)
 
 
-def test_switch_is_confirmed_when_a_repeat_run_agrees(tmp_path):
+def test_switch_on_one_run_is_provisional_on_plain_evidence():
+    d = judge_runs(switch_runs(), make_config(), NOW)
+    assert d.verdict == "switch" and d.provisional and d.label == "switch (provisional)"
+    assert "provisional" in d.reason and "vllm-gptoss" in d.reason
+    assert all(c.provisional for c in d.criteria)
+
+
+def test_switch_is_confirmed_when_a_repeat_run_agrees():
     runs = switch_runs()
     repeat = run_result(
         run_record(
@@ -178,11 +186,11 @@ def test_switch_is_confirmed_when_a_repeat_run_agrees(tmp_path):
             digest="sha256:" + "a" * 64,
         )
     )
-    d = evaluate(seeded(tmp_path / "w.duckdb", [*runs, repeat]), make_config(), now=NOW)
+    d = judge_runs([*runs, repeat], make_config(), NOW)
     assert d.verdict == "switch" and not d.provisional and d.label == "switch"
 
 
-def test_switch_is_confirmed_when_the_next_version_agrees(tmp_path):
+def test_switch_is_confirmed_when_the_next_version_agrees():
     older = []
     for r, t5 in zip(switch_runs(SEPT - timedelta(days=3))[:2], [(800.0, 0.0, 0.0), None], strict=True):
         run = replace(
@@ -194,8 +202,7 @@ def test_switch_is_confirmed_when_the_next_version_agrees(tmp_path):
             image_digest="sha256:" + "9" * 64,
         )
         older.append(run_result(run, ttft5=t5))
-    wh = seeded(tmp_path / "w.duckdb", older + switch_runs())
-    d = evaluate(wh, make_config(), now=NOW)
+    d = judge_runs(older + switch_runs(), make_config(), NOW)
     assert d.verdict == "switch" and not d.provisional
 
 
@@ -279,8 +286,6 @@ def test_cli_decide_evaluation_reproduces_and_catches_a_tampered_row(tmp_path, m
     assert run_cli(["decide", "--evaluation", d.evaluation_id, "--json", "--warehouse", str(path)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["reproduced"] is True and out["recomputed"]["verdict"] == "evaluate"
-    from strix_pipeline.warehouse import Warehouse
-
     with Warehouse.open(path) as w:
         w.con.execute(
             "UPDATE decisions SET status = 'fail' WHERE evaluation_id = ? AND criterion = 'C3'",
