@@ -12,8 +12,9 @@ from pathlib import Path
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
 
-from strix_pipeline.config import DuckLakeTarget, ImageSource, StrixConfig, load_config
-from strix_pipeline.warehouse import Warehouse
+from strix_pipeline.config import ConfigError, DuckLakeTarget, ImageSource, StrixConfig
+from strix_pipeline.config_load import load_config
+from strix_pipeline.warehouse import Warehouse, WarehouseError
 
 
 class StrixConfigResource(ConfigurableResource):
@@ -30,28 +31,29 @@ class StrixConfigResource(ConfigurableResource):
 
 
 class WarehouseResource(ConfigurableResource):
-    """The warehouse: the DuckDB file ``path`` (one writer process at a time: writers hold it only for
-    a short load), or with ``backend = "ducklake"`` the shared DuckLake lakehouse of the config's
-    ``[warehouse]`` section. Its catalog DSN is read from the ``catalog_env`` variable when a run
-    opens it, never put in the resource's config (which the Dagster UI shows)."""
+    """The warehouse: the config's ``warehouse_target()`` (the DuckDB file ``project.warehouse``, one
+    writer process at a time, or the shared DuckLake lakehouse of ``[warehouse] backend = "ducklake"``),
+    or the DuckDB file ``path`` given instead (as ``--warehouse FILE`` is for the CLI). A lake's catalog
+    DSN is read from its ``catalog_env`` variable when a run opens it, never put in the resource's
+    config (which the Dagster UI shows)."""
 
-    path: str  # the file; also where the spool directory sits beside it
+    config_path: str | None = None  # the strix.toml whose [warehouse] this is (default: STRIX_CONFIG's)
+    path: str | None = None  # a DuckDB file instead of the config's warehouse
     lock_retry_s: float = 60.0  # a run's load waits for a reader/writer elsewhere rather than failing
-    backend: str = "duckdb"
-    catalog_env: str | None = None
-    data_path: str | None = None
+
+    _config: StrixConfig | None = PrivateAttr(default=None)
 
     def target(self) -> Path | DuckLakeTarget:
-        if self.backend == "duckdb":
+        """What ``Warehouse.open`` takes. A DSN variable that is not set is a :class:`WarehouseError`,
+        so a run's load that cannot open the lake keeps the run in the spool (``RunNotStored``)."""
+        if self.path:
             return Path(self.path)
-        if self.backend != "ducklake" or not self.catalog_env or not self.data_path:
-            raise ValueError(f"warehouse resource: backend {self.backend!r} needs catalog_env and data_path")
-        dsn = os.environ.get(self.catalog_env)
-        if not dsn:
-            raise ValueError(
-                f"warehouse resource: environment variable {self.catalog_env} (the catalog DSN) is not set"
-            )
-        return DuckLakeTarget(catalog_dsn=dsn, data_path=Path(self.data_path), catalog_env=self.catalog_env)
+        if self._config is None:
+            self._config = load_config(self.config_path)
+        try:
+            return self._config.warehouse_target()
+        except ConfigError as e:
+            raise WarehouseError(str(e)) from None
 
     @contextmanager
     def writer(self) -> Iterator[Warehouse]:

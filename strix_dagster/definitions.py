@@ -27,7 +27,8 @@ from schedules import (
     main_job_for,
     refresh_job,
 )
-from strix_pipeline.config import StrixConfig, config_path, load_config, resolve_path
+from strix_pipeline.config import StrixConfig, config_path
+from strix_pipeline.config_load import load_config
 
 
 def _secret(name: str) -> dg.EnvVar | None:
@@ -67,14 +68,8 @@ def build_definitions(config: StrixConfig, path: str) -> dg.Definitions:
         schedules=[build_schedule(config, [a.key for a in benchmark_assets])],
         resources={
             "strix": StrixConfigResource(config_path=path),
-            "warehouse": WarehouseResource(
-                path=str(config.warehouse_path()),
-                backend=config.warehouse.backend,
-                catalog_env=config.warehouse.catalog_env,
-                data_path=str(resolve_path(config.warehouse.data_path))
-                if config.warehouse.data_path
-                else None,
-            ),
+            # the config's warehouse_target(): its file, or its DuckLake (the DSN read when a run opens it)
+            "warehouse": WarehouseResource(config_path=path),
             "registry": RegistryResource(
                 dockerhub_username=_secret("STRIX_DOCKERHUB_USERNAME"),
                 dockerhub_token=_secret("STRIX_DOCKERHUB_TOKEN"),

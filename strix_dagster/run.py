@@ -26,9 +26,10 @@ from assets.benchmark import benchmark_asset_key
 from assets.partitions import image_versions
 from strix_dagster.definitions import build_definitions
 from strix_pipeline import plan
-from strix_pipeline.config import StrixConfig, load_config
+from strix_pipeline.config import StrixConfig
+from strix_pipeline.config_load import load_config
 from strix_pipeline.signals import restore_default_sigint
-from strix_pipeline.warehouse import Warehouse
+from strix_pipeline.warehouse import Warehouse, WarehouseMissing
 
 INSTANCE_SETTINGS = Path(__file__).resolve().parent / "dagster.yaml"
 
@@ -47,9 +48,11 @@ def prepare_dagster_home() -> str:
 def benchmark_selection(config: StrixConfig, key: str) -> list[dg.AssetKey]:
     """engine_images and the benchmark assets of the hosts that run the version ``key``."""
     images = []
-    if config.warehouse_path().exists():
-        with Warehouse.open(config.warehouse_path(), read_only=True) as wh:
+    try:  # the config's warehouse, a file or a DuckLake; none yet: no image known
+        with Warehouse.open(config.warehouse_target(), read_only=True) as wh:
             images = wh.known_images()
+    except WarehouseMissing:
+        pass
     image = plan.image_for_key(config, images, key)
     hosts = plan.hosts_of(config, image) if image else list(config.runs)
     return [dg.AssetKey("engine_images"), *(dg.AssetKey(benchmark_asset_key(config, h)) for h in hosts)]

@@ -23,6 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
+from croniter import croniter
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -32,8 +33,6 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-
-from strix_pipeline.hosts.window import validate as validate_cron
 
 REPO_ROOT = Path(__file__).resolve().parent.parent  # a source checkout's root (tests, examples)
 # The embedded default ships inside the package, so a non-editable install finds it anywhere;
@@ -141,6 +140,14 @@ ShmSize = Annotated[str, _pattern(r"[0-9]{1,12}[bkmgBKMG]?", "a size: digits and
 Address = Annotated[
     str, _pattern(r"[A-Za-z0-9.:\[\]-]{1,253}", "a host name or IP address: A-Z a-z 0-9 . : [ ] -")
 ]
+
+
+def validate_cron(expr: str) -> str:
+    """The expression, or ValueError: five fields croniter can read (the parser Dagster's schedules use,
+    so what loads here is what Dagster accepts)."""
+    if len(expr.split()) != 5 or not croniter.is_valid(expr):
+        raise ValueError(f"cron expression {expr!r} is not a valid 5-field cron expression")
+    return expr
 
 
 def _time_zone(v: str) -> str:
@@ -523,34 +530,6 @@ class StrixConfig(_Strict):
             raise ValueError(f"decision.host: no host named {d.host!r} in [hosts]")
         return self
 
-    @model_validator(mode="after")
-    def _reservations_fit(self) -> StrixConfig:
-        """A run whose engine reserves more than its host's memory budget is refused here, at load, by
-        the rule the run itself applies before it stops production (hosts.guards.check_reservations
-        over engines.build_spec's reservations, as DockerLauncher builds them): a budget is a Docker
-        host's, where the pools are sized from it."""
-        from strix_pipeline.engines import build_spec
-        from strix_pipeline.hosts.errors import EngineStartError
-        from strix_pipeline.hosts.guards import check_reservations
-
-        for host, runs in self.runs.items():
-            h = self.hosts[host]
-            if h.kind != "docker" or h.memory_budget_gb is None:
-                continue
-            for i, r in enumerate(runs):
-                spec = build_spec(
-                    self.engines[r.engine], self.models[r.model], "", budget_gb=h.memory_budget_gb
-                )
-                try:
-                    check_reservations(
-                        spec.reservations,
-                        h.memory_budget_gb,
-                        what=f"runs.{host}[{i}] (engine {r.engine!r}, model {r.model!r})",
-                    )
-                except EngineStartError as e:
-                    raise ValueError(f"{e.reason} (hosts.{host}.memory_budget_gb)") from None
-        return self
-
     def warehouse_path(self) -> Path:
         return resolve_path(self.project.warehouse)
 
@@ -602,7 +581,9 @@ def _format_errors(path: Path, err: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def load_config(path: str | Path | None = None) -> StrixConfig:
+def read_config(path: str | Path | None = None) -> StrixConfig:
+    """The file checked against the schema (names, values, cross-references). What the engines make of it
+    (the memory budget rule) is checked by ``config_load.load_config``, which every entry point uses."""
     path = Path(path) if path else config_path()
     try:
         raw = path.read_bytes()

@@ -34,7 +34,7 @@ def local_partition(tmp_path: Path) -> LocalPartition:
     from pipeline_helpers import write_config
 
     from strix_pipeline import plan
-    from strix_pipeline.config import load_config
+    from strix_pipeline.config_load import load_config
     from strix_pipeline.warehouse import Warehouse
 
     path = write_config(tmp_path)

@@ -195,7 +195,7 @@ def vllm_image(
 def resources_for(config_path: Path) -> dict:
     """The resources of the Definitions for a test config (what sensors and schedules receive)."""
     from assets.resources import RegistryResource, StrixConfigResource, WarehouseResource
-    from strix_pipeline.config import load_config
+    from strix_pipeline.config_load import load_config
 
     config = load_config(config_path)
     return {

@@ -23,7 +23,7 @@ from assets.analysis import EAGER
 from schedules import ANALYSIS_KEYS
 from strix_dagster.definitions import build_definitions
 from strix_pipeline import plan
-from strix_pipeline.config import load_config
+from strix_pipeline.config_load import load_config
 from strix_pipeline.registry.discovery import DiscoveryReport
 from strix_pipeline.warehouse import Warehouse
 

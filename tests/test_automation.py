@@ -17,7 +17,7 @@ from pipeline_helpers import resources_for, vllm_image, write_config
 from assets.partitions import image_versions
 from strix_dagster.definitions import build_definitions
 from strix_pipeline import plan
-from strix_pipeline.config import load_config
+from strix_pipeline.config_load import load_config
 from strix_pipeline.records import ImageRecord
 from strix_pipeline.registry.discovery import DiscoveryReport
 from strix_pipeline.warehouse import Warehouse

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from strix_pipeline.config import load_config
+from strix_pipeline.config_load import load_config
 from strix_pipeline.records import LevelAggregate, RunRecord, RunResult
 from strix_pipeline.run_checks import completeness, served
 

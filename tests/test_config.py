@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from strix_pipeline.config import DEFAULT_CONFIG, REPO_ROOT, ConfigError, config_path, load_config
+from strix_pipeline.config import DEFAULT_CONFIG, REPO_ROOT, ConfigError, config_path
+from strix_pipeline.config_load import load_config
 
 DEFAULT = DEFAULT_CONFIG
 EXAMPLE = REPO_ROOT / "config" / "strix-halo.example.toml"

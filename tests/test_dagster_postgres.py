@@ -39,7 +39,7 @@ from assets.partitions import image_versions
 from schedules import HOST_TAG, host_job_name
 from strix_dagster.definitions import build_definitions
 from strix_pipeline import plan
-from strix_pipeline.config import load_config
+from strix_pipeline.config_load import load_config
 from strix_pipeline.warehouse import Warehouse
 
 INSTANCE_YAML = REPO / "strix_dagster" / "dagster-postgres.yaml"

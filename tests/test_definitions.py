@@ -105,7 +105,7 @@ def test_bad_config_fails_the_load(tmp_path: Path) -> None:
 
 
 def test_build_definitions_resources_point_at_the_config(tmp_path: Path) -> None:
-    from strix_pipeline.config import load_config
+    from strix_pipeline.config_load import load_config
 
     path = write_config(tmp_path)
     config = load_config(path)

@@ -10,7 +10,7 @@ from conftest import need
 from pipeline_helpers import llama_available, write_config
 
 from strix_pipeline import cli
-from strix_pipeline.config import load_config
+from strix_pipeline.config_load import load_config
 from strix_pipeline.doctor import failed, run_checks
 
 

@@ -428,7 +428,8 @@ def test_a_failure_that_is_not_a_conflict_is_not_retried(lake: DuckLakeTarget) -
 def test_the_config_chooses_the_backend_and_names_what_is_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from strix_pipeline.config import ConfigError, load_config
+    from strix_pipeline.config import ConfigError
+    from strix_pipeline.config_load import load_config
 
     base = DEFAULT_CONFIG.read_text()
     section = '[warehouse]\nbackend = "duckdb"\n'
@@ -470,7 +471,7 @@ def test_the_dagster_warehouse_resource_follows_the_config_to_the_lake(
     lake: DuckLakeTarget, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from strix_dagster.definitions import build_definitions
-    from strix_pipeline.config import load_config
+    from strix_pipeline.config_load import load_config
 
     config_file = strix_config(tmp_path, lake)
     defs = build_definitions(load_config(config_file), str(config_file))

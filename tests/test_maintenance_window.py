@@ -11,8 +11,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from strix_pipeline import maintenance_window as window
 from strix_pipeline.config import HostConfig
-from strix_pipeline.hosts import window
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.production import check_maintenance_window
 

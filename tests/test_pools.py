@@ -38,7 +38,7 @@ from pipeline_helpers import REPO
 
 from assets.partitions import image_versions
 from strix_dagster.definitions import build_definitions
-from strix_pipeline.config import load_config
+from strix_pipeline.config_load import load_config
 
 HOLD_S = 1.5
 STAGGER_S = 0.5  # see the module docstring: not an instant apart, where Dagster's claim races

@@ -11,7 +11,7 @@ from conftest import need
 from pipeline_helpers import llama_available, write_config
 
 from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
-from strix_pipeline.config import load_config
+from strix_pipeline.config_load import load_config
 
 FIXTURE = Path(__file__).parent / "fixtures" / "smi" / "rocm-smi-meminfo.json"
 

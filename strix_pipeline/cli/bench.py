@@ -27,13 +27,14 @@ from rich.table import Table
 from strix_pipeline.config import (
     SLO,
     ConfigError,
+    DuckLakeTarget,
     ProjectConfig,
     ScenarioProfile,
     StrixConfig,
     config_path,
-    load_config,
     resolve_path,
 )
+from strix_pipeline.config_load import load_config
 from strix_pipeline.loadgen.profiles import QUICK_PROFILE
 from strix_pipeline.loadgen.vllm_flags import VLLM_TIMEOUT_S, Plan, parse_levels, plan_run
 from strix_pipeline.records import HARNESS_VERSION, LevelAggregate, RequestRecord
@@ -325,7 +326,7 @@ def _engine_kind(result: Any) -> str:
     return "unknown"
 
 
-def save_run(cfg: StrixConfig | None, result: Any, *, run_id: str, url: str, model: str, profile_name: str, started: datetime, warehouse: str | None = None) -> Path:  # fmt: skip
+def save_run(cfg: StrixConfig | None, result: Any, *, run_id: str, url: str, model: str, profile_name: str, started: datetime, warehouse: str | None = None) -> Path | DuckLakeTarget:  # fmt: skip
     from strix_pipeline.fingerprint import run_fingerprint
     from strix_pipeline.records import RunRecord, RunResult
     from strix_pipeline.warehouse import Warehouse
@@ -342,10 +343,11 @@ def save_run(cfg: StrixConfig | None, result: Any, *, run_id: str, url: str, mod
         ended_at=datetime.now(UTC),
     )  # fmt: skip
     run.fingerprint = run_fingerprint(run)
+    # --warehouse FILE, else the config's warehouse (its file or its DuckLake), else the default file
     path = (
         Path(warehouse)
         if warehouse
-        else cfg.warehouse_path()
+        else cfg.warehouse_target()
         if cfg
         else resolve_path(ProjectConfig().warehouse)
     )

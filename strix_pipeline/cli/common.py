@@ -13,7 +13,8 @@ from typing import TypeVar
 import duckdb
 from rich.text import Text
 
-from strix_pipeline.config import DuckLakeTarget, load_config
+from strix_pipeline.config import DuckLakeTarget
+from strix_pipeline.config_load import load_config
 from strix_pipeline.warehouse import Warehouse, WarehouseError
 
 T = TypeVar("T")

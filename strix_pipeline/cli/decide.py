@@ -11,7 +11,7 @@ from rich.table import Table
 
 from strix_pipeline.analysis.decision import Decision, evaluate, format_value, reproduce
 from strix_pipeline.cli.common import error, on_warehouse, warehouse_arg
-from strix_pipeline.config import load_config
+from strix_pipeline.config_load import load_config
 from strix_pipeline.warehouse import Warehouse
 
 STATUS_STYLE = {"pass": "green", "fail": "red", "unknown": "dim"}

@@ -8,7 +8,8 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from strix_pipeline.config import config_path, load_config
+from strix_pipeline.config import config_path
+from strix_pipeline.config_load import load_config
 
 
 def doctor(args: argparse.Namespace) -> int:

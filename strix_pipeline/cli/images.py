@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from strix_pipeline.cli.common import shown, warehouse_arg, warehouse_path
-from strix_pipeline.config import load_config
+from strix_pipeline.config_load import load_config
 from strix_pipeline.records import ImageRecord
 from strix_pipeline.registry.discovery import DiscoveryReport, refresh_images
 from strix_pipeline.warehouse import Warehouse, WarehouseError

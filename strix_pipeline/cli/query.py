@@ -42,7 +42,8 @@ from strix_pipeline.cli.common import (
     warehouse_arg,
     warehouse_path,
 )
-from strix_pipeline.config import DuckLakeTarget, config_path, load_config
+from strix_pipeline.config import DuckLakeTarget, config_path
+from strix_pipeline.config_load import load_config
 from strix_pipeline.peers import FORMATS as PEER_FORMATS
 from strix_pipeline.peers import ImportOptions, PeerFormatError, load_peer_file
 from strix_pipeline.warehouse import Warehouse, WarehouseError

@@ -18,7 +18,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from strix_pipeline.config import config_path, load_config
+from strix_pipeline.config import config_path
+from strix_pipeline.config_load import load_config
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,19 +43,19 @@ def run(args: argparse.Namespace) -> int:
     ok = all(r["success"] for r in dagster_runs)
     home = summary["dagster_home"]
 
-    from strix_pipeline.warehouse import Warehouse
+    from strix_pipeline.warehouse import Warehouse, WarehouseMissing
 
-    wh_path = config.warehouse_path()
+    target = config.warehouse_target()  # the file, or the DuckLake the runs were loaded into
     table = Table(title="strix run", show_header=False)
     for r in dagster_runs:
         what = r["partition"] or "analysis"
         table.add_row(
             "Dagster run", f"{r['dagster_run_id']} {what} ({'success' if r['success'] else 'FAILED'})"
         )
-    table.add_row("warehouse", str(wh_path))
+    table.add_row("warehouse", str(target))
     runs: list[dict] = []
-    if wh_path.exists():
-        with Warehouse.open(wh_path, read_only=True) as wh:
+    try:
+        with Warehouse.open(target, read_only=True) as wh:
             ids = [r["dagster_run_id"] for r in dagster_runs]
             runs = wh.query_df(RUNS_OF_DAGSTER_RUNS_SQL, [ids]).to_dicts()
             table.add_row("runs / requests", f"{wh.count('runs')} / {wh.count('requests')}")
@@ -63,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
                     "run",
                     f"{r['run_id']}: {r['status']}, {r['measured_ok']} measured ok {r['failure_reason'] or ''}",
                 )
+    except WarehouseMissing:
+        pass  # nothing was loaded: nothing_measured says so
     charts = config.artifacts_dir() / "charts" / "index.html"
     table.add_row("charts", str(charts) if charts.exists() else "(not written)")
     decision_file = config.artifacts_dir() / "decision.json"

@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from strix_pipeline.cli.common import lock_wait_arg, open_warehouse, warehouse_arg
-from strix_pipeline.config import load_config
+from strix_pipeline.config_load import load_config
 from strix_pipeline.warehouse import WarehouseError
 from strix_pipeline.warehouse.spool import Spooled, drain, pending, spool_dir
 

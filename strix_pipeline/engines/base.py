@@ -25,6 +25,28 @@ class Reservation:
     gb: float
 
 
+class OverBudget(ValueError):
+    """Reservations above the host's memory budget: a plain error, which the run's guard turns into
+    ``failed_guard`` and a config load into a refusal of the file."""
+
+
+def check_budget(reservations: list[Reservation], budget_gb: float | None, *, what: str) -> None:
+    """The budget rule, once: what a configuration reserves up front must fit the host's budget.
+
+    On unified memory the engine's pool and host RAM are one pool: SGLang's HiCache on top of its pool
+    has OOM-looped a box. No budget configured means nothing to check against.
+    """
+    if budget_gb is None:
+        return
+    total = sum(r.gb for r in reservations)
+    if total > budget_gb:
+        parts = " + ".join(f"{r.what} = {r.gb:.1f} GB" for r in reservations)
+        raise OverBudget(
+            f"{what} reserves {total:.1f} GB ({parts}), over the host's memory_budget_gb {budget_gb:g} GB "
+            f"by {total - budget_gb:.1f} GB"
+        )
+
+
 @dataclass(frozen=True)
 class EngineSpec:
     kind: str  # "llamacpp" | "vllm" | "sglang"

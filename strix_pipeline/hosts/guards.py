@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from strix_pipeline.config import HostConfig
-from strix_pipeline.engines.base import EngineSpec, Reservation
+from strix_pipeline.engines.base import EngineSpec, OverBudget, Reservation, check_budget
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.memory import wait_until
 
@@ -92,21 +92,12 @@ def check_reservations(
     *,
     what: str = "this configuration",
 ) -> None:
-    """Refuse a configuration whose up-front reservations exceed the host's memory budget.
-
-    On unified memory the engine's pool and host RAM are one pool: SGLang's HiCache on top of its
-    pool has OOM-looped a box. No budget configured means nothing to check against.
-    """
-    if budget_gb is None:
-        return
-    total = sum(r.gb for r in reservations)
-    if total > budget_gb:
-        parts = " + ".join(f"{r.what} = {r.gb:.1f} GB" for r in reservations)
-        raise EngineStartError(
-            "failed_guard",
-            f"{what} reserves {total:.1f} GB ({parts}), over the host's memory_budget_gb {budget_gb:g} GB "
-            f"by {total - budget_gb:.1f} GB",
-        )
+    """Refuse (``failed_guard``) a run whose up-front reservations exceed the host's memory budget,
+    by the one budget rule (``engines.base.check_budget``) that a config load applies too."""
+    try:
+        check_budget(reservations, budget_gb, what=what)
+    except OverBudget as e:
+        raise EngineStartError("failed_guard", str(e)) from None
 
 
 def wait_for_baseline(

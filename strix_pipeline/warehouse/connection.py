@@ -36,7 +36,8 @@ import pyarrow as pa
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from strix_pipeline.config import DuckLakeTarget, load_config
+from strix_pipeline.config import DuckLakeTarget
+from strix_pipeline.config_load import load_config
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ from test_benchmark_docker import busybox, client, llama, model_path, production
 from assets.partitions import image_versions
 from strix_dagster.definitions import build_definitions
 from strix_pipeline import plan
-from strix_pipeline.config import load_config
+from strix_pipeline.config_load import load_config
 from strix_pipeline.warehouse import Warehouse
 
 pytestmark = [pytest.mark.llama, pytest.mark.slow]

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from strix_pipeline.config import REPO_ROOT, ConfigError, HostConfig, load_config
+from strix_pipeline.config import REPO_ROOT, ConfigError, HostConfig
+from strix_pipeline.config_load import load_config
 
 EXAMPLE = REPO_ROOT / "config" / "strix-halo.example.toml"
 DEFAULT = REPO_ROOT / "strix_pipeline" / "default.toml"

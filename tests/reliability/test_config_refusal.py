@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from strix_pipeline.config import REPO_ROOT, ConfigError, load_config
+from strix_pipeline.config import REPO_ROOT, ConfigError
+from strix_pipeline.config_load import load_config
 
 EXAMPLE = REPO_ROOT / "config" / "strix-halo.example.toml"
 

@@ -24,7 +24,8 @@ from pipeline_helpers import edit_config, write_config
 from synthetic_server import SyntheticServer
 
 from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
-from strix_pipeline.config import SLO, load_config
+from strix_pipeline.config import SLO
+from strix_pipeline.config_load import load_config
 from strix_pipeline.hosts.local import LLAMA_SERVER_ENV
 from strix_pipeline.loadgen import DatasetLoad, SuiteResult, client, run_load
 from strix_pipeline.loadgen.context import SuiteContext, request_body

@@ -26,7 +26,8 @@ from conftest import need
 from pipeline_helpers import edit_config, llama_available, write_config
 
 from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
-from strix_pipeline.config import SLO, ScenarioProfile, StrixConfig, load_config
+from strix_pipeline.config import SLO, ScenarioProfile, StrixConfig
+from strix_pipeline.config_load import load_config
 from strix_pipeline.hosts.errors import describe_exit
 from strix_pipeline.hosts.local_vllm import group_pids, listening_ports
 from strix_pipeline.loadgen import DatasetLoad, client, run_load, run_suite_sync

@@ -15,7 +15,8 @@ import pytest
 
 from strix_pipeline import loadgen
 from strix_pipeline.cli import bench as cli_bench
-from strix_pipeline.config import DEFAULT_CONFIG, ScenarioProfile, load_config
+from strix_pipeline.config import DEFAULT_CONFIG, ScenarioProfile
+from strix_pipeline.config_load import load_config
 
 
 def make_run_profiles() -> list[ScenarioProfile]:

@@ -278,7 +278,7 @@ def test_engine_images_asset_keeps_known_images_and_reports_the_error_class(env:
 
     from assets.images import engine_images
     from assets.partitions import image_versions
-    from strix_pipeline.config import load_config
+    from strix_pipeline.config_load import load_config
 
     config_path = write_config(tmp_path)
     text = config_path.read_text()

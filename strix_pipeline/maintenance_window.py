@@ -12,7 +12,8 @@ ticks across a daylight-saving change (``dagster._utils.schedules``):
 - a fire time that happens twice (the hour repeated in autumn) fires once, at its second
   occurrence; an expression that fires every hour fires at both.
 
-No Dagster import: the benchmark (inside the asset) and the new-image sensor both call this.
+No Dagster import: the benchmark (inside the asset) and the new-image sensor both call this. What makes
+an expression valid is the config's rule (``config.validate_cron``), used here too.
 """
 
 from __future__ import annotations
@@ -23,15 +24,10 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
+from strix_pipeline.config import validate_cron
+
 # Farther apart than the wall clock and the timeline can disagree (a DST shift is an hour, at most two).
 _SHIFT = timedelta(hours=3)
-
-
-def validate(expr: str) -> str:
-    """The expression, or ValueError: five fields croniter can read (what Dagster accepts too)."""
-    if len(expr.split()) != 5 or not croniter.is_valid(expr):
-        raise ValueError(f"cron expression {expr!r} is not a valid 5-field cron expression")
-    return expr
 
 
 def _exists(wall: datetime) -> bool:
@@ -64,7 +60,7 @@ def _fires_backwards(expr: str, tz: ZoneInfo, now: datetime) -> Iterator[tuple[d
     """(wall-clock time, instant) of each fire time, the wall-clock times newest first from a little
     after ``now`` (the instants are only nearly in order: a DST change reorders them by its shift)."""
     start = now.astimezone(tz).replace(tzinfo=None) + _SHIFT
-    it = croniter(validate(expr), start)
+    it = croniter(validate_cron(expr), start)
     every_hour = croniter.expand(expr)[0][1] == ["*"]
     while True:
         naive = it.get_prev(datetime)

@@ -1,0 +1,49 @@
+"""Loading a configuration: the schema (config.py, which imports nothing of the project) and then the
+rules that need the engines, so a file that would fail a run is refused when it is read.
+
+The memory budget rule is the one a run applies before it stops production (``engines.base.check_budget``
+over ``engines.build_spec``'s reservations, as the Docker launcher builds them); a budget is a Docker
+host's, where the pools are sized from it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from strix_pipeline.config import ConfigError, StrixConfig, read_config
+from strix_pipeline.engines import build_spec
+from strix_pipeline.engines.base import OverBudget, check_budget
+
+
+def budget_problems(config: StrixConfig) -> list[str]:
+    """``runs.<host>[i]: …`` for every run whose engine reserves more than its host's memory budget."""
+    problems = []
+    for host, runs in config.runs.items():
+        h = config.hosts[host]
+        if h.kind != "docker" or h.memory_budget_gb is None:
+            continue
+        for i, r in enumerate(runs):
+            spec = build_spec(
+                config.engines[r.engine], config.models[r.model], "", budget_gb=h.memory_budget_gb
+            )
+            try:
+                check_budget(
+                    spec.reservations,
+                    h.memory_budget_gb,
+                    what=f"runs.{host}[{i}] (engine {r.engine!r}, model {r.model!r})",
+                )
+            except OverBudget as e:
+                problems.append(f"runs.{host}[{i}]: {e} (hosts.{host}.memory_budget_gb)")
+    return problems
+
+
+def load_config(path: str | Path | None = None) -> StrixConfig:
+    """The configuration at ``path`` (default: ``config.config_path()``), or ConfigError naming the file
+    and every problem."""
+    config = read_config(path)
+    problems = budget_problems(config)
+    if problems:
+        shown = Path(path) if path else None
+        head = f"{shown or 'configuration'}: invalid configuration ({len(problems)} problem(s))"
+        raise ConfigError("\n".join([head, *(f"  {p}" for p in problems)]))
+    return config
