@@ -139,7 +139,7 @@ def test_empty_and_single_run_warehouse(tmp_path):
 
 
 def test_a_broken_chart_leaves_a_note_not_a_crash(tmp_path, monkeypatch):
-    import strix_pipeline.analysis.charts as charts
+    import strix_pipeline.analysis.charts.write as charts  # where write_charts finds its builders
 
     def boom(wh):
         raise ValueError("bad data")

@@ -1,0 +1,108 @@
+"""Altair pieces every chart shares: the palettes, a panel's size, the note chart that stands in for
+a chart with nothing to draw, and the layers marking failed runs and change points."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import altair as alt
+
+from strix_pipeline.analysis.charts.data import json_values
+
+if TYPE_CHECKING:
+    from strix_pipeline.analysis.changepoints import Change
+
+STATUS_COLORS = {"pass": "#2e7d32", "fail": "#c62828", "unknown": "#9e9e9e"}
+# the support matrix's outcomes (v_support_matrix), best first
+OUTCOME_COLORS = {"serves": "#2e7d32", "starts": "#f9a825", "fails": "#c62828", "not_run": "#9e9e9e"}
+OUTCOME_MARKS = {"serves": "✅ serves", "starts": "⚠️ starts", "fails": "❌ fails", "not_run": "⏭️ not run"}
+PANEL_WIDTH = 520
+PANEL_HEIGHT = 220
+
+
+def note_chart(title: str, note: str) -> alt.Chart:
+    return (
+        alt.Chart(alt.Data(values=[{"note": note}]), title=alt.TitleParams(title, subtitle=[note]))
+        .mark_text(size=14, color="#555")
+        .encode(text="note:N")
+        .properties(width=PANEL_WIDTH, height=80)
+    )
+
+
+def titled(title: str, subtitle: list[str]) -> alt.TitleParams:
+    return alt.TitleParams(title, subtitle=subtitle) if subtitle else alt.TitleParams(title)
+
+
+def failure_layers(failed: list[dict[str, Any]], x: alt.X) -> list[alt.Chart]:
+    if not failed:
+        return []
+    data = alt.Data(values=json_values(failed))
+    tooltip = ["run_id:N", "version:N", "status:N", "failure_reason:N", "started_at:N"]
+    rule = alt.Chart(data).mark_rule(color="#c62828", strokeDash=[4, 3]).encode(x=x, tooltip=tooltip)
+    text = (
+        alt.Chart(data)
+        .mark_text(color="#c62828", dy=-4, baseline="bottom", fontSize=10)
+        .encode(x=x, y=alt.value(12), text=alt.value("failed"), tooltip=tooltip)
+    )
+    return [rule, text]
+
+
+def change_layers(marks: list[dict[str, Any]], x: alt.X) -> list[alt.Chart]:
+    if not marks:
+        return []
+    data = alt.Data(values=marks)
+    tooltip = [
+        "change_id:N",
+        "version_before:N",
+        "version:N",
+        "magnitude_pct:Q",
+        "pvalue:Q",
+        "status:N",
+        "ack_status:N",
+    ]
+    rule = alt.Chart(data).mark_rule(color="#ef6c00", strokeWidth=2).encode(x=x, tooltip=tooltip)
+    text = (
+        alt.Chart(data)
+        .mark_text(color="#ef6c00", align="left", dx=4, fontSize=10)
+        .encode(x=x, y=alt.value(26), text="label:N", tooltip=tooltip)
+    )
+    return [rule, text]
+
+
+def change_marks(
+    changes: list[Change] | None, panel_rows: list[dict[str, Any]], metric: str, scenario: str, level: int
+) -> list[dict[str, Any]]:
+    """Changes on this panel's series, placed at the version label of their first run after the step."""
+    if not changes:
+        return []
+    by_key = {
+        (f"{r['fingerprint']}/{scenario}", r["version_order"]): r for r in panel_rows if "fingerprint" in r
+    }
+    out = []
+    for c in changes:
+        if c.metric != metric or c.scenario != scenario or c.level != level:
+            continue
+        r = by_key.get((c.fingerprint, c.sort_key_after))
+        if r is None:
+            continue
+        ack = " ack" if c.ack_status == "acknowledged" else ""
+        out.append(
+            {
+                "change_id": c.change_id,
+                "version_before": c.version_before,
+                "version": r["version"],
+                "magnitude_pct": c.magnitude_pct,
+                "pvalue": c.pvalue,
+                "status": c.status,
+                "ack_status": c.ack_status,
+                "label": f"{c.magnitude_pct:+.1f}% {c.status}{ack}",
+            }
+        )
+    return out
+
+
+def palette(field: str, colors: dict[str, str]) -> alt.Color:
+    """``field`` coloured by its fixed palette (value -> colour), titled by its name."""
+    return alt.Color(
+        f"{field}:N", scale=alt.Scale(domain=list(colors), range=list(colors.values())), title=field
+    )

@@ -1,0 +1,144 @@
+"""Every chart written three ways (Vega-Lite JSON, HTML, PNG) into one folder, with its index page."""
+
+from __future__ import annotations
+
+import html
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import altair as alt
+import vl_convert as vlc
+
+from strix_pipeline.analysis.changepoints import Change, stored_changes
+from strix_pipeline.analysis.charts.data import DEFAULT_CONCURRENCY
+from strix_pipeline.analysis.charts.marks import note_chart
+from strix_pipeline.analysis.charts.matrix import support_matrix_chart
+from strix_pipeline.analysis.charts.page import chart_html
+from strix_pipeline.analysis.charts.trends import (
+    decision_timeline_chart,
+    memory_chart,
+    prefill_chart,
+    throughput_chart,
+    ttft_by_version_chart,
+)
+
+if TYPE_CHECKING:
+    from strix_pipeline.warehouse import Warehouse
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ChartFiles:
+    name: str
+    title: str
+    html: Path
+    png: Path
+    json: Path
+    note: str = ""  # what is missing, shown under the title
+
+
+@dataclass
+class ChartSet:
+    out_dir: Path
+    charts: dict[str, ChartFiles] = field(default_factory=dict)
+    index_html: Path | None = None
+
+    def pngs(self) -> list[Path]:
+        return [c.png for c in self.charts.values()]
+
+
+def _write(chart: alt.TopLevelMixin, out_dir: Path, name: str, title: str, note: str) -> ChartFiles:
+    files = ChartFiles(
+        name=name,
+        title=title,
+        html=out_dir / f"{name}.html",
+        png=out_dir / f"{name}.png",
+        json=out_dir / f"{name}.vl.json",
+        note=note,
+    )
+    spec = chart.to_json(indent=1)
+    files.json.write_text(spec)
+    files.png.write_bytes(vlc.vegalite_to_png(spec, scale=2))
+    files.html.write_text(chart_html(spec, title))
+    return files
+
+
+def _index(cs: ChartSet, generated_at: datetime) -> Path:
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>strix-pipeline trends</title>",
+        "<style>body{font-family:sans-serif;max-width:1200px;margin:2em auto}img{max-width:100%;"
+        "border:1px solid #ddd}.note{color:#777}</style></head><body>",
+        "<h1>strix-pipeline: trends and the switch decision</h1>",
+        f"<p class='note'>generated {generated_at:%Y-%m-%d %H:%M} UTC</p><ul>",
+    ]
+    for c in cs.charts.values():
+        parts.append(
+            f"<li><a href='{c.html.name}'>{html.escape(c.title)}</a> "
+            f"(<a href='{c.png.name}'>PNG</a>, <a href='{c.json.name}'>Vega-Lite</a>)</li>"
+        )
+    parts.append("</ul>")
+    for c in cs.charts.values():
+        note = f"<p class='note'>{html.escape(c.note)}</p>" if c.note else ""
+        parts.append(
+            f"<h2 id='{c.name}'>{html.escape(c.title)}</h2>{note}"
+            f"<a href='{c.html.name}'><img src='{c.png.name}' alt='{html.escape(c.title)}'></a>"
+        )
+    parts.append("</body></html>")
+    path = cs.out_dir / "index.html"
+    path.write_text("\n".join(parts))
+    return path
+
+
+CHART_TITLES = {
+    "ttft_p95_by_version": "TTFT p95 at 5 clients by image version",
+    "throughput_vs_concurrency": "Output throughput vs concurrency, newest image per engine",
+    "prefill_vs_input_length": "Prefill tokens/s vs input length",
+    "memory_held_by_version": "Memory held by engine and version",
+    "decision_timeline": "Switch decision timeline",
+    "support_matrix": "Support matrix: engine × image version × model profile",
+}
+
+
+def write_charts(
+    wh: Warehouse,
+    out_dir: Path,
+    *,
+    changes: list[Change] | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    now: datetime | None = None,
+) -> ChartSet:
+    """Write every chart (JSON, HTML, PNG) and index.html into `out_dir`; returns their paths.
+
+    `changes` None: the change points stored in the warehouse are annotated."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cs = ChartSet(out_dir=out_dir)
+    if changes is None:
+        try:
+            changes = stored_changes(wh)
+        except Exception as e:
+            log.warning("could not read stored changes: %s", e)
+            changes = []
+    builders = {
+        "ttft_p95_by_version": lambda: ttft_by_version_chart(wh, concurrency=concurrency, changes=changes),
+        "throughput_vs_concurrency": lambda: throughput_chart(wh),
+        "prefill_vs_input_length": lambda: prefill_chart(wh),
+        "memory_held_by_version": lambda: memory_chart(wh),
+        "decision_timeline": lambda: decision_timeline_chart(wh),
+        "support_matrix": lambda: support_matrix_chart(wh),
+    }
+    for name, build in builders.items():
+        title = CHART_TITLES[name].replace(" 5 clients", f" {concurrency} clients")
+        try:
+            chart, note = build()
+            cs.charts[name] = _write(chart, out_dir, name, title, note)
+        except Exception as e:  # one broken chart must not take the others (or the run) with it
+            log.exception("chart %s failed", name)
+            note = f"this chart could not be drawn: {type(e).__name__}: {e}"
+            cs.charts[name] = _write(note_chart(title, note), out_dir, name, title, note)
+    cs.index_html = _index(cs, now or datetime.now(UTC))
+    return cs
