@@ -12,9 +12,11 @@ from pathlib import Path
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
 
-from strix_pipeline.config import ConfigError, DuckLakeTarget, ImageSource, StrixConfig
+from strix_pipeline.config import DuckLakeTarget, ImageSource, StrixConfig
 from strix_pipeline.config_load import load_config
-from strix_pipeline.warehouse import Warehouse, WarehouseError
+from strix_pipeline.registry.client import RegistryClient, RetryPolicy
+from strix_pipeline.registry.discovery import default_client
+from strix_pipeline.warehouse import Warehouse
 
 
 class StrixConfigResource(ConfigurableResource):
@@ -44,16 +46,12 @@ class WarehouseResource(ConfigurableResource):
     _config: StrixConfig | None = PrivateAttr(default=None)
 
     def target(self) -> Path | DuckLakeTarget:
-        """What ``Warehouse.open`` takes. A DSN variable that is not set is a :class:`WarehouseError`,
-        so a run's load that cannot open the lake keeps the run in the spool (``RunNotStored``)."""
+        """What ``Warehouse.open`` takes (a DSN variable that is not set: the config's ConfigError)."""
         if self.path:
             return Path(self.path)
         if self._config is None:
             self._config = load_config(self.config_path)
-        try:
-            return self._config.warehouse_target()
-        except ConfigError as e:
-            raise WarehouseError(str(e)) from None
+        return self._config.warehouse_target()
 
     @contextmanager
     def writer(self) -> Iterator[Warehouse]:
@@ -84,8 +82,6 @@ class RegistryResource(ConfigurableResource):
     ghcr_token: str | None = None
 
     def client_factory(self):  # noqa: ANN201 - discovery.ClientFactory
-        from strix_pipeline.registry.client import RegistryClient, RetryPolicy
-        from strix_pipeline.registry.discovery import default_client
 
         creds = {
             "docker.io": (self.dockerhub_username, self.dockerhub_token),

