@@ -1,7 +1,5 @@
 """`benchmark_run`: the standard suite for one image version on its host, loaded into the warehouse."""
 
-from pathlib import Path
-
 import dagster as dg
 
 from assets.partitions import image_versions
@@ -10,7 +8,7 @@ from strix_pipeline import plan
 from strix_pipeline.benchmark import RunCancelled, run_benchmark
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import LevelAggregate, RunResult
-from strix_pipeline.run_checks import completeness, memory_back, served
+from strix_pipeline.usable import completeness, memory_back, served
 from strix_pipeline.warehouse import spool
 
 COMPLETENESS = "benchmark_complete"
@@ -168,8 +166,7 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
                 stored = spool.store_run(
                     result,
                     spool_directory=spool.spool_dir(config.artifacts_dir()),
-                    open_writer=warehouse.writer,
-                    warehouse_path=Path(warehouse.path),
+                    open_writer=warehouse.writer,  # the config's warehouse: its file or its DuckLake
                     host=spool.HostFacts(host, config.hosts[host].kind, config.hosts[host].description),
                 )
             except spool.RunNotStored as e:
@@ -177,7 +174,8 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
                     context.log.error(f"cancelled run {result.run.run_id} not loaded: {e}")
                     raise cancelled.interrupt from None
                 raise dg.Failure(
-                    description=str(e), metadata={"spool_file": str(e.spool), "warehouse": str(e.warehouse)}
+                    description=str(e),
+                    metadata={"spool_file": str(e.spool), "warehouse": str(e.warehouse or "(not opened)")},
                 ) from e
             for note in stored.notes():
                 context.log.warning(note)

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from strix_pipeline.config_load import load_config
 from strix_pipeline.records import LevelAggregate, RunRecord, RunResult
-from strix_pipeline.run_checks import completeness, served
+from strix_pipeline.usable import completeness, served
 
 
 def _result(
@@ -104,7 +104,7 @@ def test_served_fails_a_run_that_measured_nothing_and_names_why():
 
 
 def test_memory_check_fails_on_unknown_and_on_not_returned():
-    from strix_pipeline.run_checks import memory_back
+    from strix_pipeline.usable import memory_back
 
     r = _result({1: 4})
     r.run.baseline_bytes, r.run.after_stop_bytes, r.run.memory_returned = 10 * 2**30, 10 * 2**30, True
