@@ -14,8 +14,9 @@ from pydantic import PrivateAttr
 
 from strix_pipeline.config import DuckLakeTarget, ImageSource, StrixConfig
 from strix_pipeline.config_load import load_config
-from strix_pipeline.registry.client import RegistryClient, RetryPolicy
+from strix_pipeline.registry.client import RegistryClient
 from strix_pipeline.registry.discovery import default_client
+from strix_pipeline.registry.transport import RetryPolicy
 from strix_pipeline.warehouse import Warehouse
 
 

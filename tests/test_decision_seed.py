@@ -21,7 +21,7 @@ from scipy.stats import norm
 from strix_pipeline.analysis.decision import Decision, Evidence, ReleaseImage, RunFacts, SweepReading, judge
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import ImageRecord, LevelAggregate, RequestRecord, RunRecord, RunResult
-from strix_pipeline.registry.client import version_sort_key
+from strix_pipeline.registry.versions import version_sort_key
 from strix_pipeline.warehouse import Warehouse
 
 GIB = 2**30

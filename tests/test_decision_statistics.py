@@ -27,7 +27,7 @@ from strix_pipeline.cli import decide as cli_decide
 from strix_pipeline.config import REPO_ROOT, SweepSpec
 from strix_pipeline.config_load import load_config
 from strix_pipeline.loadgen.metrics import min_samples_for_ci, quantile_ci, quantile_ratio_ci
-from strix_pipeline.registry.client import version_sort_key
+from strix_pipeline.registry.versions import version_sort_key
 from strix_pipeline.warehouse import Warehouse
 
 NOW = SEPT + timedelta(days=1)

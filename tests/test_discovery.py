@@ -14,16 +14,7 @@ from infra import free_port
 
 from strix_pipeline.config import ImageSource, StrixConfig
 from strix_pipeline.records import ImageRecord
-from strix_pipeline.registry.client import (
-    ImageDetails,
-    MalformedResponse,
-    NoPlatform,
-    NotFound,
-    RegistryClient,
-    RegistryUnavailable,
-    RetryPolicy,
-    TagInfo,
-)
+from strix_pipeline.registry.client import ImageDetails, RegistryClient, TagInfo
 from strix_pipeline.registry.discovery import (
     DiscoveryReport,
     literal_prefix,
@@ -32,6 +23,8 @@ from strix_pipeline.registry.discovery import (
     tag_selected,
     version_sort_key,
 )
+from strix_pipeline.registry.errors import MalformedResponse, NoPlatform, NotFound, RegistryUnavailable
+from strix_pipeline.registry.transport import RetryPolicy
 
 T0 = datetime(2026, 11, 2, 3, 0, tzinfo=UTC)
 

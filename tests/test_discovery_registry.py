@@ -26,8 +26,9 @@ from registry_fronts import Fault, Front
 
 from strix_pipeline.cli import images as cli_images
 from strix_pipeline.config import ImageSource, StrixConfig
-from strix_pipeline.registry.client import OCI_INDEX, RegistryClient, RetryPolicy
+from strix_pipeline.registry.client import OCI_INDEX, RegistryClient
 from strix_pipeline.registry.discovery import refresh_images
+from strix_pipeline.registry.transport import RetryPolicy
 from strix_pipeline.warehouse import Warehouse
 
 pytestmark = [pytest.mark.registry, pytest.mark.docker]

@@ -23,20 +23,17 @@ from infra import (
 )
 from registry_fronts import Fault, Front, recording_sleep
 
-from strix_pipeline.registry.client import (
-    OCI_INDEX,
+from strix_pipeline.registry.client import OCI_INDEX, RegistryClient, parse_time
+from strix_pipeline.registry.errors import (
     AuthError,
     MalformedResponse,
     NoPlatform,
     NotFound,
     RateLimited,
-    RegistryClient,
     RegistryUnavailable,
-    RetryPolicy,
-    parse_challenge,
-    parse_time,
-    version_sort_key,
 )
+from strix_pipeline.registry.transport import RetryPolicy, parse_challenge
+from strix_pipeline.registry.versions import version_sort_key
 
 pytestmark = [pytest.mark.registry, pytest.mark.docker]
 

@@ -1,2 +1,4 @@
-"""Image registries: the OCI distribution client (client: tags, digests, Bearer tokens, rate limits,
-Docker Hub's API) and discovery (which tags and digests of the configured sources are new)."""
+"""Image registries, by job: ``names`` (Docker Hub's aliases, one spelling of a repository),
+``transport`` (requests: auth, retries, rate limits, deadline), ``client`` (the OCI distribution and
+Docker Hub API: tags, digests, manifests), ``errors``, ``versions`` (the version order of tags) and
+``discovery`` (which tags and digests of the configured sources are new)."""

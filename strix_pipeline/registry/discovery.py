@@ -27,14 +27,14 @@ Per engine and per image source (registry + repository), one refresh:
    (not stored, not an error).
 
 Nothing is written for a repository until all of its requests have succeeded: a registry that fails
-(unreachable, stalled past the timeouts, 5xx or 429 beyond the retry policy -- see client.py --,
+(unreachable, stalled past the timeouts, 5xx or 429 beyond the retry policy -- see transport.py --,
 refused auth, a malformed or cut-short body, a tag list that fails on a later page) leaves the images
 known before untouched and adds none of the new ones, and the failure is recorded
 (``registry_errors.error`` = ``"<ErrorClass>: <message>"``) with registry and repository and
 returned in the report. Every repository has a wall-clock budget; a registry host
 that cannot be reached at all is not tried again for the other repositories of the same refresh.
 
-Version order (``version_sort_key``, a string compared lexically; defined in registry.py):
+Version order (``version_sort_key``, a string compared lexically; defined in registry/versions.py):
 
 - ``3|<semver>|tag`` when the tag holds a version ``X.Y[.Z[.W]]`` (optional ``v``, SGLang's ``.postN``
   sorts after the release, ``rcN``/``alpha``/``beta``/``dev`` pre-releases before it) —
@@ -63,17 +63,10 @@ from typing import Any, Protocol
 
 from strix_pipeline.config import ImageSource, StrixConfig
 from strix_pipeline.records import LOCAL_REGISTRY, ImageRecord
-from strix_pipeline.registry.client import (
-    ImageDetails,
-    NoPlatform,
-    NotFound,
-    RegistryClient,
-    RegistryError,
-    RegistryUnavailable,
-    RetryPolicy,
-    TagInfo,
-    version_sort_key,
-)
+from strix_pipeline.registry.client import ImageDetails, RegistryClient, TagInfo
+from strix_pipeline.registry.errors import NoPlatform, NotFound, RegistryError, RegistryUnavailable
+from strix_pipeline.registry.transport import RetryPolicy
+from strix_pipeline.registry.versions import version_sort_key
 
 __all__ = [
     "DiscoveryReport",

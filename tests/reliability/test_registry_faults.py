@@ -28,8 +28,9 @@ from infra import Registry, build_image, push, remove_image, start_registry
 from registry_fronts import Fault, Front
 
 from strix_pipeline.config import ImageSource, StrixConfig
-from strix_pipeline.registry.client import OCI_MANIFEST, RegistryClient, RetryPolicy
+from strix_pipeline.registry.client import OCI_MANIFEST, RegistryClient
 from strix_pipeline.registry.discovery import DiscoveryReport, default_client, refresh_images
+from strix_pipeline.registry.transport import RetryPolicy
 from strix_pipeline.warehouse import Warehouse
 
 pytestmark = [pytest.mark.registry, pytest.mark.docker]
