@@ -88,7 +88,7 @@ def _warehouse(config: StrixConfig) -> Check:
 
 
 def _registry_url(registry: str, insecure: bool) -> str:
-    from strix_pipeline.registry.client import api_host
+    from strix_pipeline.registry.names import api_host
 
     return f"{'http' if insecure else 'https'}://{api_host(registry)}/v2/"
 
