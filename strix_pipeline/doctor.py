@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from strix_pipeline.config import HostConfig, StrixConfig
+from strix_pipeline.config import ConfigError, HostConfig, StrixConfig
 
 
 @dataclass(frozen=True)
@@ -60,9 +60,15 @@ def failed(checks: list[Check]) -> list[Check]:
 def _warehouse(config: StrixConfig) -> Check:
     from strix_pipeline.warehouse import Warehouse, WarehouseError
 
-    path = config.warehouse_path()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # the config's warehouse: the DuckDB file, or the DuckLake (a missing DSN variable is a failure)
+        path = config.warehouse_target()
+    except ConfigError as e:
+        fix = f"export {config.warehouse.catalog_env}: the libpq DSN of the DuckLake catalog"
+        return Check("all", "warehouse writable", False, True, str(e), fix)
+    try:
+        if isinstance(path, Path):
+            path.parent.mkdir(parents=True, exist_ok=True)
         with Warehouse.open(path, lock_retry_s=2.0):
             pass
     except (OSError, WarehouseError) as e:

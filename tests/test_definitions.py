@@ -111,7 +111,7 @@ def test_build_definitions_resources_point_at_the_config(tmp_path: Path) -> None
     config = load_config(path)
     defs = build_definitions(config, str(path))
     resources = defs.resources
-    assert resources["warehouse"].path == str(tmp_path / "warehouse" / "strix.duckdb")
+    assert resources["warehouse"].target() == tmp_path / "warehouse" / "strix.duckdb"
     assert resources["strix"].config_path == str(path)
 
 

@@ -49,7 +49,7 @@ from strix_pipeline.records import (
     ServerMetricSample,
 )
 from strix_pipeline.warehouse import arrow
-from strix_pipeline.warehouse.connection import WarehouseError, WarehouseUnavailable
+from strix_pipeline.warehouse.connection import Target, WarehouseError, WarehouseUnavailable
 from strix_pipeline.warehouse.facade import Warehouse
 
 SPOOL_VERSION = 1
@@ -73,7 +73,7 @@ class SpoolUnreadable(WarehouseError):
 class RunNotStored(WarehouseError):
     """The warehouse did not take a run; the message says why and where its records are kept."""
 
-    def __init__(self, message: str, *, run_id: str, warehouse: Path, spool: Path | None) -> None:
+    def __init__(self, message: str, *, run_id: str, warehouse: Target | None, spool: Path | None) -> None:
         super().__init__(message)
         self.run_id = run_id
         self.warehouse = warehouse
@@ -106,7 +106,7 @@ class DrainReport:
 @dataclass
 class StoreReport:
     run_id: str
-    warehouse: Path
+    warehouse: Target  # the DuckDB file or the DuckLake
     drained: DrainReport
     spool_error: str | None = None  # the run could not be spooled (it was loaded all the same)
 
@@ -273,23 +273,27 @@ def store_run(
     *,
     spool_directory: Path,
     open_writer: Callable[[], AbstractContextManager[Warehouse]],
-    warehouse_path: Path,
+    warehouse_path: Target | None = None,
     host: HostFacts | None = None,
 ) -> StoreReport:
     """Spool ``result``, then load the older spool files and ``result`` into the warehouse.
 
     ``open_writer`` opens the warehouse for writing (its lock retry bounds the wait for another
     writer). Raises :class:`RunNotStored` when the warehouse does not take the run; its records are
-    then in ``RunNotStored.spool``."""
+    then in ``RunNotStored.spool``. ``warehouse_path`` names the warehouse (a file or a DuckLake) in
+    the report and in ``RunNotStored.warehouse``; by default the one ``open_writer`` opened, which a
+    writer that could not open (its error names what it tried) leaves ``None``."""
     run_id = result.run.run_id
     spool: Path | None = None
     spool_error = ""
+    where = warehouse_path
     try:
         spool = write_spool(result, spool_directory, host)
     except (OSError, WarehouseError) as e:  # the warehouse may still take it: try, and say so if not
         spool_error = f"{type(e).__name__}: {e}"
     try:
         with open_writer() as wh:
+            where = where or wh.path
             drained = drain(wh, spool_directory, skip={spool} if spool else ())
             load_one(wh, result, host)
     except WarehouseError as e:
@@ -306,14 +310,14 @@ def store_run(
         raise RunNotStored(
             f"run {run_id} was not loaded into the warehouse: {e}; {kept}",
             run_id=run_id,
-            warehouse=warehouse_path,
+            warehouse=where,
             spool=spool,
         ) from e
     if spool is not None:
         with contextlib.suppress(OSError):  # left behind, it is loaded again, to the same rows
             spool.unlink(missing_ok=True)
     return StoreReport(
-        run_id=run_id, warehouse=warehouse_path, drained=drained, spool_error=spool_error or None
+        run_id=run_id, warehouse=where or wh.path, drained=drained, spool_error=spool_error or None
     )
 
 
