@@ -32,9 +32,13 @@ def build_sensor(benchmark_job, interval_s: int = 3600) -> dg.SensorDefinition:
         now = datetime.now(UTC)
         with warehouse.writer() as wh:
             scan = plan.scan_images(cfg, wh, client_factory=registry.client_factory(), now=now)
+            measured = wh.measured_digests()
         requested: set[str] = set(json.loads(context.cursor)) if context.cursor else set()
-        # outside a host's maintenance window an image waits (its digest stays unrequested) for a later tick
-        due = plan.due_images(cfg, scan.current(cfg), requested, now)
+        # outside a host's maintenance window an image waits (its digest stays unrequested) for a later
+        # tick; one already measured (by `strix run`, a backfill, a history) is not asked for again
+        due = plan.due_images(cfg, scan.current(cfg), requested, now, measured)
+        for i in due.measured:
+            context.log.info(f"{plan.partition_key(i.engine, i)}: already benchmarked, not requested again")
         for i in due.waiting:
             context.log.info(f"{plan.partition_key(i.engine, i)}: waiting for the maintenance window")
         existing = set(context.instance.get_dynamic_partitions(image_versions.name))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -277,15 +277,35 @@ class Due:
     now: list[ImageRecord]  # not requested before, and every host that runs it is in its window
     waiting: list[ImageRecord]  # not requested before, a host outside its window: asked again later
     requested: set[str]  # the digests requested so far, these included
+    measured: list[ImageRecord] = field(default_factory=list)  # already benchmarked: not requested
 
 
-def due_images(config: StrixConfig, wanted: list[ImageRecord], requested: set[str], now: datetime) -> Due:
-    """Each digest is benchmarked once; outside a host's maintenance window it waits (stays unrequested)."""
+def benchmarked(config: StrixConfig, image: ImageRecord, measured: set[tuple[str, str, str]]) -> bool:
+    """Every (host, model profile) that runs ``image`` has a stored ``ok`` run of its digest."""
+    targets = targets_for(config, image)
+    return bool(targets) and all((t.host, t.model, image.digest) in measured for t in targets)
+
+
+def due_images(
+    config: StrixConfig,
+    wanted: list[ImageRecord],
+    requested: set[str],
+    now: datetime,
+    measured: set[tuple[str, str, str]] | None = None,
+) -> Due:
+    """Each digest is benchmarked once; outside a host's maintenance window it waits (stays unrequested).
+
+    ``measured`` holds (host, model profile, digest) of the warehouse's ``ok`` runs: a digest that
+    `strix run`, a backfill or a history already measured everywhere it runs is not requested again
+    (the sensor's own run keys know nothing of those runs); the weekly schedule still repeats it.
+    """
     unseen = [i for i in wanted if i.digest not in requested]
+    done = [i for i in unseen if benchmarked(config, i, measured or set())]
+    unseen = [i for i in unseen if not benchmarked(config, i, measured or set())]
     ready = [hosts_in_window(config, i, now) for i in unseen]
     go = [i for i, ok in zip(unseen, ready, strict=True) if ok]
     wait = [i for i, ok in zip(unseen, ready, strict=True) if not ok]
-    return Due(go, wait, requested | {i.digest for i in go})
+    return Due(go, wait, requested | {i.digest for i in go} | {i.digest for i in done}, done)
 
 
 def default_partitions(config: StrixConfig, engines: list[str] | None = None) -> list[str]:

@@ -7,12 +7,14 @@ calls) is replaced, so no network is touched. The local host's build is the real
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
 import pytest
 from pipeline_helpers import resources_for, vllm_image, write_config
+from test_warehouse import make_run
 
 from assets.partitions import image_versions
 from strix_dagster.definitions import build_definitions
@@ -114,6 +116,27 @@ def test_sensor_first_tick_requests_current_images_and_local_build(box_config: P
         assert "|" not in "".join(by_key)
         second = ticks.tick()
         assert not second.run_requests and not second.dynamic_partitions_requests
+
+
+def _store_run(path: Path, run_id: str, host: str, digest: str, status: str = "ok") -> None:
+    """A run of ``digest`` on ``host`` in the warehouse, as `strix run` or a backfill stores it."""
+    result = make_run(run_id, status=status)
+    result.run = dataclasses.replace(result.run, host=host, image_digest=digest, model_profile="gemma3-270m")
+    with Warehouse.open(load_config(path).warehouse_path()) as wh:
+        wh.load_run(result)
+
+
+def test_sensor_does_not_request_a_digest_already_benchmarked(box_config: Path) -> None:
+    """`make run` measured the local build and the UI opened on that instance: the sensor's run keys
+    know nothing of that run, the warehouse does. A failed run of a digest does not count."""
+    local, v26 = plan.local_image("llamacpp"), vllm_image("v0.26.0", "b")
+    latest = vllm_image("latest", "c", floating=True)
+    _store_run(box_config, "make-run-local", "local", local.digest)
+    _store_run(box_config, "make-run-v26", "box", v26.digest, status="failed_start")
+    with dg.instance_for_test() as instance:
+        first = SensorTicks(instance, box_config).tick()
+    assert sorted(r.run_key for r in first.run_requests) == sorted([v26.digest, latest.digest])
+    assert _local_key() not in {r.partition_key for r in first.run_requests}
 
 
 def test_sensor_new_digest_requested_once(box_config: Path) -> None:

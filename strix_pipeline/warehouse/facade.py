@@ -175,6 +175,10 @@ class Warehouse:
     def run_ids(self) -> list[str]:
         return runs.run_ids(self.con)
 
+    def measured_digests(self) -> set[tuple[str, str, str]]:
+        """(host, model profile, image digest) of every run stored with status ok."""
+        return runs.measured_digests(self.con)
+
     # ---- hosts ----------------------------------------------------------------------------------
 
     def upsert_host(self, name: str, kind: str | None, description: str | None) -> None:

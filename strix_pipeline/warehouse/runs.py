@@ -130,3 +130,11 @@ def _with_fingerprint(run: RunRecord) -> RunRecord:
     if run.fingerprint:
         return run
     return dataclasses.replace(run, fingerprint=run_fingerprint(run))
+
+
+def measured_digests(con: duckdb.DuckDBPyConnection) -> set[tuple[str, str, str]]:
+    """(host, model profile, image digest) of every stored run that measured its suite (status ok)."""
+    rows = con.execute(
+        "SELECT DISTINCT host, model_profile, image_digest FROM runs WHERE status = 'ok' AND image_digest IS NOT NULL"
+    ).fetchall()
+    return {(h, m, d) for h, m, d in rows}
