@@ -15,6 +15,7 @@ from strix_pipeline.analysis.charts import (
 )
 from strix_pipeline.analysis.decision import Decision, decision_markdown, evaluate, previous_decision
 from strix_pipeline.analysis.notify import notify_changes, regression_alerts, webhook_url
+from strix_pipeline.units import gib
 from strix_pipeline.warehouse import Warehouse
 
 # Like eager(), but not blocked by image versions that were never benchmarked (missing partitions).
@@ -117,7 +118,7 @@ def decision_figures(wh: Warehouse, decision: Decision, concurrency: int) -> dic
         }
         for role, run_id in zip(("candidate", "baseline"), c5.evidence_run_ids, strict=True):
             if held.get(run_id) is not None:
-                out[f"{role}_held_gib"] = dg.MetadataValue.float(round(held[run_id] / 2**30, 3))
+                out[f"{role}_held_gib"] = dg.MetadataValue.float(round(gib(held[run_id]), 3))
     return out
 
 
@@ -128,8 +129,8 @@ def decision_figures(wh: Warehouse, decision: Decision, concurrency: int) -> dic
     automation_condition=EAGER,
     description=(
         "The newest run of each (host, engine, model profile) with its per-scenario, per-level aggregates "
-        "(TTFT/TPOT/E2E percentiles with the TTFT p95 bootstrap CI, throughput, goodput, prefill and "
-        "decode rates). Every number traces back to raw rows in `requests` by run_id."
+        "(TTFT/TPOT/E2E percentiles with the TTFT p95's distribution-free interval, throughput, goodput, "
+        "prefill and decode rates). Every number traces back to raw rows in `requests` by run_id."
     ),
 )
 def run_aggregates(warehouse: WarehouseResource) -> dg.MaterializeResult:
@@ -161,13 +162,15 @@ def run_aggregates(warehouse: WarehouseResource) -> dg.MaterializeResult:
     ],
     description=(
         "Change points per series (one fingerprint, sorted by image version): E-divisive means with a "
-        "t-test, max p-value 0.001, magnitude floor max(2 %, 3x noise). A change on the newest version "
+        "t-test, at the p-value and magnitude floor of `[change_detection]` (the values in effect are in "
+        "each materialisation's metadata). A change on the newest version "
         "stays provisional until a repeat run or the next version agrees. `strix ack ID --reason` "
         "acknowledges one."
     ),
 )
 def regressions(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.MaterializeResult:
     config = strix.get()
+    cd = config.change_detection
     with warehouse.writer() as wh:
         changes = detect_changes(wh, config)
         active = [c for c in stored_changes(wh, include_acknowledged=False)]
@@ -205,7 +208,15 @@ def regressions(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.
         ),
     )
     return dg.MaterializeResult(
-        metadata={"dagster/row_count": len(active), "detected_now": len(changes), "changes": table},
+        metadata={
+            "dagster/row_count": len(active),
+            "detected_now": len(changes),
+            "changes": table,
+            "change_detection": (
+                f"max p-value {cd.max_pvalue:g}, magnitude floor max({cd.min_magnitude_pct:g} %, "
+                f"{cd.noise_multiple:g}x noise)"
+            ),
+        },
         check_results=[
             dg.AssetCheckResult(
                 check_name="no_confirmed_regression",

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from strix_pipeline.config import SLO
-from strix_pipeline.loadgen.metrics import aggregate_level, bootstrap_ci
+from strix_pipeline.loadgen.metrics import aggregate_level
 from strix_pipeline.loadgen.prometheus import parse_prometheus, sample_value
 from strix_pipeline.records import RequestRecord
 
@@ -69,16 +69,6 @@ def test_prefill_and_decode_rates() -> None:
     dec = [rec(0, 10, [10, 110], 11), rec(1, 10, [10, 310], 21)]
     d = aggregate_level(dec, run_id="r", scenario="decode", level=1, level_kind="single", slo=SLO())
     assert d.decode_tokens_per_s == pytest.approx(30 / 0.4)
-
-
-def test_bootstrap_ci_brackets_p95_and_is_reproducible() -> None:
-    rng = np.random.default_rng(1)
-    values = list(rng.lognormal(4, 0.3, 200))
-    lo, hi = bootstrap_ci(values)
-    assert lo is not None and hi is not None
-    assert lo <= np.percentile(values, 95) <= hi and hi - lo < np.percentile(values, 95)
-    assert bootstrap_ci(values) == (lo, hi)
-    assert bootstrap_ci([5.0]) == (None, None)
 
 
 PROM = r"""# HELP llamacpp:tokens_predicted_total Number of generation tokens processed.

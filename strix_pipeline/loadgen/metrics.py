@@ -35,8 +35,6 @@ from strix_pipeline.config import SLO
 from strix_pipeline.records import LATENCY_METRICS, LATENCY_STATS, LevelAggregate, RequestRecord
 
 PERCENTILES = (50, 90, 95, 99)
-BOOTSTRAP_RESAMPLES = 2000
-BOOTSTRAP_SEED = 20260101
 
 
 def tpot_ms(r: RequestRecord) -> float | None:
@@ -132,22 +130,6 @@ def total_tokens_per_s(records: Sequence[RequestRecord], duration_s: float | Non
         return None
     n_in, n_out = token_totals(records)
     return (n_in + n_out) / duration_s
-
-
-def bootstrap_ci(
-    values: Sequence[float], q: float = 95, level: float = 0.95
-) -> tuple[float | None, float | None]:
-    """Percentile-bootstrap confidence interval of the q-th percentile (kept for comparison in
-    ``benchmarks/ci_coverage.py``: it under-covers a tail percentile at the sample sizes benchmarks
-    use; the aggregates use :func:`quantile_ci`)."""
-    if len(values) < 2:
-        return None, None
-    a = np.asarray(values, dtype=float)
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    samples = rng.choice(a, size=(BOOTSTRAP_RESAMPLES, a.size), replace=True)
-    stat = np.percentile(samples, q, axis=1)
-    lo, hi = np.percentile(stat, [(1 - level) / 2 * 100, (1 + level) / 2 * 100])
-    return float(lo), float(hi)
 
 
 def _order_indices(n: int, q: float, level: float) -> tuple[int | None, int | None]:
