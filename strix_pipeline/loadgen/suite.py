@@ -141,17 +141,20 @@ async def _run(
         except EngineGone as e:  # run_load: one scenario, it stopped where it died
             result.engine_gone = str(e)
         finally:
+            # also when interrupted: a cancelled run's failure_reason keeps what the suite noted (capped
+            # contexts, max-duration and cancel stops, the scraper's error)
             await ctx.connections.aclose()
+            if scraper.error:
+                ctx.errors.append(scraper.error)
+            if ctx.connections.close_each:
+                ctx.errors.append(
+                    "client: the server closes keep-alive connections after a streamed response; one "
+                    f"connection per request was used ({ctx.connections.stale_retries} request(s) retried "
+                    "once on a new one)"
+                )
+            result.errors = ctx.errors + result.errors  # the lists of records are ctx's own already
         if result.engine_gone:
             ctx.say(f"suite stopped: {result.engine_gone}")
-        if scraper.error:
-            ctx.errors.append(scraper.error)
-        if ctx.connections.close_each:
-            ctx.errors.append(
-                "client: the server closes keep-alive connections after a streamed response; one connection "
-                f"per request was used ({ctx.connections.stale_retries} request(s) retried once on a new one)"
-            )
-    result.errors = ctx.errors + result.errors  # the lists of records are ctx's own already
     return result
 
 

@@ -9,17 +9,23 @@ cancels (Dagster, Docker with production) are in test_cancel.py.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
+from infra import free_port
+from test_warehouse import make_run
 
 from reliability.test_engine_killed import SMALL, SyntheticEngine
+from strix_pipeline.benchmark import _cancelled
 from strix_pipeline.config import SLO, ScenarioProfile
-from strix_pipeline.loadgen import SuiteResult, run_suite
+from strix_pipeline.loadgen import SuiteInterrupted, SuiteResult, run_suite
 
 
-def cancelled_suite(profile: ScenarioProfile, scenario: str, level: int, done: int) -> SuiteResult:
+def cancelled_suite(
+    profile: ScenarioProfile, scenario: str, level: int, done: int, **options: Any
+) -> SuiteResult:
     """The suite against a live synthetic engine, its task cancelled when ``scenario`` ``level`` has
-    ``done`` requests finished; what it measured."""
+    ``done`` requests finished (``options``: more of run_suite's); what it measured."""
     partial = SuiteResult()
     with SyntheticEngine(("none", 0, 0)) as engine:  # never killed: the cancel is the fault
 
@@ -32,7 +38,14 @@ def cancelled_suite(profile: ScenarioProfile, scenario: str, level: int, done: i
                     task.cancel()
 
             await run_suite(
-                engine.url, "synthetic/normal", profile, SLO(), "cancel", into=partial, on_request=on_request
+                engine.url,
+                "synthetic/normal",
+                profile,
+                SLO(),
+                "cancel",
+                into=partial,
+                on_request=on_request,
+                **options,
             )
 
         with pytest.raises(asyncio.CancelledError):
@@ -66,3 +79,25 @@ def test_a_cancelled_prefix_cache_keeps_its_finished_pairs() -> None:
     assert cold.stopped_reason == "stopped after 2/3 requests: cancelled"
     assert warm.stopped_reason == "stopped after 1/3 requests: cancelled"
     assert sum(1 for q in partial.requests if q.scenario == "prefix_cache") == 3
+
+
+def test_a_cancelled_suite_keeps_what_it_noted_before_the_cancel() -> None:
+    """Capped contexts, max-duration stops and the scraper's error are in an interrupted suite's
+    errors (so in the cancelled run's failure_reason), as in a finished one's."""
+    # level 1: 4 requests of 40 tokens at 5 ms each, capped at 0.1 s; cancelled as level 2 starts
+    sweep = SMALL.concurrency_sweep.model_copy(update={"max_duration_s": 0.1})
+    profile = SMALL.model_copy(update={"concurrency_sweep": sweep})
+    dead = f"http://127.0.0.1:{free_port()}/metrics"
+    partial = cancelled_suite(profile, "concurrency_sweep", 2, 0, context_length=600, metrics_url=dead)
+    noted = [
+        "capped at",  # the sweep's prompt does not fit the 600-token context
+        "concurrency_sweep c=1: stopped at max duration 0.1s",
+        f"metrics: {dead} unreachable",
+    ]
+    for note in noted:
+        assert any(note in e for e in partial.errors), (note, partial.errors)
+    result = make_run("cancelled-run")
+    _cancelled(result, SuiteInterrupted(partial, asyncio.CancelledError()))
+    assert result.run.status == "cancelled"
+    for note in noted:
+        assert note in (result.run.failure_reason or ""), (note, result.run.failure_reason)
