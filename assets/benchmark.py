@@ -8,6 +8,7 @@ from strix_pipeline import plan
 from strix_pipeline.benchmark import RunCancelled, run_benchmark
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import LevelAggregate, RunResult
+from strix_pipeline.units import gib, gib_text
 from strix_pipeline.usable import completeness, memory_back, served
 from strix_pipeline.warehouse import spool
 
@@ -94,7 +95,7 @@ def key_figures(results: list[RunResult], concurrency: int) -> dict[str, dg.Meta
                     float(at_n.output_tokens_per_s)
                 )
         if r.run.held_bytes is not None:
-            out[f"{model}/held_gib"] = dg.MetadataValue.float(round(r.run.held_bytes / 2**30, 3))
+            out[f"{model}/held_gib"] = dg.MetadataValue.float(round(gib(r.run.held_bytes), 3))
     return out
 
 
@@ -252,11 +253,7 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
             *[
                 f"- run `{r.run.run_id}`: **{r.run.status}**"
                 + (f" — {r.run.failure_reason}" if r.run.failure_reason else "")
-                + (
-                    f"; held memory {r.run.held_bytes / 2**30:.2f} GiB"
-                    if r.run.held_bytes is not None
-                    else ""
-                )
+                + (f"; held memory {gib_text(r.run.held_bytes)}" if r.run.held_bytes is not None else "")
                 + _outage(r.run)
                 for r in results
             ],

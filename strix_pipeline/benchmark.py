@@ -36,6 +36,8 @@ from strix_pipeline.memory import (
 )
 from strix_pipeline.paths import inside
 from strix_pipeline.records import HARNESS_VERSION, ImageRecord, RequestRecord, RunRecord, RunResult
+from strix_pipeline.registry.names import pull_reference
+from strix_pipeline.units import GB
 
 Log = Callable[[str], None]
 
@@ -145,9 +147,9 @@ def run_benchmark(
     log(f"[{run_id}] {target.engine} on {target.host}, model {target.model}, profile {target.profile}")
     try:
         if host_cfg.kind == "local":
-            _run_local(_Run(config, target, result, log_dir, log, scenarios, force))
+            _run_local(_RunInputs(config, target, result, log_dir, log, scenarios, force))
         else:
-            _run_docker(_Run(config, target, result, log_dir, log, scenarios, force))
+            _run_docker(_RunInputs(config, target, result, log_dir, log, scenarios, force))
     except EngineStartError as e:
         # notes recorded before the failure (leftovers removed, production not restored) stay
         run.status, run.failure_reason = e.status, _join(e.reason, run.failure_reason)
@@ -243,8 +245,8 @@ def _join(*parts: str | None) -> str | None:
 
 def _finish_memory(result: RunResult, sampler: MemorySampler, tolerance_gb: float) -> None:
     result.memory = sampler.samples
-    # GB as the guards count them (1e9), so "returned to baseline" means the same thing in both places
-    s = summarize(result.memory, tolerance_bytes=int(tolerance_gb * 1e9))
+    # GB as the guards count them, so "returned to baseline" means the same thing in both places
+    s = summarize(result.memory, tolerance_bytes=int(tolerance_gb * GB))
     r = result.run
     r.baseline_bytes, r.loaded_idle_bytes, r.held_bytes = s.baseline_bytes, s.loaded_idle_bytes, s.held_bytes
     r.peak_bytes, r.after_stop_bytes, r.memory_returned = s.peak_bytes, s.after_stop_bytes, s.memory_returned
@@ -362,7 +364,7 @@ def _local_server(config: StrixConfig, target: BenchmarkTarget, log_dir: Path, l
 
 
 @dataclass(frozen=True)
-class _Run:
+class _RunInputs:
     """What both host kinds' run functions are given."""
 
     config: StrixConfig
@@ -374,7 +376,7 @@ class _Run:
     force: bool
 
 
-def _run_local(r: _Run) -> None:
+def _run_local(r: _RunInputs) -> None:
     config, target, result, log_dir, log, scenarios = (
         r.config,
         r.target,
@@ -414,7 +416,7 @@ def _run_local(r: _Run) -> None:
                 run.log_tail = log_tail(server.log_path)
 
 
-def _run_docker(r: _Run) -> None:
+def _run_docker(r: _RunInputs) -> None:
     config, target, result, log_dir, log = r.config, r.target, r.result, r.log_dir, r.log
     scenarios, force = r.scenarios, r.force
     from strix_pipeline.hosts import docker as dk
@@ -429,9 +431,7 @@ def _run_docker(r: _Run) -> None:
     run = result.run
     if target.image is None:
         raise EngineStartError("failed_guard", f"host {target.host} runs containers: the target has no image")
-    image_ref = f"{target.image.registry}/{target.image.repository}@{target.image.digest}"
-    if target.image.registry in ("docker.io", "registry-1.docker.io"):
-        image_ref = f"{target.image.repository}@{target.image.digest}"
+    image_ref = pull_reference(target.image.registry, target.image.repository, target.image.digest)
     check_maintenance_window(host_cfg, config.project.schedule, timezone=config.project.timezone, force=force)
     client = dk.make_client(host_cfg)
     probe = dk.probe_for_host(host_cfg, client)

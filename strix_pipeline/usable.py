@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import RunResult
+from strix_pipeline.units import gib_text
 
 
 def measured_ok(result: RunResult) -> int:
@@ -19,8 +20,7 @@ def memory_back(result: RunResult) -> tuple[bool, str]:
     """Memory in use returned to the idle baseline after the engine stopped; a missing reading is
     "unknown" and fails, as a check that passes on missing data checks nothing."""
     run = result.run
-    gib = lambda b: "unknown" if b is None else f"{b / 2**30:.2f} GiB"  # noqa: E731
-    seen = f"baseline {gib(run.baseline_bytes)}, after stop {gib(run.after_stop_bytes)}"
+    seen = f"baseline {gib_text(run.baseline_bytes)}, after stop {gib_text(run.after_stop_bytes)}"
     if run.memory_returned is None:
         return False, f"unknown: no reading to compare ({seen})"
     if run.memory_returned:

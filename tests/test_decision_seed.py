@@ -22,9 +22,9 @@ from strix_pipeline.analysis.decision import Decision, Evidence, ReleaseImage, R
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import ImageRecord, LevelAggregate, RequestRecord, RunRecord, RunResult
 from strix_pipeline.registry.versions import version_sort_key
+from strix_pipeline.units import GIB
 from strix_pipeline.warehouse import Warehouse
 
-GIB = 2**30
 SEPT = datetime(2026, 9, 14, 3, 0, tzinfo=UTC)
 VLLM_REPO = "vllm/vllm-openai-rocm"
 LLAMA_REPO = "ggml-org/llama.cpp"

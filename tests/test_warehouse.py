@@ -32,6 +32,7 @@ from strix_pipeline.records import (
     ServerMetricSample,
     column_names,
 )
+from strix_pipeline.units import GIB
 from strix_pipeline.warehouse import (
     ChangeRecord,
     SchemaTooNew,
@@ -46,7 +47,6 @@ from strix_pipeline.warehouse.connection import CommitConflict, WarehouseUnavail
 from strix_pipeline.warehouse.faults import WarehouseDiskFull
 
 T0 = datetime(2026, 9, 1, 3, 0, tzinfo=UTC)
-GIB = 1 << 30
 
 
 # ---- seed data ------------------------------------------------------------------------------------

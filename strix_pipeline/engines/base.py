@@ -12,7 +12,6 @@ from pathlib import PurePosixPath
 
 from strix_pipeline.config import EngineConfig, ModelProfile
 
-GIB = 1024**3
 # Where a host's models directory appears inside an engine container.
 CONTAINER_MODELS_DIR = "/models"
 

@@ -6,13 +6,13 @@ from dataclasses import replace
 
 from strix_pipeline.config import ModelProfile
 from strix_pipeline.engines.base import (
-    GIB,
     EngineSpec,
     PoolFlags,
     Reservation,
     common_reservations,
     pool_reservations,
 )
+from strix_pipeline.units import GB, GIB
 
 KIND = "vllm"
 DEFAULT_PORT = 8000
@@ -85,6 +85,6 @@ def for_cpu(spec: EngineSpec, executable: list[str], kv_cache_gib: int, profile:
         else:
             flags.append(f)
     reservations = common_reservations(profile) + [
-        Reservation(f"{CPU_KV_FLAG} ({kv_cache_gib} GiB)", kv_cache_gib * GIB / 1e9)
+        Reservation(f"{CPU_KV_FLAG} ({kv_cache_gib} GiB)", kv_cache_gib * GIB / GB)
     ]
     return replace(spec, command=list(executable) + flags, flags=flags, reservations=reservations)

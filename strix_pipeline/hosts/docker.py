@@ -30,6 +30,7 @@ from strix_pipeline.hosts.errors import EngineStartError, describe_exit
 from strix_pipeline.hosts.guards import MANAGED_LABEL, RUN_LABEL
 from strix_pipeline.hosts.ssh import SshTransport, client_transport, docker_client, ssh_target
 from strix_pipeline.memory import DockerProbe, MemoryProbe, Reading, TreeProbe, read_smi
+from strix_pipeline.units import MB
 
 log = logging.getLogger(__name__)
 
@@ -554,7 +555,7 @@ class DockerLauncher:
                     done = sum(c for c, _ in layers.values())
                     total = sum(t for _, t in layers.values())
                     self._log_line(
-                        f"pull progress: {done / 1e6:.1f} / {total / 1e6:.1f} MB over {len(layers)} layers"
+                        f"pull progress: {done / MB:.1f} / {total / MB:.1f} MB over {len(layers)} layers"
                     )
         except docker.errors.APIError as e:
             raise EngineStartError(

@@ -19,10 +19,10 @@ from strix_pipeline.config import HostConfig
 from strix_pipeline.engines.base import EngineSpec, OverBudget, Reservation, check_budget
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.memory import wait_until
+from strix_pipeline.units import GB
 
 log = logging.getLogger(__name__)
 
-GB = 1e9
 MANAGED_LABEL = "strix.managed"
 RUN_LABEL = "strix.run_id"
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from strix_pipeline.memory.tree import CARD_NAME, UNIT_BYTES, Reading
 from strix_pipeline.records import MemorySample
+from strix_pipeline.units import gib_text
 
 log = logging.getLogger(__name__)
 
@@ -159,5 +160,5 @@ def counter_disagreements(
                 continue
             other = statistics.median(seen.values())
             if abs(other - ref) > max(tolerance_bytes, tolerance_frac * max(other, ref)):
-                out.append(f"at {phase}: sysfs {ref / 2**30:.2f} GiB vs {tool} {other / 2**30:.2f} GiB")
+                out.append(f"at {phase}: sysfs {gib_text(ref)} vs {tool} {gib_text(other)}")
     return out

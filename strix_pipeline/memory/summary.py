@@ -1,4 +1,7 @@
-"""A run's memory summary from its samples: the basis, held after load, peak, return to baseline."""
+"""A run's memory summary from its samples: the basis, held after load, peak, return to baseline.
+
+Figures are bytes; the return-to-baseline tolerance is in the config's unit, GB (10^9 bytes: 1 GB is
+``baseline_tolerance_gb``'s default), as the guards count it (strix_pipeline/units.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from datetime import datetime
 from strix_pipeline.memory.probes import MemoryProbe
 from strix_pipeline.memory.tree import Reading
 from strix_pipeline.records import MemorySample
+from strix_pipeline.units import GB
 
 
 def in_use(readings: Iterable[Reading | MemorySample], basis: str) -> int | None:
@@ -72,7 +76,7 @@ def _series(samples: list[MemorySample], basis: str) -> list[tuple[datetime, str
 def summarize(
     samples: list[MemorySample],
     *,
-    tolerance_bytes: int = 1024**3,
+    tolerance_bytes: int = 1 * GB,
     basis: str | None = None,
 ) -> MemorySummary:
     """Baseline (median of 'baseline'), loaded idle (median of 'idle'), held, peak, after stop (last).

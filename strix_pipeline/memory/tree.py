@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from strix_pipeline.units import GIB, KIB, MIB
+
 SYSFS_FILES = (
     "mem_info_vram_total",
     "mem_info_vram_used",
@@ -19,7 +21,7 @@ SYSFS_FILES = (
     "mem_info_gtt_used",
 )
 CARD_NAME = re.compile(r"^card(\d+)$")  # card1-eDP-1 and renderD128 are not cards
-UNIT_BYTES = {"B": 1, "KB": 1024, "KIB": 1024, "MB": 1024**2, "MIB": 1024**2, "GB": 1024**3, "GIB": 1024**3}
+UNIT_BYTES = {"B": 1, "KB": KIB, "KIB": KIB, "MB": MIB, "MIB": MIB, "GB": GIB, "GIB": GIB}
 PAGE_SIZE = 4096  # ttm.pages_limit counts 4 KiB pages
 
 

@@ -29,10 +29,11 @@ from typing import Any
 
 from strix_pipeline.fingerprint import run_fingerprint
 from strix_pipeline.records import LevelAggregate, RunRecord, RunResult, refused_value
+from strix_pipeline.units import MIB
 
 # The largest peer file read: the tools' summaries are kilobytes (GuideLLM's, with its sampled
 # requests, ~100 KiB); a file this large is not one, and reading it would hold all of it in memory.
-MAX_FILE_BYTES = 64 * 1024 * 1024
+MAX_FILE_BYTES = 64 * MIB
 # The largest magnitude of a number read from a peer file: integers up to here are exact in a double,
 # and times, counts and levels built from it stay inside datetime's and int64's ranges.
 MAX_NUMBER = 2.0**53

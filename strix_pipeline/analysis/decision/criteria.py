@@ -10,10 +10,12 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from strix_pipeline.analysis.decision.evidence import Evidence, RunFacts
-from strix_pipeline.analysis.decision.report import gib_text, ratio_text
+from strix_pipeline.analysis.decision.report import ratio_text
 from strix_pipeline.config import ImageSource, StrixConfig
 from strix_pipeline.loadgen.metrics import min_samples_for_ci, quantile_ci, quantile_ratio_ci
 from strix_pipeline.records import CriterionResult
+from strix_pipeline.registry.names import normalize_repository
+from strix_pipeline.units import gib_text
 
 CRITERIA = {
     "C1": "official_image_starts",
@@ -35,20 +37,16 @@ READY_STATUSES = ("ok", "partial", "failed_serve")  # reached ready (failed_serv
 # Which runs a criterion looks at
 
 
-def _norm_repo(repo: str | None) -> str:
-    if not repo:
-        return ""
-    for prefix in ("docker.io/", "index.docker.io/", "registry-1.docker.io/"):
-        repo = repo.removeprefix(prefix)
-    return repo
-
-
 def _official_sources(config: StrixConfig) -> list[ImageSource]:
     return [s for s in config.engines[config.decision.candidate_engine].images if s.official]
 
 
 def _repos(sources: list[ImageSource]) -> set[str]:
-    return {s.repository for s in sources} | {f"{s.registry}/{s.repository}" for s in sources}
+    # both spellings of each source (a run may name its repository with or without the registry), each
+    # in its one spelling, so a Docker Hub alias or ``library/`` on either side still matches
+    return {normalize_repository(s.repository) for s in sources} | {
+        normalize_repository(f"{s.registry}/{s.repository}") for s in sources
+    }
 
 
 def _all_candidate_runs(ev: Evidence, config: StrixConfig) -> list[RunFacts]:
@@ -63,7 +61,7 @@ def _candidate_runs(ev: Evidence, config: StrixConfig) -> list[RunFacts]:
     if not sources:
         return cand
     repos = _repos(sources)
-    return [r for r in cand if _norm_repo(r.image_repository) in repos]
+    return [r for r in cand if normalize_repository(r.image_repository) in repos]
 
 
 def _baseline_runs(ev: Evidence, config: StrixConfig) -> list[RunFacts]:
@@ -161,7 +159,9 @@ def official_image_starts(ev: Evidence, config: StrixConfig) -> CriterionResult:
         )
     repos = _repos(sources)
     floating = {t for s in sources for t in s.floating}
-    official = [r for r in cand if _norm_repo(r.image_repository) in repos and r.image_tag not in floating]
+    official = [
+        r for r in cand if normalize_repository(r.image_repository) in repos and r.image_tag not in floating
+    ]
     names = ", ".join(sorted(s.repository for s in sources))
     if not official:
         return _result("C1", "unknown", f"no run of an official {names} release image on host {d.host}")
@@ -171,7 +171,7 @@ def official_image_starts(ev: Evidence, config: StrixConfig) -> CriterionResult:
     released = [
         i
         for i in ev.images
-        if _norm_repo(i.repository) in repos and not i.floating and not i.gone and i.sort_key
+        if normalize_repository(i.repository) in repos and not i.floating and not i.gone and i.sort_key
     ]
     if released:
         top = max(released, key=lambda i: i.sort_key)
@@ -405,7 +405,7 @@ def memory_not_above_llamacpp(ev: Evidence, config: StrixConfig) -> CriterionRes
     if cc and bc and cc != bc:
         ctx = f"; context lengths differ ({cc} vs {bc})"
     reason = (
-        f"held after load {gib_text(c_held)} ({_label(c)}) vs {d.baseline_engine} {gib_text(b_held)} "
+        f"held after load {gib_text(c_held, 1)} ({_label(c)}) vs {d.baseline_engine} {gib_text(b_held, 1)} "
         f"({_label(b)}), family {_family(c, config)}{ctx}{_quant_note(c, b)}"
     )
     return _result(

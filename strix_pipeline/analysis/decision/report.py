@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 from strix_pipeline.analysis.decision.outcome import Decision
-
-
-def gib_text(b: float) -> str:
-    return f"{b / 2**30:.1f} GiB"
+from strix_pipeline.units import gib_text
 
 
 def ratio_text(v: float | None) -> str:
@@ -18,7 +15,7 @@ def format_value(v: float | None, unit: str | None) -> str:
     if v is None:
         return "–"
     if unit == "bytes":
-        return gib_text(v)
+        return gib_text(v, 1)
     if unit == "ms":
         return f"{v:.0f} ms"
     if unit == "ratio":
