@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from test_warehouse import T0, counts, make_run, seed
 from test_warehouse_values import _req as request
-from test_warehouse_values import _same, tricky_requests
+from test_warehouse_values import same_value, tricky_requests
 
 from strix_pipeline import warehouse as wmod
 from strix_pipeline.records import RequestRecord, RequestTable, RunResult, column_names
@@ -34,7 +34,7 @@ def test_reads_back_every_value_it_was_given() -> None:
     for got, want in zip(t, rows, strict=True):
         for f in column_names(RequestRecord):
             a, b = getattr(got, f), getattr(want, f)
-            assert _same(a, b) or (isinstance(a, float) and a == b), (f, a, b)
+            assert same_value(a, b) or (isinstance(a, float) and a == b), (f, a, b)
             if isinstance(a, datetime):
                 assert a.tzinfo == UTC
     plain = rows[:2] + rows[3:]  # NaN is never equal to itself: compare the rest as records

@@ -118,11 +118,11 @@ def reference_table(cls: type, rows: list) -> pa.Table:
     return pa.Table.from_pylist([dataclasses.asdict(r) for r in rows], schema=arrow_schema(cls))
 
 
-def _same(a: object, b: object) -> bool:
+def same_value(a: object, b: object) -> bool:
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
     return a == b and type(a) is type(b) or (isinstance(a, float) and a == b)
 
 
@@ -139,7 +139,7 @@ def test_records_table_equals_the_reference_for_tricky_values(handover: str) -> 
     assert fast.num_rows == ref.num_rows
     for name in fast.column_names:
         got, want = fast.column(name).to_pylist(), ref.column(name).to_pylist()
-        assert all(_same(g, w) for g, w in zip(got, want, strict=True)), name
+        assert all(same_value(g, w) for g, w in zip(got, want, strict=True)), name
     # None stays NULL and NaN stays NaN, in scalars and in lists; an empty list is not NULL
     ttft = fast.column("ttft_ms")
     assert ttft[1].as_py() is None and math.isnan(ttft[2].as_py())
@@ -158,7 +158,7 @@ def test_other_record_kinds_equal_the_reference() -> None:
         assert fast.schema == ref.schema
         for name in fast.column_names:
             got, want = fast.column(name).to_pylist(), ref.column(name).to_pylist()
-            assert all(_same(g, w) for g, w in zip(got, want, strict=True)), (cls, name)
+            assert all(same_value(g, w) for g, w in zip(got, want, strict=True)), (cls, name)
 
 
 def _run(requests: list[RequestRecord], handover: str = "list") -> RunResult:
@@ -211,7 +211,7 @@ def test_tricky_values_round_trip_through_the_warehouse(tmp_path: Path, handover
             if isinstance(b, datetime):
                 assert a == b and a.utcoffset() == timedelta(0), f  # same instant, read back in UTC
             else:
-                assert _same(a, b) or (isinstance(a, float) and a == b), (f, a, b)
+                assert same_value(a, b) or (isinstance(a, float) and a == b), (f, a, b)
     # row 1: NULL scalar, empty (not NULL) list; row 2: NaN (not NULL)
     assert nan_in_db == [(None, False, 0), (True, False, 3)]
 
