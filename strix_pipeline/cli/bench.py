@@ -406,8 +406,8 @@ def _vllm_doc(result: Any, plan: Plan, model: str) -> dict[str, Any]:
 def handle(args: argparse.Namespace) -> int:
     from strix_pipeline.loadgen import (
         DatasetLoad,
-        Observe,
         RandomLoad,
+        Watchers,
         load_dataset,
         run_async,
         run_load,
@@ -445,7 +445,7 @@ def handle(args: argparse.Namespace) -> int:
         def on_progress(line: str) -> None:
             progress.console.print(line)
 
-        observe: Observe = {
+        observe: Watchers = {
             "metrics_url": args.metrics_url,
             "on_progress": on_progress,
             "on_request": on_request,

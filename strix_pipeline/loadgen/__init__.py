@@ -8,7 +8,7 @@ Public API (used by the Dagster asset, the launchers and ``strix bench``)::
     result = await run_load(base_url, model, slo, run_id, DatasetLoad(prompts, levels=[1, 4]))
     result = await run_load(base_url, model, slo, run_id, RandomLoad(input_lens, output_lens))
 
-Every entry point takes the same watchers as keywords (``Observe``: metrics_url, on_progress,
+Every entry point takes the same watchers as keywords (``Watchers``: metrics_url, on_progress,
 on_request, scrape_interval_s, engine_exit). ``base_url`` is the server root
 (``http://127.0.0.1:8080``; a trailing ``/v1`` is accepted).
 
@@ -27,9 +27,9 @@ from strix_pipeline.loadgen.profiles import QUICK_PROFILE
 from strix_pipeline.loadgen.scenarios import SCENARIOS
 from strix_pipeline.loadgen.server import detect_context_length, detect_model, normalize_base_url
 from strix_pipeline.loadgen.suite import (
-    Observe,
     SuiteInterrupted,
     SuiteResult,
+    Watchers,
     run_load,
     run_suite,
     run_suite_sync,
@@ -41,7 +41,7 @@ __all__ = [
     "QUICK_PROFILE",
     "SuiteResult",
     "SuiteInterrupted",
-    "Observe",
+    "Watchers",
     "DatasetLoad",
     "RandomLoad",
     "run_suite",

@@ -74,7 +74,7 @@ def _max_prompt_tokens(profile: ScenarioProfile, names: Sequence[str]) -> int:
     return n
 
 
-class Observe(TypedDict, total=False):
+class Watchers(TypedDict, total=False):
     """What watches a run, the same for every entry point.
 
     ``metrics_url``: the Prometheus page scraped during each level (default ``base_url + "/metrics"``),
@@ -98,7 +98,7 @@ async def _run(
     run_id: str,
     timeout_s: float,
     seed: int,
-    observe: Observe,
+    observe: Watchers,
     body: Callable[[SuiteContext, Workload, SuiteResult], object],
     max_tokens: int,
     into: SuiteResult | None = None,
@@ -168,7 +168,7 @@ async def run_suite(
     scenarios: list[str] | None = None,
     context_length: int | None = None,
     into: SuiteResult | None = None,
-    **observe: Unpack[Observe],
+    **observe: Unpack[Watchers],
 ) -> SuiteResult:
     """Run the suite's scenarios (default: the profile's list) in the standard order.
 
@@ -251,7 +251,7 @@ async def run_load(
     load: DatasetLoad | RandomLoad,
     *,
     timeout_s: float = 600,
-    **observe: Unpack[Observe],
+    **observe: Unpack[Watchers],
 ) -> SuiteResult:
     """One described load instead of the suite: prompts from a dataset file (``DatasetLoad``, see
     ``load_dataset``) at each concurrency or at one rate, or one level shaped as ``vllm bench serve
