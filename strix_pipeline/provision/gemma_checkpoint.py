@@ -37,6 +37,7 @@ from strix_pipeline.provision import gemma_model
 from strix_pipeline.provision.cache import cache_dir
 from strix_pipeline.provision.steps import ProvisionError, failed_step, file_sha256, make_once, run_main
 from strix_pipeline.provision.vllm_env import VllmEnv, ensure_env
+from strix_pipeline.units import MB
 
 RECIPE = 1
 PROVENANCE = "strix_provenance.json"
@@ -214,7 +215,7 @@ def _convert(gguf: Path, sha: str, final: Path, env: VllmEnv, progress: Callable
         os.rename(out, final)
     progress(
         f"[gemma-checkpoint] converted in {provenance['convert_seconds']:.0f} s: {final} "
-        f"({provenance['served_quantization']}, {facts.get('safetensors_bytes', 0) / 1e6:.0f} MB)"
+        f"({provenance['served_quantization']}, {facts.get('safetensors_bytes', 0) / MB:.0f} MB)"
     )
     return Checkpoint(final, provenance)
 
