@@ -24,12 +24,19 @@ from strix_pipeline.config import StrixConfig
 from strix_pipeline.engine_facts import append_firmware
 from strix_pipeline.engines import comparable_flags
 from strix_pipeline.fingerprint import run_fingerprint
+from strix_pipeline.hosts import docker as dk
+from strix_pipeline.hosts import guards
 from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.hosts.local import LocalLlamaServer, ensure_gemma_model, log_tail
+from strix_pipeline.hosts.local_vllm import LocalVllmServer
+from strix_pipeline.hosts.production import ProductionGuard, check_maintenance_window
+from strix_pipeline.hosts.ssh import client_transport
 from strix_pipeline.loadgen import SuiteInterrupted, run_suite_sync
 from strix_pipeline.memory import (
     MemorySampler,
     TreeProbe,
     counter_disagreements,
+    current_in_use,
     read_smi,
     run_here,
     summarize,
@@ -335,8 +342,6 @@ def _local_server(config: StrixConfig, target: BenchmarkTarget, log_dir: Path, l
     model = config.models[target.model]
     engine = config.engines[target.engine]
     if engine.kind == "llamacpp":
-        from strix_pipeline.hosts.local import LocalLlamaServer, ensure_gemma_model
-
         return LocalLlamaServer(
             model_path=Path(model.path) if model.path else ensure_gemma_model(),
             ctx_size=model.context_length * model.parallel,  # -c is shared by the slots
@@ -347,8 +352,6 @@ def _local_server(config: StrixConfig, target: BenchmarkTarget, log_dir: Path, l
             alias=model.served_name or target.model,
         )
     if engine.kind == "vllm":
-        from strix_pipeline.hosts.local_vllm import LocalVllmServer
-
         # the Box's vLLM spec (engines/vllm.py) with the CPU's executable and device settings
         return LocalVllmServer(
             engine=engine,
@@ -385,7 +388,6 @@ def _run_local(r: _RunInputs) -> None:
         r.log,
         r.scenarios,
     )
-    from strix_pipeline.hosts.local import log_tail
 
     host_cfg = config.hosts[target.host]
     kind = config.engines[target.engine].kind
@@ -419,11 +421,6 @@ def _run_local(r: _RunInputs) -> None:
 def _run_docker(r: _RunInputs) -> None:
     config, target, result, log_dir, log = r.config, r.target, r.result, r.log_dir, r.log
     scenarios, force = r.scenarios, r.force
-    from strix_pipeline.hosts import docker as dk
-    from strix_pipeline.hosts import guards
-    from strix_pipeline.hosts.production import ProductionGuard, check_maintenance_window
-    from strix_pipeline.hosts.ssh import client_transport
-    from strix_pipeline.memory import current_in_use
 
     host_cfg = config.hosts[target.host]
     model = config.models[target.model]
