@@ -14,6 +14,7 @@ from synthetic_server import SyntheticServer
 
 from strix_pipeline.config import SLO
 from strix_pipeline.loadgen import DatasetLoad, SuiteResult, client, run_load
+from strix_pipeline.loadgen.context import EXIT_WAIT_S
 from strix_pipeline.loadgen.workloads import Prompt
 from strix_pipeline.records import RequestRecord
 
@@ -137,6 +138,31 @@ def test_stream_cut_midway() -> None:
     r = only(run("cut")[0])
     assert not r.ok and r.error_class == "stream_cut"
     assert 0 < len(r.event_offsets_ms) < N  # what arrived is kept for diagnosis
+
+
+def test_a_cut_stream_from_a_live_engine_leaves_the_next_request_unqueued() -> None:
+    """After a stream_cut the harness asks for up to EXIT_WAIT_S whether the engine died; an engine that
+    still runs costs that wait, but it is the harness's, not queueing the next request had to do."""
+
+    async def go() -> SuiteResult:
+        async with SyntheticServer(ttft_ms=TTFT_MS, itl_ms=ITL_MS) as server:
+            prompts = [Prompt(f"p{i}", f"prompt {i}", None, None, N) for i in range(2)]
+            return await run_load(
+                server.base_url,
+                "synthetic/cut",
+                SLO(),
+                "t",
+                DatasetLoad(prompts, levels=[1]),
+                timeout_s=10.0,
+                engine_exit=lambda: None,  # alive: each liveness check waits its whole EXIT_WAIT_S
+            )
+
+    t0 = time.monotonic()
+    res = asyncio.run(go())
+    assert time.monotonic() - t0 >= 2 * EXIT_WAIT_S  # both cut streams were checked
+    first, second = sorted(res.requests, key=lambda r: r.request_index)
+    assert (first.error_class, second.error_class) == ("stream_cut", "stream_cut")
+    assert second.queue_ms < 200, second.queue_ms  # one client, free as soon as the check was over
 
 
 def test_stall_past_the_timeout() -> None:

@@ -16,7 +16,7 @@ from datetime import timedelta
 from time import perf_counter_ns
 
 from strix_pipeline.loadgen.client import parse_exchange
-from strix_pipeline.loadgen.context import EngineGone, Outcome, Planned, SuiteContext
+from strix_pipeline.loadgen.context import ENGINE_LOST_CLASSES, EngineGone, Outcome, Planned, SuiteContext
 from strix_pipeline.loadgen.prometheus import Scrape
 from strix_pipeline.records import LevelAggregate, RequestRecord
 
@@ -53,8 +53,11 @@ async def closed_loop(
             p = planned[i]
             raw = await ctx.send(p)
             outcomes.append(Outcome(p, raw, max(0, raw.sent_ns - free_since), warmup, i))
-            free_since = raw.end_ns or perf_counter_ns()
-            last_end = max(last_end, free_since)
+            ended = raw.end_ns or perf_counter_ns()
+            last_end = max(last_end, ended)
+            # after a lost stream ctx.send waited (EXIT_WAIT_S) to learn whether the engine died: that
+            # wait is the harness's, so the next request's queue time starts once it is over
+            free_since = perf_counter_ns() if raw.error_class in ENGINE_LOST_CLASSES else ended
             if progress:
                 progress(len(outcomes))
 
