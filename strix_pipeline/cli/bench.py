@@ -35,9 +35,24 @@ from strix_pipeline.config import (
     resolve_path,
 )
 from strix_pipeline.config_load import load_config
+from strix_pipeline.fingerprint import run_fingerprint
+from strix_pipeline.loadgen import (
+    SCENARIOS,
+    DatasetLoad,
+    RandomLoad,
+    Watchers,
+    load_dataset,
+    run_async,
+    run_load,
+    run_suite,
+)
+from strix_pipeline.loadgen.metrics import distributions, token_totals, total_tokens_per_s
 from strix_pipeline.loadgen.profiles import QUICK_PROFILE
 from strix_pipeline.loadgen.vllm_flags import VLLM_TIMEOUT_S, Plan, parse_levels, plan_run
-from strix_pipeline.records import HARNESS_VERSION, LevelAggregate, RequestRecord
+from strix_pipeline.loadgen.vllm_result import result_filename, summary, vllm_result
+from strix_pipeline.records import HARNESS_VERSION, LevelAggregate, RequestRecord, RunRecord, RunResult
+from strix_pipeline.warehouse import Warehouse
+from strix_pipeline.warehouse.spool import RunNotStored, spool_dir, store_run
 
 OUT_SCHEMA_VERSION = 1
 LEVEL_KEY = {"concurrency": "concurrency", "input_tokens": "input_tokens", "phase": "phase", "rate": "rate_per_min", "single": "level"}  # fmt: skip
@@ -194,7 +209,6 @@ def apply_overrides(profile: ScenarioProfile, args: argparse.Namespace, plan: Pl
 
 
 def _scenarios(values: list[str]) -> list[str] | None:
-    from strix_pipeline.loadgen import SCENARIOS
 
     names = [n.strip() for v in values for n in v.split(",") if n.strip()]
     if "all" in names:
@@ -217,7 +231,6 @@ def _spread(dist: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
 def level_json(a: LevelAggregate, records: Sequence[RequestRecord] = ()) -> dict[str, Any]:
     """One level of the ``--out`` JSON; ``records`` (the level's requests) add each metric's count,
     std, min and max, the input token total and the total token throughput."""
-    from strix_pipeline.loadgen.metrics import distributions, token_totals, total_tokens_per_s
 
     dist = distributions(records) if records else {}
     key = LEVEL_KEY.get(a.level_kind, "level")
@@ -327,10 +340,6 @@ def _engine_kind(result: Any) -> str:
 
 
 def save_run(cfg: StrixConfig | None, result: Any, *, run_id: str, url: str, model: str, profile_name: str, started: datetime, warehouse: str | None = None) -> Path | DuckLakeTarget:  # fmt: skip
-    from strix_pipeline.fingerprint import run_fingerprint
-    from strix_pipeline.records import RunRecord, RunResult
-    from strix_pipeline.warehouse import Warehouse
-    from strix_pipeline.warehouse.spool import spool_dir, store_run
 
     kind = _engine_kind(result)
     run = RunRecord(
@@ -384,7 +393,6 @@ def _write_json(path: Path, doc: dict[str, Any], append: bool = False) -> None:
 
 
 def _vllm_doc(result: Any, plan: Plan, model: str) -> dict[str, Any]:
-    from strix_pipeline.loadgen.vllm_result import vllm_result
 
     aggs = [a for a in result.aggregates if a.scenario in ("random", "dataset")]
     if len(aggs) != 1:
@@ -404,15 +412,6 @@ def _vllm_doc(result: Any, plan: Plan, model: str) -> dict[str, Any]:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from strix_pipeline.loadgen import (
-        DatasetLoad,
-        RandomLoad,
-        Watchers,
-        load_dataset,
-        run_async,
-        run_load,
-        run_suite,
-    )
 
     console = Console(stderr=True)
     plan = plan_run(args)
@@ -487,8 +486,6 @@ def handle(args: argparse.Namespace) -> int:
         _write_json(Path(args.out), doc)
         console.print(f"wrote {args.out}")
     if plan.result_format is not None:
-        from strix_pipeline.loadgen.vllm_result import result_filename, summary
-
         vdoc = _vllm_doc(result, plan, model or "unknown") if plan.result_format == "vllm" else None
         if vdoc is None:  # the strix JSON under vLLM's file name; the name's fields as vLLM would fill them
             plan.vllm.model_id = plan.model_id or model or "unknown"
@@ -503,8 +500,6 @@ def handle(args: argparse.Namespace) -> int:
             _write_json(beside, doc, append=args.append_result)
             console.print(f"wrote {beside}")
     if args.save:
-        from strix_pipeline.warehouse.spool import RunNotStored
-
         try:
             path = save_run(cfg, result, run_id=run_id, url=plan.url, model=model or "unknown", profile_name=args.profile, started=started, warehouse=args.warehouse)  # fmt: skip
         except RunNotStored as e:

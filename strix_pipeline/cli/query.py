@@ -47,6 +47,7 @@ from strix_pipeline.config_load import load_config
 from strix_pipeline.peers import FORMATS as PEER_FORMATS
 from strix_pipeline.peers import ImportOptions, PeerFormatError, load_peer_file
 from strix_pipeline.warehouse import Warehouse, WarehouseError
+from strix_pipeline.warehouse.spool import spool_dir
 
 T = TypeVar("T")
 
@@ -177,8 +178,6 @@ def _protected(args: argparse.Namespace) -> list[tuple[Path, str]]:
     cfg = Path(args.config) if getattr(args, "config", None) else config_path()
     found.append((cfg, "the configuration"))
     try:
-        from strix_pipeline.warehouse.spool import spool_dir
-
         found.append((spool_dir(load_config(getattr(args, "config", None)).artifacts_dir()), "the spool"))
     except Exception:  # noqa: BLE001, S110 - no readable configuration: no spool to protect
         pass

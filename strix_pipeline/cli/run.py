@@ -20,6 +20,8 @@ from rich.table import Table
 
 from strix_pipeline.config import config_path
 from strix_pipeline.config_load import load_config
+from strix_pipeline.warehouse import Warehouse, WarehouseMissing
+from strix_pipeline.warehouse.spool import pending, spool_dir
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,8 +44,6 @@ def run(args: argparse.Namespace) -> int:
     dagster_runs = summary["runs"]
     ok = all(r["success"] for r in dagster_runs)
     home = summary["dagster_home"]
-
-    from strix_pipeline.warehouse import Warehouse, WarehouseMissing
 
     target = config.warehouse_target()  # the file, or the DuckLake the runs were loaded into
     table = Table(title="strix run", show_header=False)
@@ -80,7 +80,6 @@ def run(args: argparse.Namespace) -> int:
     problems = nothing_measured(runs, config.artifacts_dir() / "logs")
     for line in problems:
         console.print(f"[red]strix run: {line}[/]", soft_wrap=True)
-    from strix_pipeline.warehouse.spool import pending, spool_dir
 
     spooled = pending(spool_dir(config.artifacts_dir()))
     if spooled:  # measured, but the warehouse refused the load (the step's error says why)

@@ -40,7 +40,7 @@ def bench_quick(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         seen.update(profile=profile, scenarios=kw.get("scenarios"))
         return loadgen.SuiteResult()
 
-    monkeypatch.setattr(loadgen, "run_suite", suite)
+    monkeypatch.setattr(cli_bench, "run_suite", suite)  # where the handler looks it up
     parser = argparse.ArgumentParser()
     parser.add_argument("--config")
     cli_bench.register(parser.add_subparsers())
