@@ -43,7 +43,8 @@ from strix_pipeline.warehouse import (
 )
 from strix_pipeline.warehouse import runs as wruns
 from strix_pipeline.warehouse import schema as wschema
-from strix_pipeline.warehouse.connection import CommitConflict, WarehouseUnavailable, insert
+from strix_pipeline.warehouse.connection import CommitConflict, insert
+from strix_pipeline.warehouse.errors import WarehouseUnavailable
 from strix_pipeline.warehouse.faults import WarehouseDiskFull
 
 T0 = datetime(2026, 9, 1, 3, 0, tzinfo=UTC)

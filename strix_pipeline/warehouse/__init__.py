@@ -6,7 +6,9 @@ Parquet data files in a shared directory; ``Warehouse.open(config.warehouse_targ
 
 One module per concern; :class:`Warehouse` (``facade.py``) is the object callers hold:
 
-- ``connection.py``: opening the file, lock retries, the query sandbox, transactions, inserts
+- ``connection.py``: opening the file or the lake, lock retries, transactions, inserts
+- ``sandbox.py``: the query sandbox (locked settings; a lake's private read-only catalog copy)
+- ``errors.py``, ``extensions.py``: the package's errors; the DuckLake extension files
 - ``schema.py``: migrations and views, shipped as package data in ``sql/``
 - ``arrow.py``: records and :class:`~strix_pipeline.records.RequestTable` to Arrow
 - ``runs.py``: run loads (one transaction per load, a reload replaces the run) and deletes

@@ -1,5 +1,6 @@
-"""Opening the warehouse (a DuckDB file or a DuckLake lakehouse): lock retries, the query sandbox,
-writer settings, transactions (retried on a commit conflict) and inserts.
+"""Opening the warehouse (a DuckDB file or a DuckLake lakehouse): lock retries, writer settings,
+transactions (retried on a commit conflict) and inserts. The query sandbox is :mod:`.sandbox`, the
+errors :mod:`.errors`, the DuckLake extension files :mod:`.extensions` (their names re-exported here).
 
 Concurrency (DuckDB >= 1.x, one file): one *process* may open the file for writing, and while it has
 it open no other process may open it at all, not even read-only; several processes may open it
@@ -17,14 +18,11 @@ may conflict at COMMIT, and :func:`in_transaction` runs the work again (:data:`C
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import logging
 import os
 import posixpath
 import random
 import re
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -33,56 +31,29 @@ from typing import TypeVar
 
 import duckdb
 import pyarrow as pa
-from fsspec import AbstractFileSystem
-from fsspec.implementations.local import LocalFileSystem
 
 from strix_pipeline.config import DuckLakeTarget
 from strix_pipeline.config_load import load_config
+from strix_pipeline.warehouse.errors import (
+    CommitConflict,
+    WarehouseError,
+    WarehouseLocked,
+    WarehouseMissing,
+)
+from strix_pipeline.warehouse.extensions import (
+    DUCKLAKE_EXTENSIONS,
+    LAKE,
+    LAKE_CONFIG,
+    extension_file,
+    sql_str,
+)
+from strix_pipeline.warehouse.sandbox import SANDBOX_CONFIG, lock_sandbox, open_lake_sandbox
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 # What Warehouse.open takes: the DuckDB file, or a DuckLake lakehouse.
 Target = Path | DuckLakeTarget
-
-
-class WarehouseError(RuntimeError):
-    """The warehouse cannot do what was asked; the message says why and what to do."""
-
-
-class WarehouseUnavailable(WarehouseError):
-    """The warehouse itself cannot take a load now (held, full, damaged, too new, conflicting): no other
-    run would load either, unlike a run whose own rows are refused."""
-
-
-class WarehouseLocked(WarehouseUnavailable):
-    """Another process holds the file (DuckDB allows one writer process, and no reader beside it)."""
-
-
-class WarehouseMissing(WarehouseError):
-    """A read-only open of a file that does not exist."""
-
-
-class CommitConflict(WarehouseUnavailable):
-    """Another writer's commit conflicted with this one on every attempt :data:`COMMIT_RETRY` allows."""
-
-
-# DuckDB settings of a sandboxed reader, given when the database instance is created (DuckDB shares one
-# instance per file and process, so they can neither leak to nor be missing from another connection:
-# an open with other settings is refused as "different configuration"). enable_external_access=false
-# refuses every file but the database's own and its spill directory, so the spill directory is turned
-# off (temp_directory=''): a query then has to fit in memory_limit (80% of RAM by default) instead of
-# being able to COPY into <warehouse>.tmp/. Extensions are neither fetched nor loaded on demand; those
-# built into the wheel (parquet, json, icu) work as before. lock_configuration is set after TimeZone.
-# Once the database is open, the local file system is turned off altogether (:func:`lock_sandbox`):
-# external access off still lets a query write the database's WAL files (<db>.wal, .wal.checkpoint,
-# .wal.recovery), and overwriting a WAL that holds committed rows loses them.
-SANDBOX_CONFIG: dict[str, str | bool] = {
-    "enable_external_access": False,
-    "autoinstall_known_extensions": False,
-    "autoload_known_extensions": False,
-    "temp_directory": "",
-}
 
 
 def open_connection(
@@ -278,45 +249,6 @@ def reclaim(con: duckdb.DuckDBPyConnection) -> None:
 
 # ---- DuckLake ---------------------------------------------------------------------------------
 
-# The extensions DuckLake needs, each from its PyPI package (module name, extension name). They are
-# built for one DuckDB release and installed under extensions/v<release>/ in the package: this
-# project's machines cannot reach extensions.duckdb.org, so DuckDB must never try to (autoinstall and
-# autoload off) and loads exactly these files.
-DUCKLAKE_EXTENSIONS: tuple[tuple[str, str], ...] = (
-    ("duckdb_extension_postgres_scanner", "postgres_scanner"),
-    ("duckdb_extension_ducklake", "ducklake"),
-)
-LAKE = "strix_lake"  # the lakehouse's name inside the connection (USEd, so queries name tables bare)
-
-# Created with the instance; for a sandbox the rest (no external access, lock) follows the ATTACH.
-_LAKE_CONFIG: dict[str, str | bool] = {
-    "autoinstall_known_extensions": False,
-    "autoload_known_extensions": False,
-}
-
-
-def extension_file(module: str, name: str) -> Path:
-    """The packaged ``<name>.duckdb_extension`` built for the running DuckDB; a clear error if absent."""
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.submodule_search_locations:
-        pkg = module.replace("_", "-")
-        raise WarehouseError(
-            f"the DuckLake warehouse needs the {name} DuckDB extension: pip install {pkg}=={duckdb.__version__}"
-        )
-    root = Path(next(iter(spec.submodule_search_locations))) / "extensions"
-    f = root / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
-    if not f.is_file():
-        built = sorted(p.name for p in root.glob("v*")) or ["none"]
-        raise WarehouseError(
-            f"{f}: the {name} extension installed is built for DuckDB {', '.join(built)}, not the running "
-            f"{duckdb.__version__}; install the same version of both (see requirements.lock)"
-        )
-    return f
-
-
-def _sql_str(s: str | Path) -> str:
-    return "'" + str(s).replace("'", "''") + "'"
-
 
 def open_ducklake(
     target: DuckLakeTarget, *, read_only: bool, sandbox: bool, memory_limit: str | None = None
@@ -325,17 +257,17 @@ def open_ducklake(
     if sandbox:
         return open_lake_sandbox(target, memory_limit=memory_limit)
     data = target.data_path
-    data_dir = _sql_str(str(data).rstrip("/") + "/")
+    data_dir = sql_str(str(data).rstrip("/") + "/")
     if not read_only:
         data.mkdir(parents=True, exist_ok=True)
     elif not data.is_dir():
         raise WarehouseMissing(
             f"{target}: no data directory {data} yet; it is created by the first writer that opens the warehouse"
         )
-    con = duckdb.connect(":memory:", config=dict(_LAKE_CONFIG))
+    con = duckdb.connect(":memory:", config=dict(LAKE_CONFIG))
     try:
         for module, name in DUCKLAKE_EXTENSIONS:
-            con.execute(f"LOAD {_sql_str(extension_file(module, name))}").fetchall()
+            con.execute(f"LOAD {sql_str(extension_file(module, name))}").fetchall()
         opts = f"DATA_PATH {data_dir}" + (", READ_ONLY" if read_only else "")
         _attach(con, target, opts, read_only=read_only)
         con.execute(f"USE {LAKE}").fetchall()
@@ -346,149 +278,11 @@ def open_ducklake(
     return con
 
 
-# A sandboxed reader of the lake (``strix query``) reaches PostgreSQL not at all and the data files
-# only through this read-only file system: with the catalog attached, the postgres extension's
-# functions (postgres_query, postgres_scan, postgres_execute, ...) would run any SQL on the catalog
-# server or connect to any DSN written in the query, and duckdb_databases() and the settings would show
-# the DSN with its password; and DuckDB's allowed_directories lets a query write where it may read.
-LAKE_PROTOCOL = "strixlake"
-
-
-class ReadOnlyLakeFiles(AbstractFileSystem):
-    """``strixlake:///<data path>/...``: the lake's data directory, read-only, nothing outside it.
-
-    Only reading is implemented; fsspec's defaults for the rest raise (rm, mv, copy) or do nothing
-    (mkdir), and opening for anything but ``rb`` is refused here."""
-
-    protocol = LAKE_PROTOCOL
-    root_marker = "/"
-    cachable = False
-
-    def __init__(self, root: Path, **kwargs: object) -> None:
-        super().__init__(**kwargs)
-        self.root = os.path.realpath(root)
-        self.local = LocalFileSystem()
-
-    @classmethod
-    def _strip_protocol(cls, path: str | list[str]) -> str | list[str]:
-        if isinstance(path, list):
-            return [str(cls._strip_protocol(p)) for p in path]
-        path = str(path)
-        if path.startswith(f"{LAKE_PROTOCOL}://"):
-            path = path[len(LAKE_PROTOCOL) + 3 :]
-        return posixpath.normpath(path) if path else "/"
-
-    def _inside(self, path: str) -> str:
-        p = str(self._strip_protocol(path))
-        real = os.path.realpath(p)
-        if real != self.root and not real.startswith(self.root + os.sep):
-            raise PermissionError(f"{path}: outside the lake's data directory")
-        return p
-
-    def ls(self, path: str, detail: bool = True, **kwargs: object) -> list:
-        return self.local.ls(self._inside(path), detail=detail)
-
-    def info(self, path: str, **kwargs: object) -> dict:
-        return self.local.info(self._inside(path))
-
-    def modified(self, path: str):  # noqa: ANN201 - a datetime, as LocalFileSystem's
-        return self.local.modified(self._inside(path))
-
-    def _open(self, path: str, mode: str = "rb", **kwargs: object):  # noqa: ANN202 - a binary file
-        if mode != "rb":
-            raise PermissionError(f"{path}: the lake's data files are read-only here (mode {mode!r})")
-        return self.local._open(self._inside(path), "rb")
-
-
-def open_lake_sandbox(
-    target: DuckLakeTarget, *, memory_limit: str | None = None
-) -> duckdb.DuckDBPyConnection:
-    """The lake for SQL someone typed: its catalog copied (one consistent PostgreSQL snapshot) into a
-    private DuckDB file, ATTACHed READ_ONLY in a connection that never loads the postgres extension
-    and never sees the DSN; data files through :class:`ReadOnlyLakeFiles`; then, as for a file,
-    no local file system, no external access, settings locked. The copy is deleted once attached
-    (the open handle keeps it readable)."""
-    data = target.data_path
-    if not data.is_dir():
-        raise WarehouseMissing(
-            f"{target}: no data directory {data} yet; it is created by the first writer that opens the warehouse"
-        )
-    scratch = Path(tempfile.mkdtemp(prefix="strix-query-"))
-    try:
-        catalog = scratch / "catalog.ducklake"
-        lake_data = f"{LAKE_PROTOCOL}://" + os.path.realpath(data).rstrip("/") + "/"
-        _copy_catalog(target, catalog, lake_data)
-        con = duckdb.connect(":memory:", config=dict(_LAKE_CONFIG))
-        try:
-            con.register_filesystem(ReadOnlyLakeFiles(data))
-            name, module = "ducklake", "duckdb_extension_ducklake"
-            con.execute(f"LOAD {_sql_str(extension_file(module, name))}").fetchall()
-            con.execute(f"ATTACH {_sql_str('ducklake:' + str(catalog))} AS {LAKE} (READ_ONLY)").fetchall()
-            con.execute(f"USE {LAKE}").fetchall()
-            con.execute(f"SET allowed_directories = [{_sql_str(lake_data)}]").fetchall()
-            con.execute("SET temp_directory = ''").fetchall()  # refused once external access is off
-            con.execute("SET enable_external_access = false").fetchall()
-            _session(con, target, sandbox=True, read_only=True, memory_limit=memory_limit)
-        except BaseException:
-            con.close()
-            raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return con
-
-
-def _copy_catalog(target: DuckLakeTarget, dest: Path, data_path: str) -> None:
-    """Every DuckLake table of the catalog's schema into the DuckDB file ``dest``, read in one
-    REPEATABLE READ transaction of a READ_ONLY PostgreSQL attach; its data_path set to ``data_path``."""
-    con = duckdb.connect(":memory:", config=dict(_LAKE_CONFIG))
-    try:
-        module, name = DUCKLAKE_EXTENSIONS[0]
-        con.execute(f"LOAD {_sql_str(extension_file(module, name))}").fetchall()
-        try:
-            con.execute(f"ATTACH {_sql_str(target.catalog_dsn)} AS pg (TYPE postgres, READ_ONLY)").fetchall()
-            con.execute(f"ATTACH {_sql_str(dest)} AS cat").fetchall()
-            con.execute("BEGIN").fetchall()
-            schemas = [
-                r[0]
-                for r in con.execute(
-                    "SELECT schema_name FROM duckdb_tables() WHERE database_name = 'pg' "
-                    "AND table_name = 'ducklake_metadata' ORDER BY schema_name <> 'public', schema_name"
-                ).fetchall()
-            ]
-            if not schemas:
-                raise WarehouseMissing(
-                    f"{target}: no warehouse in this catalog yet; the first writer creates it"
-                )
-            tables = [
-                r[0]
-                for r in con.execute(
-                    "SELECT table_name FROM duckdb_tables() WHERE database_name = 'pg' AND schema_name = ? "
-                    "AND table_name LIKE 'ducklake%'",
-                    [schemas[0]],
-                ).fetchall()
-            ]
-            for t in tables:
-                q = '"' + t.replace('"', '""') + '"'
-                s = '"' + schemas[0].replace('"', '""') + '"'
-                con.execute(f"CREATE TABLE cat.main.{q} AS SELECT * FROM pg.{s}.{q}").fetchall()
-            con.execute("COMMIT").fetchall()
-            con.execute(
-                "UPDATE cat.main.ducklake_metadata SET value = ? WHERE key = 'data_path' AND scope IS NULL",
-                [data_path],
-            ).fetchall()
-        except duckdb.Error as e:
-            # DuckDB's message may repeat the DSN (a password too): say what failed without it.
-            msg = str(e).replace(target.catalog_dsn, f"${target.catalog_env or 'DSN'}")
-            raise WarehouseError(f"{target}: cannot read the DuckLake catalog: {msg}") from None
-    finally:
-        con.close()
-
-
 def _attach(con: duckdb.DuckDBPyConnection, target: DuckLakeTarget, opts: str, *, read_only: bool) -> None:
     waits = COMMIT_RETRY.waits()
     while True:
         try:
-            con.execute(f"ATTACH {_sql_str('ducklake:postgres:' + target.catalog_dsn)} AS {LAKE} ({opts})")
+            con.execute(f"ATTACH {sql_str('ducklake:postgres:' + target.catalog_dsn)} AS {LAKE} ({opts})")
             return
         except duckdb.Error as e:
             # Two first writers of an empty catalog both create DuckLake's own tables; the loser
@@ -584,37 +378,6 @@ def in_transaction(
                 on_retry(attempt, e)
             time.sleep(wait)
             attempt += 1
-
-
-def lock_sandbox(con: duckdb.DuckDBPyConnection, path: Target, *, memory_limit: str | None = None) -> None:
-    locked = con.execute("SELECT current_setting('lock_configuration')").fetchall()[0][0]
-    if locked:
-        # Another sandboxed reader of this process already locked the shared instance; this connection
-        # could not set its TimeZone (a per-connection value), so its times would be in the wrong zone.
-        raise WarehouseLocked(
-            f"{path}: this process already has a sandboxed reader of the warehouse open; close it first"
-        )
-    con.execute("SET TimeZone = 'UTC'").fetchall()
-    if memory_limit is not None:
-        try:
-            con.execute(f"SET memory_limit = {_sql_str(memory_limit)}").fetchall()
-        except duckdb.Error as e:
-            raise WarehouseError(f"memory limit {memory_limit!r}: {e}") from None
-    # The database (and a lake's catalog copy) is open: from here on no local file at all, not even
-    # the WAL files enable_external_access=false still allows (SANDBOX_CONFIG).
-    con.execute("SET disabled_filesystems = 'LocalFileSystem'").fetchall()
-    con.execute("SET lock_configuration = true").fetchall()
-    got = con.execute(
-        "SELECT current_setting('enable_external_access'), current_setting('lock_configuration')"
-    ).fetchall()[0]
-    try:  # current_setting('disabled_filesystems') reads '' in DuckDB 1.5 even when it applies
-        con.execute("SELECT count(*) FROM glob('/*')").fetchall()
-        got += ("local files readable",)
-    except duckdb.PermissionException as e:
-        if "LocalFileSystem has been disabled" not in str(e):
-            got += (str(e),)
-    if got != (False, True):  # a DuckDB that ignored a setting must not run the query
-        raise WarehouseError(f"{path}: DuckDB did not apply the query sandbox settings: {got}")
 
 
 @contextlib.contextmanager

@@ -17,12 +17,8 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from strix_pipeline.warehouse.connection import (
-    WarehouseError,
-    WarehouseLocked,
-    WarehouseUnavailable,
-    is_lock_error,
-)
+from strix_pipeline.warehouse.connection import is_lock_error
+from strix_pipeline.warehouse.errors import WarehouseError, WarehouseLocked, WarehouseUnavailable
 
 
 class WarehouseDiskFull(WarehouseUnavailable):

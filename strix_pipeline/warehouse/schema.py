@@ -21,13 +21,8 @@ import duckdb
 
 from strix_pipeline.records import CriterionResult, ImageRecord
 from strix_pipeline.warehouse.changes import ChangeRecord
-from strix_pipeline.warehouse.connection import (
-    Target,
-    WarehouseError,
-    WarehouseUnavailable,
-    in_transaction,
-    is_conflict,
-)
+from strix_pipeline.warehouse.connection import Target, in_transaction, is_conflict
+from strix_pipeline.warehouse.errors import WarehouseError, WarehouseUnavailable
 from strix_pipeline.warehouse.runs import RUN_TABLES
 
 SQL_DIR: Traversable = resources.files("strix_pipeline.warehouse") / "sql"

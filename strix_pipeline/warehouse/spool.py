@@ -49,7 +49,8 @@ from strix_pipeline.records import (
     ServerMetricSample,
 )
 from strix_pipeline.warehouse import arrow
-from strix_pipeline.warehouse.connection import Target, WarehouseError, WarehouseUnavailable
+from strix_pipeline.warehouse.connection import Target
+from strix_pipeline.warehouse.errors import WarehouseError, WarehouseUnavailable
 from strix_pipeline.warehouse.facade import Warehouse
 
 SPOOL_VERSION = 1
