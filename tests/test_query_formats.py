@@ -11,7 +11,7 @@ import pytest
 from test_warehouse import seed
 
 from strix_pipeline.cli import main
-from strix_pipeline.cli.query import MAX_CELL, render, shown_columns
+from strix_pipeline.cli.formats import MAX_CELL, render, shown_columns
 from strix_pipeline.warehouse import Warehouse
 
 SMALL = (

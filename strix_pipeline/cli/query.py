@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import os
-import re
 import sys
 import threading
 from collections.abc import Callable
@@ -30,9 +27,6 @@ from typing import TypeVar
 
 import duckdb
 import polars as pl
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from strix_pipeline.cli.common import (
     error,
@@ -40,20 +34,17 @@ from strix_pipeline.cli.common import (
     on_warehouse,
     open_warehouse,
     warehouse_arg,
-    warehouse_path,
 )
-from strix_pipeline.config import DuckLakeTarget, config_path
-from strix_pipeline.config_load import load_config
+from strix_pipeline.cli.formats import print_table, render
+from strix_pipeline.cli.out_guard import check_out
 from strix_pipeline.peers import FORMATS as PEER_FORMATS
 from strix_pipeline.peers import ImportOptions, PeerFormatError, load_peer_file
 from strix_pipeline.warehouse import Warehouse, WarehouseError
-from strix_pipeline.warehouse.spool import spool_dir
 
 T = TypeVar("T")
 
 FORMATS = ("table", "csv", "json", "jsonl", "markdown", "line", "parquet")
 TEXT_FORMATS = ("csv", "json", "jsonl", "markdown", "line")
-MAX_CELL = 32  # characters a table cell shows before it is cut with "…" (the full value: --format line)
 DEFAULT_TIMEOUT_S = 300.0  # a query that runs longer is stopped (--timeout); it holds the file meanwhile
 
 
@@ -161,54 +152,6 @@ def _open(args: argparse.Namespace, *, read_only: bool = True, sandbox: bool = F
     )
 
 
-def _protected(args: argparse.Namespace) -> list[tuple[Path, str]]:
-    """The files and folders --out must never be (or be inside): the warehouse and its WAL and spill
-    directory (or the lake's data directory), the spool, the configuration."""
-    found: list[tuple[Path, str]] = []
-    try:
-        target = warehouse_path(args)
-    except Exception:  # noqa: BLE001 - the open that follows says what is wrong with the configuration
-        target = None
-    if isinstance(target, DuckLakeTarget):
-        found.append((target.data_path, "the DuckLake warehouse's data directory"))
-    elif target is not None:
-        found.append((target, "the warehouse"))
-        for suffix in (".wal", ".wal.checkpoint", ".wal.recovery", ".tmp"):
-            found.append((Path(f"{target}{suffix}"), "the warehouse's WAL/spill file"))
-    cfg = Path(args.config) if getattr(args, "config", None) else config_path()
-    found.append((cfg, "the configuration"))
-    try:
-        found.append((spool_dir(load_config(getattr(args, "config", None)).artifacts_dir()), "the spool"))
-    except Exception:  # noqa: BLE001, S110 - no readable configuration: no spool to protect
-        pass
-    return found
-
-
-def _within(path: Path, folder: Path) -> bool:
-    try:
-        if path.exists() and folder.exists() and os.path.samefile(path, folder):
-            return True
-    except OSError:
-        pass
-    p, f = path.resolve(), folder.resolve()
-    return p == f or f in p.parents
-
-
-def check_out(args: argparse.Namespace) -> str | None:
-    """Why ``--out`` cannot be written (one line), or None."""
-    out = Path(args.out)
-    for place, what in _protected(args):
-        if _within(out, place):
-            return f"--out {out}: that is {what} ({place}); choose another file"
-    if out.is_dir():
-        return f"--out {out}: is a directory; give a file name"
-    if not out.resolve().parent.is_dir():
-        return f"--out {out}: the directory {out.resolve().parent} does not exist"
-    if out.exists() and not args.force:
-        return f"--out {out}: the file exists; --force replaces it"
-    return None
-
-
 def run_query(args: argparse.Namespace) -> int:
     if args.format == "parquet" and not args.out:
         return error("--format parquet needs --out FILE")
@@ -274,43 +217,6 @@ def run_query(args: argparse.Namespace) -> int:
     return _emit(df, args, types)
 
 
-# Control characters a terminal would act on (ESC starts ANSI/OSC sequences: colours, cursor moves,
-# hyperlinks, the window title; C1's CSI as one byte; CR and BS overwrite what was shown) and the
-# bidirectional overrides that reorder text: strings in the warehouse come from outside (a model name,
-# an image label), so the text formats show each as \xNN or \uNNNN. json escapes them itself.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def visible(s: str, keep: str = "") -> str:
-    """``s`` with every control character but those in ``keep`` written out as an escape."""
-
-    def esc(m: re.Match[str]) -> str:
-        c = m.group()
-        if c in keep:
-            return c
-        return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
-
-    return _CONTROL.sub(esc, s)
-
-
-def _visible_frame(df: pl.DataFrame, keep: str) -> pl.DataFrame:
-    strings = [c for c, t in df.schema.items() if t == pl.String]
-    df = df.with_columns(
-        pl.col(c).map_elements(lambda v: visible(v, keep), return_dtype=pl.String) for c in strings
-    )
-    return df.rename({c: visible(c) for c in df.columns if visible(c) != c})
-
-
-def _flatten(df: pl.DataFrame) -> pl.DataFrame:
-    # CSV has no nested values: lists and structs become JSON text.
-    nested = [c for c, t in df.schema.items() if isinstance(t, (pl.List, pl.Array, pl.Struct, pl.Map))]
-    if not nested:
-        return df
-    return df.with_columns(
-        pl.Series(c, [json.dumps(v, default=str) for v in df[c].to_list()], dtype=pl.String) for c in nested
-    )
-
-
 def _emit(df: pl.DataFrame, args: argparse.Namespace, types: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else None
     if args.format == "parquet":
@@ -327,7 +233,7 @@ def _emit(df: pl.DataFrame, args: argparse.Namespace, types: list[str] | None = 
             return error(
                 f"--out is for {', '.join(TEXT_FORMATS)} and parquet; --format table prints to the terminal"
             )
-        _print_table(df, args.limit, types)
+        print_table(df, args.limit, types)
         return 0
     text = render(df, args.format)
     if out is not None:
@@ -340,172 +246,6 @@ def _emit(df: pl.DataFrame, args: argparse.Namespace, types: list[str] | None = 
     else:
         sys.stdout.write(text)
     return 0
-
-
-def render(df: pl.DataFrame, fmt: str) -> str:
-    """The whole result as text in one of TEXT_FORMATS (every row, every column, values uncut)."""
-    if fmt == "csv":
-        return _visible_frame(_flatten(df), keep="\n\t").write_csv()
-    if fmt == "json":
-        return json.dumps(df.to_dicts(), default=str, indent=1) + "\n"
-    if fmt == "jsonl":
-        return "".join(json.dumps(rec, default=str) + "\n" for rec in df.to_dicts())
-    if fmt == "markdown":
-        return _markdown(df)
-    if fmt == "line":
-        return _lines(df)
-    raise ValueError(f"not a text format: {fmt}")
-
-
-def _text(v: object, null: str = "NULL") -> str:
-    """A value as plain text, the way the DuckDB CLI prints it (booleans lower case, nested as JSON)."""
-    if v is None:
-        return null
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (list, dict)):
-        return json.dumps(v, default=str)
-    return str(v)
-
-
-def _markdown(df: pl.DataFrame) -> str:
-    """A GitHub-flavoured table: numbers right-aligned, `|` escaped, line breaks as <br>, NULL empty."""
-
-    def cell(v: object) -> str:
-        text = _text(v, null="").replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")
-        return visible(text)
-
-    header = [visible(c).replace("|", "\\|") for c in df.columns]
-    rows = [[cell(v) for v in row] for row in df.iter_rows()]
-    right = [df.schema[c].is_numeric() for c in df.columns]
-    widths = [max([len(h), 3] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
-
-    def line(cells: list[str]) -> str:
-        padded = [c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right, strict=True)]
-        return "| " + " | ".join(padded) + " |"
-
-    rule = (
-        "|"
-        + "|".join(("-" * (w + 1) + ":") if r else "-" * (w + 2) for w, r in zip(widths, right, strict=True))
-        + "|"
-    )
-    if not df.columns:
-        return ""
-    return "\n".join([line(header), rule, *(line(r) for r in rows)]) + "\n"
-
-
-def _lines(df: pl.DataFrame) -> str:
-    """DuckDB's (and sqlite's) line mode: `column = value`, names right-aligned, a blank line between rows."""
-    if not df.columns:
-        return ""
-    w = max(len(visible(c)) for c in df.columns)
-    blocks = [
-        "\n".join(
-            f"{visible(name):>{w}} = {visible(_text(v), keep=chr(10))}"
-            for name, v in zip(df.columns, row, strict=True)
-        )
-        for row in df.iter_rows()
-    ]
-    return "".join(b + "\n\n" for b in blocks)
-
-
-def _cell(v: object) -> Text:
-    if v is None:
-        return Text("∅", style="dim")
-    if isinstance(v, float):
-        s = f"{v:.4g}" if abs(v) < 1e6 else f"{v:.6g}"
-    else:
-        s = _text(v)
-    s = visible(s.replace("\r\n", "↵").replace("\n", "↵"))
-    if len(s) > MAX_CELL:
-        s = s[: MAX_CELL - 1] + "…"
-    return Text(s)
-
-
-def shown_columns(widths: list[int], available: int) -> tuple[list[int], list[int]]:
-    """Which columns a table of these widths shows in `available` characters: all of them, or the first
-    and last ones taken alternately from both ends (as DuckDB's duckbox does), the middle hidden
-    behind one `…` column. Returns (left, right) column indexes; at least one column is shown."""
-    cost = [w + 3 for w in widths]  # a cell's padding and its border
-    if sum(cost) + 1 <= available:
-        return list(range(len(widths))), []
-    budget = available - 1 - 4  # the left edge and the "…" column
-    left: list[int] = []
-    right: list[int] = []
-    lo, hi = 0, len(widths) - 1
-    take_left = True
-    while lo <= hi:
-        i = lo if take_left else hi
-        if cost[i] > budget:
-            break
-        budget -= cost[i]
-        if take_left:
-            left.append(i)
-            lo += 1
-        else:
-            right.insert(0, i)
-            hi -= 1
-        take_left = not take_left
-    if not left and not right:
-        left = [0]
-    return left, right
-
-
-def _print_table(df: pl.DataFrame, limit: int, types: list[str] | None = None) -> None:
-    console = Console()
-    shown = df.head(limit)
-    cells = [[_cell(v) for v in row] for row in shown.iter_rows()]
-    types = types if types is not None and len(types) == len(df.columns) else None
-    names = [visible(name) for name in df.columns]
-    heads = [name if len(name) <= MAX_CELL else name[: MAX_CELL - 1] + "…" for name in names]
-    kinds = (
-        [(t if len(t) <= MAX_CELL else t[: MAX_CELL - 1] + "…") for t in map(visible, types)]
-        if types
-        else None
-    )
-    widths = [
-        max([len(heads[i]), len(kinds[i]) if kinds else 0] + [r[i].cell_len for r in cells])
-        for i in range(len(df.columns))
-    ]
-    left, right = shown_columns(widths, console.width)
-    hidden = len(df.columns) - len(left) - len(right)
-    table = Table(header_style="bold")
-
-    def add(i: int) -> None:
-        header = Text(heads[i], style="bold")
-        if kinds:
-            header.append("\n" + kinds[i], style="dim")
-        numeric = df.schema[df.columns[i]].is_numeric()
-        # the width is fixed here, so the table never folds or re-flows a column
-        table.add_column(
-            header,
-            justify="right" if numeric else "left",
-            no_wrap=True,
-            overflow="ellipsis",
-            min_width=min(widths[i], max(console.width - 5, 1)),
-            max_width=max(console.width - 5, 1),
-        )
-
-    for i in left:
-        add(i)
-    if hidden:
-        table.add_column(Text("…\n" if kinds else "…"), no_wrap=True, min_width=1, max_width=1)
-    for i in right:
-        add(i)
-    for row in cells:
-        table.add_row(*([row[i] for i in left] + ([Text("…")] if hidden else []) + [row[i] for i in right]))
-    console.print(table)
-    rows = (
-        f"first {limit} rows shown; there are more (--limit N, or --format csv)"
-        if df.height > limit
-        else f"{df.height} row(s)"
-    )
-    cols = (
-        f"; {len(df.columns)} columns, {len(df.columns) - hidden} shown (--format line shows every column)"
-        if hidden
-        else ""
-    )
-    console.print(Text(rows + cols, style="dim"))
 
 
 def _on_warehouse(
