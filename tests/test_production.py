@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from strix_pipeline import maintenance_window as window
 from strix_pipeline.config import HostConfig, ProductionEngine
 from strix_pipeline.hosts import production as prod
-from strix_pipeline.hosts import window
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.ssh import ssh_target
 
