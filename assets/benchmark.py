@@ -7,7 +7,7 @@ from assets.resources import HostAccessResource, StrixConfigResource, WarehouseR
 from strix_pipeline import plan
 from strix_pipeline.benchmark import RunCancelled, run_benchmark
 from strix_pipeline.config import StrixConfig
-from strix_pipeline.records import LevelAggregate, RunResult
+from strix_pipeline.records import LevelAggregate, RunRecord, RunResult
 from strix_pipeline.units import gib, gib_text
 from strix_pipeline.usable import completeness, memory_back, served
 from strix_pipeline.warehouse import spool
@@ -44,7 +44,7 @@ SUMMARY_COLUMNS = [
 ]
 
 
-def _outage(run) -> str:  # noqa: ANN001 - RunRecord
+def _outage(run: RunRecord) -> str:
     if run.production_down_at is None:
         return ""
     if run.production_up_at is None:

@@ -15,7 +15,7 @@ from pydantic import PrivateAttr
 from strix_pipeline.config import DuckLakeTarget, ImageSource, StrixConfig
 from strix_pipeline.config_load import load_config
 from strix_pipeline.registry.client import RegistryClient
-from strix_pipeline.registry.discovery import default_client
+from strix_pipeline.registry.discovery import ClientFactory, default_client
 from strix_pipeline.registry.transport import RetryPolicy
 from strix_pipeline.warehouse import Warehouse
 
@@ -82,7 +82,7 @@ class RegistryResource(ConfigurableResource):
     ghcr_username: str | None = None
     ghcr_token: str | None = None
 
-    def client_factory(self):  # noqa: ANN201 - discovery.ClientFactory
+    def client_factory(self) -> ClientFactory:
 
         creds = {
             "docker.io": (self.dockerhub_username, self.dockerhub_token),

@@ -34,7 +34,7 @@ from scipy.stats import lognorm, norm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from strix_pipeline.loadgen.metrics import quantile_ci, quantile_ratio_ci  # noqa: E402
+from strix_pipeline.loadgen.metrics import quantile_ci, quantile_ratio_ci
 
 Q = 95
 LEVEL = 0.95
@@ -140,7 +140,13 @@ def coverage(method: str, dist: Dist, n: int, trials: int, seed: int) -> Cell:
     )
 
 
-def table(ns: list[int], trials: int, seed: int, methods=METHODS, dists=DISTS) -> list[Cell]:  # noqa: ANN001
+def table(
+    ns: list[int],
+    trials: int,
+    seed: int,
+    methods: tuple[str, ...] = METHODS,
+    dists: tuple[Dist, ...] = DISTS,
+) -> list[Cell]:
     return [coverage(m, d, n, trials, seed) for d in dists for m in methods for n in ns]
 
 

@@ -47,10 +47,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import strix_pipeline.warehouse.arrow as warehouse_arrow  # noqa: E402
-from strix_pipeline.config import DuckLakeTarget  # noqa: E402
-from strix_pipeline.fingerprint import run_fingerprint  # noqa: E402
-from strix_pipeline.records import (  # noqa: E402
+import strix_pipeline.warehouse.arrow as warehouse_arrow
+from strix_pipeline.config import DuckLakeTarget
+from strix_pipeline.fingerprint import run_fingerprint
+from strix_pipeline.records import (
     ImageRecord,
     LevelAggregate,
     MemorySample,
@@ -60,7 +60,7 @@ from strix_pipeline.records import (  # noqa: E402
     RunResult,
     ServerMetricSample,
 )
-from strix_pipeline.warehouse import Warehouse  # noqa: E402
+from strix_pipeline.warehouse import Warehouse
 
 HOST = "strix-halo"
 START = datetime(2021, 11, 1, 3, 0, tzinfo=UTC)

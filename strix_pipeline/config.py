@@ -30,6 +30,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -505,7 +506,7 @@ class StrixConfig(_Strict):
     # host, engine and model names make run ids, and so directory names under artifacts/logs
     @field_validator("hosts", "engines", "models", "profiles")
     @classmethod
-    def _plain_names(cls, v: dict, info) -> dict:  # noqa: ANN001 - pydantic's ValidationInfo
+    def _plain_names(cls, v: dict, info: ValidationInfo) -> dict:
         return _names(info.field_name.removesuffix("s"), v)
 
     @model_validator(mode="after")

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import docker
 import httpx
 
 from strix_pipeline.config import ConfigError, HostConfig, StrixConfig
@@ -334,7 +335,7 @@ def _ssh_key(host: str, cfg: HostConfig) -> Iterator[Check]:
         yield Check(host, "ssh key", True, True, f"${env} is set")  # its value is a secret
 
 
-def _docker_probe(host: str, cfg: HostConfig, client) -> Iterator[Check]:  # noqa: ANN001 - docker.DockerClient
+def _docker_probe(host: str, cfg: HostConfig, client: docker.DockerClient) -> Iterator[Check]:
     if not cfg.probe_image:
         yield Check(
             host,
@@ -350,7 +351,7 @@ def _docker_probe(host: str, cfg: HostConfig, client) -> Iterator[Check]:  # noq
     except Exception:  # noqa: BLE001 - not present: try to pull it
         try:
             client.images.pull(cfg.probe_image)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - docker-py wraps socket, HTTP and registry errors alike
             yield Check(
                 host,
                 "probe image",
@@ -374,7 +375,7 @@ def _docker_probe(host: str, cfg: HostConfig, client) -> Iterator[Check]:  # noq
             volumes={"/dev": {"bind": "/dev", "mode": "ro"}},
         )
         lines = out.decode().splitlines()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - docker-py wraps socket, HTTP and container errors alike
         yield Check(
             host, "devices", False, True, f"could not look: {e}"[:300], "check the probe image runs `sh`"
         )

@@ -188,7 +188,9 @@ def runnable(config: StrixConfig, image: ImageRecord) -> bool:
     return bool(targets_for(config, image))
 
 
-def register_local_images(config: StrixConfig, store, now: datetime | None = None) -> list[ImageRecord]:  # noqa: ANN001
+def register_local_images(
+    config: StrixConfig, store: ImageStore, now: datetime | None = None
+) -> list[ImageRecord]:
     """Record each local host's engine builds in the images table (first_seen kept)."""
     out = []
     for engine in local_engines(config):

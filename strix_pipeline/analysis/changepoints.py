@@ -417,7 +417,7 @@ def confirmed_since(changes: list[Change], since: datetime | None, until: dateti
 def _existing(wh: Warehouse) -> dict[str, ChangeRecord]:
     try:
         rows = wh.list_changes()
-    except Exception as e:  # a warehouse without the table yet: nothing was acknowledged
+    except Exception as e:  # noqa: BLE001 - a warehouse without the table yet: nothing was acknowledged
         log.warning("could not read existing changes: %s", e)
         return {}
     return {r.change_id: r for r in rows}
@@ -449,6 +449,6 @@ def detect_changes(wh: Warehouse, config: StrixConfig, *, now: datetime | None =
     try:
         # a sentinel keeps the list typed when nothing was found
         wh.con.execute(RETIRE_PROVISIONAL_SQL, [[c.change_id for c in changes] or [""]]).fetchall()
-    except Exception as e:  # the table predates this rule or is read-only: keep the rows
+    except Exception as e:  # noqa: BLE001 - the table predates this rule or is read-only: keep the rows
         log.warning("could not retire vanished provisional changes: %s", e)
     return changes

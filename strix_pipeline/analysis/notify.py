@@ -117,6 +117,6 @@ def notify_changes(
         return False
     try:
         return post(url, text, timeout_s=timeout_s)
-    except Exception as e:  # never let a notification break the run
+    except Exception as e:  # noqa: BLE001 - never let a notification break the run
         log.warning("webhook notification failed: %s", e)
         return False

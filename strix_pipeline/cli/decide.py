@@ -11,6 +11,7 @@ from rich.table import Table
 
 from strix_pipeline.analysis.decision import Decision, evaluate, format_value, reproduce
 from strix_pipeline.cli.common import error, on_warehouse, warehouse_arg
+from strix_pipeline.config import StrixConfig
 from strix_pipeline.config_load import load_config
 from strix_pipeline.warehouse import Warehouse
 
@@ -111,7 +112,7 @@ def run_decide(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_reproduce(args: argparse.Namespace, config) -> int:  # noqa: ANN001 - StrixConfig
+def run_reproduce(args: argparse.Namespace, config: StrixConfig) -> int:
     """`strix decide --evaluation ID`: replay a stored evaluation; 0 when it equals the stored one."""
     if args.save:
         return error("--evaluation replays a stored evaluation; it does not --save")

@@ -31,7 +31,7 @@ def protected(args: argparse.Namespace) -> list[tuple[Path, str]]:
     found.append((cfg, "the configuration"))
     try:
         found.append((spool_dir(load_config(getattr(args, "config", None)).artifacts_dir()), "the spool"))
-    except Exception:  # noqa: BLE001, S110 - no readable configuration: no spool to protect
+    except Exception:  # noqa: BLE001 - no readable configuration: no spool to protect
         pass
     return found
 

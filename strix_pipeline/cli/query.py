@@ -39,6 +39,7 @@ from strix_pipeline.cli.formats import print_table, render
 from strix_pipeline.cli.out_guard import check_out
 from strix_pipeline.peers import FORMATS as PEER_FORMATS
 from strix_pipeline.peers import ImportOptions, PeerFormatError, load_peer_file
+from strix_pipeline.records import RunRecord
 from strix_pipeline.warehouse import Warehouse, WarehouseError
 
 T = TypeVar("T")
@@ -296,7 +297,7 @@ def run_import_peer(args: argparse.Namespace) -> int:
     except PeerFormatError as e:
         return error(f"import refused, nothing was loaded: {e}")
 
-    def load(wh: Warehouse):  # noqa: ANN202 - the loaded run's record
+    def load(wh: Warehouse) -> RunRecord:
         # the default id is the file's hash: only the same file's earlier import has it; a --run-id
         # may name any run, a strix benchmark's included
         if opts.run_id is not None and not args.replace and wh.count("runs", opts.run_id):

@@ -28,7 +28,7 @@ from strix_pipeline.engines import build_spec
 from strix_pipeline.engines.base import CONTAINER_MODELS_DIR, EngineSpec, container_model_path
 from strix_pipeline.hosts.errors import EngineStartError, describe_exit
 from strix_pipeline.hosts.guards import MANAGED_LABEL, RUN_LABEL
-from strix_pipeline.hosts.ssh import SshTransport, client_transport, docker_client, ssh_target
+from strix_pipeline.hosts.ssh import LostConnection, SshTransport, client_transport, docker_client, ssh_target
 from strix_pipeline.memory import DockerProbe, MemoryProbe, Reading, TreeProbe, read_smi
 from strix_pipeline.units import MB
 
@@ -133,7 +133,7 @@ def resolve_group_ids(host: HostConfig, client: Any) -> list[int]:
                     labels={"strix.probe": "true"},
                 )
                 text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - docker-py wraps socket, HTTP and image errors alike: the gids stay unknown
                 log.warning("could not read the host's /etc/group through %s: %s", host.probe_image, e)
         elif is_local_daemon(host):
             try:
@@ -217,7 +217,7 @@ class DockerEngine:
             return None
         return _container_exit(state, self.spec.kind)
 
-    def _lost(self, lost: list, lead: str) -> str:  # noqa: ANN001 - list[ssh.LostConnection]
+    def _lost(self, lost: list[LostConnection], lead: str) -> str:
         assert self.transport is not None
         first = lost[0].describe() if lost else "(no ssh process ended yet)"
         more = f", {len(lost) - 1} more after it" if len(lost) > 1 else ""
@@ -284,7 +284,7 @@ def container_log_tail(container: Any, log_path: Path | None, lines: int = LOG_T
         try:
             raw = container.logs(tail=lines)
             return raw.decode("utf-8", "replace")
-        except Exception:
+        except Exception:  # noqa: BLE001 - the container or the daemon gone: the log file follows
             pass
     if log_path is not None:
         try:
@@ -309,7 +309,7 @@ class _LogStreamer(threading.Thread):
                 for chunk in self.container.logs(stream=True, follow=True):
                     f.write(chunk)
                     f.flush()
-        except Exception as e:  # the container or the way to it went away: the file has what we got
+        except Exception as e:  # noqa: BLE001 - the container or the way to it went away: the file has what we got
             log.debug("log stream of %s ended: %s", self.container.name, e)
         transport = client_transport(self.container.client)
         lost = transport.lost_since(self.started) if transport else []
@@ -616,12 +616,12 @@ class DockerLauncher:
                 c.reload()
                 if c.status == "running":
                     c.stop(timeout=self.stop_timeout_s)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - docker-py wraps socket and HTTP errors alike: remove(force) follows
                 log.debug("stop %s: %s", getattr(c, "name", "?"), e)
             try:
                 c.remove(force=True)
                 self._log_line(f"container {c.name} stopped and removed")
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - docker-py wraps socket and HTTP errors alike: logged, the stop goes on
                 log.warning("could not remove container %s: %s", getattr(c, "name", "?"), e)
         if self._streamer is not None:
             self._streamer.join(timeout=10)
@@ -629,7 +629,7 @@ class DockerLauncher:
         if self._own_client and self.client is not None:
             try:
                 self.client.close()
-            except Exception:
+            except Exception:  # noqa: BLE001 - closing a client whose daemon is gone: nothing left to release
                 pass
             self.client = None
 

@@ -65,7 +65,7 @@ def clean_leftovers(
             if c.status == "running":
                 c.stop(timeout=stop_timeout_s)
             c.remove(force=True)
-        except Exception as e:  # NotFound after a racing removal is fine; anything else is logged
+        except Exception as e:  # noqa: BLE001 - NotFound after a racing removal is fine; anything else is logged
             log.warning("could not remove leftover %s: %s", item.describe(), e)
         found.append(item)
     return found

@@ -211,7 +211,7 @@ class ProductionGuard:
                     break
                 time.sleep(self.poll_interval_s)
             raise RuntimeError(f"{p.health_url} did not answer 200 within {p.health_timeout_s} s")
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - any failure to restore production is recorded and blocks the next run
             self.restored = False
             self.restore_error = f"{type(e).__name__}: {e}"
             log.error(

@@ -354,7 +354,7 @@ def docker_client(target: SshTarget, *, timeout_s: int = 300) -> Any:
             self.mount("http+docker://", self._custom_adapter)
 
     class _Client(docker.DockerClient):
-        def __init__(self) -> None:  # noqa: D107 - docker.DockerClient only builds self.api
+        def __init__(self) -> None:  # docker.DockerClient's own __init__ only builds self.api
             self.api = _Api()
             self.transport = transport
 

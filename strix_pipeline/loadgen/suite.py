@@ -51,7 +51,7 @@ class SuiteResult:
         return f"{self.scenario} level {self.level} ({self.done} of {self.planned} requests done)"
 
 
-class SuiteInterrupted(BaseException):  # noqa: N818 - it wraps an interrupt, it is not an error
+class SuiteInterrupted(BaseException):  # it wraps an interrupt, it is not an error: no Error in its name
     """The suite was interrupted (Ctrl-C, an orchestrator's termination): ``partial`` holds what it
     measured before -- every finished level's records and aggregates -- and where it was;
     ``interrupt`` is the exception the interrupt raised, for the caller to raise again."""

@@ -49,7 +49,7 @@ class MemorySampler:
     def sample_now(self, *, with_smi: bool = False) -> list[MemorySample]:
         try:
             readings = self.probe.read()
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a failed reading is counted and the sampling goes on
             self.errors += 1
             log.warning("memory probe failed (%d so far): %s", self.errors, e)
             return []

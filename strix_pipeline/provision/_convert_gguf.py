@@ -40,7 +40,7 @@ def gguf_facts(path: Path) -> dict:
             return None
         try:
             return f.contents()
-        except Exception:  # older gguf: decode by hand
+        except Exception:  # noqa: BLE001 - older gguf without contents(): decode by hand
             part = f.parts[f.data[0]]
             return part.tolist()[0] if hasattr(part, "tolist") else part
 

@@ -466,7 +466,7 @@ def refresh_images(
                     unreachable[source.registry] = f"{source.registry} unreachable earlier in this refresh"
                 _fail(report, store, RegistryFailure(name, source.registry, source.repository, str(e), type(e).__name__), now)  # fmt: skip
                 continue
-            except Exception as e:  # a bug or an unforeseen body must not cost the other repositories
+            except Exception as e:  # noqa: BLE001 - a bug or an unforeseen body must not cost the other repositories
                 why = f"unexpected {type(e).__name__}: {e}"
                 _fail(report, store, RegistryFailure(name, source.registry, source.repository, why, type(e).__name__), now)  # fmt: skip
                 continue

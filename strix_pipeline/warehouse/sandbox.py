@@ -8,11 +8,12 @@ import os
 import posixpath
 import shutil
 import tempfile
+from datetime import datetime
 from pathlib import Path
 
 import duckdb
 from fsspec import AbstractFileSystem
-from fsspec.implementations.local import LocalFileSystem
+from fsspec.implementations.local import LocalFileOpener, LocalFileSystem
 
 from strix_pipeline.config import DuckLakeTarget
 from strix_pipeline.warehouse.errors import WarehouseError, WarehouseLocked, WarehouseMissing
@@ -120,10 +121,10 @@ class ReadOnlyLakeFiles(AbstractFileSystem):
     def info(self, path: str, **kwargs: object) -> dict:
         return self.local.info(self._inside(path))
 
-    def modified(self, path: str):  # noqa: ANN201 - a datetime, as LocalFileSystem's
+    def modified(self, path: str) -> datetime:
         return self.local.modified(self._inside(path))
 
-    def _open(self, path: str, mode: str = "rb", **kwargs: object):  # noqa: ANN202 - a binary file
+    def _open(self, path: str, mode: str = "rb", **kwargs: object) -> LocalFileOpener:
         if mode != "rb":
             raise PermissionError(f"{path}: the lake's data files are read-only here (mode {mode!r})")
         return self.local._open(self._inside(path), "rb")

@@ -56,7 +56,7 @@ FROM v_decisions ORDER BY evaluated_at, criterion
 def query_rows(wh: Warehouse, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
     try:
         return list(wh.query_df(sql, params).iter_rows(named=True))
-    except Exception as e:  # a chart is never worth failing the pipeline over
+    except Exception as e:  # noqa: BLE001 - a chart is never worth failing the pipeline over
         log.warning("chart query failed: %s", e)
         return []
 

@@ -120,7 +120,7 @@ def write_charts(
     if changes is None:
         try:
             changes = stored_changes(wh)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a chart without change markers beats no chart
             log.warning("could not read stored changes: %s", e)
             changes = []
     builders = {

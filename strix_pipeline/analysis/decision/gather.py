@@ -92,7 +92,7 @@ class WarehouseTtfts(Mapping[str, list[float]]):
         if run_id not in self._cache:
             try:
                 found = query_rows(self._wh, DECISION_TTFT_SQL, [run_id, self._level])
-            except Exception:  # a warehouse without raw requests: no interval (n/a)
+            except Exception:  # noqa: BLE001 - a warehouse without raw requests: no interval (n/a)
                 found = []
             self._cache[run_id] = [float(r["ttft_ms"]) for r in found]
         return self._cache[run_id]
@@ -113,7 +113,7 @@ def gather_evidence(wh: Warehouse, config: StrixConfig, now: datetime) -> Eviden
     )
     try:
         images = query_rows(wh, DECISION_IMAGES_SQL, [d.candidate_engine, now])
-    except Exception:
+    except Exception:  # noqa: BLE001 - a warehouse without the images table: no image facts
         images = []
     return Evidence(
         now=now,
@@ -141,7 +141,7 @@ def history(wh: Warehouse, host: str, now: datetime) -> list[dict[str, Any]]:
     """The criterion rows of the evaluations on ``host`` before ``now``, oldest first."""
     try:
         return query_rows(wh, DECISION_HISTORY_SQL, [host, now])
-    except Exception:  # an older warehouse without decisions: no history yet
+    except Exception:  # noqa: BLE001 - an older warehouse without decisions: no history yet
         return []
 
 

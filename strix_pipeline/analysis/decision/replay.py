@@ -25,7 +25,7 @@ def stored_decision(wh: Warehouse, evaluation_id: str) -> Decision | None:
         rows = query_rows(
             wh, "SELECT * FROM decisions WHERE evaluation_id = ? ORDER BY criterion", [evaluation_id]
         )
-    except Exception:
+    except Exception:  # noqa: BLE001 - a warehouse without decisions: no such evaluation
         return None
     return _decision_from_rows(rows) if rows else None
 
@@ -97,7 +97,7 @@ def previous_decision(wh: Warehouse, host: str, *, before: datetime | None = Non
     sql = "SELECT * FROM decisions WHERE host = ? AND evaluated_at < ? ORDER BY evaluated_at DESC, criterion"
     try:
         rows = query_rows(wh, sql, [host, before or datetime.now(UTC) + timedelta(days=1)])
-    except Exception:
+    except Exception:  # noqa: BLE001 - a warehouse without decisions: no previous evaluation
         return None
     if not rows:
         return None
