@@ -1,26 +1,11 @@
 """Everything that talks ssh to a Docker host (the Box): one argv builder, and docker-py over it.
 
-:func:`ssh_target` reads a host's ``docker_host = "ssh://{user}@box[:port]"`` with the user from
-``$ssh_user_env``, the private key from ``$ssh_key_path_env`` and the host key from
-``ssh_known_hosts``; :meth:`SshTarget.argv` is the one ssh command line built from that -- the
-production engine's stop/start commands (hosts/production.py), the Docker API (below) and the
-doctor use it alike:
-
-- ``BatchMode=yes``: never a password or passphrase prompt, a missing key is an error;
-- ``-i <key> -o IdentitiesOnly=yes`` when the key variable is set, else ssh's own keys;
-- ``StrictHostKeyChecking=yes`` (a Box has a known host key; an unknown or changed one is refused),
-  against ``ssh_known_hosts`` when given, else ``~/.ssh/known_hosts``;
-- ``ConnectTimeout`` and ``ServerAliveInterval`` x ``ServerAliveCountMax=3``: a refused, silent or
-  dropped connection ends in bounded time instead of hanging a run.
-
-docker-py's own ssh transport takes no ssh options (paramiko reads only ~/.ssh/config; its shell-out
-mode builds a bare ``ssh -p -l``), so :class:`SshDockerClient` carries the Docker API over
-``ssh … docker system dial-stdio`` itself: every HTTP connection is one ssh process whose stdin and
-stdout are one end of a socket pair, so timeouts and streaming work as on the local socket. An ssh
-process that exits 255 (ssh's own failures: refused, auth, dropped) is kept as a
-:class:`LostConnection` with ssh's last words, so a run can say that -- and when -- it lost the Box.
-
-The user and the key path are secrets: messages name their variables, never their values.
+:func:`ssh_target` reads a host's ``docker_host = "ssh://{user}@box[:port]"`` and its key and host-key
+settings; :meth:`SshTarget.argv` is the one ssh command line (batch mode, strict host keys, bounded
+timeouts) that production.py, the Docker API and the doctor use alike. :class:`SshDockerClient`
+carries the Docker API over ``ssh … docker system dial-stdio``, and a lost connection is kept as a
+:class:`LostConnection`. The user and the key path are secrets: messages name their variables, never
+their values. The options and why: docs/ssh.md.
 """
 
 from __future__ import annotations

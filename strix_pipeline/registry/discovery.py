@@ -1,54 +1,10 @@
 r"""Engine image discovery: what each configured repository holds now, against what the warehouse knew.
 
-Per engine and per image source (registry + repository), one refresh:
-
-1. lists the tags (Docker Hub: its tags API, which carries digests; elsewhere ``tags/list`` through
-   ``Link`` pages) and keeps those matching any ``include`` regex and no ``exclude`` regex
-   (``re.search``: ``rocm`` matches anywhere, anchor with ``^...$`` for exact shapes); tags named in
-   ``floating`` are always kept. When every include pattern is anchored with a literal start
-   (``^server-rocm-b\d+$``), only those prefixes are listed (``last=`` seek, stop past the prefix):
-   ghcr.io's llama.cpp holds tens of thousands of tags and the rest would cost pages and ``max_tags``.
-   A listed name outside the OCI distribution spec's tag grammar (:data:`OCI_TAG`, matched whole) is
-   **skipped** with its reason before any pattern sees it: it goes into URLs and the warehouse, and
-   Python's ``$`` also matches before a final newline, so ``^v\d+\.\d+\.\d+$`` alone would let
-   ``v1.2.3\n`` through;
-2. gets each tag's digest with a ``HEAD`` — except a release tag (not floating) already known, which is
-   taken as immutable and costs no request at all (when the Hub API gives digests for free, every tag is
-   checked);
-3. classifies: a tag not known before (or known as gone) is **new**; a known tag whose digest changed
-   is **moved** (a floating tag's new build: a new version, reported once because the stored digest is
-   updated in the same refresh); a known tag no longer listed is **gone** — marked gone with the time,
-   never deleted, and only when the listing was complete (``max_tags`` not hit);
-4. only for a digest not seen before, reads the manifest (linux/amd64 from an index) and the config
-   blob for ``created`` and the labels (``org.opencontainers.image.version``/``.revision``). These GETs
-   count against Docker Hub's pull limit, so at most ``details_budget`` are spent per repository and
-   refresh, moved tags first, then new tags newest first; the rest are stored with ``labels = None``
-   and completed on later refreshes. An index without linux/amd64 is **skipped** with its reason
-   (not stored, not an error).
-
-Nothing is written for a repository until all of its requests have succeeded: a registry that fails
-(unreachable, stalled past the timeouts, 5xx or 429 beyond the retry policy -- see transport.py --,
-refused auth, a malformed or cut-short body, a tag list that fails on a later page) leaves the images
-known before untouched and adds none of the new ones, and the failure is recorded
-(``registry_errors.error`` = ``"<ErrorClass>: <message>"``) with registry and repository and
-returned in the report. Every repository has a wall-clock budget; a registry host
-that cannot be reached at all is not tried again for the other repositories of the same refresh.
-
-Version order (``version_sort_key``, a string compared lexically; defined in registry/versions.py):
-
-- ``3|<semver>|tag`` when the tag holds a version ``X.Y[.Z[.W]]`` (optional ``v``, SGLang's ``.postN``
-  sorts after the release, ``rcN``/``alpha``/``beta``/``dev`` pre-releases before it) —
-  e.g. ``v0.10.1`` < ``v0.10.1.1`` < ``v0.10.2rc1`` < ``v0.10.2``, ``v0.5.5`` < ``v0.5.5.post3-rocm700``;
-- ``2|<build number>|tag`` when it holds a build number ``bN`` between separators (llama.cpp's
-  ``server-rocm-b6500``), compared numerically;
-- ``1|<date and time>|tag`` when it holds a date ``YYYYMMDD`` / ``YYYY-MM-DD`` (the time of day from
-  ``created`` when that is the same day), or else when only ``created`` is known (``latest``,
-  ``nightly``: a floating tag's builds sort by when they were built; without details fetched yet, the
-  Hub's ``last_updated`` stands in for ``created``);
-- ``0|tag`` when nothing is known.
-
-Keys compare meaningfully within one family of tags; across families a release version outranks a
-build number, which outranks a date.
+One refresh per engine and image source lists the tags (OCI tag grammar first, then the include and
+exclude patterns), gets the digests it does not know, classifies each tag new, moved or gone, and
+reads labels for new digests within a budget. Nothing is written for a repository until all of its
+requests succeeded; a failure is recorded with its registry and repository, never a crash.
+The rules in full: docs/registry.md ("Image discovery"; version order: "Version order").
 """
 
 from __future__ import annotations

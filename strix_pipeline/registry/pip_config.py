@@ -2,22 +2,8 @@
 
 Host ``local`` installs its engines with pip, so its "registry" is whatever index pip would query:
 reading that from pip's own configuration (never a host written here) keeps discovery and install on
-the same index, a mirror or a private index included.
-
-pip's rules (pip/_internal/configuration.py and cli/parser.py, pip 26), reproduced here:
-
-- Files, loaded in this order, a later file overriding an earlier one key by key:
-  global: ``$XDG_CONFIG_DIRS`` (default ``/etc/xdg``) each ``/pip/pip.conf``, then ``/etc/pip.conf``;
-  user: ``~/.pip/pip.conf``, then ``$XDG_CONFIG_HOME`` (default ``~/.config``) ``/pip/pip.conf`` --
-  skipped when ``PIP_CONFIG_FILE`` names an existing file; site: ``<sys.prefix>/pip.conf`` (the
-  venv's, ``$VIRTUAL_ENV/pip.conf`` when that venv is active); then ``PIP_CONFIG_FILE``.
-  ``PIP_CONFIG_FILE=/dev/null`` loads no file at all.
-- Sections then win by kind, not by file: ``[global]`` < ``[<command>]`` (``install``; ``wheel`` for
-  a ``pip wheel`` build) < the ``PIP_*`` environment variables. An empty value counts as unset (this
-  machine exports ``PIP_INDEX_URL=`` and pip ignores it).
-- Names are normalised: lower case, ``_`` -> ``-``, a leading ``--`` dropped.
-- With no ``index-url`` anywhere, pip's own default (``pip._internal.models.index.PyPI``), asked from
-  the installed pip rather than copied here.
+the same index. pip's rules (files, sections, environment, names, default) as reproduced here:
+docs/registry.md ("Which index: pip's configuration").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Version order of image tags: a string per tag whose lexical order is the version order.
 
-The rule is documented in discovery.py's module docstring (the place people look for it).
+The rule: docs/registry.md ("Version order").
 """
 
 from __future__ import annotations

@@ -1,27 +1,10 @@
 """The DuckDB warehouse: versioned schema, idempotent per-run loads, and the doors people query through.
 
 Two backends, one schema: a single DuckDB file (the default), or a DuckLake lakehouse several
-processes and machines write at once (``[warehouse] backend = "ducklake"``: catalog in PostgreSQL,
-Parquet data files in a shared directory; ``Warehouse.open(config.warehouse_target())``).
-
-One module per concern; :class:`Warehouse` (``facade.py``) is the object callers hold:
-
-- ``connection.py``: opening the file or the lake, lock retries, transactions, inserts
-- ``sandbox.py``: the query sandbox (locked settings; a lake's private read-only catalog copy)
-- ``errors.py``, ``extensions.py``: the package's errors; the DuckLake extension files
-- ``schema.py``: migrations and views, shipped as package data in ``sql/``
-- ``arrow.py``: records and :class:`~strix_pipeline.records.RequestTable` to Arrow
-- ``runs.py``: run loads (one transaction per load, a reload replaces the run) and deletes
-- ``hosts.py``, ``images.py``, ``decisions.py``, ``changes.py``: one table (or two) each
-- ``parquet.py``: export and import
-- ``faults.py``: a full disk, a damaged file or a lock, said in words (:func:`~faults.explain`)
-- ``spool.py``: a run's records written to a file before the warehouse is opened, loaded from there
-
-SQL typed by a person (``strix query``) runs on a *sandboxed* reader (``sandbox=True``): read-only, and
-DuckDB's own settings keep it inside the warehouse file -- no external access (no COPY to or from
-files, no read_csv/read_text/read_parquet/glob of other files, no ATTACH of another file, no INSTALL
-or LOAD of extension files), no spill directory, and the configuration locked so no SET or RESET gives
-any of it back. Export and import, and the pipeline's own readers, open without it.
+processes and machines write at once (``[warehouse] backend = "ducklake"``). One module per concern;
+:class:`Warehouse` (``facade.py``) is the object callers hold, and this face only re-exports. SQL typed
+by a person (``strix query``) runs on a sandboxed reader (``sandbox.py``). The modules and the
+sandbox's rules: docs/warehouse.md ("The code").
 """
 
 from strix_pipeline.config import DuckLakeTarget

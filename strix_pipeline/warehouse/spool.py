@@ -1,27 +1,10 @@
 """The spool: a run's records written to a file before the warehouse is opened, so nothing measured is
 lost when the warehouse cannot take them (held by another writer process, a full disk, a damaged file).
 
-``<artifacts>/spool/<run_id>.spool.arrow`` is one Arrow IPC file (zstd): a single row whose columns
-``runs``, ``requests``, ``aggregates``, ``memory_samples`` and ``server_metrics`` each hold the run's rows
-of that table as a list of structs with the warehouse's explicit schema (``arrow.py``), and whose
-schema metadata ``strix.spool`` holds what is not a row (format version, run_id, production_restored,
-the host's kind and description). Datetimes (UTC, microseconds), ``None`` and the list columns come
-back exactly: :func:`read_spool` returns a :class:`RunResult` equal to the one written. The file is
-written to a hidden temporary name, fsynced, renamed into place and the directory fsynced, so a
-spool file is either complete or absent.
-
-:func:`store_run` is THE way a measured run reaches the warehouse: spool, open the writer, load the
-spool files older runs left behind (:func:`drain`, oldest first), load this run, and delete each spool
-file only after its load committed. A load that fails raises :class:`RunNotStored` naming the
-warehouse, what is wrong and the spool file, which stays; the next :func:`store_run` or ``strix
-load-spool`` loads it. Loads are idempotent (a run replaces its earlier load), so a spool file loaded
-twice -- by a crash between commit and delete, or by two processes one after the other -- gives the
-same rows. Two processes never drain at once: the warehouse admits one writer process.
-
-How long a load waits for another writer is the caller's ``open_writer``'s lock retry (bounded, then
-:class:`~strix_pipeline.warehouse.WarehouseLocked`): 60 s in the Dagster resource
-(``WarehouseResource.lock_retry_s``), 10 s for ``strix bench --save`` and ``strix load-spool``
-(``--lock-wait``), polling every 0.05 s growing to 0.5 s.
+:func:`store_run` is THE way a measured run reaches the warehouse: spool, open the writer, load older
+spool files (:func:`drain`), load this run, delete each spool file only after its load committed; a
+failed load raises :class:`RunNotStored` and the file stays. The file format (one Arrow IPC file per
+run, written atomically), idempotence and lock waits: docs/warehouse.md ("The spool").
 """
 
 from __future__ import annotations
