@@ -27,8 +27,3 @@ def gib(n_bytes: float) -> float:
 def gib_text(n_bytes: float | None, digits: int = 2, *, unknown: str = "unknown") -> str:
     """``12.35 GiB``; ``unknown`` when there is no reading."""
     return unknown if n_bytes is None else f"{n_bytes / GIB:.{digits}f} GiB"
-
-
-def gb_text(n_bytes: float | None, digits: int = 2, *, unknown: str = "no reading") -> str:
-    """``12.35 GB`` (the config's unit); ``no reading`` when there is none."""
-    return unknown if n_bytes is None else f"{n_bytes / GB:.{digits}f} GB"

@@ -22,8 +22,12 @@ MAX_CELL = 32  # characters a table cell shows before it is cut with "…" (the 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
-def visible(s: str, keep: str = "") -> str:
-    """``s`` with every control character but those in ``keep`` written out as an escape."""
+def escape_controls(s: str, keep: str = "") -> str:
+    """``s`` with every character of ``_CONTROL`` but those in ``keep`` written out as ``\\xNN``/``\\uNNNN``.
+
+    Not :func:`strix_pipeline.cli.common.visible` (every Unicode control and format character, for the
+    other commands' cells): `strix query` shows the data as stored, so a zero-width joiner in an emoji
+    stays whole and only what a terminal would act on is escaped (the formats keep tab or newline)."""
 
     def esc(m: re.Match[str]) -> str:
         c = m.group()
@@ -34,12 +38,12 @@ def visible(s: str, keep: str = "") -> str:
     return _CONTROL.sub(esc, s)
 
 
-def _visible_frame(df: pl.DataFrame, keep: str) -> pl.DataFrame:
+def _escaped_frame(df: pl.DataFrame, keep: str) -> pl.DataFrame:
     strings = [c for c, t in df.schema.items() if t == pl.String]
     df = df.with_columns(
-        pl.col(c).map_elements(lambda v: visible(v, keep), return_dtype=pl.String) for c in strings
+        pl.col(c).map_elements(lambda v: escape_controls(v, keep), return_dtype=pl.String) for c in strings
     )
-    return df.rename({c: visible(c) for c in df.columns if visible(c) != c})
+    return df.rename({c: escape_controls(c) for c in df.columns if escape_controls(c) != c})
 
 
 def _flatten(df: pl.DataFrame) -> pl.DataFrame:
@@ -55,7 +59,7 @@ def _flatten(df: pl.DataFrame) -> pl.DataFrame:
 def render(df: pl.DataFrame, fmt: str) -> str:
     """The whole result as text in one of TEXT_FORMATS (every row, every column, values uncut)."""
     if fmt == "csv":
-        return _visible_frame(_flatten(df), keep="\n\t").write_csv()
+        return _escaped_frame(_flatten(df), keep="\n\t").write_csv()
     if fmt == "json":
         return json.dumps(df.to_dicts(), default=str, indent=1) + "\n"
     if fmt == "jsonl":
@@ -83,9 +87,9 @@ def _markdown(df: pl.DataFrame) -> str:
 
     def cell(v: object) -> str:
         text = _text(v, null="").replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")
-        return visible(text)
+        return escape_controls(text)
 
-    header = [visible(c).replace("|", "\\|") for c in df.columns]
+    header = [escape_controls(c).replace("|", "\\|") for c in df.columns]
     rows = [[cell(v) for v in row] for row in df.iter_rows()]
     right = [df.schema[c].is_numeric() for c in df.columns]
     widths = [max([len(h), 3] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
@@ -108,10 +112,10 @@ def _lines(df: pl.DataFrame) -> str:
     """DuckDB's (and sqlite's) line mode: `column = value`, names right-aligned, a blank line between rows."""
     if not df.columns:
         return ""
-    w = max(len(visible(c)) for c in df.columns)
+    w = max(len(escape_controls(c)) for c in df.columns)
     blocks = [
         "\n".join(
-            f"{visible(name):>{w}} = {visible(_text(v), keep=chr(10))}"
+            f"{escape_controls(name):>{w}} = {escape_controls(_text(v), keep=chr(10))}"
             for name, v in zip(df.columns, row, strict=True)
         )
         for row in df.iter_rows()
@@ -126,7 +130,7 @@ def _cell(v: object) -> Text:
         s = f"{v:.4g}" if abs(v) < 1e6 else f"{v:.6g}"
     else:
         s = _text(v)
-    s = visible(s.replace("\r\n", "↵").replace("\n", "↵"))
+    s = escape_controls(s.replace("\r\n", "↵").replace("\n", "↵"))
     if len(s) > MAX_CELL:
         s = s[: MAX_CELL - 1] + "…"
     return Text(s)
@@ -166,10 +170,10 @@ def print_table(df: pl.DataFrame, limit: int, types: list[str] | None = None) ->
     shown = df.head(limit)
     cells = [[_cell(v) for v in row] for row in shown.iter_rows()]
     types = types if types is not None and len(types) == len(df.columns) else None
-    names = [visible(name) for name in df.columns]
+    names = [escape_controls(name) for name in df.columns]
     heads = [name if len(name) <= MAX_CELL else name[: MAX_CELL - 1] + "…" for name in names]
     kinds = (
-        [(t if len(t) <= MAX_CELL else t[: MAX_CELL - 1] + "…") for t in map(visible, types)]
+        [(t if len(t) <= MAX_CELL else t[: MAX_CELL - 1] + "…") for t in map(escape_controls, types)]
         if types
         else None
     )

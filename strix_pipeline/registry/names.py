@@ -8,7 +8,6 @@ however each was written.
 
 from __future__ import annotations
 
-DOCKER_HUB = "docker.io"
 DOCKER_HUB_NAMES = ("docker.io", "index.docker.io", "registry-1.docker.io")
 DOCKER_HUB_API_HOST = "registry-1.docker.io"
 DOCKER_HUB_API = "https://hub.docker.com"

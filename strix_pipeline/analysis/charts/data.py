@@ -53,7 +53,7 @@ FROM v_decisions ORDER BY evaluated_at, criterion
 """
 
 
-def query_rows(wh: Warehouse, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+def chart_rows(wh: Warehouse, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
     try:
         return list(wh.query_df(sql, params).iter_rows(named=True))
     except Exception as e:  # noqa: BLE001 - a chart is never worth failing the pipeline over
@@ -129,7 +129,7 @@ def newest_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def support_matrix_rows(wh: Warehouse) -> list[dict[str, Any]]:
     """v_support_matrix: one row per (host, engine, image version, model profile), newest version first."""
-    return query_rows(wh, CHART_SUPPORT_SQL)
+    return chart_rows(wh, CHART_SUPPORT_SQL)
 
 
 def matrix_version(r: dict[str, Any]) -> str:

@@ -15,12 +15,12 @@ from strix_pipeline.analysis.charts.data import (
     CHART_TTFT_SQL,
     DEFAULT_CONCURRENCY,
     by_panel,
+    chart_rows,
     failed_run,
     json_values,
     label_versions,
     newest_runs,
     panel_title,
-    query_rows,
 )
 from strix_pipeline.analysis.charts.marks import (
     PANEL_HEIGHT,
@@ -44,7 +44,7 @@ def ttft_by_version_chart(
     wh: Warehouse, *, concurrency: int = DEFAULT_CONCURRENCY, changes: list[Change] | None = None
 ) -> tuple[alt.TopLevelMixin, str]:
     title = f"TTFT p95 at {concurrency} clients by image version"
-    rows = query_rows(wh, CHART_TTFT_SQL, [concurrency])
+    rows = chart_rows(wh, CHART_TTFT_SQL, [concurrency])
     # a run that never ran the sweep but did not fail either (a smoke-only run) has nothing to say here
     rows = [r for r in rows if r["ttft_p95_ms"] is not None or failed_run(r, "ttft_p95_ms")]
     if not rows:
@@ -132,7 +132,7 @@ def _newest_line_chart(wh: Warehouse, title: str, scenario: str) -> tuple[alt.To
     """The scenario's ``_LINES`` metric against its level, one line per newest image of each engine."""
     line = _LINES[scenario]
     title += " (newest image of each engine)"
-    rows = [r for r in query_rows(wh, CHART_SCENARIO_SQL, [scenario]) if r[line.metric] is not None]
+    rows = [r for r in chart_rows(wh, CHART_SCENARIO_SQL, [scenario]) if r[line.metric] is not None]
     if not rows:
         note = f"no {scenario.replace('_', ' ')} yet"
         return note_chart(title, note), note
@@ -165,7 +165,7 @@ def prefill_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
 def memory_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
     # On the Box this is VRAM + GTT above the idle baseline; on a host without a GPU, the engine's RSS.
     title = "Memory held after load (above the idle baseline) by engine and version"
-    rows = [r for r in query_rows(wh, CHART_MEMORY_SQL) if r["held_bytes"] is not None or not r["usable"]]
+    rows = [r for r in chart_rows(wh, CHART_MEMORY_SQL) if r["held_bytes"] is not None or not r["usable"]]
     if not rows:
         note = "no memory reading yet"
         return note_chart(title, note), note
@@ -203,7 +203,7 @@ def memory_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
 
 def decision_timeline_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
     title = "Switch decision over time (each criterion's status)"
-    rows = query_rows(wh, CHART_DECISIONS_SQL)
+    rows = chart_rows(wh, CHART_DECISIONS_SQL)
     if not rows:
         note = "no decision stored yet"
         return note_chart(title, note), note

@@ -47,9 +47,6 @@ class ChartSet:
     charts: dict[str, ChartFiles] = field(default_factory=dict)
     index_html: Path | None = None
 
-    def pngs(self) -> list[Path]:
-        return [c.png for c in self.charts.values()]
-
 
 def _write(chart: alt.TopLevelMixin, out_dir: Path, name: str, title: str, note: str) -> ChartFiles:
     files = ChartFiles(
