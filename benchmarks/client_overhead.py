@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/client_overhead.py [--streams 1,8,32,64,128] [--quick]
 
-A synthetic streaming server (tests/synthetic_server.py) runs in its own process and stamps, with
+A synthetic streaming server (tests/support/synthetic_server.py) runs in its own process and stamps, with
 ``perf_counter_ns`` (CLOCK_MONOTONIC: one clock for both processes on Linux), when it received each
 request and when it wrote each token event; it sends those stamps in the final usage event. For every
 request the table compares:
@@ -221,7 +221,7 @@ async def run_level(name: str, url: str, streams: int, requests: int) -> LevelRe
 
 def start_server(cpus: list[int] | None = None) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "synthetic_server.py"), "--port", "0", "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS)],
+        [sys.executable, str(ROOT / "tests" / "support" / "synthetic_server.py"), "--port", "0", "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
     )  # fmt: skip

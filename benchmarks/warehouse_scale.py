@@ -46,6 +46,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# the tests' helpers, imported as the tests import them (support.<module>)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from support.postgres_server import postgres_binaries, start_postgres
 
 import strix_pipeline.warehouse.arrow as warehouse_arrow
 from strix_pipeline.config import DuckLakeTarget
@@ -454,11 +458,9 @@ class Measured:
 
 @contextlib.contextmanager
 def throwaway_lake(out: Path) -> Iterator[tuple[DuckLakeTarget, Any]]:
-    """A PostgreSQL cluster on loopback made for this run (the tests' own helper: tests/postgres_server.py,
+    """A PostgreSQL cluster on loopback made for this run (the tests' own helper: tests/support/postgres_server.py,
     so the benchmark measures the same setup the concurrency tests prove), a fresh database for the
     catalog and a fresh data directory beside ``out``; all of it removed afterwards."""
-    from tests.postgres_server import postgres_binaries, start_postgres
-
     if postgres_binaries() is None:
         raise SystemExit("the DuckLake backend needs a PostgreSQL server here: apt-get install postgresql")
     data = Path(str(out) + ".lake")

@@ -6,7 +6,7 @@ run happened, so a re-run of an old image lands where that image belongs.
 
 Otava's ``compute_change_points`` is used when it imports (``pip install --no-deps apache-otava``: its
 analysis module needs only numpy and scipy). Otherwise a small port of the same split/merge algorithm
-runs; ``tests/test_changepoints_otava.py`` checks the two agree.
+runs; ``tests/unit/analysis/test_changepoints_otava.py`` checks the two agree.
 
 A change counts only when the t-test p-value is below ``max_pvalue`` *and* the step is larger than
 max(min_magnitude_pct, noise_multiple x the series' own noise): small steps in noisy series are what

@@ -420,7 +420,7 @@ def memory_not_above_llamacpp(ev: Evidence, config: StrixConfig) -> CriterionRes
     )
 
 
-# In CRITERIA's order; each function is named as its criterion (tests/test_decision.py holds that).
+# In CRITERIA's order; each function is named as its criterion (tests/unit/analysis/test_decision.py holds that).
 CRITERION_FUNCTIONS: dict[str, Callable[[Evidence, StrixConfig], CriterionResult]] = {
     "C1": official_image_starts,
     "C2": serves_medium_moe,
