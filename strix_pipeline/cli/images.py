@@ -1,4 +1,4 @@
-"""`strix images refresh|list`: engine image discovery from the command line (rules: registry/discovery.py).
+"""`strix images refresh|list`: engine image discovery from the command line (rules: docs/registry.md).
 
 ``refresh`` asks the configured registries and stores what changed; it exits 0 when every repository
 answered, 1 when some failed (their known images are kept; the errors are printed and recorded).
