@@ -5,17 +5,15 @@ engine spec's command with the ROCm options, streams the container log to a file
 readiness and yields a :class:`DockerEngine`. Leaving the block -- normally, by an exception or a
 cancellation -- stops and removes the container. A start that fails raises
 :class:`EngineStartError` with the log tail, after removing the container, so the next run starts
-clean.
+clean. The host's client and facts are in ``docker_host``, the running engine in ``docker_engine``
+(their names are importable from here too).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import re
-import threading
 import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -23,307 +21,34 @@ from typing import Any
 import httpx
 
 from strix_pipeline.config import EngineConfig, HostConfig, ModelProfile
-from strix_pipeline.engine_facts import ROCM_VERSION_FILE, read_firmware, rocm_version_from
 from strix_pipeline.engines import build_spec
 from strix_pipeline.engines.base import CONTAINER_MODELS_DIR, EngineSpec, container_model_path
-from strix_pipeline.hosts.errors import EngineStartError, describe_exit
+from strix_pipeline.hosts.docker_engine import (
+    LOG_TAIL_LINES,
+    DockerEngine,
+    LogStreamer,
+    SmiReader,
+    container_exit,
+    container_log_tail,
+)
+from strix_pipeline.hosts.docker_host import (
+    docker_url,
+    host_error,
+    is_local_daemon,
+    make_client,
+    parse_group_file,
+    probe_for_host,
+    resolve_group_ids,
+    split_image_ref,
+)
+from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.guards import MANAGED_LABEL, RUN_LABEL
-from strix_pipeline.hosts.ssh import LostConnection, SshTransport, client_transport, docker_client, ssh_target
-from strix_pipeline.memory import DockerProbe, MemoryProbe, Reading, TreeProbe, read_smi
+from strix_pipeline.hosts.ssh import client_transport
 from strix_pipeline.units import MB
 
 log = logging.getLogger(__name__)
 
-LOG_TAIL_LINES = 80
 _NAME_BAD = re.compile(r"[^a-zA-Z0-9_.-]+")
-
-
-# ---------------------------------------------------------------- client and host facts
-
-
-def docker_url(host: HostConfig) -> str:
-    """``host.docker_host`` with ``{user}`` filled from the environment variable ``ssh_user_env``.
-
-    The result may hold the secret user: for messages use ``host.docker_host`` (the template) or
-    :attr:`SshTarget.display`."""
-    url = host.docker_host or "unix:///var/run/docker.sock"
-    if "{user}" in url:
-        user = os.environ.get(host.ssh_user_env or "", "")
-        if not user:
-            raise EngineStartError(
-                "failed_guard", f"docker_host {url} needs the user in ${host.ssh_user_env}"
-            )
-        url = url.replace("{user}", user)
-    return url
-
-
-def make_client(host: HostConfig, *, timeout_s: int = 300) -> Any:
-    """A docker-py client of the host's daemon. ``ssh://`` goes through the system ssh with the
-    host's key, known_hosts and timeouts (hosts/ssh.py); the connection is checked at once, so a
-    refused key or an unreachable Box is a ``failed_guard`` naming the host and the key variable."""
-    target = ssh_target(host)
-    if target is not None:
-        return docker_client(target, timeout_s=timeout_s)
-    import docker
-
-    return docker.DockerClient(base_url=docker_url(host), timeout=timeout_s)
-
-
-def host_error(client: Any, error: BaseException) -> str:
-    """What a failed Docker call means: the lost ssh connection (with ssh's words) when the client's
-    transport lost one, else the error itself."""
-    transport = client_transport(client)
-    lost = transport.lost_since() if transport else []
-    if lost:
-        return f"lost the ssh connection to the Docker host {transport.target.display} {lost[-1].describe()}"
-    return f"{type(error).__name__}: {error}"
-
-
-def is_local_daemon(host: HostConfig) -> bool:
-    url = host.docker_host or ""
-    return url.startswith("unix://") or url.startswith("npipe://") or url in ("", "local")
-
-
-def split_image_ref(ref: str) -> tuple[str, str]:
-    """(repository, tag or digest); ``repo:tag@sha256:…`` pulls by the digest alone."""
-    if "@" in ref:
-        repo, digest = ref.rsplit("@", 1)
-        last = repo.rsplit("/", 1)[-1]
-        if ":" in last:  # drop the tag: the digest is what we asked for
-            repo = repo[: len(repo) - len(last)] + last.split(":", 1)[0]
-        return repo, digest
-    last = ref.rsplit("/", 1)[-1]
-    if ":" in last:
-        return ref[: len(ref) - len(last)] + last.split(":", 1)[0], last.split(":", 1)[1]
-    return ref, "latest"
-
-
-def parse_group_file(text: str, names: tuple[str, ...] = ("video", "render")) -> dict[str, int]:
-    """``/etc/group`` lines ``name:x:gid:members`` -> {name: gid} for the wanted names."""
-    out: dict[str, int] = {}
-    for line in text.splitlines():
-        parts = line.split(":")
-        if len(parts) >= 3 and parts[0] in names:
-            try:
-                out[parts[0]] = int(parts[2])
-            except ValueError:
-                continue
-    return out
-
-
-def resolve_group_ids(host: HostConfig, client: Any) -> list[int]:
-    """Numeric video/render gids of the host (container group names mean nothing on the host).
-
-    From the config when given; otherwise read from the host's /etc/group through the probe image
-    (over ssh as well), or locally when the daemon is on this machine. No devices: no groups.
-    """
-    if not host.devices:
-        return []
-    gids = {"video": host.video_gid, "render": host.render_gid}
-    if None in gids.values():
-        text = ""
-        if host.probe_image:
-            try:
-                raw = client.containers.run(
-                    host.probe_image,
-                    ["sh", "-c", "cat /host/etc/group"],
-                    remove=True,
-                    network_mode="host",
-                    volumes={"/etc/group": {"bind": "/host/etc/group", "mode": "ro"}},
-                    labels={"strix.probe": "true"},
-                )
-                text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-            except Exception as e:  # noqa: BLE001 - docker-py wraps socket, HTTP and image errors alike: the gids stay unknown
-                log.warning("could not read the host's /etc/group through %s: %s", host.probe_image, e)
-        elif is_local_daemon(host):
-            try:
-                text = Path("/etc/group").read_text()
-            except OSError:
-                text = ""
-        found = parse_group_file(text)
-        for name in gids:
-            if gids[name] is None:
-                gids[name] = found.get(name)
-    missing = [n for n, g in gids.items() if g is None]
-    if missing:
-        log.warning("no gid for group(s) %s on the host: the engine may not open %s", missing, host.devices)
-    return [g for g in gids.values() if g is not None]
-
-
-def probe_for_host(host: HostConfig, client: Any, *, pid: int | None = None) -> MemoryProbe | None:
-    """The memory probe of a Docker host: the probe container when configured (works over ssh),
-    the local filesystem when the daemon is on this machine, else None (logged)."""
-    if host.probe_image:
-        return DockerProbe(client, host.probe_image)
-    if is_local_daemon(host):
-        return TreeProbe(Path("/"), pid=pid)
-    log.warning("host has no probe_image: no memory samples over %s", host.docker_host)
-    return None
-
-
-# ---------------------------------------------------------------- the running engine
-
-
-@dataclass
-class DockerEngine:
-    """What a benchmark needs from a started engine (same shape as the local launcher's)."""
-
-    base_url: str
-    model: str
-    metrics_url: str
-    log_path: Path
-    command: list[str]  # the engine's argv inside the container
-    engine_build: str | None
-    container_id: str
-    container_name: str
-    image_ref: str
-    image_id: str | None
-    repo_digests: list[str]
-    spec: EngineSpec
-    pid: int | None  # the engine's pid on the Docker host (RSS readable there on a local daemon)
-    labels: dict[str, str] = field(default_factory=dict)
-    image_attrs: dict[str, Any] = field(default_factory=dict, repr=False)  # the image's inspect data
-    _container: Any = field(default=None, repr=False)
-    # ssh:// hosts: the client's ssh processes, and when the engine started (a drop after it counts)
-    transport: SshTransport | None = field(default=None, repr=False)
-    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
-
-    def command_line(self) -> str:
-        return self.spec.command_line()
-
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        return container_log_tail(self._container, self.log_path, lines)
-
-    def exit_description(self) -> str | None:
-        """None while the container runs and the Docker host stayed reachable; else how the engine
-        ended (signal named, OOM flagged), or that the ssh connection to its host was lost -- a run
-        that lost the Box mid-way is not a clean measurement, even if the engine survived it."""
-        import docker.errors
-
-        lost = self.transport.lost_since(self.started_at) if self.transport else []
-        try:
-            self._container.reload()
-        except docker.errors.NotFound:
-            return "the engine container is gone from the Docker host"
-        except Exception as e:  # noqa: BLE001 - the daemon or the way to it is gone
-            if self.transport is None:
-                return f"the Docker host did not answer ({type(e).__name__}: {e})"
-            lost = self.transport.lost_since(self.started_at)
-            return self._lost(lost, "the Docker host is unreachable: the run lost")
-        if lost:
-            return self._lost(lost, "the engine kept running, but the run lost")
-        state = self._container.attrs.get("State", {})
-        if state.get("Status") not in ("exited", "dead"):
-            return None
-        return _container_exit(state, self.spec.kind)
-
-    def _lost(self, lost: list[LostConnection], lead: str) -> str:
-        assert self.transport is not None
-        first = lost[0].describe() if lost else "(no ssh process ended yet)"
-        more = f", {len(lost) - 1} more after it" if len(lost) > 1 else ""
-        return f"{lead} the ssh connection to the Docker host {self.transport.target.display} {first}{more}"
-
-    def exec(self, argv: list[str]) -> tuple[int, str]:
-        """Run ``argv`` in the engine container: (exit code, output)."""
-        result = self._container.exec_run(argv)
-        output = result.output if isinstance(result.output, bytes) else (result.output or b"")
-        return int(result.exit_code if result.exit_code is not None else -1), output.decode(
-            "utf-8", "replace"
-        )
-
-    def smi_readings(self) -> list[Reading]:
-        """rocm-smi / amd-smi inside the engine container (ROCm images ship them): a cross-check."""
-        return read_smi(self.exec)
-
-    def rocm_version(self) -> str | None:
-        """The ROCm version of the engine's image: ``/opt/rocm/.info/version`` inside the running
-        container, else the image's ``ROCM_VERSION`` environment, else a ROCm version label; None
-        ("not available") when the image has none of them -- never the controller's."""
-        text: str | None = None
-        try:
-            code, out = self.exec(["cat", ROCM_VERSION_FILE])
-            text = out if code == 0 else None
-        except Exception as e:  # noqa: BLE001 - no cat, container gone: try the image's metadata
-            log.debug("reading %s in %s: %s", ROCM_VERSION_FILE, self.container_name, e)
-        config = self.image_attrs.get("Config") or {}
-        return rocm_version_from(text, config.get("Env") or [], config.get("Labels") or {})
-
-    def firmware(self) -> str | None:
-        """The GPU firmware versions the engine's image reports (amd-smi, else rocm-smi), as
-        ``fw <name>=<version>,…``; None when no tool answers."""
-        return read_firmware(self.exec)
-
-
-@dataclass
-class SmiReader:
-    """The SMI tools of the engine's own image: exec'd in the running engine, else (before it starts,
-    after it stopped) run in a throwaway container of that image with the host's GPU devices."""
-
-    client: Any
-    host: HostConfig
-    image_ref: str
-    engine: DockerEngine | None = None
-
-    def _oneshot(self, argv: list[str]) -> tuple[int, str]:
-        devices = [f"{d}:{d}" for d in self.host.devices]
-        out = self.client.containers.run(
-            self.image_ref, argv, entrypoint=[], remove=True, network_mode="host", devices=devices
-        )
-        return 0, out.decode("utf-8", "replace")
-
-    def __call__(self) -> list[Reading]:
-        if self.engine is not None:
-            return self.engine.smi_readings()
-        return read_smi(self._oneshot)
-
-
-def container_log_tail(container: Any, log_path: Path | None, lines: int = LOG_TAIL_LINES) -> str:
-    """The last lines of the engine's output: from the daemon while the container exists (complete
-    even if the streaming thread lags), else from the log file."""
-    if container is not None:
-        try:
-            raw = container.logs(tail=lines)
-            return raw.decode("utf-8", "replace")
-        except Exception:  # noqa: BLE001 - the container or the daemon gone: the log file follows
-            pass
-    if log_path is not None:
-        try:
-            return "\n".join(log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            pass
-    return ""
-
-
-class _LogStreamer(threading.Thread):
-    """Copies the container's stdout+stderr into the log file until the container ends."""
-
-    def __init__(self, container: Any, path: Path) -> None:
-        super().__init__(name=f"log-{container.name}", daemon=True)
-        self.container = container
-        self.path = path
-        self.started = datetime.now(UTC)
-
-    def run(self) -> None:
-        try:
-            with self.path.open("ab") as f:
-                for chunk in self.container.logs(stream=True, follow=True):
-                    f.write(chunk)
-                    f.flush()
-        except Exception as e:  # noqa: BLE001 - the container or the way to it went away: the file has what we got
-            log.debug("log stream of %s ended: %s", self.container.name, e)
-        transport = client_transport(self.container.client)
-        lost = transport.lost_since(self.started) if transport else []
-        if lost:  # the log ends here for a reason the reader of the file must see
-            note = f"[strix {time.strftime('%H:%M:%S')}] log stream cut: ssh {lost[-1].describe()}\n"
-            log.warning("log stream of %s cut: ssh %s", self.container.name, lost[-1].describe())
-            try:
-                with self.path.open("a") as f:
-                    f.write(note)
-            except OSError:
-                pass
-
-
-# ---------------------------------------------------------------- the launcher
 
 
 class DockerLauncher:
@@ -372,7 +97,7 @@ class DockerLauncher:
         self.poll_interval_s = poll_interval_s
         self.container: Any = None
         self.log_path = self.log_dir / f"{_safe(run_id)}-{engine_cfg.kind}.log"
-        self._streamer: _LogStreamer | None = None
+        self._streamer: LogStreamer | None = None
         self._own_client = client is None
         self._image: Any = None  # set by pull()
         self.spec = self._build_spec()
@@ -478,7 +203,7 @@ class DockerLauncher:
             raise EngineStartError(
                 "failed_start", f"container could not be created: {e.explanation or e}"
             ) from e
-        self._streamer = _LogStreamer(self.container, self.log_path)
+        self._streamer = LogStreamer(self.container, self.log_path)
         self._streamer.start()
         base_url = f"http://{_url_host(self.host.address)}:{self.spec.port}"
         self._wait_ready(base_url)
@@ -578,7 +303,7 @@ class DockerLauncher:
                     tail = container_log_tail(self.container, self.log_path)
                     raise EngineStartError(
                         "failed_start",
-                        f"{_container_exit(state, self.spec.kind)} before it was ready{_last_line(tail)}",
+                        f"{container_exit(state, self.spec.kind)} before it was ready{_last_line(tail)}",
                         tail,
                     )
                 ok, last = _ready(http, base_url, self.spec.ready_paths)
@@ -661,11 +386,6 @@ def _ready(http: httpx.Client, base_url: str, paths: tuple[str, ...]) -> tuple[b
     return True, "ready"
 
 
-def _container_exit(state: dict, engine: str) -> str:
-    oom = " (the kernel OOM-killed it)" if state.get("OOMKilled") else ""
-    return f"container {describe_exit(state.get('ExitCode'), engine, container=True)}{oom}"
-
-
 def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("[strix ")]
     return f": {lines[-1][:300]}" if lines else ""
@@ -677,3 +397,20 @@ def _url_host(address: str) -> str:
 
 def _safe(name: str) -> str:
     return _NAME_BAD.sub("-", name).strip("-") or "engine"
+
+
+__all__ = [
+    "LOG_TAIL_LINES",
+    "DockerEngine",
+    "DockerLauncher",
+    "SmiReader",
+    "container_log_tail",
+    "docker_url",
+    "host_error",
+    "is_local_daemon",
+    "make_client",
+    "parse_group_file",
+    "probe_for_host",
+    "resolve_group_ids",
+    "split_image_ref",
+]

@@ -1,0 +1,187 @@
+"""An engine running as a container: its address, SMI readings through the container, its log tail and
+the thread streaming its log to a file."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from strix_pipeline.config import HostConfig
+from strix_pipeline.engine_facts import ROCM_VERSION_FILE, read_firmware, rocm_version_from
+from strix_pipeline.engines.base import EngineSpec
+from strix_pipeline.hosts.errors import describe_exit
+from strix_pipeline.hosts.ssh import LostConnection, SshTransport, client_transport
+from strix_pipeline.memory import Reading, read_smi
+
+log = logging.getLogger(__name__)
+
+LOG_TAIL_LINES = 80
+
+
+@dataclass
+class DockerEngine:
+    """What a benchmark needs from a started engine (same shape as the local launcher's)."""
+
+    base_url: str
+    model: str
+    metrics_url: str
+    log_path: Path
+    command: list[str]  # the engine's argv inside the container
+    engine_build: str | None
+    container_id: str
+    container_name: str
+    image_ref: str
+    image_id: str | None
+    repo_digests: list[str]
+    spec: EngineSpec
+    pid: int | None  # the engine's pid on the Docker host (RSS readable there on a local daemon)
+    labels: dict[str, str] = field(default_factory=dict)
+    image_attrs: dict[str, Any] = field(default_factory=dict, repr=False)  # the image's inspect data
+    _container: Any = field(default=None, repr=False)
+    # ssh:// hosts: the client's ssh processes, and when the engine started (a drop after it counts)
+    transport: SshTransport | None = field(default=None, repr=False)
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def command_line(self) -> str:
+        return self.spec.command_line()
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        return container_log_tail(self._container, self.log_path, lines)
+
+    def exit_description(self) -> str | None:
+        """None while the container runs and the Docker host stayed reachable; else how the engine
+        ended (signal named, OOM flagged), or that the ssh connection to its host was lost -- a run
+        that lost the Box mid-way is not a clean measurement, even if the engine survived it."""
+        import docker.errors
+
+        lost = self.transport.lost_since(self.started_at) if self.transport else []
+        try:
+            self._container.reload()
+        except docker.errors.NotFound:
+            return "the engine container is gone from the Docker host"
+        except Exception as e:  # noqa: BLE001 - the daemon or the way to it is gone
+            if self.transport is None:
+                return f"the Docker host did not answer ({type(e).__name__}: {e})"
+            lost = self.transport.lost_since(self.started_at)
+            return self._lost(lost, "the Docker host is unreachable: the run lost")
+        if lost:
+            return self._lost(lost, "the engine kept running, but the run lost")
+        state = self._container.attrs.get("State", {})
+        if state.get("Status") not in ("exited", "dead"):
+            return None
+        return container_exit(state, self.spec.kind)
+
+    def _lost(self, lost: list[LostConnection], lead: str) -> str:
+        assert self.transport is not None
+        first = lost[0].describe() if lost else "(no ssh process ended yet)"
+        more = f", {len(lost) - 1} more after it" if len(lost) > 1 else ""
+        return f"{lead} the ssh connection to the Docker host {self.transport.target.display} {first}{more}"
+
+    def exec(self, argv: list[str]) -> tuple[int, str]:
+        """Run ``argv`` in the engine container: (exit code, output)."""
+        result = self._container.exec_run(argv)
+        output = result.output if isinstance(result.output, bytes) else (result.output or b"")
+        return int(result.exit_code if result.exit_code is not None else -1), output.decode(
+            "utf-8", "replace"
+        )
+
+    def smi_readings(self) -> list[Reading]:
+        """rocm-smi / amd-smi inside the engine container (ROCm images ship them): a cross-check."""
+        return read_smi(self.exec)
+
+    def rocm_version(self) -> str | None:
+        """The ROCm version of the engine's image: ``/opt/rocm/.info/version`` inside the running
+        container, else the image's ``ROCM_VERSION`` environment, else a ROCm version label; None
+        ("not available") when the image has none of them -- never the controller's."""
+        text: str | None = None
+        try:
+            code, out = self.exec(["cat", ROCM_VERSION_FILE])
+            text = out if code == 0 else None
+        except Exception as e:  # noqa: BLE001 - no cat, container gone: try the image's metadata
+            log.debug("reading %s in %s: %s", ROCM_VERSION_FILE, self.container_name, e)
+        config = self.image_attrs.get("Config") or {}
+        return rocm_version_from(text, config.get("Env") or [], config.get("Labels") or {})
+
+    def firmware(self) -> str | None:
+        """The GPU firmware versions the engine's image reports (amd-smi, else rocm-smi), as
+        ``fw <name>=<version>,…``; None when no tool answers."""
+        return read_firmware(self.exec)
+
+
+@dataclass
+class SmiReader:
+    """The SMI tools of the engine's own image: exec'd in the running engine, else (before it starts,
+    after it stopped) run in a throwaway container of that image with the host's GPU devices."""
+
+    client: Any
+    host: HostConfig
+    image_ref: str
+    engine: DockerEngine | None = None
+
+    def _oneshot(self, argv: list[str]) -> tuple[int, str]:
+        devices = [f"{d}:{d}" for d in self.host.devices]
+        out = self.client.containers.run(
+            self.image_ref, argv, entrypoint=[], remove=True, network_mode="host", devices=devices
+        )
+        return 0, out.decode("utf-8", "replace")
+
+    def __call__(self) -> list[Reading]:
+        if self.engine is not None:
+            return self.engine.smi_readings()
+        return read_smi(self._oneshot)
+
+
+def container_log_tail(container: Any, log_path: Path | None, lines: int = LOG_TAIL_LINES) -> str:
+    """The last lines of the engine's output: from the daemon while the container exists (complete
+    even if the streaming thread lags), else from the log file."""
+    if container is not None:
+        try:
+            raw = container.logs(tail=lines)
+            return raw.decode("utf-8", "replace")
+        except Exception:  # noqa: BLE001 - the container or the daemon gone: the log file follows
+            pass
+    if log_path is not None:
+        try:
+            return "\n".join(log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            pass
+    return ""
+
+
+class LogStreamer(threading.Thread):
+    """Copies the container's stdout+stderr into the log file until the container ends."""
+
+    def __init__(self, container: Any, path: Path) -> None:
+        super().__init__(name=f"log-{container.name}", daemon=True)
+        self.container = container
+        self.path = path
+        self.started = datetime.now(UTC)
+
+    def run(self) -> None:
+        try:
+            with self.path.open("ab") as f:
+                for chunk in self.container.logs(stream=True, follow=True):
+                    f.write(chunk)
+                    f.flush()
+        except Exception as e:  # noqa: BLE001 - the container or the way to it went away: the file has what we got
+            log.debug("log stream of %s ended: %s", self.container.name, e)
+        transport = client_transport(self.container.client)
+        lost = transport.lost_since(self.started) if transport else []
+        if lost:  # the log ends here for a reason the reader of the file must see
+            note = f"[strix {time.strftime('%H:%M:%S')}] log stream cut: ssh {lost[-1].describe()}\n"
+            log.warning("log stream of %s cut: ssh %s", self.container.name, lost[-1].describe())
+            try:
+                with self.path.open("a") as f:
+                    f.write(note)
+            except OSError:
+                pass
+
+
+def container_exit(state: dict, engine: str) -> str:
+    oom = " (the kernel OOM-killed it)" if state.get("OOMKilled") else ""
+    return f"container {describe_exit(state.get('ExitCode'), engine, container=True)}{oom}"
