@@ -10,6 +10,10 @@ percent, ``*_gb`` decimal gigabytes (GB, 10^9 bytes: ``memory_budget_gb``, ``bas
 e.g. ``--cpu-offload-gb``, as that many GB). What the warehouse views, the charts and the decision
 report is GiB (2^30 bytes, ``*_gib`` columns): 120 GB here is 111.8 GiB there. The keys keep their
 names so existing ``strix.toml`` files still load.
+
+Why one file of ~600 lines: it is the whole schema of ``strix.toml``, every key beside the rule that
+checks it, and the ground floor every room reads (it imports nothing of the project). The rules that
+need the engines (the memory budget) are ``config_load``'s.
 """
 
 from __future__ import annotations
