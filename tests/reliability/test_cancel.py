@@ -23,9 +23,11 @@ from conftest import need
 from dagster._core.definitions.selector import JobSubsetSelector
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import ModuleTarget
-from pipeline_helpers import REPO, edit_config, llama_available, wait_for, write_config
-from sigint import default_sigint
-from test_benchmark_docker import busybox, client, llama, model_path, production  # noqa: F401 - fixtures
+from support.bench_docker import container_state, healthy, make_config, managed, target
+from support.llama_image import LlamaImage
+from support.paths import REPO
+from support.pipeline_helpers import edit_config, llama_available, wait_for, write_config
+from support.sigint import default_sigint
 
 from assets.partitions import image_versions
 from strix_dagster.definitions import build_definitions
@@ -260,9 +262,9 @@ def test_interrupt_outside_dagster_is_still_recorded(tmp_path: Path) -> None:
 @pytest.mark.registry
 @pytest.mark.timeout(600)
 def test_cancelled_docker_run_restores_production_and_is_recorded(
-    llama,  # noqa: ANN001, F811 - fixtures of tests/test_benchmark_docker.py: the image in a loopback registry
-    model_path,  # noqa: ANN001, F811
-    production,  # noqa: ANN001, F811 - a busybox httpd container with a /health, on host networking
+    llama: LlamaImage,  # tests/conftest.py: the llama-server image in a loopback registry
+    model_path: Path,
+    production: tuple[str, str],  # a busybox httpd container (name, /health URL), on host networking
     tmp_path: Path,
 ) -> None:
     """run_benchmark in this process's main thread under Dagster's own interrupt handling
@@ -272,7 +274,6 @@ def test_cancelled_docker_run_restores_production_and_is_recorded(
     import threading
 
     from dagster._core.errors import DagsterExecutionInterruptedError, raise_execution_interrupts
-    from test_benchmark_docker import _healthy, _state, make_config, managed, target
 
     from strix_pipeline.benchmark import RunCancelled, run_benchmark
 
@@ -289,7 +290,7 @@ def test_cancelled_docker_run_restores_production_and_is_recorded(
     fired = threading.Event()
 
     def cancel() -> None:
-        states.append((_state(name), _healthy(url)))
+        states.append((container_state(name), healthy(url)))
         os.kill(os.getpid(), signal.SIGINT)
 
     def log(line: str) -> None:
@@ -307,7 +308,7 @@ def test_cancelled_docker_run_restores_production_and_is_recorded(
     assert r.status == "cancelled"
     assert "cancelled (DagsterExecutionInterruptedError) at concurrency_sweep level 2" in r.failure_reason
     # production is back before RunCancelled is raised, and the run says so
-    assert _state(name) == "running" and _healthy(url)
+    assert container_state(name) == "running" and healthy(url)
     assert result.production_restored is True
     assert r.production_down_at and r.production_up_at and r.production_down_at < r.production_up_at
     assert managed(run_id) == []  # the engine's container is gone

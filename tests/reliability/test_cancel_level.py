@@ -12,10 +12,10 @@ import asyncio
 from typing import Any
 
 import pytest
-from infra import free_port
-from test_warehouse import make_run
+from support.infra import free_port
+from support.synthetic_engine import SMALL, SyntheticEngine
+from support.warehouse import make_run
 
-from reliability.test_engine_killed import SMALL, SyntheticEngine
 from strix_pipeline.benchmark import _cancelled
 from strix_pipeline.config import SLO, ScenarioProfile
 from strix_pipeline.loadgen import SuiteInterrupted, SuiteResult, run_suite

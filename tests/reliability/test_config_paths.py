@@ -90,15 +90,15 @@ def test_an_escaping_engine_version_never_deletes_outside_the_cache(
         raise RuntimeError("stopped before installing")
 
     monkeypatch.setattr(vllm_env, "_run", no_install)
-    with pytest.raises(Exception) as info:  # noqa: PT011 - what it is is asserted after what it did
+    with pytest.raises(Exception) as info:  # what it is is asserted after what it did
         vllm_env.install(ESCAPE, progress=lambda _: None)
     assert (victim / "precious.txt").exists(), "a directory outside the cache was deleted"
     assert isinstance(info.value, vllm_env.InstallError) and ESCAPE in str(info.value), info.value
     assert not list(tmp_path.glob(".victim*")), "a lock file was made outside the cache"
 
 
-def test_a_run_id_never_makes_a_log_folder_outside_artifacts(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
-    from test_decision_seed import make_config
+def test_a_run_id_never_makes_a_log_folder_outside_artifacts(tmp_path: Path, monkeypatch) -> None:
+    from support.decision_seed import make_config
 
     from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
 
@@ -108,7 +108,7 @@ def test_a_run_id_never_makes_a_log_folder_outside_artifacts(tmp_path: Path, mon
     )
     # host names are refused at load; a run id also comes from Dagster or a caller
     target = BenchmarkTarget("strix-halo", "vllm", "no-such-model", "standard", None)
-    with pytest.raises(Exception) as info:  # noqa: PT011 - what it is is asserted after what it did
+    with pytest.raises(Exception) as info:  # what it is is asserted after what it did
         run_benchmark(config, target, run_id="x/../../../escaped", log=lambda _: None)
     assert not (tmp_path / "escaped").exists(), "a log folder was made outside artifacts"
     assert isinstance(info.value, ValueError) and "not a plain name" in str(info.value)  # paths.PathEscape

@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_warehouse import T0, make_run
+from support.ducklake import CATALOG_ENV, strix_config
+from support.infra import free_port
+from support.warehouse import T0, image, make_run
 
 from strix_pipeline.config import DEFAULT_CONFIG, DuckLakeTarget, StrixConfig
 from strix_pipeline.config_load import load_config
@@ -33,7 +35,6 @@ REPO = Path(__file__).resolve().parent.parent.parent
 def lake(postgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """An empty DuckLake, a strix.toml using it, the DSN exported, and the working directory a fresh
     one, so the config's relative project.warehouse and artifacts land in tmp_path."""
-    from test_ducklake import CATALOG_ENV, strix_config
 
     db = postgres.create_database(f"wiring_{os.getpid()}_{time.monotonic_ns() % 10**9}")
     target = DuckLakeTarget(
@@ -49,6 +50,7 @@ def duckdb_file(config: StrixConfig) -> Path:
     return config.warehouse_path()  # the file backend's warehouse: must stay untouched here
 
 
+@pytest.mark.postgres
 def test_doctor_checks_the_lake_not_the_file(lake, monkeypatch: pytest.MonkeyPatch) -> None:
     from strix_pipeline import doctor
 
@@ -63,8 +65,8 @@ def test_doctor_checks_the_lake_not_the_file(lake, monkeypatch: pytest.MonkeyPat
     assert not check.ok and target.catalog_env in check.detail
 
 
+@pytest.mark.postgres
 def test_benchmark_selection_reads_the_lakes_images(lake, monkeypatch: pytest.MonkeyPatch) -> None:
-    from test_warehouse import image
 
     from strix_dagster import run as dagster_run
 
@@ -76,7 +78,7 @@ def test_benchmark_selection_reads_the_lakes_images(lake, monkeypatch: pytest.Mo
         wh.upsert_images([known])
     seen: list[list] = []
 
-    def image_for_key(config, images, key):  # noqa: ANN001, ANN202 - plan.image_for_key's
+    def image_for_key(config, images, key):
         seen.append(images)
         return None
 
@@ -86,6 +88,7 @@ def test_benchmark_selection_reads_the_lakes_images(lake, monkeypatch: pytest.Mo
     assert not duckdb_file(config).exists()
 
 
+@pytest.mark.postgres
 def test_strix_run_reports_the_runs_in_the_lake(
     lake, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -119,7 +122,7 @@ def adhoc_result() -> types.SimpleNamespace:
     )
 
 
-def save(config: StrixConfig):  # noqa: ANN201 - save_run's answer
+def save(config: StrixConfig):
     from strix_pipeline.cli.bench import save_run
 
     return save_run(
@@ -133,6 +136,7 @@ def save(config: StrixConfig):  # noqa: ANN201 - save_run's answer
     )
 
 
+@pytest.mark.postgres
 def test_bench_save_loads_into_the_lake(lake) -> None:
     target, _, config = lake
     assert save(config) == target
@@ -141,11 +145,11 @@ def test_bench_save_loads_into_the_lake(lake) -> None:
     assert not duckdb_file(config).exists()
 
 
+@pytest.mark.postgres
 def test_bench_save_refused_by_the_lake_names_the_lake_and_keeps_the_spool(
     lake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from strix_pipeline.warehouse.spool import RunNotStored, pending, spool_dir
-    from tests.infra import free_port
 
     target, _, config = lake
     # the catalog's server is not there: the lake cannot be attached

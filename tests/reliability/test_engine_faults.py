@@ -2,7 +2,7 @@
 again only as ``client.RETRY_POLICY`` says -- and the run says what happened.
 
 The faults no real engine produces on demand (a request left unanswered, a 500, a stream cut, events
-that are not JSON, a keep-alive connection the server has closed) come from tests/synthetic_server.py
+that are not JSON, a keep-alive connection the server has closed) come from tests/support/synthetic_server.py
 on loopback; the end-to-end case runs it as the engine behind the real local launcher and
 ``run_benchmark``, into a real DuckDB warehouse. Every request the server read is counted on its side
 (``arrivals``), so "not retried" is what the server saw, not what the client says.
@@ -20,8 +20,9 @@ from types import SimpleNamespace
 
 import aiohttp
 import pytest
-from pipeline_helpers import edit_config, write_config
-from synthetic_server import SyntheticServer
+from support.paths import SUPPORT
+from support.pipeline_helpers import edit_config, write_config
+from support.synthetic_server import SyntheticServer
 
 from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
 from strix_pipeline.config import SLO
@@ -34,7 +35,7 @@ from strix_pipeline.loadgen.prometheus import MetricsScraper
 from strix_pipeline.loadgen.workloads import Prompt
 from strix_pipeline.warehouse import Warehouse
 
-SYNTHETIC = Path(__file__).resolve().parents[1] / "synthetic_server.py"
+SYNTHETIC = SUPPORT / "synthetic_server.py"
 _KEY = SimpleNamespace(host="127.0.0.1", port=9, ssl=None)  # what ClientConnectorError names
 
 
@@ -308,7 +309,7 @@ def _hold_idle_keepalive(port: int, n: int) -> list[socket.socket]:
 
 @pytest.mark.llama
 @pytest.mark.slow
-def test_back_to_back_runs_on_the_real_llama_server_lose_nothing(llama_server) -> None:  # noqa: ANN001
+def test_back_to_back_runs_on_the_real_llama_server_lose_nothing(llama_server) -> None:
     """The issue's setting: runs straight after one another (and after another client's connections)
     on one llama-server, levels c=4, 1, 4. Measured before the fix: 1 of 60 lost in 3 of 6 such runs, 0 of 320 after."""
 

@@ -15,20 +15,18 @@ import asyncio
 import os
 import signal
 import socket
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
 import pytest
 from conftest import need
-from pipeline_helpers import edit_config, llama_available, write_config
+from support.pipeline_helpers import edit_config, llama_available, write_config
+from support.synthetic_engine import SMALL, SyntheticEngine
 
 from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
-from strix_pipeline.config import SLO, ScenarioProfile, StrixConfig
+from strix_pipeline.config import SLO, StrixConfig
 from strix_pipeline.config_load import load_config
-from strix_pipeline.hosts.errors import describe_exit
 from strix_pipeline.hosts.local_vllm import group_pids, listening_ports
 from strix_pipeline.loadgen import DatasetLoad, client, run_load, run_suite_sync
 from strix_pipeline.loadgen.workloads import Prompt
@@ -291,50 +289,6 @@ def test_vllm_killed_mid_sweep(tmp_path: Path, killer_for) -> None:
 
 
 # ---------------------------------------------------------------- where the death is noticed (no model)
-
-SYNTHETIC = Path(__file__).resolve().parents[1] / "synthetic_server.py"
-SMALL = ScenarioProfile.model_validate(
-    {
-        "scenarios": ["smoke", "concurrency_sweep", "decode"],
-        "request_timeout_s": 10,
-        "smoke": {"output_tokens": 4, "json_check": False},
-        "concurrency_sweep": {"levels": [1, 2], "requests_per_level": 4, "warmup": 0, "output_tokens": 40},
-        "decode": {"requests": 1, "output_tokens": 4},
-    }
-)
-
-
-class SyntheticEngine:
-    """The synthetic server as a real process, to be killed with SIGKILL at a chosen point."""
-
-    def __init__(self, kill_at: tuple[str, int, int]):
-        self.kill_at = kill_at  # (scenario, level, requests done) of on_request
-        self.proc = subprocess.Popen(
-            [sys.executable, str(SYNTHETIC), "--serve-forever", "--ttft-ms", "5", "--itl-ms", "5"],
-            stdout=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            text=True,
-        )
-        self.url = f"http://127.0.0.1:{int(self.proc.stdout.readline().split()[1])}"  # type: ignore[union-attr]
-
-    def on_request(self, scenario: str, level: int, done: int, total: int) -> None:
-        if (scenario, level, done) == self.kill_at:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-
-    def exit_description(self) -> str | None:
-        code = self.proc.poll()
-        return None if code is None else f"synthetic {describe_exit(code, 'synthetic')}"
-
-    def close(self) -> None:
-        self.proc.kill()
-        self.proc.wait(10)
-
-    def __enter__(self) -> SyntheticEngine:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from test_warehouse import make_run
+from support.warehouse import make_run
 
 from strix_pipeline.config import ImageSource, StrixConfig
 from strix_pipeline.peers import common as peers_common
@@ -360,7 +360,7 @@ class _Registry(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         if self.path.startswith(f"/v2/{REPO}/tags/list"):
             self._answer(json.dumps({"name": REPO, "tags": [GOOD, *HOSTILE]}).encode(), "application/json")
         elif self.path.startswith(f"/v2/{REPO}/manifests/"):
@@ -372,7 +372,7 @@ class _Registry(BaseHTTPRequestHandler):
         else:
             self.send_error(404)
 
-    do_HEAD = do_GET  # noqa: N815
+    do_HEAD = do_GET
 
 
 @pytest.fixture

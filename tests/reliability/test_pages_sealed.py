@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import need
-from test_decision_seed import SEPT, run_record, run_result
+from support.decision_seed import SEPT, run_record, run_result
 
 from strix_pipeline.analysis.charts import (
     chart_points,
@@ -121,6 +121,7 @@ def chromium() -> None:
     )
 
 
+@pytest.mark.chromium
 def test_no_string_from_the_warehouse_runs_as_script_in_any_page(chromium: None, tmp_path: Path) -> None:
     with Warehouse.open(tmp_path / "w.duckdb") as wh:
         wh.load_runs(hostile_runs())

@@ -20,7 +20,8 @@ import duckdb
 import polars as pl
 import pytest
 from conftest import need
-from test_warehouse import _start_holder, seed
+from support.ducklake import CATALOG_ENV, strix_config
+from support.warehouse import seed, start_holder, view_names
 
 from strix_pipeline import warehouse as wmod
 from strix_pipeline.cli import main
@@ -68,7 +69,7 @@ def fingerprint(path: Path) -> tuple[str, dict[str, int], list[str]]:
     """The file's bytes, every table's row count and the views: what "unchanged" means."""
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     with Warehouse.open(path, read_only=True) as r:
-        return digest, {t: r.count(t) for t in r.table_names()}, r.view_names()
+        return digest, {t: r.count(t) for t in r.table_names()}, view_names(r)
 
 
 def q(s: str | Path) -> str:
@@ -306,7 +307,7 @@ def test_write_statements_are_refused_and_the_warehouse_is_unchanged(
 
 def test_every_view_works_in_the_sandbox(seeded: Path) -> None:
     with Warehouse.open(seeded, read_only=True, sandbox=True) as r:
-        views = r.view_names()
+        views = view_names(r)
         assert {"v_runs", "v_latest_by_engine", "v_compare", "v_memory"} <= set(views)
         for v in views:
             r.query_df(f'SELECT * FROM "{v}"')  # raises if a view needs a file or an extension
@@ -428,7 +429,7 @@ def test_a_sandbox_is_read_only_or_nothing(seeded: Path) -> None:
 
 
 def test_a_sandboxed_reader_still_waits_for_a_writer(seeded: Path) -> None:
-    proc = _start_holder(seeded, hold=1.5)
+    proc = start_holder(seeded, hold=1.5)
     try:
         t = time.monotonic()
         told: list[str] = []
@@ -455,12 +456,12 @@ def test_warehouse_file_is_not_touched_by_a_query(seeded: Path) -> None:
 # ---- the shared warehouse (DuckLake) ------------------------------------------------------------
 
 
+@pytest.mark.postgres
 def test_the_sandbox_holds_on_a_ducklake_warehouse(
     postgres, tmp_path: Path, outside: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
     # The lake's ATTACH (extension files, PostgreSQL) happens before the lock; after it the SQL reads
     # the lake's own data files and catalog, and nothing else, exactly as on the file.
-    from test_ducklake import CATALOG_ENV, strix_config
 
     from strix_pipeline.config import DuckLakeTarget
 

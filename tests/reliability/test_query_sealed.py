@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 from conftest import need
-from test_warehouse import seed
+from support.ducklake import CATALOG_ENV, strix_config
+from support.warehouse import seed
 
 from strix_pipeline.cli import main
 from strix_pipeline.config import DuckLakeTarget
@@ -56,7 +57,6 @@ def query(path: Path, sql: str, *extra: str) -> int:
 @pytest.fixture
 def lake(postgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A seeded lake whose DSN carries a password (trust auth ignores it; a leak would show it)."""
-    from test_ducklake import CATALOG_ENV, strix_config
 
     db = postgres.create_database(f"sealed_{os.getpid()}_{time.monotonic_ns() % 10**9}")
     target = DuckLakeTarget(
@@ -79,6 +79,7 @@ def lake_query(config: Path, capsys, sql: str, *extra: str) -> tuple[int, str, s
     return rc, out.out, out.err
 
 
+@pytest.mark.postgres
 def test_lake_data_files_cannot_be_written_by_a_query(lake, capsys) -> None:
     target, config, _, _ = lake
     files = sorted(target.data_path.rglob("*.parquet"))
@@ -102,6 +103,7 @@ def test_lake_data_files_cannot_be_written_by_a_query(lake, capsys) -> None:
     assert rc == 0 and out.splitlines() == ["n", "5"], err
 
 
+@pytest.mark.postgres
 @pytest.mark.parametrize(
     "sql",
     [
@@ -122,6 +124,7 @@ def test_lake_query_has_no_postgres_function(lake, capsys, sql: str) -> None:
     assert "postgres" not in out and "rolname" not in out, out
 
 
+@pytest.mark.postgres
 @pytest.mark.parametrize(
     "sql",
     [
@@ -144,9 +147,9 @@ def test_lake_query_shows_no_dsn(lake, capsys, sql: str) -> None:
         assert f"port={target.catalog_dsn.split('port=')[1].split()[0]}" not in out + err
 
 
+@pytest.mark.postgres
 def test_a_read_only_role_is_enough_for_a_lake_query(lake, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
     # the README's reader role: SELECT on the catalog's tables, nothing else
-    from test_ducklake import CATALOG_ENV
 
     target, config, postgres, db = lake
     postgres.psql(

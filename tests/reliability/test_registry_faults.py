@@ -5,7 +5,7 @@ class in ``registry_errors``. The same refresh without the fault adds the new im
 are what kept them out.
 
 Real parts: a docker-registry on loopback holding images pushed with docker, a fault-injecting front
-that pages the tag list one tag a page (tests/registry_fronts.py), the real DuckDB warehouse.
+that pages the tag list one tag a page (tests/support/registry_fronts.py), the real DuckDB warehouse.
 
 Retry policy under test (strix_pipeline/registry/client.py, discovery's default client): 3 attempts a
 request; 5xx, timeouts and cut-short bodies retried after 0.5 s doubling (jittered, at most 4 s);
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from infra import Registry, build_image, push, remove_image, start_registry
-from registry_fronts import Fault, Front
+from support.infra import Registry, build_image, push, remove_image, start_registry
+from support.registry_fronts import Fault, Front
 
 from strix_pipeline.config import ImageSource, StrixConfig
 from strix_pipeline.registry.client import OCI_MANIFEST, RegistryClient
@@ -93,7 +93,7 @@ def env(registry_binary: str, docker_engine: None, tmp_path_factory: pytest.Temp
         reg.stop()
 
 
-def client_factory(policy: RetryPolicy, made: list[RegistryClient] | None = None):  # noqa: ANN201
+def client_factory(policy: RetryPolicy, made: list[RegistryClient] | None = None):
     def make(source: ImageSource) -> RegistryClient:
         c = RegistryClient(source.registry, insecure=True, policy=policy)
         if made is not None:
@@ -118,7 +118,7 @@ def wh(env: Env, tmp_path: Path) -> Iterator[Warehouse]:
     env.front.faults.clear()
 
 
-def refresh(env: Env, wh: Warehouse, policy: RetryPolicy = FAST, **kw) -> DiscoveryReport:  # noqa: ANN003
+def refresh(env: Env, wh: Warehouse, policy: RetryPolicy = FAST, **kw) -> DiscoveryReport:
     factory = kw.pop("client_factory", None) or client_factory(policy)
     return refresh_images(config_for(env.front.host), wh, client_factory=factory, now=T1, **kw)
 
@@ -275,7 +275,7 @@ def test_engine_images_asset_keeps_known_images_and_reports_the_error_class(env:
     materialisation succeeds, says which registry failed and how, adds no partition for the new tags,
     and leaves the known rows as they were."""
     import dagster as dg
-    from pipeline_helpers import resources_for, write_config
+    from support.pipeline_helpers import resources_for, write_config
 
     from assets.images import engine_images
     from assets.partitions import image_versions

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import need
-from pipeline_helpers import llama_available, write_config
+from support.pipeline_helpers import llama_available, write_config
 
 from strix_pipeline import cli
 
@@ -37,7 +37,7 @@ NEEDLES = ["SECRET-WEBHOOK-7f3a9c", *list(SECRETS.values())[1:]]
 
 @pytest.mark.llama
 @pytest.mark.slow
-def test_planted_secrets_appear_in_no_file_and_no_output(tmp_path: Path, monkeypatch, capfd, caplog) -> None:  # noqa: ANN001
+def test_planted_secrets_appear_in_no_file_and_no_output(tmp_path: Path, monkeypatch, capfd, caplog) -> None:
     need(llama_available(), "llama-server and the Gemma model", "make test builds them")
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)

@@ -17,12 +17,13 @@ import sys
 import time
 from pathlib import Path
 
-from pipeline_helpers import REPO, wait_for
-from sigint import ignoring_sigint
+from support.paths import SUPPORT
+from support.pipeline_helpers import wait_for
+from support.sigint import ignoring_sigint
 
 from strix_pipeline.signals import restore_default_sigint
 
-SERVER = REPO / "tests" / "synthetic_server.py"
+SERVER = SUPPORT / "synthetic_server.py"
 STOP_WITHIN_S = 20  # the benchmark asked for would take > 10 min (300 requests of slow tokens)
 
 

@@ -22,10 +22,10 @@ from pathlib import Path
 if __name__ == "__main__":  # run as the soak's own process: the tests' helpers, as pytest finds them
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import pytest  # noqa: E402
+import pytest
 from conftest import need
-from pipeline_helpers import edit_config, llama_available, write_config
-from procfs import descendants, proc_stats
+from support.pipeline_helpers import edit_config, llama_available, write_config
+from support.procfs import descendants, proc_stats
 
 from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
 from strix_pipeline.config_load import load_config

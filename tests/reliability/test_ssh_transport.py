@@ -1,12 +1,12 @@
 """The Box path over a real ``ssh://`` transport: an sshd on loopback in front of this machine's dockerd.
 
-The sshd (tests/sshd.py, Debian openssh-server) accepts only a key the test made; the host is
-``kind = "docker"``, ``docker_host = "ssh://strix-box@127.0.0.1:<port>"`` (the test user of tests/sshd.py), the key in
+The sshd (tests/support/sshd.py, Debian openssh-server) accepts only a key the test made; the host is
+``kind = "docker"``, ``docker_host = "ssh://strix-box@127.0.0.1:<port>"`` (the test user of tests/support/sshd.py), the key in
 ``$STRIX_TEST_SSH_KEY`` (the host's ``ssh_key_path_env``), the host key in the test's known_hosts
 file, the memory probe a busybox image. Every Docker call of the run -- pull, start, logs, the
 probe, the leftover guard, the cleanup -- goes through ``ssh … docker system dial-stdio``
 (strix_pipeline/hosts/ssh.py); the engine is the real llama-server image from the loopback
-registry (tests/llama_image.py), its HTTP port reached directly, as the Box's are.
+registry (tests/support/llama_image.py), its HTTP port reached directly, as the Box's are.
 
 Faults: the ssh sessions killed in the middle of the suite (the server keeps listening), the whole
 sshd stopped in the middle of the suite and started again after the run, a key the server does
@@ -25,12 +25,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import test_benchmark_docker
 from conftest import need
-from infra import build_image, remove_image
-from llama_image import LlamaImage
-from sshd import Sshd, keygen, sshd_available, start_sshd
-from test_benchmark_docker import BUSYBOX, HOST, make_config, managed, target
+from support.bench_docker import BUSYBOX, HOST, make_config, managed, target
+from support.infra import build_image, remove_image
+from support.llama_image import LlamaImage
+from support.sshd import Sshd, keygen, sshd_available, start_sshd
 
 from strix_pipeline.benchmark import run_benchmark
 from strix_pipeline.config import HostConfig, ProductionEngine, StrixConfig
@@ -42,6 +41,7 @@ pytestmark = [
     pytest.mark.docker,
     pytest.mark.registry,
     pytest.mark.llama,
+    pytest.mark.sshd,
     pytest.mark.slow,
     pytest.mark.timeout(400),
 ]
@@ -65,12 +65,6 @@ def sshd(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
     )
     with start_sshd(tmp_path_factory.mktemp(SECRET_DIR)) as server:
         yield server
-
-
-# the fixtures of tests/test_benchmark_docker.py: the llama image in a loopback registry, the Gemma model
-# (assigned, not imported: the tests' parameters of the same names would shadow an import)
-llama = test_benchmark_docker.llama
-model_path = test_benchmark_docker.model_path
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +102,7 @@ def nothing_left_behind(docker_engine: None, sshd: Sshd) -> Iterator[None]:
 def ssh_config(
     tmp_path: Path, llama: LlamaImage, model_path: Path, sshd: Sshd, **host: object
 ) -> StrixConfig:
-    """The Docker-host test config (tests/test_benchmark_docker.py) with its host behind the sshd."""
+    """The Docker-host test config (tests/integration/docker/test_benchmark_docker.py) with its host behind the sshd."""
     data = make_config(tmp_path, llama, model_path).model_dump()
     data["hosts"][HOST].update(
         {
@@ -173,7 +167,7 @@ def test_a_benchmark_over_ssh_runs_pulls_measures_and_cleans_up(
 # ------------------------------------------------------------------ (b) the connection drops mid-run
 
 
-def drop_after_first_level(lines: list[str], drop) -> object:  # noqa: ANN001 - a callable
+def drop_after_first_level(lines: list[str], drop) -> object:
     """A run's log callback that drops the connection once the suite reported its first level."""
 
     class Log:

@@ -22,7 +22,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from conftest import need
-from test_warehouse import make_run
+from support.warehouse import make_run
 
 from strix_pipeline import cli
 from strix_pipeline.records import RequestTable, RunResult
@@ -55,7 +55,7 @@ def measured(run_id: str, requests_per_level: int = 50) -> RunResult:
     return r
 
 
-def writer(path: Path, wait: float = 1.0):  # noqa: ANN201 - the open_writer store_run takes
+def writer(path: Path, wait: float = 1.0):
     return lambda: Warehouse.open(path, lock_retry_s=wait)
 
 
@@ -203,12 +203,12 @@ def test_a_second_writer_process_holding_the_warehouse(tmp_path: Path) -> None:
 @pytest.mark.llama
 @pytest.mark.slow
 def test_strix_bench_save_with_the_warehouse_held_keeps_the_run(
-    llama_server,  # noqa: ANN001
+    llama_server,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    from pipeline_helpers import write_config
+    from support.pipeline_helpers import write_config
 
     from strix_pipeline.config_load import load_config
 
@@ -431,7 +431,7 @@ def test_a_benchmark_step_whose_load_is_refused_fails_naming_the_spool(tmp_path:
     import threading
 
     import dagster as dg
-    from pipeline_helpers import llama_available, resources_for, write_config
+    from support.pipeline_helpers import llama_available, resources_for, write_config
 
     from assets.benchmark import build_benchmark_asset
     from assets.images import engine_images

