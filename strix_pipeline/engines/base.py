@@ -68,9 +68,6 @@ class EngineSpec:
     def command_line(self) -> str:
         return shlex.join(self.command)
 
-    def reserved_gb(self) -> float:
-        return sum(r.gb for r in self.reservations)
-
 
 @dataclass(frozen=True)
 class PoolFlags:

@@ -32,7 +32,6 @@ from strix_pipeline.engines.base import EngineSpec
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.local import MODEL_ALIAS
 from strix_pipeline.hosts.process import LocalProcess
-from strix_pipeline.memory import read_process_rss
 from strix_pipeline.provision import vllm_env
 from strix_pipeline.provision.cache import cache_dir
 from strix_pipeline.provision.gemma_checkpoint import ConversionError, ensure_checkpoint
@@ -266,10 +265,6 @@ class LocalVllmServer(LocalProcess):
         if self._proc is None:
             return []
         return group_pids(self._proc.pid, self._proc.pid)
-
-    def rss_bytes(self) -> int:
-        """Resident memory of all the engine's processes together."""
-        return sum(read_process_rss(pid) or 0 for pid in self.pids())
 
     # ------------------------------------------------------------------ stop
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -114,21 +113,6 @@ def parse_exposition(text: str, keep: tuple[str, ...] = KEEP_PREFIXES) -> list[P
         family, kind = _family_of(name, types, helps)
         out.append(PromSample(name, labels, v, family, kind, helps.get(family)))
     return out
-
-
-def parse_prometheus(
-    text: str, keep: tuple[str, ...] = KEEP_PREFIXES
-) -> list[tuple[str, dict[str, str], float]]:
-    """Parse the text exposition format into (name, labels, value); comments and other families skipped.
-
-    :func:`parse_exposition` gives each sample's family, type and help as well."""
-    return [(s.name, s.labels, s.value) for s in parse_exposition(text, keep)]
-
-
-def sample_value(samples: list[tuple[str, dict[str, str], float]], name: str) -> float | None:
-    """Sum of a metric's samples over its label sets (None if absent)."""
-    vals = [v for n, _, v in samples if n == name and not math.isnan(v)]
-    return sum(vals) if vals else None
 
 
 @dataclass

@@ -23,7 +23,6 @@ from strix_pipeline.warehouse.connection import (
     Target,
     WarehouseError,
     WarehouseLocked,
-    connect,
     open_connection,
 )
 from strix_pipeline.warehouse.faults import explain
@@ -102,16 +101,6 @@ class Warehouse:
             raise
         return wh
 
-    @classmethod
-    def create_at_version(cls, path: str | Path, version: int) -> Warehouse:
-        """A writable warehouse at an *older* schema version and without views: for migration tests."""
-        path = Path(path)
-        con = connect(path, False, 0.0)
-        wh = cls(con, path, False)
-        con.execute("SET TimeZone = 'UTC'").fetchall()
-        wh.schema_version = schema.migrate(con, path, schema.migrations()[:version], with_views=False)
-        return wh
-
     def close(self) -> None:
         try:
             self.con.close()
@@ -132,9 +121,6 @@ class Warehouse:
 
     def table_names(self) -> list[str]:
         return schema.table_names(self.con)
-
-    def view_names(self) -> list[str]:
-        return sorted(schema.user_views(self.con))
 
     def count(self, table: str, run_id: str | None = None) -> int:
         if table not in self.table_names():
