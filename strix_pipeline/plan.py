@@ -302,8 +302,8 @@ def due_images(
     (the sensor's own run keys know nothing of those runs); the weekly schedule still repeats it.
     """
     unseen = [i for i in wanted if i.digest not in requested]
-    done = [i for i in unseen if benchmarked(config, i, measured or set())]
-    unseen = [i for i in unseen if not benchmarked(config, i, measured or set())]
+    done = [i for i in unseen if measured and benchmarked(config, i, measured)]
+    unseen = [i for i in unseen if i not in done]
     ready = [hosts_in_window(config, i, now) for i in unseen]
     go = [i for i, ok in zip(unseen, ready, strict=True) if ok]
     wait = [i for i, ok in zip(unseen, ready, strict=True) if not ok]
