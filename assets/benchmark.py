@@ -5,9 +5,9 @@ import dagster as dg
 from assets.partitions import image_versions
 from assets.resources import HostAccessResource, StrixConfigResource, WarehouseResource
 from strix_pipeline import plan
-from strix_pipeline.benchmark import RunCancelled, run_benchmark
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import LevelAggregate, RunRecord, RunResult
+from strix_pipeline.runner import RunCancelled, run_benchmark
 from strix_pipeline.units import gib, gib_text
 from strix_pipeline.usable import completeness, memory_back, served
 from strix_pipeline.warehouse import spool

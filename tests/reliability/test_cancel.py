@@ -225,7 +225,7 @@ def test_interrupt_outside_dagster_is_still_recorded(tmp_path: Path) -> None:
     need(llama_available(), "llama-server and the Gemma model", "make test builds them")
     import threading
 
-    from strix_pipeline.benchmark import BenchmarkTarget, RunCancelled, run_benchmark
+    from strix_pipeline.runner import BenchmarkTarget, RunCancelled, run_benchmark
 
     config = load_config(long_config(tmp_path))
     target = BenchmarkTarget("local", "llamacpp", "gemma3-270m", "tiny", None)
@@ -275,7 +275,7 @@ def test_cancelled_docker_run_restores_production_and_is_recorded(
 
     from dagster._core.errors import DagsterExecutionInterruptedError, raise_execution_interrupts
 
-    from strix_pipeline.benchmark import RunCancelled, run_benchmark
+    from strix_pipeline.runner import RunCancelled, run_benchmark
 
     name, url = production
     base = make_config(

@@ -16,9 +16,9 @@ from support.infra import free_port
 from support.synthetic_engine import SMALL, SyntheticEngine
 from support.warehouse import make_run
 
-from strix_pipeline.benchmark import _cancelled
 from strix_pipeline.config import SLO, ScenarioProfile
 from strix_pipeline.loadgen import SuiteInterrupted, SuiteResult, run_suite
+from strix_pipeline.runner import cancelled
 
 
 def cancelled_suite(
@@ -97,7 +97,7 @@ def test_a_cancelled_suite_keeps_what_it_noted_before_the_cancel() -> None:
     for note in noted:
         assert any(note in e for e in partial.errors), (note, partial.errors)
     result = make_run("cancelled-run")
-    _cancelled(result, SuiteInterrupted(partial, asyncio.CancelledError()))
+    cancelled(result, SuiteInterrupted(partial, asyncio.CancelledError()))
     assert result.run.status == "cancelled"
     for note in noted:
         assert note in (result.run.failure_reason or ""), (note, result.run.failure_reason)

@@ -100,7 +100,7 @@ def test_an_escaping_engine_version_never_deletes_outside_the_cache(
 def test_a_run_id_never_makes_a_log_folder_outside_artifacts(tmp_path: Path, monkeypatch) -> None:
     from support.decision_seed import make_config
 
-    from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
+    from strix_pipeline.runner import BenchmarkTarget, run_benchmark
 
     base = make_config()
     config = base.model_copy(

@@ -24,7 +24,6 @@ from support.paths import SUPPORT
 from support.pipeline_helpers import edit_config, write_config
 from support.synthetic_server import SyntheticServer
 
-from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
 from strix_pipeline.config import SLO
 from strix_pipeline.config_load import load_config
 from strix_pipeline.hosts.local import LLAMA_SERVER_ENV
@@ -33,6 +32,7 @@ from strix_pipeline.loadgen.context import SuiteContext, request_body
 from strix_pipeline.loadgen.level import run_level
 from strix_pipeline.loadgen.prometheus import MetricsScraper
 from strix_pipeline.loadgen.workloads import Prompt
+from strix_pipeline.runner import BenchmarkTarget, run_benchmark
 from strix_pipeline.warehouse import Warehouse
 
 SYNTHETIC = SUPPORT / "synthetic_server.py"

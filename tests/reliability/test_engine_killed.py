@@ -24,13 +24,13 @@ from conftest import need
 from support.pipeline_helpers import edit_config, llama_available, write_config
 from support.synthetic_engine import SMALL, SyntheticEngine
 
-from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
 from strix_pipeline.config import SLO, StrixConfig
 from strix_pipeline.config_load import load_config
 from strix_pipeline.hosts.local_vllm import group_pids, listening_ports
 from strix_pipeline.loadgen import DatasetLoad, client, run_load, run_suite_sync
 from strix_pipeline.loadgen.workloads import Prompt
 from strix_pipeline.records import RunResult
+from strix_pipeline.runner import BenchmarkTarget, run_benchmark
 from strix_pipeline.warehouse import Warehouse
 
 KILL_LEVEL = 4

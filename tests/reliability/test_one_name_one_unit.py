@@ -1,6 +1,6 @@
 """Docker Hub's aliases and the memory units each known in one place (issue 24, move 4).
 
-Before: benchmark.py pulled ``index.docker.io/...`` by its registry name while the decision's criteria
+Before: the runner pulled ``index.docker.io/...`` by its registry name while the decision's criteria
 and the client took it for Docker Hub; ``memory.summarize`` judged "returned to baseline" within 1 GiB
 by default where the config and the guards speak GB.
 """
@@ -27,7 +27,7 @@ DIGEST = "sha256:" + "a" * 64
 def test_every_docker_hub_alias_names_the_same_repository_and_pull(alias: str) -> None:
     assert normalize_repository(f"{alias}/{REPO}") == REPO
     assert normalize_repository(f"{alias}/library/ubuntu") == normalize_repository("ubuntu") == "ubuntu"
-    # what benchmark.py gives docker pull: the daemon's default registry, whichever alias was configured
+    # what the runner gives docker pull: the daemon's default registry, whichever alias was configured
     assert pull_reference(alias, REPO, DIGEST) == f"{REPO}@{DIGEST}"
 
 
@@ -55,7 +55,7 @@ def _string_constants(path: Path) -> list[str]:
 
 
 def test_docker_hub_aliases_are_spelled_only_in_registry_names() -> None:
-    """A second list of aliases is how benchmark.py came to forget ``index.docker.io``."""
+    """A second list of aliases is how the runner came to forget ``index.docker.io``."""
     names = PACKAGE / "registry" / "names.py"
     offenders = [
         f"{path.relative_to(PACKAGE.parent)}: {s!r}"

@@ -20,7 +20,7 @@ from strix_pipeline.config_load import load_config
 
 
 def make_run_profiles() -> list[ScenarioProfile]:
-    """What `make run` hands the suite (`strix run` on the embedded default: benchmark.py's
+    """What `make run` hands the suite (`strix run` on the embedded default: the runner's
     ``config.profiles[target.profile]`` for every run of a local host)."""
     config = load_config(DEFAULT_CONFIG)
     return [

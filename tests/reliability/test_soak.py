@@ -27,8 +27,8 @@ from conftest import need
 from support.pipeline_helpers import edit_config, llama_available, write_config
 from support.procfs import descendants, proc_stats
 
-from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
 from strix_pipeline.config_load import load_config
+from strix_pipeline.runner import BenchmarkTarget, run_benchmark
 from strix_pipeline.warehouse import Warehouse, spool
 
 pytestmark = [pytest.mark.llama, pytest.mark.slow]

@@ -31,11 +31,11 @@ from support.infra import build_image, remove_image
 from support.llama_image import LlamaImage
 from support.sshd import Sshd, keygen, sshd_available, start_sshd
 
-from strix_pipeline.benchmark import run_benchmark
 from strix_pipeline.config import HostConfig, ProductionEngine, StrixConfig
 from strix_pipeline.hosts.production import ProductionGuard
 from strix_pipeline.hosts.ssh import ssh_target
 from strix_pipeline.records import RunResult
+from strix_pipeline.runner import run_benchmark
 
 pytestmark = [
     pytest.mark.docker,

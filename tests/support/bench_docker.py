@@ -11,9 +11,9 @@ from pathlib import Path
 
 import httpx
 
-from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import ImageRecord, RunResult
+from strix_pipeline.runner import BenchmarkTarget, run_benchmark
 from support.infra import free_port
 from support.llama_image import VERSION_LABEL, LlamaImage
 

@@ -18,9 +18,9 @@ import dagster as dg
 
 import assets.benchmark as benchmark_module
 from strix_dagster.definitions import load_definitions
-from strix_pipeline.benchmark import BenchmarkTarget
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import RunResult
+from strix_pipeline.runner import BenchmarkTarget
 from tests.support.engine_standin import EngineStandIn
 
 _OUT = Path(os.environ["STRIX_POOL_OUT"])

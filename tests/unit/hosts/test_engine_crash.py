@@ -19,10 +19,10 @@ from conftest import need
 from support.pipeline_helpers import llama_available, write_config
 
 from strix_pipeline import cli
-from strix_pipeline.benchmark import BenchmarkTarget, run_benchmark
 from strix_pipeline.config_load import load_config
 from strix_pipeline.hosts.errors import EngineStartError, describe_exit
 from strix_pipeline.hosts.local import LLAMA_SERVER_ENV, LocalLlamaServer
+from strix_pipeline.runner import BenchmarkTarget, run_benchmark
 from strix_pipeline.warehouse import Warehouse
 
 SIGILL_WORDS = (

@@ -221,6 +221,6 @@ def test_preflight_without_config_uses_the_settled_reading_and_records_when_it_d
         host(baseline_wait_s=0.1), spec, read_in_use=climbing, interval_s=0.01, settle_s=0.02
     )
     assert pre.baseline_note and "did not settle" in pre.baseline_note
-    assert pre.notes() == pre.baseline_note  # what benchmark.py records on the run
+    assert pre.notes() == pre.baseline_note  # what the runner records on the run
     pre.leftovers = [guards.Leftover("abc", "strix-old", "img", "r0", "running")]
     assert pre.notes().startswith("leftover managed containers removed") and "did not settle" in pre.notes()

@@ -1,0 +1,139 @@
+"""A run on a Docker host (the Box over ``ssh://``): guards while production serves, production stopped
+and restored around the engine's container."""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import ExitStack
+
+from strix_pipeline.engines import comparable_flags
+from strix_pipeline.hosts import docker as dk
+from strix_pipeline.hosts import guards
+from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.hosts.production import ProductionGuard, check_maintenance_window
+from strix_pipeline.hosts.ssh import client_transport
+from strix_pipeline.memory import (
+    MemorySampler,
+    TreeProbe,
+    current_in_use,
+)
+from strix_pipeline.registry.names import pull_reference
+from strix_pipeline.runner.inputs import RunInputs
+from strix_pipeline.runner.measure import measure
+from strix_pipeline.runner.record import (
+    finish_memory,
+    join_reasons,
+    record_host_facts,
+    record_image_facts,
+    record_outage,
+)
+
+
+def run_docker(r: RunInputs) -> None:
+    config, target, result, log_dir, log = r.config, r.target, r.result, r.log_dir, r.log
+    scenarios, force = r.scenarios, r.force
+
+    host_cfg = config.hosts[target.host]
+    model = config.models[target.model]
+    engine = config.engines[target.engine]
+    run = result.run
+    if target.image is None:
+        raise EngineStartError("failed_guard", f"host {target.host} runs containers: the target has no image")
+    image_ref = pull_reference(target.image.registry, target.image.repository, target.image.digest)
+    check_maintenance_window(host_cfg, config.project.schedule, timezone=config.project.timezone, force=force)
+    client = dk.make_client(host_cfg)
+    probe = dk.probe_for_host(host_cfg, client)
+    record_host_facts(run, probe)
+    smi = dk.SmiReader(client, host_cfg, image_ref)
+    sampler = (
+        MemorySampler(probe, run.run_id, interval_s=host_cfg.sample_interval_s, smi=smi) if probe else None
+    )
+    read = (lambda: current_in_use(probe)) if probe else None
+    guard: ProductionGuard | None = None
+    engine_s = 0.0  # the engine's own part of production's outage: load and traffic
+    try:
+        with ExitStack() as stack:
+            launcher = dk.DockerLauncher(host_cfg, engine, model, image_ref, run.run_id, log_dir, client)
+            # Everything that can refuse or take long happens while production still serves its users:
+            # the budget, the leftovers, the pull (minutes for a ROCm image).
+            guards.check_reservations(
+                launcher.spec.reservations,
+                host_cfg.memory_budget_gb,
+                what=f"{launcher.spec.kind} '{launcher.spec.served_model_name}'",
+            )
+            leftovers = guards.clean_leftovers(client)
+            launcher.pull()
+            guard = stack.enter_context(
+                ProductionGuard(
+                    target.host,
+                    host_cfg.production,
+                    state_dir=config.artifacts_dir() / "state",
+                    client=client,
+                    ssh=t.target if (t := client_transport(client)) else None,  # make_client's
+                    run_id=run.run_id,
+                )
+            )
+            # with production stopped: its port free, memory at the idle baseline
+            pre = guards.preflight(host_cfg, launcher.spec, read_in_use=read)
+            pre.leftovers = leftovers
+            notes = pre.notes()  # leftovers removed, a baseline that never settled
+            if notes:
+                log(f"[{run.run_id}] {notes}")
+                run.failure_reason = notes  # recorded even when the start fails
+            if sampler:
+                stack.enter_context(sampler)
+                sampler.set_phase("loading")
+            engine_started = time.monotonic()
+            try:
+                with launcher as eng:
+                    smi.engine = eng
+                    run.launch_command = eng.command_line()
+                    run.engine_flags = json.dumps(comparable_flags(launcher.spec.kind, launcher.spec.flags))
+                    run.engine_build = eng.engine_build
+                    record_image_facts(run, eng)
+                    log(
+                        f"[{run.run_id}] ready at {eng.base_url} (ROCm {run.rocm_version or 'not available'})"
+                    )
+                    if isinstance(probe, TreeProbe) and eng.pid:
+                        probe.pid = eng.pid  # a daemon on this machine: the engine's RSS, as on `local`
+                    settle_s = max(2.0, 2 * host_cfg.sample_interval_s)
+                    measure(config, target, result, eng, log, scenarios, sampler, settle_s)
+                    run.log_tail = eng.log_tail()
+            finally:
+                smi.engine = None
+                engine_s = time.monotonic() - engine_started
+                if isinstance(probe, TreeProbe):
+                    probe.pid = None
+                if sampler:
+                    sampler.set_phase("after_stop")
+                if run.log_tail is None:  # the engine's last lines also when the suite crashed
+                    run.log_tail = dk.container_log_tail(None, launcher.log_path) or None
+            if notes:
+                run.failure_reason = join_reasons(run.failure_reason, notes)
+            if read is not None:
+                try:
+                    returned, _ = guards.after_stop(host_cfg, read, pre.baseline_bytes)
+                except Exception as e:  # noqa: BLE001 - the host unreachable: not checked, and said so
+                    returned = None
+                    run.failure_reason = join_reasons(
+                        run.failure_reason, f"memory after stop not checked: {dk.host_error(client, e)}"
+                    )
+                if returned is False:
+                    run.failure_reason = join_reasons(
+                        run.failure_reason, "memory did not return to baseline after stop"
+                    )
+    finally:
+        if sampler:
+            sampler.stop()
+            finish_memory(result, sampler, host_cfg.baseline_tolerance_gb)
+        if probe is not None:
+            probe.close()
+        client.close()
+        if guard is not None and guard.production is not None:
+            result.production_restored = guard.restored is not False
+            record_outage(run, guard, engine_s, log)
+        if guard is not None and guard.restored is False:
+            msg = f"production on host {target.host} NOT restored: {guard.restore_error}"
+            log(f"[{run.run_id}] ERROR: {msg}; the next run refuses to start until it is healthy")
+            run.failure_reason = join_reasons(run.failure_reason, msg)

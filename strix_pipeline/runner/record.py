@@ -1,0 +1,154 @@
+"""How a run's outcome is recorded: the status from the suite, a cancellation's reason, the host and
+image facts, the production outage, the memory summary."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from strix_pipeline.engine_facts import append_firmware
+from strix_pipeline.hosts import docker as dk
+from strix_pipeline.hosts.production import ProductionGuard
+from strix_pipeline.loadgen import SuiteInterrupted, SuiteResult
+from strix_pipeline.memory import (
+    MemoryProbe,
+    MemorySampler,
+    counter_disagreements,
+    summarize,
+)
+from strix_pipeline.records import RequestRecord, RunRecord, RunResult
+from strix_pipeline.runner.target import Log
+from strix_pipeline.units import GB
+
+
+def failure_classes(measured: list[RequestRecord]) -> str:
+    """``timeout 2, http_500 1``: what the failed requests died of, most frequent first."""
+    counts = Counter(q.error_class or "unknown" for q in measured if not q.ok)
+    return ", ".join(f"{c} {n}" for c, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def status_from_suite(
+    smoke_ok: bool | None, measured: list[RequestRecord], engine_gone: str | None = None
+) -> tuple[str, str | None]:
+    """The run's status from its measured (non-warm-up) requests; the reason names the error classes.
+    An engine that died mid-suite fails the run whatever it served before: the suite is incomplete
+    and the engine is not one to rest a decision on; the records measured before stay."""
+    ok = sum(1 for q in measured if q.ok)
+    failed = len(measured) - ok
+    why = f" ({failure_classes(measured)})" if failed else ""
+    if engine_gone:
+        return "failed_serve", f"{engine_gone}; {ok} request(s) ok, {failed} failed{why}"
+    if ok == 0:
+        return "failed_serve", f"no request succeeded{why}"
+    if smoke_ok is False:
+        return "failed_serve", "the smoke request did not return valid output"
+    if failed:
+        return "partial", f"{failed} of {len(measured)} request(s) failed{why}"
+    return "ok", None
+
+
+def cancelled(result: RunResult, e: BaseException) -> BaseException:
+    """Record an interrupted run as ``cancelled``, where it stopped, with what the suite had measured;
+    returns the original interrupt."""
+    run = result.run
+    interrupt = e
+    if isinstance(e, SuiteInterrupted):
+        # what the suite measured is kept (the level in flight with the requests that had finished);
+        # its position says where the cancel landed
+        interrupt, partial = e.interrupt, e.partial
+        take_suite(result, partial)
+        where = f"at {partial.position() or 'the start of the suite'}"
+        run.failure_reason = join_reasons(run.failure_reason, *partial.errors)
+    elif len(result.requests):
+        where = "after the suite"
+    else:
+        where = "before the suite started"
+    run.status = "cancelled"
+    measured = sum(1 for q in result.requests if not q.warmup)
+    run.failure_reason = join_reasons(
+        f"cancelled ({type(interrupt).__name__}) {where}; {measured} measured request(s) kept",
+        run.failure_reason,
+    )
+    return interrupt
+
+
+def record_host_facts(run: RunRecord, probe: MemoryProbe | None) -> None:
+    """Kernel release, command line, TTM limit and amdgpu VBIOS of the host that ran the engine, read through its
+    probe (the local tree on `local`, the probe container on a Docker host); without a probe they stay
+    None ("not available"), never the controller's values."""
+    if probe is None:
+        return
+    try:
+        facts = probe.host_facts()
+    except Exception:  # noqa: BLE001 - facts are evidence, not a reason to fail the run
+        return
+    run.kernel, run.kernel_cmdline, run.ttm_pages_limit = (
+        facts.kernel_release,
+        facts.kernel_cmdline,
+        facts.ttm_pages_limit,
+    )
+    if facts.vbios:  # part of the fingerprint: another VBIOS is another series
+        run.firmware = f"vbios {facts.vbios}"
+
+
+def record_image_facts(run: RunRecord, eng: dk.DockerEngine) -> None:
+    """The ROCm version of the engine image and the GPU firmware it reports, read in the running engine
+    container on the host that runs it; what it cannot tell stays as it was (None: not available)."""
+    try:
+        run.rocm_version = eng.rocm_version()
+    except Exception:  # noqa: BLE001 - facts are evidence, not a reason to fail the run
+        run.rocm_version = None
+    try:
+        run.firmware = append_firmware(run.firmware, eng.firmware())
+    except Exception:  # noqa: BLE001 - no tool in the image: the probe's VBIOS alone
+        pass
+
+
+def record_outage(run: RunRecord, guard: ProductionGuard, engine_s: float, log: Log) -> None:
+    """When production went down and came back, and how much of that was the pipeline's own."""
+    run.production_down_at, run.production_up_at = guard.stopped_at, guard.restored_at
+    if guard.stopped_at and guard.restored_at:
+        offline_s = (guard.restored_at - guard.stopped_at).total_seconds()
+        run.production_overhead_s = round(max(0.0, offline_s - engine_s), 1)
+        log(
+            f"[{run.run_id}] production offline {offline_s:.1f} s, of which the pipeline's own "
+            f"{run.production_overhead_s:.1f} s (the engine's load and traffic {engine_s:.1f} s)"
+        )
+
+
+def join_reasons(*parts: str | None) -> str | None:
+    return "; ".join(p for p in parts if p) or None
+
+
+def finish_memory(result: RunResult, sampler: MemorySampler, tolerance_gb: float) -> None:
+    result.memory = sampler.samples
+    # GB as the guards count them, so "returned to baseline" means the same thing in both places
+    s = summarize(result.memory, tolerance_bytes=int(tolerance_gb * GB))
+    r = result.run
+    r.baseline_bytes, r.loaded_idle_bytes, r.held_bytes = s.baseline_bytes, s.loaded_idle_bytes, s.held_bytes
+    r.peak_bytes, r.after_stop_bytes, r.memory_returned = s.peak_bytes, s.after_stop_bytes, s.memory_returned
+    disagree = counter_disagreements(result.memory)
+    if disagree:  # one counter alone is not trusted on unified memory: the run says they differ
+        r.failure_reason = join_reasons(r.failure_reason, "memory counters disagree " + "; ".join(disagree))
+
+
+def any_ok(suite: SuiteResult) -> bool:
+    return any(q.ok and not q.warmup for q in suite.requests)
+
+
+def take_suite(result: RunResult, suite: SuiteResult) -> None:
+    result.requests, result.aggregates, result.server_metrics = (
+        suite.requests,
+        suite.aggregates,
+        suite.server_metrics,
+    )
+
+
+def apply_suite(result: RunResult, suite: SuiteResult, log: Log) -> None:
+    take_suite(result, suite)
+    measured = [q for q in suite.requests if not q.warmup]
+    ok = sum(1 for q in measured if q.ok)
+    failed = len(measured) - ok
+    status, reason = status_from_suite(suite.smoke_ok, measured, suite.engine_gone)
+    result.run.status = status
+    result.run.failure_reason = join_reasons(reason, *suite.errors)
+    log(f"[{result.run.run_id}] suite done: {ok} ok, {failed} failed -> {status}")

@@ -1,0 +1,97 @@
+"""One benchmark run: guards -> start the engine -> the suite -> memory -> stop -> a ``RunResult``.
+
+A run = (host, engine, image digest, model profile, suite). Whatever happens inside -- an engine that
+will not start, a model that does not load, a guard that refuses -- the caller gets a ``RunResult``
+whose ``run.status`` and ``failure_reason`` say so, with the log tail: a failure is a result, so the
+next engine in the week still runs. A cancelled run (an interrupt: Ctrl-C, an orchestrator's
+termination) is a result too, handed over in :class:`RunCancelled` after the engine is stopped."""
+
+from __future__ import annotations
+
+import traceback
+from datetime import UTC, datetime
+
+from strix_pipeline.config import StrixConfig
+from strix_pipeline.fingerprint import run_fingerprint
+from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.paths import inside
+from strix_pipeline.records import HARNESS_VERSION, RunRecord, RunResult
+from strix_pipeline.runner.docker import run_docker
+from strix_pipeline.runner.inputs import RunInputs
+from strix_pipeline.runner.local import run_local
+from strix_pipeline.runner.record import cancelled, join_reasons
+from strix_pipeline.runner.target import BenchmarkTarget, Log, RunCancelled, new_run_id
+
+
+def run_benchmark(
+    config: StrixConfig,
+    target: BenchmarkTarget,
+    *,
+    run_id: str | None = None,
+    dagster_run_id: str | None = None,
+    log: Log = print,
+    scenarios: list[str] | None = None,
+    force: bool = False,
+) -> RunResult:
+    """Run one target and return everything it produced; never raises for an engine's failure."""
+    host_cfg = config.hosts[target.host]
+    run_id = run_id or new_run_id(target)
+    log_dir = inside(config.artifacts_dir() / "logs", run_id)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    model = config.models[target.model]
+    engine = config.engines[target.engine]
+    image = target.image
+    run = RunRecord(
+        run_id=run_id,
+        host=target.host,
+        engine=target.engine,
+        engine_kind=engine.kind,
+        image_repository=image.repository if image else None,
+        image_tag=image.tag if image else None,
+        image_digest=image.digest if image else None,
+        model_profile=target.model,
+        model=model.model,
+        quantization=model.quantization,
+        suite="standard",
+        profile=target.profile,
+        fingerprint="",
+        harness_version=config.project.harness_version or HARNESS_VERSION,
+        engine_build=None,
+        launch_command=None,
+        engine_flags=None,
+        status="error",
+        failure_reason=None,
+        log_tail=None,
+        started_at=datetime.now(UTC),
+        ended_at=None,
+        dagster_run_id=dagster_run_id,
+        kernel=None,  # the benchmarked host's, read there (see record_host_facts)
+        image_version=image.version if image else None,
+        image_sort_key=image.sort_key if image else None,
+        model_family=model.family,
+    )
+    result = RunResult(run=run)
+    log(f"[{run_id}] {target.engine} on {target.host}, model {target.model}, profile {target.profile}")
+    try:
+        if host_cfg.kind == "local":
+            run_local(RunInputs(config, target, result, log_dir, log, scenarios, force))
+        else:
+            run_docker(RunInputs(config, target, result, log_dir, log, scenarios, force))
+    except EngineStartError as e:
+        # notes recorded before the failure (leftovers removed, production not restored) stay
+        run.status, run.failure_reason = e.status, join_reasons(e.reason, run.failure_reason)
+        run.log_tail = e.log_tail
+        log(f"[{run_id}] {e.status}: {e.reason}")
+    except Exception as e:  # noqa: BLE001 - a harness bug is recorded as this run's error, not lost
+        run.status = "error"
+        run.failure_reason = join_reasons(f"{type(e).__name__}: {e}", run.failure_reason)
+        run.log_tail = (run.log_tail or "") + "\n" + traceback.format_exc()[-4000:]
+        log(f"[{run_id}] error: {run.failure_reason}")
+    except BaseException as e:  # noqa: BLE001 - an interrupt: the `with` blocks above have stopped and restored
+        interrupt = cancelled(result, e)
+        log(f"[{run_id}] {run.failure_reason}")
+        raise RunCancelled(result, interrupt) from interrupt
+    finally:
+        run.ended_at = datetime.now(UTC)
+        run.fingerprint = run_fingerprint(run)
+    return result
