@@ -11,6 +11,8 @@ from pathlib import Path
 from support.paths import REPO, TESTS
 
 KINDS = ("docker", "llama", "vllm", "registry", "postgres")
+# the markers of a test that needs a real service; sshd and chromium tests have no folder of their own
+SERVICE_MARKS = (*KINDS, "sshd", "chromium")
 ROOMS = ("unit", "integration", "reliability")
 
 
@@ -101,6 +103,16 @@ def test_every_integration_test_carries_the_marker_of_its_kind() -> None:
             ]
             assert tests, f"{path.relative_to(TESTS)}: no tests"
     assert not missing, "an integration test without the marker of its folder:\n" + "\n".join(missing)
+
+
+def test_no_unit_test_needs_a_service() -> None:
+    bad = []
+    for path in sorted((TESTS / "unit").rglob("test_*.py")):
+        # every pytest.mark.<name> in the file: the module's pytestmark, a class's, a test's decorators
+        marks = _marks(ast.parse(path.read_text(), str(path))) & set(SERVICE_MARKS)
+        if marks:
+            bad.append(f"{path.relative_to(TESTS)}: {sorted(marks)}")
+    assert not bad, "a test that needs a service belongs in tests/integration/<kind>/:\n" + "\n".join(bad)
 
 
 def test_every_marker_used_is_registered() -> None:

@@ -1,12 +1,13 @@
 """`strix bench` speaks `vllm bench serve`: its flags run unchanged and its result JSON has vLLM's keys.
 
-The expected keys are written out here from vLLM's own source, not from strix's writer, so the two are
-checked against each other: vllm-project/vllm ``vllm/benchmarks/serve.py`` (``main_async``: the setup,
-``--metadata`` and traffic keys, then ``benchmark()``'s result dict less the per-request lists that
-only ``--save-detailed`` keeps; ``process_one_metric``: mean_/median_/std_/p<N>_<metric>_ms for each
-``--percentile-metrics`` name at each ``--metric-percentiles`` value, client_queue_time only with
+The expected keys are written out from vLLM's own source in tests/support/vllm_keys.py, not from strix's
+writer, so the two are checked against each other: vllm-project/vllm ``vllm/benchmarks/serve.py``
+(``main_async``: the setup, ``--metadata`` and traffic keys, then ``benchmark()``'s result dict less the
+per-request lists that only ``--save-detailed`` keeps; ``process_one_metric``: mean_/median_/std_/p<N>_<metric>_ms
+for each ``--percentile-metrics`` name at each ``--metric-percentiles`` value, client_queue_time only with
 ``--max-concurrency``, e2el_including_client_queue only with it and a finite ``--request-rate``;
-``compute_result_filename``: the default file name).
+``compute_result_filename``: the default file name). The same line against the real llama-server is in
+tests/integration/llama/test_bench_vllm_llama.py.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import shlex
 from pathlib import Path
 
 import pytest
+from support.bench_cli import bench
 from support.synthetic_server import SyntheticServer
+from support.vllm_keys import VLLM_RESULT_KEYS, VLLM_SETUP_KEYS, VLLM_TRAFFIC_KEYS, vllm_metric_keys
 
 from strix_pipeline.cli import bench as cli_bench
 from strix_pipeline.config import ConfigError
@@ -29,35 +32,6 @@ from strix_pipeline.loadgen.metrics import percentile_key, value_stats
 from strix_pipeline.loadgen.vllm_result import VllmOptions, result_filename, vllm_result
 from strix_pipeline.loadgen.workloads import random_lengths
 from strix_pipeline.records import LevelAggregate, RequestRecord
-
-# serve.py main_async: result_json["date"] ... ["num_prompts"], then the --metadata keys, then traffic.
-VLLM_SETUP_KEYS = ["date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts"]
-VLLM_TRAFFIC_KEYS = ["request_rate", "burstiness", "max_concurrency"]
-# serve.py benchmark(): the generation result dict, without input_lens, output_lens, start_times, ttfts,
-# itls, generated_texts and errors (main_async deletes them unless --save-detailed; latencies and
-# queue_times stay).
-VLLM_RESULT_KEYS = [
-    "duration", "completed", "failed", "total_input_tokens", "total_output_tokens", "request_throughput",
-    "request_goodput", "output_throughput", "total_token_throughput", "latencies", "queue_times",
-    "max_output_tokens_per_s", "max_concurrent_requests", "rtfx",
-]  # fmt: skip
-
-
-def vllm_metric_keys(metrics: list[str], percentiles: list[str]) -> list[str]:
-    """process_one_metric's keys, in its call order (ttft, tpot, itl, e2el, client queue, e2el+queue)."""
-    order = ["ttft", "tpot", "itl", "e2el", "client_queue_time", "e2el_including_client_queue"]
-    keys = []
-    for m in (m for m in order if m in metrics):
-        keys += [f"mean_{m}_ms", f"median_{m}_ms", f"std_{m}_ms"] + [f"p{p}_{m}_ms" for p in percentiles]
-    return keys
-
-
-def bench(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--config")
-    cli_bench.register(parser.add_subparsers())
-    args = parser.parse_args(["bench", *argv])
-    return int(args.func(args))
 
 
 def run_against_server(line: str, **server: float) -> int:
@@ -296,29 +270,3 @@ def test_the_request_path_is_base_url_plus_endpoint_as_in_vllm() -> None:
     assert (
         p.url == "http://127.0.0.1:8000" and p.input_lens == [7, 7] and p.rate is None
     )  # vLLM: --input-len wins
-
-
-@pytest.mark.llama
-@pytest.mark.slow
-def test_the_same_line_runs_unchanged_against_the_embedded_llama_server(llama_server, tmp_path: Path) -> None:
-    """The done-when of the issue: a `vllm bench serve` command line with these flags, unchanged,
-    against the real embedded llama-server, writes every key vLLM writes for the same flags."""
-    line = (
-        f"vllm bench serve --backend openai-chat --base-url {llama_server.base_url} "
-        f"--endpoint /v1/chat/completions --model {llama_server.model} --tokenizer google/gemma-3-270m "
-        "--dataset-name random --random-input-len 32 --random-output-len 8 --num-prompts 6 "
-        "--max-concurrency 2 --request-rate 50 --num-warmups 1 --seed 3 --ignore-eos "
-        "--percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,99 "
-        "--goodput ttft:5000 tpot:500 e2el:60000 --metadata box=local "
-        f"--save-result --result-dir {tmp_path} --result-filename llama.json"
-    )
-    words = shlex.split(line)
-    assert bench(words[3:]) == 0
-    doc = json.loads((tmp_path / "llama.json").read_text())
-    expected = (
-        VLLM_SETUP_KEYS + ["box"] + VLLM_TRAFFIC_KEYS + VLLM_RESULT_KEYS
-        + vllm_metric_keys(["ttft", "tpot", "itl", "e2el"], ["50", "99"])
-    )  # fmt: skip
-    assert list(doc) == expected
-    assert doc["completed"] == 6 and doc["failed"] == 0 and doc["total_output_tokens"] == 6 * 8
-    assert 0 < doc["p50_ttft_ms"] <= doc["p99_ttft_ms"] < doc["p99_e2el_ms"]

