@@ -39,7 +39,6 @@ from pydantic import (
     model_validator,
 )
 
-REPO_ROOT = Path(__file__).resolve().parent.parent  # a source checkout's root (tests, examples)
 # The embedded default ships inside the package, so a non-editable install finds it anywhere;
 # ./strix.toml in the working directory, or $STRIX_CONFIG, replaces it.
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "default.toml"

@@ -12,8 +12,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.paths import REPO as REPO_ROOT
 
-from strix_pipeline.config import REPO_ROOT, ConfigError, HostConfig
+from strix_pipeline.config import ConfigError, HostConfig
 from strix_pipeline.config_load import load_config
 
 EXAMPLE = REPO_ROOT / "config" / "strix-halo.example.toml"

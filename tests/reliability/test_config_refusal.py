@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.paths import REPO as REPO_ROOT
 
-from strix_pipeline.config import REPO_ROOT, ConfigError
+from strix_pipeline.config import ConfigError
 from strix_pipeline.config_load import load_config
 
 EXAMPLE = REPO_ROOT / "config" / "strix-halo.example.toml"

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 from conftest import need
+from support.charts import chart_points
 from support.decision_seed import SEPT, run_record, run_result
 
 from strix_pipeline.analysis.charts import (
-    chart_points,
     support_matrix_chart,
     support_matrix_markdown,
     support_matrix_rows,

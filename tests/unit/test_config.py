@@ -7,8 +7,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from support.paths import REPO as REPO_ROOT
 
-from strix_pipeline.config import DEFAULT_CONFIG, REPO_ROOT, ConfigError, config_path
+from strix_pipeline.config import DEFAULT_CONFIG, ConfigError, config_path
 from strix_pipeline.config_load import load_config
 
 DEFAULT = DEFAULT_CONFIG

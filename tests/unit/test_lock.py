@@ -6,8 +6,7 @@ import tomllib
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-
-from strix_pipeline.config import REPO_ROOT
+from support.paths import REPO as REPO_ROOT
 
 
 def _pins() -> dict[str, str]:

@@ -24,7 +24,7 @@ from strix_pipeline.analysis.charts.data import (
     label_versions,
     support_matrix_rows,
 )
-from strix_pipeline.analysis.charts.embed import chart_points, markdown_image, png_base64
+from strix_pipeline.analysis.charts.embed import markdown_image, png_base64
 from strix_pipeline.analysis.charts.marks import OUTCOME_COLORS, OUTCOME_MARKS, STATUS_COLORS
 from strix_pipeline.analysis.charts.matrix import support_matrix_chart, support_matrix_markdown
 from strix_pipeline.analysis.charts.page import chart_html
@@ -52,7 +52,6 @@ __all__ = [
     "ChartFiles",
     "ChartSet",
     "chart_html",
-    "chart_points",
     "decision_timeline_chart",
     "label_versions",
     "markdown_image",

@@ -6,10 +6,11 @@ import base64
 import json
 from datetime import timedelta
 
+from support.charts import chart_points
 from support.decision_seed import SEPT, make_config, run_record, run_result, seeded, september_runs
 
 from strix_pipeline.analysis.changepoints import detect_changes
-from strix_pipeline.analysis.charts import chart_points, png_base64, write_charts
+from strix_pipeline.analysis.charts import png_base64, write_charts
 from strix_pipeline.analysis.decision import evaluate
 from strix_pipeline.warehouse import Warehouse
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from support.charts import chart_points
 from support.decision_seed import SEPT, make_config, run_record, run_result
 
 from assets.analysis import trend_charts
 from assets.resources import StrixConfigResource, WarehouseResource
 from strix_pipeline.analysis.charts import (
-    chart_points,
     support_matrix_chart,
     support_matrix_markdown,
     support_matrix_rows,
