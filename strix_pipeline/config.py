@@ -146,6 +146,17 @@ Address = Annotated[
 ]
 
 
+_MEMORY_SIZE = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
+
+
+def _memory_size(v: str) -> str:
+    if not _MEMORY_SIZE.fullmatch(v.strip()):
+        raise ValueError(
+            f"{v!r} is not a memory size: a number and a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
+        )
+    return v.strip()
+
+
 def validate_cron(expr: str) -> str:
     """The expression, or ValueError: five fields croniter can read (the parser Dagster's schedules use,
     so what loads here is what Dagster accepts)."""
@@ -494,6 +505,18 @@ class ChangeDetectionConfig(_Strict):
     noise_multiple: NonNegFloat = 3.0
 
 
+class QueryConfig(_Strict):
+    """What bounds a ``strix query`` (``--timeout`` and ``--memory-limit`` override them per call)."""
+
+    # a query that runs longer is stopped: while it runs, no writer can load into a warehouse file
+    timeout_s: NonNegFloat = 300.0  # 0: no limit
+    # DuckDB's size syntax, e.g. "2GB"; None: DuckDB's default, 80 % of RAM (a query has no spill
+    # directory, so one that needs more fails rather than swapping)
+    memory_limit: Annotated[
+        str | None, AfterValidator(lambda v: _memory_size(v) if v is not None else None)
+    ] = None
+
+
 class StrixConfig(_Strict):
     project: ProjectConfig = ProjectConfig()
     warehouse: WarehouseConfig = WarehouseConfig()
@@ -505,6 +528,7 @@ class StrixConfig(_Strict):
     slo: SLO = SLO()
     decision: DecisionConfig = DecisionConfig()
     change_detection: ChangeDetectionConfig = ChangeDetectionConfig()
+    query: QueryConfig = QueryConfig()
 
     # host, engine and model names make run ids, and so directory names under artifacts/logs
     @field_validator("hosts", "engines", "models", "profiles")

@@ -37,6 +37,8 @@ from strix_pipeline.cli.common import (
 )
 from strix_pipeline.cli.formats import print_table, render
 from strix_pipeline.cli.out_guard import check_out
+from strix_pipeline.config import QueryConfig
+from strix_pipeline.config_load import load_config
 from strix_pipeline.peers import FORMATS as PEER_FORMATS
 from strix_pipeline.peers import ImportOptions, PeerFormatError, load_peer_file
 from strix_pipeline.records import RunRecord
@@ -46,7 +48,7 @@ T = TypeVar("T")
 
 FORMATS = ("table", "csv", "json", "jsonl", "markdown", "line", "parquet")
 TEXT_FORMATS = ("csv", "json", "jsonl", "markdown", "line")
-DEFAULT_TIMEOUT_S = 300.0  # a query that runs longer is stopped (--timeout); it holds the file meanwhile
+DEFAULT_TIMEOUT_S = QueryConfig().timeout_s  # [query] timeout_s when the configuration does not say
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -70,16 +72,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument(
         "--timeout",
         type=float,
-        default=DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
-        help=f"stop the query after this long (default {DEFAULT_TIMEOUT_S:g}; 0: no limit); while it runs, "
-        "no writer can load into a warehouse file",
+        help=f"stop the query after this long (default: [query] timeout_s, {DEFAULT_TIMEOUT_S:g} unless set; "
+        "0: no limit); while it runs, no writer can load into a warehouse file",
     )
     q.add_argument(
         "--memory-limit",
         metavar="SIZE",
-        help="DuckDB memory limit for the query, e.g. 2GB (default DuckDB's: 80%% of RAM); a query needing "
-        "more fails (it has no spill directory)",
+        help="DuckDB memory limit for the query, e.g. 2GB (default: [query] memory_limit, else DuckDB's: 80%% "
+        "of RAM); a query needing more fails (it has no spill directory)",
     )
     q.add_argument(
         "--limit",
@@ -160,6 +161,10 @@ def run_query(args: argparse.Namespace) -> int:
         refused = check_out(args)
         if refused:
             return error(refused)
+    if args.timeout is None or args.memory_limit is None:
+        bounds = load_config(getattr(args, "config", None)).query  # a bad file: ConfigError, exit 2
+        args.timeout = bounds.timeout_s if args.timeout is None else args.timeout
+        args.memory_limit = bounds.memory_limit if args.memory_limit is None else args.memory_limit
     if args.timeout < 0:
         return error(f"--timeout {args.timeout:g}: give seconds, or 0 for no limit")
     try:

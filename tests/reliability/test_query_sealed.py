@@ -24,7 +24,7 @@ from support.ducklake import CATALOG_ENV, strix_config
 from support.warehouse import seed
 
 from strix_pipeline.cli import main
-from strix_pipeline.config import DuckLakeTarget
+from strix_pipeline.config import DEFAULT_CONFIG, DuckLakeTarget, QueryConfig
 from strix_pipeline.warehouse import Warehouse, WarehouseLocked
 
 TOKEN = "strix-sealed-password-5e1d"
@@ -300,7 +300,8 @@ def test_a_query_has_a_default_timeout() -> None:
     p = argparse.ArgumentParser()
     qmod.register(p.add_subparsers())
     args = p.parse_args(["query", "SELECT 1"])
-    assert args.timeout == qmod.DEFAULT_TIMEOUT_S and 0 < qmod.DEFAULT_TIMEOUT_S <= 3600
+    assert args.timeout is None  # not given: [query] timeout_s decides, 300 s unless the config says
+    assert QueryConfig().timeout_s == qmod.DEFAULT_TIMEOUT_S and 0 < qmod.DEFAULT_TIMEOUT_S <= 3600
 
 
 def test_a_runaway_query_stops_at_its_timeout(seeded: Path, capsys) -> None:
@@ -309,6 +310,26 @@ def test_a_runaway_query_stops_at_its_timeout(seeded: Path, capsys) -> None:
     took = time.monotonic() - t
     err = capsys.readouterr().err
     assert rc == 1 and "--timeout" in err and took < 10, (took, err)
+
+
+def test_the_configuration_bounds_a_query(seeded: Path, tmp_path: Path, capsys) -> None:
+    """[query] timeout_s and memory_limit apply without the options; an option overrides them."""
+    cfg = tmp_path / "strix.toml"
+    cfg.write_text(DEFAULT_CONFIG.read_text() + '\n[query]\ntimeout_s = 1\nmemory_limit = "300MB"\n')
+    t = time.monotonic()
+    rc = main(["--config", str(cfg), "query", RUNAWAY, "--warehouse", str(seeded), "--format", "csv"])
+    took, err = time.monotonic() - t, capsys.readouterr().err
+    assert rc == 1 and "timeout of 1s" in err and took < 10, (took, err)
+    sql = "SELECT current_setting('memory_limit') AS m"
+    assert main(["--config", str(cfg), "query", sql, "--warehouse", str(seeded), "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] in ("286.1 MiB", "300.0 MB", "300MB")
+    args = ["--config", str(cfg), "query", sql, "--warehouse", str(seeded), "--format", "csv"]
+    assert main([*args, "--memory-limit", "200MB"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] in ("190.7 MiB", "200.0 MB", "200MB")
+    bad = tmp_path / "bad.toml"
+    bad.write_text(DEFAULT_CONFIG.read_text() + '\n[query]\nmemory_limit = "lots"\n')
+    assert main(["--config", str(bad), "query", sql, "--warehouse", str(seeded)]) == 2
+    assert "query.memory_limit" in capsys.readouterr().err
 
 
 def test_memory_limit_can_be_lowered_and_is_locked(seeded: Path, capsys) -> None:
