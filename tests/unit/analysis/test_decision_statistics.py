@@ -21,10 +21,11 @@ from support.decision_seed import (
     september_runs,
     switch_runs,
 )
+from support.paths import REPO as REPO_ROOT
 
 from strix_pipeline.analysis.decision import evaluate, reproduce, stored_decision
 from strix_pipeline.cli import decide as cli_decide
-from strix_pipeline.config import REPO_ROOT, SweepSpec
+from strix_pipeline.config import SweepSpec
 from strix_pipeline.config_load import load_config
 from strix_pipeline.loadgen.metrics import min_samples_for_ci, quantile_ci, quantile_ratio_ci
 from strix_pipeline.registry.versions import version_sort_key
