@@ -6,17 +6,15 @@
 
 from __future__ import annotations
 
-import tomllib
-
-from strix_pipeline.config import DEFAULT_CONFIG, ConfigError, ScenarioProfile
+from strix_pipeline.config import DEFAULT_CONFIG, ConfigError, ScenarioProfile, read_config
 
 
 def default_profile(name: str) -> ScenarioProfile:
-    """The profile ``name`` of the embedded default configuration (validated as ``load_config`` does)."""
-    profiles = tomllib.loads(DEFAULT_CONFIG.read_text(encoding="utf-8")).get("profiles", {})
+    """The profile ``name`` of the embedded default configuration, read and checked as any config is."""
+    profiles = read_config(DEFAULT_CONFIG).profiles
     if name not in profiles:
         raise ConfigError(f"{DEFAULT_CONFIG}: no profile named {name!r} (defined: {sorted(profiles)})")
-    return ScenarioProfile.model_validate(profiles[name])
+    return profiles[name]
 
 
 # every prompt length in it fits one request's 2048 tokens of context (gemma3-270m's context_length)
