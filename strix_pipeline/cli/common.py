@@ -13,7 +13,7 @@ from typing import TypeVar
 import duckdb
 from rich.text import Text
 
-from strix_pipeline.config import DuckLakeTarget
+from strix_pipeline.config import DuckLakeTarget, StrixConfig
 from strix_pipeline.config_load import load_config
 from strix_pipeline.warehouse import Warehouse, WarehouseError
 
@@ -36,12 +36,22 @@ def lock_wait_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
+def config_of(args: argparse.Namespace) -> StrixConfig:
+    """The configuration the command runs with (``--config``, else the default search), read once per
+    command however many of its parts ask (the warehouse, ``--out``'s guard, the query's bounds)."""
+    config = getattr(args, "_strix_config", None)
+    if config is None:
+        config = load_config(getattr(args, "config", None))
+        args._strix_config = config
+    return config
+
+
 def warehouse_path(args: argparse.Namespace) -> Path | DuckLakeTarget:
     """``--warehouse`` (a DuckDB file), else the configuration's warehouse: the file
     ``project.warehouse``, or the DuckLake lakehouse of ``[warehouse] backend = "ducklake"``."""
     if getattr(args, "warehouse", None):
         return Path(args.warehouse)
-    return load_config(getattr(args, "config", None)).warehouse_target()
+    return config_of(args).warehouse_target()
 
 
 def open_warehouse(

@@ -7,9 +7,8 @@ import argparse
 import os
 from pathlib import Path
 
-from strix_pipeline.cli.common import warehouse_path
+from strix_pipeline.cli.common import config_of, warehouse_path
 from strix_pipeline.config import DuckLakeTarget, config_path
-from strix_pipeline.config_load import load_config
 from strix_pipeline.warehouse.spool import spool_dir
 
 
@@ -30,7 +29,7 @@ def protected(args: argparse.Namespace) -> list[tuple[Path, str]]:
     cfg = Path(args.config) if getattr(args, "config", None) else config_path()
     found.append((cfg, "the configuration"))
     try:
-        found.append((spool_dir(load_config(getattr(args, "config", None)).artifacts_dir()), "the spool"))
+        found.append((spool_dir(config_of(args).artifacts_dir()), "the spool"))
     except Exception:  # noqa: BLE001 - no readable configuration: no spool to protect
         pass
     return found

@@ -29,6 +29,7 @@ import duckdb
 import polars as pl
 
 from strix_pipeline.cli.common import (
+    config_of,
     error,
     lock_wait_arg,
     on_warehouse,
@@ -38,7 +39,6 @@ from strix_pipeline.cli.common import (
 from strix_pipeline.cli.formats import print_table, render
 from strix_pipeline.cli.out_guard import check_out
 from strix_pipeline.config import QueryConfig
-from strix_pipeline.config_load import load_config
 from strix_pipeline.peers import FORMATS as PEER_FORMATS
 from strix_pipeline.peers import ImportOptions, PeerFormatError, load_peer_file
 from strix_pipeline.records import RunRecord
@@ -162,7 +162,7 @@ def run_query(args: argparse.Namespace) -> int:
         if refused:
             return error(refused)
     if args.timeout is None or args.memory_limit is None:
-        bounds = load_config(getattr(args, "config", None)).query  # a bad file: ConfigError, exit 2
+        bounds = config_of(args).query  # a bad file: ConfigError, exit 2
         args.timeout = bounds.timeout_s if args.timeout is None else args.timeout
         args.memory_limit = bounds.memory_limit if args.memory_limit is None else args.memory_limit
     if args.timeout < 0:
