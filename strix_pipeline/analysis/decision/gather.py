@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Mapping
+from dataclasses import fields
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from strix_pipeline.analysis.decision.evidence import Evidence, ReleaseImage, RunFacts, SweepReading
 from strix_pipeline.analysis.decision.outcome import Decision
@@ -57,27 +58,17 @@ def query_rows(wh: Warehouse, sql: str, params: list[Any]) -> list[dict[str, Any
     return list(wh.query_df(sql, params).iter_rows(named=True))
 
 
+T = TypeVar("T")
+
+
+def from_row(cls: type[T], row: Mapping[str, Any], **given: Any) -> T:
+    """A record from a query row whose columns are named as its fields (``given`` overrides)."""
+    return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in row} | given)  # type: ignore[call-arg]
+
+
 def run_facts(row: Mapping[str, Any]) -> RunFacts:
     """A ``v_run_base`` row as the criteria's record."""
-    return RunFacts(
-        run_id=row["run_id"],
-        engine=row["engine"],
-        status=row["status"],
-        started_at=row["started_at"],
-        model_profile=row["model_profile"],
-        model=row["model"],
-        model_family=row["model_family"],
-        quantization=row["quantization"],
-        version_order=row["version_order"],
-        usable=bool(row["usable"]),
-        image_repository=row["image_repository"],
-        image_tag=row["image_tag"],
-        image_digest=row["image_digest"],
-        image_version=row["image_version"],
-        launch_command=row["launch_command"],
-        failure_reason=row["failure_reason"],
-        held_bytes=row["held_bytes"],
-    )
+    return from_row(RunFacts, row, usable=bool(row["usable"]))
 
 
 class WarehouseTtfts(Mapping[str, list[float]]):
@@ -125,14 +116,11 @@ def gather_evidence(wh: Warehouse, config: StrixConfig, now: datetime) -> Eviden
             if a["scenario"] == "smoke" and a["requests_ok"] >= 1 and a["requests_failed"] == 0
         ),
         sweep={
-            a["run_id"]: SweepReading(a["requests_ok"], a["requests_failed"], a["ttft_p95_ms"])
+            a["run_id"]: from_row(SweepReading, a)
             for a in aggs
             if a["scenario"] == "concurrency_sweep" and a["level"] == d.concurrency
         },
-        images=tuple(
-            ReleaseImage(i["repository"], i["tag"], i["digest"], i["floating"], i["sort_key"], i["gone"])
-            for i in images
-        ),
+        images=tuple(from_row(ReleaseImage, i) for i in images),
         ttfts=WarehouseTtfts(wh, d.concurrency),
     )
 
