@@ -18,7 +18,7 @@ import docker
 import httpx
 
 from strix_pipeline.config import ConfigError, HostConfig, StrixConfig
-from strix_pipeline.hosts import docker as dk
+from strix_pipeline.hosts import docker_host
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.local import (
     LLAMA_SERVER_ENV,
@@ -297,7 +297,7 @@ def _docker(config: StrixConfig, host: str, cfg: HostConfig) -> Iterator[Check]:
         assert target is not None
         url = target.display
     try:
-        client = dk.make_client(cfg, timeout_s=10)
+        client = docker_host.make_client(cfg, timeout_s=10)
         client.ping()
     except EngineStartError as e:  # ssh's own words, the key variable, how to check
         yield Check(host, "docker reachable", False, True, e.reason[:500], "see the reason")

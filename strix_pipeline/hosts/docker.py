@@ -5,8 +5,7 @@ engine spec's command with the ROCm options, streams the container log to a file
 readiness and yields a :class:`DockerEngine`. Leaving the block -- normally, by an exception or a
 cancellation -- stops and removes the container. A start that fails raises
 :class:`EngineStartError` with the log tail, after removing the container, so the next run starts
-clean. The host's client and facts are in ``docker_host``, the running engine in ``docker_engine``
-(their names are importable from here too).
+clean. The host's client and facts are in ``docker_host``, the running engine in ``docker_engine``.
 """
 
 from __future__ import annotations
@@ -24,20 +23,13 @@ from strix_pipeline.config import EngineConfig, HostConfig, ModelProfile
 from strix_pipeline.engines import build_spec
 from strix_pipeline.engines.base import CONTAINER_MODELS_DIR, EngineSpec, container_model_path
 from strix_pipeline.hosts.docker_engine import (
-    LOG_TAIL_LINES,
     DockerEngine,
     LogStreamer,
-    SmiReader,
     container_exit,
     container_log_tail,
 )
 from strix_pipeline.hosts.docker_host import (
-    docker_url,
-    host_error,
-    is_local_daemon,
     make_client,
-    parse_group_file,
-    probe_for_host,
     resolve_group_ids,
     split_image_ref,
 )
@@ -397,20 +389,3 @@ def _url_host(address: str) -> str:
 
 def _safe(name: str) -> str:
     return _NAME_BAD.sub("-", name).strip("-") or "engine"
-
-
-__all__ = [
-    "LOG_TAIL_LINES",
-    "DockerEngine",
-    "DockerLauncher",
-    "SmiReader",
-    "container_log_tail",
-    "docker_url",
-    "host_error",
-    "is_local_daemon",
-    "make_client",
-    "parse_group_file",
-    "probe_for_host",
-    "resolve_group_ids",
-    "split_image_ref",
-]

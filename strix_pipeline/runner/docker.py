@@ -9,7 +9,7 @@ from contextlib import ExitStack
 
 from strix_pipeline.engines import comparable_flags
 from strix_pipeline.hosts import docker as dk
-from strix_pipeline.hosts import guards
+from strix_pipeline.hosts import docker_engine, docker_host, guards
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.production import ProductionGuard, check_maintenance_window
 from strix_pipeline.hosts.ssh import client_transport
@@ -42,10 +42,10 @@ def run_docker(r: RunInputs) -> None:
         raise EngineStartError("failed_guard", f"host {target.host} runs containers: the target has no image")
     image_ref = pull_reference(target.image.registry, target.image.repository, target.image.digest)
     check_maintenance_window(host_cfg, config.project.schedule, timezone=config.project.timezone, force=force)
-    client = dk.make_client(host_cfg)
-    probe = dk.probe_for_host(host_cfg, client)
+    client = docker_host.make_client(host_cfg)
+    probe = docker_host.probe_for_host(host_cfg, client)
     record_host_facts(run, probe)
-    smi = dk.SmiReader(client, host_cfg, image_ref)
+    smi = docker_engine.SmiReader(client, host_cfg, image_ref)
     sampler = (
         MemorySampler(probe, run.run_id, interval_s=host_cfg.sample_interval_s, smi=smi) if probe else None
     )
@@ -108,7 +108,7 @@ def run_docker(r: RunInputs) -> None:
                 if sampler:
                     sampler.set_phase("after_stop")
                 if run.log_tail is None:  # the engine's last lines also when the suite crashed
-                    run.log_tail = dk.container_log_tail(None, launcher.log_path) or None
+                    run.log_tail = docker_engine.container_log_tail(None, launcher.log_path) or None
             if notes:
                 run.failure_reason = join_reasons(run.failure_reason, notes)
             if read is not None:
@@ -117,7 +117,8 @@ def run_docker(r: RunInputs) -> None:
                 except Exception as e:  # noqa: BLE001 - the host unreachable: not checked, and said so
                     returned = None
                     run.failure_reason = join_reasons(
-                        run.failure_reason, f"memory after stop not checked: {dk.host_error(client, e)}"
+                        run.failure_reason,
+                        f"memory after stop not checked: {docker_host.host_error(client, e)}",
                     )
                 if returned is False:
                     run.failure_reason = join_reasons(

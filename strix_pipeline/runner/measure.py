@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from strix_pipeline.config import StrixConfig
-from strix_pipeline.hosts import docker as dk
+from strix_pipeline.hosts import docker_engine
 from strix_pipeline.hosts.local import LocalLlamaServer
 from strix_pipeline.hosts.local_vllm import LocalVllmServer
 from strix_pipeline.loadgen import run_suite_sync
@@ -21,7 +21,7 @@ def measure(
     config: StrixConfig,
     target: BenchmarkTarget,
     result: RunResult,
-    engine: LocalLlamaServer | LocalVllmServer | dk.DockerEngine,
+    engine: LocalLlamaServer | LocalVllmServer | docker_engine.DockerEngine,
     log: Log,
     scenarios: list[str] | None,
     sampler: MemorySampler | None,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from strix_pipeline.engine_facts import append_firmware
-from strix_pipeline.hosts import docker as dk
+from strix_pipeline.hosts import docker_engine
 from strix_pipeline.hosts.production import ProductionGuard
 from strix_pipeline.loadgen import SuiteInterrupted, SuiteResult
 from strix_pipeline.memory import (
@@ -90,7 +90,7 @@ def record_host_facts(run: RunRecord, probe: MemoryProbe | None) -> None:
         run.firmware = f"vbios {facts.vbios}"
 
 
-def record_image_facts(run: RunRecord, eng: dk.DockerEngine) -> None:
+def record_image_facts(run: RunRecord, eng: docker_engine.DockerEngine) -> None:
     """The ROCm version of the engine image and the GPU firmware it reports, read in the running engine
     container on the host that runs it; what it cannot tell stays as it was (None: not available)."""
     try:

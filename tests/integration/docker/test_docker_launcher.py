@@ -22,7 +22,8 @@ from support.paths import FIXTURES
 
 from strix_pipeline.config import EngineConfig, HostConfig, ModelProfile, ProductionEngine
 from strix_pipeline.hosts import guards
-from strix_pipeline.hosts.docker import DockerLauncher, resolve_group_ids
+from strix_pipeline.hosts.docker import DockerLauncher
+from strix_pipeline.hosts.docker_host import resolve_group_ids
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.production import ProductionGuard
 from strix_pipeline.memory import DockerProbe, MemorySampler, summarize

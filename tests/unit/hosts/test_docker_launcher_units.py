@@ -7,6 +7,7 @@ from support.paths import FIXTURES
 
 from strix_pipeline.config import EngineConfig, HostConfig, ModelProfile
 from strix_pipeline.hosts import docker as dk
+from strix_pipeline.hosts import docker_engine, docker_host
 from strix_pipeline.hosts.errors import EngineStartError
 
 DIGEST = "sha256:" + "ab" * 32
@@ -24,24 +25,24 @@ DIGEST = "sha256:" + "ab" * 32
     ],
 )
 def test_split_image_ref_pulls_by_digest_alone(ref, expected):
-    assert dk.split_image_ref(ref) == expected
+    assert docker_host.split_image_ref(ref) == expected
 
 
 def test_parse_group_file():
     text = "root:x:0:\nvideo:x:44:bench\nrender:x:992:\nbroken:x:notanumber:\n"
-    assert dk.parse_group_file(text) == {"video": 44, "render": 992}
-    assert dk.parse_group_file("") == {}
+    assert docker_host.parse_group_file(text) == {"video": 44, "render": 992}
+    assert docker_host.parse_group_file("") == {}
 
 
 def test_docker_url_fills_the_user_from_the_environment(monkeypatch):
     h = HostConfig(kind="docker", docker_host="ssh://{user}@box", ssh_user_env="STRIX_TEST_BOX_USER")
     monkeypatch.setenv("STRIX_TEST_BOX_USER", "bench")
-    assert dk.docker_url(h) == "ssh://bench@box"
+    assert docker_host.docker_url(h) == "ssh://bench@box"
     monkeypatch.delenv("STRIX_TEST_BOX_USER")
     with pytest.raises(EngineStartError, match="STRIX_TEST_BOX_USER"):
-        dk.docker_url(h)
-    assert not dk.is_local_daemon(h)
-    assert dk.is_local_daemon(HostConfig(kind="docker", docker_host="unix:///var/run/docker.sock"))
+        docker_host.docker_url(h)
+    assert not docker_host.is_local_daemon(h)
+    assert docker_host.is_local_daemon(HostConfig(kind="docker", docker_host="unix:///var/run/docker.sock"))
 
 
 def _launcher(
@@ -108,9 +109,9 @@ class _Container:
         return _Exec(code, out)
 
 
-def _engine(container: _Container, image_attrs: dict | None = None) -> dk.DockerEngine:
+def _engine(container: _Container, image_attrs: dict | None = None) -> docker_engine.DockerEngine:
     launcher = _launcher(HostConfig(kind="docker", docker_host="ssh://u@box"), EngineConfig(kind="llamacpp"))
-    return dk.DockerEngine(
+    return docker_engine.DockerEngine(
         base_url="http://127.0.0.1:1",
         model="m",
         metrics_url="",
