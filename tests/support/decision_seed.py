@@ -149,6 +149,23 @@ def run_record(
 N5 = 200  # measured requests at 5 clients: the standard profile's (config.DECISION_LEVEL_REQUESTS)
 
 
+def local_llamacpp_record() -> RunRecord:
+    """The embedded host's llama-server build (no registry: a local build's digest and version)."""
+    return run_record(
+        "local-1",
+        "llamacpp",
+        host="local",
+        repo=None,
+        tag=None,
+        digest="local:b6500",
+        version="b6500",
+        sort_key="b6500",
+        profile="gemma3-270m",
+        quant="Q4_K_M",
+        held_gib=0.4,
+    )
+
+
 def ttft_sample(p95: float, n: int = N5, sigma: float = 0.1) -> list[float]:
     """n TTFTs of a lognormal shape (its quantiles, deterministic) whose numpy p95 is exactly `p95`."""
     x = np.exp(sigma * norm.ppf((np.arange(n) + 0.5) / n))

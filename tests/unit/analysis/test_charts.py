@@ -7,7 +7,15 @@ import json
 from datetime import timedelta
 
 from support.charts import chart_points
-from support.decision_seed import SEPT, make_config, run_record, run_result, seeded, september_runs
+from support.decision_seed import (
+    SEPT,
+    local_llamacpp_record,
+    make_config,
+    run_record,
+    run_result,
+    seeded,
+    september_runs,
+)
 
 from strix_pipeline.analysis.changepoints import detect_changes
 from strix_pipeline.analysis.charts import png_base64, write_charts
@@ -118,19 +126,7 @@ def test_empty_and_single_run_warehouse(tmp_path):
     assert all(c.png.exists() and c.html.exists() and c.note for c in cs.charts.values())
     assert "no run has a 5-client sweep yet" in cs.index_html.read_text()
 
-    local = run_record(
-        "local-1",
-        "llamacpp",
-        host="local",
-        repo=None,
-        tag=None,
-        digest="local:b6500",
-        version="b6500",
-        sort_key="b6500",
-        profile="gemma3-270m",
-        quant="Q4_K_M",
-        held_gib=0.4,
-    )
+    local = local_llamacpp_record()
     wh.load_run(run_result(local, ttft5=(40.0, 35.0, 45.0), ladder={512: 3000.0}))
     cs = write_charts(wh, tmp_path / "one")
     pts = chart_points(cs.charts["ttft_p95_by_version"].json)

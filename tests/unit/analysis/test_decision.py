@@ -14,6 +14,7 @@ from support.decision_seed import (
     SEPT,
     evidence_of,
     judge_runs,
+    local_llamacpp_record,
     make_config,
     release_image,
     run_record,
@@ -248,19 +249,7 @@ def test_newer_release_without_run_makes_c1_unknown():
 
 
 def test_local_default_host_is_unknown_with_reasons():
-    local = run_record(
-        "local-1",
-        "llamacpp",
-        host="local",
-        repo=None,
-        tag=None,
-        digest="local:b6500",
-        version="b6500",
-        sort_key="b6500",
-        profile="gemma3-270m",
-        quant="Q4_K_M",
-        held_gib=0.4,
-    )
+    local = local_llamacpp_record()
     d = judge_runs([run_result(local, ttft5=(40.0, 35.0, 45.0))], make_config(host="local"), SEPT)
     assert d.verdict == "unknown"
     assert len(d.criteria) == 5
