@@ -327,6 +327,8 @@ class DockerLauncher:
         )
 
     def _cleanup(self) -> None:
+        if self._streamer is not None:
+            self._streamer.stopping.set()
         c, self.container = self.container, None
         if c is not None:
             try:

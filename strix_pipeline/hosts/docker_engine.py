@@ -153,6 +153,9 @@ def container_log_tail(container: Any, log_path: Path | None, lines: int = LOG_T
     return ""
 
 
+LOST_WAIT_S = 2.0  # how long an unexpected end of the log stream waits to learn whether ssh was lost
+
+
 class LogStreamer(threading.Thread):
     """Copies the container's stdout+stderr into the log file until the container ends."""
 
@@ -161,6 +164,8 @@ class LogStreamer(threading.Thread):
         self.container = container
         self.path = path
         self.started = datetime.now(UTC)
+        # set by the engine before it stops the container: an end of the stream after that is expected
+        self.stopping = threading.Event()
 
     def run(self) -> None:
         try:
@@ -171,7 +176,9 @@ class LogStreamer(threading.Thread):
         except Exception as e:  # noqa: BLE001 - the container or the way to it went away: the file has what we got
             log.debug("log stream of %s ended: %s", self.container.name, e)
         transport = client_transport(self.container.client)
-        lost = transport.lost_since(self.started) if transport else []
+        # an end nobody asked for may be a dropped ssh session whose process is still exiting
+        wait_s = 0.0 if self.stopping.is_set() else LOST_WAIT_S
+        lost = transport.lost_since(self.started, wait_s=wait_s) if transport else []
         if lost:  # the log ends here for a reason the reader of the file must see
             note = f"[strix {time.strftime('%H:%M:%S')}] log stream cut: ssh {lost[-1].describe()}\n"
             log.warning("log stream of %s cut: ssh %s", self.container.name, lost[-1].describe())

@@ -215,9 +215,16 @@ class SshTransport:
                 self.lost.append(LostConnection(datetime.now(UTC), self._stderr(d)))
             d.stderr.close()
 
-    def lost_since(self, since: datetime | None = None) -> list[LostConnection]:
-        self.reap()
-        return [x for x in self.lost if since is None or x.at >= since]
+    def lost_since(self, since: datetime | None = None, wait_s: float = 0.0) -> list[LostConnection]:
+        """The connections lost since ``since``; with ``wait_s``, waits (bounded) for one to show: a
+        socket sees its EOF a moment before its ssh process can be reaped."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            self.reap()
+            found = [x for x in self.lost if since is None or x.at >= since]
+            if found or time.monotonic() >= deadline:
+                return found
+            time.sleep(0.05)
 
     def last_error(self, wait_s: float = 2.0) -> str | None:
         """ssh's words when a connection just failed: waits (bounded) for the failing process to end."""

@@ -27,7 +27,9 @@ Python logging per run, and two runs doing so at once deadlock on the logging lo
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
+import traceback
 from pathlib import Path
 
 import dagster as dg
@@ -54,16 +56,21 @@ def project_concurrency() -> dict:
 def _one_run(
     instance_ref, config_path: str, key: str, out: str, rendezvous: bool, go, delay_s: float
 ) -> None:
-    """One Dagster run of benchmark_job in this (forked) process, ``delay_s`` after the other's start."""
+    """One Dagster run of benchmark_job in this (forked) process, ``delay_s`` after the other's start.
+    An exception is written to ``out`` for the parent's assertion: a forked child's stderr is lost."""
     import assets.benchmark as bench_mod
 
-    bench_mod.run_benchmark = EngineStandIn(Path(out), HOLD_S, rendezvous=2 if rendezvous else 0)
-    instance = dg.DagsterInstance.from_ref(instance_ref)
-    job = build_definitions(load_config(config_path), config_path).resolve_job_def("benchmark_job")
-    go.wait(timeout=60)
-    time.sleep(delay_s)
-    result = job.execute_in_process(instance=instance, partition_key=key, raise_on_error=False)
-    (Path(out) / f"result-{result.run_id}").write_text("success" if result.success else "failure")
+    try:
+        bench_mod.run_benchmark = EngineStandIn(Path(out), HOLD_S, rendezvous=2 if rendezvous else 0)
+        instance = dg.DagsterInstance.from_ref(instance_ref)
+        job = build_definitions(load_config(config_path), config_path).resolve_job_def("benchmark_job")
+        go.wait(timeout=60)
+        time.sleep(delay_s)
+        result = job.execute_in_process(instance=instance, partition_key=key, raise_on_error=False)
+        (Path(out) / f"result-{result.run_id}").write_text("success" if result.success else "failure")
+    except BaseException:
+        (Path(out) / f"error-{os.getpid()}").write_text(traceback.format_exc())
+        raise
 
 
 def _run_two_at_once(tmp_path: Path, overrides: dict, rendezvous: bool = False):
@@ -94,7 +101,8 @@ def _run_two_at_once(tmp_path: Path, overrides: dict, rendezvous: bool = False):
         for p in procs:
             if p.is_alive():
                 p.kill()
-        assert [p.exitcode for p in procs] == [0, 0]
+        errors = "\n".join(f.read_text() for f in out.glob("error-*"))
+        assert [p.exitcode for p in procs] == [0, 0], errors
         results = {f.name.removeprefix("result-"): f.read_text() for f in out.glob("result-*")}
         assert list(results.values()) == ["success", "success"], results
         intervals = standin_intervals(out)
