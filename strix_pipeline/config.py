@@ -303,6 +303,12 @@ class HostConfig(_Strict):
     idle_baseline_gb: NonNegFloat | None = (
         None  # GB (10^9 bytes) in use on the idle host; else the reading before start
     )
+    # local hosts: the disk the installed engine releases may take (GB, 10^9 bytes; a vLLM env is
+    # ~3.5 GB, a llama-server build ~0.1 GB); over it the least recently used release is evicted
+    # (provision/engine_cache.py), never the baseline, a pinned release or the one a run uses
+    engine_cache_gb: Annotated[float, Field(gt=0)] = 30.0
+    # releases kept in the engine cache whatever the budget (a canary: "b11401", "v0.31.0")
+    pinned_releases: list[Annotated[str, _pattern(r"[bv][0-9][0-9A-Za-z.+-]{0,63}", "a release tag such as b11434 or v0.32.0")]] = Field(default_factory=list)  # fmt: skip
 
     @field_validator("maintenance_window")
     @classmethod

@@ -27,9 +27,11 @@ from strix_pipeline.hosts.local import (
     llama_server_binary,
 )
 from strix_pipeline.hosts.ssh import SshUserUnset, is_ssh, ssh_target
-from strix_pipeline.provision import gemma_checkpoint, llamacpp_build, vllm_env
+from strix_pipeline.provision import engine_cache, gemma_checkpoint, llamacpp_build, vllm_env
+from strix_pipeline.provision.cache import cache_dir
 from strix_pipeline.records import LOCAL_REGISTRY
 from strix_pipeline.registry.names import api_host
+from strix_pipeline.units import GB
 from strix_pipeline.warehouse import Warehouse, WarehouseError
 
 
@@ -175,6 +177,7 @@ def _local(config: StrixConfig, host: str, start_engines: bool, only: list[str] 
     for r in runs:
         if config.engines[r.engine].kind == "vllm":
             yield from _local_vllm(host, config.engines[r.engine].local_version)
+    yield _engine_cache(host, config.hosts[host])
     for name in sorted({r.model for r in runs if config.engines[r.engine].kind != "vllm"}):
         model = config.models[name]
         if model.path:
@@ -202,6 +205,27 @@ def _local(config: StrixConfig, host: str, start_engines: bool, only: list[str] 
             )
     if "llamacpp" in engines and start_engines:
         yield _local_llama_answers(host, config.hosts[host])
+
+
+def _engine_cache(host: str, cfg: HostConfig) -> Check:
+    """The installed releases' disk against the host's budget (over it, the next install evicts)."""
+    found = engine_cache.entries()
+    total = sum(e.bytes for e in found)
+    builds = sum(1 for e in found if e.kind == "llama-server build")
+    budget = cfg.engine_cache_gb * GB
+    ccache = engine_cache.dir_bytes(llamacpp_build.ccache_dir())
+    return Check(
+        host,
+        "engine cache",
+        total <= budget,
+        False,
+        f"{total / GB:.1f} GB of {cfg.engine_cache_gb:g} GB ({builds} llama-server builds, "
+        f"{len(found) - builds} vLLM envs; least recently used evicted past the budget), "
+        f"ccache {ccache / GB:.1f} GB, in {cache_dir()}",
+        None
+        if total <= budget
+        else "over budget: the next install evicts; raise engine_cache_gb to keep more",
+    )
 
 
 def _local_vllm(host: str, version: str | None) -> Iterator[Check]:

