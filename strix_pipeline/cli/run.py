@@ -35,6 +35,8 @@ def run(args: argparse.Namespace) -> int:
             cmd += ["--partition", key]
         for name in args.engine or []:
             cmd += ["--engine", name]
+        if getattr(args, "history", None):  # strix history: the runs are one backfill in the UI
+            cmd += ["--history", args.history]
         # The Dagster layer runs in its own process: the domain and this CLI never import Dagster.
         code = subprocess.run(cmd, check=False).returncode
         if not summary_file.exists():

@@ -1,0 +1,141 @@
+"""`strix history`: benchmark N releases of a local engine spread over the package index's history.
+
+The releases come from the index pip installs from (registry/index_discovery.py); which ones, from
+strix_pipeline.history. Each is one partition of ``benchmark_run``, run through Dagster by `strix run`'s
+process and recorded as one backfill the UI shows; the analysis runs once after the last. A release
+that cannot be built or started here is a failed run with its reason, not the end of the history.
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from strix_pipeline import plan
+from strix_pipeline.cli.run import run as run_partitions
+from strix_pipeline.config import StrixConfig, config_path
+from strix_pipeline.config_load import load_config
+from strix_pipeline.history import HistoryError, VersionChoice, choose
+from strix_pipeline.records import ImageRecord
+from strix_pipeline.registry.errors import RegistryError
+from strix_pipeline.registry.index_discovery import INDEX_PACKAGES, default_index
+from strix_pipeline.registry.package_index import release_images
+from strix_pipeline.warehouse import Warehouse, WarehouseMissing
+
+DEFAULT_VERSIONS = "4"
+
+
+def index_releases(config: StrixConfig, engine: str) -> list[ImageRecord]:
+    """The engine's releases on the package index, as host local's image versions."""
+    kind = config.engines[engine].kind
+    if kind not in INDEX_PACKAGES:
+        raise HistoryError(f"engine {engine} ({kind}) has no releases on a package index")
+    with default_index() as idx:
+        releases = idx.releases(INDEX_PACKAGES[kind])
+    return release_images(releases, engine=engine, kind=kind, now=datetime.now(UTC)).images
+
+
+def chosen_partitions(config: StrixConfig, args: argparse.Namespace) -> list[tuple[str, ImageRecord]]:
+    local = plan.local_engines(config)
+    engines = args.engine or list(local)
+    unknown = [e for e in engines if e not in local]
+    if unknown:
+        raise HistoryError(f"engine(s) {', '.join(unknown)} not configured on a local host (have: {', '.join(local)})")  # fmt: skip
+    out = []
+    for engine in engines:
+        versions = VersionChoice.parse(getattr(args, f"versions_{engine}", None) or args.versions)
+        since_text = getattr(args, f"since_{engine}", None) or args.since
+        since = datetime.fromisoformat(since_text).replace(tzinfo=UTC) if since_text else None
+        for image in choose(index_releases(config, engine), engine, versions, since):
+            out.append((plan.partition_key(engine, image), image))
+    return out
+
+
+# One row per run of the history's partitions: what the closing table of a history shows.
+HISTORY_SQL = """
+SELECT r.engine, r.image_version AS release, r.status,
+       t.ttft_p95_ms, t.output_tokens_per_s, r.held_gib, r.failure_reason
+FROM v_runs r
+LEFT JOIN v_ttft_at_concurrency t
+  ON t.run_id = r.run_id AND t.scenario = 'concurrency_sweep' AND t.concurrency = 5
+WHERE list_contains(?, r.image_digest)
+ORDER BY r.engine, r.image_sort_key, r.started_at
+"""
+
+
+def history(args: argparse.Namespace) -> int:
+    console = Console()
+    path = str(Path(args.config or config_path()).resolve())
+    config = load_config(path)
+    try:
+        chosen = chosen_partitions(config, args)
+    except (HistoryError, RegistryError, ValueError) as e:
+        console.print(f"[red]strix history: {e}[/]", soft_wrap=True)
+        return 2
+    table = Table(title="strix history: releases chosen")
+    for col in ("engine", "release", "uploaded", "partition"):
+        table.add_column(col)
+    for key, image in chosen:
+        uploaded = f"{image.created:%Y-%m-%d}" if image.created else "?"
+        table.add_row(image.engine, image.tag, uploaded, key)
+    console.print(table)
+    if args.dry_run:
+        return 0
+    engines = sorted({i.engine for _, i in chosen})
+    title = f"history {' '.join(engines)}: {len(chosen)} releases"
+    code = run_partitions(
+        argparse.Namespace(config=path, partition=[k for k, _ in chosen], engine=None, history=title)
+    )
+    print_history(console, config, [i.digest for _, i in chosen])
+    return code
+
+
+def print_history(console: Console, config: StrixConfig, digests: list[str]) -> None:
+    try:
+        with Warehouse.open(config.warehouse_target(), read_only=True) as wh:
+            rows = wh.query_df(HISTORY_SQL, [digests]).to_dicts()
+    except WarehouseMissing:
+        return
+    table = Table(title="strix history: TTFT p95 and output tok/s at 5 clients")
+    for col in ("engine", "release", "status", "TTFT p95 ms", "tok/s", "held GiB", "reason"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            r["engine"],
+            r["release"] or "?",
+            r["status"],
+            f"{r['ttft_p95_ms']:.0f}" if r["ttft_p95_ms"] is not None else "-",
+            f"{r['output_tokens_per_s']:.1f}" if r["output_tokens_per_s"] is not None else "-",
+            f"{r['held_gib']:.2f}" if r["held_gib"] is not None else "-",
+            (r["failure_reason"] or "")[:120],
+        )
+    console.print(table)
+    console.print("change points: strix changes · charts: the run's charts/index.html", soft_wrap=True)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "history",
+        help="benchmark releases of the local engines spread over the package index's history",
+        description=__doc__,
+    )
+    p.add_argument("--engine", action="append", help="this local engine only (repeatable; default: all)")
+    p.add_argument(
+        "--versions",
+        default=DEFAULT_VERSIONS,
+        help="how many releases (newest, oldest and evenly spaced between; default 4) or which: b10333,b11434",
+    )
+    for engine in ("llamacpp", "vllm"):
+        p.add_argument(
+            f"--versions-{engine}",
+            dest=f"versions_{engine}",
+            help=f"--versions for {engine} only (make history: --versions-vllm 3)",
+        )
+        p.add_argument(f"--since-{engine}", dest=f"since_{engine}", help=f"--since for {engine} only")
+    p.add_argument("--since", help="only releases uploaded since this date (YYYY-MM-DD)")
+    p.add_argument("--dry-run", action="store_true", help="show the releases chosen, benchmark nothing")
+    p.set_defaults(func=history)
