@@ -34,6 +34,7 @@ from pathlib import Path
 
 import dagster as dg
 import yaml
+from dagster._core.storage.defs_state import base as defs_state_base
 from support.engine_standin import EngineStandIn
 from support.engine_standin import intervals as standin_intervals
 from support.paths import REPO
@@ -61,12 +62,15 @@ def _one_run(
     import assets.benchmark as bench_mod
 
     try:
+        # a fork inherits the parent's current defs-state storage (a ContextVar): this run's own
+        # instance publishes its own, as a run worker's process does
+        defs_state_base._current_storage.set(None)
         bench_mod.run_benchmark = EngineStandIn(Path(out), HOLD_S, rendezvous=2 if rendezvous else 0)
-        instance = dg.DagsterInstance.from_ref(instance_ref)
-        job = build_definitions(load_config(config_path), config_path).resolve_job_def("benchmark_job")
-        go.wait(timeout=60)
-        time.sleep(delay_s)
-        result = job.execute_in_process(instance=instance, partition_key=key, raise_on_error=False)
+        with dg.DagsterInstance.from_ref(instance_ref) as instance:
+            job = build_definitions(load_config(config_path), config_path).resolve_job_def("benchmark_job")
+            go.wait(timeout=60)
+            time.sleep(delay_s)
+            result = job.execute_in_process(instance=instance, partition_key=key, raise_on_error=False)
         (Path(out) / f"result-{result.run_id}").write_text("success" if result.success else "failure")
     except BaseException:
         (Path(out) / f"error-{os.getpid()}").write_text(traceback.format_exc())
