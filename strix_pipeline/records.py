@@ -305,6 +305,18 @@ class RunRecord:
     production_down_at: datetime | None = None
     production_up_at: datetime | None = None
     production_overhead_s: float | None = None
+    # schema v7: the distance to the memory-bandwidth limit (runner/efficiency.py), with its inputs:
+    # the host's copy bandwidth (read+write bytes/s) and its threads, the model's weight bytes and KV
+    # bytes per token, the single-client decode speed and the context it ran at, and the figure in
+    # (0, 1] -- None, with efficiency_problem saying why, when the inputs do not give one
+    bandwidth_bytes_per_s: float | None = None
+    bandwidth_threads: int | None = None
+    model_weight_bytes: int | None = None
+    kv_bytes_per_token: int | None = None
+    decode_tok_s: float | None = None
+    decode_context_tokens: float | None = None
+    decode_efficiency: float | None = None
+    efficiency_problem: str | None = None
 
 
 @dataclass

@@ -21,6 +21,7 @@ from strix_pipeline.memory import (
 )
 from strix_pipeline.provision import engine_cache, llamacpp_build, vllm_env
 from strix_pipeline.records import LOCAL_REGISTRY, ImageRecord
+from strix_pipeline.runner.efficiency import model_bytes, probe_bandwidth, record_efficiency
 from strix_pipeline.runner.inputs import RunInputs
 from strix_pipeline.runner.measure import measure
 from strix_pipeline.runner.record import finish_memory, record_host_facts
@@ -163,6 +164,10 @@ def run_local(r: RunInputs) -> None:
     run = result.run
     make_cache_room(config, target, kind, log)
     server = local_server(config, target, log_dir, log)
+    # before the engine and the memory sampler: the probe's buffers must be neither beside the engine
+    # nor in the idle baseline; the engine's threads (llama-server leaves a core to the load generator)
+    threads = getattr(server, "threads", None) or max(1, (os.cpu_count() or 2) - (kind == "llamacpp"))
+    bandwidth = probe_bandwidth(threads, log)
     smi = lambda: read_smi(run_here)  # noqa: E731 - rocm-smi / amd-smi when this machine has them
     sampler = MemorySampler(TreeProbe(), run.run_id, interval_s=host_cfg.sample_interval_s, smi=smi)
     record_host_facts(run, sampler.probe)
@@ -180,6 +185,7 @@ def run_local(r: RunInputs) -> None:
             log(f"[{run.run_id}] ready at {server.base_url} (build {server.engine_build})")
             settle_s = max(1.0, 2 * host_cfg.sample_interval_s)
             measure(config, target, result, server, log, scenarios, sampler, settle_s)
+            record_efficiency(result, bandwidth, *model_bytes(server.model_path))
         finally:
             server.stop()
             sampler.probe = TreeProbe()

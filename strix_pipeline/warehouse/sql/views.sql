@@ -46,6 +46,14 @@ SELECT
     r.production_down_at,
     r.production_up_at,
     r.production_overhead_s,
+    r.bandwidth_bytes_per_s,
+    r.bandwidth_threads,
+    r.model_weight_bytes,
+    r.kv_bytes_per_token,
+    r.decode_tok_s,
+    r.decode_context_tokens,
+    r.decode_efficiency,
+    r.efficiency_problem,
     -- version order: the explicit sort key of the image, never the date a run happened
     coalesce(r.image_sort_key, r.image_version, r.image_tag, '') AS version_order
 FROM runs r;
@@ -98,6 +106,14 @@ SELECT
     -- a Box run's outage of the production engine, and the part of it that was the pipeline's own
     round(date_diff('millisecond', b.production_down_at, b.production_up_at) / 1000.0, 1) AS production_offline_s,
     b.production_overhead_s,
+    -- share of the memory-bandwidth limit the single-client decode reaches, in (0, 1], with its inputs
+    round(b.decode_efficiency, 3) AS decode_efficiency,
+    round(b.bandwidth_bytes_per_s / 1e9, 2) AS bandwidth_gb_s,
+    b.decode_tok_s,
+    b.model_weight_bytes,
+    b.kv_bytes_per_token,
+    b.decode_context_tokens,
+    b.efficiency_problem,
     b.fingerprint,
     b.harness_version,
     b.engine_build,

@@ -123,6 +123,29 @@ def test_warehouse_rows(materialised) -> None:
         assert wh.count("memory_samples") > 0
 
 
+def test_decode_efficiency_lies_in_0_1_with_its_inputs_stored(materialised) -> None:
+    """The figure is recomputable from the stored inputs, and it is a share of the limit: (0, 1]."""
+    config = materialised["config"]
+    with Warehouse.open(config.warehouse_path(), read_only=True) as wh:
+        (r,) = wh.query_df(
+            "SELECT decode_efficiency, efficiency_problem, bandwidth_bytes_per_s, bandwidth_threads, "
+            "model_weight_bytes, kv_bytes_per_token, decode_tok_s, decode_context_tokens FROM runs"
+        ).to_dicts()
+        v = wh.query_df("SELECT decode_efficiency, bandwidth_gb_s FROM v_runs").to_dicts()[0]
+    assert r["efficiency_problem"] is None, r
+    assert 0 < r["decode_efficiency"] <= 1, r
+    # the Q4_K_M GGUF's tensors (the helper's header parse; file size minus the header)
+    assert 200e6 < r["model_weight_bytes"] < 260e6 and r["kv_bytes_per_token"] > 0, r
+    assert r["bandwidth_threads"] >= 1 and r["bandwidth_bytes_per_s"] > 1e9, r
+    recomputed = (
+        r["decode_tok_s"]
+        * (r["model_weight_bytes"] + r["kv_bytes_per_token"] * r["decode_context_tokens"])
+        / r["bandwidth_bytes_per_s"]
+    )
+    assert recomputed == pytest.approx(r["decode_efficiency"], rel=1e-9)
+    assert v["decode_efficiency"] == round(r["decode_efficiency"], 3) and v["bandwidth_gb_s"] > 1
+
+
 def test_decision(materialised) -> None:
     config = materialised["config"]
     result = materialised["result"]

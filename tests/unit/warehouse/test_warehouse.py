@@ -62,7 +62,21 @@ def test_tables_mirror_the_records_in_name_and_column_order(wh: Warehouse) -> No
 
 
 # run columns later migrations added (v2: model_family; v6: the production window)
-AFTER_V1 = {"model_family", "production_down_at", "production_up_at", "production_overhead_s"}
+AFTER_V1 = {
+    "model_family",
+    "production_down_at",
+    "production_up_at",
+    "production_overhead_s",
+    # v7: decode efficiency and its inputs
+    "bandwidth_bytes_per_s",
+    "bandwidth_threads",
+    "model_weight_bytes",
+    "kv_bytes_per_token",
+    "decode_tok_s",
+    "decode_context_tokens",
+    "decode_efficiency",
+    "efficiency_problem",
+}
 
 
 def test_v1_warehouse_migrates_to_current_with_its_data(tmp_path: Path) -> None:
