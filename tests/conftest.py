@@ -27,8 +27,7 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 os.environ.pop("DAGSTER_HOME", None)
 # Host local's releases come from the package index pip is configured with: the tests read a small
 # one on disk (support/package_index.py), never the live index, whose next upload would change them.
-# A test that builds a real release from PyPI restores the user's setting (REAL_PIP_INDEX_URL).
-REAL_PIP_INDEX_URL = os.environ.get(INDEX_ENV)
+# A test that builds a real release restores the user's setting (support.package_index.real_index_env).
 os.environ[INDEX_ENV] = session_index(Path(tempfile.mkdtemp(prefix="strix-test-index-")))
 
 

@@ -80,7 +80,8 @@ class LocalLlamaServer(LocalProcess):
     release: str | None = None
     progress: object = print  # callable(str): build progress lines
 
-    # Filled in by start()
+    # Filled in by provision() / start()
+    binary: Path | None = None
     props: dict = field(default_factory=dict)
 
     @property
@@ -98,7 +99,7 @@ class LocalLlamaServer(LocalProcess):
         # leave a core to the load generator: the client must never be the bottleneck it measures
         threads = self.threads or max(1, (os.cpu_count() or 2) - 1)
         self.command = [
-            str(self._binary()),
+            str(self.provision()),
             "-m", str(model),
             "--alias", self.alias,
             "--host", self.host,
@@ -111,6 +112,13 @@ class LocalLlamaServer(LocalProcess):
             *self.extra_args,
         ]  # fmt: skip
         self._spawn()
+
+    def provision(self) -> Path:
+        """The llama-server to run, built first when the release is not in the cache yet. The runner
+        calls it before the memory sampler starts: a compiler's memory is no engine's peak."""
+        if self.binary is None:
+            self.binary = self._binary()
+        return self.binary
 
     def _binary(self) -> Path:
         if self.release is None:

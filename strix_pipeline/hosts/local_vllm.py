@@ -175,6 +175,7 @@ class LocalVllmServer(LocalProcess):
     provenance: dict = field(default_factory=dict)
     seen_ports: set[int] = field(default_factory=set)  # every port the engine listened on
     rpc_dir: Path | None = None
+    _resolved: tuple[list[str], ModelProfile] | None = None
 
     @property
     def model(self) -> str:
@@ -214,13 +215,19 @@ class LocalVllmServer(LocalProcess):
         self.quantization, self.model_path = quant, Path(path)
         return list(executable), profile
 
-    def start(self) -> None:
+    def provision(self) -> tuple[list[str], ModelProfile]:
+        """The executable and profile, installing the release and converting the model first when
+        needed. The runner calls it before the memory sampler starts: an install is no engine's peak."""
+        if self._resolved is None:
+            try:
+                self._resolved = self._resolve()
+            except (InstallError, ConversionError) as e:  # like an image that cannot be pulled: a result
+                first, _, rest = str(e).partition("\n")
+                raise EngineStartError("failed_start", first, rest or None) from e
+        return self._resolved
 
-        try:
-            executable, profile = self._resolve()
-        except (InstallError, ConversionError) as e:  # like an image that cannot be pulled: a result
-            first, _, rest = str(e).partition("\n")
-            raise EngineStartError("failed_start", first, rest or None) from e
+    def start(self) -> None:
+        executable, profile = self.provision()
         engine = self.engine or EngineConfig(kind="vllm", role="candidate")
         stamp = self._claim_port()
         box_spec = build_spec(engine, profile, str(profile.path), port=self.port, bind_host=self.host)

@@ -168,6 +168,7 @@ def run_local(r: RunInputs) -> None:
     # nor in the idle baseline; the engine's threads (llama-server leaves a core to the load generator)
     threads = getattr(server, "threads", None) or max(1, (os.cpu_count() or 2) - (kind == "llamacpp"))
     bandwidth = probe_bandwidth(threads, log)
+    server.provision()  # build or install the release now, outside the memory samples
     smi = lambda: read_smi(run_here)  # noqa: E731 - rocm-smi / amd-smi when this machine has them
     sampler = MemorySampler(TreeProbe(), run.run_id, interval_s=host_cfg.sample_interval_s, smi=smi)
     record_host_facts(run, sampler.probe)

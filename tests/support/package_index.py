@@ -9,12 +9,23 @@ history see a real (small) release history that no upload to PyPI can change und
 from __future__ import annotations
 
 import hashlib
+import os
 from importlib import metadata
 from pathlib import Path
 
 from strix_pipeline.provision import vllm_env
 
 INDEX_ENV = "PIP_INDEX_URL"
+# the user's own setting, read before the session replaces it (conftest imports this module first)
+_REAL_INDEX = os.environ.get(INDEX_ENV)
+
+
+def real_index_env(monkeypatch) -> None:
+    """Give a test the index pip really installs from (for a real build of a real release)."""
+    if _REAL_INDEX is None:
+        monkeypatch.delenv(INDEX_ENV, raising=False)
+    else:
+        monkeypatch.setenv(INDEX_ENV, _REAL_INDEX)
 
 
 def _sha(text: str) -> str:
