@@ -247,14 +247,17 @@ def regressions(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.
         "TTFT p95 at 5 clients by image version (CI error bars, failures marked, change points), output "
         "throughput vs concurrency, prefill tok/s vs input length, held memory, decision timeline, and the "
         "support matrix (engine × image version × model profile -> serves / starts / fails with the reason "
-        "and run id, newest versions first; `support_matrix` here, view v_support_matrix)."
+        "and run id, newest versions first; `support_matrix` here, view v_support_matrix), C3's metric of "
+        "baseline and candidate on one time axis with the verdicts, and each version's share of the "
+        "memory-bandwidth limit (decode efficiency)."
     ),
 )
 def trend_charts(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.MaterializeResult:
     config = strix.get()
     out = config.artifacts_dir() / "charts"
     with warehouse.reader() as wh:
-        cs = write_charts(wh, out)
+        roles = {name: e.role for name, e in config.engines.items() if e.role != "tracked"}
+        cs = write_charts(wh, out, roles=roles)
         matrix = support_matrix_rows(wh)
     md = [f"Open `{cs.index_html}` for the interactive charts.", ""]
     for name, files in cs.charts.items():

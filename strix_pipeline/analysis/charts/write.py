@@ -14,6 +14,7 @@ import vl_convert as vlc
 
 from strix_pipeline.analysis.changepoints import Change, stored_changes
 from strix_pipeline.analysis.charts.data import DEFAULT_CONCURRENCY
+from strix_pipeline.analysis.charts.limits import efficiency_by_version_chart, switch_metric_chart
 from strix_pipeline.analysis.charts.marks import note_chart
 from strix_pipeline.analysis.charts.matrix import support_matrix_chart
 from strix_pipeline.analysis.charts.page import chart_html
@@ -97,6 +98,8 @@ CHART_TITLES = {
     "memory_held_by_version": "Memory held by engine and version",
     "decision_timeline": "Switch decision timeline",
     "support_matrix": "Support matrix: engine × image version × model profile",
+    "switch_metric": "C3: TTFT p95 at 5 clients, baseline and candidate over time, with the verdicts",
+    "efficiency_by_version": "Share of the memory-bandwidth limit by version (decode efficiency)",
 }
 
 
@@ -107,10 +110,12 @@ def write_charts(
     changes: list[Change] | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
     now: datetime | None = None,
+    roles: dict[str, str] | None = None,
 ) -> ChartSet:
     """Write every chart (JSON, HTML, PNG) and index.html into `out_dir`; returns their paths.
 
-    `changes` None: the change points stored in the warehouse are annotated."""
+    `changes` None: the change points stored in the warehouse are annotated; `roles` (engine ->
+    baseline/candidate) names the engines of the switch chart."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     cs = ChartSet(out_dir=out_dir)
@@ -127,6 +132,8 @@ def write_charts(
         "memory_held_by_version": lambda: memory_chart(wh),
         "decision_timeline": lambda: decision_timeline_chart(wh),
         "support_matrix": lambda: support_matrix_chart(wh),
+        "switch_metric": lambda: switch_metric_chart(wh, concurrency=concurrency, roles=roles),
+        "efficiency_by_version": lambda: efficiency_by_version_chart(wh),
     }
     for name, build in builders.items():
         title = CHART_TITLES[name].replace(" 5 clients", f" {concurrency} clients")

@@ -29,6 +29,8 @@ NAMES = {
     "memory_held_by_version",
     "decision_timeline",
     "support_matrix",
+    "switch_metric",
+    "efficiency_by_version",
 }
 
 
@@ -108,6 +110,18 @@ def test_charts_hold_the_expected_points(tmp_path):
     tl = chart_points(cs.charts["decision_timeline"].json)
     assert {p["criterion"] for p in tl} == {"C1", "C2", "C3", "C4", "C5"}
 
+    # C3's metric: baseline and candidate on one time axis, with their intervals and the verdict
+    sw = chart_points(cs.charts["switch_metric"].json)
+    engines = {p["engine_label"] for p in sw if "engine_label" in p}
+    assert {"llamacpp", "vllm"} <= engines, engines
+    v7 = next(p for p in sw if p.get("run_id") == "v7")
+    assert v7["ttft_p95_ci_low_ms"] == v7["ttft_p95_ms"] * 0.9 and v7["version"] == "v0.07.0"
+    stored = wh.query_df("SELECT DISTINCT verdict FROM v_decisions").to_series().to_list()
+    assert [p["verdict"] for p in sw if "verdict" in p and "evaluated_at" in p] == stored and len(stored) == 1
+    assert not any(p.get("run_id") == "v4" for p in sw)  # a failed run has no TTFT to plot
+    # no run of these has a decode efficiency: the chart says so instead of drawing zeros
+    assert cs.charts["efficiency_by_version"].note.startswith("no run has a decode efficiency yet")
+
     # without a `changes` argument the stored change points are annotated
     again = write_charts(wh, tmp_path / "stored")
     stored = chart_points(again.charts["ttft_p95_by_version"].json)
@@ -147,3 +161,18 @@ def test_a_broken_chart_leaves_a_note_not_a_crash(tmp_path, monkeypatch):
     broken = cs.charts["throughput_vs_concurrency"]
     assert broken.png.exists() and "bad data" in broken.note
     assert "bad data" in cs.index_html.read_text()
+
+
+def test_efficiency_chart_plots_the_stored_share_and_names_runs_without_one(tmp_path):
+    runs = trend_runs()[:3]
+    runs[0].run.decode_efficiency, runs[0].run.decode_tok_s = 0.42, 30.0
+    runs[1].run.decode_efficiency, runs[1].run.efficiency_problem = None, "above 1 (1.3): …"
+    wh = seeded(tmp_path / "w.duckdb", runs)
+    cs = write_charts(wh, tmp_path / "c", roles={"llamacpp": "baseline", "vllm": "candidate"})
+    pts = chart_points(cs.charts["efficiency_by_version"].json)
+    assert [(p["run_id"], p["decode_efficiency"]) for p in pts if p.get("decode_efficiency") is not None] == [
+        (runs[0].run.run_id, 0.42)
+    ]
+    assert "1 run(s) without a figure" in cs.charts["efficiency_by_version"].note
+    labels = {p["engine_label"] for p in chart_points(cs.charts["switch_metric"].json) if "engine_label" in p}
+    assert labels <= {"llamacpp (baseline)", "vllm (candidate)"} and labels
