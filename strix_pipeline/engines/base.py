@@ -7,13 +7,48 @@ guards read the resulting :class:`EngineSpec` and nothing else.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+
+from packaging.version import InvalidVersion, Version
 
 from strix_pipeline.config import EngineConfig, ModelProfile
 
 # Where a host's models directory appears inside an engine container.
 CONTAINER_MODELS_DIR = "/models"
+
+
+@dataclass(frozen=True)
+class ReleaseChange:
+    """A difference of an engine's command line between its releases, declared once in the engine's
+    module: releases before ``since`` take ``rewrite(flags)`` instead of today's flags."""
+
+    since: str  # the first package version with today's spelling ("0.10.2"; llama.cpp: "9000.0.0")
+    what: str  # what changed, in words a user reads in the run's log
+    rewrite: Callable[[list[str]], list[str]]
+
+
+def flags_for_release(
+    changes: tuple[ReleaseChange, ...], version: str | None, flags: list[str]
+) -> tuple[list[str], list[str]]:
+    """The flags release ``version`` takes, and what was changed for it (newest change first, so each
+    rewrite sees the spelling of the release after it). An unknown or unparsable version: today's."""
+    try:
+        have = Version(version) if version else None
+    except InvalidVersion:
+        have = None
+    notes: list[str] = []
+    if have is None:
+        return list(flags), notes
+    out = list(flags)
+    for change in sorted(changes, key=lambda c: Version(c.since), reverse=True):
+        if have < Version(change.since):
+            rewritten = change.rewrite(out)
+            if rewritten != out:
+                notes.append(f"before {change.since}: {change.what}")
+            out = rewritten
+    return out, notes
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from strix_pipeline.config import ModelProfile
-from strix_pipeline.engines.base import Reservation, common_reservations, served_name
+from strix_pipeline.engines.base import ReleaseChange, Reservation, common_reservations, served_name
 
 KIND = "llamacpp"
 DEFAULT_PORT = 8080
@@ -15,6 +15,10 @@ READY_PATHS = ("/health", "/v1/models")  # /health is 503 while loading, 200 whe
 METRICS_PREFIX = "llamacpp:"
 VERSION_PATH = "/props"
 VERSION_KEY = "build_info"
+# How older releases' command lines differ from today's (engines.base.flags_for_release): none in the
+# package index's window (b9093 … b11434): every flag the launchers pass (-m --alias -c -np -t
+# --metrics --no-webui; -ngl -fa on --no-mmap on a Box) is taken by all of them.
+RELEASE_CHANGES: tuple[ReleaseChange, ...] = ()
 OVERRIDABLE_DEFAULTS: list[tuple[tuple[str, ...], list[str]]] = [
     (("-ngl", "--gpu-layers", "--n-gpu-layers"), ["-ngl", "999"]),
     (("-fa", "--flash-attn"), ["-fa", "on"]),

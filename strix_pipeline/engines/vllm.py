@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from strix_pipeline.config import ModelProfile
 from strix_pipeline.engines.base import (
     EngineSpec,
     PoolFlags,
+    ReleaseChange,
     Reservation,
     common_reservations,
+    flags_for_release,
     pool_reservations,
 )
 from strix_pipeline.units import GB, GIB
@@ -54,6 +57,38 @@ def reservations(flags: list[str], profile: ModelProfile, budget_gb: float | Non
 # processes hold more than 15 %. Its CPU counterpart is an explicit KV cache size,
 # `--kv-cache-memory-bytes` (VLLM_CPU_KVCACHE_SPACE in GiB is the legacy spelling of the same).
 CPU_KV_FLAG = "--kv-cache-memory-bytes"
+
+
+def _without_flag(flag: str) -> Callable[[list[str]], list[str]]:
+    def drop(flags: list[str]) -> list[str]:
+        out: list[str] = []
+        skip = False
+        for f in flags:
+            if skip:
+                skip = False
+            elif f == flag:
+                skip = True  # and its value
+            elif not f.startswith(flag + "="):
+                out.append(f)
+        return out
+
+    return drop
+
+
+# How older releases' command lines differ from today's (engines.base.flags_for_release). Checked in
+# the releases' own vllm/engine/arg_utils.py: 0.10.1.1 has no kv_cache_memory, 0.10.2 has it.
+RELEASE_CHANGES = (
+    ReleaseChange(
+        since="0.10.2",
+        what=f"no {CPU_KV_FLAG}: the CPU KV cache is sized by VLLM_CPU_KVCACHE_SPACE alone (set)",
+        rewrite=_without_flag(CPU_KV_FLAG),
+    ),
+)
+
+
+def release_flags(version: str | None, flags: list[str]) -> tuple[list[str], list[str]]:
+    """The flags vllm-cpu ``version`` takes (RELEASE_CHANGES), and the notes of what was changed."""
+    return flags_for_release(RELEASE_CHANGES, version, flags)
 
 
 def cpu_env(kv_cache_gib: int) -> dict[str, str]:

