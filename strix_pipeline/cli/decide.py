@@ -9,9 +9,10 @@ import json
 from rich.console import Console
 from rich.table import Table
 
+from strix_pipeline.analysis.changepoints import Series, load_series, magnitude_floor_pct, series_noise_pct
 from strix_pipeline.analysis.decision import Decision, evaluate, format_value, reproduce
-from strix_pipeline.cli.common import error, on_warehouse, warehouse_arg
-from strix_pipeline.config import StrixConfig
+from strix_pipeline.cli.common import config_of, error, on_warehouse, warehouse_arg
+from strix_pipeline.config import ChangeDetectionConfig, StrixConfig
 from strix_pipeline.config_load import load_config
 from strix_pipeline.warehouse import Warehouse
 
@@ -147,11 +148,18 @@ def run_reproduce(args: argparse.Namespace, config: StrixConfig) -> int:
 
 
 def run_changes(args: argparse.Namespace) -> int:
-    rows, rc = on_warehouse(args, lambda wh: wh.list_changes(ack_status=None if args.all else "active"))
-    if rows is None:
+    def read(wh: Warehouse):
+        return wh.list_changes(ack_status=None if args.all else "active"), load_series(wh)
+
+    got, rc = on_warehouse(args, read)
+    if got is None:
         return rc
+    rows, series = got
     if args.json:
         print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2, default=str))
+        return 0
+    if not rows:
+        print_no_changes(series, config_of(args).change_detection, unacknowledged_only=not args.all)
         return 0
     table = Table(title="Change points" + ("" if args.all else " (unacknowledged)"))
     for col in (
@@ -184,6 +192,37 @@ def run_changes(args: argparse.Namespace) -> int:
         )
     Console().print(table)
     return 0
+
+
+def print_no_changes(series: list[Series], cfg: ChangeDetectionConfig, *, unacknowledged_only: bool) -> None:
+    """ "None", with why: each series looked at, its versions and noise, and the smallest step that
+    would have counted there (max(min_magnitude_pct, noise_multiple x noise))."""
+    console = Console()
+    what = "unacknowledged change points" if unacknowledged_only else "change points"
+    looked = [s for s in series if len({p.version for p in s.points}) >= 2]
+    console.print(f"No {what} found in {len(looked)} series with two or more versions ({len(series)} series in all).")  # fmt: skip
+    if not looked:
+        console.print("A change point needs a series with runs of at least two versions: run strix history.")
+        return
+    table = Table(title="What was looked at: the noise that would hide a step")
+    for col in (
+        "engine",
+        "host",
+        "scenario",
+        "level",
+        "metric",
+        "versions",
+        "noise",
+        "smallest step counted",
+    ):
+        table.add_column(col, overflow="fold")
+    for s in sorted(looked, key=lambda s: (s.engine, s.host, s.scenario, s.level, s.metric)):
+        values = [p.value for p in s.points]
+        table.add_row(
+            s.engine, s.host, s.scenario, str(s.level), s.metric, str(len({p.version for p in s.points})),
+            f"{series_noise_pct(values):.1f}%", f"{magnitude_floor_pct(values, cfg):.1f}%",
+        )  # fmt: skip
+    console.print(table)
 
 
 def run_ack(args: argparse.Namespace) -> int:

@@ -79,3 +79,29 @@ def test_decide_without_warehouse_says_so(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(cli_decide, "load_config", lambda path=None: make_config())
     assert run_cli(["decide", "--warehouse", str(tmp_path / "missing.duckdb")]) == 1
     assert "no warehouse" in capsys.readouterr().err
+
+
+def test_no_change_point_says_none_and_the_noise_that_would_hide_one(tmp_path, capsys, monkeypatch):
+    from strix_pipeline.cli import common
+
+    monkeypatch.setattr(common, "load_config", lambda path=None: make_config())
+    path = tmp_path / "w.duckdb"
+    now = datetime(2026, 9, 1, tzinfo=UTC)
+    results = [
+        run_result(
+            run_record(f"r{i}", "vllm", tag=f"v0.{i:02d}.0", started_at=now + timedelta(days=i)),
+            ttft5=(p, p, p),
+        )  # fmt: skip
+        for i, p in enumerate([100.0, 104.0, 98.0, 103.0])
+    ]
+    wh = seeded(path, results)
+    assert [c for c in detect_changes(wh, make_config(), now=now) if c.metric == "ttft_p95_ms"] == []
+    wh.close()
+    assert run_cli(["changes", "--warehouse", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "No unacknowledged change points found in" in out
+    line = next(x for x in out.splitlines() if "ttft_p95_ms" in x and "│ 5 " in x)
+    # successive differences 4, -6, 5 around ~101: noise ~5 %, and 3x that is the smallest step counted
+    cells = [c.strip() for c in line.split("│") if c.strip()]
+    noise, floor = float(cells[-2].rstrip("%")), float(cells[-1].rstrip("%"))
+    assert cells[5] == "4" and 3 < noise < 7 and floor == pytest.approx(3 * noise, abs=0.15)
