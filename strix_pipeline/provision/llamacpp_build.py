@@ -180,7 +180,35 @@ def _run(cmd: list[str], env: dict, log: Path, step: str, progress=None, every_s
                     done = f"{int(found[-1])}% compiled" if found else "configuring"
                     progress(f"  … {step}: {done}, {time.monotonic() - started:.0f} s")
     if proc.returncode != 0:
-        raise BuildError(failed_step("llama-server build", step, proc.returncode, log))
+        message = failed_step("llama-server build", step, proc.returncode, log)
+        cause = build_cause(log)
+        if cause:  # the line that says why, first: it is what a run's failure_reason shows
+            message = message.replace(f"(exit {proc.returncode}); log", f"(exit {proc.returncode}): {cause}; log", 1)  # fmt: skip
+        raise BuildError(message)
+
+
+# What a failed build's log says first about why: make's "*** … Stop.", a compiler's or cmake's error.
+_CAUSES = (
+    re.compile(r"\*\*\* (No rule to make target .*?)(?:\s+Stop\.)?$"),
+    re.compile(r"(CMake Error.*)$"),
+    re.compile(r"((?:fatal )?error: (?!subprocess-exited).*)$"),
+    re.compile(r"(ERROR: (?:Could not find|No matching distribution).*)$"),
+)
+
+
+def build_cause(log: Path) -> str | None:
+    """The first line of a failed build's log that names its cause, trimmed of the build directory."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for pattern in _CAUSES:
+        for line in lines:
+            m = pattern.search(line.strip())
+            if m:
+                cause = re.sub(r"/\S*/tmp/pip-[^/]+/[^/]+/", "", m.group(1))
+                return cause[:300]
+    return None
 
 
 def _say(message: str) -> None:

