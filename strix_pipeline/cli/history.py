@@ -57,9 +57,10 @@ def chosen_partitions(config: StrixConfig, args: argparse.Namespace) -> list[tup
 
 # One row per run of the history's partitions: what the closing table of a history shows.
 HISTORY_SQL = """
-SELECT r.engine, r.image_version AS release, r.status,
-       t.ttft_p95_ms, t.output_tokens_per_s, r.held_gib, r.failure_reason
+SELECT r.engine, r.image_version AS release, i.created AS uploaded, r.status,
+       t.ttft_p95_ms, t.output_tokens_per_s, r.decode_efficiency, r.held_gib, r.failure_reason
 FROM v_runs r
+LEFT JOIN images i ON i.digest = r.image_digest AND i.tag = r.image_version
 LEFT JOIN v_ttft_at_concurrency t
   ON t.run_id = r.run_id AND t.scenario = 'concurrency_sweep' AND t.concurrency = 5
 WHERE list_contains(?, r.image_digest)
@@ -100,18 +101,24 @@ def print_history(console: Console, config: StrixConfig, digests: list[str]) -> 
             rows = wh.query_df(HISTORY_SQL, [digests]).to_dicts()
     except WarehouseMissing:
         return
-    table = Table(title="strix history: TTFT p95 and output tok/s at 5 clients")
-    for col in ("engine", "release", "status", "TTFT p95 ms", "tok/s", "held GiB", "reason"):
+    table = Table(title="strix history: at 5 clients, and the single-client share of the bandwidth limit")
+    for col in ("engine", "release", "uploaded", "status", "TTFT p95 ms", "tok/s", "efficiency", "held GiB", "reason"):  # fmt: skip
         table.add_column(col)
+
+    def num(v, fmt: str) -> str:
+        return format(v, fmt) if v is not None else "-"
+
     for r in rows:
         table.add_row(
             r["engine"],
             r["release"] or "?",
+            f"{r['uploaded']:%Y-%m-%d}" if r["uploaded"] else "?",
             r["status"],
-            f"{r['ttft_p95_ms']:.0f}" if r["ttft_p95_ms"] is not None else "-",
-            f"{r['output_tokens_per_s']:.1f}" if r["output_tokens_per_s"] is not None else "-",
-            f"{r['held_gib']:.2f}" if r["held_gib"] is not None else "-",
-            (r["failure_reason"] or "")[:120],
+            num(r["ttft_p95_ms"], ".0f"),
+            num(r["output_tokens_per_s"], ".1f"),
+            num(r["decode_efficiency"], ".3f"),
+            num(r["held_gib"], ".2f"),
+            (r["failure_reason"] or "")[:160],
         )
     console.print(table)
     console.print("change points: strix changes · charts: the run's charts/index.html", soft_wrap=True)
