@@ -108,7 +108,11 @@ def switch_metric_chart(
     panels = []
     for host, hrows in _by_host(rows).items():
         data = alt.Data(values=json_values(hrows))
-        x = alt.X("started_at:T", title="run started (UTC)", axis=alt.Axis(format="%Y-%m-%d", labelAngle=-30))
+        x = alt.X(
+            "started_at:T",
+            title="run started (UTC)",
+            axis=alt.Axis(format="%Y-%m-%d %H:%M", labelAngle=-30, tickCount=6),
+        )
         color = alt.Color("engine_label:N", title=None, legend=alt.Legend(orient="bottom"))
         y = alt.Y("ttft_p95_ms:Q", title="TTFT p95 (ms)", scale=alt.Scale(type="log"))
         layers = [
