@@ -57,7 +57,7 @@ def chosen_partitions(config: StrixConfig, args: argparse.Namespace) -> list[tup
 
 # One row per run of the history's partitions: what the closing table of a history shows.
 HISTORY_SQL = """
-SELECT r.engine, r.image_version AS release, i.created AS uploaded, r.status,
+SELECT r.engine, r.image_version AS release, r.image_digest AS digest, i.created AS uploaded, r.status,
        t.ttft_p95_ms, t.output_tokens_per_s, r.decode_efficiency, r.held_gib, r.failure_reason
 FROM v_runs r
 LEFT JOIN images i ON i.digest = r.image_digest AND i.tag = r.image_version
@@ -91,16 +91,38 @@ def history(args: argparse.Namespace) -> int:
     code = run_partitions(
         argparse.Namespace(config=path, partition=[k for k, _ in chosen], engine=None, history=title)
     )
-    print_history(console, config, [i.digest for _, i in chosen])
+    rows = print_history(console, config, [i.digest for _, i in chosen])
+    if code and history_complete(rows, [i.digest for _, i in chosen]):
+        console.print(
+            "strix history: every release is recorded; the ones that did not run here are failed runs "
+            "with their reason (above), as the support matrix shows them",
+            soft_wrap=True,
+        )
+        return 0
     return code
 
 
-def print_history(console: Console, config: StrixConfig, digests: list[str]) -> None:
+def history_complete(rows: list[dict], digests: list[str]) -> bool:
+    """A history did its job when each release has a run, some measured, and each one that did not is
+    a start or serve failure with its reason: a release that cannot run here is data. A harness error
+    (status ``error``) or a release with no run at all is not."""
+    by_digest = {r["digest"]: r for r in rows}
+    if set(digests) - set(by_digest):
+        return False
+    if not any(r["status"] in ("ok", "partial") for r in rows):
+        return False
+    return all(
+        r["status"] in ("ok", "partial") or (r["status"].startswith("failed_") and r["failure_reason"])
+        for r in rows
+    )
+
+
+def print_history(console: Console, config: StrixConfig, digests: list[str]) -> list[dict]:
     try:
         with Warehouse.open(config.warehouse_target(), read_only=True) as wh:
             rows = wh.query_df(HISTORY_SQL, [digests]).to_dicts()
     except WarehouseMissing:
-        return
+        return []
     table = Table(title="strix history: at 5 clients, and the single-client share of the bandwidth limit")
     for col in ("engine", "release", "uploaded", "status", "TTFT p95 ms", "tok/s", "efficiency", "held GiB", "reason"):  # fmt: skip
         table.add_column(col)
@@ -122,6 +144,7 @@ def print_history(console: Console, config: StrixConfig, digests: list[str]) -> 
         )
     console.print(table)
     console.print("change points: strix changes · charts: the run's charts/index.html", soft_wrap=True)
+    return rows
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -40,3 +40,14 @@ def test_an_unknown_release_or_engine_is_refused_with_its_name(capsys) -> None:
     assert "vllm: no release 'v9.9.9' on the package index" in capsys.readouterr().out
     assert run_cli(["history", "--dry-run", "--engine", "sglang"]) == 2
     assert "engine(s) sglang not configured on a local host" in capsys.readouterr().out
+
+
+def test_a_history_with_a_release_that_cannot_run_here_is_complete() -> None:
+    ok = {"digest": "a", "status": "ok", "failure_reason": None}
+    broken = {"digest": "b", "status": "failed_start", "failure_reason": "its sdist lacks loading.html"}
+    assert cli_history.history_complete([ok, broken], ["a", "b"])
+    # a failure without its reason, a harness error, a release without a run, nothing measured: not complete
+    assert not cli_history.history_complete([ok, {**broken, "failure_reason": None}], ["a", "b"])
+    assert not cli_history.history_complete([ok, {**broken, "status": "error"}], ["a", "b"])
+    assert not cli_history.history_complete([ok], ["a", "b"])
+    assert not cli_history.history_complete([broken], ["b"])
