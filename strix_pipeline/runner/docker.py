@@ -19,6 +19,7 @@ from strix_pipeline.memory import (
     current_in_use,
 )
 from strix_pipeline.registry.names import pull_reference
+from strix_pipeline.runner.efficiency import DOCKER_HOST_EFFICIENCY, record_efficiency
 from strix_pipeline.runner.inputs import RunInputs
 from strix_pipeline.runner.measure import measure
 from strix_pipeline.runner.record import (
@@ -99,6 +100,8 @@ def run_docker(r: RunInputs) -> None:
                         probe.pid = eng.pid  # a daemon on this machine: the engine's RSS, as on `local`
                     settle_s = max(2.0, 2 * host_cfg.sample_interval_s)
                     measure(config, target, result, eng, log, scenarios, sampler, settle_s)
+                    # the speed is stored; the probe and the model's header are read on local hosts only
+                    record_efficiency(result, None, None, DOCKER_HOST_EFFICIENCY)
                     run.log_tail = eng.log_tail()
             finally:
                 smi.engine = None

@@ -18,6 +18,12 @@ from strix_pipeline.memory.efficiency import decode_efficiency
 from strix_pipeline.records import LevelAggregate, RunResult
 from strix_pipeline.runner.target import Log
 
+# Why a Docker host's run has no figure yet: the copy probe and the GGUF/safetensors header reader are
+# Python with numpy, and a Box's probe image (a busybox) has neither; its decode speed is stored.
+DOCKER_HOST_EFFICIENCY = (
+    "not measured on a Docker host: the bandwidth probe and the model-file reader need python3 with "
+    "numpy in the host's probe image"
+)
 SWEEP = "concurrency_sweep"
 DECODE = "decode"
 
