@@ -138,7 +138,7 @@ def test_a_digest_the_registry_does_not_have_is_a_failed_run(llama, model_path, 
 def test_production_stopped_during_the_run_and_healthy_after(
     llama, model_path, tmp_path, production, monkeypatch, fail_mid_run
 ):
-    from strix_pipeline.hosts import docker_host as dk
+    from strix_pipeline.hosts import docker as dk
 
     name, url = production
     config = make_config(
