@@ -23,6 +23,8 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _host import cpu_model  # noqa: E402
+
 from strix_pipeline.memory.bandwidth import BYTES_COUNTED, measure_copy_bandwidth  # noqa: E402
 from strix_pipeline.memory.bytes_per_token import ModelBytes, from_gguf, from_hf_checkpoint  # noqa: E402
 from strix_pipeline.provision.cache import cache_dir  # noqa: E402
@@ -79,15 +81,8 @@ def main() -> int:
                 f"{best.bytes_per_s / per_token:.0f}",
             )
         console.print(ceiling)
-    console.print(f"bytes counted: {BYTES_COUNTED}; CPU {_cpu_model()}; {os.cpu_count()} CPUs")
+    console.print(f"bytes counted: {BYTES_COUNTED}; CPU {cpu_model()}; {os.cpu_count()} CPUs")
     return 0
-
-
-def _cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "?"
 
 
 if __name__ == "__main__":

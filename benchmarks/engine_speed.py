@@ -26,6 +26,8 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _host import cpu_model  # noqa: E402
+
 from strix_pipeline.hosts.local import LLAMA_SERVER_ENV, LocalLlamaServer  # noqa: E402
 from strix_pipeline.provision import llamacpp_build  # noqa: E402
 
@@ -90,15 +92,8 @@ def main() -> int:
     console = Console()
     console.print(table)
     flags = " ".join(spec.cpu_flags) if not args.binary else "(external binary)"
-    console.print(f"build_info {build}; ISA {flags}; CPU {_cpu_model()}; {time.monotonic() - started:.0f} s")
+    console.print(f"build_info {build}; ISA {flags}; CPU {cpu_model()}; {time.monotonic() - started:.0f} s")
     return 0
-
-
-def _cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "?"
 
 
 if __name__ == "__main__":

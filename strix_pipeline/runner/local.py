@@ -20,7 +20,8 @@ from strix_pipeline.memory import (
     run_here,
 )
 from strix_pipeline.provision import engine_cache, llamacpp_build, vllm_env
-from strix_pipeline.records import LOCAL_REGISTRY, ImageRecord
+from strix_pipeline.records import ImageRecord
+from strix_pipeline.registry.index_discovery import release_version
 from strix_pipeline.runner.efficiency import model_bytes, probe_bandwidth, record_efficiency
 from strix_pipeline.runner.inputs import RunInputs
 from strix_pipeline.runner.measure import measure
@@ -65,16 +66,9 @@ def local_server(
 
 
 def local_release(image: ImageRecord | None) -> str | None:
-    """The package version a local image version names (``b11401`` -> ``11401.0.0``, ``v0.31.0`` ->
-    ``0.31.0``) when it is a release from the package index, else None (the installed build)."""
-    if image is None or image.registry != LOCAL_REGISTRY:
-        return None
-    try:
-        labels = json.loads(image.labels or "{}")
-    except ValueError:
-        return None
-    version = labels.get("package_version") if str(labels.get("source", "")).startswith("pypi:") else None
-    return str(version) if version else None
+    """The package version a local image version names (``b11401`` -> ``11401.0.0``) when it is a
+    release from the package index, else None (the installed build)."""
+    return release_version(image)
 
 
 def installed_llama_release() -> str | None:
