@@ -85,4 +85,4 @@ lint: $(VENV)/.installed
 
 ## bench: every benchmark in benchmarks/, each prints a table
 bench: $(VENV)/.installed llama-server
-	for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	for b in benchmarks/[!_]*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -1,7 +1,7 @@
 """What the benchmarks print about the machine they ran on (the same release is 9x faster on another CPU).
 
-Not a benchmark itself: `make bench` runs benchmarks/*.py, and this file's name starts with an underscore
-so that glob's scripts import it (their directory is first on sys.path) rather than run it.
+Not a benchmark itself: `make bench` runs benchmarks/[!_]*.py, which leaves this file out; the scripts
+import it (their own directory is first on sys.path when run as `python benchmarks/x.py`).
 """
 
 from __future__ import annotations
