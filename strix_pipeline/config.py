@@ -300,6 +300,10 @@ class HostConfig(_Strict):
     ) = None
     # docker hosts: device nodes passed to engine containers (the ROCm pair; none on a CPU-only test host)
     devices: list[Device] = Field(default_factory=lambda: ["/dev/kfd", "/dev/dri"])
+    # the GPU target the host's engines must be compiled for ("gfx1151"): an image whose compiled
+    # targets (engines/<kind>.py ARCH_LIST_COMMAND) lack it is refused before production stops; None
+    # (a host without a GPU): no architecture gate
+    gpu_target: Annotated[str, _pattern(r"gfx[0-9a-f]{3,5}", "a GPU target such as gfx1151")] | None = None
     idle_baseline_gb: NonNegFloat | None = (
         None  # GB (10^9 bytes) in use on the idle host; else the reading before start
     )
@@ -333,6 +337,13 @@ class ImageSource(_Strict):
     username_env: EnvName | None = None
     password_env: EnvName | None = None
     max_tags: PosInt = 5000
+    # the engine's argv prefix in this source's images, set as the container's entrypoint (the image's
+    # own ENTRYPOINT/CMD never run): the Strix Halo toolboxes install to /usr/local/bin and default to
+    # CMD ["/bin/bash"]; None: the engine's `executable`, else the engine module's default
+    executable: list[Annotated[str, Field(min_length=1)]] | None = Field(default=None, min_length=1)
+    # argv that prints the GPU targets an image was compiled for, run without a GPU before production
+    # stops (engines/<kind>.py ARCH_LIST_COMMAND is the default); [] skips the gate (a Vulkan build)
+    arch_list_command: list[str] | None = None
 
     @field_validator("include", "exclude")
     @classmethod
@@ -511,6 +522,20 @@ class ChangeDetectionConfig(_Strict):
     noise_multiple: NonNegFloat = 3.0
 
 
+CANARY_PATTERN = r"^(baseline|none|[A-Za-z0-9][A-Za-z0-9_.-]*:[A-Za-z0-9_][A-Za-z0-9_.-]*)$"
+
+
+class AnalysisConfig(_Strict):
+    """Bisection of a confirmed change, and the canary that tells host drift from engine change."""
+
+    # the most benchmark runs one bisection may spend; it stops there saying how far it got
+    bisect_max_runs: PosInt = 6
+    # one pinned build benchmarked every week, analysed over time: a step in it is the host, not an
+    # engine. "baseline": the baseline engine's installed build on each local host (a Docker host
+    # needs a pinned "engine:tag", e.g. "llamacpp:server-rocm-b6500"); "none": no canary.
+    canary: Annotated[str, Field(pattern=CANARY_PATTERN)] = "baseline"
+
+
 class QueryConfig(_Strict):
     """What bounds a ``strix query`` (``--timeout`` and ``--memory-limit`` override them per call)."""
 
@@ -534,6 +559,7 @@ class StrixConfig(_Strict):
     slo: SLO = SLO()
     decision: DecisionConfig = DecisionConfig()
     change_detection: ChangeDetectionConfig = ChangeDetectionConfig()
+    analysis: AnalysisConfig = AnalysisConfig()
     query: QueryConfig = QueryConfig()
 
     # host, engine and model names make run ids, and so directory names under artifacts/logs
@@ -562,6 +588,9 @@ class StrixConfig(_Strict):
                 raise ValueError(f"decision.{key}: no engine named {getattr(d, key)!r} in [engines]")
         if d.host not in self.hosts:
             raise ValueError(f"decision.host: no host named {d.host!r} in [hosts]")
+        canary_engine = self.analysis.canary.partition(":")[0]
+        if ":" in self.analysis.canary and canary_engine not in self.engines:
+            raise ValueError(f"analysis.canary: no engine named {canary_engine!r} in [engines]")
         return self
 
     def warehouse_path(self) -> Path:

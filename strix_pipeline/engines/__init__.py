@@ -7,7 +7,9 @@ An engine module declares what is its own and nothing else:
 - ``READY_PATHS``, ``METRICS_PREFIX``, ``VERSION_PATH`` / ``VERSION_KEY``;
 - ``flags(profile, model_path, extras)``: the flags the profile decides (``extras``, the config's own
   flags that follow them, lets a module leave out a default the config names itself);
-- ``reservations(flags, profile, budget_gb)``: the memory the flags claim up front.
+- ``reservations(flags, profile, budget_gb, device)``: the memory the flags claim up front;
+- ``ARCH_LIST_COMMAND``: an argv that prints the GPU targets an image was compiled for, without a GPU
+  (``component: gfx…`` lines, engines.base.parse_compiled_targets): the architecture gate's default.
 
 :func:`build_spec` is the one place that puts them together into an :class:`EngineSpec`.
 """
@@ -16,14 +18,32 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from strix_pipeline.config import EngineConfig, ModelProfile
+from strix_pipeline.config import EngineConfig, ImageSource, ModelProfile
 from strix_pipeline.engines import llamacpp, sglang, vllm
-from strix_pipeline.engines.base import EngineSpec, Reservation, extra_flags, served_name, without_flags
+from strix_pipeline.engines.base import (
+    DeviceMemory,
+    EngineSpec,
+    PoolFlags,
+    Reservation,
+    extra_flags,
+    pool_fraction,
+    served_name,
+    without_flags,
+)
 
 MODULES: dict[str, ModuleType] = {m.KIND: m for m in (llamacpp, vllm, sglang)}
 METRICS_PATH = "/metrics"  # every engine's Prometheus endpoint
 
-__all__ = ["EngineSpec", "Reservation", "build_spec", "comparable_flags", "default_port"]
+__all__ = [
+    "EngineSpec",
+    "Reservation",
+    "arch_list_command",
+    "build_spec",
+    "comparable_flags",
+    "default_port",
+    "executable_for",
+    "image_source",
+]
 
 
 def build_spec(
@@ -34,21 +54,26 @@ def build_spec(
     port: int | None = None,
     bind_host: str = "0.0.0.0",
     budget_gb: float | None = None,
+    source: ImageSource | None = None,
+    device: DeviceMemory | None = None,
 ) -> EngineSpec:
     """The argv, port, readiness and metrics of ``engine`` serving ``profile`` from ``model_path``.
 
     ``model_path`` is where the engine sees the model (inside the container on a Docker host).
-    ``budget_gb`` (the host's memory budget) turns pool fractions into reserved GB for the guard.
+    ``budget_gb`` (the host's memory budget) turns pool fractions into reserved GB for the guard, or
+    ``device`` (the device total HIP reports on the host, read by its probe) when it is known.
     The argv is the engine's executable, the profile's flags, ``--host``/``--port``, then the config's
-    extra flags (engine-wide, then the profile's): the later one wins on repeat.
+    extra flags (engine-wide, then the profile's): the later one wins on repeat. ``source``: the image
+    source the engine's image comes from, whose ``executable`` wins (:func:`executable_for`).
     """
     module = MODULES[engine.kind]
     port = port or engine.port or module.DEFAULT_PORT
     extras = extra_flags(module.KIND, engine, profile)
     flags = [*module.flags(profile, model_path, extras), "--host", bind_host, "--port", str(port), *extras]
+    pool: PoolFlags | None = getattr(module, "PROFILE_FLAGS", None)
     return EngineSpec(
         kind=module.KIND,
-        command=list(engine.executable or module.DEFAULT_EXECUTABLE) + flags,
+        command=executable_for(engine, source) + flags,
         port=port,
         served_model_name=served_name(profile),
         model_path=model_path,
@@ -58,7 +83,9 @@ def build_spec(
         version_path=module.VERSION_PATH,
         version_key=module.VERSION_KEY,
         flags=flags,
-        reservations=module.reservations(flags, profile, budget_gb),
+        reservations=module.reservations(flags, profile, budget_gb, device),
+        pool_fraction=pool_fraction(flags, profile, pool.memory_fraction) if pool else None,
+        pool_flag=pool.memory_fraction if pool else None,
     )
 
 
@@ -69,3 +96,27 @@ def default_port(kind: str) -> int:
 def comparable_flags(kind: str, flags: list[str]) -> list[str]:
     """The flags of an engine command (executable excluded) that matter for comparability."""
     return without_flags(flags, MODULES[kind].NOT_COMPARABLE_FLAGS)
+
+
+def executable_for(engine: EngineConfig, source: ImageSource | None = None) -> list[str]:
+    """The argv prefix that starts the engine: the image source's, else the engine's, else the module's
+    default (the one place this order is decided)."""
+    if source is not None and source.executable:
+        return list(source.executable)
+    return list(engine.executable or MODULES[engine.kind].DEFAULT_EXECUTABLE)
+
+
+def image_source(engine: EngineConfig, registry: str, repository: str) -> ImageSource | None:
+    """The engine's image source a (registry, repository) comes from; None when none is configured."""
+    for source in engine.images:
+        if source.registry == registry and source.repository == repository:
+            return source
+    return None
+
+
+def arch_list_command(engine: EngineConfig, source: ImageSource | None = None) -> list[str]:
+    """The argv listing an image's compiled GPU targets: the source's own, else the engine module's
+    (``[]``: the gate is skipped for this source, e.g. a Vulkan build)."""
+    if source is not None and source.arch_list_command is not None:
+        return list(source.arch_list_command)
+    return list(MODULES[engine.kind].ARCH_LIST_COMMAND)

@@ -6,6 +6,7 @@ guards read the resulting :class:`EngineSpec` and nothing else.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from pathlib import PurePosixPath
 from packaging.version import InvalidVersion, Version
 
 from strix_pipeline.config import EngineConfig, ModelProfile
+from strix_pipeline.units import GB, GIB, gib_text
 
 # Where a host's models directory appears inside an engine container.
 CONTAINER_MODELS_DIR = "/models"
@@ -95,6 +97,9 @@ class EngineSpec:
     version_key: str | None  # the JSON key holding it there
     flags: list[str] = field(default_factory=list)  # the flags that matter for comparability
     reservations: list[Reservation] = field(default_factory=list)
+    # a pool engine's (vLLM, SGLang) fraction of the device and the flag that sets it; None: no pool
+    pool_fraction: float | None = None
+    pool_flag: str | None = None
 
     @property
     def executable(self) -> list[str]:
@@ -158,14 +163,26 @@ def flag_value(flags: list[str], name: str) -> str | None:
     return value
 
 
-def flag_gb(flags: list[str], name: str) -> float | None:
+def flag_gb(flags: list[str], name: str, unit: int = GB) -> float | None:
+    """A size flag's value in GB (10^9 bytes, the budget's unit), read in the flag's own ``unit``:
+    vLLM's ``--swap-space`` and ``--cpu-offload-gb`` are GiB (its arg_utils: "in GiB"), SGLang's
+    ``--hicache-size`` GB. None when absent or not a number."""
     raw = flag_value(flags, name)
     if raw is None:
         return None
     try:
-        return float(raw)
+        return float(raw) * unit / GB
     except ValueError:
         return None
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """The device a pool fraction is a fraction of, as the host reports it (memory.HostFacts)."""
+
+    total_gb: float | None = None  # HIP's device total (the KFD topology), GB; None: not read
+    cpu: bool = False  # no GPU device at all: vLLM's CPU backend, which reserves its KV bytes
+    env: dict[str, str] = field(default_factory=dict)  # the engine's environment (VLLM_CPU_KVCACHE_SPACE)
 
 
 def container_model_path(path: str, models_dir: str | None) -> str:
@@ -192,24 +209,114 @@ def common_reservations(profile: ModelProfile) -> list[Reservation]:
     return []
 
 
+def pool_fraction(flags: list[str], profile: ModelProfile, fraction_flag: str) -> float:
+    """The pool's fraction of the device: the flag's value when the argv has it, else the profile's."""
+    return float(flag_value(flags, fraction_flag) or profile.memory_fraction)
+
+
 def pool_reservations(
     flags: list[str],
     profile: ModelProfile,
     budget_gb: float | None,
     fraction_flag: str,
-    host_ram_flags: tuple[str, ...],
+    host_ram_flags: tuple[tuple[str, int], ...],
+    device: DeviceMemory | None = None,
 ) -> list[Reservation]:
-    """What an engine with a pre-allocated pool claims: the pool (its fraction flag x the host's budget;
-    on unified memory the device total is the shared pool), plus flags that lock host RAM beside it
-    (the same pool on unified memory -- the HiCache lesson), plus the profile's own reserve."""
+    """What an engine with a pre-allocated pool claims: the pool -- its fraction flag x the device
+    total as HIP reports it when the host's was read (what vLLM and SGLang take the fraction of), else
+    x the host's budget --, plus flags that lock host RAM beside it, each read in its own unit (the
+    same pool on unified memory -- the HiCache lesson), plus the profile's own reserve."""
     out = common_reservations(profile)
-    fraction = float(flag_value(flags, fraction_flag) or profile.memory_fraction)
-    if budget_gb is not None:
+    fraction = pool_fraction(flags, profile, fraction_flag)
+    if device is not None and device.total_gb:
+        out.append(
+            Reservation(
+                f"{fraction_flag} {fraction:g} x device total {device.total_gb:.1f} GB (HIP)",
+                fraction * device.total_gb,
+            )
+        )
+    elif budget_gb is not None:
         out.append(
             Reservation(f"{fraction_flag} {fraction:g} x budget {budget_gb:g} GB", fraction * budget_gb)
         )
-    for name in host_ram_flags:
-        gb = flag_gb(flags, name)
-        if gb:
-            out.append(Reservation(f"{name} {gb:g}", gb))
+    out += ram_flag_reservations(flags, host_ram_flags)
     return out
+
+
+def ram_flag_reservations(flags: list[str], host_ram_flags: tuple[tuple[str, int], ...]) -> list[Reservation]:
+    out = []
+    for name, unit in host_ram_flags:
+        gb = flag_gb(flags, name, unit)
+        if gb:
+            shown = flag_value(flags, name)
+            out.append(Reservation(f"{name} {shown} ({'GiB' if unit == GIB else 'GB'})", gb))
+    return out
+
+
+def pool_fit_problem(
+    fraction: float,
+    device_total_bytes: int | None,
+    weights_bytes: int | None,
+    *,
+    fraction_flag: str,
+    what: str,
+) -> str | None:
+    """Why a pool engine cannot load the model, or None: the weights alone must fit the pool that
+    ``fraction`` of the device total (as HIP sees it) makes, the KV cache and activations come on top."""
+    if not device_total_bytes or not weights_bytes:
+        return None
+    pool = fraction * device_total_bytes
+    if weights_bytes <= pool:
+        return None
+    return (
+        f"{what} cannot load: its weights {gib_text(weights_bytes, 1)} exceed the pool {fraction_flag} "
+        f"{fraction:g} x device total {gib_text(device_total_bytes, 1)} (as HIP sees it, KFD topology) = "
+        f"{gib_text(pool, 1)}, by {gib_text(weights_bytes - pool, 1)}: raise the TTM limit "
+        f"(ttm/amdttm pages_limit) or the fraction, or use a smaller quantization"
+    )
+
+
+# --- the architecture gate: what GPU targets an image was compiled for, read without a GPU ----------
+_GFX = re.compile(r"\bgfx[0-9a-f]{3,5}\b")
+
+
+@dataclass(frozen=True)
+class CompiledTargets:
+    """What an image's arch-list command printed: per component (``torch``, a library's path), the GPU
+    targets found there. No component at all: nothing GPU-specific was compiled in (a Vulkan build)."""
+
+    components: dict[str, tuple[str, ...]]
+
+    def missing(self, target: str) -> dict[str, tuple[str, ...]]:
+        """The components that were not built for ``target`` (a component listing none is one)."""
+        return {name: found for name, found in self.components.items() if target not in found}
+
+    def describe(self) -> str:
+        if not self.components:
+            return "none listed (no GPU-specific code)"
+        return "; ".join(f"{name}: {' '.join(t) or 'none'}" for name, t in self.components.items())
+
+
+def parse_compiled_targets(output: str) -> CompiledTargets:
+    """Each non-empty line of an arch-list command is ``component: targets...`` (the part before the
+    first ``: `` names the component; without one the line is its own name); the targets are every
+    ``gfx…`` token on it, in order, once each."""
+    components: dict[str, tuple[str, ...]] = {}
+    for line in output.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        name, sep, rest = line.partition(": ")
+        text = rest if sep else line
+        key = name if sep else line[:60]
+        components[key] = tuple(dict.fromkeys(components.get(key, ()) + tuple(_GFX.findall(text))))
+    return CompiledTargets(components)
+
+
+# PyTorch's compiled targets without a GPU: torch.cuda.get_arch_list() answers [] when no device is
+# visible, so the build's own flags are read (PYTORCH_ROCM_ARCH on a ROCm build, "gfx942;gfx950" …).
+TORCH_ARCH_SNIPPET = (
+    "import torch\n"
+    "f = getattr(torch._C, '_cuda_getArchFlags', None)\n"
+    "print('torch:', (f() if f else None) or 'none')\n"
+)

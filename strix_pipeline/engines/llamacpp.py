@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from strix_pipeline.config import ModelProfile
-from strix_pipeline.engines.base import ReleaseChange, Reservation, common_reservations, served_name
+from strix_pipeline.engines.base import (
+    DeviceMemory,
+    ReleaseChange,
+    Reservation,
+    common_reservations,
+    served_name,
+)
 
 KIND = "llamacpp"
 DEFAULT_PORT = 8080
@@ -15,6 +21,19 @@ READY_PATHS = ("/health", "/v1/models")  # /health is 503 while loading, 200 whe
 METRICS_PREFIX = "llamacpp:"
 VERSION_PATH = "/props"
 VERSION_KEY = "build_info"
+# The image's compiled GPU targets, printed without a GPU (the architecture gate, hosts/image_checks.py):
+# the offload targets named in each HIP backend library (clang's bundle entries
+# "hipv4-amdgcn-amd-amdhsa--gfx1151"; every other byte a line break, so each entry is a line of its own
+# whatever grep's -o does with several on one line). A Vulkan build has no HIP library and prints nothing: no
+# GPU-specific code, nothing to refuse. A compressed bundle (CCOB) hides its targets: left unlisted.
+ARCH_LIST_COMMAND = [
+    "sh",
+    "-c",
+    "for f in $(find /app /usr/local /usr/lib /opt -type f -name 'libggml-hip*.so*' 2>/dev/null); do "
+    "t=$(tr -c 'a-z0-9-' '\\n' < \"$f\" | grep -E 'amdgcn-amd-amdhsa--gfx[0-9a-f]+$' | sed 's/.*--//' "
+    "| sort -u | tr '\\n' ' '); "
+    'if [ -n "$t" ] || ! grep -q CCOB "$f"; then echo "$f: ${t:-none}"; fi; done',
+]
 # How older releases' command lines differ from today's (engines.base.flags_for_release): none in the
 # package index's window (b9093 … b11434): every flag the launchers pass (-m --alias -c -np -t
 # --metrics --no-webui; -ngl -fa on --no-mmap on a Box) is taken by all of them.
@@ -45,5 +64,7 @@ def flags(profile: ModelProfile, model_path: str, extras: list[str]) -> list[str
     return [*out, "--metrics"]
 
 
-def reservations(flags: list[str], profile: ModelProfile, budget_gb: float | None) -> list[Reservation]:
+def reservations(
+    flags: list[str], profile: ModelProfile, budget_gb: float | None, device: DeviceMemory | None = None
+) -> list[Reservation]:
     return common_reservations(profile)  # no pool fraction: only the profile's own reserve

@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from strix_pipeline.config import ModelProfile
-from strix_pipeline.engines.base import PoolFlags, Reservation, flag_gb, flag_value, pool_reservations
+from strix_pipeline.engines.base import (
+    TORCH_ARCH_SNIPPET,
+    DeviceMemory,
+    PoolFlags,
+    Reservation,
+    flag_gb,
+    flag_value,
+    pool_fraction,
+    pool_reservations,
+)
+from strix_pipeline.units import GB
 
 KIND = "sglang"
 DEFAULT_PORT = 8081
@@ -15,6 +25,20 @@ READY_PATHS = ("/health", "/v1/models")
 METRICS_PREFIX = "sglang:"
 VERSION_PATH = "/get_server_info"
 VERSION_KEY = "version"
+# The image's compiled GPU targets, printed without a GPU (the architecture gate, hosts/image_checks.py):
+# PyTorch's, and sgl-kernel's code objects -- the CDNA tags' sgl-kernel exits on other targets (sglang
+# issue 27519). A compressed offload bundle (CCOB) hides its targets: such a library is left unlisted.
+_SGL_KERNEL_SNIPPET = (
+    "import importlib.util, pathlib, re\n"
+    "s = importlib.util.find_spec('sgl_kernel')\n"
+    "for d in (s.submodule_search_locations or []) if s else []:\n"
+    "    for so in sorted(pathlib.Path(d).rglob('*.so')):\n"
+    "        b = so.read_bytes()\n"
+    "        t = sorted({m.decode() for m in re.findall(rb'amdgcn-amd-amdhsa--(gfx[0-9a-f]+)', b)})\n"
+    "        if t or b'CCOB' not in b:\n"
+    "            print(f'sgl_kernel/{so.name}:', ' '.join(t) or 'none')\n"
+)
+ARCH_LIST_COMMAND = ["python3", "-c", TORCH_ARCH_SNIPPET + _SGL_KERNEL_SNIPPET]
 
 
 PROFILE_FLAGS = PoolFlags(
@@ -30,17 +54,40 @@ def flags(profile: ModelProfile, model_path: str, extras: list[str]) -> list[str
 
 
 HICACHE_DEFAULT_RATIO = 2.0  # SGLang's default host/device KV ratio when HiCache is on
+HICACHE_FLAGS = ("--enable-hierarchical-cache", "--hicache-ratio", "--hicache-size")
+# --hicache-size is GB (server_args.py: "The size of host KV cache memory pool in gigabytes")
+HOST_RAM_FLAGS = (("--hicache-size", GB),)
 
 
-def reservations(flags: list[str], profile: ModelProfile, budget_gb: float | None) -> list[Reservation]:
+def hicache_on(flags: list[str]) -> bool:
+    return any(f.split("=", 1)[0] in HICACHE_FLAGS for f in flags)
+
+
+def unified_memory_problems(flags: list[str]) -> list[str]:
+    """What this argv must never do on a unified-memory host: HiCache locks host RAM beside the device
+    pool, and there they are one pool -- the field report's box OOM-looped under systemd with
+    ``--mem-fraction-static 0.55 --hicache-size 20``. Whatever the budget: never enable it there."""
+    used = [f.split("=", 1)[0] for f in flags if f.split("=", 1)[0] in HICACHE_FLAGS]
+    if not used:
+        return []
+    return [
+        f"SGLang HiCache ({', '.join(dict.fromkeys(used))}) on a unified-memory host: its host KV cache "
+        "is the same memory as the device pool, and in the field report it OOM-looped the whole box "
+        "(--mem-fraction-static 0.55 --hicache-size 20); never enable it there"
+    ]
+
+
+def reservations(
+    flags: list[str], profile: ModelProfile, budget_gb: float | None, device: DeviceMemory | None = None
+) -> list[Reservation]:
     """The static pool, plus HiCache's host KV cache: `--hicache-size` GB when given, else
     `--hicache-ratio` (default 2) times the device pool. On unified memory that host RAM is the same
     pool, so it counts against the budget; the device pool is taken as the whole static fraction,
     which over-counts (weights live there too) and so errs on the side of refusing."""
-    out = pool_reservations(flags, profile, budget_gb, PROFILE_FLAGS.memory_fraction, ("--hicache-size",))
-    hicache_on = "--enable-hierarchical-cache" in flags or flag_value(flags, "--hicache-ratio") is not None
-    if hicache_on and not flag_gb(flags, "--hicache-size") and budget_gb is not None:
-        ratio = flag_gb(flags, "--hicache-ratio") or HICACHE_DEFAULT_RATIO
-        pool = float(flag_value(flags, PROFILE_FLAGS.memory_fraction) or profile.memory_fraction) * budget_gb
+    out = pool_reservations(flags, profile, budget_gb, PROFILE_FLAGS.memory_fraction, HOST_RAM_FLAGS, device)
+    total = device.total_gb if device is not None and device.total_gb else budget_gb
+    if hicache_on(flags) and not flag_gb(flags, "--hicache-size") and total is not None:
+        ratio = float(flag_value(flags, "--hicache-ratio") or HICACHE_DEFAULT_RATIO)
+        pool = pool_fraction(flags, profile, PROFILE_FLAGS.memory_fraction) * total
         out.append(Reservation(f"--hicache-ratio {ratio:g} x pool {pool:g} GB", ratio * pool))
     return out

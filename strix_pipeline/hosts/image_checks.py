@@ -1,0 +1,167 @@
+"""Checks of a pulled engine image, made while production still serves: a refusal here costs no outage.
+
+- :func:`check_executable`: the argv prefix the run will start (engines.executable_for) exists in the
+  image -- an absolute path as is, a bare name on the image's own ``PATH`` -- read through Docker's
+  archive API on a created, never started container: no shell in the image, no GPU needed.
+- :func:`check_arch`: the image was compiled for the host's GPU target (``gpu_target``, "gfx1151"):
+  the engine's arch-list command (engines/<kind>.py ``ARCH_LIST_COMMAND``) runs in the image without
+  devices or network; a component that lacks the target refuses the run as "not built for gfx1151".
+
+Both raise :class:`EngineStartError` with status ``failed_guard`` (the engine was never tried).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import shlex
+import time
+from pathlib import PurePosixPath
+from typing import Any
+
+from strix_pipeline.engines.base import CompiledTargets, parse_compiled_targets
+from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.hosts.guards import MANAGED_LABEL, RUN_LABEL
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+ARCH_TIMEOUT_S = 180.0  # importing torch in a large image on a cold page cache takes tens of seconds
+NOT_BUILT = "not built for {target}"
+
+
+def _image_env(image_attrs: dict[str, Any]) -> dict[str, str]:
+    env = ((image_attrs.get("Config") or {}).get("Env")) or []
+    return dict(item.split("=", 1) for item in env if "=" in item)
+
+
+def _candidates(executable: str, image_attrs: dict[str, Any]) -> list[str]:
+    if executable.startswith("/"):
+        return [executable]
+    path = _image_env(image_attrs).get("PATH") or DEFAULT_PATH
+    return [str(PurePosixPath(d) / executable) for d in path.split(":") if d.startswith("/")]
+
+
+def _stat(client: Any, container_id: str, path: str) -> dict[str, Any] | None:
+    """Docker's path stat (HEAD /containers/{id}/archive): None when the path is not in the container."""
+    api = client.api
+    res = api.head(api._url("/containers/{0}/archive", container_id), params={"path": path})
+    if res.status_code == 404:
+        return None
+    api._raise_for_status(res)
+    header = res.headers.get("X-Docker-Container-Path-Stat")
+    return json.loads(base64.b64decode(header)) if header else {}
+
+
+def _is_executable_file(stat: dict[str, Any]) -> bool:
+    mode = int(stat.get("mode", 0))
+    if stat.get("linkTarget"):
+        return True  # a link (e.g. /usr/local/bin/vllm -> …): the start resolves it
+    is_dir = bool(mode & (1 << 31))  # Go's os.ModeDir, as Docker reports it
+    return not is_dir and bool(mode & 0o111)
+
+
+def check_executable(
+    client: Any, image_ref: str, executable: list[str], image_attrs: dict[str, Any], *, run_id: str
+) -> str:
+    """Refuse (``failed_guard``) an image that lacks the executable the run would start; returns the
+    path found. Only the first word is looked up (``python3`` of ``python3 -m sglang.launch_server``)."""
+    import docker.errors
+
+    if not executable:
+        raise EngineStartError("failed_guard", f"no executable configured for {image_ref}")
+    exe = executable[0]
+    container = client.containers.create(
+        image_ref,
+        entrypoint=[exe],
+        command=[],
+        network_disabled=True,
+        labels={MANAGED_LABEL: "true", RUN_LABEL: run_id, "strix.check": "executable"},
+    )
+    try:
+        tried = _candidates(exe, image_attrs)
+        for path in tried:
+            try:
+                stat = _stat(client, container.id, path)
+            except docker.errors.APIError as e:
+                log.debug("stat %s in %s: %s", path, image_ref, e)
+                stat = None
+            if stat is not None and _is_executable_file(stat):
+                return path
+    finally:
+        try:
+            container.remove(force=True)
+        except Exception as e:  # noqa: BLE001 - a removal that failed is found by the leftover guard later
+            log.warning("could not remove check container %s: %s", container.id[:12], e)
+    where = (
+        ""
+        if exe.startswith("/")
+        else f" on the image's PATH ({', '.join(str(PurePosixPath(t).parent) for t in tried)})"
+    )
+    raise EngineStartError(
+        "failed_guard",
+        f"the image has no executable {exe}{where}: set `executable` on its image source "
+        f"(the Strix Halo toolboxes install llama-server to /usr/local/bin); production was not stopped",
+    )
+
+
+def list_compiled_targets(
+    client: Any, image_ref: str, command: list[str], *, run_id: str, timeout_s: float = ARCH_TIMEOUT_S
+) -> CompiledTargets:
+    """Run ``command`` in the image with no devices and no network; its output, parsed. A command that
+    fails or does not finish is a ``failed_guard`` naming it and its last words."""
+    container = client.containers.run(
+        image_ref,
+        entrypoint=command[:1],
+        command=command[1:],
+        detach=True,
+        network_mode="none",
+        labels={MANAGED_LABEL: "true", RUN_LABEL: run_id, "strix.check": "arch"},
+    )
+    try:
+        deadline = time.monotonic() + timeout_s
+        code: int | None = None
+        while time.monotonic() < deadline:
+            container.reload()
+            if container.status in ("exited", "dead"):
+                code = int((container.attrs.get("State") or {}).get("ExitCode", -1))
+                break
+            time.sleep(0.5)
+        out = container.logs(stdout=True, stderr=False).decode(errors="replace")
+        err = container.logs(stdout=False, stderr=True).decode(errors="replace")
+    finally:
+        try:
+            container.remove(force=True)
+        except Exception as e:  # noqa: BLE001 - a removal that failed is found by the leftover guard later
+            log.warning("could not remove check container %s: %s", container.id[:12], e)
+    shown = shlex.join(command)
+    shown = shown if len(shown) <= 120 else shown[:119] + "…"
+    if code is None:
+        raise EngineStartError(
+            "failed_guard", f"listing the image's GPU targets ({shown}) took over {timeout_s:g} s"
+        )
+    if code != 0:
+        last = [ln for ln in err.splitlines() if ln.strip()][-1:] or ["no output"]
+        raise EngineStartError(
+            "failed_guard",
+            f"could not list the image's GPU targets: {shown} exited {code}: {last[0][:300]}",
+        )
+    return parse_compiled_targets(out)
+
+
+def check_arch(
+    client: Any, image_ref: str, command: list[str], target: str, *, run_id: str
+) -> CompiledTargets | None:
+    """Refuse (``failed_guard``, reason "not built for <target>: …") an image whose compiled targets lack
+    the host's; returns what was found. An empty command skips the gate (None)."""
+    if not command:
+        return None
+    found = list_compiled_targets(client, image_ref, command, run_id=run_id)
+    missing = found.missing(target)
+    if missing:
+        parts = "; ".join(f"{name} has {' '.join(t) or 'no GPU target'}" for name, t in missing.items())
+        raise EngineStartError(
+            "failed_guard", f"{NOT_BUILT.format(target=target)}: {parts}; production was not stopped"
+        )
+    return found
