@@ -35,7 +35,14 @@ from strix_pipeline.analysis.charts.trends import (
     throughput_chart,
     ttft_by_version_chart,
 )
-from strix_pipeline.analysis.charts.write import CHART_TITLES, ChartFiles, ChartSet, write_charts
+from strix_pipeline.analysis.charts.write import (
+    CHART_TITLES,
+    ChartFiles,
+    ChartSet,
+    chart_builders,
+    chart_title,
+    write_charts,
+)
 
 __all__ = [
     "CHART_DECISIONS_SQL",
@@ -51,7 +58,9 @@ __all__ = [
     "STATUS_COLORS",
     "ChartFiles",
     "ChartSet",
+    "chart_builders",
     "chart_html",
+    "chart_title",
     "decision_timeline_chart",
     "label_versions",
     "markdown_image",

@@ -26,17 +26,17 @@ _CHART_STYLE = (
 )
 
 
-def _json_for_html(spec: str) -> str:
+def json_for_html(spec: str) -> str:
     text = json.dumps(json.loads(spec), ensure_ascii=False, separators=(",", ":"))
     return re.sub("[<>&\u2028\u2029]", lambda m: _JSON_UNSAFE[m.group()], text)
 
 
-def _csp_hash(script: str) -> str:
+def csp_hash(script: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode()).digest()).decode() + "'"
 
 
 @functools.cache
-def _vega_bundle() -> str:
+def vega_bundle() -> str:
     # JS inlined: the charts open on the Box without reaching a CDN
     bundle = vlc.javascript_bundle()
     if re.search("</script|<!--", bundle, re.IGNORECASE):  # would end or garble the block it sits in
@@ -49,9 +49,9 @@ def chart_html(spec: str, title: str) -> str:
     as text: the spec is parsed from a JSON block, and the page's Content-Security-Policy runs only its
     own two scripts (a second lock: an injected <script> or onerror= attribute is refused even if it
     ever got into the markup). Vega compiles its expressions with Function(), hence 'unsafe-eval'."""
-    bundle = _vega_bundle()
+    bundle = vega_bundle()
     csp = (
-        f"script-src {_csp_hash(bundle)} {_csp_hash(_BOOT_JS)} 'unsafe-eval'; "
+        f"script-src {csp_hash(bundle)} {csp_hash(_BOOT_JS)} 'unsafe-eval'; "
         "object-src 'none'; base-uri 'none'; form-action 'none'"
     )
     return "\n".join(
@@ -64,7 +64,7 @@ def chart_html(spec: str, title: str) -> str:
             f"<script>{bundle}</script>",
             "</head><body>",
             "<div id='vega-chart'></div>",
-            f"<script type='application/json' id='strix-chart-spec'>{_json_for_html(spec)}</script>",
+            f"<script type='application/json' id='strix-chart-spec'>{json_for_html(spec)}</script>",
             f"<script>{_BOOT_JS}</script>",
             "</body></html>",
             "",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -103,6 +104,31 @@ CHART_TITLES = {
 }
 
 
+def chart_title(name: str, concurrency: int = DEFAULT_CONCURRENCY) -> str:
+    return CHART_TITLES[name].replace(" 5 clients", f" {concurrency} clients")
+
+
+def chart_builders(
+    wh: Warehouse,
+    *,
+    changes: list[Change],
+    concurrency: int = DEFAULT_CONCURRENCY,
+    roles: dict[str, str] | None = None,
+) -> dict[str, Callable[[], tuple[alt.TopLevelMixin, str]]]:
+    """Every chart by name (the keys of CHART_TITLES), each built when called: (chart, note). The one
+    list of the charts, for the chart folder and the weekly report alike."""
+    return {
+        "ttft_p95_by_version": lambda: ttft_by_version_chart(wh, concurrency=concurrency, changes=changes),
+        "throughput_vs_concurrency": lambda: throughput_chart(wh),
+        "prefill_vs_input_length": lambda: prefill_chart(wh),
+        "memory_held_by_version": lambda: memory_chart(wh),
+        "decision_timeline": lambda: decision_timeline_chart(wh),
+        "support_matrix": lambda: support_matrix_chart(wh),
+        "switch_metric": lambda: switch_metric_chart(wh, concurrency=concurrency, roles=roles),
+        "efficiency_by_version": lambda: efficiency_by_version_chart(wh),
+    }
+
+
 def write_charts(
     wh: Warehouse,
     out_dir: Path,
@@ -125,18 +151,8 @@ def write_charts(
         except Exception as e:  # noqa: BLE001 - a chart without change markers beats no chart
             log.warning("could not read stored changes: %s", e)
             changes = []
-    builders = {
-        "ttft_p95_by_version": lambda: ttft_by_version_chart(wh, concurrency=concurrency, changes=changes),
-        "throughput_vs_concurrency": lambda: throughput_chart(wh),
-        "prefill_vs_input_length": lambda: prefill_chart(wh),
-        "memory_held_by_version": lambda: memory_chart(wh),
-        "decision_timeline": lambda: decision_timeline_chart(wh),
-        "support_matrix": lambda: support_matrix_chart(wh),
-        "switch_metric": lambda: switch_metric_chart(wh, concurrency=concurrency, roles=roles),
-        "efficiency_by_version": lambda: efficiency_by_version_chart(wh),
-    }
-    for name, build in builders.items():
-        title = CHART_TITLES[name].replace(" 5 clients", f" {concurrency} clients")
+    for name, build in chart_builders(wh, changes=changes, concurrency=concurrency, roles=roles).items():
+        title = chart_title(name, concurrency)
         try:
             chart, note = build()
             cs.charts[name] = _write(chart, out_dir, name, title, note)

@@ -1,0 +1,135 @@
+"""Everything the report shows, read from the warehouse once (the SQL lives here)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from strix_pipeline.analysis.changepoints import Change, stored_changes
+from strix_pipeline.analysis.charts import support_matrix_rows
+from strix_pipeline.analysis.decision import Decision, previous_decision
+from strix_pipeline.config import StrixConfig
+from strix_pipeline.report.extras import ChangeExtras, change_extras
+
+if TYPE_CHECKING:
+    from strix_pipeline.warehouse import Warehouse
+
+log = logging.getLogger(__name__)
+
+# every run with what its page shows: the command line, the fingerprint, the host's facts, the log tail
+REPORT_RUNS_SQL = """
+SELECT b.run_id, b.host, h.kind AS host_kind, b.engine, b.engine_kind, b.image, b.image_digest,
+       b.image_version, b.version_order, b.model_profile, b.model, b.quantization, b.suite, b.profile,
+       b.status, b.usable, b.failure_reason, b.started_at, b.ended_at, b.fingerprint, b.harness_version,
+       b.engine_build, b.engine_flags, b.launch_command, b.rocm_version, b.kernel, b.firmware,
+       r.kernel_cmdline, r.ttm_pages_limit, b.baseline_bytes, b.held_bytes, b.peak_bytes,
+       b.after_stop_bytes, b.memory_returned, b.decode_efficiency, b.bandwidth_bytes_per_s,
+       b.efficiency_problem, b.dagster_run_id, r.log_tail
+FROM v_run_base b
+JOIN runs r ON r.run_id = b.run_id
+LEFT JOIN hosts h ON h.name = b.host
+WHERE b.started_at <= ?
+ORDER BY b.started_at, b.run_id
+"""
+REPORT_AGGREGATES_SQL = """
+SELECT run_id, scenario, level, level_kind, requests_ok, requests_failed, ttft_p50_ms, ttft_p95_ms,
+       ttft_p95_ci_low_ms, ttft_p95_ci_high_ms, tpot_p50_ms, itl_p50_ms, e2e_p95_ms,
+       output_tokens_per_s, requests_per_s, goodput_requests_per_s, prefill_tokens_per_s,
+       decode_tokens_per_s, stopped_reason
+FROM aggregates
+ORDER BY run_id, scenario, level
+"""
+# one row per evaluation: its verdict, in time order (the feed's verdict changes are read off it)
+REPORT_VERDICTS_SQL = """
+SELECT evaluation_id, min(evaluated_at) AS evaluated_at, min(host) AS host, min(verdict) AS verdict,
+       bool_or(coalesce(provisional, false)) AS provisional
+FROM decisions
+WHERE evaluated_at <= ?
+GROUP BY evaluation_id
+ORDER BY evaluated_at, evaluation_id
+"""
+# when each support-matrix cell (host, engine, image version, model profile) was first tried
+REPORT_CELLS_SQL = """
+SELECT host, engine, image_version, model_profile, min(started_at) AS first_run_at
+FROM v_run_base
+WHERE started_at <= ?
+GROUP BY host, engine, image_version, model_profile
+"""
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    evaluation_id: str
+    evaluated_at: datetime
+    host: str
+    verdict: str
+    provisional: bool
+
+    @property
+    def label(self) -> str:
+        return f"{self.verdict} (provisional)" if self.provisional else self.verdict
+
+
+@dataclass
+class ReportData:
+    as_of: datetime
+    timezone: str
+    host: str  # the decision's host
+    concurrency: int  # the decision's: the latest figures are read there
+    decision: Decision | None
+    previous: Decision | None  # the evaluation before `decision`
+    evaluations: list[Evaluation]
+    runs: list[dict[str, Any]]
+    figures: dict[str, list[dict[str, Any]]]  # run_id -> its aggregates
+    matrix: list[dict[str, Any]]
+    cells_first_run: dict[tuple[str, str, str | None, str], datetime]
+    changes: list[Change]
+    extras: dict[str, ChangeExtras] = field(default_factory=dict)
+
+    def run(self, run_id: str) -> dict[str, Any] | None:
+        return next((r for r in self.runs if r["run_id"] == run_id), None)
+
+
+def _rows(wh: Warehouse, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+    try:
+        return list(wh.query_df(sql, params).iter_rows(named=True))
+    except Exception as e:  # noqa: BLE001 - a part the warehouse cannot give is shown as missing
+        log.warning("report query failed: %s", e)
+        return []
+
+
+def gather(wh: Warehouse, config: StrixConfig, *, now: datetime | None = None) -> ReportData:
+    as_of = now or datetime.now(UTC)
+    if as_of.tzinfo is None:
+        as_of = as_of.replace(tzinfo=UTC)
+    host = config.decision.host
+    decision = previous_decision(wh, host, before=as_of + timedelta(microseconds=1))
+    previous = previous_decision(wh, host, before=decision.evaluated_at) if decision else None
+    figures: dict[str, list[dict[str, Any]]] = {}
+    for a in _rows(wh, REPORT_AGGREGATES_SQL):
+        figures.setdefault(a["run_id"], []).append(a)
+    try:
+        changes = [c for c in stored_changes(wh) if c.detected_at is None or c.detected_at <= as_of]
+    except Exception as e:  # noqa: BLE001 - a warehouse without changes: none to show
+        log.warning("could not read stored changes: %s", e)
+        changes = []
+    return ReportData(
+        as_of=as_of,
+        timezone=config.project.timezone,
+        host=host,
+        concurrency=config.decision.concurrency,
+        decision=decision,
+        previous=previous,
+        evaluations=[Evaluation(**r) for r in _rows(wh, REPORT_VERDICTS_SQL, [as_of])],
+        runs=_rows(wh, REPORT_RUNS_SQL, [as_of]),
+        figures=figures,
+        matrix=support_matrix_rows(wh),
+        cells_first_run={
+            (r["host"], r["engine"], r["image_version"], r["model_profile"]): r["first_run_at"]
+            for r in _rows(wh, REPORT_CELLS_SQL, [as_of])
+        },
+        changes=changes,
+        extras=change_extras(wh),
+    )

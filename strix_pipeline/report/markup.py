@@ -1,0 +1,111 @@
+"""The report's HTML pieces: every value from the warehouse escaped, times in the configured zone,
+numbers with their units and intervals, and the page frame with its Content-Security-Policy."""
+
+from __future__ import annotations
+
+import html
+import re
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+from strix_pipeline.units import gib_text
+
+# C0 controls (but tab and newline) and C1 controls are not text in HTML: shown as their escapes
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+STYLE = """
+:root{color-scheme:light dark;--fg:#111;--bg:#fff;--muted:#555;--line:#bbb;--link:#0645ad}
+@media (prefers-color-scheme:dark){:root{--fg:#eee;--bg:#121212;--muted:#aaa;--line:#555;--link:#8ab4f8}}
+*{box-sizing:border-box}
+body{font-family:system-ui,sans-serif;line-height:1.45;color:var(--fg);background:var(--bg);
+max-width:72rem;margin:0 auto;padding:0 1rem 3rem}
+a{color:var(--link);text-decoration:underline}
+a:focus-visible,summary:focus-visible{outline:3px solid var(--fg);outline-offset:2px}
+.skip{position:absolute;left:-999px}.skip:focus{left:1rem;top:1rem;background:var(--bg);padding:.5rem}
+nav ul{display:flex;flex-wrap:wrap;gap:.25rem 1rem;list-style:none;padding:0}
+.verdict{font-size:1.4rem;border:3px solid var(--fg);padding:.75rem 1rem;margin:1rem 0}
+.verdict strong{text-transform:uppercase;letter-spacing:.05em}
+.muted{color:var(--muted)}
+.scroll{overflow-x:auto;max-width:100%}
+table{border-collapse:collapse;margin:.5rem 0 1rem;font-variant-numeric:tabular-nums}
+th,td{border:1px solid var(--line);padding:.3rem .5rem;text-align:left;vertical-align:top}
+th{font-weight:600}
+td.num{text-align:right;white-space:nowrap}
+pre{white-space:pre-wrap;word-break:break-all;border:1px solid var(--line);padding:.5rem;overflow-x:auto}
+.chart{margin:1rem 0 2rem}
+h2{border-bottom:2px solid var(--line);padding-bottom:.2rem;margin-top:2.5rem}
+@media (max-width:40rem){body{padding:0 .5rem 2rem}.verdict{font-size:1.15rem}}
+"""
+
+
+def esc(value: object) -> str:
+    """Any value as HTML text (element content or a quoted attribute): nothing from the warehouse
+    becomes markup; control characters are shown as their escapes."""
+    text = "" if value is None else str(value)
+    text = _CONTROL.sub(lambda m: ascii(m.group())[1:-1], text)
+    return html.escape(text, quote=True)
+
+
+def local_time(t: datetime | None, zone: str, fmt: str = "%Y-%m-%d %H:%M %Z") -> str:
+    """A stored time (UTC; a naive one is UTC) in the configured time zone, with the zone's name."""
+    if t is None:
+        return "–"
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    return t.astimezone(ZoneInfo(zone)).strftime(fmt)
+
+
+def number(v: float | None, unit: str, digits: int = 1) -> str:
+    """``820.0 ms``; ``–`` when there is no reading (never a zero)."""
+    return "–" if v is None else f"{v:,.{digits}f} {unit}"
+
+
+def with_interval(v: float | None, low: float | None, high: float | None, unit: str, digits: int = 0) -> str:
+    """``820 ms (95 % CI 760–900 ms)``: the value and, when there is one, its interval."""
+    if v is None:
+        return "–"
+    text = f"{v:,.{digits}f} {unit}"
+    if low is not None and high is not None:
+        text += f" (95 % CI {low:,.{digits}f}–{high:,.{digits}f} {unit})"
+    return text
+
+
+def memory(n_bytes: float | None) -> str:
+    return gib_text(n_bytes, 2, unknown="–")
+
+
+def page(title: str, body: str, *, head: str = "", csp: str) -> str:
+    """A whole page: the style inline, the given policy, the body as given (already escaped)."""
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            "<html lang='en'><head><meta charset='utf-8'>",
+            "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+            f'<meta http-equiv="Content-Security-Policy" content="{csp}">',
+            f"<title>{esc(title)}</title>",
+            f"<style>{STYLE}</style>",
+            head,
+            "</head><body>",
+            body,
+            "</body></html>",
+            "",
+        ]
+    )
+
+
+def table(headers: list[str], rows: list[list[str]], *, numeric: set[int] = frozenset()) -> str:
+    """A table in a scrolling box (a phone shows it whole by scrolling it alone); the cells are
+    HTML already (escaped by the caller); the headers are plain text."""
+    head = "".join(f"<th scope='col'>{esc(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td class='num'>{c}</td>" if i in numeric else f"<td>{c}</td>" for i, c in enumerate(r))
+        + "</tr>"
+        for r in rows
+    )
+    return f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+
+
+def link(href: str, text: str) -> str:
+    """A link to a file of the site (``href`` is built by the site, never taken from the warehouse)."""
+    return f"<a href='{esc(href)}'>{esc(text)}</a>"

@@ -1,0 +1,513 @@
+"""The site's pages as HTML text: the index (verdict, news, charts, matrix, latest figures) and one page
+per run. Every value from the warehouse passes through :func:`esc`; every link is a file of the site."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from strix_pipeline.analysis.changepoints import Change
+from strix_pipeline.analysis.charts.page import csp_hash, vega_bundle
+from strix_pipeline.analysis.decision import format_value
+from strix_pipeline.report.charts import BOOT_JS, ReportChart
+from strix_pipeline.report.gather import ReportData
+from strix_pipeline.report.markup import esc, link, local_time, memory, number, page, table, with_interval
+from strix_pipeline.report.names import FEED, INDEX, run_page
+from strix_pipeline.report.since import Since
+
+# a run page runs no script and loads nothing: the policy says so
+RUN_PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+MATRIX_WORDS = {
+    "serves": "serves",
+    "starts": "starts, does not serve",
+    "fails": "fails",
+    "not_run": "not run",
+}
+
+
+def index_csp() -> str:
+    # only the page's two scripts run; Vega compiles its expressions with Function(): 'unsafe-eval'
+    return (
+        f"default-src 'none'; script-src {csp_hash(vega_bundle())} {csp_hash(BOOT_JS)} 'unsafe-eval'; "
+        "style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+    )
+
+
+def _none(items: Iterable[Any], body: str) -> str:
+    return body if list(items) else "<p>none</p>"
+
+
+def _run_link(data: ReportData, run_id: str | None, text: str | None = None) -> str:
+    if not run_id:
+        return "–"
+    if data.run(run_id) is None:  # evidence of a run this warehouse no longer holds: named, not linked
+        return esc(run_id)
+    return link(run_page(run_id), text or run_id)
+
+
+def _when(data: ReportData, t: Any, fmt: str = "%Y-%m-%d %H:%M %Z") -> str:
+    return esc(local_time(t, data.timezone, fmt))
+
+
+# ---- index ---------------------------------------------------------------------------------------
+
+
+def _verdict(data: ReportData) -> str:
+    d = data.decision
+    if d is None:
+        return (
+            "<section id='verdict' aria-labelledby='verdict-h'><h2 id='verdict-h'>Verdict</h2>"
+            f"<p class='verdict'>No evaluation of host {esc(data.host)} yet: <strong>unknown</strong></p></section>"
+        )
+    rows = []
+    for c in d.criteria:
+        ci = (
+            f"{esc(format_value(c.ci_low, c.unit))} – {esc(format_value(c.ci_high, c.unit))}"
+            if c.ci_low is not None and c.ci_high is not None
+            else "–"
+        )
+        evidence = ", ".join(_run_link(data, r) for r in c.evidence_run_ids) or "–"
+        rows.append(
+            [
+                esc(c.criterion),
+                esc(c.name),
+                "yes" if c.required else "no",
+                f"<strong>{esc(c.status)}</strong>",
+                esc(format_value(c.value, c.unit)),
+                esc(format_value(c.threshold, c.unit)),
+                ci,
+                _when(data, c.first_held_at, "%Y-%m-%d") if c.first_held_at else "–",
+                evidence,
+                esc(c.reason),
+            ]
+        )
+    return (
+        "<section id='verdict' aria-labelledby='verdict-h'><h2 id='verdict-h'>Verdict</h2>"
+        f"<p class='verdict'>Verdict on host {esc(d.host)}: <strong id='verdict-value'>{esc(d.label)}</strong>"
+        f"<br><span class='muted'>evaluated <time id='verdict-date' datetime='{esc(d.evaluated_at.isoformat())}'>"
+        f"{_when(data, d.evaluated_at)}</time> · evaluation {esc(d.evaluation_id)}</span></p>"
+        f"<p>{esc(d.reason)}</p>"
+        + table(
+            [
+                "id",
+                "criterion",
+                "required",
+                "status",
+                "value",
+                "threshold",
+                "95 % CI",
+                "first held",
+                "evidence",
+                "reason",
+            ],
+            rows,
+        )
+        + "</section>"
+    )
+
+
+def _change_rows(data: ReportData, changes: list[Change]) -> str:
+    rows = []
+    for c in changes:
+        x = data.extras.get(c.change_id)
+        rows.append(
+            [
+                esc(c.engine),
+                esc(c.host),
+                esc(f"{c.metric} · {c.scenario} at {c.level}"),
+                esc(f"{c.version_before} → {c.version_after}"),
+                esc(f"{c.magnitude_pct:+.1f} %") if c.magnitude_pct is not None else "–",
+                esc(x.bisection_text) if x else "not bisected",
+                _run_link(data, c.run_id_after) if c.run_id_after else esc(c.change_id),
+            ]
+        )
+    head = ["engine", "host", "metric", "versions", "change", "first release showing it", "run / change"]
+    return _none(changes, table(head, rows, numeric={4}))
+
+
+def _run_rows(data: ReportData, runs: list[dict[str, Any]], *, reason: bool) -> list[list[str]]:
+    out = []
+    for r in runs:
+        row = [
+            _run_link(data, r["run_id"]),
+            esc(r["engine"]),
+            esc(r["image_version"]),
+            esc(r["host"]),
+            esc(r["model_profile"]),
+            esc(r["status"]),
+            _when(data, r["started_at"]),
+        ]
+        if reason:
+            row.append(esc(r["failure_reason"] or "no reason recorded"))
+        out.append(row)
+    return out
+
+
+def _news(data: ReportData, since: Since) -> str:
+    d = data.decision
+    if d is None:
+        verdict = "no evaluation yet"
+    elif since.verdict_before is None:
+        verdict = f"first verdict: <strong>{esc(d.label)}</strong>"
+    elif since.verdict_before != d.label:
+        verdict = (
+            f"<strong>changed</strong> from {esc(since.verdict_before)} to <strong>{esc(d.label)}</strong>"
+        )
+    else:
+        verdict = f"unchanged: {esc(d.label)}"
+    criteria = _none(
+        since.criteria_changed,
+        "<ul>"
+        + "".join(f"<li>{esc(c)}: {esc(a)} → {esc(b)}</li>" for c, a, b in since.criteria_changed)
+        + "</ul>",
+    )
+    run_head = ["run", "engine", "version", "host", "model profile", "status", "started"]
+    drift = _none(
+        since.drift,
+        "<ul>"
+        + "".join(
+            f"<li>{esc(c.engine)} {esc(c.metric)} {esc(c.version_before)} → {esc(c.version_after)}: "
+            f"{esc(data.extras[c.change_id].host_drift)}</li>"
+            for c in since.drift
+        )
+        + "</ul>",
+    )
+    return (
+        "<section id='changes' aria-labelledby='changes-h'>"
+        f"<h2 id='changes-h'>What changed {esc(since.label)}</h2>"
+        f"<p>Verdict: {verdict}</p>"
+        f"<h3>Criteria that changed</h3>{criteria}"
+        "<h3>New versions benchmarked</h3>"
+        + _none(since.new_versions, table(run_head, _run_rows(data, since.new_versions, reason=False)))
+        + "<h3>Regressions (confirmed)</h3>"
+        + _change_rows(data, since.regressions)
+        + "<h3>Improvements (confirmed)</h3>"
+        + _change_rows(data, since.improvements)
+        + f"<h3>Host drift flagged by the canary</h3>{drift}"
+        + "<h3>Runs that failed, and why</h3>"
+        + _none(since.failed_runs, table([*run_head, "why"], _run_rows(data, since.failed_runs, reason=True)))
+        + "</section>"
+    )
+
+
+def _figure(data: ReportData, run_id: str, scenario: str, level: int | None = None) -> dict[str, Any] | None:
+    rows = [a for a in data.figures.get(run_id, []) if a["scenario"] == scenario]
+    if level is not None:
+        rows = [a for a in rows if a["level"] == level]
+    return rows[-1] if rows else None
+
+
+def _trends(data: ReportData, charts: list[ReportChart]) -> str:
+    parts = [
+        "<section id='trends' aria-labelledby='trends-h'><h2 id='trends-h'>Trends</h2>",
+        "<p class='muted'>Each point opens its run's page; the table under the charts gives the same runs as text.</p>",
+    ]
+    for c in charts:
+        note = f"<p class='muted'>{esc(c.note)}</p>" if c.note else ""
+        parts.append(f"<div class='chart'><h3 id='{esc(c.name)}'>{esc(c.title)}</h3>{note}{c.html()}</div>")
+    level = data.concurrency
+    rows = []
+    for r in reversed(data.runs):
+        f = _figure(data, r["run_id"], "concurrency_sweep", level)
+        rows.append(
+            [
+                _run_link(data, r["run_id"]),
+                esc(r["engine"]),
+                esc(r["image_version"]),
+                esc(r["host"]),
+                esc(r["model_profile"]),
+                esc(r["status"]),
+                esc(with_interval(f["ttft_p95_ms"], f["ttft_p95_ci_low_ms"], f["ttft_p95_ci_high_ms"], "ms"))
+                if f
+                else "–",
+                esc(number(f["output_tokens_per_s"], "tok/s")) if f else "–",
+                esc(memory(r["held_bytes"])),
+            ]
+        )
+    parts.append(
+        "<details><summary>Every run as a table</summary>"
+        + table(
+            [
+                "run",
+                "engine",
+                "version",
+                "host",
+                "model profile",
+                "status",
+                f"TTFT p95 at {level} clients",
+                f"output at {level} clients",
+                "memory held",
+            ],
+            rows,
+            numeric={6, 7, 8},
+        )
+        + "</details></section>"
+    )
+    return "".join(parts)
+
+
+def _matrix(data: ReportData) -> str:
+    parts = [
+        "<section id='matrix' aria-labelledby='matrix-h'><h2 id='matrix-h'>Support matrix</h2>",
+        "<p class='muted'>Does each image version start and serve each model profile? Newest version first; "
+        "each cell opens the run it shows.</p>",
+    ]
+    if not data.matrix:
+        parts.append("<p>No run yet: nothing has been tried.</p></section>")
+        return "".join(parts)
+    panels: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in data.matrix:
+        panels.setdefault((r["host"], r["engine"]), []).append(r)
+    for (host, engine), rows in sorted(panels.items()):
+        profiles = sorted({r["model_profile"] for r in rows})
+        versions: dict[tuple[int, str | None], dict[str, dict[str, Any]]] = {}
+        for r in sorted(rows, key=lambda r: r["version_rank"]):
+            versions.setdefault((r["version_rank"], r["image_version"]), {})[r["model_profile"]] = r
+        body = []
+        for (_, version), cells in versions.items():
+            line = [esc(version if version is not None else "(no image version)")]
+            for p in profiles:
+                c = cells.get(p)
+                if c is None:
+                    line.append("–")
+                    continue
+                text = link(run_page(c["run_id"]), MATRIX_WORDS.get(c["outcome"], c["outcome"]))
+                if c["status"] != "ok" and c["reason"]:
+                    text += f"<br><span class='muted'>{esc(c['reason'][:200])}</span>"
+                if c["attempts"] and c["attempts"] > 1:
+                    text += f"<br><span class='muted'>{esc(c['attempts_served'])} of {esc(c['attempts'])} runs served</span>"
+                line.append(text)
+            body.append(line)
+        parts.append(f"<h3>{esc(engine)} on {esc(host)}</h3>" + table(["image version", *profiles], body))
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _latest(data: ReportData) -> str:
+    level = data.concurrency
+    latest: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in data.runs:  # oldest first: the last one of each series is its newest
+        latest[(r["host"], r["engine"], r["model_profile"])] = r
+    parts = [
+        "<section id='latest' aria-labelledby='latest-h'><h2 id='latest-h'>Latest figures per engine</h2>",
+        f"<p class='muted'>The newest run of each engine, model profile and host. TTFT p95 with its 95 % "
+        f"confidence interval (distribution-free); output throughput at {level} clients.</p>",
+    ]
+    if not latest:
+        parts.append("<p>none</p>")
+    engines = sorted({k[1] for k in latest})
+    for engine in engines:
+        rows = []
+        for (host, e, profile), r in sorted(latest.items()):
+            if e != engine:
+                continue
+            sweep = _figure(data, r["run_id"], "concurrency_sweep", level)
+            decode = _figure(data, r["run_id"], "decode")
+            prefill = [a["prefill_tokens_per_s"] for a in data.figures.get(r["run_id"], []) if a["scenario"] == "prefill_ladder" and a["prefill_tokens_per_s"] is not None]  # fmt: skip
+            eff = r["decode_efficiency"]
+            rows.append(
+                [
+                    esc(host),
+                    esc(profile),
+                    esc(r["image_version"]),
+                    esc(r["status"]),
+                    esc(
+                        with_interval(
+                            sweep["ttft_p95_ms"],
+                            sweep["ttft_p95_ci_low_ms"],
+                            sweep["ttft_p95_ci_high_ms"],
+                            "ms",
+                        )
+                    )
+                    if sweep
+                    else "–",  # fmt: skip
+                    esc(number(sweep["output_tokens_per_s"], "tok/s")) if sweep else "–",
+                    esc(number(decode["decode_tokens_per_s"], "tok/s")) if decode else "–",
+                    esc(number(max(prefill), "tok/s", 0)) if prefill else "–",
+                    esc(memory(r["held_bytes"])),
+                    esc(f"{eff * 100:.1f} % of the bandwidth limit") if eff is not None else "–",
+                    _run_link(data, r["run_id"], _when(data, r["started_at"], "%Y-%m-%d %H:%M")),
+                ]
+            )
+        parts.append(
+            f"<h3>{esc(engine)}</h3>"
+            + table(
+                [
+                    "host",
+                    "model profile",
+                    "version",
+                    "status",
+                    f"TTFT p95 at {level} clients",
+                    f"output at {level} clients",
+                    "decode",
+                    "prefill (best)",
+                    "memory held",
+                    "decode efficiency",
+                    "run",
+                ],
+                rows,
+                numeric={4, 5, 6, 7, 8},
+            )
+        )
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def index_html(data: ReportData, since: Since, charts: list[ReportChart]) -> str:
+    title = "strix-pipeline weekly report"
+    nav = (
+        "<nav aria-label='sections'><ul>"
+        + "".join(
+            f"<li><a href='#{a}'>{t}</a></li>"
+            for a, t in (
+                ("verdict", "Verdict"),
+                ("changes", "What changed"),
+                ("trends", "Trends"),
+                ("matrix", "Support matrix"),
+                ("latest", "Latest figures"),
+            )
+        )
+        + f"<li><a href='{FEED}'>Atom feed</a></li></ul></nav>"
+    )
+    body = (
+        "<a class='skip' href='#verdict'>Skip to the verdict</a>"
+        f"<header><h1>{esc(title)}</h1><p class='muted'>Written {_when(data, data.as_of)} from the warehouse; "
+        f"times in {esc(data.timezone)}.</p>{nav}</header><main>"
+        + _verdict(data)
+        + _news(data, since)
+        + _trends(data, charts)
+        + _matrix(data)
+        + _latest(data)
+        + "</main><footer><p class='muted'>strix-pipeline · "
+        + link(FEED, "subscribe to the feed")
+        + " (verdict changes, confirmed regressions, new support-matrix cells)</p></footer>"
+        + f"<script>{vega_bundle()}</script><script>{BOOT_JS}</script>"
+    )
+    head = f"<link rel='alternate' type='application/atom+xml' title='{esc(title)}' href='{FEED}'>"
+    return page(title, body, head=head, csp=index_csp())
+
+
+# ---- one run -------------------------------------------------------------------------------------
+
+
+def _facts(pairs: list[tuple[str, object]]) -> str:
+    rows = "".join(f"<tr><th scope='row'>{esc(k)}</th><td>{v}</td></tr>" for k, v in pairs)
+    return f"<div class='scroll'><table><tbody>{rows}</tbody></table></div>"
+
+
+def _pre(text: str | None, what: str) -> str:
+    return f"<pre>{esc(text)}</pre>" if text else f"<p>no {esc(what)} recorded</p>"
+
+
+def run_html(data: ReportData, r: dict[str, Any]) -> str:
+    duration = (
+        f"{(r['ended_at'] - r['started_at']).total_seconds():,.0f} s"
+        if r["ended_at"] and r["started_at"]
+        else "–"
+    )
+    eff = r["decode_efficiency"]
+    bandwidth = r["bandwidth_bytes_per_s"]
+    figures = [
+        [
+            esc(a["scenario"]),
+            esc(a["level"]),
+            esc(f"{a['requests_ok']} ok, {a['requests_failed']} failed"),
+            esc(with_interval(a["ttft_p95_ms"], a["ttft_p95_ci_low_ms"], a["ttft_p95_ci_high_ms"], "ms")),
+            esc(number(a["ttft_p50_ms"], "ms", 0)),
+            esc(number(a["tpot_p50_ms"], "ms")),
+            esc(number(a["e2e_p95_ms"], "ms", 0)),
+            esc(number(a["output_tokens_per_s"], "tok/s")),
+            esc(number(a["requests_per_s"], "req/s", 2)),
+            esc(number(a["prefill_tokens_per_s"], "tok/s", 0)),
+            esc(number(a["decode_tokens_per_s"], "tok/s")),
+        ]
+        for a in data.figures.get(r["run_id"], [])
+    ]
+    up = "../"
+    body = (
+        f"<p><a href='{up}{INDEX}'>← the weekly report</a></p><main>"
+        f"<h1>Run {esc(r['run_id'])}</h1>"
+        f"<p><strong>{esc(r['status'])}</strong> · {esc(r['engine'])} {esc(r['image_version'])} · "
+        f"{esc(r['model_profile'])} on {esc(r['host'])} · started {_when(data, r['started_at'])}</p>"
+        + (f"<p>Why: {esc(r['failure_reason'])}</p>" if r["failure_reason"] else "")
+        + "<h2>Command line</h2>"
+        + _pre(r["launch_command"], "command line")
+        + "<h2>Run</h2>"
+        + _facts(
+            [
+                ("engine", esc(f"{r['engine']} ({r['engine_kind']})")),
+                ("image", esc(r["image"])),
+                ("image digest", esc(r["image_digest"])),
+                ("version", esc(r["image_version"])),
+                ("model profile", esc(r["model_profile"])),
+                ("model", esc(f"{r['model']} ({r['quantization']})")),
+                ("suite and profile", esc(f"{r['suite']} / {r['profile']}")),
+                ("started", _when(data, r["started_at"])),
+                ("ended", _when(data, r["ended_at"])),
+                ("duration", esc(duration)),
+                ("fingerprint", f"<code>{esc(r['fingerprint'])}</code>"),
+                ("harness version", esc(r["harness_version"])),
+                ("engine build", esc(r["engine_build"] or "–")),
+                ("engine flags", f"<code>{esc(r['engine_flags'] or '–')}</code>"),
+                ("Dagster run", esc(r["dagster_run_id"] or "–")),
+            ]
+        )
+        + "<h2>Host</h2>"
+        + _facts(
+            [
+                ("host", esc(f"{r['host']} ({r['host_kind'] or 'kind unknown'})")),
+                ("ROCm", esc(r["rocm_version"] or "–")),
+                ("kernel", esc(r["kernel"] or "–")),
+                ("firmware", esc(r["firmware"] or "–")),
+                ("kernel command line", f"<code>{esc(r['kernel_cmdline'] or '–')}</code>"),
+                ("ttm.pages_limit", esc(r["ttm_pages_limit"] if r["ttm_pages_limit"] is not None else "–")),
+                ("memory bandwidth (copy)", esc(number(bandwidth / 1e9, "GB/s", 2) if bandwidth else "–")),
+            ]
+        )
+        + "<h2>Memory</h2>"
+        + _facts(
+            [
+                ("before start", esc(memory(r["baseline_bytes"]))),
+                ("held after load", esc(memory(r["held_bytes"]))),
+                ("peak", esc(memory(r["peak_bytes"]))),
+                ("after stop", esc(memory(r["after_stop_bytes"]))),
+                (
+                    "returned to baseline",
+                    esc({True: "yes", False: "no", None: "unknown"}[r["memory_returned"]]),
+                ),
+                (
+                    "decode efficiency",
+                    esc(
+                        f"{eff * 100:.1f} % of the bandwidth limit"
+                        if eff is not None
+                        else r["efficiency_problem"] or "–"
+                    ),
+                ),
+            ]
+        )
+        + "<h2>Figures</h2>"
+        + _none(
+            figures,
+            table(
+                [
+                    "scenario",
+                    "level",
+                    "requests",
+                    "TTFT p95",
+                    "TTFT p50",
+                    "TPOT p50",
+                    "E2E p95",
+                    "output",
+                    "requests/s",
+                    "prefill",
+                    "decode",
+                ],
+                figures,
+                numeric={1, 3, 4, 5, 6, 7, 8, 9, 10},
+            ),
+        )
+        + "<h2>Log tail</h2>"
+        + _pre(r["log_tail"], "log")
+        + "</main>"
+    )
+    return page(f"Run {r['run_id']}", body, csp=RUN_PAGE_CSP)
