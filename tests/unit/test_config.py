@@ -38,7 +38,11 @@ def test_example_box_config_describes_the_three_engines():
     assert box.kind == "docker" and box.docker_host.startswith("ssh://")
     assert {e.kind for e in c.engines.values()} == {"llamacpp", "vllm", "sglang"}
     repos = {s.repository for e in c.engines.values() for s in e.images}
-    assert {"vllm/vllm-openai-rocm", "ggml-org/llama.cpp", "lmsysorg/sglang"} <= repos
+    # SGLang's own gfx1151 builds, not lmsysorg/sglang's CDNA tags; every image passes the arch gate
+    assert {"vllm/vllm-openai-rocm", "ggml-org/llama.cpp", "rocm/sgl-dev"} <= repos
+    assert "lmsysorg/sglang" not in repos and box.gpu_target == "gfx1151"
+    toolbox = next(s for s in c.engines["llamacpp"].images if s.repository.endswith("strix-halo-toolboxes"))
+    assert toolbox.executable == ["/usr/local/bin/llama-server"]
     assert c.models[c.decision.gpt_oss_model].quantization == "MXFP4"
     assert box.production is not None and box.production.health_url.endswith("/health")
     for e in c.engines.values():
