@@ -15,6 +15,7 @@ from strix_pipeline.analysis.charts import (
 )
 from strix_pipeline.analysis.decision import Decision, decision_markdown, evaluate, previous_decision
 from strix_pipeline.analysis.notify import notify_changes, regression_alerts, webhook_url
+from strix_pipeline.report import write_report
 from strix_pipeline.units import gib
 from strix_pipeline.warehouse import Warehouse
 
@@ -348,4 +349,34 @@ def switch_decision(strix: StrixConfigResource, warehouse: WarehouseResource) ->
                 },
             ),
         ],
+    )
+
+
+@dg.asset(
+    group_name="decision",
+    kinds={"html"},
+    deps=[trend_charts, switch_decision],
+    automation_condition=EAGER,
+    description=(
+        "The weekly report: a static site under artifacts/report (index.html: the verdict and what changed "
+        "since the last report, the trend charts, the support matrix, the latest figures per engine with "
+        "intervals; a page per run; an Atom feed.xml of verdict changes, confirmed regressions and new "
+        "support-matrix cells). Self-contained: it opens from a file. `strix report --out DIR` writes the same."
+    ),
+)
+def weekly_report(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    config = strix.get()
+    with warehouse.reader() as wh:
+        site = write_report(wh, config, config.artifacts_dir() / "report")
+    return dg.MaterializeResult(
+        metadata={
+            "index": dg.MetadataValue.path(str(site.index)),
+            "feed": dg.MetadataValue.path(str(site.feed)),
+            "verdict": site.verdict or "no evaluation yet",
+            "run_pages": site.run_pages,
+            "feed_entries": len(site.entries),
+            "new_feed_entries": dg.MetadataValue.md(
+                "\n".join(f"- {e.title}" for e in site.new_entries) or "none"
+            ),
+        }
     )

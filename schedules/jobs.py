@@ -11,7 +11,7 @@ import dagster as dg
 
 from assets.partitions import image_versions
 
-ANALYSIS_KEYS = ("run_aggregates", "regressions", "trend_charts", "switch_decision")
+ANALYSIS_KEYS = ("run_aggregates", "regressions", "trend_charts", "switch_decision", "weekly_report")
 ANALYSIS = dg.AssetSelection.assets(*ANALYSIS_KEYS)
 
 refresh_job = dg.define_asset_job(
@@ -22,7 +22,7 @@ refresh_job = dg.define_asset_job(
 analysis_job = dg.define_asset_job(
     "analysis_job",
     selection=ANALYSIS,
-    description="Recompute aggregates, change points, charts and the switch decision from the warehouse.",
+    description="Recompute aggregates, change points, charts, the switch decision and the weekly report.",
 )
 
 
@@ -62,4 +62,20 @@ def main_job_for(benchmark_keys: list[str]):
         selection=dg.AssetSelection.assets("engine_images", *benchmark_keys) | ANALYSIS,
         partitions_def=image_versions,
         description="Refresh images, benchmark one image version, recompute trends and the decision.",
+    )
+
+
+def bisect_job_for(benchmark_keys: list[str]):
+    """One step of a bisection: the benchmark of one release between a change's brackets
+    (strix_pipeline/bisection.py). Requested by ``bisect_sensor`` (or run by `strix bisect`); its runs
+    carry ``strix/bisect=<bisection id>``."""
+    return dg.define_asset_job(
+        "bisect_job",
+        selection=dg.AssetSelection.assets(*benchmark_keys),
+        partitions_def=image_versions,
+        tags={"strix/purpose": "bisect"},
+        description=(
+            "Benchmark the release a bisection needs next (the midpoint between a confirmed change's "
+            "brackets); the regressions asset then puts it on a side and names the next one."
+        ),
     )

@@ -9,7 +9,7 @@ import os
 
 import dagster as dg
 
-from assets.analysis import regressions, run_aggregates, switch_decision, trend_charts
+from assets.analysis import regressions, run_aggregates, switch_decision, trend_charts, weekly_report
 from assets.benchmark import benchmark_hosts, build_benchmark_assets
 from assets.images import engine_images
 from assets.resources import (
@@ -46,7 +46,15 @@ def build_definitions(config: StrixConfig, path: str) -> dg.Definitions:
     # run_aggregates reads every host's benchmark asset (`benchmark_run_<host>` with several hosts).
     aggregates = dg.map_asset_specs(lambda s: s.replace_attributes(deps=bench_keys), [run_aggregates])[0]
     return dg.Definitions(
-        assets=[engine_images, *benchmark_assets, aggregates, regressions, trend_charts, switch_decision],
+        assets=[
+            engine_images,
+            *benchmark_assets,
+            aggregates,
+            regressions,
+            trend_charts,
+            switch_decision,
+            weekly_report,
+        ],
         jobs=[
             refresh_job,
             benchmark_job,

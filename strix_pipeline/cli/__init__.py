@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "strix_pipeline.cli.query",
     "strix_pipeline.cli.images",
     "strix_pipeline.cli.decide",
+    "strix_pipeline.cli.report",
     "strix_pipeline.cli.spool",
 )
 
