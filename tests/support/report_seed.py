@@ -1,0 +1,112 @@
+"""A warehouse for the weekly report's tests (helpers only): the September 2026 runs with their command
+lines and log tails, two evaluations whose verdict moved, a confirmed regression, and optionally runs
+whose every shown field carries a payload that would mark <html> if it ever ran as script."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from strix_pipeline.analysis.decision import evaluate
+from strix_pipeline.config import StrixConfig
+from strix_pipeline.records import RunResult
+from strix_pipeline.warehouse import Warehouse
+from strix_pipeline.warehouse.changes import ChangeRecord
+from support.decision_seed import SEPT, make_config, run_record, run_result, september_runs
+
+ZONE = "Europe/Berlin"
+FIRST_EVAL = SEPT - timedelta(hours=1)  # only llama-server has run: no candidate evidence yet
+SECOND_EVAL = SEPT + timedelta(hours=3)
+REPORT_AT = SEPT + timedelta(hours=4)
+LLAMA_COMMAND = "llama-server --model /models/qwen3-30b-a3b-q4.gguf --port 18080 --ctx-size 8192 --metrics"
+
+
+def _mark(how: str) -> str:
+    return f"document.documentElement.setAttribute('data-pwned','{how}')"
+
+
+SCRIPT = f"v1</script><script>{_mark('script')}</script>"
+IMG = f'<img src=x onerror="{_mark("img")}">'
+SVG = f"<svg onload={_mark('svg')}>"
+COMMENT = f"<!--<script>{_mark('comment')}</script>-->"
+HOSTILE = (SCRIPT, IMG, SVG, COMMENT)
+
+
+def report_config() -> StrixConfig:
+    cfg = make_config()
+    return cfg.model_copy(update={"project": cfg.project.model_copy(update={"timezone": ZONE})})
+
+
+def seeded_runs() -> list[RunResult]:
+    runs = september_runs()
+    for r in runs:
+        r.run.launch_command = (
+            LLAMA_COMMAND
+            if r.run.engine == "llamacpp"
+            else f"vllm serve /m/{r.run.model_profile} --port 18000"
+        )
+        r.run.log_tail = f"{r.run.run_id}: listening on 127.0.0.1\nready"
+    return runs
+
+
+def hostile_runs() -> list[RunResult]:
+    """Two runs of an engine "sglang": each string a page shows carries a payload."""
+    ok = run_record(
+        f"h0-{SVG}",
+        "sglang",
+        tag="v0.5.0",
+        version=SCRIPT,
+        sort_key="00001",
+        quant="BF16",
+        started_at=SEPT + timedelta(minutes=30),
+        held_gib=20.0,
+    )
+    ok.launch_command = f"sglang serve {IMG}"
+    ok.log_tail = f"{COMMENT}\n{SCRIPT}"
+    failed = run_record(
+        "h1",
+        "sglang",
+        tag="v0.6.0",
+        version=IMG,
+        sort_key="00002",
+        status="failed_start",
+        failure_reason=f"{IMG} {SCRIPT}",
+        started_at=SEPT + timedelta(minutes=40),
+    )
+    return [run_result(ok, ttft5=(900.0, 850.0, 950.0)), run_result(failed, smoke_ok=None)]
+
+
+def regression(version_after: str = "server-rocm-b6500") -> ChangeRecord:
+    return ChangeRecord(
+        change_id="",
+        fingerprint="strix-halo/llamacpp/qwen3-30b-a3b-q4/Q4_K_M/concurrency_sweep",
+        engine="llamacpp",
+        host="strix-halo",
+        metric="ttft_p95_ms",
+        scenario="concurrency_sweep",
+        level=5,
+        version_before="server-rocm-b6400",
+        version_after=version_after,
+        sort_key_after=version_after,
+        magnitude_pct=12.5,
+        pvalue=0.0001,
+        status="confirmed",
+        ack_status="active",
+        ack_reason=None,
+        detected_at=SEPT + timedelta(hours=2),
+        confirmed_at=SEPT + timedelta(hours=2),
+    )
+
+
+def report_warehouse(path: Path, *, hostile: bool = False) -> tuple[Warehouse, StrixConfig]:
+    """A writable warehouse (the caller closes it) and the config its report is written with: the
+    verdict moved from the first evaluation (llama-server alone) to `evaluate`."""
+    cfg = report_config()
+    runs = seeded_runs()
+    wh = Warehouse.open(path)
+    wh.load_runs([r for r in runs if r.run.engine == "llamacpp"])
+    wh.save_decision(evaluate(wh, cfg, now=FIRST_EVAL).criteria)
+    wh.load_runs([r for r in runs if r.run.engine != "llamacpp"] + (hostile_runs() if hostile else []))
+    wh.save_decision(evaluate(wh, cfg, now=SECOND_EVAL).criteria)
+    wh.save_changes([regression(SCRIPT if hostile else "server-rocm-b6500")])
+    return wh, cfg
