@@ -18,7 +18,7 @@ STYLE = """
 @media (prefers-color-scheme:dark){:root{--fg:#eee;--bg:#121212;--muted:#aaa;--line:#555;--link:#8ab4f8}}
 *{box-sizing:border-box}
 body{font-family:system-ui,sans-serif;line-height:1.45;color:var(--fg);background:var(--bg);
-max-width:72rem;margin:0 auto;padding:0 1rem 3rem}
+max-width:80rem;margin:0 auto;padding:0 1rem 3rem}
 a{color:var(--link);text-decoration:underline}
 a:focus-visible,summary:focus-visible{outline:3px solid var(--fg);outline-offset:2px}
 .skip{position:absolute;left:-999px}.skip:focus{left:1rem;top:1rem;background:var(--bg);padding:.5rem}
@@ -31,6 +31,7 @@ table{border-collapse:collapse;margin:.5rem 0 1rem;font-variant-numeric:tabular-
 th,td{border:1px solid var(--line);padding:.3rem .5rem;text-align:left;vertical-align:top}
 th{font-weight:600}
 td.num{text-align:right;white-space:nowrap}
+td a,.nowrap{white-space:nowrap}
 pre{white-space:pre-wrap;word-break:break-all;border:1px solid var(--line);padding:.5rem;overflow-x:auto}
 .chart{margin:1rem 0 2rem}
 h2{border-bottom:2px solid var(--line);padding-bottom:.2rem;margin-top:2.5rem}

@@ -76,7 +76,9 @@ def _verdict(data: ReportData) -> str:
                 esc(format_value(c.value, c.unit)),
                 esc(format_value(c.threshold, c.unit)),
                 ci,
-                _when(data, c.first_held_at, "%Y-%m-%d") if c.first_held_at else "–",
+                f"<span class='nowrap'>{_when(data, c.first_held_at, '%Y-%m-%d')}</span>"
+                if c.first_held_at
+                else "–",
                 evidence,
                 esc(c.reason),
             ]
