@@ -287,6 +287,12 @@ class HostConfig(_Strict):
     maintenance_window_hours: Annotated[float, Field(gt=0, le=168)] = 6.0
     production: ProductionEngine | None = None
     probe_image: ImageRef | None = None  # tiny image used to read /sys and /proc on the host
+    # an image with rocminfo (rocm/dev-ubuntu-24.04:7.2-complete): doctor and the checks before
+    # production stops run it with the devices to see that a ROCm container finds `gpu_target`
+    rocm_probe_image: ImageRef | None = None
+    # GB (10^9 bytes) free on Docker's data root before a pull, at least (and at least the largest
+    # image already there): a ROCm engine image is tens of GB unpacked
+    min_free_disk_gb: NonNegFloat = 40.0
     video_gid: int | None = None  # numeric groups; read from the host when absent
     render_gid: int | None = None
     # host directory mounted read-only at /models: absolute, and no ':' (Docker's volume separator)
@@ -307,6 +313,11 @@ class HostConfig(_Strict):
     idle_baseline_gb: NonNegFloat | None = (
         None  # GB (10^9 bytes) in use on the idle host; else the reading before start
     )
+    # GB (10^9 bytes): the most VRAM + GTT an idle Box may hold with production stopped (the field
+    # report's idle Box: ~0.6 GB); above it a run is refused, naming the holders (hosts/gpu_holders.py)
+    idle_ceiling_gb: NonNegFloat | None = None
+    # host RAM and the GPU's memory are one pool (Strix Halo): SGLang's HiCache is refused at config load
+    unified_memory: bool = False
     # local hosts: the disk the installed engine releases may take (GB, 10^9 bytes; a vLLM env is
     # ~3.5 GB, a llama-server build ~0.1 GB); over it the least recently used release is evicted
     # (provision/engine_cache.py), never the baseline, a pinned release or the one a run uses

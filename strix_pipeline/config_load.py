@@ -13,6 +13,7 @@ from pathlib import Path
 from strix_pipeline.config import ConfigError, StrixConfig, read_config
 from strix_pipeline.engines import build_spec
 from strix_pipeline.engines.base import OverBudget, check_budget
+from strix_pipeline.hosts import box_checks
 
 
 def budget_problems(config: StrixConfig) -> list[str]:
@@ -37,11 +38,26 @@ def budget_problems(config: StrixConfig) -> list[str]:
     return problems
 
 
+def unified_memory_problems(config: StrixConfig) -> list[str]:
+    """``runs.<host>[i]: …`` for every run whose engine flags must never run on its unified-memory host
+    (SGLang's HiCache: the rule a Box run applies before production stops, hosts/box_checks.py)."""
+    problems = []
+    for host, runs in config.runs.items():
+        h = config.hosts[host]
+        for i, r in enumerate(runs):
+            spec = build_spec(config.engines[r.engine], config.models[r.model], "")
+            for p in box_checks.unified_memory_problems(h, spec.kind, spec.flags):
+                problems.append(
+                    f"runs.{host}[{i}] (engine {r.engine!r}, model {r.model!r}): {p} (hosts.{host}.unified_memory)"
+                )
+    return problems
+
+
 def load_config(path: str | Path | None = None) -> StrixConfig:
     """The configuration at ``path`` (default: ``config.config_path()``), or ConfigError naming the file
     and every problem."""
     config = read_config(path)
-    problems = budget_problems(config)
+    problems = budget_problems(config) + unified_memory_problems(config)
     if problems:
         shown = Path(path) if path else None
         head = f"{shown or 'configuration'}: invalid configuration ({len(problems)} problem(s))"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from support.bench_docker import BUSYBOX, healthy
+from support.box_sim import box_key, box_probe_image, box_sshd  # noqa: F401 - the Box simulator's fixtures
 from support.infra import build_image, free_port, remove_image
 from support.llama_image import LlamaImage, llama_server_path, pushed_llama_image
 from support.package_index import INDEX_ENV, session_index

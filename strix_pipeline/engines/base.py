@@ -249,7 +249,7 @@ def ram_flag_reservations(flags: list[str], host_ram_flags: tuple[tuple[str, int
         gb = flag_gb(flags, name, unit)
         if gb:
             shown = flag_value(flags, name)
-            out.append(Reservation(f"{name} {shown} ({'GiB' if unit == GIB else 'GB'})", gb))
+            out.append(Reservation(f"{name} {shown}" + (" GiB" if unit == GIB else ""), gb))
     return out
 
 

@@ -21,7 +21,7 @@ import httpx
 
 from strix_pipeline.config import EngineConfig, HostConfig, ImageSource, ModelProfile
 from strix_pipeline.engines import build_spec
-from strix_pipeline.engines.base import CONTAINER_MODELS_DIR, EngineSpec, container_model_path
+from strix_pipeline.engines.base import CONTAINER_MODELS_DIR, DeviceMemory, EngineSpec, container_model_path
 from strix_pipeline.hosts.docker_engine import (
     DockerEngine,
     LogStreamer,
@@ -109,8 +109,15 @@ class DockerLauncher:
             # host networking: bind loopback when the pipeline reaches the engine there, else all
             bind_host="127.0.0.1" if loopback else "0.0.0.0",
             budget_gb=self.host.memory_budget_gb,
+            device=getattr(self, "device", None),
             source=self.source,
         )
+
+    def size_pools(self, device: DeviceMemory) -> None:
+        """Size pool fractions against ``device`` (the host's device total as HIP sees it, read by its
+        probe) instead of the budget: the spec, and so the guards' reservations, are built again."""
+        self.device = device
+        self.spec = self._build_spec()
 
     def volumes(self) -> dict[str, dict[str, str]]:
         vols: dict[str, dict[str, str]] = {}

@@ -16,7 +16,7 @@ from strix_pipeline.engine_facts import ROCM_VERSION_FILE, read_firmware, rocm_v
 from strix_pipeline.engines.base import EngineSpec
 from strix_pipeline.hosts.errors import describe_exit
 from strix_pipeline.hosts.ssh import LostConnection, SshTransport, client_transport
-from strix_pipeline.memory import Reading, read_smi
+from strix_pipeline.memory import DockerProbe, SmiSource
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +90,9 @@ class DockerEngine:
             "utf-8", "replace"
         )
 
-    def smi_readings(self) -> list[Reading]:
-        """rocm-smi / amd-smi inside the engine container (ROCm images ship them): a cross-check."""
-        return read_smi(self.exec)
+    def exec_split(self, argv: list[str]) -> tuple[int, str, str]:
+        """Run ``argv`` in the engine container: (exit code, stdout, stderr), kept apart."""
+        return exec_split(self._container, argv)
 
     def rocm_version(self) -> str | None:
         """The ROCm version of the engine's image: ``/opt/rocm/.info/version`` inside the running
@@ -113,27 +113,48 @@ class DockerEngine:
         return read_firmware(self.exec)
 
 
-@dataclass
-class SmiReader:
+def exec_split(container: Any, argv: list[str]) -> tuple[int, str, str]:
+    """``exec_run`` with stdout and stderr apart (demux): a tool's warning on stderr never lands in the
+    JSON read from its stdout."""
+    result = container.exec_run(argv, demux=True)
+    out, err = result.output if isinstance(result.output, tuple) else (result.output, None)
+    code = int(result.exit_code if result.exit_code is not None else -1)
+    return code, (out or b"").decode("utf-8", "replace"), (err or b"").decode("utf-8", "replace")
+
+
+class SmiReader(SmiSource):
     """The SMI tools of the engine's own image: exec'd in the running engine, else (before it starts,
-    after it stopped) run in a throwaway container of that image with the host's GPU devices."""
+    after it stopped) run in a throwaway container of that image with the host's GPU devices. Notes of
+    unreadable output are kept for the run (:class:`SmiSource`)."""
 
-    client: Any
-    host: HostConfig
-    image_ref: str
-    engine: DockerEngine | None = None
+    def __init__(self, client: Any, host: HostConfig, image_ref: str, *, probe: Any = None) -> None:
+        super().__init__(self._run)
+        self.client = client
+        self.host = host
+        self.image_ref = image_ref
+        self.engine: DockerEngine | None = None
+        # a probe container whose image has the tools (or the Box simulator's) answers first
+        self.probe_exec = probe.exec if isinstance(probe, DockerProbe) else None
 
-    def _oneshot(self, argv: list[str]) -> tuple[int, str]:
-        devices = [f"{d}:{d}" for d in self.host.devices]
-        out = self.client.containers.run(
-            self.image_ref, argv, entrypoint=[], remove=True, network_mode="host", devices=devices
-        )
-        return 0, out.decode("utf-8", "replace")
-
-    def __call__(self) -> list[Reading]:
+    def _run(self, argv: list[str]) -> tuple[int, str, str]:
+        if self.probe_exec is not None:
+            code, out, err = self.probe_exec(argv)
+            if code not in (126, 127):  # the tool is there (exit 127: not in the probe's image)
+                return code, out, err
         if self.engine is not None:
-            return self.engine.smi_readings()
-        return read_smi(self._oneshot)
+            return self.engine.exec_split(argv)
+        import docker.errors
+
+        devices = [f"{d}:{d}" for d in self.host.devices]
+        try:
+            out = self.client.containers.run(
+                self.image_ref, argv, entrypoint=[], remove=True, network_mode="host", devices=devices,
+                stdout=True, stderr=False,
+            )  # fmt: skip
+        except docker.errors.ContainerError as e:
+            err = e.stderr.decode("utf-8", "replace") if isinstance(e.stderr, bytes) else str(e.stderr or "")
+            return int(e.exit_status), "", err
+        return 0, out.decode("utf-8", "replace"), ""
 
 
 def container_log_tail(container: Any, log_path: Path | None, lines: int = LOG_TAIL_LINES) -> str:

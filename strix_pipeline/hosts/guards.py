@@ -18,7 +18,9 @@ from typing import Any
 from strix_pipeline.config import HostConfig
 from strix_pipeline.engines.base import EngineSpec, OverBudget, Reservation, check_budget
 from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.hosts.gpu_holders import check_idle_ceiling
 from strix_pipeline.memory import wait_until
+from strix_pipeline.memory.smi import SmiRunner
 from strix_pipeline.units import GB
 
 log = logging.getLogger(__name__)
@@ -225,6 +227,7 @@ def preflight(
     port_wait_s: float = 10.0,
     interval_s: float = 1.0,
     settle_s: float = 3.0,
+    run_smi: SmiRunner | None = None,
 ) -> Preflight:
     """Run every before-start guard in order; raise ``EngineStartError('failed_guard')`` on refusal.
 
@@ -232,6 +235,7 @@ def preflight(
     else, with no config at all, memory in use is waited on until it settles (readings spanning
     ``settle_s`` within ``host.baseline_tolerance_gb`` of each other, at most ``host.baseline_wait_s``)
     and that becomes the baseline; never settled, the run proceeds and ``baseline_note`` says so.
+    A settled reading above ``host.idle_ceiling_gb`` is refused, naming what ``run_smi``'s tools list.
     """
     check_reservations(
         spec.reservations, host.memory_budget_gb, what=what or f"{spec.kind} '{spec.served_model_name}'"
@@ -255,6 +259,8 @@ def preflight(
                 read_in_use, baseline_bytes, tolerance, host.baseline_wait_s, interval_s
             )
             result.baseline_bytes = baseline_bytes
+        # whatever is there is no baseline when it is above what an idle Box holds
+        check_idle_ceiling(result.in_use_bytes, host.idle_ceiling_gb, run_smi)
     return result
 
 

@@ -16,6 +16,8 @@ from strix_pipeline.memory.probes import (
 from strix_pipeline.memory.sampler import MemorySampler
 from strix_pipeline.memory.smi import (
     SMI_PHASES,
+    SmiRead,
+    SmiSource,
     counter_disagreements,
     parse_amd_smi_json,
     parse_rocm_smi_json,
@@ -23,10 +25,12 @@ from strix_pipeline.memory.smi import (
     run_here,
 )
 from strix_pipeline.memory.summary import (
+    MEMORY_UNRELIABLE,
     MemorySummary,
     choose_basis,
     current_in_use,
     in_use,
+    meminfo_disagreement,
     summarize,
     wait_until,
 )
@@ -48,10 +52,13 @@ from strix_pipeline.memory.tree import (
 )
 
 __all__ = [
+    "MEMORY_UNRELIABLE",
     "PAGE_SIZE",
     "PROBE_NAME",
     "SMI_PHASES",
     "SYSFS_FILES",
+    "SmiRead",
+    "SmiSource",
     "DockerProbe",
     "HostFacts",
     "MemoryProbe",
@@ -64,6 +71,7 @@ __all__ = [
     "current_in_use",
     "in_use",
     "lay_out_tree",
+    "meminfo_disagreement",
     "parse_amd_smi_json",
     "parse_meminfo",
     "parse_probe_output",

@@ -44,7 +44,10 @@ PROBE_NAME = "strix-memory-probe"
 _PROBE_SCRIPT = (
     "for f in /host/sys/class/drm/card*/device/mem_info_* /host/sys/class/drm/card*/device/vbios_version "
     "/host/proc/meminfo /host/proc/cmdline "
-    "/host/proc/sys/kernel/osrelease /host/sys/module/ttm/parameters/pages_limit; do "
+    "/host/proc/sys/kernel/osrelease /host/sys/module/ttm/parameters/pages_limit "
+    "/host/sys/module/amdttm/parameters/pages_limit "
+    "/host/sys/class/kfd/kfd/topology/nodes/*/properties "
+    "/host/sys/class/kfd/kfd/topology/nodes/*/mem_banks/*/properties; do "
     '[ -r "$f" ] && { echo "@@@ $f"; cat "$f"; }; done; true'
 )
 
@@ -120,16 +123,18 @@ class DockerProbe:
         )
         self._lock = threading.Lock()
 
-    def exec(self, argv: list[str]) -> tuple[int, str]:
+    def exec(self, argv: list[str]) -> tuple[int, str, str]:
+        """(exit code, stdout, stderr) of ``argv`` in the probe container, stdout and stderr apart."""
         with self._lock:
-            result = self.container.exec_run(argv, demux=False)
-        output = result.output.decode("utf-8", "replace") if result.output else ""
-        return result.exit_code, output
+            result = self.container.exec_run(argv, demux=True)
+        out, err = result.output if isinstance(result.output, tuple) else (result.output, None)
+        code = int(result.exit_code if result.exit_code is not None else -1)
+        return code, (out or b"").decode("utf-8", "replace"), (err or b"").decode("utf-8", "replace")
 
     def files(self) -> dict[str, str]:
-        code, output = self.exec(["sh", "-c", _PROBE_SCRIPT])
+        code, output, err = self.exec(["sh", "-c", _PROBE_SCRIPT])
         if code != 0:
-            raise RuntimeError(f"memory probe exited {code}: {output[-500:]}")
+            raise RuntimeError(f"memory probe exited {code}: {(output + err)[-500:]}")
         return parse_probe_output(output)
 
     def read(self) -> list[Reading]:

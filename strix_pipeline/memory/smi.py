@@ -6,6 +6,7 @@ import json
 import logging
 import statistics
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -21,8 +22,10 @@ _SMI_KEYS: dict[str, tuple[str | None, str]] = {
     "vram_total": ("VRAM Total Memory (B)", "total_vram"),
     "vram_used": ("VRAM Total Used Memory (B)", "used_vram"),
     "vram_free": (None, "free_vram"),
-    "vis_vram_total": ("Visible VRAM Total Memory (B)", "total_visible_vram"),
-    "vis_vram_used": ("Visible VRAM Total Used Memory (B)", "used_visible_vram"),
+    # rocm-smi names the types as rsmiBindings.memory_type_l spells them: VRAM, VIS_VRAM, GTT
+    # (ROCm/rocm_smi_lib python_smi_tools/rocm_smi.py showMemInfo: '%s Total Memory (B)' % mem)
+    "vis_vram_total": ("VIS_VRAM Total Memory (B)", "total_visible_vram"),
+    "vis_vram_used": ("VIS_VRAM Total Used Memory (B)", "used_visible_vram"),
     "vis_vram_free": (None, "free_visible_vram"),
     "gtt_total": ("GTT Total Memory (B)", "total_gtt"),
     "gtt_used": ("GTT Total Used Memory (B)", "used_gtt"),
@@ -112,29 +115,77 @@ SMI_COMMANDS: dict[str, tuple[list[str], Callable[[str], list[Reading]]]] = {
 SMI_PHASES = ("baseline", "idle", "after_stop")  # read once at each: before start, after load, after stop
 
 
-def read_smi(run: Callable[[list[str]], tuple[int, str]]) -> list[Reading]:
-    """Every SMI tool ``run`` (argv -> exit code, output) can execute; a missing or failing tool
-    gives nothing (it is "not available" there, not zero)."""
+@dataclass(frozen=True)
+class SmiRead:
+    """What the SMI tools gave: their readings, and a note for each tool whose output could not be read
+    (the run records the notes: a cross-check that silently read nothing is no cross-check)."""
+
+    readings: list[Reading]
+    notes: list[str]
+
+
+# argv -> (exit code, stdout, stderr): the tools print libdrm warnings on stderr (``amdgpu_get_auth
+# … failed``), so stdout is parsed alone
+SmiRunner = Callable[[list[str]], tuple[int, str, str]]
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1][:200] if lines else ""
+
+
+def read_smi(run: SmiRunner) -> SmiRead:
+    """Every SMI tool ``run`` can execute, its stdout parsed apart from its stderr. A tool that is not
+    there (exit 126/127) gives nothing ("not available" there, not zero); one that ran but whose
+    stdout does not parse, or that failed, gives a note naming it, with its last stderr line."""
     out: list[Reading] = []
-    for argv, parse in SMI_COMMANDS.values():
+    notes: list[str] = []
+    for tool, (argv, parse) in SMI_COMMANDS.items():
         try:
-            code, text = run(argv)
-            if code == 0:
-                out += parse(text)
-        except Exception as e:  # noqa: BLE001 - no tool, no device, bad JSON: nothing to compare
-            log.debug("%s: %s", argv[0], e)
-    return out
+            code, stdout, stderr = run(argv)
+        except Exception as e:  # noqa: BLE001 - no such executable in the image, no container: not available
+            log.debug("%s: %s", tool, e)
+            continue
+        if code in (126, 127) or (code != 0 and not stdout.strip() and "not found" in stderr):
+            continue
+        said = f" (stderr: {_last_line(stderr)})" if stderr.strip() else ""
+        if code != 0:
+            notes.append(f"{tool} exited {code}{said}")
+            continue
+        try:
+            out += parse(stdout)
+        except (ValueError, TypeError, AttributeError) as e:
+            notes.append(f"{tool} printed no readable JSON on stdout ({type(e).__name__}: {e}){said}")
+    for n in notes:
+        log.warning("SMI: %s", n)
+    return SmiRead(out, notes)
 
 
-def run_here(argv: list[str]) -> tuple[int, str]:
+class SmiSource:
+    """The SMI tools as a sampler's ``smi`` callable: the readings go to the samples, each note (a tool
+    whose output could not be read) is kept once in :attr:`notes` for the run's record."""
+
+    def __init__(self, run: SmiRunner) -> None:
+        self.run = run
+        self.notes: list[str] = []
+
+    def keep(self, got: SmiRead) -> list[Reading]:
+        self.notes += [n for n in got.notes if n not in self.notes]
+        return got.readings
+
+    def __call__(self) -> list[Reading]:
+        return self.keep(read_smi(self.run))
+
+
+def run_here(argv: list[str]) -> tuple[int, str, str]:
     """Run an SMI tool on this machine (the `local` host), if it is installed."""
     import shutil
     import subprocess
 
     if not shutil.which(argv[0]):
-        return 127, ""
+        return 127, "", f"{argv[0]}: not found"
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
-    return proc.returncode, proc.stdout
+    return proc.returncode, proc.stdout, proc.stderr
 
 
 def counter_disagreements(

@@ -14,7 +14,7 @@ from datetime import datetime
 from strix_pipeline.memory.probes import MemoryProbe
 from strix_pipeline.memory.tree import Reading
 from strix_pipeline.records import MemorySample
-from strix_pipeline.units import GB
+from strix_pipeline.units import GB, gib_text
 
 
 def in_use(readings: Iterable[Reading | MemorySample], basis: str) -> int | None:
@@ -111,6 +111,51 @@ def summarize(
         after_stop - baseline <= tolerance_bytes if after_stop is not None and baseline is not None else None
     )
     return MemorySummary(basis, baseline, idle, held, peak, after_stop, returned)
+
+
+# The words a run's reason starts its memory verdict with when the counters contradict each other: C5
+# reads them (analysis/decision/criteria.py) to say why a run's held memory is unknown.
+MEMORY_UNRELIABLE = "memory unreliable"
+UNRELIABLE_FRACTION = 0.15  # of the larger figure: an engine's own CPU-side memory stays within it
+
+
+def meminfo_disagreement(
+    samples: list[MemorySample], *, tolerance_bytes: int = 1 * GB, fraction: float = UNRELIABLE_FRACTION
+) -> str | None:
+    """Why the GPU counters of a unified-memory host cannot be trusted for this run, or None.
+
+    What the engine took after load (idle - baseline) by sysfs (VRAM + GTT used) is set against what
+    the host lost by ``MemTotal - MemAvailable``, an independent counter (rocm-smi reads the same sysfs
+    files). GTT is system memory, so the host cannot lose less than GTT grew; and the GPU counters
+    cannot miss what the host lost (a blind ``gtt_used`` stayed near 0 after 51.75 GiB were loaded,
+    ROCm issue 5444). Beyond max(``tolerance_bytes``, ``fraction`` of the larger) either way is a
+    disagreement. No sysfs or no meminfo readings at both phases: nothing to compare (None)."""
+    gpu, host = _series(samples, "gpu"), _series(samples, "meminfo")
+    gtt = [
+        (s.sampled_at, s.phase, s.value_bytes)
+        for s in samples
+        if s.source.startswith("sysfs:") and s.metric == "gtt_used"
+    ]
+
+    def held(series: list[tuple[datetime, str, int]]) -> int | None:
+        base = [v for _, p, v in series if p == "baseline"]
+        idle = [v for _, p, v in series if p == "idle"]
+        if not base or not idle:
+            return None
+        return int(statistics.median(idle) - statistics.median(base))
+
+    g, h, t = held(gpu), held(host), held(gtt)
+    if g is None or h is None:
+        return None
+    tol = max(tolerance_bytes, fraction * max(abs(g), abs(h)))
+    said = f"sysfs VRAM+GTT {gib_text(g)} vs MemTotal-MemAvailable {gib_text(h)} taken after load"
+    if h - g > tol:
+        return f"the GPU counters missed memory the host lost: {said} (tolerance {gib_text(tol)})"
+    if t is not None and t - h > tol:
+        return (
+            f"GTT grew {gib_text(t)} but the host lost only {gib_text(h)}: {said} (tolerance {gib_text(tol)})"
+        )
+    return None
 
 
 def current_in_use(probe: MemoryProbe, basis: str | None = None) -> int | None:

@@ -42,6 +42,13 @@ class HostFacts:
     ttm_pages_limit: int | None
     kernel_release: str | None
     vbios: str | None = None  # amdgpu VBIOS version(s), "card1=113-…"; None: no amdgpu card
+    # the in-tree ttm module's and the DKMS driver's amdttm module's pages_limit, each None when absent;
+    # ``ttm_pages_limit`` above is the one in force (amdttm's when the DKMS driver is loaded)
+    ttm_module_pages_limit: int | None = None
+    amdttm_pages_limit: int | None = None
+    # device memory as the HIP runtime sizes it (the KFD topology's GPU node): what vLLM's and SGLang's
+    # fraction flags take their share of; None where the host has no KFD GPU node
+    hip_device_total_bytes: int | None = None
 
 
 def _read_int(path: Path) -> int | None:
@@ -144,8 +151,67 @@ def read_kernel_cmdline(root: Path = Path("/")) -> str | None:
         return None
 
 
+TTM_LIMIT_FILES = {
+    "ttm": "sys/module/ttm/parameters/pages_limit",
+    # DKMS drivers (amdgpu-dkms) bring their own TTM as the module amdttm (ROCm issue 5595)
+    "amdttm": "sys/module/amdttm/parameters/pages_limit",
+}
+
+
+def read_ttm_limits(root: Path = Path("/")) -> dict[str, int | None]:
+    """Both TTM modules' ``pages_limit`` (4 KiB pages): {"ttm": …, "amdttm": …}, None where absent."""
+    return {name: _read_int(Path(root) / rel) for name, rel in TTM_LIMIT_FILES.items()}
+
+
 def read_ttm_pages_limit(root: Path = Path("/")) -> int | None:
-    return _read_int(Path(root) / "sys/module/ttm/parameters/pages_limit")
+    """The TTM limit in force: amdttm's when the DKMS driver's module is loaded, else ttm's."""
+    limits = read_ttm_limits(root)
+    return limits["amdttm"] if limits["amdttm"] is not None else limits["ttm"]
+
+
+KFD_NODES = "sys/class/kfd/kfd/topology/nodes"
+# HSA heap types of a KFD memory bank (kfd_crat.h): 1 and 2 are the GPU's frame buffer, public and
+# private; on an APU that is the share of system memory the driver gives the GPU
+FRAME_BUFFER_HEAPS = (1, 2)
+
+
+def parse_properties(text: str) -> dict[str, int]:
+    """A KFD topology ``properties`` file: ``name value`` per line (kfd_topology.c, sysfs_show_*_prop)."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            try:
+                out[parts[0]] = int(parts[1])
+            except ValueError:
+                continue
+    return out
+
+
+def read_kfd_device_total(root: Path = Path("/")) -> int | None:
+    """The first GPU node's (``simd_count`` > 0) frame-buffer banks, summed: the device total the HIP
+    runtime reports (hipDeviceProp totalGlobalMem, PyTorch's total_memory). None without a GPU node."""
+    nodes = Path(root) / KFD_NODES
+    if not nodes.is_dir():
+        return None
+    for node in sorted((n for n in nodes.iterdir() if n.name.isdigit()), key=lambda n: int(n.name)):
+        try:
+            props = parse_properties((node / "properties").read_text())
+        except OSError:
+            continue
+        if props.get("simd_count", 0) <= 0:
+            continue  # a CPU node
+        total = 0
+        banks = node / "mem_banks"
+        for bank in sorted(banks.iterdir()) if banks.is_dir() else []:
+            try:
+                mem = parse_properties((bank / "properties").read_text())
+            except OSError:
+                continue
+            if mem.get("heap_type") in FRAME_BUFFER_HEAPS:
+                total += mem.get("size_in_bytes", 0)
+        return total or None
+    return None
 
 
 def read_vbios(root: Path = Path("/")) -> str | None:
@@ -169,7 +235,16 @@ def read_host_facts(root: Path = Path("/")) -> HostFacts:
         release = (Path(root) / "proc/sys/kernel/osrelease").read_text().strip() or None
     except OSError:
         release = None
-    return HostFacts(read_kernel_cmdline(root), read_ttm_pages_limit(root), release, read_vbios(root))
+    limits = read_ttm_limits(root)
+    return HostFacts(
+        read_kernel_cmdline(root),
+        read_ttm_pages_limit(root),
+        release,
+        read_vbios(root),
+        ttm_module_pages_limit=limits["ttm"],
+        amdttm_pages_limit=limits["amdttm"],
+        hip_device_total_bytes=read_kfd_device_total(root),
+    )
 
 
 def read_tree(root: Path = Path("/"), pid: int | None = None) -> list[Reading]:

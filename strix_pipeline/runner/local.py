@@ -15,8 +15,8 @@ from strix_pipeline.hosts.local import LLAMA_SERVER_ENV, LocalLlamaServer, ensur
 from strix_pipeline.hosts.local_vllm import LocalVllmServer
 from strix_pipeline.memory import (
     MemorySampler,
+    SmiSource,
     TreeProbe,
-    read_smi,
     run_here,
 )
 from strix_pipeline.provision import engine_cache, llamacpp_build, vllm_env
@@ -163,7 +163,7 @@ def run_local(r: RunInputs) -> None:
     threads = getattr(server, "threads", None) or max(1, (os.cpu_count() or 2) - (kind == "llamacpp"))
     bandwidth = probe_bandwidth(threads, log)
     server.provision()  # build or install the release now, outside the memory samples
-    smi = lambda: read_smi(run_here)  # noqa: E731 - rocm-smi / amd-smi when this machine has them
+    smi = SmiSource(run_here)  # rocm-smi / amd-smi when this machine has them
     sampler = MemorySampler(TreeProbe(), run.run_id, interval_s=host_cfg.sample_interval_s, smi=smi)
     record_host_facts(run, sampler.probe)
     with ExitStack() as stack:

@@ -10,14 +10,18 @@ from strix_pipeline.hosts import docker_engine
 from strix_pipeline.hosts.production import ProductionGuard
 from strix_pipeline.loadgen import SuiteInterrupted, SuiteResult
 from strix_pipeline.memory import (
+    MEMORY_UNRELIABLE,
+    PAGE_SIZE,
+    HostFacts,
     MemoryProbe,
     MemorySampler,
     counter_disagreements,
+    meminfo_disagreement,
     summarize,
 )
 from strix_pipeline.records import RequestRecord, RunRecord, RunResult
 from strix_pipeline.runner.target import Log
-from strix_pipeline.units import GB
+from strix_pipeline.units import GB, gib_text
 
 
 def failure_classes(measured: list[RequestRecord]) -> str:
@@ -71,16 +75,16 @@ def cancelled(result: RunResult, e: BaseException) -> BaseException:
     return interrupt
 
 
-def record_host_facts(run: RunRecord, probe: MemoryProbe | None) -> None:
+def record_host_facts(run: RunRecord, probe: MemoryProbe | None) -> HostFacts | None:
     """Kernel release, command line, TTM limit and amdgpu VBIOS of the host that ran the engine, read through its
     probe (the local tree on `local`, the probe container on a Docker host); without a probe they stay
-    None ("not available"), never the controller's values."""
+    None ("not available"), never the controller's values. Returns the facts (None: not read)."""
     if probe is None:
-        return
+        return None
     try:
         facts = probe.host_facts()
     except Exception:  # noqa: BLE001 - facts are evidence, not a reason to fail the run
-        return
+        return None
     run.kernel, run.kernel_cmdline, run.ttm_pages_limit = (
         facts.kernel_release,
         facts.kernel_cmdline,
@@ -88,6 +92,20 @@ def record_host_facts(run: RunRecord, probe: MemoryProbe | None) -> None:
     )
     if facts.vbios:  # part of the fingerprint: another VBIOS is another series
         run.firmware = f"vbios {facts.vbios}"
+    return facts
+
+
+def describe_host_memory(facts: HostFacts | None) -> str | None:
+    """The limits that size the engines' memory on this host, in one line for the run's log."""
+    if facts is None:
+        return None
+    parts = []
+    if facts.hip_device_total_bytes:
+        parts.append(f"device total as HIP sees it {gib_text(facts.hip_device_total_bytes)} (KFD topology)")
+    for name, pages in (("ttm", facts.ttm_module_pages_limit), ("amdttm", facts.amdttm_pages_limit)):
+        if pages is not None:
+            parts.append(f"{name}.pages_limit {pages} ({gib_text(pages * PAGE_SIZE)})")
+    return ", ".join(parts) or None
 
 
 def record_image_facts(run: RunRecord, eng: docker_engine.DockerEngine) -> None:
@@ -129,6 +147,14 @@ def finish_memory(result: RunResult, sampler: MemorySampler, tolerance_gb: float
     disagree = counter_disagreements(result.memory)
     if disagree:  # one counter alone is not trusted on unified memory: the run says they differ
         r.failure_reason = join_reasons(r.failure_reason, "memory counters disagree " + "; ".join(disagree))
+    # the independent counter: a held figure the host's own memory contradicts is no figure (C5 unknown)
+    blind = meminfo_disagreement(result.memory, tolerance_bytes=int(tolerance_gb * GB))
+    if blind:
+        r.held_bytes = None
+        r.failure_reason = join_reasons(r.failure_reason, f"{MEMORY_UNRELIABLE}: {blind}")
+    smi_notes = getattr(sampler.smi, "notes", None) or []
+    if smi_notes:  # a cross-check that read nothing is said, not hidden in a debug log
+        r.failure_reason = join_reasons(r.failure_reason, "SMI output not read: " + "; ".join(smi_notes))
 
 
 def any_ok(suite: SuiteResult) -> bool:

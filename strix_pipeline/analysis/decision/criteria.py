@@ -13,6 +13,7 @@ from strix_pipeline.analysis.decision.evidence import Evidence, RunFacts
 from strix_pipeline.analysis.decision.report import ratio_text
 from strix_pipeline.config import ImageSource, StrixConfig
 from strix_pipeline.loadgen.metrics import min_samples_for_ci, quantile_ci, quantile_ratio_ci
+from strix_pipeline.memory.summary import MEMORY_UNRELIABLE
 from strix_pipeline.records import CriterionResult
 from strix_pipeline.registry.names import normalize_repository
 from strix_pipeline.units import gib_text
@@ -385,6 +386,29 @@ def ttft_p95_beats_llamacpp_at_5(ev: Evidence, config: StrixConfig) -> Criterion
     )
 
 
+def _unreliable_memory(ev: Evidence, config: StrixConfig, unknown: CriterionResult) -> CriterionResult:
+    """C5 without a pair: when a fresh run that reached ready has no held figure because its counters
+    contradicted each other (runner/record.py), the reason says so, with the run and the numbers."""
+    doubted = [
+        r
+        for r in _candidate_runs(ev, config) + _baseline_runs(ev, config)
+        if ev.fresh(r)
+        and _ready(r)
+        and r.held_bytes is None
+        and MEMORY_UNRELIABLE in (r.failure_reason or "")
+    ]
+    if unknown.status != "unknown" or not doubted:
+        return unknown
+    r = max(doubted, key=lambda x: x.started_at)
+    why = (r.failure_reason or "").split(MEMORY_UNRELIABLE, 1)[1].lstrip(": ").split("; ")[0]
+    return _result(
+        "C5",
+        "unknown",
+        f"{unknown.reason}; {MEMORY_UNRELIABLE} on {r.engine} run {r.run_id} ({_label(r)}): {why}",
+        runs=doubted,
+    )
+
+
 def memory_not_above_llamacpp(ev: Evidence, config: StrixConfig) -> CriterionResult:
     """C5: the candidate holds no more after load than the baseline (within the tolerance)."""
     d = config.decision
@@ -396,7 +420,7 @@ def memory_not_above_llamacpp(ev: Evidence, config: StrixConfig) -> CriterionRes
         "C5", ev, config, measured, lambda r: r.held_bytes is not None, "held memory", "memory reading"
     )
     if isinstance(pair, CriterionResult):
-        return pair
+        return _unreliable_memory(ev, config, pair)
     c, b = pair
     c_held, b_held = c.held_bytes or 0, b.held_bytes or 0  # both measured: never None here
     threshold = b_held * (1 + d.memory_tolerance_pct / 100)

@@ -56,7 +56,8 @@ def test_vllm_command_and_pool_reservation():
     assert spec.port == 8000 == default_port("vllm")
     assert "--enforce-eager" in argv and "--nope" not in argv  # only this engine's profile flags
     assert spec.metrics_prefix == "vllm:"
-    assert reserved_gb(spec) == pytest.approx(0.5 * 100 + 4)
+    # --swap-space is GiB in vLLM (arg_utils.py), the budget GB: 4 GiB is 4.29 GB
+    assert reserved_gb(spec) == pytest.approx(0.5 * 100 + 4 * 2**30 / 1e9)
 
 
 def test_sglang_command_and_hicache_reservation():

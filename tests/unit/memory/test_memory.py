@@ -295,10 +295,11 @@ def test_read_smi_keeps_what_answers_and_skips_a_missing_tool() -> None:
 
     rocm = (FIXTURES / "smi" / "rocm-smi-meminfo.json").read_text()
 
-    def run(argv: list[str]) -> tuple[int, str]:
+    def run(argv: list[str]) -> tuple[int, str, str]:
         if argv[0] == "rocm-smi":
-            return 0, rocm
+            return 0, rocm, ""
         raise FileNotFoundError(argv[0])  # amd-smi is not installed here
 
     got = read_smi(run)
-    assert got and {r.source for r in got} == {"rocm-smi:card0"}
+    assert got.readings and {r.source for r in got.readings} == {"rocm-smi:card0"}
+    assert got.notes == []  # a missing tool is "not available", not a note
