@@ -18,7 +18,8 @@ import docker
 import httpx
 
 from strix_pipeline.config import ConfigError, HostConfig, StrixConfig
-from strix_pipeline.hosts import docker_host
+from strix_pipeline.engines import default_port
+from strix_pipeline.hosts import docker_host, stop_checks
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.local import (
     LLAMA_SERVER_ENV,
@@ -339,8 +340,30 @@ def _docker(config: StrixConfig, host: str, cfg: HostConfig) -> Iterator[Check]:
     try:
         yield Check(host, "docker reachable", True, True, f"{url}: Docker {client.version().get('Version')}")
         yield from _docker_probe(host, cfg, client)
+        yield from _before_stop(config, host, cfg, client)
     finally:
         client.close()
+
+
+def _before_stop(
+    config: StrixConfig, host: str, cfg: HostConfig, client: docker.DockerClient
+) -> Iterator[Check]:
+    """What a run checks before it stops production (hosts/stop_checks.py), one line each."""
+    runs = config.runs.get(host, [])
+    paths = {r.model: p for r in runs if (p := config.models[r.model].path)}
+    findings = [
+        stop_checks.production_ready(client, cfg.production),
+        stop_checks.models_present(client, cfg, paths),
+    ]
+    prod_port = stop_checks.production_port(cfg.production)
+    for port in sorted(
+        {config.engines[r.engine].port or default_port(config.engines[r.engine].kind) for r in runs}
+    ):
+        findings.append(stop_checks.port_reachable(client, cfg, port, production_port=prod_port))
+    findings.append(stop_checks.gpu_seen(client, cfg, docker_host.resolve_group_ids(cfg, client)))
+    findings.append(stop_checks.disk_free(client, cfg))
+    for f in findings:
+        yield Check(host, f.name, f.ok, f.checked, f.detail, f.fix)
 
 
 def _ssh_key(host: str, cfg: HostConfig) -> Iterator[Check]:

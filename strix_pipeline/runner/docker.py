@@ -8,8 +8,8 @@ import time
 from contextlib import ExitStack
 
 from strix_pipeline.engines import arch_list_command, comparable_flags, image_source
+from strix_pipeline.hosts import box_checks, docker_engine, docker_host, guards, image_checks, stop_checks
 from strix_pipeline.hosts import docker as dk
-from strix_pipeline.hosts import docker_engine, docker_host, guards, image_checks
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.production import ProductionGuard, check_maintenance_window
 from strix_pipeline.hosts.ssh import client_transport
@@ -23,6 +23,7 @@ from strix_pipeline.runner.efficiency import DOCKER_HOST_EFFICIENCY, record_effi
 from strix_pipeline.runner.inputs import RunInputs
 from strix_pipeline.runner.measure import measure
 from strix_pipeline.runner.record import (
+    describe_host_memory,
     finish_memory,
     join_reasons,
     record_host_facts,
@@ -45,8 +46,10 @@ def run_docker(r: RunInputs) -> None:
     check_maintenance_window(host_cfg, config.project.schedule, timezone=config.project.timezone, force=force)
     client = docker_host.make_client(host_cfg)
     probe = docker_host.probe_for_host(host_cfg, client)
-    record_host_facts(run, probe)
-    smi = docker_engine.SmiReader(client, host_cfg, image_ref)
+    facts = record_host_facts(run, probe)
+    if said := describe_host_memory(facts):
+        log(f"[{run.run_id}] host memory: {said}")
+    smi = docker_engine.SmiReader(client, host_cfg, image_ref, probe=probe)
     sampler = (
         MemorySampler(probe, run.run_id, interval_s=host_cfg.sample_interval_s, smi=smi) if probe else None
     )
@@ -62,12 +65,19 @@ def run_docker(r: RunInputs) -> None:
             # Everything that can refuse or take long happens while production still serves its users:
             # the budget, the leftovers, the pull (minutes for a ROCm image), the image's executable and
             # the GPU targets it was compiled for.
-            guards.check_reservations(
-                launcher.spec.reservations,
-                host_cfg.memory_budget_gb,
-                what=f"{launcher.spec.kind} '{launcher.spec.served_model_name}'",
-            )
+            launcher.size_pools(box_checks.device_memory(host_cfg, engine, facts))
+            what = f"{launcher.spec.kind} '{launcher.spec.served_model_name}'"
+            guards.check_reservations(launcher.spec.reservations, host_cfg.memory_budget_gb, what=what)
             leftovers = guards.clean_leftovers(client)
+            # what would fail only after the stop: production's health, the model, the port, the disk, the GPU
+            for note in stop_checks.before_stop(
+                client,
+                host_cfg,
+                port=launcher.spec.port,
+                model_path=launcher.host_model_path,
+                image_ref=image_ref,
+            ):
+                log(f"[{run.run_id}] {note}")
             launcher.pull()
             image_checks.check_executable(
                 client, image_ref, launcher.spec.executable, launcher.image_attrs, run_id=run.run_id
@@ -82,6 +92,12 @@ def run_docker(r: RunInputs) -> None:
                 )
                 if found is not None:
                     log(f"[{run.run_id}] compiled GPU targets: {found.describe()}")
+            # the Box's own word, still before production stops: HiCache on unified memory, foreign
+            # holders of GPU memory, a model whose weights do not fit the pool HIP's device total makes
+            for note in box_checks.before_production_stops(
+                client, host_cfg, launcher.spec, probe, facts, launcher.host_model_path, what=what
+            ):
+                log(f"[{run.run_id}] {note}")
             guard = stack.enter_context(
                 ProductionGuard(
                     target.host,
@@ -93,7 +109,7 @@ def run_docker(r: RunInputs) -> None:
                 )
             )
             # with production stopped: its port free, memory at the idle baseline
-            pre = guards.preflight(host_cfg, launcher.spec, read_in_use=read)
+            pre = guards.preflight(host_cfg, launcher.spec, read_in_use=read, run_smi=smi.probe_exec)
             pre.leftovers = leftovers
             notes = pre.notes()  # leftovers removed, a baseline that never settled
             if notes:

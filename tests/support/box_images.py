@@ -135,3 +135,17 @@ class ProductionWatch:
         state = self._state()
         if self.states[-1] != state:
             self.states.append(state)
+
+
+def rocm_probe_files(scratch: Path, gpu: str) -> dict[str, bytes | Path]:
+    """A ROCm probe image's stand-in: ``rocminfo`` printing rocminfo's agent lines (the CPU agent, then
+    the GPU agent named ``gpu``), busybox as the shell."""
+    script = scratch / f"rocminfo-{gpu}"
+    script.write_text(
+        "#!/bin/sh\ncat <<'EOF'\nROCk module is loaded\n*******\nAgent 1\n*******\n"
+        "  Name:                    AMD RYZEN AI MAX+ 395 w/ Radeon 8060S\n  Device Type:             CPU\n"
+        f"*******\nAgent 2\n*******\n  Name:                    {gpu}\n"
+        "  Marketing Name:          AMD Radeon 8060S\n  Device Type:             GPU\n*** Done ***\nEOF\n"
+    )
+    script.chmod(0o755)
+    return {"/bin/busybox": BUSYBOX, "/bin/sh": BUSYBOX, "/bin/cat": BUSYBOX, "/usr/bin/rocminfo": script}

@@ -1,0 +1,327 @@
+"""What would fail only after production is stopped, checked while it still serves.
+
+Each check returns a :class:`Finding` (ok or not, what was seen, how to fix it). ``strix doctor``
+shows each as a line; a run makes the same checks before it stops production (runner/docker.py) and
+refuses with ``failed_guard`` on the first that fails (:func:`refuse_unless`): a failure here costs
+no outage, where after the stop it would cost up to ``ready_timeout_s`` of one.
+
+- :func:`models_present`: the model paths of the runs exist on the Box (each parent mounted read-only
+  as a bind mount, which Docker refuses -- never creates -- when the directory is absent);
+- :func:`production_ready`: the production container exists and runs, its health URL answers 200;
+- :func:`port_reachable`: nothing else holds the engine's port, and a listener there (busybox httpd in
+  the probe image, host network) is reached from this controller -- a firewall shows up now;
+- :func:`gpu_seen`: ``rocminfo`` in ``rocm_probe_image`` with the devices lists ``gpu_target``;
+- :func:`disk_free`: Docker's data root has room for the largest image (``min_free_disk_gb`` at least).
+
+A check that could not look (no probe image, a tool missing in it) says so and refuses nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+import httpx
+
+from strix_pipeline.config import HostConfig, ProductionEngine
+from strix_pipeline.hosts.docker_host import resolve_group_ids
+from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.hosts.guards import port_in_use
+from strix_pipeline.units import GB
+
+PROBE_LABELS = {"strix.probe": "true"}
+_AGENT = re.compile(r"^\s*Name:\s+(gfx[0-9a-f]+)\s*$", re.M)
+ROCM_PROBE_FIX = (
+    "set hosts.<name>.rocm_probe_image to an image with rocminfo (rocm/dev-ubuntu-24.04:7.2-complete)"
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    name: str  # the doctor line's name
+    ok: bool
+    detail: str
+    fix: str | None = None
+    checked: bool = True  # False: could not look (no probe image, a tool missing in it): no refusal
+
+
+def refuse_unless(finding: Finding) -> None:
+    """A failed check refuses the run (``failed_guard``) before production is stopped; one that could
+    not look is the caller's to log, never a refusal."""
+    if not finding.ok and finding.checked:
+        fix = f" ({finding.fix})" if finding.fix else ""
+        raise EngineStartError(
+            "failed_guard", f"{finding.name}: {finding.detail}{fix}; production was not stopped"
+        )
+
+
+def _unchecked(name: str, why: str, fix: str | None = None) -> Finding:
+    return Finding(name, False, f"not checked: {why}", fix, checked=False)
+
+
+def _run(client: Any, image: str, argv: list[str], **kw: Any) -> str:
+    raw = client.containers.run(image, argv, remove=True, labels=PROBE_LABELS, **kw)
+    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+
+
+def _error(e: BaseException) -> str:
+    return str(getattr(e, "explanation", None) or e)[:300]
+
+
+def _url_host(address: str) -> str:
+    return f"[{address}]" if ":" in address and not address.startswith("[") else address
+
+
+# ---------------------------------------------------------------- models
+
+
+def models_present(client: Any, host: HostConfig, paths: dict[str, str]) -> Finding:
+    """``paths``: model profile name -> its path on the host. Absent ones are named with their profile."""
+    name = "models on the host"
+    if not paths:
+        return Finding(name, True, "no model profile with a path runs here")
+    if not host.probe_image:
+        return _unchecked(name, "no probe_image", "set hosts.<name>.probe_image (busybox)")
+    import docker.types
+
+    absent: list[str] = []
+    by_parent: dict[str, list[tuple[str, str]]] = {}
+    for profile, path in sorted(paths.items()):
+        p = PurePosixPath(path)
+        by_parent.setdefault(str(p.parent), []).append((profile, p.name))
+    script = 'for f in "$@"; do test -e "/m/$f" || echo "absent $f"; done'
+    for parent, items in sorted(by_parent.items()):
+        mount = docker.types.Mount("/m", parent, type="bind", read_only=True)
+        argv = ["busybox", "sh", "-c", script, "sh", *(n for _, n in items)]
+        try:
+            out = _run(client, host.probe_image, argv, mounts=[mount])
+        except Exception as e:  # noqa: BLE001 - docker-py wraps socket, HTTP and image errors alike
+            if "does not exist" not in _error(e):
+                return _unchecked(
+                    name, f"the probe could not look: {_error(e)}", "the probe image needs busybox"
+                )
+            absent += [f"{prof} ({parent}/{n}: no directory {parent})" for prof, n in items]
+            continue
+        lines = out.splitlines()
+        absent += [f"{prof} ({parent}/{n})" for prof, n in items if f"absent {n}" in lines]
+    if absent:
+        return Finding(name, False, "absent: " + "; ".join(absent), "put each model at its profile's path")
+    return Finding(name, True, ", ".join(sorted(paths.values())))
+
+
+# ---------------------------------------------------------------- production
+
+
+def http_status(url: str, timeout_s: float = 5.0) -> str | None:
+    """None when ``url`` answers 200, else what it did."""
+    try:
+        code = httpx.get(url, timeout=timeout_s).status_code
+    except httpx.HTTPError as e:
+        return f"{type(e).__name__}: {e}"[:200]
+    return None if code == 200 else f"HTTP {code}"
+
+
+def production_ready(
+    client: Any, production: ProductionEngine | None, *, status: Callable[[str], str | None] = http_status
+) -> Finding:
+    """The engine the run stops can be seen back: its container exists and runs, its health URL is 200."""
+    name = "production engine"
+    if production is None:
+        return Finding(name, True, "none configured: nothing is stopped")
+    url = str(production.health_url)
+    if production.container:
+        import docker.errors
+
+        try:
+            state = client.containers.get(production.container).status
+        except docker.errors.NotFound:
+            return Finding(
+                name, False, f"no container {production.container} on the host",
+                "set production.container to the name `docker ps` shows",
+            )  # fmt: skip
+        if state != "running":
+            return Finding(name, False, f"container {production.container} is {state}", "start it first")
+    said = status(url)
+    if said is not None:
+        return Finding(
+            name, False,
+            f"{url} does not answer 200 while production serves ({said}): its restore could not be seen",
+            "fix production.health_url (reachable from this controller)",
+        )  # fmt: skip
+    what = f"container {production.container} running" if production.container else "stop/start commands"
+    return Finding(name, True, f"{what}, {url} answers 200")
+
+
+def production_port(production: ProductionEngine | None) -> int | None:
+    """The port production's health URL names (its serving port, as the Box's users call it)."""
+    if production is None:
+        return None
+    url = httpx.URL(str(production.health_url))
+    return url.port or (443 if url.scheme == "https" else 80)
+
+
+# ---------------------------------------------------------------- the engine's port
+
+
+def port_reachable(
+    client: Any, host: HostConfig, port: int, *, production_port: int | None = None
+) -> Finding:
+    """Free now (unless it is production's own, freed by its stop), and reached from here when listened on."""
+    name = f"engine port {port}"
+    if port_in_use(host.address, port):
+        if port == production_port:
+            return Finding(
+                name, True,
+                f"{host.address}:{port} is production's: users' clients reach the benchmark there",
+                "give the engine another port and fence it (README, Box section)",
+            )  # fmt: skip
+        return Finding(
+            name, False, f"{host.address}:{port} is already in use on the host: the engine could not bind it",
+            "stop what listens there or give the engine another port",
+        )  # fmt: skip
+    if not host.probe_image:
+        return _unchecked(name, "no probe_image", "set hosts.<name>.probe_image (busybox)")
+    script = (
+        "busybox mkdir -p /tmp/w && echo strix-port-check > /tmp/w/index.html && "
+        'exec busybox httpd -f -p "$1" -h /tmp/w'
+    )
+    try:
+        c = client.containers.run(
+            host.probe_image, ["busybox", "sh", "-c", script, "sh", str(port)],
+            detach=True, network_mode="host", labels=PROBE_LABELS,
+        )  # fmt: skip
+    except Exception as e:  # noqa: BLE001 - docker-py wraps socket, HTTP and image errors alike
+        return _unchecked(name, f"could not listen there: {_error(e)}", "the probe image needs busybox")
+    url = f"http://{_url_host(host.address)}:{port}/"
+    said = "no answer"
+    try:
+        for _ in range(30):
+            try:
+                r = httpx.get(url, timeout=httpx.Timeout(3.0, connect=2.0))
+                if "strix-port-check" in r.text:
+                    return Finding(name, True, f"{url} reached from this controller")
+                said = f"HTTP {r.status_code}"
+            except httpx.HTTPError as e:
+                said = f"{type(e).__name__}: {e}"[:200]
+            c.reload()
+            if c.status in ("exited", "dead"):  # the listener never ran: not the firewall
+                tail = c.logs().decode(errors="replace").strip()[-200:]
+                return _unchecked(
+                    name,
+                    f"the probe's listener exited: {tail or 'no output'}",
+                    "the probe image needs busybox httpd",
+                )
+            time.sleep(0.2)
+    finally:
+        try:
+            c.remove(force=True)
+        except Exception:  # noqa: BLE001 - removed already, or the daemon is gone: nothing to keep
+            pass
+    return Finding(
+        name, False, f"a listener on the host's port {port} is not reached at {url} ({said})",
+        f"open port {port}/tcp from this controller in the host's firewall",
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------- the GPU in a container
+
+
+def gpu_seen(client: Any, host: HostConfig, group_ids: list[int]) -> Finding:
+    """``rocminfo`` in the ROCm probe image, with the devices, groups and options an engine gets."""
+    target = host.gpu_target
+    name = f"ROCm container sees {target or 'the GPU'}"
+    if not target:
+        return Finding(name, True, "no gpu_target: no GPU expected on this host")
+    if not host.rocm_probe_image:
+        return _unchecked(name, "no rocm_probe_image", ROCM_PROBE_FIX)
+    try:
+        out = _run(
+            client, host.rocm_probe_image, ["rocminfo"],
+            devices=[f"{d}:{d}:rwm" for d in host.devices], group_add=[int(g) for g in group_ids],
+            security_opt=["seccomp=unconfined"], network_mode="host",
+        )  # fmt: skip
+    except Exception as e:  # noqa: BLE001 - docker-py wraps a failed rocminfo (ContainerError) and the rest alike
+        return Finding(
+            name, False, f"rocminfo in {host.rocm_probe_image} failed: {_error(e)}",
+            "check /dev/kfd and /dev/dri, the video/render groups and the amdgpu driver",
+        )  # fmt: skip
+    agents = list(dict.fromkeys(_AGENT.findall(out)))
+    if target not in agents:
+        return Finding(
+            name, False, f"rocminfo lists {', '.join(agents) or 'no GPU agent'}, not {target}",
+            "check the amdgpu driver and firmware; never HSA_OVERRIDE_GFX_VERSION on gfx1151",
+        )  # fmt: skip
+    return Finding(name, True, f"rocminfo in {host.rocm_probe_image}: {', '.join(agents)}")
+
+
+# ---------------------------------------------------------------- disk
+
+
+def largest_image_bytes(client: Any) -> tuple[int, str]:
+    best, tag = 0, "none"
+    for image in client.images.list():
+        size = int((image.attrs or {}).get("Size") or 0)
+        if size > best:
+            best, tag = size, ",".join(image.tags or []) or image.id[:19]
+    return best, tag
+
+
+def disk_free(client: Any, host: HostConfig) -> Finding:
+    """Free bytes of Docker's data root (``df`` in the probe image) against what a pull needs."""
+    name = "disk for images"
+    if not host.probe_image:
+        return _unchecked(name, "no probe_image", "set hosts.<name>.probe_image (busybox)")
+    import docker.types
+
+    root = str(client.info().get("DockerRootDir") or "/var/lib/docker")
+    try:
+        out = _run(
+            client, host.probe_image, ["busybox", "df", "-Pk", "/d"],
+            mounts=[docker.types.Mount("/d", root, type="bind", read_only=True)],
+        )  # fmt: skip
+        free = int(out.strip().splitlines()[-1].split()[3]) * 1024
+    except Exception as e:  # noqa: BLE001 - df absent or its output not as POSIX says: not checked
+        return _unchecked(name, f"could not read the free space of {root}: {_error(e)}")
+    largest, tag = largest_image_bytes(client)
+    need = max(int(host.min_free_disk_gb * GB), largest)
+    detail = (
+        f"{free / GB:.1f} GB free on {root}; a pull needs {need / GB:.1f} GB (largest image {tag} "
+        f"{largest / GB:.1f} GB, min_free_disk_gb {host.min_free_disk_gb:g})"
+    )
+    if free < need:
+        return Finding(name, False, detail, "prune old engine images (docker image prune) or grow the disk")
+    return Finding(name, True, detail)
+
+
+# ---------------------------------------------------------------- all of them, before a run's stop
+
+
+def image_present(client: Any, image_ref: str) -> bool:
+    import docker.errors
+
+    try:
+        client.images.get(image_ref)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def before_stop(client: Any, host: HostConfig, *, port: int, model_path: str, image_ref: str) -> list[str]:
+    """The checks of one run, before its pull and production's stop: the first failure refuses the run
+    (``failed_guard``); returns what could not be checked, for the run's log."""
+    findings = [
+        production_ready(client, host.production),
+        models_present(client, host, {"the run's model": model_path}),
+        port_reachable(client, host, port, production_port=production_port(host.production)),
+    ]
+    if not image_present(client, image_ref):
+        findings.append(disk_free(client, host))
+    if host.gpu_target and host.rocm_probe_image:
+        findings.append(gpu_seen(client, host, resolve_group_ids(host, client)))
+    for finding in findings:
+        refuse_unless(finding)
+    return [f"{f.name}: {f.detail}" for f in findings if not f.checked]
