@@ -22,6 +22,7 @@ EXPECTED_ASSETS = {
     "regressions",
     "trend_charts",
     "switch_decision",
+    "weekly_report",
 }
 EXPECTED_JOBS = {"refresh_images_job", "benchmark_job", "analysis_job", "main_job"}
 EXAMPLE = REPO / "config" / "strix-halo.example.toml"
