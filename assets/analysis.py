@@ -370,10 +370,10 @@ def weekly_report(strix: StrixConfigResource, warehouse: WarehouseResource) -> d
         site = write_report(wh, config, config.artifacts_dir() / "report")
     return dg.MaterializeResult(
         metadata={
+            "dagster/row_count": site.run_pages,
             "index": dg.MetadataValue.path(str(site.index)),
             "feed": dg.MetadataValue.path(str(site.feed)),
             "verdict": site.verdict or "no evaluation yet",
-            "run_pages": site.run_pages,
             "feed_entries": len(site.entries),
             "new_feed_entries": dg.MetadataValue.md(
                 "\n".join(f"- {e.title}" for e in site.new_entries) or "none"

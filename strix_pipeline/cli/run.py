@@ -70,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
         pass  # nothing was loaded: nothing_measured says so
     charts = config.artifacts_dir() / "charts" / "index.html"
     table.add_row("charts", str(charts) if charts.exists() else "(not written)")
+    report = config.artifacts_dir() / "report" / "index.html"
+    table.add_row("weekly report", str(report) if report.exists() else "(not written)")
     decision_file = config.artifacts_dir() / "decision.json"
     if decision_file.exists():
         d = json.loads(decision_file.read_text())

@@ -11,6 +11,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 from conftest import need
+from playwright.sync_api import sync_playwright
 from support.report_seed import LLAMA_COMMAND, REPORT_AT, SCRIPT, report_warehouse
 
 from strix_pipeline.report import run_page, write_report
@@ -36,8 +37,7 @@ def browser():
         "Chromium",
         "apt-get install chromium",
     )
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
+    with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield b
         b.close()
