@@ -5,12 +5,14 @@ condition (``assets.analysis.EAGER``) that the ``analysis_automation`` sensor ev
 materialise once the benchmarks they read have landed -- never beside them.
 """
 
+from schedules.bisect import build_bisect_sensor
 from schedules.jobs import (
     ANALYSIS,
     ANALYSIS_KEYS,
     HOST_TAG,
     analysis_job,
     benchmark_job_for,
+    bisect_job_for,
     host_job_for,
     host_job_name,
     main_job_for,
@@ -26,6 +28,8 @@ __all__ = [
     "HOST_TAG",
     "analysis_job",
     "benchmark_job_for",
+    "bisect_job_for",
+    "build_bisect_sensor",
     "build_schedule",
     "build_sensor",
     "host_job_for",

@@ -21,6 +21,8 @@ from assets.resources import (
 from schedules import (
     analysis_job,
     benchmark_job_for,
+    bisect_job_for,
+    build_bisect_sensor,
     build_schedule,
     build_sensor,
     host_job_for,
@@ -40,6 +42,7 @@ def build_definitions(config: StrixConfig, path: str) -> dg.Definitions:
     benchmark_assets = build_benchmark_assets(config)
     bench_keys = [a.key.to_user_string() for a in benchmark_assets]
     benchmark_job = benchmark_job_for(bench_keys)
+    bisect_job = bisect_job_for(bench_keys)
     ssh_hosts = [h for h in config.hosts.values() if (h.docker_host or "").startswith("ssh://")]
     user_env = next((h.ssh_user_env for h in ssh_hosts if h.ssh_user_env), "STRIX_SSH_USER")
     key_env = next((h.ssh_key_path_env for h in ssh_hosts if h.ssh_key_path_env), "STRIX_SSH_KEY_PATH")
@@ -58,6 +61,7 @@ def build_definitions(config: StrixConfig, path: str) -> dg.Definitions:
         jobs=[
             refresh_job,
             benchmark_job,
+            bisect_job,
             analysis_job,
             main_job_for(bench_keys),
             # the host as a dimension: one job per host, its runs tagged strix/host=<host>
@@ -65,6 +69,7 @@ def build_definitions(config: StrixConfig, path: str) -> dg.Definitions:
         ],
         sensors=[
             build_sensor(benchmark_job),
+            build_bisect_sensor(bisect_job),
             dg.AutomationConditionSensorDefinition(
                 "analysis_automation",
                 target=dg.AssetSelection.groups("analysis", "decision"),

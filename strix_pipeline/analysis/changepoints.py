@@ -27,6 +27,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy.stats import ttest_ind_from_stats
 
+from strix_pipeline.analysis.canary import (
+    HOST_FACTS,
+    Canary,
+    DriftWindow,
+    as_canary_change,
+    facts_text,
+    label_changes,
+    time_ordered,
+    window_of,
+)
 from strix_pipeline.config import ChangeDetectionConfig, StrixConfig
 from strix_pipeline.warehouse.changes import ChangeRecord, change_id
 
@@ -55,20 +65,21 @@ HIGHER_IS_WORSE = {m: bad for ms in SERIES_METRICS.values() for m, bad in ms} | 
 MIN_POINTS = 3  # a change needs something on both sides and one more point to be tested at all
 
 # Runs that produced numbers (the read model's `usable`); a failed run is a result elsewhere, never a
-# point in a trend.
+# point in a trend. A bisection's runs are probes of one release each, not points of the series they
+# search (bisection.py): they would move the change they are bisecting.
 SERIES_AGGREGATES_SQL = """
 SELECT run_id, host, engine, fingerprint, image_version, image_tag, image_digest,
        version_order, started_at, scenario, level,
        ttft_p95_ms, tpot_p95_ms, output_tokens_per_s, prefill_tokens_per_s, decode_tokens_per_s
 FROM v_run_aggregates
-WHERE usable AND requests_ok > 0
+WHERE usable AND requests_ok > 0 AND run_id NOT IN (SELECT run_id FROM v_bisection_runs)
 """
 
 SERIES_MEMORY_SQL = """
 SELECT run_id, host, engine, fingerprint, image_version, image_tag, image_digest,
        version_order, started_at, held_bytes
 FROM v_run_base
-WHERE usable AND held_bytes IS NOT NULL
+WHERE usable AND held_bytes IS NOT NULL AND run_id NOT IN (SELECT run_id FROM v_bisection_runs)
 """
 
 
@@ -116,6 +127,11 @@ class Change(ChangeRecord):
     direction: str = "regression"  # "regression" | "improvement"
     run_id_after: str | None = None
     newly_confirmed: bool = False  # confirmed now and was not confirmed in the warehouse before
+    # the two runs that bracket the step, and when they ran (host drift is a matter of time)
+    run_id_before: str | None = None
+    started_before: datetime | None = None
+    started_after: datetime | None = None
+    bisection: str | None = None  # what its bisection found, in words (notify.regression_alerts)
 
     @property
     def is_regression(self) -> bool:
@@ -123,8 +139,9 @@ class Change(ChangeRecord):
 
     @property
     def is_confirmed_regression(self) -> bool:
-        """A regression a repeat run or the next version agreed with (not provisional any more)."""
-        return self.status == "confirmed" and self.is_regression
+        """An engine regression a repeat run or the next version agreed with (not provisional any
+        more), and not suspected to be the host's (analysis/canary.py)."""
+        return self.status == "confirmed" and self.is_regression and not self.host_drift
 
 
 # --------------------------------------------------------------------------------------------------
@@ -365,6 +382,9 @@ def changes_in_series(series: Series, cfg: ChangeDetectionConfig, *, now: dateti
                 detected_at=now,
                 direction="regression" if rise == HIGHER_IS_WORSE.get(series.metric, True) else "improvement",
                 run_id_after=after.run_id,
+                run_id_before=before.run_id,
+                started_before=before.started_at,
+                started_after=after.started_at,
             )
         )
     for c in out:
@@ -423,14 +443,73 @@ def _existing(wh: Warehouse) -> dict[str, ChangeRecord]:
     return {r.change_id: r for r in rows}
 
 
-def detect_changes(wh: Warehouse, config: StrixConfig, *, now: datetime | None = None) -> list[Change]:
-    """Find the changes on every series, keep earlier acknowledgements, save them, return them."""
+CANARY_RUNS_AMONG_RELEASES = 2
+RUN_FACTS_SQL = f"SELECT run_id, {', '.join(HOST_FACTS)} FROM runs WHERE list_contains(?, run_id)"
+
+
+def _run_facts(wh: Warehouse, run_ids: list[str]) -> dict[str, dict]:
+    if not run_ids:
+        return {}
+    return {r["run_id"]: r for r in wh.query_df(RUN_FACTS_SQL, [run_ids]).iter_rows(named=True)}
+
+
+def canary_changes(
+    wh: Warehouse, series: Series, canary: Canary, cfg: ChangeDetectionConfig, now: datetime
+) -> tuple[list[Change], list[DriftWindow]]:
+    """The canary's steps over time in one series, as stored changes and as drift windows."""
+    points = time_ordered(series.points, canary)
+    if len(points) < MIN_POINTS:
+        return [], []
+    found = changes_in_series(dataclasses.replace(series, points=points), cfg, now=now)
+    facts = _run_facts(wh, [r for c in found for r in (c.run_id_before, c.run_id_after) if r])
+    rows, windows = [], []
+    for c in found:
+        window = window_of(c, canary, facts_text(facts.get(c.run_id_before), facts.get(c.run_id_after)))
+        row = as_canary_change(c, window)
+        row.change_id = change_id(row)
+        rows.append(row)
+        windows.append(window)
+    return rows, windows
+
+
+def detect_changes(
+    wh: Warehouse,
+    config: StrixConfig,
+    *,
+    now: datetime | None = None,
+    canaries: Sequence[Canary] = (),
+) -> list[Change]:
+    """Find the changes on every series, keep earlier acknowledgements, save them, return them.
+
+    With ``canaries`` (plan.canaries): each canary's series is also read over time; its steps are
+    stored as the canary's changes and label the other changes they explain "host drift suspected"
+    (analysis/canary.py).
+    """
     now = now or datetime.now(UTC)
     cfg = config.change_detection
     previous = _existing(wh)
     changes: list[Change] = []
+    own: list[Change] = []
+    windows: list[DriftWindow] = []
     for series in load_series(wh):
-        changes.extend(changes_in_series(series, cfg, now=now))
+        canary = next((k for k in canaries if (k.host, k.engine) == (series.host, series.engine)), None)
+        if canary is None:
+            changes.extend(changes_in_series(series, cfg, now=now))
+            continue
+        # the canary's weekly runs are read over time; among the releases it counts as one release
+        # with its first two runs (the one that measured it, the repeat that confirms a change on
+        # it), not with fifty whose later ones carry the host's drift into the version series
+        runs = [p for p in series.points if canary.names(p.version)]
+        keep = {id(p) for p in sorted(runs, key=lambda p: p.started_at)[:CANARY_RUNS_AMONG_RELEASES]}
+        releases = [p for p in series.points if not canary.names(p.version) or id(p) in keep]
+        found = changes_in_series(dataclasses.replace(series, points=releases), cfg, now=now)
+        # a step inside the canary's own release is the over-time reading's, not a version change
+        changes += [c for c in found if not (c.version_before == c.version_after and canary.names(c.version_after or ""))]  # fmt: skip
+        rows, found_windows = canary_changes(wh, series, canary, cfg, now)
+        own += rows
+        windows += found_windows
+    label_changes(changes, windows)
+    changes += own
     for c in changes:
         old = previous.get(c.change_id)
         if old:

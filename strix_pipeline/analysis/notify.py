@@ -1,7 +1,9 @@
 """A short Slack-compatible webhook message when something a person should look at happened.
 
 Three things are worth a message: the verdict changed, a criterion changed status, or a confirmed,
-unacknowledged regression appeared for the first time. The URL comes from the environment variable
+unacknowledged engine regression appeared for the first time (or its bisection ended: the message
+names the first release that shows it). A change the canary puts on the host (``host_drift``) is
+not an engine regression and is never sent. The URL comes from the environment variable
 that ``DecisionConfig.webhook_url_env`` names (it is a secret). A failed POST is logged, never
 raised: the pipeline's results do not depend on a chat server.
 """
@@ -20,7 +22,7 @@ from strix_pipeline.config import StrixConfig
 if TYPE_CHECKING:
     from strix_pipeline.analysis.changepoints import Change
     from strix_pipeline.analysis.decision import Decision
-    from strix_pipeline.warehouse import Warehouse
+    from strix_pipeline.warehouse import BisectionRecord, Warehouse
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +49,29 @@ def regression_alerts(wh: Warehouse, previous: Decision | None, current: Decisio
 
     changes = stored_changes(wh, include_acknowledged=False)
     confirmed_since(changes, previous.evaluated_at if previous else None, current.evaluated_at)
+    since = previous.evaluated_at if previous else None
+    for b in wh.list_bisections():
+        c = next((c for c in changes if c.change_id == b.change_id), None)
+        if c is None:
+            continue
+        c.bisection = bisection_text(b)
+        # a search that ended since the previous evaluation is news of its own: alerted like a
+        # newly confirmed regression (the message says what it found)
+        if (
+            b.status != "running"
+            and (since is None or b.updated_at > since)
+            and b.updated_at <= current.evaluated_at
+        ):
+            c.newly_confirmed = c.newly_confirmed or c.status == "confirmed"
     return changes
+
+
+def bisection_text(b: BisectionRecord) -> str:
+    if b.status in ("found", "nothing_between"):
+        return f"first release that shows it: {b.first_release} (not {b.last_without}; {b.runs_used} bisection run(s))"
+    if b.status == "running":
+        return f"bisecting: {b.reason}"
+    return f"bisection {b.status}: {b.reason}"
 
 
 def new_regressions(changes: list[Change]) -> list[Change]:
@@ -78,6 +102,7 @@ def notification_text(previous: Decision | None, current: Decision, changes: lis
             lines.append(
                 f"• {c.engine} @ {c.host} {c.scenario} level {c.level} {c.metric}: {c.magnitude_pct:+.1f}% "
                 f"from {c.version_before} to {c.version_after} (p={c.pvalue:.2g}; `strix ack {c.change_id}`)"
+                + (f"; {c.bisection}" if c.bisection else "")
             )
         if len(regressions) > MAX_REGRESSIONS_LISTED:
             lines.append(f"… and {len(regressions) - MAX_REGRESSIONS_LISTED} more")

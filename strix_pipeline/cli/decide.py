@@ -11,10 +11,11 @@ from rich.table import Table
 
 from strix_pipeline.analysis.changepoints import Series, load_series, magnitude_floor_pct, series_noise_pct
 from strix_pipeline.analysis.decision import Decision, evaluate, format_value, reproduce
-from strix_pipeline.cli.common import config_of, error, on_warehouse, warehouse_arg
+from strix_pipeline.bisection import steps_text
+from strix_pipeline.cli.common import config_of, error, on_warehouse, shown, warehouse_arg
 from strix_pipeline.config import ChangeDetectionConfig, StrixConfig
 from strix_pipeline.config_load import load_config
-from strix_pipeline.warehouse import Warehouse
+from strix_pipeline.warehouse import BisectionRecord, Warehouse
 
 STATUS_STYLE = {"pass": "green", "fail": "red", "unknown": "dim"}
 
@@ -149,14 +150,20 @@ def run_reproduce(args: argparse.Namespace, config: StrixConfig) -> int:
 
 def run_changes(args: argparse.Namespace) -> int:
     def read(wh: Warehouse):
-        return wh.list_changes(ack_status=None if args.all else "active"), load_series(wh)
+        searches = {b.change_id: (b, steps_text(wh, b)) for b in wh.list_bisections() if b.change_id}
+        return wh.list_changes(ack_status=None if args.all else "active"), load_series(wh), searches
 
     got, rc = on_warehouse(args, read)
     if got is None:
         return rc
-    rows, series = got
+    rows, series, searches = got
     if args.json:
-        print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2, default=str))
+        out = []
+        for r in rows:
+            found = searches.get(r.change_id)
+            bisection = dataclasses.asdict(found[0]) | {"steps": found[1]} if found else None
+            out.append(dataclasses.asdict(r) | {"bisection": bisection})
+        print(json.dumps(out, indent=2, default=str))
         return 0
     if not rows:
         print_no_changes(series, config_of(args).change_detection, unacknowledged_only=not args.all)
@@ -174,10 +181,14 @@ def run_changes(args: argparse.Namespace) -> int:
         "p",
         "status",
         "ack",
+        "host drift",
+        "bisection",
     ):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(
+        found = searches.get(r.change_id)
+        # every cell from the warehouse is text, never rich markup (a version is a registry's string)
+        cells = (
             r.change_id,
             r.engine,
             r.host,
@@ -189,9 +200,22 @@ def run_changes(args: argparse.Namespace) -> int:
             f"{r.pvalue:.1g}" if r.pvalue is not None else "–",
             r.status,
             r.ack_status + (f": {r.ack_reason}" if r.ack_reason else ""),
+            r.host_drift or "–",
+            bisection_cell(*found) if found else "–",
         )
+        table.add_row(*(shown(c) for c in cells))
     Console().print(table)
     return 0
+
+
+def bisection_cell(b: BisectionRecord, steps: list[str]) -> str:
+    """The bisection of a change: what it found, then each step (release, figure, interval, side)."""
+    head = (
+        f"first release: {b.first_release} (not {b.last_without})"
+        if b.status in ("found", "nothing_between")
+        else f"{b.status}: {b.reason}"
+    )
+    return "\n".join([head, *steps])
 
 
 def print_no_changes(series: list[Series], cfg: ChangeDetectionConfig, *, unacknowledged_only: bool) -> None:

@@ -9,6 +9,7 @@ sandbox's rules: docs/warehouse.md ("The code").
 
 from strix_pipeline.config import DuckLakeTarget
 from strix_pipeline.warehouse.arrow import arrow_schema, records_table, request_table_arrow
+from strix_pipeline.warehouse.bisections import BisectionRecord, BisectionStep
 from strix_pipeline.warehouse.changes import CHANGE_COLUMNS, ChangeRecord
 from strix_pipeline.warehouse.connection import (
     COMMIT_RETRY,
@@ -38,6 +39,8 @@ __all__ = [
     "RECORD_TABLES",
     "RUN_TABLES",
     "SANDBOX_CONFIG",
+    "BisectionRecord",
+    "BisectionStep",
     "ChangeRecord",
     "CommitConflict",
     "CommitRetry",

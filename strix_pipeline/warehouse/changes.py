@@ -42,6 +42,8 @@ class ChangeRecord:
     detected_at: datetime
     # schema v5: when the change was first found confirmed (None while provisional)
     confirmed_at: datetime | None = None
+    # schema v8: why the host, not the engine, is suspected (None: not suspected); never alerted
+    host_drift: str | None = None
 
 
 CHANGE_COLUMNS: tuple[str, ...] = tuple(column_names(ChangeRecord))

@@ -16,8 +16,9 @@ import polars as pl
 
 from strix_pipeline.config import DuckLakeTarget
 from strix_pipeline.records import CriterionResult, ImageRecord, RunResult
-from strix_pipeline.warehouse import changes, decisions, hosts, parquet, runs, schema
+from strix_pipeline.warehouse import bisections, changes, decisions, hosts, parquet, runs, schema
 from strix_pipeline.warehouse import images as _images  # `images` is upsert_images' argument
+from strix_pipeline.warehouse.bisections import BisectionRecord, BisectionStep
 from strix_pipeline.warehouse.changes import ChangeRecord
 from strix_pipeline.warehouse.connection import (
     Target,
@@ -217,6 +218,19 @@ class Warehouse:
         """Acknowledge a change (it stays, marked); False when no such change exists."""
         self._writable()
         return changes.ack_change(self.con, change_id, reason)
+
+    # ---- bisections -----------------------------------------------------------------------------
+
+    def save_bisection(self, row: BisectionRecord, new_steps: list[BisectionStep] | None = None) -> None:
+        """Replace a bisection's row and append its new steps (warehouse.bisections)."""
+        self._writable()
+        bisections.save_bisection(self.con, row, new_steps or [])
+
+    def list_bisections(self, status: str | None = None) -> list[BisectionRecord]:
+        return bisections.list_bisections(self.con, status=status)
+
+    def bisection_steps(self, bisection_id: str) -> list[BisectionStep]:
+        return bisections.bisection_steps(self.con, bisection_id)
 
     # ---- export ---------------------------------------------------------------------------------
 

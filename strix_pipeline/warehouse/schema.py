@@ -20,6 +20,7 @@ from importlib.resources.abc import Traversable
 import duckdb
 
 from strix_pipeline.records import CriterionResult, ImageRecord
+from strix_pipeline.warehouse.bisections import BisectionRecord, BisectionStep
 from strix_pipeline.warehouse.changes import ChangeRecord
 from strix_pipeline.warehouse.connection import Target, in_transaction, is_conflict
 from strix_pipeline.warehouse.errors import WarehouseError, WarehouseUnavailable
@@ -35,6 +36,8 @@ RECORD_TABLES: dict[str, type] = {
     "images": ImageRecord,
     "decisions": CriterionResult,
     "changes": ChangeRecord,
+    "bisections": BisectionRecord,
+    "bisection_steps": BisectionStep,
 }
 
 

@@ -348,7 +348,8 @@ GROUP BY run_id, scenario, level, family, name, labels, metric_type;
 --   'serves'  status ok/partial: it became ready and answered measured requests (smoke included);
 --   'starts'  failed_serve: it became ready, then served nothing (or the smoke output was invalid);
 --   'fails'   failed_start or error: it never became ready, or the run broke;
---   'not_run' failed_guard or cancelled: a guard refused the run, or someone cancelled it, which says
+--   'not_run' failed_guard, cancelled or deferred: a guard refused the run (an image "not built for
+--             gfx1151" is one), someone cancelled it, or it did not fit the window -- which says
 --             nothing about the engine (shown only when no attempt of that cell got further);
 -- with the reason and the run id (`cell` spells all three; `reason` is the run's failure_reason, which
 -- on an 'ok' run is only a note, left out of `cell`). `attempts` / `attempts_served` count the
@@ -361,7 +362,7 @@ WITH attempts AS (
         CASE
             WHEN b.usable THEN 'serves'
             WHEN b.status = 'failed_serve' THEN 'starts'
-            WHEN b.status IN ('failed_guard', 'cancelled') THEN 'not_run'
+            WHEN b.status IN ('failed_guard', 'cancelled', 'deferred') THEN 'not_run'
             ELSE 'fails'
         END AS outcome
     FROM v_run_base b
@@ -396,3 +397,19 @@ QUALIFY row_number() OVER (
     ORDER BY outcome <> 'not_run' DESC, started_at DESC, run_id DESC
 ) = 1
 ORDER BY host, engine, version_rank, model_profile;
+
+-- The runs a bisection benchmarked: probes of one release each, kept out of the change-point series
+-- they search (analysis/changepoints.py), shown in every other view like any run.
+CREATE OR REPLACE VIEW v_bisection_runs AS
+SELECT DISTINCT run_id FROM bisection_steps WHERE run_id IS NOT NULL;
+
+-- Every bisection with its steps in order: which change, the brackets, each release benchmarked with
+-- its figure, interval and side, and what was found (`first_release`, status `found`).
+CREATE OR REPLACE VIEW v_bisections AS
+SELECT b.bisection_id, b.change_id, b.host, b.engine, b.metric, b.scenario, b.level,
+       b.version_before, b.version_after, b.status, b.first_release, b.last_without,
+       b.runs_used, b.max_runs, b.reason, b.started_at, b.updated_at,
+       s.step, s.version AS step_version, s.run_id AS step_run_id, s.value AS step_value,
+       s.low AS step_low, s.high AS step_high, s.side AS step_side, s.note AS step_note
+FROM bisections b LEFT JOIN bisection_steps s USING (bisection_id)
+ORDER BY b.started_at DESC, b.bisection_id, s.step;

@@ -1,0 +1,142 @@
+"""Host drift apart from engine change: the canary's series over time, and the windows it marks.
+
+The canary is one pinned build (``[analysis] canary``) benchmarked every week. Its engine never
+changes, so a step in its figures over *time* is the host's: a kernel or firmware setting outside the
+fingerprint, a BIOS option, a neighbour on shared hardware, thermal limits. Every other change whose
+two bracketing runs straddle that step -- the before-run ran before the canary's step, the after-run
+after it -- is labelled "host drift suspected" and is not alerted as an engine regression. A change
+between two runs of one and the same release is the host's by definition and is labelled so too.
+
+Pure: series and changes in, labels out (changepoints.detect_changes wires it to the warehouse).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+# The run facts a person checks beside a canary's change: the fingerprint's host fields (a change of
+# any of them starts a new series, so here they confirm the host *looked* the same) and the measured
+# memory bandwidth, which does move with the host.
+HOST_FACTS = (
+    "kernel",
+    "kernel_cmdline",
+    "ttm_pages_limit",
+    "firmware",
+    "rocm_version",
+    "bandwidth_bytes_per_s",
+)
+
+
+@dataclass(frozen=True)
+class Canary:
+    """The pinned build on one host: its engine and its release (a tag, e.g. ``b11434``)."""
+
+    host: str
+    engine: str
+    version: str
+
+    def names(self, version: str) -> bool:
+        """A series point's version label is this release (a floating tag's label adds ``@digest``)."""
+        return version == self.version or version.startswith(f"{self.version}@")
+
+    def __str__(self) -> str:
+        return f"{self.engine} {self.version}"
+
+
+@dataclass(frozen=True)
+class DriftWindow:
+    """When the canary's figures stepped: between its run at ``start`` and its run at ``end``."""
+
+    canary: Canary
+    metric: str
+    scenario: str
+    level: int
+    magnitude_pct: float
+    start: datetime
+    end: datetime
+    facts: str  # the host facts before -> after, in words
+
+    def overlaps(self, before: datetime, after: datetime) -> bool:
+        """The time between two runs meets this window (start, end]: the host changed between them.
+        In version order the before-run may have run later than the after-run (a re-run of an old
+        release): the span is between the two, whichever ran first."""
+        first, last = min(before, after), max(before, after)
+        return first < self.end and self.start < last
+
+    def label(self) -> str:
+        return (
+            f"host drift suspected: canary {self.canary} {self.scenario}@{self.level} {self.metric} "
+            f"{self.magnitude_pct:+.1f}% between {self.start:%Y-%m-%d %H:%M} and {self.end:%Y-%m-%d %H:%M} "
+            f"UTC ({self.facts})"
+        )
+
+
+def facts_text(before: dict | None, after: dict | None) -> str:
+    """The host facts of the canary's two runs, the ones that moved first."""
+    if not before or not after:
+        return "host facts not recorded"
+
+    def show(key: str, v: object) -> str:
+        if v is None:
+            return "?"
+        if key == "bandwidth_bytes_per_s":
+            return f"{float(v) / 1e9:.1f} GB/s"  # type: ignore[arg-type]
+        return str(v)
+
+    moved = [k for k in HOST_FACTS if before.get(k) != after.get(k)]
+    same = [k for k in HOST_FACTS if k not in moved and before.get(k) is not None]
+    parts = [f"{k} {show(k, before.get(k))} → {show(k, after.get(k))}" for k in moved]
+    parts += [f"{k} {show(k, before.get(k))}" for k in same]
+    return "host facts: " + ("; ".join(parts) if parts else "none recorded")
+
+
+def same_release_label(version: str) -> str:
+    return f"host drift suspected: the change lies between two runs of one release ({version})"
+
+
+def label_changes(changes: list, windows: list[DriftWindow]) -> None:
+    """Set ``host_drift`` on the changes (``analysis.changepoints.Change``) the windows explain: same
+    host, and the change's before/after runs straddle the canary's step. A change already labelled
+    (the canary's own, or one inside one release) keeps its label."""
+    for c in changes:
+        if c.host_drift:
+            continue
+        if c.version_before is not None and c.version_before == c.version_after:
+            c.host_drift = same_release_label(c.version_before)
+            continue
+        if c.started_before is None or c.started_after is None:
+            continue
+        for w in windows:
+            if w.canary.host == c.host and w.overlaps(c.started_before, c.started_after):
+                c.host_drift = w.label()
+                break
+
+
+def time_ordered(points: list, canary: Canary) -> list:
+    """The canary's points of one series, in the order they ran (not in version order)."""
+    return sorted((p for p in points if canary.names(p.version)), key=lambda p: p.started_at)
+
+
+def window_of(change, canary: Canary, facts: str) -> DriftWindow:
+    return DriftWindow(
+        canary=canary,
+        metric=change.metric,
+        scenario=change.scenario,
+        level=change.level,
+        magnitude_pct=change.magnitude_pct or 0.0,
+        start=change.started_before,
+        end=change.started_after,
+        facts=facts,
+    )
+
+
+def as_canary_change(change, window: DriftWindow):
+    """The canary's own change, stored beside the others: keyed by the time of its step (its
+    version never changes) and labelled as the canary's, so it is never alerted."""
+    return replace(
+        change,
+        fingerprint=change.fingerprint,
+        sort_key_after=f"canary@{window.end.isoformat()}",
+        host_drift=f"canary: {window.label().removeprefix('host drift suspected: canary ')}",
+    )
