@@ -31,6 +31,7 @@ ASSETS = [
     "regressions",
     "trend_charts",
     "switch_decision",
+    "weekly_report",
 ]
 
 
@@ -187,6 +188,17 @@ def test_charts_and_metadata(materialised) -> None:
     assert {r.data["level"] for r in summary.records if r.data["scenario"] == "concurrency_sweep"} == {1, 2}
     for name in ASSETS:
         assert "dagster/row_count" in meta[name], name
+
+
+def test_weekly_report(materialised) -> None:
+    """The analysis ends with the weekly report: the site and its feed in the artifacts folder, a page
+    for the run, the decision's verdict on the page."""
+    config = materialised["config"]
+    site = config.artifacts_dir() / "report"
+    index = (site / "index.html").read_text()
+    assert "<strong id='verdict-value'>unknown</strong>" in index
+    assert (site / "feed.xml").read_text().startswith("<?xml")
+    assert len(list((site / "runs").glob("*.html"))) == 1
 
 
 def test_asset_checks(materialised) -> None:
