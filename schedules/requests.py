@@ -14,10 +14,12 @@ def run_requests(
     image: ImageRecord,
     run_key: str | None,
     asset_selection: list[dg.AssetKey] | None = None,
+    priority: int = 0,
 ) -> list[dg.RunRequest]:
     """One run per host that runs ``image``, each tagged with its host and holding only that host's
     benchmark asset (another host's asset would fail the run). The run key names the host only when
-    the image runs on several, so a single-host image keeps the key it always had (its digest)."""
+    the image runs on several, so a single-host image keeps the key it always had (its digest).
+    ``priority`` (window_plan.run_priority) orders the host's queue: what the decision needs first."""
     key = plan.partition_key(image.engine, image)
     hosts = plan.hosts_of(config, image)
     requests = []
@@ -31,7 +33,7 @@ def run_requests(
                 partition_key=key,
                 job_name=None if asset_selection else "benchmark_job",
                 asset_selection=[asset],
-                tags={HOST_TAG: host, "strix/digest": image.digest},
+                tags={HOST_TAG: host, "strix/digest": image.digest, "dagster/priority": str(priority)},
             )
         )
     return requests

@@ -1,7 +1,9 @@
 """What makes one run's evidence usable: the rules behind the benchmark asset's checks.
 
 A run that measured nothing is never a success, whatever else it recorded: its failure is a result
-(stored with its reason), but no check passes on it.
+(stored with its reason), but no check passes on it. A ``deferred`` run (it did not fit the maintenance
+window, window_plan.py) is neither: no check passes on it, and :func:`deferred` lets a check say so
+as a warning, not a failure.
 """
 
 from __future__ import annotations
@@ -9,6 +11,13 @@ from __future__ import annotations
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import RunResult
 from strix_pipeline.units import gib_text
+
+DEFERRED = "deferred"
+
+
+def deferred(result: RunResult) -> bool:
+    """The run was put off to the next window before anything was pulled or stopped."""
+    return result.run.status == DEFERRED
 
 
 def measured_ok(result: RunResult) -> int:
@@ -20,6 +29,8 @@ def memory_back(result: RunResult) -> tuple[bool, str]:
     """Memory in use returned to the idle baseline after the engine stopped; a missing reading is
     "unknown" and fails, as a check that passes on missing data checks nothing."""
     run = result.run
+    if deferred(result):
+        return False, f"deferred, nothing ran: {run.failure_reason}"
     seen = f"baseline {gib_text(run.baseline_bytes)}, after stop {gib_text(run.after_stop_bytes)}"
     if run.memory_returned is None:
         return False, f"unknown: no reading to compare ({seen})"
@@ -33,6 +44,8 @@ def served(result: RunResult) -> tuple[bool, str]:
     run = result.run
     if run.status == "cancelled":  # what it measured before the cancel is kept, but it is no success
         return False, f"the run was {run.failure_reason or 'cancelled'}"
+    if deferred(result):
+        return False, f"deferred, nothing ran: {run.failure_reason}"
     ok = measured_ok(result)
     if ok:
         return True, f"{ok} measured request(s) succeeded ({run.status})"
@@ -46,7 +59,7 @@ def served(result: RunResult) -> tuple[bool, str]:
 def completeness(config: StrixConfig, result: RunResult) -> tuple[bool, str]:
     """Every level of every scenario has its requests, or the run records why it has none."""
     run = result.run
-    if run.status == "cancelled":
+    if run.status == "cancelled" or deferred(result):
         return False, f"run {run.status}: {run.failure_reason or 'NO REASON RECORDED'}"
     if measured_ok(result) == 0:
         return False, f"run {run.status}, nothing measured: {run.failure_reason or 'NO REASON RECORDED'}"

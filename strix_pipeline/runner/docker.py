@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import time
 from contextlib import ExitStack
+from datetime import UTC, datetime
 
+from strix_pipeline import window_plan
 from strix_pipeline.engines import arch_list_command, comparable_flags, image_source
 from strix_pipeline.hosts import box_checks, docker_engine, docker_host, guards, image_checks, stop_checks
 from strix_pipeline.hosts import docker as dk
@@ -43,7 +45,15 @@ def run_docker(r: RunInputs) -> None:
     if target.image is None:
         raise EngineStartError("failed_guard", f"host {target.host} runs containers: the target has no image")
     image_ref = pull_reference(target.image.registry, target.image.repository, target.image.digest)
-    check_maintenance_window(host_cfg, config.project.schedule, timezone=config.project.timezone, force=force)
+    window = check_maintenance_window(
+        host_cfg, config.project.schedule, timezone=config.project.timezone, force=force
+    )
+    # what the run is expected to take, from its series' history: one that would overrun the window
+    # is deferred to the next one before anything is pulled or stopped
+    est = window_plan.read_estimate(config, target.host, target.engine, target.model, target.profile)
+    if window is not None:
+        window_plan.check_fits(est, window, host_cfg.maintenance_window_hours, datetime.now(UTC))
+    run_started = time.monotonic()
     client = docker_host.make_client(host_cfg)
     probe = docker_host.probe_for_host(host_cfg, client)
     facts = record_host_facts(run, probe)
@@ -161,6 +171,7 @@ def run_docker(r: RunInputs) -> None:
                         run.failure_reason, "memory did not return to baseline after stop"
                     )
     finally:
+        log(f"[{run.run_id}] {window_plan.estimate_error(est, time.monotonic() - run_started)}")
         if sampler:
             sampler.stop()
             finish_memory(result, sampler, host_cfg.baseline_tolerance_gb)
