@@ -7,7 +7,7 @@ import dagster as dg
 from assets.partitions import image_versions
 from assets.resources import StrixConfigResource, WarehouseResource
 from schedules.requests import run_requests
-from strix_pipeline import plan
+from strix_pipeline import plan, window_plan
 from strix_pipeline.config import StrixConfig
 
 
@@ -19,8 +19,8 @@ def build_schedule(config: StrixConfig, bench_keys: list[dg.AssetKey]) -> dg.Sch
         target=dg.AssetSelection.assets(dg.AssetKey("engine_images"), *bench_keys),
         default_status=dg.DefaultScheduleStatus.RUNNING,
         description=(
-            "Weekly: refresh images, benchmark each engine's current images and each host's llama-server "
-            "baseline. The trends and the decision follow once those benchmarks have landed "
+            "Weekly: refresh images, benchmark each engine's current images, each host's llama-server "
+            "baseline and the canary (`[analysis] canary`). The trends and the decision follow once those benchmarks have landed "
             "(analysis_automation), not on this tick."
         ),
     )
@@ -37,6 +37,12 @@ def build_schedule(config: StrixConfig, bench_keys: list[dg.AssetKey]) -> dg.Sch
         wanted = plan.wanted_images(
             cfg, images, [plan.local_image(e, now, cfg) for e in plan.local_engines(cfg)]
         )
+        # the canary: the same pinned build every week, so a step in its series is the host's
+        wanted += [i for i in plan.canary_images(cfg, images) if i.digest not in {w.digest for w in wanted}]
+        # the decision's runs first (the newest official candidate, then the baseline): a window too
+        # short for the week defers the rest (window_plan.check_fits), not these
+        priority = {i.digest: window_plan.run_priority(cfg, i, wanted) for i in wanted}
+        wanted.sort(key=lambda i: -priority[i.digest])
         existing = set(context.instance.get_dynamic_partitions(image_versions.name))
         missing = [k for k in plan.partition_keys(wanted) if k not in existing]
         if missing:
@@ -47,7 +53,13 @@ def build_schedule(config: StrixConfig, bench_keys: list[dg.AssetKey]) -> dg.Sch
         requests += [
             r
             for i in wanted
-            for r in run_requests(cfg, i, run_key=f"weekly-{stamp}-{i.digest}", asset_selection=bench_keys)
+            for r in run_requests(
+                cfg,
+                i,
+                run_key=f"weekly-{stamp}-{i.digest}",
+                asset_selection=bench_keys,
+                priority=priority[i.digest],
+            )
         ]
         return requests
 
