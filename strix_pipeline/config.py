@@ -525,6 +525,13 @@ class DecisionConfig(_Strict):
     webhook_url_env: EnvName = "STRIX_WEBHOOK_URL"
     # Said beside each criterion left out of `required` (e.g. why a CPU host cannot give C2/C4 evidence).
     not_required_because: str | None = None
+    # The pair C3 and C5 compare: the baseline is what production serves -- runs of this image
+    # repository ("ghcr.io/ggml-org/llama.cpp") with this model profile -- and the candidate's runs of
+    # `candidate_model`; no fresh run on a side: the criterion is unknown, saying so. None: any run of
+    # the baseline engine / candidate of the same model family (the embedded host has one model).
+    baseline_image: Repository | None = None
+    baseline_model: str | None = None
+    candidate_model: str | None = None
 
 
 class ChangeDetectionConfig(_Strict):
@@ -599,6 +606,16 @@ class StrixConfig(_Strict):
                 raise ValueError(f"decision.{key}: no engine named {getattr(d, key)!r} in [engines]")
         if d.host not in self.hosts:
             raise ValueError(f"decision.host: no host named {d.host!r} in [hosts]")
+        for key in ("baseline_model", "candidate_model"):
+            if getattr(d, key) is not None and getattr(d, key) not in self.models:
+                raise ValueError(f"decision.{key}: no model named {getattr(d, key)!r} in [models]")
+        if d.baseline_model and d.candidate_model:
+            fams = (self.models[d.baseline_model].family, self.models[d.candidate_model].family)
+            if fams[0] != fams[1]:
+                raise ValueError(
+                    f"decision.baseline_model and candidate_model are of different model families "
+                    f"({fams[0]!r}, {fams[1]!r}): C3 and C5 compare one model on both engines"
+                )
         canary_engine = self.analysis.canary.partition(":")[0]
         if ":" in self.analysis.canary and canary_engine not in self.engines:
             raise ValueError(f"analysis.canary: no engine named {canary_engine!r} in [engines]")

@@ -267,6 +267,35 @@ def _pair(
     return None
 
 
+def _paired_sides(ev: Evidence, config: StrixConfig) -> tuple[list[RunFacts], list[RunFacts], str, str]:
+    """The runs each side of C3 / C5 may take, with how each side is named in a reason: the
+    candidate's of ``decision.candidate_model``, and the baseline's of production's image and model
+    (``decision.baseline_image`` / ``baseline_model``) -- so the pair never follows whichever image or
+    model ran last."""
+    d = config.decision
+    cand, base = _candidate_runs(ev, config), _baseline_runs(ev, config)
+    cand_name, base_name = "candidate", d.baseline_engine
+    if d.candidate_model:
+        cand = [r for r in cand if r.model_profile == d.candidate_model]
+        cand_name = f"candidate (model {d.candidate_model})"
+    production: list[str] = []
+    if d.baseline_image:
+        base = [r for r in base if _same_repository(d.baseline_image, r.image_repository)]
+        production.append(f"image {d.baseline_image}")
+    if d.baseline_model:
+        base = [r for r in base if r.model_profile == d.baseline_model]
+        production.append(f"model {d.baseline_model}")
+    if production:
+        base_name = f"{d.baseline_engine} (production's {', '.join(production)})"
+    return cand, base, cand_name, base_name
+
+
+def _same_repository(configured: str, stored: str | None) -> bool:
+    """A run's repository (stored without its registry) is the configured ``[registry/]repository``."""
+    want, have = normalize_repository(configured), normalize_repository(stored)
+    return bool(have) and (want == have or want.endswith("/" + have))
+
+
 def _measured_pair(
     cid: str,
     ev: Evidence,
@@ -280,16 +309,16 @@ def _measured_pair(
     or the "unknown" result saying which side has none: its runs that ``has`` the reading but are
     stale, or no such run at all; or no baseline ``reading`` of the candidate's model family."""
     d = config.decision
-    cand, base = _candidate_runs(ev, config), _baseline_runs(ev, config)
+    cand, base, cand_name, base_name = _paired_sides(ev, config)
     c_ok, b_ok = measured(cand), measured(base)
-    for side, runs, ok in (("candidate", cand, c_ok), (d.baseline_engine, base, b_ok)):
+    for side, runs, ok in ((cand_name, cand, c_ok), (base_name, base, b_ok)):
         if not ok:
             stale = [r for r in runs if has(r)]
             return _result(cid, "unknown", _stale_reason(f"{side} runs with {what}", stale, d.freshness_days))
     pair = _pair(c_ok, b_ok, config)
     if pair is None:
         fams = ", ".join(sorted({_family(r, config) for r in c_ok}))
-        return _result(cid, "unknown", f"no fresh {d.baseline_engine} {reading} of model family {fams}")
+        return _result(cid, "unknown", f"no fresh {base_name} {reading} of model family {fams}")
     return pair
 
 
