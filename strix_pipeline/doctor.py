@@ -17,9 +17,10 @@ from pathlib import Path
 import docker
 import httpx
 
+from strix_pipeline import memory
 from strix_pipeline.config import ConfigError, HostConfig, StrixConfig
 from strix_pipeline.engines import default_port
-from strix_pipeline.hosts import docker_host, stop_checks
+from strix_pipeline.hosts import docker_host, gpu_holders, stop_checks
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.local import (
     LLAMA_SERVER_ENV,
@@ -32,7 +33,7 @@ from strix_pipeline.provision import engine_cache, gemma_checkpoint, llamacpp_bu
 from strix_pipeline.provision.cache import cache_dir
 from strix_pipeline.records import LOCAL_REGISTRY
 from strix_pipeline.registry.names import api_host
-from strix_pipeline.units import GB
+from strix_pipeline.units import GB, gib_text
 from strix_pipeline.warehouse import Warehouse, WarehouseError
 
 
@@ -340,9 +341,74 @@ def _docker(config: StrixConfig, host: str, cfg: HostConfig) -> Iterator[Check]:
     try:
         yield Check(host, "docker reachable", True, True, f"{url}: Docker {client.version().get('Version')}")
         yield from _docker_probe(host, cfg, client)
+        yield from _box_memory(host, cfg, client)
         yield from _before_stop(config, host, cfg, client)
     finally:
         client.close()
+
+
+def _box_memory(host: str, cfg: HostConfig, client: docker.DockerClient) -> Iterator[Check]:
+    """The Box's memory as a run will meet it, read through its probe (issue 27): what is held now
+    against the idle ceiling, foreign holders of GPU memory, the device total as HIP sees it and the
+    GTT/TTM limits (ttm and amdttm) against the budget."""
+    if not cfg.probe_image:
+        return
+    try:
+        probe = docker_host.probe_for_host(cfg, client)
+    except Exception as e:  # noqa: BLE001 - docker-py wraps socket, HTTP and image errors alike
+        yield Check(
+            host, "memory probe", False, True, f"{cfg.probe_image}: {e}"[:300], "check the probe image"
+        )
+        return
+    if probe is None:
+        return
+    try:
+        facts = probe.host_facts()
+        in_use = memory.in_use(probe.read(), "gpu")
+        run_smi = probe.exec if isinstance(probe, memory.DockerProbe) else None
+        name = cfg.production.container if cfg.production else None
+        holders, note = gpu_holders.foreign_holders(client, run_smi, production=name)
+        listed = gpu_holders.gpu_processes(run_smi) if run_smi else None
+        ours = gpu_holders.production_pids(client, name)
+    finally:
+        probe.close()
+    prod_held = sum(p.bytes or 0 for p in (listed.processes or []) if p.pid in ours) if listed else 0
+    if cfg.idle_ceiling_gb is not None:
+        idle = None if in_use is None else in_use - prod_held
+        ok = idle is not None and idle <= cfg.idle_ceiling_gb * GB
+        shown = "no sysfs reading" if in_use is None else f"VRAM + GTT held now {in_use / GB:.2f} GB"
+        prod = f", production's own {prod_held / GB:.2f} GB (amd-smi/rocm-smi)" if prod_held else ""
+        yield Check(
+            host, "idle ceiling", ok, True, f"{shown}{prod}; idle_ceiling_gb {cfg.idle_ceiling_gb:g} GB",
+            None if ok else "find what holds the GPU's memory (amd-smi process) and stop it",
+        )  # fmt: skip
+    named = "; ".join(h.describe() for h in holders)
+    yield Check(
+        host, "foreign GPU holders", not holders, True,
+        (named or "none (containers with /dev/kfd or /dev/dri, processes the SMI tools list)") + (f"; {note}" if note else ""),
+        "stop them before the window: a run refuses while they hold GPU memory" if holders else None,
+    )  # fmt: skip
+    budget = cfg.memory_budget_gb
+    total = facts.hip_device_total_bytes
+    vs = f" vs memory_budget_gb {budget:g} GB" if budget is not None else ""
+    yield Check(
+        host, "device total (HIP)", total is not None, False,
+        f"{gib_text(total)} as HIP sees it (KFD topology){vs}: vLLM's and SGLang's fractions are of it"
+        if total else "no KFD GPU node in /sys/class/kfd: pool fractions are counted against the budget",
+        None if total else "load amdgpu with KFD (ROCm), or expect pools sized against the budget",
+    )  # fmt: skip
+    limits = {"ttm": facts.ttm_module_pages_limit, "amdttm": facts.amdttm_pages_limit}
+    shown = [
+        f"{k}.pages_limit {v} ({gib_text(v * memory.PAGE_SIZE)})" for k, v in limits.items() if v is not None
+    ]
+    force = facts.ttm_pages_limit
+    ok = force is not None and (budget is None or force * memory.PAGE_SIZE >= budget * GB)
+    in_force = "amdttm (DKMS driver)" if limits["amdttm"] is not None else "ttm"
+    yield Check(
+        host, "GTT/TTM limit", ok, False,
+        ("; ".join(shown) + f"; in force: {in_force}{vs}") if shown else "no ttm or amdttm pages_limit readable",
+        None if ok else "raise ttm.pages_limit (amdttm.pages_limit with amdgpu-dkms) to cover the budget",
+    )  # fmt: skip
 
 
 def _before_stop(

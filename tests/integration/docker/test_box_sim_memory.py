@@ -269,3 +269,64 @@ def test_a_blind_gtt_counter_marks_the_runs_memory_unreliable_and_the_tools_stde
     # amd-smi's stdout broke after load: a note on the run, not a debug line
     assert "SMI output not read: amd-smi printed no readable JSON on stdout" in reason, reason
     assert "amdgpu_get_auth" in reason  # its stderr's last line, said with it
+
+
+# ------------------------------------------------------------------ strix doctor says the same
+
+
+def test_doctor_lines_for_the_idle_ceiling_holders_hip_device_total_and_both_ttm_limits(
+    llama, model_path, box_sshd, box_key, box_probe_image, busybox, client, production, tmp_path, monkeypatch
+):
+    from strix_pipeline import doctor
+
+    prod_pid = pid_of(production[0])
+    # a DKMS driver whose amdttm limit (31 GiB) is below the budget; production holds 4 GB itself
+    sim = BoxSim.build(tmp_path / "box")
+    sim.update(
+        amdttm_pages_limit=31 * 262144,
+        gtt_used=4 * GB,
+        processes=(GpuProcess(prod_pid, "llama-server", 0, 4 * GB),),
+    )
+    sim.install(monkeypatch, box_probe_image)
+    config = config_for(tmp_path, llama, model_path, box_sshd, production, memory_budget_gb=120)
+    config = StrixConfig.model_validate(
+        {**config.model_dump(), "runs": {HOST: [{"engine": "llamacpp", "model": "gemma", "profile": "tiny"}]}}
+    )
+
+    def checks() -> dict:
+        return {c.name: c for c in doctor.run_checks(config, start_engines=False) if c.host == HOST}
+
+    got = checks()
+    ceiling = got["idle ceiling"]
+    assert ceiling.ok, ceiling  # 4.30 GB held, of which production's own 4 GB
+    assert "VRAM + GTT held now 4.30 GB, production's own 4.00 GB" in ceiling.detail, ceiling
+    assert got["foreign GPU holders"].ok and got["foreign GPU holders"].detail.startswith("none"), got
+    hip = got["device total (HIP)"]
+    assert hip.ok and hip.detail.startswith(
+        "31.00 GiB as HIP sees it (KFD topology) vs memory_budget_gb 120 GB"
+    )
+    ttm = got["GTT/TTM limit"]
+    assert not ttm.ok and ttm.state == "not available", ttm  # below the budget: said, not a failure
+    assert (
+        f"ttm.pages_limit {int(62.9 * GIB) // 4096}" in ttm.detail
+        and "amdttm.pages_limit 8126464 (31.00 GiB)" in ttm.detail
+    )
+    assert "in force: amdttm (DKMS driver)" in ttm.detail
+
+    # a foreign engine and 51 GB held: what a run would refuse, doctor says missing
+    foreign = run_gpu_container(client, busybox, f"someones-vllm-{free_port()}", {"owner": "bob"})
+    try:
+        sim.update(
+            gtt_used=55 * GB,
+            processes=(
+                GpuProcess(prod_pid, "llama-server", 0, 4 * GB),
+                GpuProcess(pid_of(foreign.name), "python3", 0, 51 * GB),
+            ),
+        )
+        got = checks()
+    finally:
+        foreign.remove(force=True)
+    assert not got["idle ceiling"].ok and got["idle ceiling"].required, got["idle ceiling"]
+    holders = got["foreign GPU holders"]
+    assert not holders.ok and f"container {foreign.name}" in holders.detail, holders
+    assert "python3 pid" in holders.detail and "47.50 GiB, listed by amd-smi" in holders.detail, holders
