@@ -12,7 +12,10 @@ from strix_pipeline.engines.base import (
 )
 
 KIND = "llamacpp"
-DEFAULT_PORT = 8080
+# Production serves llama-server on 8080 by convention; the engine under benchmark listens elsewhere, so
+# users' clients never reach it (and pollute its figures) during the window (README: fencing it).
+PRODUCTION_PORT = 8080
+DEFAULT_PORT = PRODUCTION_PORT + 10000
 DEFAULT_EXECUTABLE = ["llama-server"]
 # Flags that say where the model is and where the engine listens, not how it computes: left out of
 # the comparable flags (the fingerprint), so a moved file or another port never breaks a series.

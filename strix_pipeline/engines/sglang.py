@@ -16,7 +16,10 @@ from strix_pipeline.engines.base import (
 from strix_pipeline.units import GB
 
 KIND = "sglang"
-DEFAULT_PORT = 8081
+# Production serves SGLang on 8081 by convention; the engine under benchmark listens elsewhere, so
+# users' clients never reach it (and pollute its figures) during the window (README: fencing it).
+PRODUCTION_PORT = 8081
+DEFAULT_PORT = PRODUCTION_PORT + 10000
 DEFAULT_EXECUTABLE = ["python3", "-m", "sglang.launch_server"]
 # Flags that say where the model is and where the engine listens, not how it computes: left out of
 # the comparable flags (the fingerprint), so a moved file or another port never breaks a series.

@@ -21,7 +21,10 @@ from strix_pipeline.engines.base import (
 from strix_pipeline.units import GB, GIB
 
 KIND = "vllm"
-DEFAULT_PORT = 8000
+# Production serves vLLM on 8000 by convention; the engine under benchmark listens elsewhere, so
+# users' clients never reach it (and pollute its figures) during the window (README: fencing it).
+PRODUCTION_PORT = 8000
+DEFAULT_PORT = PRODUCTION_PORT + 10000
 DEFAULT_EXECUTABLE = ["vllm", "serve"]
 # Flags that say where the model is and where the engine listens, not how it computes: left out of
 # the comparable flags (the fingerprint), so a moved file or another port never breaks a series.

@@ -35,7 +35,7 @@ def test_llamacpp_command_has_the_box_flags():
     assert flag_value(argv, "-ngl") == "999"
     assert flag_value(argv, "-fa") == "on"
     assert "--no-mmap" in argv and "--metrics" in argv
-    assert flag_value(argv, "--port") == "8080" and spec.port == 8080
+    assert flag_value(argv, "--port") == "18080" and spec.port == 18080  # not production's 8080
     assert spec.served_model_name == "Qwen3-30B-A3B" and flag_value(argv, "--alias") == "Qwen3-30B-A3B"
     assert spec.ready_paths == ("/health", "/v1/models")
     assert spec.metrics_prefix == "llamacpp:"
@@ -53,7 +53,7 @@ def test_vllm_command_and_pool_reservation():
     assert flag_value(argv, "--gpu-memory-utilization") == "0.5"
     assert flag_value(argv, "--max-num-seqs") == "4"
     assert flag_value(argv, "--served-model-name") == "qwen"
-    assert spec.port == 8000 == default_port("vllm")
+    assert spec.port == 18000 == default_port("vllm")
     assert "--enforce-eager" in argv and "--nope" not in argv  # only this engine's profile flags
     assert spec.metrics_prefix == "vllm:"
     # --swap-space is GiB in vLLM (arg_utils.py), the budget GB: 4 GiB is 4.29 GB
@@ -70,8 +70,8 @@ def test_sglang_command_and_hicache_reservation():
     assert flag_value(argv, "--mem-fraction-static") == "0.8"
     assert flag_value(argv, "--max-running-requests") == "4"
     assert "--enable-metrics" in argv
-    assert spec.port == 30000  # the engine config's port wins over the default 8081
-    assert default_port("sglang") == 8081
+    assert spec.port == 30000  # the engine config's port wins over the default 18081
+    assert default_port("sglang") == 18081
     assert reserved_gb(spec) == pytest.approx(0.8 * 110 + 30 + 2)
     assert any("hicache" in r.what for r in spec.reservations)
 
@@ -143,3 +143,12 @@ def test_sglang_hicache_ratio_reserves_host_memory_too():
     assert reserved(["--hicache-ratio=3"]) == pytest.approx(50 + 150)
     # an explicit size wins over the ratio, counted once
     assert reserved(["--enable-hierarchical-cache", "--hicache-size", "20"]) == pytest.approx(70)
+
+
+def test_no_engine_benchmarks_on_the_port_production_serves_by_convention():
+    from strix_pipeline.engines import MODULES
+
+    for kind, module in MODULES.items():
+        production = {m.PRODUCTION_PORT for m in MODULES.values()}
+        assert default_port(kind) not in production, kind
+        assert module.DEFAULT_PORT != module.PRODUCTION_PORT
