@@ -99,9 +99,12 @@ def find_series(
     scenario: str,
     level: int,
     fingerprint: str | None = None,
+    without: frozenset[str] = frozenset(),
 ) -> Series:
+    """The series the bisection searches; ``without``: a step's own run, a probe not yet recorded as
+    one (it must neither be a point nor widen the series' noise)."""
     found = [
-        s
+        replace(s, points=[p for p in s.points if p.run_id not in without])
         for s in load_series(wh)
         if (s.host, s.engine, s.metric, s.scenario, s.level) == (host, engine, metric, scenario, level)
         and (fingerprint is None or s.fingerprint == fingerprint)
@@ -278,6 +281,7 @@ def advance(
         scenario=b.scenario,
         level=b.level,
         fingerprint=b.fingerprint,
+        without=frozenset(r["run_id"] for r in rows),
     )
     b_point, a_point = brackets(series, b.version_before, b.version_after)
     fig_b = run_figure(wh, b_point.run_id, b.version_before, series, config)

@@ -14,9 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from support.decision_seed import run_record, run_result
-
 from strix_pipeline.records import RunResult
+from support.decision_seed import run_record, run_result
 
 
 def build_number(tag: str) -> int:

@@ -142,7 +142,9 @@ def test_bisection_through_the_sensor_finds_the_first_slow_release(setup, monkey
     assert listed["bisection"]["first_release"] == "b109" and len(listed["bisection"]["steps"]) == runs
     # and the asset's own metadata
     mat = instance.get_latest_materialization_event(dg.AssetKey("regressions")).asset_materialization
-    assert "first release: b109" in mat.metadata["bisections"].value or "b109" in str(mat.metadata["changes"].value)
+    assert "first release: b109" in mat.metadata["bisections"].value or "b109" in str(
+        mat.metadata["changes"].value
+    )
 
 
 def test_overlapping_sides_stop_the_bisection_inconclusive(setup, monkeypatch) -> None:

@@ -79,10 +79,14 @@ def test_a_host_change_seen_by_the_canary_is_drift_not_a_regression(tmp_path, mo
     assert "llamacpp b100" in canary[0].host_drift and "host facts" in canary[0].host_drift
     engine = [c for c in changes if c not in canary]
     step = [c for c in engine if (c.version_before, c.version_after) == ("b103", "b104")]
-    assert step and step[0].status == "confirmed" and step[0].is_regression, [(c.version_before, c.version_after, c.status, c.magnitude_pct, c.host_drift) for c in engine]
+    assert step and step[0].status == "confirmed" and step[0].is_regression, [
+        (c.version_before, c.version_after, c.status, c.magnitude_pct, c.host_drift) for c in engine
+    ]
     assert step[0].host_drift.startswith("host drift suspected: canary llamacpp b100"), step[0].host_drift
     assert not step[0].is_confirmed_regression
-    assert all(c.host_drift for c in engine), [(c.version_before, c.version_after, c.host_drift) for c in engine]
+    assert all(c.host_drift for c in engine), [
+        (c.version_before, c.version_after, c.host_drift) for c in engine
+    ]
     assert not any("confirmed regression" in b["text"] for b in receiver.bodies), receiver.bodies
 
 
