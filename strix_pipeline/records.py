@@ -317,6 +317,10 @@ class RunRecord:
     decode_context_tokens: float | None = None
     decode_efficiency: float | None = None
     efficiency_problem: str | None = None
+    # schema v9: the engine's compile cache at its start (engines/<kind>.py COMPILE_CACHE_DIR, kept in a
+    # volume per image): "cold" (nothing compiled yet: the start includes the compilation), "warm", or
+    # None (the engine compiles nothing at start, or a local host)
+    compile_cache: str | None = None
 
 
 @dataclass

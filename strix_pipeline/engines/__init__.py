@@ -2,7 +2,7 @@
 
 An engine module declares what is its own and nothing else:
 
-- ``KIND``, ``DEFAULT_PORT``, ``DEFAULT_EXECUTABLE``;
+- ``KIND``, ``DEFAULT_PORT``, ``DEFAULT_EXECUTABLE``, ``COMPILE_CACHE_DIR`` (kept across starts, or None);
 - ``NOT_COMPARABLE_FLAGS``: the flags that say where the model is and where the engine listens;
 - ``READY_PATHS``, ``METRICS_PREFIX``, ``VERSION_PATH`` / ``VERSION_KEY``;
 - ``flags(profile, model_path, extras)``: the flags the profile decides (``extras``, the config's own
@@ -40,6 +40,7 @@ __all__ = [
     "arch_list_command",
     "build_spec",
     "comparable_flags",
+    "compile_cache_dir",
     "default_port",
     "executable_for",
     "image_source",
@@ -87,6 +88,11 @@ def build_spec(
         pool_fraction=pool_fraction(flags, profile, pool.memory_fraction) if pool else None,
         pool_flag=pool.memory_fraction if pool else None,
     )
+
+
+def compile_cache_dir(kind: str) -> str | None:
+    """Where the engine keeps what it compiles at start, in its container (None: nothing to keep)."""
+    return MODULES[kind].COMPILE_CACHE_DIR
 
 
 def default_port(kind: str) -> int:

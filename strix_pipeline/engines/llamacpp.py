@@ -16,6 +16,8 @@ KIND = "llamacpp"
 # users' clients never reach it (and pollute its figures) during the window (README: fencing it).
 PRODUCTION_PORT = 8080
 DEFAULT_PORT = PRODUCTION_PORT + 10000
+# llama-server compiles nothing at start: no compile cache to keep
+COMPILE_CACHE_DIR: str | None = None
 DEFAULT_EXECUTABLE = ["llama-server"]
 # Flags that say where the model is and where the engine listens, not how it computes: left out of
 # the comparable flags (the fingerprint), so a moved file or another port never breaks a series.

@@ -20,6 +20,8 @@ KIND = "sglang"
 # users' clients never reach it (and pollute its figures) during the window (README: fencing it).
 PRODUCTION_PORT = 8081
 DEFAULT_PORT = PRODUCTION_PORT + 10000
+# not mounted: SGLang's caches are not yet known to decide its start time
+COMPILE_CACHE_DIR: str | None = None
 DEFAULT_EXECUTABLE = ["python3", "-m", "sglang.launch_server"]
 # Flags that say where the model is and where the engine listens, not how it computes: left out of
 # the comparable flags (the fingerprint), so a moved file or another port never breaks a series.

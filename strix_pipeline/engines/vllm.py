@@ -25,6 +25,9 @@ KIND = "vllm"
 # users' clients never reach it (and pollute its figures) during the window (README: fencing it).
 PRODUCTION_PORT = 8000
 DEFAULT_PORT = PRODUCTION_PORT + 10000
+# vLLM keeps the kernels it compiles (torch.compile, Triton) here: a volume of its own per image
+# (hosts/docker.py), so the next start of that image is warm, and each run records cold or warm
+COMPILE_CACHE_DIR: str | None = "/root/.cache/vllm"
 DEFAULT_EXECUTABLE = ["vllm", "serve"]
 # Flags that say where the model is and where the engine listens, not how it computes: left out of
 # the comparable flags (the fingerprint), so a moved file or another port never breaks a series.

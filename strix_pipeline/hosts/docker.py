@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from strix_pipeline.config import EngineConfig, HostConfig, ImageSource, ModelProfile
-from strix_pipeline.engines import build_spec
+from strix_pipeline.engines import build_spec, compile_cache_dir
 from strix_pipeline.engines.base import CONTAINER_MODELS_DIR, DeviceMemory, EngineSpec, container_model_path
 from strix_pipeline.hosts.docker_engine import (
     DockerEngine,
@@ -94,6 +94,8 @@ class DockerLauncher:
         self._streamer: LogStreamer | None = None
         self._own_client = client is None
         self._image: Any = None  # set by pull()
+        # "cold" / "warm" once started with a compile cache (engines/<kind>.py COMPILE_CACHE_DIR)
+        self.compile_cache: str | None = None
         self.spec = self._build_spec()
 
     # -- spec and container options
@@ -119,8 +121,19 @@ class DockerLauncher:
         self.device = device
         self.spec = self._build_spec()
 
+    def compile_cache_volume(self) -> str | None:
+        """The named volume holding what this image's engine compiled at start: one per image (a newer
+        image compiles anew, so its first start is cold), reused by every later start of it."""
+        if compile_cache_dir(self.engine_cfg.kind) is None:
+            return None
+        digest = self.image_ref.rsplit("@", 1)[-1].removeprefix("sha256:")
+        return _safe(f"strix-compile-cache-{self.engine_cfg.kind}-{digest[:16]}")[:63]
+
     def volumes(self) -> dict[str, dict[str, str]]:
         vols: dict[str, dict[str, str]] = {}
+        cache_dir, volume = compile_cache_dir(self.engine_cfg.kind), self.compile_cache_volume()
+        if cache_dir and volume:
+            vols[volume] = {"bind": cache_dir, "mode": "rw"}
         if self.host.models_dir:
             vols[self.host.models_dir] = {"bind": CONTAINER_MODELS_DIR, "mode": "ro"}
         p = PurePosixPath(self.host_model_path)
@@ -202,6 +215,14 @@ class DockerLauncher:
         kwargs = self.run_kwargs(gids)
         self._log_line(f"command: {self.spec.command_line()}")
         import docker.errors
+
+        if volume := self.compile_cache_volume():
+            try:
+                self.client.volumes.get(volume)
+                self.compile_cache = "warm"
+            except docker.errors.NotFound:
+                self.compile_cache = "cold"  # created by the run below, kept for the next start
+            self._log_line(f"compile cache {volume}: {self.compile_cache}")
 
         started_at = datetime.now(UTC)
         try:

@@ -147,6 +147,7 @@ def run_docker(r: RunInputs) -> None:
                     record_efficiency(result, None, None, DOCKER_HOST_EFFICIENCY)
                     run.log_tail = eng.log_tail()
             finally:
+                run.compile_cache = launcher.compile_cache  # cold or warm: start times compare within one
                 smi.engine = None
                 engine_s = time.monotonic() - engine_started
                 if isinstance(probe, TreeProbe):

@@ -149,3 +149,26 @@ def rocm_probe_files(scratch: Path, gpu: str) -> dict[str, bytes | Path]:
     )
     script.chmod(0o755)
     return {"/bin/busybox": BUSYBOX, "/bin/sh": BUSYBOX, "/bin/cat": BUSYBOX, "/usr/bin/rocminfo": script}
+
+
+VLLM_STANDIN = "/usr/local/bin/vllm-standin"
+
+
+def vllm_standin_files(scratch: Path) -> dict[str, bytes | Path]:
+    """A vLLM stand-in (busybox): it "compiles" into /root/.cache/vllm when that holds nothing yet
+    (saying so), then answers /health and /v1/models on the ``--port`` it is given."""
+    script = scratch / "vllm-standin"
+    script.write_text(
+        '#!/bin/sh\nport=8000\nwhile [ $# -gt 0 ]; do [ "$1" = --port ] && port=$2; shift; done\n'
+        "mkdir -p /root/.cache/vllm /tmp/www/v1\n"
+        "if [ -e /root/.cache/vllm/kernels ]; then echo 'compiled kernels found'; "
+        "else echo 'compiling kernels'; sleep 1; echo k > /root/.cache/vllm/kernels; fi\n"
+        'echo ok > /tmp/www/health\necho \'{"data": [{"id": "standin"}]}\' > /tmp/www/v1/models\n'
+        'exec busybox httpd -f -p "$port" -h /tmp/www\n'
+    )
+    script.chmod(0o755)
+    files: dict[str, bytes | Path] = {tool: BUSYBOX for tool in ARCH_TOOLS}
+    files.update(
+        {"/bin/busybox": BUSYBOX, "/bin/mkdir": BUSYBOX, "/bin/sleep": BUSYBOX, VLLM_STANDIN: script}
+    )
+    return files

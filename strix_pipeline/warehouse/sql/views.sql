@@ -46,6 +46,7 @@ SELECT
     r.production_down_at,
     r.production_up_at,
     r.production_overhead_s,
+    r.compile_cache,
     r.bandwidth_bytes_per_s,
     r.bandwidth_threads,
     r.model_weight_bytes,
@@ -106,6 +107,7 @@ SELECT
     -- a Box run's outage of the production engine, and the part of it that was the pipeline's own
     round(date_diff('millisecond', b.production_down_at, b.production_up_at) / 1000.0, 1) AS production_offline_s,
     b.production_overhead_s,
+    b.compile_cache,  -- 'cold' or 'warm': a start that compiled is not compared with one that did not
     -- share of the memory-bandwidth limit the single-client decode reaches, in (0, 1], with its inputs
     round(b.decode_efficiency, 3) AS decode_efficiency,
     round(b.bandwidth_bytes_per_s / 1e9, 2) AS bandwidth_gb_s,

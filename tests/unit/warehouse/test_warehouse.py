@@ -76,6 +76,8 @@ AFTER_V1 = {
     "decode_context_tokens",
     "decode_efficiency",
     "efficiency_problem",
+    # v9: the compile cache at the engine's start
+    "compile_cache",
 }
 
 
