@@ -1,0 +1,66 @@
+"""The Box's own word before production stops (hosts/box_checks.py, hosts/gpu_holders.py): what device a
+pool is a fraction of, the weights' bytes as the probe lists them, which containers hold the GPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from strix_pipeline.config import EngineConfig, HostConfig
+from strix_pipeline.hosts.box_checks import device_memory, parse_sizes
+from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.hosts.gpu_holders import _has_gpu_device, check_idle_ceiling
+from strix_pipeline.memory import HostFacts
+from strix_pipeline.units import GB, GIB
+
+
+def facts(total: int | None) -> HostFacts:
+    return HostFacts(None, None, None, hip_device_total_bytes=total)
+
+
+def test_the_device_is_hips_total_when_read_and_a_host_without_gpu_is_a_cpu_host():
+    box = HostConfig(kind="docker", docker_host="ssh://b@box")
+    d = device_memory(box, EngineConfig(kind="vllm"), facts(int(62.9 * GIB)))
+    assert d.total_gb == pytest.approx(67.54, abs=0.01) and not d.cpu
+    cpu = HostConfig(kind="docker", docker_host="unix:///var/run/docker.sock", devices=[])
+    d = device_memory(cpu, EngineConfig(kind="vllm", env={"VLLM_CPU_KVCACHE_SPACE": "4"}), facts(None))
+    assert d.cpu and d.total_gb is None and d.env == {"VLLM_CPU_KVCACHE_SPACE": "4"}
+    # no devices passed, but a KFD GPU node (the simulator, a test host): not a CPU host
+    assert not device_memory(cpu, EngineConfig(kind="vllm"), facts(GIB)).cpu
+
+
+def test_weight_bytes_are_the_checkpoint_files_alone():
+    listing = (
+        "30543486976 /strix-model/model-00001-of-00002.safetensors\n"
+        "30543486976 /strix-model/model-00002-of-00002.safetensors\n"
+        "2 /strix-model/config.json\n11422654 /strix-model/tokenizer.json\n"
+    )
+    assert parse_sizes(listing) == 2 * 30543486976
+    assert parse_sizes("2 /strix-model/config.json\n") is None  # no weights: cannot tell, never 0
+
+
+@pytest.mark.parametrize(
+    ("host_config", "holds"),
+    [
+        ({"Devices": [{"PathOnHost": "/dev/kfd", "PathInContainer": "/dev/kfd"}]}, True),
+        (
+            {"Devices": [{"PathOnHost": "/dev/dri/renderD128", "PathInContainer": "/dev/dri/renderD128"}]},
+            True,
+        ),
+        ({"Devices": [{"PathOnHost": "/dev/null", "PathInContainer": "/dev/kfd"}]}, True),
+        ({"Privileged": True}, True),
+        ({"Devices": [{"PathOnHost": "/dev/fuse", "PathInContainer": "/dev/fuse"}]}, False),
+        ({}, False),
+    ],
+)
+def test_a_container_holds_the_gpu_when_it_has_a_gpu_device(host_config, holds):
+    assert _has_gpu_device({"HostConfig": host_config}) is holds
+
+
+def test_the_idle_ceiling_refuses_above_it_only():
+    check_idle_ceiling(int(0.6 * GB), 1.5, None)
+    check_idle_ceiling(None, 1.5, None)  # no reading: nothing to refuse on
+    check_idle_ceiling(51 * GB, None, None)  # no ceiling configured
+    with pytest.raises(EngineStartError) as e:
+        check_idle_ceiling(51 * GB, 1.5, None)
+    assert e.value.status == "failed_guard"
+    assert "51.00 GB (VRAM + GTT), above the host's idle ceiling idle_ceiling_gb 1.5 GB" in e.value.reason
