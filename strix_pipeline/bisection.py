@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -142,17 +143,26 @@ def _label(image: ImageRecord) -> str:
     return image.version or image.tag
 
 
+def tag_family(tag: str) -> str:
+    """What a tag is a release *of*: ``server-rocm-b6500`` -> ``server-rocm-b``, ``v0.11.0`` -> ``v``.
+    One repository may publish several builds side by side (ROCm, Vulkan): a bisection stays in one."""
+    return re.sub(r"\d[\w.+-]*$", "", tag)
+
+
 def releases_between(
     images: list[ImageRecord], first: ImageRecord, last: ImageRecord, measured: set[str]
 ) -> list[Candidate]:
     """The releases of the brackets' source strictly between them in version order, never benchmarked
-    in the series (``measured``: its version labels). Floating tags and gone releases are left out."""
+    in the series (``measured``: its version labels): the same registry, repository and tag family
+    (llama.cpp's ``server-rocm-b<N>`` stays among ROCm builds). Floating tags and gone ones are left out."""
+    family = tag_family(first.tag)
     same = [
         i
         for i in images
         if i.engine == first.engine
         and i.registry == first.registry
         and i.repository == first.repository
+        and tag_family(i.tag) == family
         and not i.gone
         and not i.floating
         and first.sort_key < i.sort_key < last.sort_key

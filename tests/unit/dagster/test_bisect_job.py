@@ -16,9 +16,11 @@ from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 import pytest
+from support.notify import Receiver
 from support.pipeline_helpers import write_config
 from support.versioned_standin import VersionedStandIn
 
+from assets.analysis import switch_decision
 from assets.partitions import image_versions
 from assets.resources import StrixConfigResource, WarehouseResource
 from strix_dagster.bisect_run import run_bisection
@@ -142,9 +144,17 @@ def test_bisection_through_the_sensor_finds_the_first_slow_release(setup, monkey
     assert listed["bisection"]["first_release"] == "b109" and len(listed["bisection"]["steps"]) == runs
     # and the asset's own metadata
     mat = instance.get_latest_materialization_event(dg.AssetKey("regressions")).asset_materialization
-    assert "first release: b109" in mat.metadata["bisections"].value or "b109" in str(
-        mat.metadata["changes"].value
-    )
+    assert "first release: b109" in str(mat.metadata["changes"].value)
+    assert "1. b" in mat.metadata["bisections"].value and "**found**" in mat.metadata["bisections"].value
+    # and the alert carries it: the evaluation after the bisection names the first slow release
+    receiver = Receiver()
+    try:
+        monkeypatch.setenv(config.decision.webhook_url_env, receiver.url)
+        switch_decision(strix=strix, warehouse=warehouse)
+    finally:
+        receiver.close()
+    (alert,) = [b["text"] for b in receiver.bodies if "confirmed regression" in b["text"]]
+    assert "from b100 to b116" in alert and "first release that shows it: b109 (not b108" in alert, alert
 
 
 def test_overlapping_sides_stop_the_bisection_inconclusive(setup, monkeypatch) -> None:
