@@ -287,7 +287,7 @@ class HostConfig(_Strict):
     maintenance_window_hours: Annotated[float, Field(gt=0, le=168)] = 6.0
     production: ProductionEngine | None = None
     probe_image: ImageRef | None = None  # tiny image used to read /sys and /proc on the host
-    # an image with rocminfo (rocm/dev-ubuntu-24.04:7.2-complete): doctor and the checks before
+    # an image with rocminfo (rocm/dev-ubuntu-22.04:7.2.1-complete): doctor and the checks before
     # production stops run it with the devices to see that a ROCm container finds `gpu_target`
     rocm_probe_image: ImageRef | None = None
     # GB (10^9 bytes) free on Docker's data root before a pull, at least (and at least the largest

@@ -36,7 +36,7 @@ from strix_pipeline.units import GB
 PROBE_LABELS = {"strix.probe": "true"}
 _AGENT = re.compile(r"^\s*Name:\s+(gfx[0-9a-f]+)\s*$", re.M)
 ROCM_PROBE_FIX = (
-    "set hosts.<name>.rocm_probe_image to an image with rocminfo (rocm/dev-ubuntu-24.04:7.2-complete)"
+    "set hosts.<name>.rocm_probe_image to an image with rocminfo (rocm/dev-ubuntu-22.04:7.2.1-complete)"
 )
 
 

@@ -123,3 +123,22 @@ def test_definitions_refuse_a_bad_config_at_load(tmp_path):
     bad = _mutated(tmp_path, "parallel = 8", "parallel = -1")
     with pytest.raises(ConfigError, match=r"models\.gemma3-270m\.parallel"):
         load_definitions(str(bad))
+
+
+def test_the_box_profiles_prefill_ladder_reaches_32k_and_64k_where_the_model_allows():
+    from strix_pipeline.loadgen.context import CONTEXT_MARGIN
+
+    c = load_config(EXAMPLE)
+    ladder = c.profiles["standard"].prefill_ladder
+
+    def measured(model: str) -> list[int]:  # the levels that fit uncapped (loadgen/context.py fit_context)
+        ctx = c.models[model].context_length
+        return [n for n in ladder.input_tokens if n + ladder.output_tokens + CONTEXT_MARGIN <= ctx]
+
+    assert {32768, 65536} <= set(ladder.input_tokens)
+    for model in ("gpt-oss-120b", "gpt-oss-120b-gguf"):  # 131,072 natively: the field report's 64K point
+        assert measured(model)[-2:] == [32768, 65536], model
+    for model in ("qwen3-30b-a3b", "qwen3-30b-a3b-gguf"):  # 32,768 natively (no YaRN)
+        assert measured(model)[-1] == 32768, model
+    # the pair C3/C5 compare runs at one context length
+    assert c.models["qwen3-30b-a3b"].context_length == c.models["qwen3-30b-a3b-gguf"].context_length
