@@ -67,9 +67,21 @@ def _link_records(records: list[Any]) -> None:
             r["href"] = run_page(r["run_id"])
 
 
+# marks drawn once per record: a link there is one run's. A line joins records, and an aggregate
+# merges them; an href there would split the line (or the mean) into one piece per run.
+LINKED_MARKS = ("point", "circle", "square", "rect", "bar", "tick", "rule", "text")
+
+
+def _one_mark_per_record(unit: dict[str, Any]) -> bool:
+    mark = unit["mark"]["type"] if isinstance(unit["mark"], dict) else unit["mark"]
+    encoding = unit.get("encoding") or {}
+    aggregated = any(isinstance(e, dict) and e.get("aggregate") for e in encoding.values())
+    return mark in LINKED_MARKS and not aggregated and "transform" not in unit
+
+
 def linked(spec: dict[str, Any]) -> dict[str, Any]:
-    """``spec`` with each record that names a run given that run's page, and every mark drawn from
-    such records opening it when clicked."""
+    """``spec`` with each record that names a run given that run's page, and every mark drawn once
+    per such record opening it when clicked."""
     datasets = spec.get("datasets") or {}
     with_runs = {name for name, recs in datasets.items() if _has_runs(recs)}
     for name in with_runs:
@@ -94,7 +106,7 @@ def linked(spec: dict[str, Any]) -> dict[str, Any]:
             return
         own = carries_runs(node.get("data"))
         runs = runs if own is None else own
-        if "mark" in node and runs:
+        if "mark" in node and runs and _one_mark_per_record(node):
             node.setdefault("encoding", {})["href"] = {"field": "href", "type": "nominal"}
         for key in ("layer", "vconcat", "hconcat", "concat", "spec"):
             if key in node:

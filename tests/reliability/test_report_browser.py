@@ -110,6 +110,13 @@ def test_the_report_opens_offline_with_the_warehouses_verdict_and_links_inside(
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.getAttribute('href')") == "#verdict"
     assert visit.errors == [] and visit.outside == []
+    # a chart point opens its run's page (Vega-Lite's href channel; the TTFT chart's first point is
+    # llama-server's run, the only one of its series)
+    with page.expect_navigation():
+        page.locator("#chart-ttft_p95_by_version svg .mark-symbol path").first.click(force=True)
+    assert page.url.startswith(site.index.parent.resolve().as_uri() + "/runs/"), page.url
+    assert visit.in_site(page.url) and "Command line" in page.locator("main").inner_text()
+    assert visit.errors == [] and visit.outside == []
     visit.close()
 
     run = Visit(browser, tmp_path / "site", tmp_path / "site" / run_page("llama-qwen"))

@@ -124,6 +124,7 @@ def test_each_chart_point_opens_its_runs_page(tmp_path: Path) -> None:
     specs = _chart_specs(site.index)
     assert len(specs) == 7
     hrefs = set()
+    linked_marks: list[str] = []
 
     def walk(node: object) -> None:
         if isinstance(node, dict):
@@ -132,6 +133,11 @@ def test_each_chart_point_opens_its_runs_page(tmp_path: Path) -> None:
                 hrefs.add(node["href"])
             if "mark" in node and node.get("encoding", {}).get("href"):
                 assert node["encoding"]["href"] == {"field": "href", "type": "nominal"}
+                # never on a line or an aggregate: the link would split it into a piece per run
+                mark = node["mark"]["type"] if isinstance(node["mark"], dict) else node["mark"]
+                assert mark != "line", node
+                assert not any(isinstance(e, dict) and e.get("aggregate") for e in node["encoding"].values())
+                linked_marks.append(mark)
             for v in node.values():
                 walk(v)
         elif isinstance(node, list):
@@ -141,6 +147,7 @@ def test_each_chart_point_opens_its_runs_page(tmp_path: Path) -> None:
     for spec in specs:
         walk(spec)
     assert hrefs and all((tmp_path / "site" / h).is_file() for h in hrefs)
+    assert "point" in linked_marks and "rule" in linked_marks
     ttft = json.dumps(specs[0])
     assert '"href": {"field": "href", "type": "nominal"}' in ttft
 
