@@ -129,7 +129,7 @@ def probe_for_host(host: HostConfig, client: Any, *, pid: int | None = None) -> 
     """The memory probe of a Docker host: the probe container when configured (works over ssh),
     the local filesystem when the daemon is on this machine, else None (logged)."""
     if host.probe_image:
-        return DockerProbe(client, host.probe_image)
+        return DockerProbe(client, host.probe_image, devices=list(host.devices))
     if is_local_daemon(host):
         return TreeProbe(Path("/"), pid=pid)
     log.warning("host has no probe_image: no memory samples over %s", host.docker_host)

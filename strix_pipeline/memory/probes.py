@@ -87,7 +87,9 @@ class DockerProbe:
     ``image`` needs ``sh`` and ``cat`` (busybox is enough). The container is labelled
     ``strix.probe=true`` and never ``strix.managed``: the leftover guard leaves it alone. It is
     removed by :meth:`close` (call it when the run ends); a probe of the same name left by a killed
-    run is removed when the next one starts. ``sys_path``/``proc_path`` exist so tests can mount a fixture tree.
+    run is removed when the next one starts. ``devices``: the host's GPU devices, so the KFD topology
+    of the GPU node is readable (the device total as HIP sees it). ``sys_path``/``proc_path`` exist
+    so tests can mount a fixture tree.
     """
 
     def __init__(
@@ -99,6 +101,7 @@ class DockerProbe:
         proc_path: str = "/proc",
         extra_volumes: dict[str, dict[str, str]] | None = None,
         name: str | None = PROBE_NAME,
+        devices: list[str] | None = None,
     ) -> None:
         if name:
             # one probe per host: a probe left by a killed run is replaced, never duplicated
@@ -120,6 +123,10 @@ class DockerProbe:
             volumes=volumes,
             labels={"strix.probe": "true"},
             auto_remove=False,
+            # the KFD topology's GPU node answers EPERM to a container whose device cgroup does not
+            # allow the GPU's render node read and write (kfd_topology.c node_show / mem_show,
+            # kfd_devcgroup_check_permission): the host's GPU devices are passed
+            devices=[f"{d}:{d}:rw" for d in devices or []],
         )
         self._lock = threading.Lock()
 

@@ -109,3 +109,29 @@ def test_a_blind_gtt_counter_is_caught_by_meminfo(tmp_path):
     # counters that agree: GTT grew by what the host lost
     fine = BoxScenario(gtt_used=51 * GB)
     assert meminfo_disagreement(samples(tmp_path / "ok", idle, fine), tolerance_bytes=int(1.5 * GB)) is None
+
+
+def test_the_probe_container_gets_the_gpu_devices_so_the_kfd_gpu_node_is_readable():
+    """kfd_topology.c answers EPERM for the GPU node's properties unless the reader's device cgroup
+    allows the GPU's render node: the probe is started with the host's devices."""
+    from strix_pipeline.config import HostConfig
+    from strix_pipeline.hosts.docker_host import probe_for_host
+
+    seen: dict = {}
+
+    class Containers:
+        def get(self, name):
+            raise LookupError(name)  # no probe left by an earlier run
+
+        def run(self, image, **kw):
+            seen.update(kw, image=image)
+            return object()
+
+    class Client:
+        containers = Containers()
+
+    host = HostConfig(kind="docker", docker_host="ssh://b@box", probe_image="busybox:1.36")
+    probe_for_host(host, Client())
+    assert seen["image"] == "busybox:1.36"
+    assert seen["devices"] == ["/dev/kfd:/dev/kfd:rw", "/dev/dri:/dev/dri:rw"]
+    assert seen["volumes"]["/sys"] == {"bind": "/host/sys", "mode": "ro"}
