@@ -34,6 +34,12 @@ from strix_pipeline.hosts.guards import port_in_use
 from strix_pipeline.units import GB
 
 PROBE_LABELS = {"strix.probe": "true"}
+# the doctor lines' names (README, Box section, lists them as they are)
+PRODUCTION = "production engine"
+MODELS = "models on the host"
+PORT = "engine port {port}"
+GPU = "ROCm container sees {target}"
+DISK = "disk for images"
 _AGENT = re.compile(r"^\s*Name:\s+(gfx[0-9a-f]+)\s*$", re.M)
 ROCM_PROBE_FIX = (
     "set hosts.<name>.rocm_probe_image to an image with rocminfo (rocm/dev-ubuntu-22.04:7.2.1-complete)"
@@ -81,7 +87,7 @@ def _url_host(address: str) -> str:
 
 def models_present(client: Any, host: HostConfig, paths: dict[str, str]) -> Finding:
     """``paths``: model profile name -> its path on the host. Absent ones are named with their profile."""
-    name = "models on the host"
+    name = MODELS
     if not paths:
         return Finding(name, True, "no model profile with a path runs here")
     if not host.probe_image:
@@ -129,7 +135,7 @@ def production_ready(
     client: Any, production: ProductionEngine | None, *, status: Callable[[str], str | None] = http_status
 ) -> Finding:
     """The engine the run stops can be seen back: its container exists and runs, its health URL is 200."""
-    name = "production engine"
+    name = PRODUCTION
     if production is None:
         return Finding(name, True, "none configured: nothing is stopped")
     url = str(production.health_url)
@@ -171,7 +177,7 @@ def port_reachable(
     client: Any, host: HostConfig, port: int, *, production_port: int | None = None
 ) -> Finding:
     """Free now (unless it is production's own, freed by its stop), and reached from here when listened on."""
-    name = f"engine port {port}"
+    name = PORT.format(port=port)
     if port_in_use(host.address, port):
         if port == production_port:
             return Finding(
@@ -233,7 +239,7 @@ def port_reachable(
 def gpu_seen(client: Any, host: HostConfig, group_ids: list[int]) -> Finding:
     """``rocminfo`` in the ROCm probe image, with the devices, groups and options an engine gets."""
     target = host.gpu_target
-    name = f"ROCm container sees {target or 'the GPU'}"
+    name = GPU.format(target=target or "the GPU")
     if not target:
         return Finding(name, True, "no gpu_target: no GPU expected on this host")
     if not host.rocm_probe_image:
@@ -272,7 +278,7 @@ def largest_image_bytes(client: Any) -> tuple[int, str]:
 
 def disk_free(client: Any, host: HostConfig) -> Finding:
     """Free bytes of Docker's data root (``df`` in the probe image) against what a pull needs."""
-    name = "disk for images"
+    name = DISK
     if not host.probe_image:
         return _unchecked(name, "no probe_image", "set hosts.<name>.probe_image (busybox)")
     import docker.types
