@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from strix_pipeline.report.gather import ReportData
+from strix_pipeline.report.markup import local_time
 from strix_pipeline.report.names import FEED, INDEX, run_page, stable_key
 
 ATOM = "http://www.w3.org/2005/Atom"
@@ -95,7 +96,7 @@ def matrix_entries(data: ReportData) -> list[Entry]:
                 f"Support matrix: {engine} {version} × {profile} on {host}",
                 _utc(first),
                 f"New cell in the support matrix: {engine} {version} with {profile} on {host}, "
-                f"first tried {_utc(first):%Y-%m-%d %H:%M} UTC; now: {outcome}.",
+                f"first tried {local_time(first, data.timezone)}; now: {outcome}.",
                 link,
             )
         )

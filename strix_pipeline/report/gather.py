@@ -87,9 +87,12 @@ class ReportData:
     cells_first_run: dict[tuple[str, str, str | None, str], datetime]
     changes: list[Change]
     extras: dict[str, ChangeExtras] = field(default_factory=dict)
+    _by_id: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
     def run(self, run_id: str) -> dict[str, Any] | None:
-        return next((r for r in self.runs if r["run_id"] == run_id), None)
+        if len(self._by_id) != len(self.runs):
+            self._by_id = {r["run_id"]: r for r in self.runs}
+        return self._by_id.get(run_id)
 
 
 def _rows(wh: Warehouse, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:

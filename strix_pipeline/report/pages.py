@@ -273,7 +273,7 @@ def _matrix(data: ReportData) -> str:
                 if c is None:
                     line.append("–")
                     continue
-                text = link(run_page(c["run_id"]), MATRIX_WORDS.get(c["outcome"], c["outcome"]))
+                text = _run_link(data, c["run_id"], MATRIX_WORDS.get(c["outcome"], c["outcome"]))
                 if c["status"] != "ok" and c["reason"]:
                     text += f"<br><span class='muted'>{esc(c['reason'][:200])}</span>"
                 if c["attempts"] and c["attempts"] > 1:
@@ -328,7 +328,9 @@ def _latest(data: ReportData) -> str:
                     esc(number(max(prefill), "tok/s", 0)) if prefill else "–",
                     esc(memory(r["held_bytes"])),
                     esc(f"{eff * 100:.1f} % of the bandwidth limit") if eff is not None else "–",
-                    _run_link(data, r["run_id"], _when(data, r["started_at"], "%Y-%m-%d %H:%M")),
+                    _run_link(
+                        data, r["run_id"], local_time(r["started_at"], data.timezone, "%Y-%m-%d %H:%M")
+                    ),
                 ]
             )
         parts.append(
