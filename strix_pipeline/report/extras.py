@@ -22,11 +22,15 @@ ORDER BY updated_at
 """
 
 
+# a bisection that named the first release: found by benchmarking between, or nothing was between
+FOUND = ("found", "nothing_between")
+
+
 @dataclass(frozen=True)
 class ChangeExtras:
     host_drift: str | None = None  # why the host is suspected (the canary moved too); None: not
     bisection_status: str | None = None  # running | found | inconclusive | exhausted | nothing_between
-    bisected_release: str | None = None  # the first release that shows the change (status found)
+    bisected_release: str | None = None  # the first release that shows the change (FOUND)
     bisection_reason: str | None = None
 
     @property
@@ -57,7 +61,7 @@ def change_extras(wh: Warehouse) -> dict[str, ChangeExtras]:
         out[cid] = ChangeExtras(
             host_drift=drift.get(cid),
             bisection_status=b.get("status"),
-            bisected_release=b.get("first_release") if b.get("status") == "found" else None,
+            bisected_release=b.get("first_release") if b.get("status") in FOUND else None,
             bisection_reason=b.get("reason"),
         )
     return out
