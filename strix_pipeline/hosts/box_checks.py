@@ -19,7 +19,8 @@ from strix_pipeline.engines import sglang
 from strix_pipeline.engines.base import DeviceMemory, EngineSpec, pool_fit_problem
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.gpu_holders import check_no_foreign_holders
-from strix_pipeline.memory import DockerProbe, HostFacts
+from strix_pipeline.memory import HostFacts
+from strix_pipeline.memory.smi import SmiRunner
 from strix_pipeline.units import GB
 
 log = logging.getLogger(__name__)
@@ -107,18 +108,18 @@ def before_production_stops(
     client: Any,
     host: HostConfig,
     spec: EngineSpec,
-    probe: Any,
+    run_smi: SmiRunner | None,
     facts: HostFacts | None,
     host_model_path: str,
     *,
     what: str,
 ) -> list[str]:
     """Every Box refusal that needs no stopped production, in order: HiCache on unified memory, foreign
-    holders of GPU memory, a model that does not fit its pool. Returns notes of what could not be
-    checked (the run logs them)."""
+    holders of GPU memory, a model that does not fit its pool. ``run_smi`` runs the SMI tools on the
+    host (the probe's, else the engine image's: ``docker_engine.SmiReader.run``). Returns notes of
+    what could not be checked (the run logs them)."""
     check_unified_memory(host, spec, what=what)
     notes = []
-    run_smi = probe.exec if isinstance(probe, DockerProbe) else None
     production = host.production
     if production is not None and not production.container:
         # a production run by commands (a systemd unit) has no container to tell its processes by:

@@ -143,18 +143,28 @@ class SmiReader(SmiSource):
                 return code, out, err
         if self.engine is not None:
             return self.engine.exec_split(argv)
-        import docker.errors
+        return self._oneshot(argv)
 
+    def _oneshot(self, argv: list[str]) -> tuple[int, str, str]:
+        """``argv`` in a throwaway container of the engine's image with the host's GPU devices; the
+        container is removed whatever happened (an image without the tool fails at start, and
+        ``containers.run`` would leave it behind, created)."""
         devices = [f"{d}:{d}" for d in self.host.devices]
+        c = self.client.containers.create(
+            self.image_ref, argv, entrypoint=[], network_mode="host", devices=devices,
+            labels={"strix.probe": "true"},
+        )  # fmt: skip
         try:
-            out = self.client.containers.run(
-                self.image_ref, argv, entrypoint=[], remove=True, network_mode="host", devices=devices,
-                stdout=True, stderr=False,
-            )  # fmt: skip
-        except docker.errors.ContainerError as e:
-            err = e.stderr.decode("utf-8", "replace") if isinstance(e.stderr, bytes) else str(e.stderr or "")
-            return int(e.exit_status), "", err
-        return 0, out.decode("utf-8", "replace"), ""
+            c.start()
+            code = int(c.wait(timeout=120).get("StatusCode", -1))
+            out = c.logs(stdout=True, stderr=False) or b""
+            err = c.logs(stdout=False, stderr=True) or b""
+            return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+        finally:
+            try:
+                c.remove(force=True)
+            except Exception as e:  # noqa: BLE001 - gone already: nothing left behind
+                log.debug("oneshot %s: %s", argv[0], e)
 
 
 def container_log_tail(container: Any, log_path: Path | None, lines: int = LOG_TAIL_LINES) -> str:

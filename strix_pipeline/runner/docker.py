@@ -10,7 +10,15 @@ from datetime import UTC, datetime
 
 from strix_pipeline import window_plan
 from strix_pipeline.engines import arch_list_command, comparable_flags, image_source
-from strix_pipeline.hosts import box_checks, docker_engine, docker_host, guards, image_checks, stop_checks
+from strix_pipeline.hosts import (
+    box_checks,
+    docker_engine,
+    docker_host,
+    guards,
+    image_checks,
+    image_prune,
+    stop_checks,
+)
 from strix_pipeline.hosts import docker as dk
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.production import ProductionGuard, check_maintenance_window
@@ -79,13 +87,25 @@ def run_docker(r: RunInputs) -> None:
             what = f"{launcher.spec.kind} '{launcher.spec.served_model_name}'"
             guards.check_reservations(launcher.spec.reservations, host_cfg.memory_budget_gb, what=what)
             leftovers = guards.clean_leftovers(client)
+
             # what would fail only after the stop: production's health, the model, the port, the disk, the GPU
+            def prune() -> None:  # the disk is short: the images no series needs go, never production's
+                if r.keep_images is None:
+                    said = "no image pruned: the run was not told which images its series still need"
+                else:
+                    keep = set(r.keep_images) | {target.image.digest}
+                    said = image_prune.prune_images(
+                        client, image_prune.tracked_names(config), keep
+                    ).describe()
+                log(f"[{run.run_id}] {said}")
+
             for note in stop_checks.before_stop(
                 client,
                 host_cfg,
                 port=launcher.spec.port,
                 model_path=launcher.host_model_path,
                 image_ref=image_ref,
+                prune=prune,
             ):
                 log(f"[{run.run_id}] {note}")
             launcher.pull()
@@ -105,7 +125,7 @@ def run_docker(r: RunInputs) -> None:
             # the Box's own word, still before production stops: HiCache on unified memory, foreign
             # holders of GPU memory, a model whose weights do not fit the pool HIP's device total makes
             for note in box_checks.before_production_stops(
-                client, host_cfg, launcher.spec, probe, facts, launcher.host_model_path, what=what
+                client, host_cfg, launcher.spec, smi.run, facts, launcher.host_model_path, what=what
             ):
                 log(f"[{run.run_id}] {note}")
             guard = stack.enter_context(
@@ -119,7 +139,7 @@ def run_docker(r: RunInputs) -> None:
                 )
             )
             # with production stopped: its port free, memory at the idle baseline
-            pre = guards.preflight(host_cfg, launcher.spec, read_in_use=read, run_smi=smi.probe_exec)
+            pre = guards.preflight(host_cfg, launcher.spec, read_in_use=read, run_smi=smi.run)
             pre.leftovers = leftovers
             notes = pre.notes()  # leftovers removed, a baseline that never settled
             if notes:
