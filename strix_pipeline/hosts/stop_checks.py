@@ -316,16 +316,30 @@ def image_present(client: Any, image_ref: str) -> bool:
     return True
 
 
-def before_stop(client: Any, host: HostConfig, *, port: int, model_path: str, image_ref: str) -> list[str]:
+def before_stop(
+    client: Any,
+    host: HostConfig,
+    *,
+    port: int,
+    model_path: str,
+    image_ref: str,
+    prune: Callable[[], None] | None = None,
+) -> list[str]:
     """The checks of one run, before its pull and production's stop: the first failure refuses the run
-    (``failed_guard``); returns what could not be checked, for the run's log."""
+    (``failed_guard``); returns what could not be checked, for the run's log. ``prune`` removes the
+    images no series needs (hosts/image_prune.py, saying what it removed) when the disk is short, and
+    the disk is looked at again."""
     findings = [
         production_ready(client, host.production),
         models_present(client, host, {"the run's model": model_path}),
         port_reachable(client, host, port, production_port=production_port(host.production)),
     ]
     if not image_present(client, image_ref):
-        findings.append(disk_free(client, host))
+        disk = disk_free(client, host)
+        if not disk.ok and disk.checked and prune is not None:
+            prune()
+            disk = disk_free(client, host)
+        findings.append(disk)
     if host.gpu_target and host.rocm_probe_image:
         findings.append(gpu_seen(client, host, resolve_group_ids(host, client)))
     for finding in findings:

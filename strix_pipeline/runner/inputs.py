@@ -21,3 +21,6 @@ class RunInputs:
     log: Log
     scenarios: list[str] | None
     force: bool
+    # the image digests some series still needs (the caller's plan): a Box short of disk prunes the
+    # rest of its tracked images before a pull; None: nothing is pruned
+    keep_images: frozenset[str] | None = None

@@ -32,8 +32,11 @@ def run_benchmark(
     log: Log = print,
     scenarios: list[str] | None = None,
     force: bool = False,
+    keep_images: frozenset[str] | None = None,
 ) -> RunResult:
-    """Run one target and return everything it produced; never raises for an engine's failure."""
+    """Run one target and return everything it produced; never raises for an engine's failure.
+    ``keep_images``: the digests some series still needs; on a Box short of disk the other tracked
+    images are pruned before the pull (None: none is)."""
     host_cfg = config.hosts[target.host]
     run_id = run_id or new_run_id(target)
     log_dir = inside(config.artifacts_dir() / "logs", run_id)
@@ -76,7 +79,7 @@ def run_benchmark(
         if host_cfg.kind == "local":
             run_local(RunInputs(config, target, result, log_dir, log, scenarios, force))
         else:
-            run_docker(RunInputs(config, target, result, log_dir, log, scenarios, force))
+            run_docker(RunInputs(config, target, result, log_dir, log, scenarios, force, keep_images))
     except EngineStartError as e:
         # notes recorded before the failure (leftovers removed, production not restored) stay
         run.status, run.failure_reason = e.status, join_reasons(e.reason, run.failure_reason)
