@@ -321,6 +321,10 @@ class RunRecord:
     # volume per image): "cold" (nothing compiled yet: the start includes the compilation), "warm", or
     # None (the engine compiles nothing at start, or a local host)
     compile_cache: str | None = None
+    # schema v10: the device total as HIP sees it (KFD topology) and the amdttm module's pages_limit
+    # (DKMS drivers), read by the host's probe; ttm_pages_limit above is the limit in force
+    hip_device_total_bytes: int | None = None
+    amdttm_pages_limit: int | None = None
 
 
 @dataclass

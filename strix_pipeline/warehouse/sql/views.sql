@@ -47,6 +47,8 @@ SELECT
     r.production_up_at,
     r.production_overhead_s,
     r.compile_cache,
+    r.hip_device_total_bytes,
+    r.amdttm_pages_limit,
     r.bandwidth_bytes_per_s,
     r.bandwidth_threads,
     r.model_weight_bytes,
@@ -108,6 +110,8 @@ SELECT
     round(date_diff('millisecond', b.production_down_at, b.production_up_at) / 1000.0, 1) AS production_offline_s,
     b.production_overhead_s,
     b.compile_cache,  -- 'cold' or 'warm': a start that compiled is not compared with one that did not
+    -- the device total as HIP saw it on the Box: what vLLM's and SGLang's pool fractions were of
+    round(b.hip_device_total_bytes / 1073741824.0, 2) AS hip_device_total_gib,
     -- share of the memory-bandwidth limit the single-client decode reaches, in (0, 1], with its inputs
     round(b.decode_efficiency, 3) AS decode_efficiency,
     round(b.bandwidth_bytes_per_s / 1e9, 2) AS bandwidth_gb_s,

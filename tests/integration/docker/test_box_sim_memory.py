@@ -263,6 +263,8 @@ def test_a_blind_gtt_counter_marks_the_runs_memory_unreliable_and_the_tools_stde
     assert "memory unreliable: the GPU counters missed memory the host lost" in reason, reason
     assert r.held_bytes is None  # not a figure C5 may compare
     assert r.ttm_pages_limit == int(62.9 * GIB) // 4096
+    # stored with the run (schema v10): what HIP saw, and no DKMS amdttm on this Box
+    assert r.hip_device_total_bytes == int(62.9 * GIB) // 4096 * 4096 and r.amdttm_pages_limit is None
     # rocm-smi's JSON was read despite the libdrm warning on its stderr, at every SMI phase
     phases = {m.phase for m in result.memory if m.source == "rocm-smi:card0"}
     assert {"baseline", "idle", "after_stop"} <= phases, phases

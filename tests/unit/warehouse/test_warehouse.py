@@ -78,6 +78,9 @@ AFTER_V1 = {
     "efficiency_problem",
     # v9: the compile cache at the engine's start
     "compile_cache",
+    # v10: the device total as HIP sees it and the amdttm limit
+    "hip_device_total_bytes",
+    "amdttm_pages_limit",
 }
 
 
