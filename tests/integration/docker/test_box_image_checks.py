@@ -24,8 +24,10 @@ from support.infra import start_registry
 from support.llama_image import llama_server_path
 from support.sshd import Sshd, sshd_available, start_sshd
 
+from strix_pipeline.analysis.charts import support_matrix_markdown, support_matrix_rows
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.runner import BenchmarkTarget, run_benchmark
+from strix_pipeline.warehouse import Warehouse
 
 pytestmark = [
     pytest.mark.docker,
@@ -171,3 +173,11 @@ def test_an_image_that_cannot_run_is_refused_with_production_never_stopped(
     assert "production was not stopped" in (r.failure_reason or "")
     assert states == ["running"], states  # never stopped: the users kept their engine throughout
     assert r.production_down_at is None
+    if which == "cdna":  # the support matrix's cell says why the image never ran
+        with Warehouse.open(config.warehouse_path()) as wh:
+            wh.load_run(result)
+        with Warehouse.open(config.warehouse_path(), read_only=True) as wh:
+            cell = wh.query_df("SELECT outcome, cell FROM v_support_matrix").to_dicts()
+            table = support_matrix_markdown(support_matrix_rows(wh))
+        assert cell[0]["outcome"] == "not_run" and "not built for gfx1151" in cell[0]["cell"], cell
+        assert "not built for gfx1151: /app/libggml-hip.so has gfx942 gfx950" in table, table
