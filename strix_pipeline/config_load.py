@@ -12,7 +12,7 @@ from pathlib import Path
 
 from strix_pipeline.config import ConfigError, StrixConfig, read_config
 from strix_pipeline.engines import build_spec
-from strix_pipeline.engines.base import OverBudget, check_budget
+from strix_pipeline.engines.base import DeviceMemory, OverBudget, check_budget
 from strix_pipeline.hosts import box_checks
 
 
@@ -24,9 +24,11 @@ def budget_problems(config: StrixConfig) -> list[str]:
         if h.kind != "docker" or h.memory_budget_gb is None:
             continue
         for i, r in enumerate(runs):
-            spec = build_spec(
-                config.engines[r.engine], config.models[r.model], "", budget_gb=h.memory_budget_gb
-            )
+            engine = config.engines[r.engine]
+            # no device total is known until the Box is read: a host without GPU devices is a CPU host
+            # (vLLM's KV bytes), any other is counted against its budget
+            device = DeviceMemory(cpu=not h.devices, env=dict(engine.env))
+            spec = build_spec(engine, config.models[r.model], "", budget_gb=h.memory_budget_gb, device=device)
             try:
                 check_budget(
                     spec.reservations,

@@ -192,7 +192,10 @@ def counter_disagreements(
     samples: Iterable[MemorySample], *, tolerance_bytes: int = 2**29, tolerance_frac: float = 0.05
 ) -> list[str]:
     """Where the SMI tools and the sysfs counters disagree about VRAM + GTT in use, per phase
-    (median of each); beyond max(tolerance_bytes, tolerance_frac of the larger) it is flagged."""
+    (median of each); beyond max(tolerance_bytes, tolerance_frac of the larger) it is flagged.
+
+    A consistency check only: rocm_smi_lib reads the same ``mem_info_*`` files, so a blind sysfs
+    counter is blind in rocm-smi too; the independent check is ``summary.meminfo_disagreement``."""
     per: dict[tuple[str, str], dict[datetime, int]] = {}
     for m in samples:
         if m.phase in SMI_PHASES and m.metric in ("vram_used", "gtt_used"):
