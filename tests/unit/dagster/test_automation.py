@@ -214,6 +214,10 @@ def test_schedule_requests_expected_runs(box_config: Path) -> None:
         assert by_key[_key(v26)].asset_selection == [dg.AssetKey("benchmark_run_box")]
         assert by_key[_local_key()].asset_selection == [dg.AssetKey("benchmark_run_local")]
         assert by_key[_key(v26)].tags["strix/digest"] == v26.digest
+        # the decision's runs first: the newest official vLLM release, then the baseline, then the rest --
+        # in the order requested and as the queue's priority (window_plan.run_priority)
+        assert [r.partition_key for r in bench] == [_key(v26), _local_key(), _key(latest)]
+        assert [r.tags["dagster/priority"] for r in bench] == ["2", "1", "0"]
         assert len({r.run_key for r in requests}) == len(requests)
         assert all(r.run_key.startswith("weekly-2026-11-30-") for r in requests)
         # the partitions the benchmark requests name exist
