@@ -314,9 +314,13 @@ def parse_compiled_targets(output: str) -> CompiledTargets:
 
 
 # PyTorch's compiled targets without a GPU: torch.cuda.get_arch_list() answers [] when no device is
-# visible, so the build's own flags are read (PYTORCH_ROCM_ARCH on a ROCm build, "gfx942;gfx950" …).
+# visible, so the build's own flags are read (torch/csrc/cuda/Module.cpp THCPModule_getArchFlags: the
+# arch list the build was compiled with, "gfx90a;gfx942;…" on ROCm). A ROCm build that does not carry
+# them prints nothing for torch (unlisted: not refused); a build for no GPU at all prints "none".
 TORCH_ARCH_SNIPPET = (
     "import torch\n"
     "f = getattr(torch._C, '_cuda_getArchFlags', None)\n"
-    "print('torch:', (f() if f else None) or 'none')\n"
+    "flags = f() if f else None\n"
+    "if flags or not getattr(torch.version, 'hip', None):\n"
+    "    print('torch:', flags or 'none')\n"
 )
