@@ -6,6 +6,7 @@ import dagster as dg
 import polars as pl
 
 from assets.resources import StrixConfigResource, WarehouseResource
+from strix_pipeline import plan
 from strix_pipeline.analysis.changepoints import detect_changes, stored_changes
 from strix_pipeline.analysis.charts import (
     markdown_image,
@@ -15,6 +16,7 @@ from strix_pipeline.analysis.charts import (
 )
 from strix_pipeline.analysis.decision import Decision, decision_markdown, evaluate, previous_decision
 from strix_pipeline.analysis.notify import notify_changes, regression_alerts, webhook_url
+from strix_pipeline.bisection import advance_all, plan_bisections, steps_text
 from strix_pipeline.report import write_report
 from strix_pipeline.units import gib
 from strix_pipeline.warehouse import Warehouse
@@ -149,6 +151,27 @@ def run_aggregates(warehouse: WarehouseResource) -> dg.MaterializeResult:
     )
 
 
+def _bisection_cell(found: tuple | None) -> str:
+    if found is None:
+        return "not bisected"
+    b, _ = found
+    if b.status in ("found", "nothing_between"):
+        return f"first release: {b.first_release} (after {b.last_without}; {b.runs_used} run(s))"
+    return f"{b.status}: {b.reason}"
+
+
+def bisections_markdown(searches) -> str:
+    """Each bisection: the change, the brackets, every step (release, figure, interval, side)."""
+    lines = []
+    for b, steps in searches:
+        lines.append(
+            f"- `{b.bisection_id}` {b.engine} on {b.host} {b.metric} {b.scenario}@{b.level}, between "
+            f"{b.version_before} and {b.version_after}: **{b.status}** — {b.reason or ''}"
+        )
+        lines += [f"    {s}" for s in steps]
+    return "\n".join(lines) or "none"
+
+
 @dg.asset(
     group_name="analysis",
     kinds={"duckdb"},
@@ -166,15 +189,25 @@ def run_aggregates(warehouse: WarehouseResource) -> dg.MaterializeResult:
         "t-test, at the p-value and magnitude floor of `[change_detection]` (the values in effect are in "
         "each materialisation's metadata). A change on the newest version "
         "stays provisional until a repeat run or the next version agrees. `strix ack ID --reason` "
-        "acknowledges one."
+        "acknowledges one. A confirmed change with unbenchmarked releases between its two versions is "
+        "bisected (bisect_sensor -> bisect_job, at most `[analysis] bisect_max_runs` runs); the canary "
+        '(`[analysis] canary`) read over time labels changes of its window "host drift suspected".'
     ),
 )
 def regressions(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.MaterializeResult:
     config = strix.get()
     cd = config.change_detection
     with warehouse.writer() as wh:
-        changes = detect_changes(wh, config)
+        # a bisection step whose run has landed is decided first, so that run stays out of the series
+        advanced = advance_all(wh, config)
+        changes = detect_changes(wh, config, canaries=plan.canaries(config))
+        started = plan_bisections(wh, config, changes)
         active = [c for c in stored_changes(wh, include_acknowledged=False)]
+        searches = {b.bisection_id: (b, steps_text(wh, b)) for b in wh.list_bisections()}
+    log = dg.get_dagster_logger()
+    for b in advanced + started:
+        log.info(f"bisection {b.bisection_id} ({b.engine} {b.metric}): {b.status}: {b.reason}")
+    by_change = {b.change_id: (b, s) for b, s in searches.values() if b.change_id}
     confirmed_bad = [c for c in active if c.is_confirmed_regression]
     rows = [
         dg.TableRecord(
@@ -188,6 +221,8 @@ def regressions(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.
                 "change_pct": round(c.magnitude_pct, 1),
                 "status": c.status,
                 "regression": c.is_regression,
+                "host_drift": c.host_drift or "",
+                "bisection": _bisection_cell(by_change.get(c.change_id)),
             }
         )
         for c in active
@@ -205,6 +240,14 @@ def regressions(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.
                 dg.TableColumn("change_pct", "float"),
                 dg.TableColumn("status", "string"),
                 dg.TableColumn("regression", "bool"),
+                dg.TableColumn(
+                    "host_drift", "string", description="why the host is suspected, not the engine"
+                ),
+                dg.TableColumn(
+                    "bisection",
+                    "string",
+                    description="the first release that shows it, or how far the search got",
+                ),
             ]
         ),
     )
@@ -213,6 +256,7 @@ def regressions(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.
             "dagster/row_count": len(active),
             "detected_now": len(changes),
             "changes": table,
+            "bisections": dg.MetadataValue.md(bisections_markdown(searches.values())),
             "change_detection": (
                 f"max p-value {cd.max_pvalue:g}, magnitude floor max({cd.min_magnitude_pct:g} %, "
                 f"{cd.noise_multiple:g}x noise)"
@@ -227,7 +271,8 @@ def regressions(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.
                     "confirmed_regressions": dg.MetadataValue.md(
                         "\n".join(
                             f"- `{c.change_id}` {c.engine} {c.metric} {c.scenario}@{c.level}: "
-                            f"{c.version_before} → {c.version_after} ({c.magnitude_pct:+.1f} %)"
+                            f"{c.version_before} → {c.version_after} ({c.magnitude_pct:+.1f} %); "
+                            + _bisection_cell(by_change.get(c.change_id))
                             for c in confirmed_bad
                         )
                         or "none"
