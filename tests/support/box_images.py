@@ -172,3 +172,17 @@ def vllm_standin_files(scratch: Path) -> dict[str, bytes | Path]:
         {"/bin/busybox": BUSYBOX, "/bin/mkdir": BUSYBOX, "/bin/sleep": BUSYBOX, VLLM_STANDIN: script}
     )
     return files
+
+
+def torch_image_files(scratch: Path, arch_flags: str) -> dict[str, bytes | Path]:
+    """A PyTorch engine image's stand-in: ``python3`` answers the engines' arch-list snippet as a ROCm
+    PyTorch built for ``arch_flags`` would ("torch: gfx90a;gfx942"); ``vllm`` exists (never started)."""
+    script = scratch / f"python3-{arch_flags.replace(';', '-')}"
+    script.write_text(f"#!/bin/sh\necho 'torch: {arch_flags}'\n")
+    script.chmod(0o755)
+    return {
+        "/bin/busybox": BUSYBOX,
+        "/bin/sh": BUSYBOX,
+        "/usr/bin/python3": script,
+        "/usr/local/bin/vllm": BUSYBOX,
+    }

@@ -19,7 +19,14 @@ from pathlib import Path
 import pytest
 from conftest import need
 from support.bench_docker import BUSYBOX, HOST, make_config, managed
-from support.box_images import TOOLBOX_BINARY, ProductionWatch, cdna_files, push_image, toolbox_files
+from support.box_images import (
+    TOOLBOX_BINARY,
+    ProductionWatch,
+    cdna_files,
+    push_image,
+    toolbox_files,
+    torch_image_files,
+)
 from support.infra import start_registry
 from support.llama_image import llama_server_path
 from support.sshd import Sshd, sshd_available, start_sshd
@@ -41,6 +48,7 @@ pytestmark = [
 KEY_ENV = "STRIX_TEST_SSH_KEY"
 TOOLBOX_REPO = "kyuz0/amd-strix-halo-toolboxes"
 CDNA_REPO = "lmsysorg/llama-cdna"
+TORCH_REPO = "rocm/vllm-cdna"
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +88,9 @@ def images(registry_binary: str, docker_engine: None, tmp_path_factory: pytest.T
         pushed.append(toolbox)
         cdna = push_image(reg, CDNA_REPO, "rocm700-mi30x", cdna_files(["gfx942", "gfx950"]))
         pushed.append(cdna)
-        yield {"toolbox": toolbox, "cdna": cdna}
+        torch_cdna = push_image(reg, TORCH_REPO, "mi300x", torch_image_files(scratch, "gfx90a;gfx942"))
+        pushed.append(torch_cdna)
+        yield {"toolbox": toolbox, "cdna": cdna, "torch": torch_cdna}
     finally:
         for image in pushed:
             image.remove()
@@ -126,6 +136,8 @@ def box_config(
         toolbox["executable"] = [TOOLBOX_BINARY]
     cdna = {"registry": images["cdna"].registry.host, "repository": CDNA_REPO, "insecure": True}
     data["engines"]["llamacpp"].update({"executable": ["/app/llama-server"], "images": [toolbox, cdna]})
+    torch = {"registry": images["torch"].registry.host, "repository": TORCH_REPO, "insecure": True}
+    data["engines"]["vllm"] = {"kind": "vllm", "port": data["engines"]["llamacpp"]["port"], "images": [torch]}
     return StrixConfig.model_validate(data)
 
 
@@ -181,3 +193,19 @@ def test_an_image_that_cannot_run_is_refused_with_production_never_stopped(
             table = support_matrix_markdown(support_matrix_rows(wh))
         assert cell[0]["outcome"] == "not_run" and "not built for gfx1151" in cell[0]["cell"], cell
         assert "not built for gfx1151: /app/libggml-hip.so has gfx942 gfx950" in table, table
+
+
+def test_a_pytorch_image_built_for_cdna_is_refused_by_its_arch_flags(
+    model_path, sshd, key, images, production, tmp_path
+):
+    """vLLM's arch-list command (engines/vllm.py: PyTorch's compiled arch flags, read without a GPU)."""
+    config = box_config(tmp_path, model_path, sshd, images, production, executable=False)
+    target = BenchmarkTarget(HOST, "vllm", "gemma", "tiny", images["torch"].record("vllm"))
+    with ProductionWatch(production[0]) as watch:
+        result = run_benchmark(
+            config, target, run_id="box-torch", log=lambda _: None, force=True, scenarios=["smoke"]
+        )
+    r = result.run
+    assert r.status == "failed_guard", (r.status, r.failure_reason)
+    assert "not built for gfx1151: torch has gfx90a gfx942" in (r.failure_reason or ""), r.failure_reason
+    assert watch.states == ["running"] and r.production_down_at is None
