@@ -34,6 +34,7 @@ from strix_pipeline.analysis.canary import (
     as_canary_change,
     facts_text,
     label_changes,
+    same_release_label,
     time_ordered,
     window_of,
 )
@@ -523,8 +524,19 @@ def detect_changes(
             c.confirmed_at = (old.confirmed_at if old and old.status == "confirmed" else None) or (
                 now if c.newly_confirmed else None
             )
-    if changes:
-        wh.save_changes(changes)
+    # a change kept from an earlier detection (or from before schema v8) between two runs of one
+    # release is the host's as much as a new one: labelled the same way
+    found_ids = {c.change_id for c in changes}
+    kept = [
+        dataclasses.replace(r, host_drift=same_release_label(r.version_before))
+        for r in previous.values()
+        if r.change_id not in found_ids
+        and not r.host_drift
+        and r.version_before
+        and r.version_before == r.version_after
+    ]
+    if changes or kept:
+        wh.save_changes([*changes, *kept])
     try:
         # a sentinel keeps the list typed when nothing was found
         wh.con.execute(RETIRE_PROVISIONAL_SQL, [[c.change_id for c in changes] or [""]]).fetchall()
