@@ -88,6 +88,17 @@ def run_docker(r: RunInputs) -> None:
             guards.check_reservations(launcher.spec.reservations, host_cfg.memory_budget_gb, what=what)
             leftovers = guards.clean_leftovers(client)
 
+            production = ProductionGuard(
+                target.host,
+                host_cfg.production,
+                state_dir=config.artifacts_dir() / "state",
+                client=client,
+                ssh=t.target if (t := client_transport(client)) else None,  # make_client's
+                run_id=run.run_id,
+            )
+            # a production an earlier run left down is said as that, before any check finds it unhealthy
+            production.check_marker()
+
             # what would fail only after the stop: production's health, the model, the port, the disk, the GPU
             def prune() -> None:  # the disk is short: the images no series needs go, never production's
                 if r.keep_images is None:
@@ -128,16 +139,7 @@ def run_docker(r: RunInputs) -> None:
                 client, host_cfg, launcher.spec, smi.run, facts, launcher.host_model_path, what=what
             ):
                 log(f"[{run.run_id}] {note}")
-            guard = stack.enter_context(
-                ProductionGuard(
-                    target.host,
-                    host_cfg.production,
-                    state_dir=config.artifacts_dir() / "state",
-                    client=client,
-                    ssh=t.target if (t := client_transport(client)) else None,  # make_client's
-                    run_id=run.run_id,
-                )
-            )
+            guard = stack.enter_context(production)
             # with production stopped: its port free, memory at the idle baseline
             pre = guards.preflight(host_cfg, launcher.spec, read_in_use=read, run_smi=smi.run)
             pre.leftovers = leftovers

@@ -15,7 +15,9 @@ your own (``dockerd --iptables=false --bridge=none --host unix:///tmp/d/docker.s
 from __future__ import annotations
 
 import dataclasses
+import http.server
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,10 +34,10 @@ from support.bench_docker import (
     run,
     target,
 )
-from support.infra import free_port
 from support.llama_image import LlamaImage, pushed_llama_image
 from support.paths import FIXTURES
 
+from strix_pipeline.hosts import production as production_mod
 from strix_pipeline.runner import measure as runner_measure
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry, pytest.mark.llama, pytest.mark.timeout(300)]
@@ -205,7 +207,28 @@ def test_production_not_restored_is_recorded_and_the_next_run_refuses(
     llama, model_path, tmp_path, production, monkeypatch
 ):
     name, _url = production
-    wrong = f"http://127.0.0.1:{free_port()}/health"  # production comes back, its health never answers
+    # production's health answers while it serves, and never again once the run stopped it: it comes
+    # back, its health does not (the checks before the stop see it healthy, the restore does not)
+    stopped = threading.Event()
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(503 if stopped.is_set() else 200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    wrong = f"http://127.0.0.1:{server.server_address[1]}/health"
+    original_stop = production_mod.ProductionGuard.stop
+
+    def stop_and_lose_health(self) -> None:
+        original_stop(self)
+        stopped.set()
+
+    monkeypatch.setattr(production_mod.ProductionGuard, "stop", stop_and_lose_health)
     config = make_config(
         tmp_path,
         llama,
@@ -231,6 +254,7 @@ def test_production_not_restored_is_recorded_and_the_next_run_refuses(
     nxt = run(config, target(llama), "bd-prod-refused")
     assert nxt.run.status == "failed_guard", nxt.run.failure_reason
     assert "was not restored after run bd-prod-lost" in (nxt.run.failure_reason or "")
+    server.shutdown()
 
 
 # ------------------------------------------------------------------ facts of the host benchmarked
