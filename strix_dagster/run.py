@@ -25,8 +25,8 @@ import dagster as dg
 
 from assets.benchmark import benchmark_asset_key
 from assets.partitions import image_versions
-from strix_dagster.definitions import build_definitions
 from strix_dagster.bisect_run import run_bisection
+from strix_dagster.definitions import build_definitions
 from strix_dagster.history_backfill import HistoryBackfill
 from strix_pipeline import plan
 from strix_pipeline.config import StrixConfig

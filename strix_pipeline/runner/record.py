@@ -90,7 +90,10 @@ def record_host_facts(run: RunRecord, probe: MemoryProbe | None) -> HostFacts | 
         facts.kernel_cmdline,
         facts.ttm_pages_limit,
     )
-    run.hip_device_total_bytes, run.amdttm_pages_limit = facts.hip_device_total_bytes, facts.amdttm_pages_limit
+    run.hip_device_total_bytes, run.amdttm_pages_limit = (
+        facts.hip_device_total_bytes,
+        facts.amdttm_pages_limit,
+    )
     if facts.vbios:  # part of the fingerprint: another VBIOS is another series
         run.firmware = f"vbios {facts.vbios}"
     return facts
