@@ -337,7 +337,15 @@ def advance(
         first = search.first_index()
         shows = candidates[first].version if first < len(candidates) else b.version_after
         without = candidates[first - 1].version if first > 0 else b.version_before
-        done = replace(done, status="found", first_release=shows, last_without=without, reason=f"{shows} is the first release that shows the change ({without} does not), after {used} run(s)")  # fmt: skip
+        figures = {
+            s.version: Figure(s.version, s.value, s.low, s.high)
+            for s in [*steps, step]
+            if s.value is not None
+        }
+        if isinstance(fig_b, Figure) and isinstance(fig_a, Figure):
+            figures = {fig_b.version: fig_b, fig_a.version: fig_a, **figures}
+        pair = "; ".join(_fig(figures[v]) for v in (without, shows) if v in figures)
+        done = replace(done, status="found", first_release=shows, last_without=without, reason=f"{shows} is the first release that shows the change ({without} does not), after {used} run(s): {pair}")  # fmt: skip
     elif search.stopped:
         done = replace(done, status="inconclusive", reason=f"stopped at {cand.version}: {search.stopped}")
     elif used >= b.max_runs or search.next_index() is None:

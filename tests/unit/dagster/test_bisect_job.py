@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
@@ -124,6 +125,10 @@ def test_bisection_through_the_sensor_finds_the_first_slow_release(setup, monkey
         assert len(steps) == runs
     assert b.status == "found", b.reason
     assert (b.first_release, b.last_without) == ("b109", "b108")
+    # the result gives the two releases' figures with their intervals
+    assert re.search(r"b108 \d[\d.]* \[[\d.]+, [\d.]+\]; b109 \d[\d.]* \[[\d.]+, [\d.]+\]", b.reason), (
+        b.reason
+    )
     assert runs == b.runs_used <= math.ceil(math.log2(LAST - FIRST - 1)) + 1
     assert standin.calls.count("b109") + standin.calls.count("b108") >= 1
     for s in steps:  # each step's side is what its figure says
