@@ -80,7 +80,7 @@ def test_bad_cron_is_refused_with_its_path(
     ("port", "problem"), [(70000, "less than 65536"), (0, "greater than 0"), (-1, "greater than 0")]
 )
 def test_port_out_of_range_is_refused_with_its_path(tmp_path: Path, port: int, problem: str) -> None:
-    msg = _refused(_mutated(tmp_path, ("port = 8081\n", f"port = {port}\n")))
+    msg = _refused(_mutated(tmp_path, ("port = 18081\n", f"port = {port}\n")))
     assert f"engines.sglang.port: Input should be {problem} (got {port})" in msg, msg
 
 
@@ -101,7 +101,8 @@ def test_reservations_above_the_hosts_budget_are_refused_at_load(tmp_path: Path)
 
 def test_an_engine_flag_that_locks_host_ram_counts_too(tmp_path: Path) -> None:
     # SGLang's HiCache beside its pool (the flag that OOM-looped a box): 102 + 24 GB > 120 GB
-    bad = _mutated(tmp_path, ("port = 8081\n", 'port = 8081\nextra_flags = ["--hicache-size", "24"]\n'))
+    flags = 'extra_flags = ["--attention-backend", "triton"'
+    bad = _mutated(tmp_path, (flags, flags + ', "--hicache-size", "24"'))
     msg = _refused(bad)
     assert "runs.strix-halo[4] (engine 'sglang', model 'qwen3-30b-a3b') reserves 126.0 GB" in msg, msg
     assert "--hicache-size 24 = 24.0 GB" in msg, msg
