@@ -18,8 +18,9 @@ import pytest
 from conftest import need
 from support.bench_docker import BUSYBOX, HOST, make_config, managed
 from support.box_images import ProductionWatch, rocm_probe_files
+from support.box_sim import KEY_ENV  # the env var the simulator's box_key sets
 from support.infra import build_image, free_port, remove_image
-from support.sshd import Sshd, sshd_available, start_sshd
+from support.sshd import Sshd
 
 from strix_pipeline import doctor
 from strix_pipeline.config import StrixConfig
@@ -28,26 +29,8 @@ from strix_pipeline.runner import BenchmarkTarget, run_benchmark
 
 pytestmark = [pytest.mark.docker, pytest.mark.sshd, pytest.mark.slow, pytest.mark.timeout(300)]
 
-KEY_ENV = "STRIX_TEST_SSH_KEY"
 ROCM_PROBE = "strix-test/rocm-probe:{gpu}"
 CHECKS = ["production engine", "models on the host", "ROCm container sees gfx1151", "disk for images"]
-
-
-@pytest.fixture(scope="module")
-def sshd(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    need(
-        sshd_available(),
-        "the OpenSSH server and client (/usr/sbin/sshd, ssh, ssh-keygen)",
-        "apt-get install openssh-server openssh-client",
-    )
-    with start_sshd(tmp_path_factory.mktemp("box-sshd")) as server:
-        yield server
-
-
-@pytest.fixture
-def key(sshd: Sshd, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv(KEY_ENV, str(sshd.key))
-    return sshd.key
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +62,7 @@ def nothing_left_behind(docker_engine: None) -> Iterator[None]:
 def box_config(
     tmp_path: Path,
     model_path: Path,
-    sshd: Sshd,
+    box_sshd: Sshd,
     busybox: str,
     production: tuple[str, str],
     rocm_probe: str,
@@ -90,9 +73,9 @@ def box_config(
     data = make_config(tmp_path, _NoImage(), model_path).model_dump()  # type: ignore[arg-type]
     data["hosts"][HOST].update(
         {
-            "docker_host": sshd.url,
+            "docker_host": box_sshd.url,
             "ssh_key_path_env": KEY_ENV,
-            "ssh_known_hosts": str(sshd.known_hosts),
+            "ssh_known_hosts": str(box_sshd.known_hosts),
             "probe_image": busybox,
             "rocm_probe_image": rocm_probe,
             "gpu_target": "gfx1151",
@@ -132,9 +115,9 @@ def states_of(checks: list, names: list[str]) -> dict[str, str]:
 
 
 def test_doctor_lists_every_check_before_the_stop_with_ok_or_missing(
-    model_path, sshd, key, busybox, production, rocm_probes, tmp_path
+    model_path, box_sshd, box_key, busybox, production, rocm_probes, tmp_path
 ):
-    good = box_config(tmp_path, model_path, sshd, busybox, production, rocm_probes["gfx1151"])
+    good = box_config(tmp_path, model_path, box_sshd, busybox, production, rocm_probes["gfx1151"])
     port = good.engines["llamacpp"].port
     checks = doctor.run_checks(good, start_engines=False)
     assert states_of(checks, CHECKS) == {**dict.fromkeys(CHECKS, "ok"), f"engine port {port}": "ok"}, [
@@ -145,7 +128,7 @@ def test_doctor_lists_every_check_before_the_stop_with_ok_or_missing(
         holder.bind(("127.0.0.1", port))
         holder.listen()
         bad = box_config(
-            tmp_path, tmp_path / "absent.gguf", sshd, busybox,
+            tmp_path, tmp_path / "absent.gguf", box_sshd, busybox,
             (production[0], f"http://127.0.0.1:{free_port()}/health"), rocm_probes["gfx1100"],
             engine_port=port, min_free_disk_gb=10**6,
         )  # fmt: skip
@@ -172,7 +155,7 @@ def test_doctor_lists_every_check_before_the_stop_with_ok_or_missing(
     ],
 )
 def test_a_run_that_would_fail_after_the_stop_is_refused_with_production_never_stopped(
-    fault, model_path, sshd, key, busybox, production, rocm_probes, tmp_path
+    fault, model_path, box_sshd, box_key, busybox, production, rocm_probes, tmp_path
 ):
     name, url = production
     prod = (name, url)
@@ -187,7 +170,7 @@ def test_a_run_that_would_fail_after_the_stop_is_refused_with_production_never_s
     elif fault == "disk full":
         host["min_free_disk_gb"] = 10**6
     path = tmp_path / "absent.gguf" if fault == "model absent" else model_path
-    config = box_config(tmp_path, path, sshd, busybox, prod, rocm, **host)
+    config = box_config(tmp_path, path, box_sshd, busybox, prod, rocm, **host)
     expect = {
         "model absent": "models on the host: absent: the run's model",
         "health URL wrong": "production engine: " + prod[1] + " does not answer 200",

@@ -6,15 +6,13 @@ compared within one kind. The engine is a busybox stand-in that compiles when it
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from conftest import need
 from support.bench_docker import BUSYBOX, HOST, make_config, managed
 from support.box_images import VLLM_STANDIN, push_image, vllm_standin_files
+from support.box_sim import KEY_ENV  # the env var the simulator's box_key sets
 from support.infra import free_port, start_registry
-from support.sshd import Sshd, sshd_available, start_sshd
 
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.runner import BenchmarkTarget, run_benchmark
@@ -27,21 +25,7 @@ pytestmark = [
     pytest.mark.timeout(300),
 ]
 
-KEY_ENV = "STRIX_TEST_SSH_KEY"
 REPO = "strix-test/vllm-standin"
-
-
-@pytest.fixture(scope="module")
-def sshd(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    need(sshd_available(), "the OpenSSH server and client", "apt-get install openssh-server openssh-client")
-    with start_sshd(tmp_path_factory.mktemp("cache-sshd")) as server:
-        yield server
-
-
-@pytest.fixture
-def key(sshd: Sshd, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv(KEY_ENV, str(sshd.key))
-    return sshd.key
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +45,16 @@ def standin(registry_binary: str, docker_engine: None, tmp_path_factory: pytest.
         subprocess.run(["docker", "volume", "rm", "-f", v], capture_output=True, check=False)
 
 
-def test_the_first_start_of_an_image_is_cold_and_the_next_warm(model_path, sshd, key, standin, tmp_path):
+def test_the_first_start_of_an_image_is_cold_and_the_next_warm(
+    model_path, box_sshd, box_key, standin, tmp_path
+):
     data = make_config(tmp_path, standin, model_path).model_dump()
     data["hosts"][HOST].update(
-        {"docker_host": sshd.url, "ssh_key_path_env": KEY_ENV, "ssh_known_hosts": str(sshd.known_hosts)}
+        {
+            "docker_host": box_sshd.url,
+            "ssh_key_path_env": KEY_ENV,
+            "ssh_known_hosts": str(box_sshd.known_hosts),
+        }
     )
     source = {
         "registry": standin.registry.host,

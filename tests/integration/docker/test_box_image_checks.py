@@ -27,9 +27,10 @@ from support.box_images import (
     toolbox_files,
     torch_image_files,
 )
+from support.box_sim import KEY_ENV  # the env var the simulator's box_key sets
 from support.infra import start_registry
 from support.llama_image import llama_server_path
-from support.sshd import Sshd, sshd_available, start_sshd
+from support.sshd import Sshd
 
 from strix_pipeline.analysis.charts import support_matrix_markdown, support_matrix_rows
 from strix_pipeline.config import StrixConfig
@@ -45,27 +46,9 @@ pytestmark = [
     pytest.mark.timeout(400),
 ]
 
-KEY_ENV = "STRIX_TEST_SSH_KEY"
 TOOLBOX_REPO = "kyuz0/amd-strix-halo-toolboxes"
 CDNA_REPO = "lmsysorg/llama-cdna"
 TORCH_REPO = "rocm/vllm-cdna"
-
-
-@pytest.fixture(scope="module")
-def sshd(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    need(
-        sshd_available(),
-        "the OpenSSH server and client (/usr/sbin/sshd, ssh, ssh-keygen)",
-        "apt-get install openssh-server openssh-client",
-    )
-    with start_sshd(tmp_path_factory.mktemp("box-sshd")) as server:
-        yield server
-
-
-@pytest.fixture
-def key(sshd: Sshd, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv(KEY_ENV, str(sshd.key))
-    return sshd.key
 
 
 @pytest.fixture(scope="module")
@@ -112,21 +95,21 @@ def nothing_left_behind(docker_engine: None) -> Iterator[None]:
 def box_config(
     tmp_path: Path,
     model_path: Path,
-    sshd: Sshd,
+    box_sshd: Sshd,
     images: dict,
     production: tuple[str, str],
     *,
     executable: bool,
 ) -> StrixConfig:
-    """The Docker-host test config behind the sshd, with production, a GPU target and the two sources."""
+    """The Docker-host test config behind the box_sshd, with production, a GPU target and the two sources."""
     name, url = production
     llama = images["toolbox"]
     data = make_config(tmp_path, llama, model_path).model_dump()  # type: ignore[arg-type]
     data["hosts"][HOST].update(
         {
-            "docker_host": sshd.url,
+            "docker_host": box_sshd.url,
             "ssh_key_path_env": KEY_ENV,
-            "ssh_known_hosts": str(sshd.known_hosts),
+            "ssh_known_hosts": str(box_sshd.known_hosts),
             "gpu_target": "gfx1151",
             "production": {"container": name, "health_url": url, "health_timeout_s": 30},
         }
@@ -153,9 +136,9 @@ def bench(config: StrixConfig, image, run_id: str, production: tuple[str, str]):
 
 
 def test_a_toolbox_image_starts_from_its_sources_executable(
-    model_path, sshd, key, images, production, tmp_path
+    model_path, box_sshd, box_key, images, production, tmp_path
 ):
-    config = box_config(tmp_path, model_path, sshd, images, production, executable=True)
+    config = box_config(tmp_path, model_path, box_sshd, images, production, executable=True)
     result, states, lines = bench(config, images["toolbox"], "box-toolbox", production)
     r = result.run
     assert r.status == "ok", (r.status, r.failure_reason, r.log_tail)
@@ -163,7 +146,7 @@ def test_a_toolbox_image_starts_from_its_sources_executable(
     # the gate passed on the toolbox's gfx1151 library and said what it found
     assert any("compiled GPU targets: /usr/local/lib/libggml-hip.so: gfx1100 gfx1151" in ln for ln in lines)
     assert states == ["running", "exited", "running"], states  # stopped for the run, restored after
-    assert "Accepted publickey for" in sshd.log()
+    assert "Accepted publickey for" in box_sshd.log()
 
 
 @pytest.mark.parametrize(
@@ -175,9 +158,9 @@ def test_a_toolbox_image_starts_from_its_sources_executable(
     ids=["no-executable", "not-gfx1151"],
 )
 def test_an_image_that_cannot_run_is_refused_with_production_never_stopped(
-    model_path, sshd, key, images, production, tmp_path, which, executable, expect
+    model_path, box_sshd, box_key, images, production, tmp_path, which, executable, expect
 ):
-    config = box_config(tmp_path, model_path, sshd, images, production, executable=executable)
+    config = box_config(tmp_path, model_path, box_sshd, images, production, executable=executable)
     result, states, _ = bench(config, images[which], f"box-refused-{which}", production)
     r = result.run
     assert r.status == "failed_guard", (r.status, r.failure_reason)
@@ -196,10 +179,10 @@ def test_an_image_that_cannot_run_is_refused_with_production_never_stopped(
 
 
 def test_a_pytorch_image_built_for_cdna_is_refused_by_its_arch_flags(
-    model_path, sshd, key, images, production, tmp_path
+    model_path, box_sshd, box_key, images, production, tmp_path
 ):
     """vLLM's arch-list command (engines/vllm.py: PyTorch's compiled arch flags, read without a GPU)."""
-    config = box_config(tmp_path, model_path, sshd, images, production, executable=False)
+    config = box_config(tmp_path, model_path, box_sshd, images, production, executable=False)
     target = BenchmarkTarget(HOST, "vllm", "gemma", "tiny", images["torch"].record("vllm"))
     with ProductionWatch(production[0]) as watch:
         result = run_benchmark(

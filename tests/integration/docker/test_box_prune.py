@@ -6,15 +6,14 @@ throughout, and a disk still short after the prune refuses the run before anythi
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import need
 from support.bench_docker import BUSYBOX, HOST, make_config, managed
 from support.box_images import ProductionWatch, push_image
+from support.box_sim import KEY_ENV  # the env var the simulator's box_key sets
 from support.infra import remove_image, start_registry
-from support.sshd import Sshd, sshd_available, start_sshd
 
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.runner import BenchmarkTarget, run_benchmark
@@ -27,21 +26,7 @@ pytestmark = [
     pytest.mark.timeout(300),
 ]
 
-KEY_ENV = "STRIX_TEST_SSH_KEY"
 REPO = "kyuz0/amd-strix-halo-toolboxes"
-
-
-@pytest.fixture(scope="module")
-def sshd(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    need(sshd_available(), "the OpenSSH server and client", "apt-get install openssh-server openssh-client")
-    with start_sshd(tmp_path_factory.mktemp("prune-sshd")) as server:
-        yield server
-
-
-@pytest.fixture
-def key(sshd: Sshd, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv(KEY_ENV, str(sshd.key))
-    return sshd.key
 
 
 def present(ref: str) -> bool:
@@ -77,13 +62,13 @@ def versions(registry_binary: str, docker_engine: None, tmp_path: Path):
 
 
 def test_a_short_disk_prunes_what_no_series_needs_and_keeps_production_serving(
-    model_path, sshd, key, busybox, production, versions, tmp_path
+    model_path, box_sshd, box_key, busybox, production, versions, tmp_path
 ):
     pushed, refs = versions
     data = make_config(tmp_path, pushed["rocm-next"], model_path).model_dump()
     data["hosts"][HOST].update(
         {
-            "docker_host": sshd.url, "ssh_key_path_env": KEY_ENV, "ssh_known_hosts": str(sshd.known_hosts),
+            "docker_host": box_sshd.url, "ssh_key_path_env": KEY_ENV, "ssh_known_hosts": str(box_sshd.known_hosts),
             "probe_image": busybox, "min_free_disk_gb": 10**6,  # no prune frees that much: still refused
             "production": {"container": production[0], "health_url": production[1], "health_timeout_s": 30},
         }

@@ -5,15 +5,14 @@ estimate is the history's and the run goes ahead, its log saying how far the est
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from conftest import need
 from support.bench_docker import HOST, make_config, managed, target
 from support.box_images import ProductionWatch
-from support.sshd import Sshd, sshd_available, start_sshd
+from support.box_sim import KEY_ENV  # the env var the simulator's box_key sets
+from support.sshd import Sshd
 from support.warehouse import make_run
 
 from strix_pipeline.config import StrixConfig
@@ -30,33 +29,18 @@ pytestmark = [
     pytest.mark.timeout(300),
 ]
 
-KEY_ENV = "STRIX_TEST_SSH_KEY"
-
-
-@pytest.fixture(scope="module")
-def sshd(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    need(sshd_available(), "the OpenSSH server and client", "apt-get install openssh-server openssh-client")
-    with start_sshd(tmp_path_factory.mktemp("window-sshd")) as server:
-        yield server
-
-
-@pytest.fixture
-def key(sshd: Sshd, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv(KEY_ENV, str(sshd.key))
-    return sshd.key
-
 
 def window_config(
-    tmp_path: Path, llama, model_path: Path, sshd: Sshd, production, hours: float
+    tmp_path: Path, llama, model_path: Path, box_sshd: Sshd, production, hours: float
 ) -> StrixConfig:
     """The window opens every minute and lasts ``hours``: at most that much of it is ever left."""
     name, url = production
     data = make_config(tmp_path, llama, model_path).model_dump()
     data["hosts"][HOST].update(
         {
-            "docker_host": sshd.url,
+            "docker_host": box_sshd.url,
             "ssh_key_path_env": KEY_ENV,
-            "ssh_known_hosts": str(sshd.known_hosts),
+            "ssh_known_hosts": str(box_sshd.known_hosts),
             "maintenance_window": "* * * * *",
             "maintenance_window_hours": hours,
             "production": {"container": name, "health_url": url, "health_timeout_s": 30},
@@ -66,9 +50,9 @@ def window_config(
 
 
 def test_a_run_that_does_not_fit_the_window_is_deferred_and_production_keeps_serving(
-    llama, model_path, sshd, key, production, tmp_path
+    llama, model_path, box_sshd, box_key, production, tmp_path
 ):
-    config = window_config(tmp_path, llama, model_path, sshd, production, hours=0.25)  # 15 min at most
+    config = window_config(tmp_path, llama, model_path, box_sshd, production, hours=0.25)  # 15 min at most
     lines: list[str] = []
     with ProductionWatch(production[0]) as watch:
         result = run_benchmark(
@@ -94,9 +78,9 @@ def test_a_run_that_does_not_fit_the_window_is_deferred_and_production_keeps_ser
 
 
 def test_with_its_history_the_run_fits_and_its_estimate_error_is_said(
-    llama, model_path, sshd, key, production, tmp_path
+    llama, model_path, box_sshd, box_key, production, tmp_path
 ):
-    config = window_config(tmp_path, llama, model_path, sshd, production, hours=0.25)
+    config = window_config(tmp_path, llama, model_path, box_sshd, production, hours=0.25)
     tgt = target(llama)
     with Warehouse.open(config.warehouse_path()) as wh:  # two earlier runs of the series, 40 s each
         for i in range(2):
