@@ -16,7 +16,7 @@ from strix_pipeline.analysis.charts import (
 )
 from strix_pipeline.analysis.decision import Decision, decision_markdown, evaluate, previous_decision
 from strix_pipeline.analysis.notify import notify_changes, regression_alerts, webhook_url
-from strix_pipeline.bisection import advance_all, plan_bisections, steps_text
+from strix_pipeline.bisection import advance_all, plan_bisections, steps_text, summary
 from strix_pipeline.report import write_report
 from strix_pipeline.units import gib
 from strix_pipeline.warehouse import Warehouse
@@ -152,12 +152,7 @@ def run_aggregates(warehouse: WarehouseResource) -> dg.MaterializeResult:
 
 
 def _bisection_cell(found: tuple | None) -> str:
-    if found is None:
-        return "not bisected"
-    b, _ = found
-    if b.status in ("found", "nothing_between"):
-        return f"first release: {b.first_release} (after {b.last_without}; {b.runs_used} run(s))"
-    return f"{b.status}: {b.reason}"
+    return summary(found[0]) if found else "not bisected"
 
 
 def bisections_markdown(searches) -> str:

@@ -101,12 +101,13 @@ def find_series(
     level: int,
     fingerprint: str | None = None,
     without: frozenset[str] = frozenset(),
+    loaded: list[Series] | None = None,
 ) -> Series:
     """The series the bisection searches; ``without``: a step's own run, a probe not yet recorded as
     one (it must neither be a point nor widen the series' noise)."""
     found = [
         replace(s, points=[p for p in s.points if p.run_id not in without])
-        for s in load_series(wh)
+        for s in (load_series(wh) if loaded is None else loaded)
         if (s.host, s.engine, s.metric, s.scenario, s.level) == (host, engine, metric, scenario, level)
         and (fingerprint is None or s.fingerprint == fingerprint)
     ]
@@ -131,6 +132,16 @@ def brackets(series: Series, before: str, after: str) -> tuple[SeriesPoint, Seri
     if b[-1].sort_key >= a[0].sort_key:
         raise BisectError(f"{before} does not come before {after} in version order")
     return b[-1], a[0]
+
+
+def bracket_figures(
+    wh: Warehouse, config: StrixConfig, series: Series, before: str, after: str
+) -> tuple[SeriesPoint, SeriesPoint, Figure | str, Figure | str]:
+    """The bracket runs and their figures (a string says why a bracket has none)."""
+    b_point, a_point = brackets(series, before, after)
+    fig_b = run_figure(wh, b_point.run_id, before, series, config)
+    fig_a = run_figure(wh, a_point.run_id, after, series, config)
+    return b_point, a_point, fig_b, fig_a
 
 
 def _image_of(wh: Warehouse, run_id: str, images: list[ImageRecord]) -> ImageRecord | None:
@@ -195,13 +206,16 @@ def start(
     change_id: str | None = None,
     max_runs: int | None = None,
     now: datetime | None = None,
+    loaded: list[Series] | None = None,
 ) -> BisectionRecord:
-    """Set up (and store) the bisection of one change between the brackets ``before`` and ``after``."""
+    """Set up (and store) the bisection of one change between the brackets ``before`` and ``after``
+    (``loaded``: the warehouse's series when the caller has read them already)."""
     now = now or datetime.now(UTC)
     series = find_series(
-        wh, host=host, engine=engine, metric=metric, scenario=scenario, level=level, fingerprint=fingerprint
-    )
-    b_point, a_point = brackets(series, before, after)
+        wh, host=host, engine=engine, metric=metric, scenario=scenario, level=level, fingerprint=fingerprint,
+        loaded=loaded,
+    )  # fmt: skip
+    b_point, a_point, fig_b, fig_a = bracket_figures(wh, config, series, before, after)
     images = wh.known_images(engine)
     b_image, a_image = _image_of(wh, b_point.run_id, images), _image_of(wh, a_point.run_id, images)
     if b_image is None or a_image is None:
@@ -230,8 +244,6 @@ def start(
         started_at=now,
         updated_at=now,
     )
-    fig_b = run_figure(wh, b_point.run_id, before, series, config)
-    fig_a = run_figure(wh, a_point.run_id, after, series, config)
     if not candidates:
         record = replace(record, status="nothing_between", first_release=after, last_without=before, reason=f"no release between {before} and {after} was left unbenchmarked: {after} is the first that shows the change")  # fmt: skip
     elif isinstance(fig_b, str) or isinstance(fig_a, str):
@@ -293,9 +305,7 @@ def advance(
         fingerprint=b.fingerprint,
         without=frozenset(r["run_id"] for r in rows),
     )
-    b_point, a_point = brackets(series, b.version_before, b.version_after)
-    fig_b = run_figure(wh, b_point.run_id, b.version_before, series, config)
-    fig_a = run_figure(wh, a_point.run_id, b.version_after, series, config)
+    _, _, fig_b, fig_a = bracket_figures(wh, config, series, b.version_before, b.version_after)
     run = rows[0] if rows else None
     side: Side
     figure: Figure | None = None
@@ -383,10 +393,10 @@ def plan_bisections(
     """Start the bisection of each bisectable change that has none yet; a change that cannot be
     bisected (no figure, brackets not found) is stored as such, with the reason."""
     known = {b.bisection_id for b in wh.list_bisections()}
+    todo = [c for c in changes if bisectable(c) and c.change_id not in known]
+    loaded = load_series(wh) if todo else []
     started = []
-    for c in changes:
-        if not bisectable(c) or c.change_id in known:
-            continue
+    for c in todo:
         try:
             started.append(
                 start(
@@ -402,6 +412,7 @@ def plan_bisections(
                     fingerprint=c.fingerprint,
                     change_id=c.change_id,
                     now=now,
+                    loaded=loaded,
                 )
             )
         except BisectError:
@@ -417,6 +428,13 @@ def advance_all(wh: Warehouse, config: StrixConfig, *, now: datetime | None = No
 def pending_steps(wh: Warehouse) -> list[BisectionRecord]:
     """The running bisections and the release each waits for (``next_key``)."""
     return [b for b in wh.list_bisections(status="running") if b.next_key]
+
+
+def summary(b: BisectionRecord) -> str:
+    """What a bisection found, or how far it got, in one line."""
+    if b.status in ("found", "nothing_between"):
+        return f"first release: {b.first_release} (not {b.last_without}), after {b.runs_used} run(s)"
+    return f"{b.status}: {b.reason}"
 
 
 def steps_text(wh: Warehouse, b: BisectionRecord) -> list[str]:

@@ -10,7 +10,6 @@ process like `strix run`), put on A's or B's side by its interval, and so on, at
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -69,7 +68,6 @@ def bisect(args: argparse.Namespace) -> int:
             if not summary.exists():
                 console.print(f"[red]strix bisect: the Dagster runs did not complete (exit {code})[/]")
                 return code or 1
-            json.loads(summary.read_text())
     with Warehouse.open(config.warehouse_target(), read_only=True) as wh:
         b = next(x for x in wh.list_bisections() if x.bisection_id == b.bisection_id)
         steps = steps_text(wh, b)

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from strix_pipeline.analysis.changepoints import Series, load_series, magnitude_floor_pct, series_noise_pct
 from strix_pipeline.analysis.decision import Decision, evaluate, format_value, reproduce
-from strix_pipeline.bisection import steps_text
+from strix_pipeline.bisection import steps_text, summary
 from strix_pipeline.cli.common import config_of, error, on_warehouse, shown, warehouse_arg
 from strix_pipeline.config import ChangeDetectionConfig, StrixConfig
 from strix_pipeline.config_load import load_config
@@ -210,12 +210,7 @@ def run_changes(args: argparse.Namespace) -> int:
 
 def bisection_cell(b: BisectionRecord, steps: list[str]) -> str:
     """The bisection of a change: what it found, then each step (release, figure, interval, side)."""
-    head = (
-        f"first release: {b.first_release} (not {b.last_without})"
-        if b.status in ("found", "nothing_between")
-        else f"{b.status}: {b.reason}"
-    )
-    return "\n".join([head, *steps])
+    return "\n".join([summary(b), *steps])
 
 
 def print_no_changes(series: list[Series], cfg: ChangeDetectionConfig, *, unacknowledged_only: bool) -> None:

@@ -398,3 +398,23 @@ def judge_runs(
 ) -> Decision:
     """The verdict and criteria on these records alone: no warehouse, no history, no evaluation id."""
     return judge(evidence_of(results, config, now, images), config)
+
+
+def held_facts(run_id: str, engine: str, held_gib: float | None, **fields: object) -> RunFacts:
+    """An ok run of the medium MoE on the Box as C5 reads it: ``held_gib`` held (None: unknown);
+    ``fields`` set anything else (image_version, launch_command, failure_reason)."""
+    return RunFacts(
+        run_id=run_id,
+        engine=engine,
+        status="ok",
+        started_at=SEPT,
+        model_profile="qwen3-30b-a3b",
+        model="Qwen3-30B-A3B",
+        model_family="qwen3-30b-a3b",
+        quantization="BF16",
+        version_order="v0.11.0",
+        usable=True,
+        image_repository=VLLM_REPO if engine == "vllm" else LLAMA_REPO,
+        held_bytes=None if held_gib is None else int(held_gib * GIB),
+        **fields,
+    )

@@ -6,29 +6,20 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from support.decision_seed import GIB, SEPT, make_config
+from support.decision_seed import GIB, SEPT, held_facts, make_config
 
 from strix_pipeline.analysis.decision import Evidence, RunFacts, memory_not_above_llamacpp
 from strix_pipeline.memory import MEMORY_UNRELIABLE
 
 
 def facts(run_id: str, engine: str, held_gib: float | None, reason: str | None = None) -> RunFacts:
-    return RunFacts(
-        run_id=run_id,
-        engine=engine,
-        status="ok",
-        started_at=SEPT,
-        model_profile="qwen3-30b-a3b",
-        model="Qwen3-30B-A3B",
-        model_family="qwen3-30b-a3b",
-        quantization="BF16",
-        version_order="v0.11.0",
-        usable=True,
-        image_repository="vllm/vllm-openai-rocm" if engine == "vllm" else "ggml-org/llama.cpp",
+    return held_facts(
+        run_id,
+        engine,
+        held_gib,
         image_version="v0.11.0" if engine == "vllm" else "b6000",
         launch_command="vllm serve /models/q" if engine == "vllm" else "llama-server -m /models/q.gguf",
         failure_reason=reason,
-        held_bytes=None if held_gib is None else int(held_gib * GIB),
     )
 
 

@@ -13,6 +13,7 @@ from support.decision_seed import (
     GIB,
     SEPT,
     evidence_of,
+    held_facts,
     judge_runs,
     local_llamacpp_record,
     make_config,
@@ -69,20 +70,7 @@ def test_the_criteria_and_the_verdict_read_no_warehouse():
 
 
 def _facts(run_id: str, engine: str, held_gib: float) -> RunFacts:
-    return RunFacts(
-        run_id=run_id,
-        engine=engine,
-        status="ok",
-        started_at=SEPT,
-        model_profile="qwen3-30b-a3b",
-        model="Qwen3-30B-A3B",
-        model_family="qwen3-30b-a3b",
-        quantization="BF16",
-        version_order="v0.11.0",
-        usable=True,
-        image_repository="vllm/vllm-openai-rocm" if engine == "vllm" else "ggml-org/llama.cpp",
-        held_bytes=int(held_gib * GIB),
-    )
+    return held_facts(run_id, engine, held_gib)
 
 
 def test_a_criterion_judges_hand_made_evidence():

@@ -7,7 +7,6 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
 from support.decision_seed import SEPT
 from support.report_seed import REPORT_AT, regression, report_warehouse
 
@@ -21,15 +20,9 @@ INSERT INTO bisections VALUES (?, ?, 'strix-halo', 'llamacpp', 'fp', 'ttft_p95_m
 """
 
 
-def _v8(wh) -> None:
-    if "bisections" not in wh.table_names():
-        pytest.skip("this warehouse schema has no bisections (schema v8, issue 26)")
-
-
 def test_a_bisected_release_and_host_drift_are_shown_where_the_warehouse_has_them(tmp_path: Path) -> None:
     wh, cfg = report_warehouse(tmp_path / "w.duckdb")
     with wh:
-        _v8(wh)
         wh.save_changes([regression("server-rocm-b6600")])  # a second confirmed regression
         ids = {c.version_after: c.change_id for c in wh.list_changes()}
         bisected, drifted = ids["server-rocm-b6500"], ids["server-rocm-b6600"]
