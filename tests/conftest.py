@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import dagster_state
 from support.bench_docker import BUSYBOX, healthy
 from support.box_sim import box_key, box_probe_image, box_sshd  # noqa: F401 - the Box simulator's fixtures
 from support.infra import build_image, free_port, remove_image
@@ -26,6 +27,8 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 # Tests build throwaway Dagster instances (instance_for_test); a user's DAGSTER_HOME (e.g. the
 # project's .dagster/ from `make run`) must neither leak into them nor be written by them.
 os.environ.pop("DAGSTER_HOME", None)
+# ... and an instance one test forgot to leave must not hand its storage to a later test's
+dagster_state.install()
 # Host local's releases come from the package index pip is configured with: the tests read a small
 # one on disk (support/package_index.py), never the live index, whose next upload would change them.
 # A test that builds a real release restores the user's setting (support.package_index.real_index_env).
