@@ -287,6 +287,19 @@ class HostConfig(_Strict):
     maintenance_window_hours: Annotated[float, Field(gt=0, le=168)] = 6.0
     production: ProductionEngine | None = None
     probe_image: ImageRef | None = None  # tiny image used to read /sys and /proc on the host
+    # docker hosts: an image with python3 and numpy (the official vLLM ROCm image has both; busybox has
+    # neither) in which one short-lived container per run, before the engine starts, measures the host's
+    # copy bandwidth and reads the model file's header: decode efficiency's inputs
+    # (hosts/efficiency_probe.py). None: a Docker host's run stores its decode speed and no figure
+    efficiency_probe_image: ImageRef | None = None
+    # the interpreter in that image: a command on its PATH or an absolute path
+    efficiency_probe_python: Annotated[
+        str,
+        _pattern(
+            r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}|(/[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,63}){1,16}",
+            "a command such as python3 or an absolute path such as /usr/bin/python3 (A-Z a-z 0-9 . _ + -)",
+        ),
+    ] = "python3"
     # an image with rocminfo (rocm/dev-ubuntu-22.04:7.2.1-complete): doctor and the checks before
     # production stops run it with the devices to see that a ROCm container finds `gpu_target`
     rocm_probe_image: ImageRef | None = None
@@ -334,6 +347,9 @@ class HostConfig(_Strict):
     def _docker_needs_host(self) -> HostConfig:
         if self.kind == "docker" and not self.docker_host:
             raise ValueError("a host of kind 'docker' needs `docker_host`")
+        if self.kind == "local" and self.efficiency_probe_image:
+            # a local host probes in the pipeline's own process (runner/local.py): an image would be ignored
+            raise ValueError("`efficiency_probe_image` is for hosts of kind 'docker'")
         return self
 
 

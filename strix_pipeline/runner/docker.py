@@ -14,6 +14,7 @@ from strix_pipeline.hosts import (
     box_checks,
     docker_engine,
     docker_host,
+    efficiency_probe,
     guards,
     image_checks,
     image_prune,
@@ -29,7 +30,12 @@ from strix_pipeline.memory import (
     current_in_use,
 )
 from strix_pipeline.registry.names import pull_reference
-from strix_pipeline.runner.efficiency import DOCKER_HOST_EFFICIENCY, record_efficiency
+from strix_pipeline.runner.efficiency import (
+    DOCKER_HOST_EFFICIENCY,
+    bandwidth_line,
+    model_line,
+    record_efficiency,
+)
 from strix_pipeline.runner.inputs import RunInputs
 from strix_pipeline.runner.measure import measure
 from strix_pipeline.runner.record import (
@@ -133,6 +139,13 @@ def run_docker(r: RunInputs) -> None:
                 )
                 if found is not None:
                     log(f"[{run.run_id}] compiled GPU targets: {found.describe()}")
+            # decode efficiency's probe image, pulled now if missing: a pull after the stop is outage
+            efficiency_why = (
+                efficiency_probe.prepare_image(client, host_cfg)
+                if host_cfg.efficiency_probe_image
+                else DOCKER_HOST_EFFICIENCY
+            )
+            bandwidth = model_bytes = None
             # the Box's own word, still before production stops: HiCache on unified memory, foreign
             # holders of GPU memory, a model whose weights do not fit the pool HIP's device total makes
             for note in box_checks.before_production_stops(
@@ -147,6 +160,19 @@ def run_docker(r: RunInputs) -> None:
             if notes:
                 log(f"[{run.run_id}] {notes}")
                 run.failure_reason = notes  # recorded even when the start fails
+            # with production stopped and before the engine and the sampler: nothing else copies
+            # memory, and the probe's buffers are neither in the baseline (read above) nor the samples
+            if efficiency_why is None:
+                threads = efficiency_probe.engine_threads(launcher.spec.kind, launcher.spec.flags)
+                bandwidth, model_bytes, efficiency_why = efficiency_probe.measure_on_host(
+                    client, host_cfg, threads, launcher.host_model_path
+                )
+                if bandwidth:
+                    log(f"[{run.run_id}] {bandwidth_line(bandwidth)}")
+                if model_bytes:
+                    log(f"[{run.run_id}] {model_line(model_bytes)}")
+            if efficiency_why:
+                log(f"[{run.run_id}] decode efficiency: {efficiency_why}")
             if sampler:
                 stack.enter_context(sampler)
                 sampler.set_phase("loading")
@@ -165,8 +191,7 @@ def run_docker(r: RunInputs) -> None:
                         probe.pid = eng.pid  # a daemon on this machine: the engine's RSS, as on `local`
                     settle_s = max(2.0, 2 * host_cfg.sample_interval_s)
                     measure(config, target, result, eng, log, scenarios, sampler, settle_s)
-                    # the speed is stored; the probe and the model's header are read on local hosts only
-                    record_efficiency(result, None, None, DOCKER_HOST_EFFICIENCY)
+                    record_efficiency(result, bandwidth, model_bytes, efficiency_why)
                     run.log_tail = eng.log_tail()
             finally:
                 run.compile_cache = launcher.compile_cache  # cold or warm: start times compare within one

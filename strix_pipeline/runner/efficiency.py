@@ -4,8 +4,10 @@ decode efficiency = decode tok/s x bytes read per token / measured bandwidth (me
 The decode speed is the single-client one (batch 1: every step reads all weights and the context's
 KV once): the decode scenario's, else the concurrency sweep's first level's; the context is that
 level's mean prompt plus half its mean output (the KV grows while a reply is generated). The bandwidth is a copy probe on the host
-benchmarked, with the engine's thread count, taken before the engine starts (memory/bandwidth.py). A
-figure outside (0, 1] is not stored as a value: the run's ``efficiency_problem`` says why.
+benchmarked, with the engine's thread count, taken before the engine starts (memory/bandwidth.py; on a
+Docker host in a container of its ``efficiency_probe_image``, which reads the model file there too:
+hosts/efficiency_probe.py). A figure outside (0, 1] is not stored as a value: the run's
+``efficiency_problem`` says why.
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from strix_pipeline.memory.efficiency import decode_efficiency
 from strix_pipeline.records import LevelAggregate, RunResult
 from strix_pipeline.runner.target import Log
 
-# Why a Docker host's run has no figure yet: the copy probe and the GGUF/safetensors header reader are
-# Python with numpy, and a Box's probe image (a busybox) has neither; its decode speed is stored.
+# Why a Docker host's run has no figure when its host names no efficiency probe image: the copy probe
+# and the GGUF/safetensors header reader run in a container with python3 and numpy on the host
+# (hosts/efficiency_probe.py), and the memory probe's busybox has neither; the decode speed is stored.
 DOCKER_HOST_EFFICIENCY = (
-    "not measured on a Docker host: the bandwidth probe and the model-file reader need python3 with "
-    "numpy in the host's probe image"
+    "not measured on a Docker host without efficiency_probe_image: the bandwidth probe and the "
+    "model-file reader need an image with python3 and numpy there (the vLLM ROCm image has both)"
 )
 SWEEP = "concurrency_sweep"
 DECODE = "decode"
@@ -35,8 +38,19 @@ def probe_bandwidth(threads: int, log: Log) -> BandwidthProbe | None:
     except (MemoryError, ValueError, OSError, RuntimeError) as e:
         log(f"memory-bandwidth probe failed: {type(e).__name__}: {e}")
         return None
-    log(f"memory bandwidth: {probe.bytes_per_s / 1e9:.1f} GB/s ({probe.threads} threads, {probe.method})")
+    log(bandwidth_line(probe))
     return probe
+
+
+def bandwidth_line(probe: BandwidthProbe) -> str:
+    return f"memory bandwidth: {probe.bytes_per_s / 1e9:.1f} GB/s ({probe.threads} threads, {probe.method})"
+
+
+def model_line(model: ModelBytes) -> str:
+    return (
+        f"model bytes per token: {model.weight_bytes / 1e9:.3f} GB of weights + "
+        f"{model.kv_bytes_per_token} B of KV per token in context ({model.source})"
+    )
 
 
 def model_bytes(path: Path | None) -> tuple[ModelBytes | None, str | None]:

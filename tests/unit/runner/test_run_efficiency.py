@@ -70,4 +70,6 @@ def test_a_docker_hosts_run_keeps_its_decode_speed_and_says_why_there_is_no_figu
     result = result_with(agg("decode", 1, decode_tokens_per_s=40.0, output_tokens_total=8))
     record_efficiency(result, None, None, DOCKER_HOST_EFFICIENCY)
     assert result.run.decode_tok_s == 40.0 and result.run.decode_efficiency is None
-    assert result.run.efficiency_problem.startswith("not measured on a Docker host: the bandwidth probe")
+    problem = result.run.efficiency_problem
+    assert problem.startswith("not measured on a Docker host without efficiency_probe_image: "), problem
+    assert problem.endswith("; no bandwidth probe")
