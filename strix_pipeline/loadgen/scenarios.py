@@ -84,10 +84,16 @@ async def concurrency_sweep(
         )  # fmt: skip
 
 
+# a cap this close above the longest level that fits measures nothing new (see ladder_levels)
+CAP_SAME = 0.05
+
+
 def ladder_levels(
     requested: Sequence[int], context_length: int | None, output_tokens: int
 ) -> tuple[list[int], str | None]:
-    """Requested input lengths that fit the context; longer ones are replaced by the cap, once."""
+    """Requested input lengths that fit the context; longer ones are replaced by the cap, once -- unless
+    the largest length that fits is within CAP_SAME of the cap: that level already measures it, and a
+    second prefill as long (minutes at 32K on a CPU) would add nothing (a 32K+1K context's 64K level)."""
     if not context_length:
         return list(requested), None
     cap = context_length - output_tokens - CONTEXT_MARGIN
@@ -95,9 +101,12 @@ def ladder_levels(
     over = [n for n in requested if n > cap]
     if not over:
         return levels, None
+    head = f"prefill_ladder: {', '.join(map(str, over))} > context {context_length}"
+    if levels and cap <= max(levels) * (1 + CAP_SAME):
+        return levels, f"{head}, not sent: the {max(levels)}-token level is the longest that fits ({cap})"
     if cap > 0 and cap not in levels:
         levels.append(cap)
-    return levels, f"prefill_ladder: {', '.join(map(str, over))} > context {context_length}, capped at {cap}"
+    return levels, f"{head}, capped at {cap}"
 
 
 async def prefill_ladder(

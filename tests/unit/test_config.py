@@ -126,19 +126,20 @@ def test_definitions_refuse_a_bad_config_at_load(tmp_path):
 
 
 def test_the_box_profiles_prefill_ladder_reaches_32k_and_64k_where_the_model_allows():
-    from strix_pipeline.loadgen.context import CONTEXT_MARGIN
+    from strix_pipeline.loadgen.scenarios import ladder_levels
 
     c = load_config(EXAMPLE)
     ladder = c.profiles["standard"].prefill_ladder
 
-    def measured(model: str) -> list[int]:  # the levels that fit uncapped (loadgen/context.py fit_context)
-        ctx = c.models[model].context_length
-        return [n for n in ladder.input_tokens if n + ladder.output_tokens + CONTEXT_MARGIN <= ctx]
+    def planned(model: str) -> tuple[list[int], str | None]:  # what the ladder scenario will send
+        return ladder_levels(ladder.input_tokens, c.models[model].context_length, ladder.output_tokens)
 
     assert {32768, 65536} <= set(ladder.input_tokens)
     for model in ("gpt-oss-120b", "gpt-oss-120b-gguf"):  # 131,072 natively: the field report's 64K point
-        assert measured(model)[-2:] == [32768, 65536], model
+        assert planned(model) == (ladder.input_tokens, None), model
     for model in ("qwen3-30b-a3b", "qwen3-30b-a3b-gguf"):  # 32,768 natively (no YaRN)
-        assert measured(model)[-1] == 32768, model
+        levels, note = planned(model)
+        assert levels[-1] == 32768 and 65536 not in levels, model
+        assert note and note.startswith("prefill_ladder: 65536 > context 33792, not sent"), note
     # the pair C3/C5 compare runs at one context length
     assert c.models["qwen3-30b-a3b"].context_length == c.models["qwen3-30b-a3b-gguf"].context_length

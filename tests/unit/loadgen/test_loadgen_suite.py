@@ -245,3 +245,23 @@ def test_inputs_that_overflow_the_context_are_capped_with_a_note() -> None:
     assert {(a.scenario, a.level) for a in res.aggregates} == {
         ("concurrency_sweep", 1), ("concurrency_sweep", 3), ("decode", 1), ("prefix_cache", 0), ("prefix_cache", 1),
     }  # fmt: skip
+
+
+def test_the_ladder_replaces_lengths_that_do_not_fit_by_the_cap_unless_a_level_already_measures_it() -> None:
+    from strix_pipeline.loadgen.scenarios import ladder_levels
+
+    box = [2048, 4096, 8192, 16384, 32768, 65536]
+    # a 16K context: 16384 and longer do not fit; the cap (16348) is twice the longest that fits
+    levels, note = ladder_levels(box, 16384, 4)
+    assert levels == [2048, 4096, 8192, 16348]
+    assert note == "prefill_ladder: 16384, 32768, 65536 > context 16384, capped at 16348"
+    # 32K + 1K (the example's Qwen): 32768 fits, the cap 33756 is 3 % above it -- not sent again
+    levels, note = ladder_levels(box, 33792, 4)
+    assert levels == [2048, 4096, 8192, 16384, 32768]
+    assert note == (
+        "prefill_ladder: 65536 > context 33792, not sent: the 32768-token level is the longest that fits (33756)"
+    )
+    # 48K: the cap is 48 % above 32768, a point of its own
+    assert ladder_levels(box, 49152, 4)[0] == [2048, 4096, 8192, 16384, 32768, 49116]
+    # 64K + 1K: everything fits, no note
+    assert ladder_levels(box, 66560, 4) == (box, None)
