@@ -6,15 +6,15 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support import dagster_state
-from support.bench_docker import BUSYBOX, healthy
+from support.bench_docker import BUSYBOX
+from support.box_images import production_httpd
 from support.box_sim import box_key, box_probe_image, box_sshd  # noqa: F401 - the Box simulator's fixtures
-from support.infra import build_image, free_port, remove_image
+from support.infra import build_image, remove_image
 from support.llama_image import LlamaImage, llama_server_path, pushed_llama_image
 from support.package_index import INDEX_ENV, session_index
 from support.pipeline_helpers import llama_available
@@ -158,24 +158,5 @@ def client(docker_engine: None):
 
 @pytest.fixture
 def production(client, busybox) -> Iterator[tuple[str, str]]:
-    port = free_port()
-    name = f"strix-test-bd-production-{port}"
-    c = client.containers.run(
-        busybox,
-        [
-            "sh",
-            "-c",
-            f"mkdir -p /www && echo ok > /www/health && httpd -f -p 127.0.0.1:{port} -h /www & "
-            "trap 'kill $!; exit 0' TERM; wait",
-        ],
-        detach=True,
-        network_mode="host",
-        name=name,
-    )
-    url = f"http://127.0.0.1:{port}/health"
-    deadline = time.monotonic() + 15
-    while not healthy(url):
-        assert time.monotonic() < deadline, f"{url} never healthy"
-        time.sleep(0.1)
-    yield name, url
-    c.remove(force=True)
+    with production_httpd(client, busybox, "strix-test-bd-production") as found:
+        yield found

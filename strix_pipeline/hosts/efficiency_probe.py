@@ -32,6 +32,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from strix_pipeline.config import HostConfig
+from strix_pipeline.engines.base import flag_value
+from strix_pipeline.hosts import box_checks
 from strix_pipeline.hosts.docker_host import split_image_ref
 from strix_pipeline.memory import bandwidth as bandwidth_module
 from strix_pipeline.memory import bytes_per_token as bytes_module
@@ -45,7 +47,6 @@ PROBE_LABELS = {"strix.probe": "true"}
 MODEL_MOUNT = "/strix-model"  # the model's parent in the probe container: the image's own paths stay visible
 # numpy's import, a 3 s copy probe and a header read; a Box over ssh adds seconds, not minutes
 TIMEOUT_S = 180
-_THREAD_FLAGS = ("-t", "--threads")
 
 # Run as ``python -c _DRIVER <bandwidth.py> <bytes_per_token.py> <arguments as JSON>``: each source is
 # loaded as a module of its own (registered first: a dataclass looks its module up in sys.modules).
@@ -91,32 +92,24 @@ def engine_threads(kind: str, flags: list[str]) -> int | None:
     None: the probe then takes every CPU the container may use."""
     if kind != "llamacpp":
         return None
-    found: int | None = None
-    for i, flag in enumerate(flags):
-        name, eq, value = flag.partition("=")
-        if name not in _THREAD_FLAGS:
-            continue
-        if not eq:
-            value = flags[i + 1] if i + 1 < len(flags) else ""
-        try:
-            n = int(value)
-        except ValueError:
-            continue
-        found = n if n >= 1 else None  # llama-server reads -t -1 as "its default"
-    return found
+    # -t is --threads' short name: one spelling, then the engines' own reader of a flag's last value
+    spelled = [f"--threads{f[2:]}" if f == "-t" or f.startswith("-t=") else f for f in flags]
+    try:
+        n = int(flag_value(spelled, "--threads") or "")
+    except ValueError:
+        return None
+    return n if n >= 1 else None  # llama-server reads -t -1 as "its default"
 
 
 def model_host_path(path: str | None, models_dir: str | None) -> tuple[str | None, str | None]:
-    """(the model's absolute path on the host, or why there is none): a relative profile path is
-    relative to the host's ``models_dir``, as for the engine's mount."""
+    """(the model's absolute path on the host, or why there is none): the engine's own rule
+    (box_checks.model_host_path), and a path it leaves relative is a reason, not a mount."""
     if not path:
         return None, "no model path known for this run"
-    p = PurePosixPath(path)
-    if p.is_absolute():
-        return str(p), None
-    if not models_dir:
+    found = box_checks.model_host_path(path, models_dir)
+    if not PurePosixPath(found).is_absolute():
         return None, f"model path {path!r} is relative and the host has no models_dir"
-    return str(PurePosixPath(models_dir) / p), None
+    return found, None
 
 
 def probe_command(

@@ -34,6 +34,21 @@ def managed(run_id: str | None = None) -> list[str]:
     return out.split()
 
 
+def remove_left_behind(run_marker: str) -> list[str]:
+    """Probe containers (label ``strix.probe=true``) and the managed containers whose name holds
+    ``run_marker``: removed, and returned, so a test's teardown fails on what its runs left."""
+    probes = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", "label=strix.probe=true"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
+    left = probes + [c for c in managed() if run_marker in c]
+    for name in left:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60, check=False)
+    return left
+
+
 def make_config(
     tmp_path: Path,
     llama: LlamaImage,

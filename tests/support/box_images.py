@@ -13,12 +13,15 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from strix_pipeline.records import ImageRecord
-from support.infra import Registry, build_image, push, remove_image
+from support.bench_docker import healthy
+from support.infra import Registry, build_image, free_port, push, remove_image
 from support.llama_image import llama_rootfs
 
 BUSYBOX = Path("/bin/busybox")
@@ -92,13 +95,43 @@ def push_image(
     tag: str,
     files: dict[str, bytes | Path],
     cmd: list[str] | None = None,
+    labels: dict[str, str] | None = None,
 ) -> PushedImage:
     """Build, push, and drop the local copy: a run pulls it back by digest."""
     ref = f"{registry.host}/{repository}:{tag}"
-    build_image(ref, files, cmd=cmd)
+    build_image(ref, files, cmd=cmd, labels=labels)
     digest = push(ref)
     remove_image(ref)
     return PushedImage(registry, repository, tag, digest)
+
+
+@contextmanager
+def production_httpd(client, busybox: str, name_prefix: str) -> Iterator[tuple[str, str]]:
+    """Production's engine as the tests have it: a busybox httpd on a free loopback port answering
+    its health URL, removed afterwards; yields (container name, health URL) once it answers."""
+    port = free_port()
+    name = f"{name_prefix}-{port}"
+    c = client.containers.run(
+        busybox,
+        [
+            "sh",
+            "-c",
+            f"mkdir -p /www && echo ok > /www/health && httpd -f -p 127.0.0.1:{port} -h /www & "
+            "trap 'kill $!; exit 0' TERM; wait",
+        ],
+        detach=True,
+        network_mode="host",
+        name=name,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/health"
+        deadline = time.monotonic() + 15
+        while not healthy(url):
+            assert time.monotonic() < deadline, f"{url} never healthy"
+            time.sleep(0.1)
+        yield name, url
+    finally:
+        c.remove(force=True)
 
 
 @dataclass

@@ -10,13 +10,12 @@ production is never stopped -- where today's code stopped it and lost up to ``re
 from __future__ import annotations
 
 import socket
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import need
-from support.bench_docker import BUSYBOX, HOST, make_config, managed
+from support.bench_docker import BUSYBOX, HOST, make_config, remove_left_behind
 from support.box_images import ProductionWatch, rocm_probe_files
 from support.box_sim import KEY_ENV  # the env var the simulator's box_key sets
 from support.infra import build_image, free_port, remove_image
@@ -48,14 +47,7 @@ def rocm_probes(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -
 @pytest.fixture(autouse=True)
 def nothing_left_behind(docker_engine: None) -> Iterator[None]:
     yield
-    left = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", "label=strix.probe=true"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.split() + [c for c in managed() if c.startswith("strix-llamacpp-stop-")]
-    for name in left:
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60, check=False)
+    left = remove_left_behind("strix-llamacpp-stop-")
     assert not left, f"containers left behind: {left}"
 
 

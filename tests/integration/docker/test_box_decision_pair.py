@@ -17,20 +17,17 @@ be chosen.
 
 from __future__ import annotations
 
-import subprocess
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from support.bench_docker import HOST, healthy, managed
-from support.box_images import ProductionWatch, PushedImage
+from support.bench_docker import HOST, managed, remove_left_behind
+from support.box_images import ProductionWatch, PushedImage, production_httpd, push_image
 from support.box_sim import KEY_ENV, BoxSim, box_config
 from support.decision_seed import run_record, run_result
-from support.infra import build_image, free_port, push, remove_image
+from support.infra import free_port
 from support.llama_image import LlamaImage, llama_rootfs
 
 from strix_pipeline.analysis.decision import evaluate
@@ -70,15 +67,7 @@ PAIR = {"baseline_image": PRODUCTION_IMAGE, "baseline_model": "gemma", "candidat
 @pytest.fixture(autouse=True)
 def nothing_left_behind(docker_engine: None) -> Iterator[None]:
     yield
-    probes = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", "label=strix.probe=true"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.split()
-    left = probes + [c for c in managed() if RUN_PREFIX in c]
-    for name in left:
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60, check=False)
+    left = remove_left_behind(RUN_PREFIX)
     assert not left, f"containers left behind: {left}"
 
 
@@ -88,40 +77,9 @@ def nothing_left_behind(docker_engine: None) -> Iterator[None]:
 def push_copy(llama: LlamaImage, repository: str, tag: str) -> PushedImage:
     """The test's llama-server pushed to its registry as ``repository:tag``; the version label differs
     per copy, so each has its own digest."""
-    ref = f"{llama.registry.host}/{repository}:{tag}"
-    build_image(ref, llama_rootfs(llama.binary), labels={"org.opencontainers.image.version": tag})
-    digest = push(ref)
-    remove_image(ref)  # the run pulls it back by digest
-    return PushedImage(llama.registry, repository, tag, digest, llama.binary)
-
-
-@contextmanager
-def production_container(client, busybox: str) -> Iterator[tuple[str, str]]:
-    """Production's engine for the whole module (conftest's ``production`` is per test): a busybox
-    httpd answering its health URL."""
-    port = free_port()
-    name = f"strix-test-pair-production-{port}"
-    c = client.containers.run(
-        busybox,
-        [
-            "sh",
-            "-c",
-            f"mkdir -p /www && echo ok > /www/health && httpd -f -p 127.0.0.1:{port} -h /www & "
-            "trap 'kill $!; exit 0' TERM; wait",
-        ],
-        detach=True,
-        network_mode="host",
-        name=name,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}/health"
-        deadline = time.monotonic() + 15
-        while not healthy(url):
-            assert time.monotonic() < deadline, f"{url} never healthy"
-            time.sleep(0.1)
-        yield name, url
-    finally:
-        c.remove(force=True)
+    labels = {"org.opencontainers.image.version": tag}
+    pushed = push_image(llama.registry, repository, tag, llama_rootfs(llama.binary), labels=labels)
+    return replace(pushed, binary=llama.binary)
 
 
 def with_pair(config: StrixConfig, **decision: object) -> StrixConfig:
@@ -208,7 +166,10 @@ def pair_runs(
     pushed = [push_copy(llama, PRODUCTION_REPO, PRODUCTION_TAG), push_copy(llama, TOOLBOX_REPO, TOOLBOX_TAG)]
     prod_image, toolbox_image = pushed
     try:
-        with pytest.MonkeyPatch.context() as mp, production_container(client, busybox) as production:
+        with (
+            pytest.MonkeyPatch.context() as mp,
+            production_httpd(client, busybox, "strix-test-pair-production") as production,
+        ):
             mp.setenv(KEY_ENV, str(box_sshd.key))
             sim = BoxSim.build(tmp_path / "box")
             sim.install(mp, box_probe_image)

@@ -16,13 +16,12 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.bench_docker import HOST, image_record, managed
+from support.bench_docker import HOST, image_record, managed, remove_left_behind
 from support.box_sim import BoxSim, box_config
 from support.llama_image import LlamaImage
 from support.paths import REPO
@@ -34,6 +33,8 @@ from strix_pipeline.memory.bytes_per_token import read_gguf_header
 from strix_pipeline.records import RunResult
 from strix_pipeline.runner import BenchmarkTarget, run_benchmark
 from strix_pipeline.warehouse import Warehouse
+
+pytestmark = [pytest.mark.docker, pytest.mark.registry, pytest.mark.llama, pytest.mark.sshd, pytest.mark.slow]
 
 EXAMPLE = REPO / "config" / "strix-halo.example.toml"
 PROFILE = "standard"
@@ -48,18 +49,10 @@ NATIVE_CONTEXT = {
 }
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def nothing_left_behind(docker_engine: None) -> Iterator[None]:
     yield
-    probes = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", "label=strix.probe=true"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.split()
-    left = probes + [c for c in managed() if RUN_PREFIX in c]
-    for name in left:
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60, check=False)
+    left = remove_left_behind(RUN_PREFIX)
     assert not left, f"containers left behind: {left}"
 
 
@@ -122,13 +115,7 @@ def box_run(
     return config, result
 
 
-@pytest.mark.docker
-@pytest.mark.registry
-@pytest.mark.llama
-@pytest.mark.sshd
-@pytest.mark.slow
 @pytest.mark.timeout(1500)
-@pytest.mark.usefixtures("nothing_left_behind")
 def test_the_32k_level_is_measured_on_the_box_and_64k_recorded_as_beyond_the_models_context(
     llama, model_path, box_sshd, box_key, box_probe_image, tmp_path, monkeypatch
 ):
@@ -202,13 +189,7 @@ def test_the_32k_level_is_measured_on_the_box_and_64k_recorded_as_beyond_the_mod
     assert run_row[0]["status"] == "ok" and capped.group(0) in run_row[0]["failure_reason"]
 
 
-@pytest.mark.docker
-@pytest.mark.registry
-@pytest.mark.llama
-@pytest.mark.sshd
-@pytest.mark.slow
 @pytest.mark.timeout(300)
-@pytest.mark.usefixtures("nothing_left_behind")
 def test_an_engine_serving_less_than_the_profiles_context_is_named_in_the_run(
     llama, model_path, box_sshd, box_key, box_probe_image, tmp_path, monkeypatch
 ):

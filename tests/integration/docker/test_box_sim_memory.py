@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.bench_docker import HOST, image_record, managed
+from support.bench_docker import HOST, image_record, managed, remove_left_behind
 from support.box_images import ProductionWatch
 from support.box_sim import BoxSim, GpuProcess, box_config, run_gpu_container
 from support.infra import free_port
@@ -47,15 +47,7 @@ RUN_PREFIX = "boxsim-"
 @pytest.fixture(autouse=True)
 def nothing_left_behind(docker_engine: None) -> Iterator[None]:
     yield
-    probes = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", "label=strix.probe=true"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.split()
-    left = probes + [c for c in managed() if RUN_PREFIX in c]
-    for name in left:
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60, check=False)
+    left = remove_left_behind(RUN_PREFIX)
     assert not left, f"containers left behind: {left}"
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import need
+from support.bench_docker import healthy
+from support.box_images import production_httpd
 from support.infra import build_image, free_port, push, remove_image, start_registry
 from support.paths import FIXTURES
 
@@ -352,43 +354,8 @@ def test_probe_container_reads_the_real_host(client, images):
 
 @pytest.fixture
 def production(client, images, tmp_path) -> Iterator[tuple[str, str]]:
-    port = free_port()
-    name = f"strix-test-production-{port}"
-    c = client.containers.run(
-        images.busybox_tag,
-        [
-            "sh",
-            "-c",
-            f"mkdir -p /www && echo ok > /www/health && httpd -f -p 127.0.0.1:{port} -h /www & "
-            "trap 'kill $!; exit 0' TERM; wait",
-        ],
-        detach=True,
-        network_mode="host",
-        name=name,
-    )
-    url = f"http://127.0.0.1:{port}/health"
-    _wait_healthy(url)
-    yield name, url
-    c.remove(force=True)
-
-
-def _wait_healthy(url: str, timeout_s: float = 15) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"{url} never healthy")
-
-
-def _is_up(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
+    with production_httpd(client, images.busybox_tag, "strix-test-production") as found:
+        yield found
 
 
 @pytest.mark.parametrize("fail_mid_run", [False, True])
@@ -407,7 +374,7 @@ def test_production_container_stopped_for_the_run_and_healthy_after(
     )
     with pytest.raises(RuntimeError) if fail_mid_run else _nothing():
         with guard:
-            assert client.containers.get(name).status != "running" and not _is_up(url)
+            assert client.containers.get(name).status != "running" and not healthy(url)
             with DockerLauncher(
                 host(),
                 engine_cfg(),
@@ -422,7 +389,7 @@ def test_production_container_stopped_for_the_run_and_healthy_after(
                 if fail_mid_run:
                     raise RuntimeError("benchmark crashed in the middle")
     assert guard.restored is True
-    assert client.containers.get(name).status == "running" and _is_up(url)
+    assert client.containers.get(name).status == "running" and healthy(url)
     assert managed(client, "run-prod") == []
 
 
