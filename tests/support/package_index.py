@@ -20,6 +20,11 @@ INDEX_ENV = "PIP_INDEX_URL"
 _REAL_INDEX = os.environ.get(INDEX_ENV)
 
 
+def real_index() -> str | None:
+    """The index pip really installs from (None: pip's default)."""
+    return _REAL_INDEX
+
+
 def real_index_env(monkeypatch) -> None:
     """Give a test the index pip really installs from (for a real build of a real release)."""
     if _REAL_INDEX is None:

