@@ -283,34 +283,47 @@ _GFX = re.compile(r"\bgfx[0-9a-f]{3,5}\b")
 @dataclass(frozen=True)
 class CompiledTargets:
     """What an image's arch-list command printed: per component (``torch``, a library's path), the GPU
-    targets found there. No component at all: nothing GPU-specific was compiled in (a Vulkan build)."""
+    targets found there. No component at all: nothing GPU-specific was compiled in (a Vulkan build).
+    ``unreadable``: components whose targets could not be read (a compressed offload bundle the image
+    cannot decompress, engines/offload_bundles.py), with why -- refused, never taken for a pass."""
 
     components: dict[str, tuple[str, ...]]
+    unreadable: dict[str, str] = field(default_factory=dict)
 
     def missing(self, target: str) -> dict[str, tuple[str, ...]]:
         """The components that were not built for ``target`` (a component listing none is one)."""
         return {name: found for name, found in self.components.items() if target not in found}
 
     def describe(self) -> str:
-        if not self.components:
+        if not self.components and not self.unreadable:
             return "none listed (no GPU-specific code)"
-        return "; ".join(f"{name}: {' '.join(t) or 'none'}" for name, t in self.components.items())
+        parts = [f"{name}: {' '.join(t) or 'none'}" for name, t in self.components.items()]
+        parts += [f"{name}: unreadable ({why})" for name, why in self.unreadable.items()]
+        return "; ".join(parts)
+
+
+UNREADABLE = "unreadable: "
 
 
 def parse_compiled_targets(output: str) -> CompiledTargets:
     """Each non-empty line of an arch-list command is ``component: targets...`` (the part before the
     first ``: `` names the component; without one the line is its own name); the targets are every
-    ``gfx…`` token on it, in order, once each."""
+    ``gfx…`` token on it, in order, once each. ``component: unreadable: why`` is a component whose
+    targets could not be read."""
     components: dict[str, tuple[str, ...]] = {}
+    unreadable: dict[str, str] = {}
     for line in output.splitlines():
         line = line.strip()
         if not line:
             continue
         name, sep, rest = line.partition(": ")
+        if sep and rest.startswith(UNREADABLE):
+            unreadable[name] = rest.removeprefix(UNREADABLE)
+            continue
         text = rest if sep else line
         key = name if sep else line[:60]
         components[key] = tuple(dict.fromkeys(components.get(key, ()) + tuple(_GFX.findall(text))))
-    return CompiledTargets(components)
+    return CompiledTargets(components, unreadable)
 
 
 # PyTorch's compiled targets without a GPU: torch.cuda.get_arch_list() answers [] when no device is

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from strix_pipeline.config import ModelProfile
+from strix_pipeline.engines import offload_bundles
 from strix_pipeline.engines.base import (
     DeviceMemory,
     ReleaseChange,
@@ -30,14 +31,23 @@ VERSION_KEY = "build_info"
 # the offload targets named in each HIP backend library (clang's bundle entries
 # "hipv4-amdgcn-amd-amdhsa--gfx1151"; every other byte a line break, so each entry is a line of its own
 # whatever grep's -o does with several on one line). A Vulkan build has no HIP library and prints nothing: no
-# GPU-specific code, nothing to refuse. A compressed bundle (CCOB) hides its targets: left unlisted.
+# GPU-specific code, nothing to refuse. A library with compressed bundles (CCOB) is read by
+# engines/offload_bundles.py's reader in the image's python3; without one it is unreadable (refused).
+# STRIX_ARCH_ROOTS is never set in an image: it lets the tests run this very command on a folder.
 ARCH_LIST_COMMAND = [
     "sh",
     "-c",
-    "for f in $(find /app /usr/local /usr/lib /opt -type f -name 'libggml-hip*.so*' 2>/dev/null); do "
-    "t=$(tr -c 'a-z0-9-' '\\n' < \"$f\" | grep -E 'amdgcn-amd-amdhsa--gfx[0-9a-f]+$' | sed 's/.*--//' "
+    "for f in $(find ${STRIX_ARCH_ROOTS:-/app /usr/local /usr/lib /opt} -type f -name 'libggml-hip*.so*' "
+    "2>/dev/null); do "
+    'if grep -q CCOB "$f"; then '
+    'if command -v python3 >/dev/null 2>&1; then python3 -c "$1" "$f"; '
+    'else echo "$f: unreadable: its offload bundles are compressed (CCOB) and the image has no python3 '
+    'to read them"; fi; '
+    "else t=$(tr -c 'a-z0-9-' '\\n' < \"$f\" | grep -E 'amdgcn-amd-amdhsa--gfx[0-9a-f]+$' | sed 's/.*--//' "
     "| sort -u | tr '\\n' ' '); "
-    'if [ -n "$t" ] || ! grep -q CCOB "$f"; then echo "$f: ${t:-none}"; fi; done',
+    'echo "$f: ${t:-none}"; fi; done',
+    "sh",  # $0
+    offload_bundles.READER,  # $1: decompresses and reads a CCOB library
 ]
 # How older releases' command lines differ from today's (engines.base.flags_for_release): none in the
 # package index's window (b9093 … b11434): every flag the launchers pass (-m --alias -c -np -t

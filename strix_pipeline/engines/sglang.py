@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from strix_pipeline.config import ModelProfile
+from strix_pipeline.engines import offload_bundles
 from strix_pipeline.engines.base import (
     TORCH_ARCH_SNIPPET,
     DeviceMemory,
@@ -32,18 +33,16 @@ VERSION_PATH = "/get_server_info"
 VERSION_KEY = "version"
 # The image's compiled GPU targets, printed without a GPU (the architecture gate, hosts/image_checks.py):
 # PyTorch's, and sgl-kernel's code objects -- the CDNA tags' sgl-kernel exits on other targets (sglang
-# issue 27519). A compressed offload bundle (CCOB) hides its targets: such a library is left unlisted.
+# issue 27519), compressed offload bundles (CCOB) included (engines/offload_bundles.py).
 _SGL_KERNEL_SNIPPET = (
-    "import importlib.util, pathlib, re\n"
+    "import importlib.util, pathlib\n"
     "s = importlib.util.find_spec('sgl_kernel')\n"
     "for d in (s.submodule_search_locations or []) if s else []:\n"
     "    for so in sorted(pathlib.Path(d).rglob('*.so')):\n"
-    "        b = so.read_bytes()\n"
-    "        t = sorted({m.decode() for m in re.findall(rb'amdgcn-amd-amdhsa--(gfx[0-9a-f]+)', b)})\n"
-    "        if t or b'CCOB' not in b:\n"
-    "            print(f'sgl_kernel/{so.name}:', ' '.join(t) or 'none')\n"
+    "        report(str(so), f'sgl_kernel/{so.name}')\n"
 )
-ARCH_LIST_COMMAND = ["python3", "-c", TORCH_ARCH_SNIPPET + _SGL_KERNEL_SNIPPET]
+# the reader's own __main__ reads sys.argv, empty under -c: only its functions are used here
+ARCH_LIST_COMMAND = ["python3", "-c", TORCH_ARCH_SNIPPET + offload_bundles.READER + _SGL_KERNEL_SNIPPET]
 
 
 PROFILE_FLAGS = PoolFlags(

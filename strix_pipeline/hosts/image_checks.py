@@ -5,7 +5,8 @@
   archive API on a created, never started container: no shell in the image, no GPU needed.
 - :func:`check_arch`: the image was compiled for the host's GPU target (``gpu_target``, "gfx1151"):
   the engine's arch-list command (engines/<kind>.py ``ARCH_LIST_COMMAND``) runs in the image without
-  devices or network; a component that lacks the target refuses the run as "not built for gfx1151".
+  devices or network; a component that lacks the target refuses the run as "not built for gfx1151",
+  one whose targets cannot be read (a compressed offload bundle the image cannot decompress) too.
 
 Both raise :class:`EngineStartError` with status ``failed_guard`` (the engine was never tried).
 """
@@ -158,6 +159,13 @@ def check_arch(
     if not command:
         return None
     found = list_compiled_targets(client, image_ref, command, run_id=run_id)
+    if found.unreadable:
+        # an unread bundle may be exactly the one without the target: never a pass
+        parts = "; ".join(f"{name}: {why}" for name, why in found.unreadable.items())
+        raise EngineStartError(
+            "failed_guard",
+            f"cannot tell whether the image was built for {target}: {parts}; production was not stopped",
+        )
     missing = found.missing(target)
     if missing:
         parts = "; ".join(f"{name} has {' '.join(t) or 'no GPU target'}" for name, t in missing.items())
