@@ -14,8 +14,9 @@ Verdicts (:func:`verdict_of`), over the required criteria, the first that holds:
 
 Modules: ``evidence`` (the typed records judged), ``criteria`` (C1-C5, pure), ``verdict`` (the
 verdict on them, pure), ``outcome`` (the :class:`Decision` record), ``gather`` (the SQL and the
-history; :func:`evaluate`), ``replay`` (stored evaluations), ``report`` (markdown). More in
-docs/architecture.md.
+history; :func:`evaluate`), ``replay`` (stored evaluations), ``report`` (markdown), ``sentence``
+(the verdict as one sentence a person acts on: the page's, the feed's, the asset's and the
+webhook's). More in docs/architecture.md.
 """
 
 from strix_pipeline.analysis.decision.criteria import (
@@ -40,6 +41,7 @@ from strix_pipeline.analysis.decision.gather import (
     DECISION_RUNS_SQL,
     DECISION_TTFT_SQL,
     evaluate,
+    evidence_versions,
     gather_evidence,
 )
 from strix_pipeline.analysis.decision.outcome import Decision
@@ -51,6 +53,16 @@ from strix_pipeline.analysis.decision.replay import (
     stored_decision,
 )
 from strix_pipeline.analysis.decision.report import decision_markdown, format_value
+from strix_pipeline.analysis.decision.sentence import (
+    Wording,
+    criterion_title,
+    engine_name,
+    interval_text,
+    no_evaluation_sentence,
+    ratio_x,
+    verdict_sentence,
+    wording_of,
+)
 from strix_pipeline.analysis.decision.verdict import assess, judge, provisional, verdict_of
 
 __all__ = [
@@ -69,24 +81,33 @@ __all__ = [
     "REPRODUCED_FIELDS",
     "Decision",
     "Evidence",
+    "Wording",
     "ReleaseImage",
     "RunFacts",
     "SweepReading",
     "assess",
+    "criterion_title",
     "decision_differences",
     "decision_markdown",
+    "engine_name",
     "evaluate",
+    "evidence_versions",
     "format_value",
     "gather_evidence",
+    "interval_text",
     "judge",
     "memory_not_above_llamacpp",
+    "no_evaluation_sentence",
     "official_image_starts",
     "previous_decision",
     "provisional",
+    "ratio_x",
     "reproduce",
     "serves_gpt_oss_120b_mxfp4",
     "serves_medium_moe",
     "stored_decision",
     "ttft_p95_beats_llamacpp_at_5",
     "verdict_of",
+    "verdict_sentence",
+    "wording_of",
 ]

@@ -177,3 +177,14 @@ def evaluate(
     decision.previous_verdict = verdicts[previous] if previous else None
     decision.previous_statuses = dict(evaluations[previous]) if previous else {}
     return decision
+
+
+EVIDENCE_VERSIONS_SQL = "SELECT run_id, image_version FROM v_run_base WHERE list_contains(?, run_id)"
+
+
+def evidence_versions(wh: Warehouse, decision: Decision) -> dict[str, str | None]:
+    """run id -> image version of each run the decision's criteria cite (the sentence names them)."""
+    ids = sorted({r for c in decision.criteria for r in c.evidence_run_ids})
+    if not ids:
+        return {}
+    return {r["run_id"]: r["image_version"] for r in query_rows(wh, EVIDENCE_VERSIONS_SQL, [ids])}
