@@ -14,7 +14,15 @@ from strix_pipeline.analysis.charts import (
     support_matrix_rows,
     write_charts,
 )
-from strix_pipeline.analysis.decision import Decision, decision_markdown, evaluate, previous_decision
+from strix_pipeline.analysis.decision import (
+    Decision,
+    decision_markdown,
+    evaluate,
+    evidence_versions,
+    previous_decision,
+    verdict_sentence,
+    wording_of,
+)
 from strix_pipeline.analysis.notify import notify_changes, regression_alerts, webhook_url
 from strix_pipeline.bisection import advance_all, plan_bisections, steps_text, summary
 from strix_pipeline.report import write_report
@@ -329,7 +337,9 @@ def trend_charts(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg
         ),
     ],
     description=(
-        "Is it time to switch the Box from llama-server to vLLM? The five criteria (C1 official image "
+        "Is it time to switch the Box from llama-server to vLLM? `sentence`: the answer in one sentence (the "
+        "verdict, the criterion that decided it with its figure and interval, what would change it; the "
+        "weekly report's, its feed's and the webhook's too). The five criteria (C1 official image "
         "starts, C2 serves the medium MoE, C3 TTFT p95 at 5 clients beats llama-server, C4 serves "
         "gpt-oss-120b MXFP4, C5 memory not above llama-server) with value, threshold, CI, evidence run "
         "ids and digests. Verdict switch / evaluate / stay / unknown; never a silent pass or fail. "
@@ -347,7 +357,10 @@ def switch_decision(strix: StrixConfigResource, warehouse: WarehouseResource) ->
         changes = regression_alerts(wh, previous, decision)  # confirmed since `previous`: alerted
         n_history = wh.count("decisions")
         figures = decision_figures(wh, decision, config.decision.concurrency)
-    notified = notify_changes(previous, decision, changes, webhook_url(config))
+        # the week's answer in one sentence: the same as the report's, the feed's and the webhook's
+        wording = wording_of(config, decision, evidence_versions(wh, decision))
+    sentence = verdict_sentence(decision, wording)
+    notified = notify_changes(previous, decision, changes, webhook_url(config), wording=wording)
     out = config.artifacts_dir() / "decision.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(decision.to_json(), indent=2))
@@ -356,8 +369,9 @@ def switch_decision(strix: StrixConfigResource, warehouse: WarehouseResource) ->
     return dg.MaterializeResult(
         metadata={
             "verdict": decision.label,
+            "sentence": sentence,
             "reason": decision.reason,
-            "decision": dg.MetadataValue.md(decision_markdown(decision)),
+            "decision": dg.MetadataValue.md(f"{sentence}\n\n{decision_markdown(decision)}"),
             "evaluation_id": decision.evaluation_id,
             "dagster/row_count": n_history,
             "webhook_sent": notified,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from strix_pipeline.analysis.changepoints import confirmed_since, stored_changes
+from strix_pipeline.analysis.decision.sentence import Wording, verdict_sentence
 from strix_pipeline.config import StrixConfig
 
 if TYPE_CHECKING:
@@ -80,19 +81,23 @@ def new_regressions(changes: list[Change]) -> list[Change]:
     ]
 
 
-def notification_text(previous: Decision | None, current: Decision, changes: list[Change]) -> str | None:
-    """The message, or None when nothing changed that a person needs to hear about."""
+def notification_text(
+    previous: Decision | None, current: Decision, changes: list[Change], wording: Wording | None = None
+) -> str | None:
+    """The message, or None when nothing changed that a person needs to hear about. A verdict or a
+    criterion that moved is said with the decision's one sentence (the report's, the feed's)."""
     before, statuses = _previous_statuses(previous, current)
+    sentence = verdict_sentence(current, wording or Wording())
     lines: list[str] = []
     if before is not None and before != current.verdict:
-        lines.append(f"Switch decision on {current.host}: *{before} → {current.label}* ({current.reason})")
+        lines.append(f"Switch decision on {current.host}: *{before} → {current.label}* — {sentence}")
     moved = [
         (c.criterion, c.name, statuses[c.criterion], c.status, c.reason)
         for c in current.criteria
         if c.criterion in statuses and statuses[c.criterion] != c.status
     ]
     if moved and not lines:
-        lines.append(f"Switch decision on {current.host}: still *{current.label}*")
+        lines.append(f"Switch decision on {current.host}: still *{current.label}* — {sentence}")
     for cid, name, old, new, reason in moved:
         lines.append(f"• {cid} {name}: {old} → {new} — {reason}")
     regressions = new_regressions(changes)
@@ -128,13 +133,15 @@ def notify_changes(
     url: str | None,
     *,
     timeout_s: float = 10.0,
+    wording: Wording | None = None,
 ) -> bool:
     """POST a message when the verdict or a criterion changed or a confirmed regression appeared.
 
     Returns True only when a message was delivered (2xx). `previous` None: the current decision's own
     `previous_verdict` / `previous_statuses` (from the warehouse history) are compared instead.
+    ``wording``: how the message's sentence names the two sides (the engines and the version).
     """
-    text = notification_text(previous, current, changes)
+    text = notification_text(previous, current, changes, wording)
     if text is None:
         return False
     if not url:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from support.notify import NOW, Receiver, regression
 
-from strix_pipeline.analysis.decision import CRITERIA, Decision
+from strix_pipeline.analysis.decision import CRITERIA, Decision, Wording
 from strix_pipeline.analysis.notify import notification_text, notify_changes
 from strix_pipeline.records import CriterionResult
 
@@ -54,10 +54,13 @@ ALL = dict.fromkeys(CRITERIA, "pass")
 def test_verdict_change_posts_slack_json(receiver):
     prev = decision("evaluate", SEPT)
     cur = decision("switch", ALL)
-    assert notify_changes(prev, cur, [], receiver.url) is True
+    wording = Wording("vLLM", "llama-server", "0.32.0")
+    assert notify_changes(prev, cur, [], receiver.url, wording=wording) is True
     (body,) = receiver.bodies
     assert set(body) == {"text"}
     assert "evaluate → switch" in body["text"]
+    # said with the decision's one sentence (the report's), the sides named as the wording names them
+    assert "Switch to vLLM 0.32.0: every required criterion passes" in body["text"]
     assert "C4 serves_gpt_oss_120b_mxfp4: fail → pass" in body["text"]
 
 
