@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from strix_pipeline.report.gather import ReportData
+from strix_pipeline.report.gather import ReportData, verdict_changes
 from strix_pipeline.report.markup import local_time
 from strix_pipeline.report.names import FEED, INDEX, run_page, stable_key
 
@@ -38,21 +38,20 @@ def _utc(t: datetime) -> datetime:
 
 
 def verdict_entries(data: ReportData) -> list[Entry]:
+    """One entry per verdict change; its summary is the evaluation's one sentence where the warehouse
+    still holds its criteria."""
     out: list[Entry] = []
-    last: dict[str, str] = {}
-    for e in data.evaluations:
-        before = last.get(e.host)
-        last[e.host] = e.label
-        if before == e.label:
-            continue
+    for e, before in verdict_changes(data.evaluations):
         moved = f"moved from {before} to {e.label}" if before else f"gave its first verdict, {e.label}"
+        sentence = data.sentences.get(e.evaluation_id)
         out.append(
             Entry(
                 "verdict",
                 stable_key(e.evaluation_id),
                 f"Verdict on {e.host}: {e.label}",
                 _utc(e.evaluated_at),
-                f"The switch decision on host {e.host} {moved} (evaluation {e.evaluation_id}).",
+                (f"{sentence} " if sentence else "")
+                + f"The switch decision on host {e.host} {moved} (evaluation {e.evaluation_id}).",
                 f"{INDEX}#verdict",
             )
         )

@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from strix_pipeline.analysis.changepoints import Change, stored_changes
 from strix_pipeline.analysis.charts import support_matrix_rows
-from strix_pipeline.analysis.decision import Decision, previous_decision
+from strix_pipeline.analysis.decision import (
+    Decision,
+    Wording,
+    previous_decision,
+    stored_decision,
+    verdict_sentence,
+    wording_of,
+)
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.report.extras import ChangeExtras, change_extras
 
@@ -87,12 +94,49 @@ class ReportData:
     cells_first_run: dict[tuple[str, str, str | None, str], datetime]
     changes: list[Change]
     extras: dict[str, ChangeExtras] = field(default_factory=dict)
+    wording: Wording = field(default_factory=Wording)  # how the latest decision's sentence names its sides
+    # evaluation id -> its one sentence (verdict_sentence): the latest decision's and each verdict change's
+    sentences: dict[str, str] = field(default_factory=dict)
     _by_id: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
     def run(self, run_id: str) -> dict[str, Any] | None:
         if len(self._by_id) != len(self.runs):
             self._by_id = {r["run_id"]: r for r in self.runs}
         return self._by_id.get(run_id)
+
+
+def verdict_changes(evaluations: list[Evaluation]) -> list[tuple[Evaluation, str | None]]:
+    """(evaluation, the label before it) for each evaluation whose verdict differs from the one before
+    on its host (the first one too: before is None); the feed's entries, each with its sentence."""
+    out: list[tuple[Evaluation, str | None]] = []
+    last: dict[str, str] = {}
+    for e in evaluations:
+        before = last.get(e.host)
+        last[e.host] = e.label
+        if before != e.label:
+            out.append((e, before))
+    return out
+
+
+def _sentences(
+    wh: Warehouse,
+    config: StrixConfig,
+    latest: Decision | None,
+    changes: list[Evaluation],
+    versions: dict[str, Any],
+) -> dict[str, str]:
+    out = {}
+    for e in changes:
+        d = (
+            latest
+            if latest and latest.evaluation_id == e.evaluation_id
+            else stored_decision(wh, e.evaluation_id)
+        )
+        if d is not None:
+            out[e.evaluation_id] = verdict_sentence(d, wording_of(config, d, versions))
+    if latest is not None:
+        out[latest.evaluation_id] = verdict_sentence(latest, wording_of(config, latest, versions))
+    return out
 
 
 def _rows(wh: Warehouse, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
@@ -118,6 +162,9 @@ def gather(wh: Warehouse, config: StrixConfig, *, now: datetime | None = None) -
     except Exception as e:  # noqa: BLE001 - a warehouse without changes: none to show
         log.warning("could not read stored changes: %s", e)
         changes = []
+    runs = _rows(wh, REPORT_RUNS_SQL, [as_of])
+    versions = {r["run_id"]: r["image_version"] for r in runs}
+    evaluations = [Evaluation(**r) for r in _rows(wh, REPORT_VERDICTS_SQL, [as_of])]
     return ReportData(
         as_of=as_of,
         timezone=config.project.timezone,
@@ -125,8 +172,8 @@ def gather(wh: Warehouse, config: StrixConfig, *, now: datetime | None = None) -
         concurrency=config.decision.concurrency,
         decision=decision,
         previous=previous,
-        evaluations=[Evaluation(**r) for r in _rows(wh, REPORT_VERDICTS_SQL, [as_of])],
-        runs=_rows(wh, REPORT_RUNS_SQL, [as_of]),
+        evaluations=evaluations,
+        runs=runs,
         figures=figures,
         matrix=support_matrix_rows(wh),
         cells_first_run={
@@ -135,4 +182,6 @@ def gather(wh: Warehouse, config: StrixConfig, *, now: datetime | None = None) -
         },
         changes=changes,
         extras=change_extras(wh),
+        wording=wording_of(config, decision, versions),
+        sentences=_sentences(wh, config, decision, [e for e, _ in verdict_changes(evaluations)], versions),
     )

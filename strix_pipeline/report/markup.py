@@ -35,7 +35,30 @@ td a,.nowrap{white-space:nowrap}
 pre{white-space:pre-wrap;word-break:break-all;border:1px solid var(--line);padding:.5rem;overflow-x:auto}
 .chart{margin:1rem 0 2rem}
 h2{border-bottom:2px solid var(--line);padding-bottom:.2rem;margin-top:2.5rem}
-@media (max-width:40rem){body{padding:0 .5rem 2rem}.verdict{font-size:1.15rem}}
+.verdict-sentence{font-size:1.3rem;line-height:1.4;font-weight:600;max-width:60rem;margin:.5rem 0 1rem}
+table.criteria{width:100%;table-layout:fixed}
+.criteria td{overflow-wrap:anywhere}
+.criteria td a{white-space:normal}
+.criteria .c-1{overflow-wrap:normal}
+/* the forest plot is as wide as its box: vega-embed makes its box inline-block, so as wide as the plot */
+#chart-forest{display:block;width:100%}
+@media (min-width:60.01rem){
+.criteria .c-0{width:15rem}.criteria .c-1{width:6.5rem}.criteria .c-2,.criteria .c-3{width:6.5rem}
+.criteria .c-4{width:9rem}.criteria .c-6{width:11rem}
+.criteria tr.status-fail .c-1{border-left:4px solid #c62828}
+.criteria tr.status-pass .c-1{border-left:4px solid #2e7d32}
+}
+/* a narrow screen: each criterion a card, each cell labelled, nothing left out */
+@media (max-width:60rem){
+table.criteria,.criteria tbody,.criteria tr,.criteria td{display:block;width:auto}
+.criteria thead{display:none}
+.criteria tr{border:2px solid var(--line);margin:0 0 1rem;padding:.5rem .75rem}
+.criteria tr.status-fail{border-left:6px solid #c62828}.criteria tr.status-pass{border-left:6px solid #2e7d32}
+.criteria td{border:0;padding:.15rem 0}
+.criteria td::before{content:attr(data-label) ": ";font-weight:600;color:var(--muted)}
+.criteria td.c-0::before{content:none}
+}
+@media (max-width:40rem){body{padding:0 .5rem 2rem}.verdict{font-size:1.15rem}.verdict-sentence{font-size:1.1rem}}
 """
 
 

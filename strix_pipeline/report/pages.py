@@ -1,5 +1,5 @@
-"""The site's pages as HTML text: the index (verdict, news, charts, matrix, latest figures) and one page
-per run. Every value from the warehouse passes through :func:`esc`; every link is a file of the site."""
+"""The site's pages as HTML text: the index (the week's answer in one sentence, the verdict with its
+criteria and their comparisons drawn, news, charts, matrix, latest figures) and one page per run. Every value from the warehouse passes through :func:`esc`; every link is a file of the site."""
 
 from __future__ import annotations
 
@@ -8,8 +8,17 @@ from typing import Any
 
 from strix_pipeline.analysis.changepoints import Change
 from strix_pipeline.analysis.charts.page import csp_hash, vega_bundle
-from strix_pipeline.analysis.decision import format_value
+from strix_pipeline.analysis.decision import (
+    Decision,
+    criterion_title,
+    engine_name,
+    format_value,
+    no_evaluation_sentence,
+    verdict_sentence,
+)
+from strix_pipeline.records import CriterionResult
 from strix_pipeline.report.charts import BOOT_JS, ReportChart
+from strix_pipeline.report.forest import criterion_rows, forest_chart
 from strix_pipeline.report.gather import ReportData
 from strix_pipeline.report.markup import esc, link, local_time, memory, number, page, table, with_interval
 from strix_pipeline.report.names import FEED, INDEX, run_page
@@ -52,6 +61,81 @@ def _when(data: ReportData, t: Any, fmt: str = "%Y-%m-%d %H:%M %Z") -> str:
 # ---- index ---------------------------------------------------------------------------------------
 
 
+def _digest(d: str | None) -> str:
+    """``cfa440166137``: enough of a digest to tell two apart (the run's page has it whole)."""
+    return (d or "").split(":")[-1][:12]
+
+
+def _evidence_link(data: ReportData, run_id: str) -> str:
+    """A run the criterion cites as a short link: engine, version and digest; its id in the title."""
+    r = data.run(run_id)
+    if r is None:  # a run this warehouse no longer holds: named, not linked
+        return f"<span class='muted'>{esc(run_id)}</span>"
+    text = f"{engine_name(r['engine'])} {r['image_version'] or ''}".strip()
+    digest = f" · {_digest(r['image_digest'])}" if r["image_digest"] else ""
+    return (
+        f"<a href='{esc(run_page(run_id))}' title='run {esc(run_id)}, image {esc(r['image_digest'])}'>"
+        f"{esc(text + digest)}</a>"
+    )
+
+
+CRITERIA_COLUMNS = ("criterion", "status", "figure", "threshold", "95 % interval", "reason", "evidence")
+
+
+def _criterion_row(data: ReportData, c: CriterionResult) -> str:
+    """One criterion: a table row on a wide screen, a card on a narrow one (each cell labelled)."""
+    interval = (
+        f"{format_value(c.ci_low, c.unit)} – {format_value(c.ci_high, c.unit)}"
+        if c.ci_low is not None and c.ci_high is not None
+        else "–"
+    )
+    held = (
+        f"<br><span class='muted'>held since {_when(data, c.first_held_at, '%Y-%m-%d')}</span>"
+        if c.first_held_at
+        else ""
+    )
+    evidence = "<br>".join(_evidence_link(data, r) for r in c.evidence_run_ids) or "–"
+    cells = [
+        f"<strong>{esc(c.criterion)}</strong> {esc(criterion_title(c.criterion, data.wording))}"
+        f"<br><span class='muted'><code>{esc(c.name)}</code> · {'required' if c.required else 'not required'}</span>{held}",
+        f"<strong class='status'>{esc(c.status)}</strong>",
+        f"<strong>{esc(format_value(c.value, c.unit))}</strong>",
+        esc(format_value(c.threshold, c.unit)),
+        esc(interval),
+        esc(c.reason),
+        evidence,
+    ]
+    tds = "".join(
+        f"<td data-label='{esc(label)}' class='c-{i}'>{cell}</td>"
+        for i, (label, cell) in enumerate(zip(CRITERIA_COLUMNS, cells, strict=True))
+    )
+    return f"<tr class='criterion status-{esc(c.status)}' data-criterion='{esc(c.criterion)}'>{tds}</tr>"
+
+
+def _criteria(data: ReportData, d: Decision) -> str:
+    head = "".join(f"<th scope='col' class='c-{i}'>{esc(h)}</th>" for i, h in enumerate(CRITERIA_COLUMNS))
+    rows = "".join(_criterion_row(data, c) for c in d.criteria)
+    return f"<table class='criteria'><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def _forest(data: ReportData) -> str:
+    held = {r["run_id"]: r["held_bytes"] for r in data.runs}
+    chart = forest_chart(criterion_rows(data.decision, held, data.wording))
+    note = f"<p class='muted'>{esc(chart.note)}</p>" if chart.note else ""
+    return f"<div class='chart'><h3 id='forest'>{esc(chart.title)}</h3>{note}{chart.html()}</div>"
+
+
+def _sentence(data: ReportData) -> str:
+    """The answer under the title: one sentence per host (the report's decision host)."""
+    d = data.decision
+    text = (
+        data.sentences.get(d.evaluation_id) or verdict_sentence(d, data.wording)
+        if d
+        else no_evaluation_sentence(data.host, data.wording)
+    )
+    return f"<p class='verdict-sentence' id='verdict-sentence' data-host='{esc(data.host)}'>{esc(text)}</p>"
+
+
 def _verdict(data: ReportData) -> str:
     d = data.decision
     if d is None:
@@ -59,51 +143,15 @@ def _verdict(data: ReportData) -> str:
             "<section id='verdict' aria-labelledby='verdict-h'><h2 id='verdict-h'>Verdict</h2>"
             f"<p class='verdict'>No evaluation of host {esc(data.host)} yet: <strong>unknown</strong></p></section>"
         )
-    rows = []
-    for c in d.criteria:
-        ci = (
-            f"{esc(format_value(c.ci_low, c.unit))} – {esc(format_value(c.ci_high, c.unit))}"
-            if c.ci_low is not None and c.ci_high is not None
-            else "–"
-        )
-        evidence = ", ".join(_run_link(data, r) for r in c.evidence_run_ids) or "–"
-        rows.append(
-            [
-                esc(c.criterion),
-                esc(c.name),
-                "yes" if c.required else "no",
-                f"<strong>{esc(c.status)}</strong>",
-                esc(format_value(c.value, c.unit)),
-                esc(format_value(c.threshold, c.unit)),
-                ci,
-                f"<span class='nowrap'>{_when(data, c.first_held_at, '%Y-%m-%d')}</span>"
-                if c.first_held_at
-                else "–",
-                evidence,
-                esc(c.reason),
-            ]
-        )
     return (
         "<section id='verdict' aria-labelledby='verdict-h'><h2 id='verdict-h'>Verdict</h2>"
         f"<p class='verdict'>Verdict on host {esc(d.host)}: <strong id='verdict-value'>{esc(d.label)}</strong>"
         f"<br><span class='muted'>evaluated <time id='verdict-date' datetime='{esc(d.evaluated_at.isoformat())}'>"
         f"{_when(data, d.evaluated_at)}</time> · evaluation {esc(d.evaluation_id)}</span></p>"
-        f"<p>{esc(d.reason)}</p>"
-        + table(
-            [
-                "id",
-                "criterion",
-                "required",
-                "status",
-                "value",
-                "threshold",
-                "95 % CI",
-                "first held",
-                "evidence",
-                "reason",
-            ],
-            rows,
-        )
+        + (f"<p>{esc(d.reason)}</p>" if d.reason else "")
+        + "<h3>The five criteria</h3>"
+        + _criteria(data, d)
+        + _forest(data)
         + "</section>"
     )
 
@@ -375,7 +423,7 @@ def index_html(data: ReportData, since: Since, charts: list[ReportChart]) -> str
     )
     body = (
         "<a class='skip' href='#verdict'>Skip to the verdict</a>"
-        f"<header><h1>{esc(title)}</h1><p class='muted'>Written {_when(data, data.as_of)} from the warehouse; "
+        f"<header><h1>{esc(title)}</h1>{_sentence(data)}<p class='muted'>Written {_when(data, data.as_of)} from the warehouse; "
         f"times in {esc(data.timezone)}.</p>{nav}</header><main>"
         + _verdict(data)
         + _news(data, since)

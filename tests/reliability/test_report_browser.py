@@ -1,7 +1,11 @@
 """The weekly report opened in a real headless Chromium (the system's, driven by Playwright): it loads
 from its file with no console error and no request outside the site, shows the warehouse's verdict
 and date, every link it has (the HTML's and the charts' SVG's) is a file of the site, a run page shows
-its command line, and no string from the warehouse runs as script (each payload would mark <html>)."""
+its command line, and no string from the warehouse runs as script (each payload would mark <html>).
+
+At 1280 and 390 pixels (issue 36), on the seeded history and on a `make run`-like stay: the verdict
+sentence is under the title, each criterion is a row (a card on the phone) with its reason in full, the
+forest plot drew, and nothing is wider than the screen outside a box that scrolls on its own."""
 
 from __future__ import annotations
 
@@ -12,8 +16,17 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from conftest import need
 from playwright.sync_api import sync_playwright
-from support.report_seed import LLAMA_COMMAND, REPORT_AT, SCRIPT, report_warehouse
+from support.report_seed import (
+    DRIFT,
+    LLAMA_COMMAND,
+    REPORT_AT,
+    SCRIPT,
+    history_warehouse,
+    make_run_warehouse,
+    report_warehouse,
+)
 
+from strix_pipeline.analysis.decision import previous_decision
 from strix_pipeline.report import run_page, write_report
 from strix_pipeline.report.markup import local_time
 
@@ -47,11 +60,11 @@ class Visit:
     """One page opened with every console message, page error and request recorded; anything not a
     file of ``site`` is refused before it leaves."""
 
-    def __init__(self, browser, site: Path, page_file: Path) -> None:
+    def __init__(self, browser, site: Path, page_file: Path, *, width: int = 390) -> None:
         self.site = site.resolve()
         self.errors: list[str] = []
         self.outside: list[str] = []
-        self.context = browser.new_context(viewport={"width": 390, "height": 800})
+        self.context = browser.new_context(viewport={"width": width, "height": 800})
         self.page = self.context.new_page()
         self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
@@ -129,3 +142,120 @@ def test_the_report_opens_offline_with_the_warehouses_verdict_and_links_inside(
     assert "onerror=" in hostile.page.locator("main").inner_text()
     assert hostile.errors == [] and hostile.outside == []
     hostile.close()
+
+
+# ---- layout: the answer first, readable at a desktop's and a phone's width (issue 36) -----------------
+
+WIDTHS = (1280, 390)
+# Every element that sticks out of the viewport and is not inside a box that scrolls on its own
+# (a wide table of runs or a trend chart may scroll in its box; the page itself never sideways); a
+# box in the header or the verdict that scrolls sideways (the answer and its criteria are read whole);
+# a criterion row or card whose edge or content leaves the viewport or its own box.
+OVERFLOW = """() => {
+  const vw = document.documentElement.clientWidth, out = [];
+  const name = el => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
+      (el.className && typeof el.className === 'string' ? '.' + el.className.split(' ').join('.') : '');
+  const inScrollBox = el => {
+    for (let a = el.parentElement; a && a !== document.body; a = a.parentElement) {
+      if (['auto', 'scroll', 'hidden'].includes(getComputedStyle(a).overflowX)) return true;
+    }
+    return false;
+  };
+  if (document.documentElement.scrollWidth > vw)
+    out.push(`document: scrollWidth ${document.documentElement.scrollWidth} > clientWidth ${vw}`);
+  for (const el of document.body.querySelectorAll('*')) {
+    if (el.closest('.skip')) continue;  // the skip link waits off screen until it is focused
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 && r.height === 0) continue;  // not drawn (a closed <details>, a script)
+    if ((r.right > vw + 1 || r.left < -1) && !inScrollBox(el))
+      out.push(`${name(el)}: ${Math.round(r.left)}..${Math.round(r.right)} outside 0..${vw}`);
+  }
+  // the answer and its criteria are read without scrolling anything sideways
+  for (const el of document.querySelectorAll('header *, #verdict, #verdict *')) {
+    const o = getComputedStyle(el).overflowX;
+    if (['auto', 'scroll', 'hidden'].includes(o) && el.scrollWidth > el.clientWidth + 1)
+      out.push(`${name(el)} in the verdict scrolls sideways: ${el.scrollWidth} in ${el.clientWidth}`);
+  }
+  for (const row of document.querySelectorAll('[data-criterion]')) {
+    const r = row.getBoundingClientRect();
+    if (r.right > vw + 1 || r.left < -1)
+      out.push(`criterion ${row.dataset.criterion}: ${Math.round(r.left)}..${Math.round(r.right)} outside 0..${vw}`);
+    for (const cell of row.children) {
+      if (cell.scrollWidth > cell.clientWidth + 1)
+        out.push(`criterion ${row.dataset.criterion} ${name(cell)}: content ${cell.scrollWidth} wider than ${cell.clientWidth}`);
+    }
+  }
+  return out;
+}"""
+FOREST_MARKS = """() => {
+  const svg = document.querySelector('#chart-forest svg.marks');
+  if (!svg) return -1;
+  // drawn: marks in a plot of some width (a chart sized to a box of no width draws nothing visible)
+  if (svg.getBoundingClientRect().width < 200) return 0;
+  return svg.querySelectorAll('.mark-symbol path, .mark-rule line').length;
+}"""
+
+
+@pytest.fixture(scope="module")
+def layout_sites(tmp_path_factory) -> dict[str, tuple[Path, list]]:
+    """Two reports: the seeded history (a bisected regression, host drift, a verdict that moved) and a
+    `make run`-like stay (C3 2.9x, C5 failed); each with its latest decision's criteria."""
+    out = {}
+    for kind, build in (("history", history_warehouse), ("make_run", make_run_warehouse)):
+        root = tmp_path_factory.mktemp(kind)
+        wh, cfg = build(root / "w.duckdb")
+        with wh:
+            write_report(wh, cfg, root / "site", now=REPORT_AT)
+            criteria = previous_decision(wh, cfg.decision.host).criteria
+        out[kind] = (root / "site", criteria)
+    return out
+
+
+@pytest.mark.chromium
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("kind", ["history", "make_run"])
+def test_the_report_reads_at_a_desktops_and_a_phones_width(
+    browser, layout_sites, kind: str, width: int
+) -> None:
+    site, criteria = layout_sites[kind]
+    visit = Visit(browser, site, site / "index.html", width=width)
+    page = visit.page
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('script.strix-chart')].every("
+        "s => document.getElementById(s.dataset.target).querySelector('svg.marks'))",
+        timeout=60_000,
+    )
+    problems = []
+    sentences = page.locator(".verdict-sentence")
+    if sentences.count() != 1:
+        problems.append(f"{sentences.count()} verdict sentences under the title, not one (one host)")
+    else:
+        text = sentences.first.inner_text()
+        want = {"history": "Evaluate vLLM", "make_run": "Stay on llama-server"}[kind]
+        if not text.startswith(want):
+            problems.append(f"the verdict sentence does not open with {want!r}: {text!r}")
+        if kind == "make_run" and "2.9× llama-server's (95 % interval 2.6–3.3×)" not in text:
+            problems.append(f"the sentence lacks C3's figure and interval: {text!r}")
+    rows = page.locator("[data-criterion]")
+    if rows.count() != len(criteria):
+        problems.append(f"{rows.count()} criterion rows, not {len(criteria)}")
+    for c in criteria:  # each reason in full, inside its own row
+        row = page.locator(f"[data-criterion='{c.criterion}']")
+        if row.count() == 1 and c.reason not in " ".join(row.inner_text().split()):
+            problems.append(f"{c.criterion}'s reason is not shown in full")
+    if width < 600 and rows.count():
+        shown = page.evaluate(
+            "() => [...document.querySelectorAll('[data-criterion]')].map(r => getComputedStyle(r).display)"
+        )
+        if any(d.startswith("table") for d in shown):
+            problems.append(f"at {width} px the criteria are still table rows, not cards: {shown}")
+    if kind == "history":  # the seed's bisection and host drift are on the page being measured
+        news = page.locator("#changes").inner_text()
+        assert DRIFT in news and "server-rocm-b6450" in news
+    marks = page.evaluate(FOREST_MARKS)
+    if marks <= 0:
+        problems.append("the forest plot did not draw" if marks == 0 else "no forest plot (#chart-forest)")
+    problems += page.evaluate(OVERFLOW)
+    assert visit.errors == [] and visit.outside == []
+    visit.close()
+    assert problems == [], "\n".join(problems)

@@ -1,6 +1,7 @@
 """A warehouse for the weekly report's tests (helpers only): the September 2026 runs with their command
 lines and log tails, two evaluations whose verdict moved, a confirmed regression, and optionally runs
-whose every shown field carries a payload that would mark <html> if it ever ran as script."""
+whose every shown field carries a payload that would mark <html> if it ever ran as script; with a
+bisection and host drift (``history_warehouse``); and a `make run`-like stay (``make_run_warehouse``)."""
 
 from __future__ import annotations
 
@@ -109,4 +110,79 @@ def report_warehouse(path: Path, *, hostile: bool = False) -> tuple[Warehouse, S
     wh.load_runs([r for r in runs if r.run.engine != "llamacpp"] + (hostile_runs() if hostile else []))
     wh.save_decision(evaluate(wh, cfg, now=SECOND_EVAL).criteria)
     wh.save_changes([regression(SCRIPT if hostile else "server-rocm-b6500")])
+    return wh, cfg
+
+
+# issue 26's facts on a change: its bisection found the first release, and a second regression the
+# canary blames on the host (tests/unit/report/test_report_extras.py, the layout test)
+BISECTION = """
+INSERT INTO bisections VALUES (?, ?, 'strix-halo', 'llamacpp', 'fp', 'ttft_p95_ms', 'concurrency_sweep', 5,
+  'server-rocm-b6400', 'server-rocm-b6500', '[]', 'found', 'server-rocm-b6450', 'server-rocm-b6425', NULL,
+  3, 6, 'first release showing the step', ?, ?)
+"""
+DRIFT = "canary b6000 moved +11.0 % in the same window"
+
+
+def history_warehouse(path: Path) -> tuple[Warehouse, StrixConfig]:
+    """``report_warehouse`` with a bisected regression and a second one labelled host drift."""
+    wh, cfg = report_warehouse(path)
+    wh.save_changes([regression("server-rocm-b6600")])
+    ids = {c.version_after: c.change_id for c in wh.list_changes()}
+    wh.con.execute(BISECTION, ["b1", ids["server-rocm-b6500"], SEPT, SEPT + timedelta(hours=1)])
+    wh.con.execute("UPDATE changes SET host_drift = ? WHERE change_id = ?", [DRIFT, ids["server-rocm-b6600"]])
+    return wh, cfg
+
+
+# `make run`'s shape on the embedded host: vLLM 0.32.0 (CPU) against llama-server b11434 on Gemma 3
+# 270M, C2 and C4 not required there; vLLM is slower (C3 fails) and holds more (C5 fails): stay
+MAKE_RUN_AT = SEPT + timedelta(hours=1)
+MAKE_RUN_IDS = ("local-vllm-gemma3-270m-bf16-f7f83613", "local-llamacpp-gemma3-270m-q4_k_m-2b9d0c11")
+NOT_ON_CPU = "a CPU host does not serve the medium MoE or gpt-oss-120b models"
+
+
+def make_run_config() -> StrixConfig:
+    cfg = make_config("local", required=["C1", "C3", "C5"], not_required_because=NOT_ON_CPU)
+    return cfg.model_copy(update={"project": cfg.project.model_copy(update={"timezone": ZONE})})
+
+
+def make_run_warehouse(path: Path) -> tuple[Warehouse, StrixConfig]:
+    """A writable warehouse holding a `make run`-like evaluation: stay, C3's ratio near 2.9x."""
+    cfg = make_run_config()
+    vllm = run_record(
+        MAKE_RUN_IDS[0],
+        "vllm",
+        host="local",
+        repo="vllm/vllm-openai-rocm",
+        tag="v0.32.0",
+        version="0.32.0",
+        profile="gemma3-270m",
+        quant="BF16",
+        held_gib=6.6,
+        digest="sha256:cfa440166137" + "0" * 52,
+        started_at=SEPT,
+    )
+    llama = run_record(
+        MAKE_RUN_IDS[1],
+        "llamacpp",
+        host="local",
+        repo=None,
+        tag=None,
+        version="b11434",
+        sort_key="b11434",
+        profile="gemma3-270m",
+        quant="Q4_K_M",
+        held_gib=0.5,
+        digest="sha256:a4b7c94c123c" + "0" * 52,
+        started_at=SEPT - timedelta(minutes=10),
+    )
+    vllm.launch_command = "vllm serve /m/gemma3-270m --port 18000"
+    llama.launch_command = "llama-server --model /m/gemma3-270m.gguf --port 18080"
+    wh = Warehouse.open(path)
+    wh.load_runs(
+        [
+            run_result(vllm, ttft5=(864.0, 830.0, 900.0), n5=90, sigma5=0.12),
+            run_result(llama, ttft5=(300.0, 296.0, 305.0), n5=90, sigma5=0.05),
+        ]
+    )
+    wh.save_decision(evaluate(wh, cfg, now=MAKE_RUN_AT).criteria)
     return wh, cfg

@@ -8,16 +8,10 @@ from datetime import timedelta
 from pathlib import Path
 
 from support.decision_seed import SEPT
-from support.report_seed import REPORT_AT, regression, report_warehouse
+from support.report_seed import BISECTION, REPORT_AT, regression, report_warehouse
 
 from strix_pipeline.report import write_report
 from strix_pipeline.report.extras import change_extras
-
-BISECTION = """
-INSERT INTO bisections VALUES (?, ?, 'strix-halo', 'llamacpp', 'fp', 'ttft_p95_ms', 'concurrency_sweep', 5,
-  'server-rocm-b6400', 'server-rocm-b6500', '[]', 'found', 'server-rocm-b6450', 'server-rocm-b6425', NULL,
-  3, 6, 'first release showing the step', ?, ?)
-"""
 
 
 def test_a_bisected_release_and_host_drift_are_shown_where_the_warehouse_has_them(tmp_path: Path) -> None:

@@ -122,7 +122,7 @@ def test_each_chart_point_opens_its_runs_page(tmp_path: Path) -> None:
     with wh:
         site = write_report(wh, cfg, tmp_path / "site", now=REPORT_AT)
     specs = _chart_specs(site.index)
-    assert len(specs) == 7
+    assert len(specs) == 8  # the verdict's forest plot, then the seven trend charts
     hrefs = set()
     linked_marks: list[str] = []
 
@@ -148,7 +148,7 @@ def test_each_chart_point_opens_its_runs_page(tmp_path: Path) -> None:
         walk(spec)
     assert hrefs and all((tmp_path / "site" / h).is_file() for h in hrefs)
     assert "point" in linked_marks and "rule" in linked_marks
-    ttft = json.dumps(specs[0])
+    ttft = json.dumps(specs[1])
     assert '"href": {"field": "href", "type": "nominal"}' in ttft
 
 

@@ -1,0 +1,140 @@
+"""The week's comparisons drawn as a forest plot: one row per ratio (candidate / baseline) with its
+interval, the line at 1.0 (equal) and each row's threshold (issue 36).
+
+The chart's data is a plain list of :class:`ForestRow`: the criteria give C3's TTFT ratio and C5's
+memory ratio today; a paired comparison (different / same / unknown) is one more row with its
+``verdict``, drawn the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import altair as alt
+
+from strix_pipeline.analysis.charts.marks import STATUS_COLORS, note_chart
+from strix_pipeline.analysis.decision import Decision, Wording, ratio_x
+from strix_pipeline.report.charts import ReportChart, linked
+
+TITLE = "The week's comparisons: candidate / baseline, with 95 % intervals"
+ROW_HEIGHT = 44
+# a paired comparison's verdicts beside the criteria's statuses, each with a colour (the word is drawn too)
+VERDICT_COLORS = {**STATUS_COLORS, "different": "#c62828", "same": "#2e7d32"}
+
+
+@dataclass(frozen=True)
+class ForestRow:
+    label: str  # short: the axis shows it whole
+    ratio: float  # candidate / baseline
+    low: float | None  # its interval (None: a single figure, e.g. memory held)
+    high: float | None
+    threshold: float | None  # the ratio the verdict is judged against
+    verdict: str | None = None  # a criterion's pass/fail/unknown, or a comparison's different/same/unknown
+    detail: str = ""  # the figures behind it (the tooltip)
+    run_id: str | None = None  # the candidate's run: the point opens its page
+
+
+def criterion_rows(d: Decision | None, held: Mapping[str, float | None], w: Wording) -> list[ForestRow]:
+    """C3's TTFT ratio and, where both runs have a held figure (``held``: run id -> bytes), C5's
+    memory ratio, each with the criterion's status as its verdict."""
+    if d is None:
+        return []
+    by_id = {c.criterion: c for c in d.criteria}
+    rows = []
+    c3 = by_id.get("C3")
+    if c3 is not None and c3.value is not None and c3.value > 0:
+        ci = (
+            f", 95 % interval {ratio_x(c3.ci_low)}–{ratio_x(c3.ci_high)}×" if c3.ci_low and c3.ci_high else ""
+        )
+        rows.append(
+            ForestRow(
+                label=f"C3 TTFT p95 at {w.concurrency}",
+                ratio=c3.value,
+                low=c3.ci_low if c3.ci_low and c3.ci_high else None,
+                high=c3.ci_high if c3.ci_low and c3.ci_high else None,
+                threshold=c3.threshold,
+                verdict=c3.status,
+                detail=f"{w.candidate} / {w.baseline_engine}: {ratio_x(c3.value)}×{ci}",
+                run_id=c3.evidence_run_ids[0] if c3.evidence_run_ids else None,
+            )
+        )
+    c5 = by_id.get("C5")
+    if c5 is not None and c5.value is not None and c5.threshold is not None and len(c5.evidence_run_ids) == 2:
+        base = held.get(c5.evidence_run_ids[1])
+        if base:
+            rows.append(
+                ForestRow(
+                    label="C5 memory held",
+                    ratio=c5.value / base,
+                    low=None,
+                    high=None,
+                    threshold=c5.threshold / base,
+                    verdict=c5.status,
+                    detail=f"{w.candidate} / {w.baseline_engine}: {ratio_x(c5.value / base)}× held after load",
+                    run_id=c5.evidence_run_ids[0],
+                )
+            )
+    return rows
+
+
+def _domain(rows: list[ForestRow]) -> list[float]:
+    """A log axis around every figure, 1.0 and the thresholds, with room either side."""
+    xs = [1.0] + [v for r in rows for v in (r.ratio, r.low, r.high, r.threshold) if v and v > 0]
+    return [min(xs) / 1.3, max(xs) * 1.3]
+
+
+def forest_spec(rows: list[ForestRow]) -> dict[str, Any]:
+    """The Vega-Lite spec (Altair) of ``rows``: an interval rule, the figure's point, the threshold's
+    tick on each row, the line at 1.0, and the verdict word beside each point where there is one."""
+    if not rows:
+        return note_chart(TITLE, "no comparison measured this week").to_dict()
+    # the word beside each point: its figure and, where the row has one, its verdict (no colour needed)
+    records = [
+        asdict(r) | {"verdict_text": f"{ratio_x(r.ratio)}×" + (f" · {r.verdict}" if r.verdict else "")}
+        for r in rows
+    ]
+    data = alt.Data(values=records)
+    x_scale = alt.Scale(type="log", domain=_domain(rows))
+    y = alt.Y("label:N", sort=None, title=None, axis=alt.Axis(labelLimit=200, labelFontSize=12))
+    x = alt.X("ratio:Q", scale=x_scale, title="candidate / baseline (log scale)")
+    color = alt.Color(
+        "verdict:N",
+        scale=alt.Scale(domain=list(VERDICT_COLORS), range=list(VERDICT_COLORS.values())),
+        legend=None,
+    )
+    tooltip = ["label:N", "detail:N", "verdict:N", alt.Tooltip("threshold:Q", format=".2f")]
+    layers = [
+        alt.Chart(alt.Data(values=[{"one": 1.0}]))
+        .mark_rule(color="#999", strokeWidth=1)
+        .encode(x=alt.X("one:Q", scale=x_scale)),
+        alt.Chart(data)
+        .transform_filter("isValid(datum.low) && isValid(datum.high)")
+        .mark_rule(strokeWidth=3)
+        .encode(x=alt.X("low:Q", scale=x_scale), x2="high:Q", y=y, color=color),
+        alt.Chart(data)
+        .transform_filter("isValid(datum.threshold)")
+        .mark_tick(thickness=3, size=ROW_HEIGHT * 0.7, color="#111")
+        .encode(x=alt.X("threshold:Q", scale=x_scale), y=y, tooltip=tooltip),
+        alt.Chart(data)
+        .mark_point(filled=True, size=90, shape="diamond")
+        .encode(x=x, y=y, color=color, tooltip=tooltip),
+        alt.Chart(data)
+        .mark_text(dy=-13, fontSize=11, color="#111")
+        .encode(x=x, y=y, text=alt.Text("verdict_text:N")),
+    ]
+    # as wide as its box (a phone's too): the page never scrolls sideways for it
+    # (the title is the page's heading: a chart title does not wrap on a phone)
+    chart = alt.layer(*layers).properties(width="container", height=ROW_HEIGHT * len(rows) + 10)
+    return chart.to_dict()
+
+
+def forest_chart(rows: list[ForestRow]) -> ReportChart:
+    note = (
+        "Each row is a ratio with its interval; the grey line is 1.0 (equal), the black tick on a row "
+        "its threshold. A point opens its candidate run's page."
+    )
+    if not rows:
+        note = "no comparison measured this week"
+    return ReportChart("forest", TITLE, note, linked(forest_spec(rows)))
