@@ -125,6 +125,8 @@ def _sentences(
     changes: list[Evaluation],
     versions: dict[str, Any],
 ) -> dict[str, str]:
+    """evaluation id -> its one sentence: the latest decision's and each of ``changes``' (read back
+    from the warehouse; an evaluation it no longer holds has none, and its feed entry says less)."""
     out = {}
     for e in changes:
         d = (
