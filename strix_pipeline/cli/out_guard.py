@@ -51,6 +51,8 @@ def check_out(args: argparse.Namespace) -> str | None:
     for place, what in protected(args):
         if within(out, place):
             return f"--out {out}: that is {what} ({place}); choose another file"
+    if out.is_symlink():  # checked again when the file is written (strix_pipeline.safe_write)
+        return f"--out {out}: is a symbolic link; strix writes no file through a link"
     if out.is_dir():
         return f"--out {out}: is a directory; give a file name"
     if not out.resolve().parent.is_dir():

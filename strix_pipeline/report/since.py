@@ -13,6 +13,7 @@ from typing import Any
 from strix_pipeline.analysis.changepoints import Change
 from strix_pipeline.report.gather import ReportData
 from strix_pipeline.report.names import STATE
+from strix_pipeline.safe_write import write_file
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,9 @@ def read_seen(out_dir: Path) -> Seen | None:
 
 
 def write_seen(out_dir: Path, seen: Seen) -> None:
-    (out_dir / STATE).write_text(json.dumps(asdict(seen), indent=1))
+    # no link followed (an earlier report's folder may hold one): strix_pipeline.safe_write
+    text = json.dumps(asdict(seen), indent=1).encode()
+    write_file(out_dir / STATE, lambda f: f.write(text))
 
 
 @dataclass

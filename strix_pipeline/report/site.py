@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from strix_pipeline.config import StrixConfig
@@ -17,6 +17,7 @@ from strix_pipeline.report.gather import gather
 from strix_pipeline.report.names import FEED, INDEX, RUNS_DIR, STATE, run_page
 from strix_pipeline.report.pages import index_html, run_html
 from strix_pipeline.report.since import read_seen, seen_now, since_last, write_seen
+from strix_pipeline.safe_write import Folder
 
 if TYPE_CHECKING:
     from strix_pipeline.warehouse import Warehouse
@@ -70,18 +71,19 @@ def write_report(
     charts = report_charts(wh, changes=data.changes, concurrency=data.concurrency, roles=roles)
     entries = feed_entries(data)
 
-    runs_dir = out_dir / RUNS_DIR
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    for old in runs_dir.glob("*.html"):  # a run the warehouse no longer holds has no page
-        old.unlink()
-    for r in data.runs:
-        (out_dir / run_page(r["run_id"])).write_text(run_html(data, r))
-    index = out_dir / INDEX
-    index.write_text(index_html(data, since, charts))
-    feed = out_dir / FEED
-    feed.write_text(
-        feed_xml(entries, title="strix-pipeline: verdicts, regressions, support", updated=data.as_of)
-    )
+    # Every file through safe_write: an earlier report's folder may hold links (a feed.xml to the
+    # warehouse, a runs/ to another folder); each is refused by name, none written or deleted through.
+    with Folder.open(out_dir, create=True) as site, site.folder(RUNS_DIR) as runs_dir:
+        for name in runs_dir.names():  # a run the warehouse no longer holds has no page
+            if name.endswith(".html"):
+                runs_dir.remove(name)
+        for r in data.runs:
+            runs_dir.write_text(PurePosixPath(run_page(r["run_id"])).name, run_html(data, r))
+        index = site.write_text(INDEX, index_html(data, since, charts))
+        feed = site.write_text(
+            FEED,
+            feed_xml(entries, title="strix-pipeline: verdicts, regressions, support", updated=data.as_of),
+        )
     old_ids = set(seen.entry_ids) if seen else set()
     write_seen(out_dir, seen_now(data, [e.id for e in entries]))
     return ReportSite(

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 import duckdb
 
 from strix_pipeline.records import VALUE_RULES
+from strix_pipeline.safe_write import Folder, fd_path
 from strix_pipeline.warehouse.connection import WarehouseError, in_transaction
 from strix_pipeline.warehouse.decisions import replace_decisions_from
 from strix_pipeline.warehouse.hosts import refresh_hosts
@@ -20,18 +22,23 @@ def export_parquet(
     con: duckdb.DuckDBPyConnection, directory: str | Path, tables: Iterable[str] | None = None
 ) -> dict[str, Path]:
     """Write every table (or the named ones) to DIR/<table>.parquet; works on a read-only open."""
-    out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
     known = table_names(con)
     names = list(tables) if tables is not None else known
-    written: dict[str, Path] = {}
     for name in names:
         if name not in known:
             raise WarehouseError(f"no table {name!r}")
-        target = out / f"{name}.parquet"
-        quoted = str(target).replace("'", "''")
-        con.execute(f"COPY (SELECT * FROM \"{name}\") TO '{quoted}' (FORMAT parquet)").fetchall()
-        written[name] = target
+    written: dict[str, Path] = {}
+    # DuckDB's COPY writes a path it opens itself, following links: it writes instead the temporary
+    # file safe_write made (named by its descriptor), which is then renamed into place
+    with Folder.open(directory, create=True) as out:
+        for name in names:
+
+            def copy(f: BinaryIO, table: str = name) -> None:
+                con.execute(
+                    f'''COPY (SELECT * FROM "{table}") TO '{fd_path(f)}' (FORMAT parquet, USE_TMP_FILE false)'''
+                ).fetchall()
+
+            written[name] = out.write(f"{name}.parquet", copy)
     return written
 
 

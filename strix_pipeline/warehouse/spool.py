@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import quote
 
 import pyarrow as pa
@@ -31,6 +30,7 @@ from strix_pipeline.records import (
     RunResult,
     ServerMetricSample,
 )
+from strix_pipeline.safe_write import write_file
 from strix_pipeline.warehouse import arrow
 from strix_pipeline.warehouse.connection import Target
 from strix_pipeline.warehouse.errors import WarehouseError, WarehouseUnavailable
@@ -149,21 +149,14 @@ def write_spool(result: RunResult, directory: Path, host: HostFacts | None = Non
         "spooled_at": datetime.now(UTC).isoformat(),
     }
     table = pa.table(columns).replace_schema_metadata({_META_KEY: json.dumps(meta).encode()})
-    directory.mkdir(parents=True, exist_ok=True)
     final = spool_path(directory, result.run.run_id)
-    tmp = directory / f".{final.name}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "wb") as f:
-            with pa.ipc.new_file(f, table.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
-                w.write_table(table)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(directory)
-    return final
+
+    def fill(f: BinaryIO) -> None:
+        with pa.ipc.new_file(f, table.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+            w.write_table(table)
+
+    # a temporary file renamed into place, no link followed (strix_pipeline.safe_write)
+    return write_file(final, fill, create_folder=True)
 
 
 def read_spool(path: Path) -> Spooled:
@@ -303,13 +296,3 @@ def store_run(
     return StoreReport(
         run_id=run_id, warehouse=where or wh.path, drained=drained, spool_error=spool_error or None
     )
-
-
-def _fsync_dir(directory: Path) -> None:
-    # the rename is durable only once the directory entry is on disk
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

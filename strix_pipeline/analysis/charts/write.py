@@ -26,6 +26,7 @@ from strix_pipeline.analysis.charts.trends import (
     throughput_chart,
     ttft_by_version_chart,
 )
+from strix_pipeline.safe_write import Folder, UnsafeTarget, write_file
 
 if TYPE_CHECKING:
     from strix_pipeline.warehouse import Warehouse
@@ -60,9 +61,11 @@ def _write(chart: alt.TopLevelMixin, out_dir: Path, name: str, title: str, note:
         note=note,
     )
     spec = chart.to_json(indent=1)
-    files.json.write_text(spec)
-    files.png.write_bytes(vlc.vegalite_to_png(spec, scale=2))
-    files.html.write_text(chart_html(spec, title))
+    # no link followed where a chart file is expected (strix_pipeline.safe_write)
+    with Folder.open(out_dir) as folder:
+        folder.write_text(files.json.name, spec)
+        folder.write_bytes(files.png.name, vlc.vegalite_to_png(spec, scale=2))
+        folder.write_text(files.html.name, chart_html(spec, title))
     return files
 
 
@@ -87,9 +90,7 @@ def _index(cs: ChartSet, generated_at: datetime) -> Path:
             f"<a href='{c.html.name}'><img src='{c.png.name}' alt='{html.escape(c.title)}'></a>"
         )
     parts.append("</body></html>")
-    path = cs.out_dir / "index.html"
-    path.write_text("\n".join(parts))
-    return path
+    return write_file(cs.out_dir / "index.html", lambda f: f.write("\n".join(parts).encode()))
 
 
 CHART_TITLES = {
@@ -143,7 +144,7 @@ def write_charts(
     `changes` None: the change points stored in the warehouse are annotated; `roles` (engine ->
     baseline/candidate) names the engines of the switch chart."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    Folder.open(out_dir, create=True).close()  # made here; a link in its place is refused by name
     cs = ChartSet(out_dir=out_dir)
     if changes is None:
         try:
@@ -156,6 +157,8 @@ def write_charts(
         try:
             chart, note = build()
             cs.charts[name] = _write(chart, out_dir, name, title, note)
+        except UnsafeTarget:
+            raise  # a link where a chart file goes: no chart is written there, the note neither
         except Exception as e:  # one broken chart must not take the others (or the run) with it
             log.exception("chart %s failed", name)
             note = f"this chart could not be drawn: {type(e).__name__}: {e}"
