@@ -27,6 +27,7 @@ from strix_pipeline.warehouse.connection import (
     open_connection,
 )
 from strix_pipeline.warehouse.faults import explain
+from strix_pipeline.warehouse.view_check import check_views
 
 
 class Warehouse:
@@ -94,6 +95,8 @@ class Warehouse:
         wh = cls(con, path, read_only)
         try:
             wh.schema_version = schema.prepare(con, path, read_only=read_only)
+            # a view or macro not the project's is refused before anything reads through it
+            check_views(con, path, writable=not read_only)
         except duckdb.Error as e:
             con.close()
             raise explain(path, e, "reading its schema") from e
