@@ -18,6 +18,7 @@ need the engines (the memory budget) are ``config_load``'s.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -155,6 +156,33 @@ def _memory_size(v: str) -> str:
             f"{v!r} is not a memory size: a number and a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
         )
     return v.strip()
+
+
+_SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_SIZE_UNITS |= {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def memory_bytes(v: str) -> int:
+    """A memory size (:func:`_memory_size`'s syntax, DuckDB's units: KB = 1000, KiB = 1024) in bytes."""
+    m = _MEMORY_SIZE.fullmatch(_memory_size(v))
+    assert m is not None
+    number = v.strip()[: m.start(2)].strip()
+    return int(float(number) * _SIZE_UNITS[m.group(2).lower()])
+
+
+# The longest time limit a query may be given (0 is "no limit"): beyond it a limit is no bound a person
+# means, and a timer thread cannot wait that long (threading.TIMEOUT_MAX).
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+
+
+def check_timeout(v: float) -> float:
+    """A query's time limit in seconds: 0 (none), or a finite number from 1 ms to a week. nan, inf,
+    negative and below-millisecond values would leave the query unbounded (or crash its timer)."""
+    if not math.isfinite(v) or v < 0 or 0 < v < 0.001 or v > MAX_TIMEOUT_S:
+        raise ValueError(
+            f"{v!r} is not a time limit: give seconds from 0.001 to {MAX_TIMEOUT_S:g} (a week), or 0 for none"
+        )
+    return v
 
 
 def validate_cron(expr: str) -> str:
@@ -574,12 +602,16 @@ class QueryConfig(_Strict):
     """What bounds a ``strix query`` (``--timeout`` and ``--memory-limit`` override them per call)."""
 
     # a query that runs longer is stopped: while it runs, no writer can load into a warehouse file
-    timeout_s: NonNegFloat = 300.0  # 0: no limit
+    timeout_s: Annotated[float, AfterValidator(check_timeout)] = 300.0  # 0: no limit
     # DuckDB's size syntax, e.g. "2GB"; None: DuckDB's default, 80 % of RAM (a query has no spill
     # directory, so one that needs more fails rather than swapping)
     memory_limit: Annotated[
         str | None, AfterValidator(lambda v: _memory_size(v) if v is not None else None)
     ] = None
+    # the most of a result a query hands over (a bigger one is cut, and that is said): DuckDB's
+    # memory_limit bounds the query, not its result, which is held in this process
+    max_rows: PosInt = 1_000_000
+    max_bytes: Annotated[str, AfterValidator(_memory_size)] = "256MB"
 
 
 class StrixConfig(_Strict):

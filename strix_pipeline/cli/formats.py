@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
+from collections.abc import Iterator
 
 import polars as pl
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+CHUNK_ROWS = 10_000  # rows rendered at a time (a writer checks the query's deadline between pieces)
 MAX_CELL = 32  # characters a table cell shows before it is cut with "…" (the full value: --format line)
 
 
@@ -58,17 +61,36 @@ def _flatten(df: pl.DataFrame) -> pl.DataFrame:
 
 def render(df: pl.DataFrame, fmt: str) -> str:
     """The whole result as text in one of TEXT_FORMATS (every row, every column, values uncut)."""
-    if fmt == "csv":
-        return _escaped_frame(_flatten(df), keep="\n\t").write_csv()
-    if fmt == "json":
-        return json.dumps(df.to_dicts(), default=str, indent=1) + "\n"
-    if fmt == "jsonl":
-        return "".join(json.dumps(rec, default=str) + "\n" for rec in df.to_dicts())
+    return "".join(render_chunks(df, fmt))
+
+
+def render_chunks(df: pl.DataFrame, fmt: str, rows: int = CHUNK_ROWS) -> Iterator[str]:
+    """:func:`render`'s text in pieces of about ``rows`` rows, so a writer can stop between them (a
+    query's time limit covers its output); the pieces joined are the whole text."""
+    if fmt not in ("csv", "json", "jsonl", "markdown", "line"):
+        raise ValueError(f"not a text format: {fmt}")
     if fmt == "markdown":
-        return _markdown(df)
-    if fmt == "line":
-        return _lines(df)
-    raise ValueError(f"not a text format: {fmt}")
+        yield from _markdown(df, rows)
+        return
+    if fmt == "json" and df.height == 0:
+        yield "[]\n"
+        return
+    for start in range(0, max(df.height, 1), rows):
+        part = df.slice(start, rows)
+        if fmt == "csv":
+            yield _escaped_frame(_flatten(part), keep="\n\t").write_csv(include_header=start == 0)
+        elif fmt == "json":
+            # json.dumps(list, indent=1), one element at a time: each element's lines indented by one
+            items = ",\n".join(
+                textwrap.indent(json.dumps(rec, default=str, indent=1), " ", lambda _: True)
+                for rec in part.to_dicts()
+            )
+            last = start + rows >= df.height
+            yield ("[\n" if start == 0 else "") + items + ("\n]\n" if last else ",\n")
+        elif fmt == "jsonl":
+            yield "".join(json.dumps(rec, default=str) + "\n" for rec in part.to_dicts())
+        else:
+            yield _lines(part)
 
 
 def _text(v: object, null: str = "NULL") -> str:
@@ -82,30 +104,37 @@ def _text(v: object, null: str = "NULL") -> str:
     return str(v)
 
 
-def _markdown(df: pl.DataFrame) -> str:
-    """A GitHub-flavoured table: numbers right-aligned, `|` escaped, line breaks as <br>, NULL empty."""
+def _markdown(df: pl.DataFrame, rows_per_chunk: int = CHUNK_ROWS) -> Iterator[str]:
+    """A GitHub-flavoured table: numbers right-aligned, `|` escaped, line breaks as <br>, NULL empty.
+    The widths need every row: the cells are made chunk by chunk first (an empty piece after each, for
+    the writer's clock), then written."""
 
     def cell(v: object) -> str:
         text = _text(v, null="").replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")
         return escape_controls(text)
 
+    if not df.columns:
+        return
     header = [escape_controls(c).replace("|", "\\|") for c in df.columns]
-    rows = [[cell(v) for v in row] for row in df.iter_rows()]
+    rows: list[list[str]] = []
+    for start in range(0, df.height, rows_per_chunk):
+        rows += [[cell(v) for v in row] for row in df.slice(start, rows_per_chunk).iter_rows()]
+        yield ""
     right = [df.schema[c].is_numeric() for c in df.columns]
     widths = [max([len(h), 3] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
 
     def line(cells: list[str]) -> str:
         padded = [c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right, strict=True)]
-        return "| " + " | ".join(padded) + " |"
+        return "| " + " | ".join(padded) + " |\n"
 
     rule = (
         "|"
         + "|".join(("-" * (w + 1) + ":") if r else "-" * (w + 2) for w, r in zip(widths, right, strict=True))
-        + "|"
+        + "|\n"
     )
-    if not df.columns:
-        return ""
-    return "\n".join([line(header), rule, *(line(r) for r in rows)]) + "\n"
+    yield line(header) + rule
+    for start in range(0, len(rows), rows_per_chunk):
+        yield "".join(line(r) for r in rows[start : start + rows_per_chunk])
 
 
 def _lines(df: pl.DataFrame) -> str:

@@ -21,13 +21,14 @@ import argparse
 import dataclasses
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 import duckdb
-import polars as pl
 
+from strix_pipeline.cli.bounded import Bounds, Fetched, OutOfTime, fetch
 from strix_pipeline.cli.common import (
     config_of,
     error,
@@ -36,12 +37,13 @@ from strix_pipeline.cli.common import (
     open_warehouse,
     warehouse_arg,
 )
-from strix_pipeline.cli.formats import print_table, render
-from strix_pipeline.cli.out_guard import check_out
-from strix_pipeline.config import QueryConfig
+from strix_pipeline.cli.formats import escape_controls, print_table, render_chunks
+from strix_pipeline.cli.out_guard import check_out, protected
+from strix_pipeline.config import QueryConfig, check_timeout, memory_bytes
 from strix_pipeline.peers import FORMATS as PEER_FORMATS
 from strix_pipeline.peers import ImportOptions, PeerFormatError, load_peer_file
 from strix_pipeline.records import RunRecord
+from strix_pipeline.safe_write import Protected, UnsafeTarget, write_file
 from strix_pipeline.warehouse import Warehouse, WarehouseError
 
 T = TypeVar("T")
@@ -71,10 +73,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--force", action="store_true", help="let --out replace an existing file")
     q.add_argument(
         "--timeout",
-        type=float,
+        type=_timeout,
         metavar="SECONDS",
-        help=f"stop the query after this long (default: [query] timeout_s, {DEFAULT_TIMEOUT_S:g} unless set; "
-        "0: no limit); while it runs, no writer can load into a warehouse file",
+        help=f"stop the query after this long, its output included (default: [query] timeout_s, "
+        f"{DEFAULT_TIMEOUT_S:g} unless set; 0: no limit; at least 0.001, at most a week); while it runs, no "
+        "writer can load into a warehouse file",
+    )
+    q.add_argument(
+        "--max-rows",
+        type=_positive,
+        metavar="N",
+        help=f"the most rows a result gives; a longer one is cut, said, exit 1 (default: [query] max_rows, "
+        f"{QueryConfig().max_rows:,} unless set)",
+    )
+    q.add_argument(
+        "--max-bytes",
+        type=_size,
+        metavar="SIZE",
+        help=f"the most memory a result may hold in this process, e.g. 1GB; a bigger one is cut, said, exit 1 "
+        f"(default: [query] max_bytes, {QueryConfig().max_bytes} unless set)",
     )
     q.add_argument(
         "--memory-limit",
@@ -138,6 +155,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.set_defaults(func=run_import)
 
 
+def _timeout(text: str) -> float:
+    # the configuration's rule (config.check_timeout): nan, inf, negative and sub-millisecond refused
+    try:
+        return check_timeout(float(text))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(
+            str(e) if "time limit" in str(e) else f"{text!r} is not a number"
+        ) from None
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n}: give 1 or more")
+    return n
+
+
+def _size(text: str) -> str:
+    try:
+        memory_bytes(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     warehouse_arg(p)
     lock_wait_arg(p)
@@ -157,16 +202,22 @@ def _open(args: argparse.Namespace, *, read_only: bool = True, sandbox: bool = F
 def run_query(args: argparse.Namespace) -> int:
     if args.format == "parquet" and not args.out:
         return error("--format parquet needs --out FILE")
-    if args.out and args.format != "table":
+    if args.out and args.format == "table":
+        return error(
+            f"--out is for {', '.join(TEXT_FORMATS)} and parquet; --format table prints to the terminal"
+        )
+    if args.out:
         refused = check_out(args)
         if refused:
             return error(refused)
-    if args.timeout is None or args.memory_limit is None:
-        bounds = config_of(args).query  # a bad file: ConfigError, exit 2
-        args.timeout = bounds.timeout_s if args.timeout is None else args.timeout
-        args.memory_limit = bounds.memory_limit if args.memory_limit is None else args.memory_limit
-    if args.timeout < 0:
-        return error(f"--timeout {args.timeout:g}: give seconds, or 0 for no limit")
+    bounds = config_of(args).query  # a bad file: ConfigError, exit 2
+    args.timeout = bounds.timeout_s if args.timeout is None else args.timeout
+    args.memory_limit = bounds.memory_limit if args.memory_limit is None else args.memory_limit
+    max_rows = bounds.max_rows if args.max_rows is None else args.max_rows
+    max_bytes = memory_bytes(bounds.max_bytes if args.max_bytes is None else args.max_bytes)
+    # one deadline for executing, fetching and writing the result out
+    deadline = time.monotonic() + args.timeout if args.timeout else None
+    limits = Bounds(max_rows=max_rows, max_bytes=max_bytes, deadline=deadline)
     try:
         wh = _open(args, sandbox=True)
     except WarehouseError as e:
@@ -178,19 +229,17 @@ def run_query(args: argparse.Namespace) -> int:
             timer.daemon = True
             timer.start()
         try:
-            types: list[str] | None = None
-            if args.format == "table":
-                # the terminal shows --limit rows: fetch one more to know whether there were more
-                rel = wh.con.sql(args.sql)
-                df = rel.limit(args.limit + 1).pl() if rel is not None else pl.DataFrame()
-                types = [str(t).lower() for t in rel.types] if rel is not None else None
-            else:
-                df = wh.query_df(args.sql)
-        except duckdb.InterruptException as e:
-            if timer is not None and timer.finished.is_set():
+            # each statement of a multi-statement string runs (in this sandbox); the last one's rows are shown
+            rel = wh.con.sql(args.sql)
+            # the terminal shows --limit rows: fetch one more to know whether there were more
+            got = fetch(rel, limits, rows=args.limit + 1 if args.format == "table" else None)
+            return _emit(got, args, limits)
+        except (duckdb.InterruptException, OutOfTime) as e:
+            if (timer is not None and timer.finished.is_set()) or isinstance(e, OutOfTime):
                 return error(
                     f"query stopped after its --timeout of {args.timeout:g}s (--timeout N for longer, 0 for "
-                    f"no limit); nothing was changed ({e})"
+                    f"no limit); nothing was changed{' or written to --out' if args.out else ''}"
+                    + (f" ({e})" if str(e) else "")
                 )
             return error(f"query interrupted; nothing was changed ({e})")
         except duckdb.OutOfMemoryException as e:
@@ -220,37 +269,36 @@ def run_query(args: argparse.Namespace) -> int:
         finally:
             if timer is not None:
                 timer.cancel()
-    return _emit(df, args, types)
 
 
-def _emit(df: pl.DataFrame, args: argparse.Namespace, types: list[str] | None = None) -> int:
-    out = Path(args.out) if args.out else None
-    if args.format == "parquet":
-        assert out is not None
-        try:
-            with open(out, "wb" if args.force else "xb") as f:  # "x": a file made meanwhile is kept
-                df.write_parquet(f)
-        except OSError as e:
-            return error(f"--out {out}: cannot write it: {e.strerror or e}")
-        print(f"{df.height} rows -> {out}", file=sys.stderr)
-        return 0
+def _emit(got: Fetched, args: argparse.Namespace, limits: Bounds) -> int:
+    df = got.df
     if args.format == "table":
-        if out is not None:
-            return error(
-                f"--out is for {', '.join(TEXT_FORMATS)} and parquet; --format table prints to the terminal"
-            )
-        print_table(df, args.limit, types)
-        return 0
-    text = render(df, args.format)
-    if out is not None:
+        print_table(df, args.limit, got.types)
+    elif args.out is None:
+        for chunk in render_chunks(df, args.format):
+            limits.check_time()
+            sys.stdout.write(chunk)
+    else:
+        out = Path(args.out)
+
+        def fill(f: BinaryIO) -> None:
+            if args.format == "parquet":
+                df.write_parquet(f)
+                return
+            for chunk in render_chunks(df, args.format):
+                limits.check_time()  # a slow write is stopped too; the file is then left as it was
+                f.write(chunk.encode("utf-8"))
+
         try:
-            with open(out, "w" if args.force else "x") as f:
-                f.write(text)
+            write_file(out, fill, replace=args.force, protected=Protected.of(protected(args)))
+        except FileExistsError:
+            return error(f"--out {out}: the file exists (made while the query ran); --force replaces it")
         except OSError as e:
             return error(f"--out {out}: cannot write it: {e.strerror or e}")
         print(f"{df.height} rows -> {out}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
+    if got.cut:
+        return error(got.cut)
     return 0
 
 
@@ -263,7 +311,10 @@ def _on_warehouse(
 
 def run_export(args: argparse.Namespace) -> int:
     def export(wh: Warehouse) -> tuple[dict[str, Path], dict[str, int]]:
-        written = wh.export_parquet(args.parquet, args.table)
+        try:
+            written = wh.export_parquet(args.parquet, args.table)
+        except UnsafeTarget as e:  # a link where a file goes: named, nothing written through it
+            raise WarehouseError(str(e)) from e
         return written, {t: wh.count(t) for t in written}
 
     done, rc = _on_warehouse(args, export, "export failed")
@@ -282,14 +333,14 @@ def run_import(args: argparse.Namespace) -> int:
         return run_import_peer(args)
     counts, rc = _on_warehouse(
         args,
-        lambda wh: wh.import_parquet(args.parquet, replace=args.replace),
+        _escaping(lambda wh: wh.import_parquet(args.parquet, replace=args.replace)),
         "import failed, nothing was changed",
         read_only=False,
     )
     if counts is None:
         return rc
     for t, n in counts.items():
-        print(f"{t:<16} {n:>10} rows imported")
+        print(f"{shown(t):<16} {n:>10} rows imported")
     return 0
 
 
@@ -300,7 +351,7 @@ def run_import_peer(args: argparse.Namespace) -> int:
     try:
         result = load_peer_file(args.file, args.format, opts)
     except PeerFormatError as e:
-        return error(f"import refused, nothing was loaded: {e}")
+        return error(shown(f"import refused, nothing was loaded: {e}"))
 
     def load(wh: Warehouse) -> RunRecord:
         # the default id is the file's hash: only the same file's earlier import has it; a --run-id
@@ -312,15 +363,37 @@ def run_import_peer(args: argparse.Namespace) -> int:
         wh.load_run(result)
         return result.run
 
-    run, rc = _on_warehouse(args, load, "import failed, nothing was changed", read_only=False)
+    run, rc = _on_warehouse(args, _escaping(load), "import failed, nothing was changed", read_only=False)
     if run is None:
         return rc
+    # run ids, versions and scenario names come from the file (another Box's export, another tool):
+    # printed through query's terminal escaping, so an escape sequence in them is shown, not obeyed
     print(
-        f"run {run.run_id}: {run.harness_version}, {len(result.aggregates)} level(s), fingerprint {run.fingerprint}"
+        f"run {shown(run.run_id)}: {shown(run.harness_version)}, {len(result.aggregates)} level(s), "
+        f"fingerprint {shown(run.fingerprint)}"
     )
     for a in result.aggregates:
         ttft = "-" if a.ttft_p50_ms is None else f"{a.ttft_p50_ms:.2f} ms"
         out = "-" if a.output_tokens_per_s is None else f"{a.output_tokens_per_s:.2f} tok/s"
         pre = "" if a.prefill_tokens_per_s is None else f"  prefill {a.prefill_tokens_per_s:.2f} tok/s"
-        print(f"  {a.scenario:<12} {a.level_kind} {a.level:<6} TTFT p50 {ttft:<12} output {out}{pre}")
+        print(
+            f"  {shown(a.scenario):<12} {shown(a.level_kind)} {shown(a.level):<6} TTFT p50 {ttft:<12} output {out}{pre}"
+        )
     return 0
+
+
+def _escaping(action: Callable[[Warehouse], T]) -> Callable[[Warehouse], T]:
+    """``action`` whose refusal (it quotes the imported values) is printed escaped, as query prints."""
+
+    def run(wh: Warehouse) -> T:
+        try:
+            return action(wh)
+        except (WarehouseError, duckdb.Error) as e:
+            raise WarehouseError(shown(e)) from e
+
+    return run
+
+
+def shown(value: object) -> str:
+    """A value from outside as `strix query` prints strings: what a terminal would act on escaped."""
+    return escape_controls(str(value))

@@ -21,6 +21,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -210,10 +212,61 @@ def read_text(path: Path) -> str:
         raise PeerFormatError(path, "$", f"not UTF-8 text ({e})") from None
 
 
+class _LongInteger(str):
+    """An integer literal longer than Python converts (sys.get_int_max_str_digits), kept as its digits
+    so the refusal can name the field it is in."""
+
+
+def _integer(digits: str) -> int | _LongInteger:
+    if len(digits.lstrip("-")) > (sys.get_int_max_str_digits() or len(digits)):
+        return _LongInteger(digits)
+    return int(digits)
+
+
+def _shown(s: str) -> str:
+    # a value for the refusal: cut, every non-printable character escaped (a lone surrogate included)
+    cut = s if len(s) <= 40 else s[:40] + "…"
+    return ascii(cut)[1:-1] if not cut.isprintable() or _SURROGATE.search(cut) else cut
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _refuse_unreadable(path: Path, doc: Any, where: str) -> None:
+    """A refusal naming the field of the first integer too long to read or string holding a lone
+    surrogate (``"\\ud800"``: JSON lets it through, UTF-8 has no such character) in ``doc``."""
+    stack: list[tuple[str, Any]] = [(where, doc)]
+    while stack:  # no recursion: the document may be nested as deeply as the parser goes
+        at, v = stack.pop()
+        if isinstance(v, _LongInteger):
+            raise PeerFormatError(
+                path,
+                at,
+                f"an integer of {len(v.lstrip('-'))} digits ({v[:20]}…) is refused: no measurement is one",
+            )
+        if isinstance(v, str):
+            if _SURROGATE.search(v):
+                raise PeerFormatError(
+                    path, at, f"{_shown(v)!r} is refused: it is not Unicode text (a lone surrogate)"
+                )
+        elif isinstance(v, dict):
+            for k, item in reversed(v.items()):
+                if _SURROGATE.search(k):
+                    raise PeerFormatError(
+                        path,
+                        f"{at}.{_shown(k)}",
+                        "the key is refused: it is not Unicode text (a lone surrogate)",
+                    )
+                stack.append((f"{at}.{k}", item))
+        elif isinstance(v, list):
+            stack.extend((f"{at}[{i}]", item) for i, item in reversed(list(enumerate(v))))
+
+
 def parse_json(path: Path, text: str, where: str = "$") -> Any:
-    """``json.loads`` whose failures are refusals naming the file (and ``where``: "line 3")."""
+    """``json.loads`` whose failures are refusals naming the file (and ``where``: "line 3"); an integer
+    too long to convert or a lone surrogate is refused naming its field."""
     try:
-        return json.loads(text)
+        doc = json.loads(text, parse_int=_integer)
     except json.JSONDecodeError as e:
         at = f"line {e.lineno} column {e.colno}" if where == "$" else f"column {e.colno}"
         raise PeerFormatError(path, where, f"not JSON: {e.msg} at {at}") from None
@@ -222,6 +275,8 @@ def parse_json(path: Path, text: str, where: str = "$") -> Any:
         raise PeerFormatError(
             path, where, "JSON nested too deeply to read (no tool writes such a file)"
         ) from None
+    _refuse_unreadable(path, doc, where)
+    return doc
 
 
 def read_json(path: Path) -> Any:
@@ -329,7 +384,7 @@ def first_line_json(path: Path) -> Any | None:
     try:
         for line in read_text(path).splitlines():
             if line.strip():
-                return json.loads(line)
-    except (PeerFormatError, json.JSONDecodeError, RecursionError):
+                return json.loads(line, parse_int=_integer)
+    except (PeerFormatError, ValueError, RecursionError):
         return None
     return None
