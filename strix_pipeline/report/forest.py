@@ -80,9 +80,10 @@ def criterion_rows(d: Decision | None, held: Mapping[str, float | None], w: Word
 
 
 def _domain(rows: list[ForestRow]) -> list[float]:
-    """A log axis around every figure, 1.0 and the thresholds, with room either side."""
+    """A log axis around every figure, 1.0 and the thresholds, with room either side for the words
+    centred above a point (a phone's plot is narrow: the words would be cut at its edge)."""
     xs = [1.0] + [v for r in rows for v in (r.ratio, r.low, r.high, r.threshold) if v and v > 0]
-    return [min(xs) / 1.3, max(xs) * 1.3]
+    return [min(xs) / 1.6, max(xs) * 2]
 
 
 def forest_spec(rows: list[ForestRow]) -> dict[str, Any]:
