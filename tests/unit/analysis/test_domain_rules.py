@@ -11,6 +11,7 @@ from support.pipeline_helpers import vllm_image
 
 from strix_pipeline import plan
 from strix_pipeline.analysis.decision import Decision
+from strix_pipeline.planning import due as planning_due
 from strix_pipeline.records import CriterionResult
 
 NOW = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
@@ -46,7 +47,10 @@ def test_due_images_requests_each_digest_once_and_lets_closed_hosts_wait(
 ) -> None:
     a, b, c = vllm_image("v1.0.0", "a"), vllm_image("v1.1.0", "b"), vllm_image("latest", "c", floating=True)
     closed = {b.digest}
-    monkeypatch.setattr(plan, "hosts_in_window", lambda config, image, now: image.digest not in closed)
+    # the rule lives in planning.due (plan.py re-exports it): the window is patched where it is read
+    monkeypatch.setattr(
+        planning_due, "hosts_in_window", lambda config, image, now: image.digest not in closed
+    )
     due = plan.due_images(None, [a, b, c], {c.digest}, NOW)  # type: ignore[arg-type]
     assert due.now == [a] and due.waiting == [b]
     assert due.requested == {a.digest, c.digest}  # b stays unrequested: asked again on a later tick

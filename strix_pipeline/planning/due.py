@@ -1,0 +1,68 @@
+"""What is due: which wanted images to request now, given what was requested and what is measured.
+
+The window is read as a value (:func:`strix_pipeline.planning.window.window_at`): a host outside its
+window makes the image wait; nothing here reads an exception as an answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from strix_pipeline.config import StrixConfig
+from strix_pipeline.planning.measured import Measured
+from strix_pipeline.planning.targets import targets_for
+from strix_pipeline.planning.window import window_at
+from strix_pipeline.records import ImageRecord
+
+
+def hosts_in_window(config: StrixConfig, image: ImageRecord, now: datetime) -> bool:
+    """True when every host that would run ``image`` is inside its maintenance window now.
+
+    The local host has no window (nobody is served from it); a Box runs benchmarks only in its
+    window, so a new image found at noon waits for the night instead of failing its only run.
+    """
+    hosts = {t.host for t in targets_for(config, image) if config.hosts[t.host].kind != "local"}
+    return all(
+        window_at(config.hosts[h], config.project.schedule, now, config.project.timezone).open for h in hosts
+    )
+
+
+@dataclass(frozen=True)
+class Due:
+    """Which wanted images to benchmark now, given the digests already requested."""
+
+    now: list[ImageRecord]  # not requested before, and every host that runs it is in its window
+    waiting: list[ImageRecord]  # not requested before, a host outside its window: asked again later
+    requested: set[str]  # the digests requested so far, these included
+    measured: list[ImageRecord] = field(default_factory=list)  # already benchmarked: not requested
+
+
+def benchmarked(config: StrixConfig, image: ImageRecord, measured: frozenset[Measured]) -> bool:
+    """Every (host, model profile) that runs ``image`` has a measured run of its digest."""
+    targets = targets_for(config, image)
+    return bool(targets) and all(
+        Measured(t.host, t.engine, image.digest, t.model) in measured for t in targets
+    )
+
+
+def due_images(
+    config: StrixConfig,
+    wanted: list[ImageRecord],
+    requested: set[str],
+    now: datetime,
+    measured: frozenset[Measured] = frozenset(),
+) -> Due:
+    """Each digest is benchmarked once; outside a host's maintenance window it waits (stays unrequested).
+
+    ``measured`` is the account (planning.measured): a digest that `strix run`, a backfill or a
+    history already measured everywhere it runs is not requested again (the sensor's own run keys
+    know nothing of those runs).
+    """
+    unseen = [i for i in wanted if i.digest not in requested]
+    done = [i for i in unseen if measured and benchmarked(config, i, measured)]
+    unseen = [i for i in unseen if i not in done]
+    ready = [hosts_in_window(config, i, now) for i in unseen]
+    go = [i for i, ok in zip(unseen, ready, strict=True) if ok]
+    wait = [i for i, ok in zip(unseen, ready, strict=True) if not ok]
+    return Due(go, wait, requested | {i.digest for i in go} | {i.digest for i in done}, done)

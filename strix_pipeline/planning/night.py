@@ -1,0 +1,131 @@
+"""The fit: one plan per night, production stopped once for all of it, what does not fit deferred by name.
+
+A night is one opening of the host's window. Production stops once at its start (``stop_s``), the
+runs follow one after another in :func:`~strix_pipeline.planning.priority.rank` order, and production
+starts again once after the last (``restart_s``, its health wait included). Before each run the
+window is checked again (:func:`~strix_pipeline.planning.window.check_fit`): the run and production's
+restart must both end inside it. A run that does not fit is deferred to the next night by name; a
+shorter one after it may still fit (the window is filled, and the deferred run keeps its rank, so it
+leads the next night). What no night of the week holds is next week's, one week older
+(:func:`next_week`): after ``starve_weeks`` it goes first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from strix_pipeline.planning.estimate import Estimate
+from strix_pipeline.planning.priority import STARVE_WEEKS, rank
+from strix_pipeline.planning.window import Fit, Window, check_fit
+
+STOP_S = 60.0  # production's stop: a container's or a unit's, with its grace period
+# production's start and health wait: llama-server loads its model again (the field report: ~2 min;
+# a slower load only shortens the night, its health timeout still bounds it)
+RESTART_S = 180.0
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run to place: its name (how the plan and the deferral name it), host and expected length."""
+
+    name: str
+    host: str
+    estimate: Estimate
+    priority: int = 0  # priority.run_priority
+    canary: bool = False
+    weeks_waited: int = 0  # weeks it has been deferred so far
+
+
+@dataclass(frozen=True)
+class Slot:
+    run: PlannedRun
+    start: datetime
+    end: datetime
+    fit: Fit  # the window check made before it
+
+
+@dataclass(frozen=True)
+class Night:
+    window: Window
+    production_down: datetime | None  # the one stop of the night; None: nothing fit, production served
+    production_up: datetime | None  # expected back (after restart_s)
+    slots: tuple[Slot, ...]
+    deferred: tuple[PlannedRun, ...]  # to the next night, by name, with why
+
+
+@dataclass(frozen=True)
+class WeekPlan:
+    nights: tuple[Night, ...]
+    left: tuple[PlannedRun, ...]  # no night of the week held them: next week's (next_week)
+
+
+def ordered(runs: list[PlannedRun], starve_weeks: int = STARVE_WEEKS) -> list[PlannedRun]:
+    """The runs in the order a night takes them (stable: equal ranks keep the order given)."""
+    return sorted(runs, key=lambda r: rank(r.priority, r.canary, r.weeks_waited, starve_weeks))
+
+
+def plan_night(
+    runs: list[PlannedRun],
+    window: Window,
+    *,
+    stop_s: float = STOP_S,
+    restart_s: float = RESTART_S,
+    starve_weeks: int = STARVE_WEEKS,
+) -> Night:
+    """Lay ``runs`` into ``window``, production stopped once before the first and started after the last."""
+    at = window.start + timedelta(seconds=stop_s)
+    slots: list[Slot] = []
+    deferred: list[PlannedRun] = []
+    for run in ordered(runs, starve_weeks):
+        fit = check_fit(run.estimate.seconds + restart_s, _what(run.estimate, restart_s), window, at)
+        if not fit.fits:
+            deferred.append(run)
+            continue
+        end = at + timedelta(seconds=run.estimate.seconds)
+        slots.append(Slot(run, at, end, fit))
+        at = end
+    if not slots:
+        return Night(window, None, None, (), tuple(deferred))
+    up = slots[-1].end + timedelta(seconds=restart_s)
+    return Night(window, window.start, up, tuple(slots), tuple(deferred))
+
+
+def _what(est: Estimate, restart_s: float) -> str:
+    return f"{est.describe()} + {restart_s / 60:.0f} min for production's restart"
+
+
+def plan_week(
+    runs: list[PlannedRun],
+    nights: list[Window],
+    *,
+    stop_s: float = STOP_S,
+    restart_s: float = RESTART_S,
+    starve_weeks: int = STARVE_WEEKS,
+) -> WeekPlan:
+    """Night after night, each taking what the one before deferred, until the runs or the nights end."""
+    out: list[Night] = []
+    pending = list(runs)
+    for window in nights:
+        if not pending:
+            break
+        night = plan_night(pending, window, stop_s=stop_s, restart_s=restart_s, starve_weeks=starve_weeks)
+        out.append(night)
+        pending = list(night.deferred)
+    return WeekPlan(tuple(out), tuple(pending))
+
+
+def next_week(left: tuple[PlannedRun, ...]) -> list[PlannedRun]:
+    """What a week left, one week older: each week waited is a step of priority (priority.rank)."""
+    return [replace(r, weeks_waited=r.weeks_waited + 1) for r in left]
+
+
+def pair_slot(comparison: str, host: str, extra_runs: int, sides: list[Estimate]) -> PlannedRun | None:
+    """The slot for a comparison's extra paired runs (analysis/paired.py's ladder: 3 -> 5 -> 10 pairs),
+    ``extra_runs`` runs as long as its sides' mean; None with no extra run (the default until the
+    paired-comparison runner exists). It is the decision's, so it ranks with the first runs."""
+    if extra_runs <= 0 or not sides:
+        return None
+    mean = sum(s.seconds for s in sides) / len(sides)
+    est = Estimate(extra_runs * mean, f"{extra_runs} paired run(s) of ~{mean / 60:.0f} min")
+    return PlannedRun(f"pairs for {comparison}", host, est, priority=1)

@@ -1,0 +1,112 @@
+"""A week's runs as the plan sees them: the images the weekly schedule benchmarks, expanded to targets,
+each with its expected duration and how long it has waited.
+
+Durations come as arguments (measured history per series, ``window_plan.history_durations``); a
+series without one gets the default estimate. :func:`standard_images` is the configuration's own week
+before the warehouse knows any image: one image per release slot and floating tag of each source,
+and the canary -- what `strix plan --week` lays out on a fresh Box.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from datetime import datetime
+
+from strix_pipeline.config import StrixConfig
+from strix_pipeline.planning.estimate import estimate
+from strix_pipeline.planning.measured import Measured
+from strix_pipeline.planning.night import PlannedRun, pair_slot
+from strix_pipeline.planning.priority import run_priority
+from strix_pipeline.planning.targets import (
+    BenchmarkTarget,
+    canaries,
+    canary_images,
+    targets_for,
+    wanted_images,
+)
+from strix_pipeline.records import ImageRecord
+
+Series = tuple[str, str, str, str]  # (host, engine, model profile, scenario profile)
+NEWEST = "(newest release)"  # the tag standard_images gives a source's release slot
+
+
+def week_images(
+    config: StrixConfig, images: list[ImageRecord], local: list[ImageRecord]
+) -> list[ImageRecord]:
+    """What the weekly schedule benchmarks: the current images, each local build, then the canary."""
+    wanted = wanted_images(config, images, local)
+    seen = {w.digest for w in wanted}
+    return wanted + [i for i in canary_images(config, images) if i.digest not in seen]
+
+
+def run_name(target: BenchmarkTarget) -> str:
+    image = target.image
+    where = f"{image.registry}/{image.repository}:{image.tag}" if image else "the local build"
+    return f"{target.engine} {target.model} @ {where}"
+
+
+def week_runs(
+    config: StrixConfig,
+    images: list[ImageRecord],
+    durations: Mapping[Series, list[float]],
+    *,
+    waited: Mapping[Measured, int] | None = None,
+    measured: frozenset[Measured] = frozenset(),
+    pair_runs: int = 0,
+) -> list[PlannedRun]:
+    """Every target of ``images`` not yet ``measured`` this week, as runs to plan; ``waited`` gives the
+    weeks a target has been deferred; ``pair_runs`` extra runs per comparison (C3/C5's pair)."""
+    canary = {i.digest for i in canary_images(config, images)}
+    out: list[PlannedRun] = []
+    sides: dict[str, list[PlannedRun]] = {}
+    d = config.decision
+    for image in images:
+        prio = run_priority(config, image, images)
+        for t in targets_for(config, image):
+            key = Measured(t.host, t.engine, image.digest, t.model)
+            if key in measured:
+                continue
+            est = estimate(list(durations.get((t.host, t.engine, t.model, t.profile), [])))
+            weeks = (waited or {}).get(key, 0)
+            run = PlannedRun(run_name(t), t.host, est, prio, image.digest in canary, weeks)
+            out.append(run)
+            if t.host == d.host and prio >= 1 and t.model in (d.candidate_model, d.baseline_model):
+                sides.setdefault(t.engine, []).append(run)
+    pairs = pair_slot("C3/C5", d.host, pair_runs, [r.estimate for rs in sides.values() for r in rs[:1]])
+    return out + ([pairs] if pairs else [])
+
+
+def standard_images(config: StrixConfig, now: datetime) -> list[ImageRecord]:
+    """One image per release slot (``benchmark_latest``) and floating tag of every source of every
+    benchmarked engine, and each pinned canary's tag in its engine's first official source."""
+    out: list[ImageRecord] = []
+    engines = {r.engine for runs in config.runs.values() for r in runs}
+    for name in sorted(engines):
+        engine = config.engines[name]
+        for source in engine.images:
+            for n in range(engine.benchmark_latest):
+                tag = NEWEST if n == 0 else f"(release {n + 1} back)"
+                out.append(_image(name, source.registry, source.repository, tag, False, f"9{9 - n}", now))
+            out += [
+                _image(name, source.registry, source.repository, t, True, "", now) for t in source.floating
+            ]
+    for c in canaries(config):
+        engine = config.engines.get(c.engine)
+        sources = [s for s in (engine.images if engine else []) if s.official] or (
+            engine.images if engine else []
+        )
+        if sources and not any(i.engine == c.engine and i.tag == c.version for i in out):
+            out.append(
+                _image(c.engine, sources[0].registry, sources[0].repository, c.version, False, "0", now)
+            )
+    return out
+
+
+def _image(engine: str, registry: str, repository: str, tag: str, floating: bool, key: str, now: datetime) -> ImageRecord:  # fmt: skip
+    digest = "sha256:" + hashlib.sha256(f"{registry}/{repository}:{tag}".encode()).hexdigest()
+    return ImageRecord(
+        engine=engine, registry=registry, repository=repository, tag=tag, digest=digest, floating=floating,
+        created=None, version=None if floating else tag, revision=None, labels=None, sort_key=key,
+        first_seen=now, last_seen=now,
+    )  # fmt: skip
