@@ -8,7 +8,8 @@ import dagster as dg
 from assets.partitions import image_versions
 from assets.resources import RegistryResource, StrixConfigResource, WarehouseResource
 from schedules.requests import run_requests
-from strix_pipeline import plan
+from strix_pipeline import plan, window_plan
+from strix_pipeline.planning import measured as account
 
 
 def build_sensor(benchmark_job, interval_s: int = 3600) -> dg.SensorDefinition:
@@ -32,7 +33,8 @@ def build_sensor(benchmark_job, interval_s: int = 3600) -> dg.SensorDefinition:
         now = datetime.now(UTC)
         with warehouse.writer() as wh:
             scan = plan.scan_images(cfg, wh, client_factory=registry.client_factory(), now=now)
-            measured = wh.measured_digests()
+            # the one account of what is measured (planning.measured): ever, for a digest benchmarked once
+            measured = account.measured(window_plan.measured_runs(wh))
         requested: set[str] = set(json.loads(context.cursor)) if context.cursor else set()
         # outside a host's maintenance window an image waits (its digest stays unrequested) for a later
         # tick; one already measured (by `strix run`, a backfill, a history) is not asked for again

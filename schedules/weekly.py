@@ -9,6 +9,9 @@ from assets.resources import StrixConfigResource, WarehouseResource
 from schedules.requests import run_requests
 from strix_pipeline import plan, window_plan
 from strix_pipeline.config import StrixConfig
+from strix_pipeline.planning import measured as account
+from strix_pipeline.planning.due import benchmarked
+from strix_pipeline.planning.week import week_images
 
 
 def build_schedule(config: StrixConfig, bench_keys: list[dg.AssetKey]) -> dg.ScheduleDefinition:
@@ -34,11 +37,16 @@ def build_schedule(config: StrixConfig, bench_keys: list[dg.AssetKey]) -> dg.Sch
         stamp = f"{now:%Y-%m-%d}"
         with warehouse.reader() as wh:
             images = wh.known_images()
-        wanted = plan.wanted_images(
-            cfg, images, [plan.local_image(e, now, cfg) for e in plan.local_engines(cfg)]
+            rows = window_plan.measured_runs(wh)
+        # the current images, the local builds and the canary (the same pinned build every week, so a
+        # step in its series is the host's) -- the images `strix plan --week` lays out
+        wanted = week_images(cfg, images, [plan.local_image(e, now, cfg) for e in plan.local_engines(cfg)])
+        # the one account of what is measured (planning.measured), the sensor's too: an image every
+        # target of which already measured this week (since the schedule's latest tick) is not asked again
+        done = account.measured(
+            rows, since=account.week_start(cfg.project.schedule, now, cfg.project.timezone)
         )
-        # the canary: the same pinned build every week, so a step in its series is the host's
-        wanted += [i for i in plan.canary_images(cfg, images) if i.digest not in {w.digest for w in wanted}]
+        wanted = [i for i in wanted if not benchmarked(cfg, i, done)]
         # the decision's runs first (the newest official candidate, then the baseline): a window too
         # short for the week defers the rest (window_plan.check_fits), not these
         priority = {i.digest: window_plan.run_priority(cfg, i, wanted) for i in wanted}
