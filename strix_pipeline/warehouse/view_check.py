@@ -28,7 +28,9 @@ from pathlib import Path
 
 import duckdb
 
+from strix_pipeline.warehouse.connection import in_transaction
 from strix_pipeline.warehouse.errors import WarehouseError
+from strix_pipeline.warehouse.schema import install_views, migrations, views_sql
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,6 @@ class ProjectSchema:
 @functools.cache
 def project_schema() -> ProjectSchema:
     """The views and tables the project's SQL package makes (migrations, then views.sql)."""
-    from strix_pipeline.warehouse.schema import migrations, views_sql  # schema imports this module's users
 
     with tempfile.TemporaryDirectory(prefix="strix-views-") as scratch:
         path = str(Path(scratch) / "views.duckdb")
@@ -132,8 +133,6 @@ def _changed_view(con: duckdb.DuckDBPyConnection, where: object) -> str | None:
 
 
 def _reinstall_views(con: duckdb.DuckDBPyConnection, where: object) -> None:
-    from strix_pipeline.warehouse.connection import in_transaction
-    from strix_pipeline.warehouse.schema import install_views
 
     def work() -> None:
         # install_views re-creates them when their recorded hash differs: forget it
