@@ -11,6 +11,7 @@ from strix_pipeline.config import DuckLakeTarget
 from strix_pipeline.warehouse.arrow import arrow_schema, records_table, request_table_arrow
 from strix_pipeline.warehouse.bisections import BisectionRecord, BisectionStep
 from strix_pipeline.warehouse.changes import CHANGE_COLUMNS, ChangeRecord
+from strix_pipeline.warehouse.comparisons import ComparisonRecord, ComparisonRun
 from strix_pipeline.warehouse.connection import (
     COMMIT_RETRY,
     SANDBOX_CONFIG,
@@ -43,6 +44,8 @@ __all__ = [
     "BisectionStep",
     "ChangeRecord",
     "CommitConflict",
+    "ComparisonRecord",
+    "ComparisonRun",
     "CommitRetry",
     "DuckLakeTarget",
     "Migration",

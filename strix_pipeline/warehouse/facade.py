@@ -16,10 +16,11 @@ import polars as pl
 
 from strix_pipeline.config import DuckLakeTarget
 from strix_pipeline.records import CriterionResult, ImageRecord, RunResult
-from strix_pipeline.warehouse import bisections, changes, decisions, hosts, parquet, runs, schema
+from strix_pipeline.warehouse import bisections, changes, comparisons, decisions, hosts, parquet, runs, schema
 from strix_pipeline.warehouse import images as _images  # `images` is upsert_images' argument
 from strix_pipeline.warehouse.bisections import BisectionRecord, BisectionStep
 from strix_pipeline.warehouse.changes import ChangeRecord
+from strix_pipeline.warehouse.comparisons import ComparisonRecord, ComparisonRun
 from strix_pipeline.warehouse.connection import (
     Target,
     WarehouseError,
@@ -234,6 +235,22 @@ class Warehouse:
 
     def bisection_steps(self, bisection_id: str) -> list[BisectionStep]:
         return bisections.bisection_steps(self.con, bisection_id)
+
+    # ---- comparisons by pairs -------------------------------------------------------------------
+
+    def save_comparison(self, rows: list[ComparisonRecord], runs: list[ComparisonRun]) -> None:
+        """Store one comparison whole: a row per metric, a row per engine start (warehouse.comparisons)."""
+        self._writable()
+        comparisons.save_comparison(self.con, rows, runs)
+
+    def list_comparisons(
+        self, *, limit: int | None = None, comparison_id: str | None = None
+    ) -> list[ComparisonRecord]:
+        """Comparison rows, newest first; ``limit`` counts comparisons, each with all its metrics."""
+        return comparisons.list_comparisons(self.con, limit=limit, comparison_id=comparison_id)
+
+    def comparison_runs(self, comparison_id: str) -> list[ComparisonRun]:
+        return comparisons.comparison_runs(self.con, comparison_id)
 
     # ---- export ---------------------------------------------------------------------------------
 

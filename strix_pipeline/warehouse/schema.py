@@ -22,6 +22,7 @@ import duckdb
 from strix_pipeline.records import CriterionResult, ImageRecord
 from strix_pipeline.warehouse.bisections import BisectionRecord, BisectionStep
 from strix_pipeline.warehouse.changes import ChangeRecord
+from strix_pipeline.warehouse.comparisons import ComparisonRecord, ComparisonRun
 from strix_pipeline.warehouse.connection import Target, in_transaction, is_conflict
 from strix_pipeline.warehouse.errors import WarehouseError, WarehouseUnavailable
 from strix_pipeline.warehouse.runs import RUN_TABLES
@@ -38,6 +39,8 @@ RECORD_TABLES: dict[str, type] = {
     "changes": ChangeRecord,
     "bisections": BisectionRecord,
     "bisection_steps": BisectionStep,
+    "comparisons": ComparisonRecord,
+    "comparison_runs": ComparisonRun,
 }
 
 

@@ -419,3 +419,15 @@ SELECT b.bisection_id, b.change_id, b.host, b.engine, b.metric, b.scenario, b.le
        s.low AS step_low, s.high AS step_high, s.side AS step_side, s.note AS step_note
 FROM bisections b LEFT JOIN bisection_steps s USING (bisection_id)
 ORDER BY b.started_at DESC, b.bisection_id, s.step;
+
+-- Every comparison by pairs, newest first, one row per metric: B against A as a percentage with its
+-- interval beside the verdict, and the runs each one started (failed and dropped included).
+CREATE OR REPLACE VIEW v_comparisons AS
+SELECT c.comparison_id, c.host, c.engine, c.release_a, c.release_b, c.metric, c.verdict,
+       (c.ratio - 1) * 100 AS change_pct, (c.low - 1) * 100 AS low_pct, (c.high - 1) * 100 AS high_pct,
+       c.ratio, c.low, c.high, c.pairs, c.looks, c.cap, c.target, c.alpha, c.dropped_pairs,
+       coalesce(r.runs, 0) AS runs, c.started_at, c.ended_at
+FROM comparisons c
+LEFT JOIN (SELECT comparison_id, count(*) AS runs FROM comparison_runs GROUP BY comparison_id) r
+  USING (comparison_id)
+ORDER BY c.started_at DESC, c.comparison_id, c.metric;

@@ -1,0 +1,134 @@
+"""Comparisons by pairs (tables ``comparisons`` and ``comparison_runs``): release B against release A.
+
+:class:`ComparisonRecord` and :class:`ComparisonRun` are the tables' columns, in order. One
+comparison (one `strix compare`) is saved whole when it ends: a row per metric it judged, and a row
+per engine start, the failed ones included. runner/pairs.py runs the pairs and analysis/paired.py
+judges them; this module only stores and reads what they produced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import duckdb
+
+from strix_pipeline.records import column_names
+from strix_pipeline.warehouse.arrow import records_table
+from strix_pipeline.warehouse.connection import WarehouseError, in_transaction, registered
+
+# The allowed values, checked here for every backend (DuckLake has no CHECK constraints).
+COMPARISON_VERDICTS = ("different", "same", "unknown", "inconclusive")
+RUN_SIDES = ("A", "B")
+ORDERS = ("AB", "BA")
+
+
+@dataclass
+class ComparisonRecord:
+    """One row of ``comparisons``: one metric of one comparison, as the ladder's last look left it."""
+
+    comparison_id: str
+    host: str
+    engine: str
+    release_a: str
+    release_b: str
+    metric: str
+    higher_is_better: bool
+    pairs: int
+    ratio: float | None
+    low: float | None
+    high: float | None
+    verdict: str
+    looks: int
+    target: float
+    alpha: float
+    look_alpha: float | None
+    cap: int
+    seed: int
+    values_a: list[float]
+    values_b: list[float]
+    orders: list[str]
+    dropped_pairs: int
+    started_at: datetime
+    ended_at: datetime
+
+
+@dataclass
+class ComparisonRun:
+    """One row of ``comparison_runs``: one engine start of a comparison, kept or dropped."""
+
+    comparison_id: str
+    run: int
+    pair: int
+    side: str
+    release: str
+    kept: bool
+    warmup_ms: float | None
+    figures: str | None  # JSON {metric: value}
+    engine_build: str | None
+    error: str | None
+    started_at: datetime
+    ended_at: datetime
+
+
+COMPARISON_COLUMNS: tuple[str, ...] = tuple(column_names(ComparisonRecord))
+RUN_COLUMNS: tuple[str, ...] = tuple(column_names(ComparisonRun))
+
+
+def _check(rows: list[ComparisonRecord], runs: list[ComparisonRun]) -> str:
+    ids = {r.comparison_id for r in rows} | {r.comparison_id for r in runs}
+    if len(ids) != 1:
+        raise WarehouseError(f"a comparison is saved whole: one comparison_id, not {sorted(ids)}")
+    for r in rows:
+        if r.verdict not in COMPARISON_VERDICTS:
+            raise WarehouseError(f"comparison {r.comparison_id} {r.metric}: verdict must be one of {COMPARISON_VERDICTS} (got {r.verdict!r})")  # fmt: skip
+        if not len(r.values_a) == len(r.values_b) == len(r.orders) or any(o not in ORDERS for o in r.orders):
+            raise WarehouseError(f"comparison {r.comparison_id} {r.metric}: one value of A, one of B and an order ({ORDERS}) per pair")  # fmt: skip
+    for x in runs:
+        if x.side not in RUN_SIDES:
+            raise WarehouseError(f"comparison {x.comparison_id} run {x.run}: side must be one of {RUN_SIDES} (got {x.side!r})")  # fmt: skip
+    return ids.pop()
+
+
+def save_comparison(
+    con: duckdb.DuckDBPyConnection, rows: list[ComparisonRecord], runs: list[ComparisonRun]
+) -> None:
+    """Replace the comparison's rows and runs with these, in one transaction (saving it again is a no-op)."""
+    if not rows:
+        raise WarehouseError("a comparison without a metric has nothing to store")
+    key = _check(rows, runs)
+    table = records_table(ComparisonRecord, rows)
+    run_table = records_table(ComparisonRun, runs) if runs else None
+
+    def work() -> None:
+        con.execute("DELETE FROM comparisons WHERE comparison_id = ?", [key]).fetchall()
+        con.execute("DELETE FROM comparison_runs WHERE comparison_id = ?", [key]).fetchall()
+        with registered(con, "comparisons", table) as name:
+            con.execute(f"INSERT INTO comparisons BY NAME SELECT * FROM {name}").fetchall()
+        if run_table is not None:
+            with registered(con, "comparison_runs", run_table) as name:
+                con.execute(f"INSERT INTO comparison_runs BY NAME SELECT * FROM {name}").fetchall()
+
+    in_transaction(con, work)
+
+
+def list_comparisons(
+    con: duckdb.DuckDBPyConnection, *, limit: int | None = None, comparison_id: str | None = None
+) -> list[ComparisonRecord]:
+    """Comparison rows, newest comparison first, its metrics by name; ``limit``: of comparisons, not rows."""
+    where, params = "", []
+    if comparison_id is not None:
+        where, params = "WHERE comparison_id = ?", [comparison_id]
+    elif limit is not None:
+        where = (
+            "WHERE comparison_id IN (SELECT comparison_id FROM comparisons GROUP BY comparison_id "
+            "ORDER BY max(started_at) DESC, comparison_id LIMIT ?)"
+        )
+        params = [limit]
+    sql = f"SELECT {', '.join(COMPARISON_COLUMNS)} FROM comparisons {where} ORDER BY started_at DESC, comparison_id, metric"  # fmt: skip
+    return [ComparisonRecord(*r) for r in con.execute(sql, params).fetchall()]
+
+
+def comparison_runs(con: duckdb.DuckDBPyConnection, comparison_id: str) -> list[ComparisonRun]:
+    sql = f"SELECT {', '.join(RUN_COLUMNS)} FROM comparison_runs WHERE comparison_id = ? ORDER BY run"
+    return [ComparisonRun(*r) for r in con.execute(sql, [comparison_id]).fetchall()]
