@@ -596,6 +596,10 @@ class AnalysisConfig(_Strict):
     # engine. "baseline": the baseline engine's installed build on each local host (a Docker host
     # needs a pinned "engine:tag", e.g. "llamacpp:server-rocm-b6500"); "none": no canary.
     canary: Annotated[str, Field(pattern=CANARY_PATTERN)] = "baseline"
+    # the most pairs one comparison by pairs (`strix compare`) runs while a metric stays unknown: the
+    # ladder looks at 3, 5, then 10 pairs; a higher cap doubles on (20, 40), each look costing two
+    # engine starts per pair
+    compare_max_pairs: Annotated[int, Field(ge=2)] = 10
 
 
 class QueryConfig(_Strict):

@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "strix_pipeline.cli.run",
     "strix_pipeline.cli.history",
     "strix_pipeline.cli.bisect",
+    "strix_pipeline.cli.compare",
     "strix_pipeline.cli.plan",
     "strix_pipeline.cli.bench",
     "strix_pipeline.cli.query",

@@ -13,9 +13,12 @@ from strix_pipeline.analysis.changepoints import Series, load_series, magnitude_
 from strix_pipeline.analysis.decision import Decision, evaluate, format_value, reproduce
 from strix_pipeline.bisection import steps_text, summary
 from strix_pipeline.cli.common import config_of, error, on_warehouse, shown, warehouse_arg
+from strix_pipeline.cli.compare import comparison_table
 from strix_pipeline.config import ChangeDetectionConfig, StrixConfig
 from strix_pipeline.config_load import load_config
-from strix_pipeline.warehouse import BisectionRecord, Warehouse
+from strix_pipeline.warehouse import BisectionRecord, ComparisonRecord, Warehouse
+
+LATEST_COMPARISONS = 3  # comparisons by pairs `strix changes` shows, newest first
 
 STATUS_STYLE = {"pass": "green", "fail": "red", "unknown": "dim"}
 
@@ -151,12 +154,18 @@ def run_reproduce(args: argparse.Namespace, config: StrixConfig) -> int:
 def run_changes(args: argparse.Namespace) -> int:
     def read(wh: Warehouse):
         searches = {b.change_id: (b, steps_text(wh, b)) for b in wh.list_bisections() if b.change_id}
-        return wh.list_changes(ack_status=None if args.all else "active"), load_series(wh), searches
+        return (
+            wh.list_changes(ack_status=None if args.all else "active"),
+            load_series(wh),
+            searches,
+            # a warehouse before schema v11, opened read-only, is not migrated: it has no comparisons
+            wh.list_comparisons(limit=LATEST_COMPARISONS) if "comparisons" in wh.table_names() else [],
+        )
 
     got, rc = on_warehouse(args, read)
     if got is None:
         return rc
-    rows, series, searches = got
+    rows, series, searches, compared = got
     if args.json:
         out = []
         for r in rows:
@@ -167,6 +176,7 @@ def run_changes(args: argparse.Namespace) -> int:
         return 0
     if not rows:
         print_no_changes(series, config_of(args).change_detection, unacknowledged_only=not args.all)
+        print_comparisons(compared)
         return 0
     table = Table(title="Change points" + ("" if args.all else " (unacknowledged)"))
     for col in (
@@ -205,7 +215,20 @@ def run_changes(args: argparse.Namespace) -> int:
         )
         table.add_row(*(shown(c) for c in cells))
     Console().print(table)
+    print_comparisons(compared)
     return 0
+
+
+def print_comparisons(rows: list[ComparisonRecord]) -> None:
+    """The latest comparisons by pairs (`strix compare`), a table each, newest first."""
+    by_id: dict[str, list[ComparisonRecord]] = {}
+    for r in rows:
+        by_id.setdefault(r.comparison_id, []).append(r)
+    console = Console()
+    for cid, metrics in by_id.items():
+        first = metrics[0]
+        title = f"Comparison {cid} on {first.host} ({first.engine}), {first.started_at:%Y-%m-%d %H:%M} UTC"
+        console.print(comparison_table(metrics, title))
 
 
 def bisection_cell(b: BisectionRecord, steps: list[str]) -> str:

