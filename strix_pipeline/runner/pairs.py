@@ -17,7 +17,7 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal, Protocol
 
@@ -254,7 +254,7 @@ def compare_releases(
             order = [*order[: done - 1], *paired.rebalance(order, done, {done - 1}, seed=seed)]
             done -= 1
         exhausted = dropped > max_dropped
-        open_before = {name for name, s in state.items() if not s.done}
+        open_before = [name for name, s in state.items() if not s.done]
         state = ladders(exhausted=exhausted)
         for name in open_before:  # a metric decided earlier replays the same decision: said once
             progress(f"look {state[name].looks} at {len(kept)} pairs, {name}: {state[name].describe()}")
@@ -288,9 +288,7 @@ def _usable(v: float | None) -> bool:
 
 
 def _drop(r: RunRecord) -> RunRecord:
-    return RunRecord(
-        r.run, r.pair, r.side, r.release, r.figures, r.error, r.started_at, r.ended_at, kept=False
-    )
+    return replace(r, kept=False)
 
 
 def _figures_text(figs: RunFigures, metrics: Sequence[str]) -> str:
