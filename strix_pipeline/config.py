@@ -381,6 +381,17 @@ class HostConfig(_Strict):
         return self
 
 
+# C1 means "starts with no override": the variable that makes a ROCm runtime treat gfx1151 as another
+# GPU. Refused in the configuration's environments; criterion C1 looks for it in what a run started with.
+GFX_OVERRIDE = "HSA_OVERRIDE_GFX_VERSION"
+
+
+def _no_gfx_override(env: dict[str, str]) -> dict[str, str]:
+    if GFX_OVERRIDE in env:
+        raise ValueError(f"{GFX_OVERRIDE} must not be set on native gfx1151 images")
+    return env
+
+
 class ImageSource(_Strict):
     registry: Registry  # "docker.io", "ghcr.io", "127.0.0.1:5000"
     repository: Repository  # "vllm/vllm-openai-rocm"
@@ -399,6 +410,17 @@ class ImageSource(_Strict):
     # argv that prints the GPU targets an image was compiled for, run without a GPU before production
     # stops (engines/<kind>.py ARCH_LIST_COMMAND is the default); [] skips the gate (a Vulkan build)
     arch_list_command: list[str] | None = None
+    # what this source's images need to run their engine as intended, which the image does not set
+    # itself (the Strix Halo toolboxes set theirs in /etc/profile.d, which a container's entrypoint
+    # never reads): environment beside the engine's `env` (this one wins on a repeated name), and flags
+    # after the engine's `extra_flags`, before the model profile's. Both are in the run's fingerprint.
+    env: dict[EnvName, str] = Field(default_factory=dict)
+    extra_flags: list[str] = Field(default_factory=list)
+
+    @field_validator("env")
+    @classmethod
+    def _no_override(cls, v: dict[str, str]) -> dict[str, str]:
+        return _no_gfx_override(v)
 
     @field_validator("include", "exclude")
     @classmethod
@@ -430,9 +452,7 @@ class EngineConfig(_Strict):
     @field_validator("env")
     @classmethod
     def _no_override(cls, v: dict[str, str]) -> dict[str, str]:
-        if "HSA_OVERRIDE_GFX_VERSION" in v:
-            raise ValueError("HSA_OVERRIDE_GFX_VERSION must not be set on native gfx1151 images")
-        return v
+        return _no_gfx_override(v)
 
 
 class ModelProfile(_Strict):
@@ -576,6 +596,14 @@ class DecisionConfig(_Strict):
     baseline_image: Repository | None = None
     baseline_model: str | None = None
     candidate_model: str | None = None
+    # A pair is made on purpose (analysis/decision/criteria.py): the baseline run of the same host, model
+    # family, backend family (ROCm or Vulkan build) and host state (fingerprint.HOST_FIELDS) closest in
+    # time to the candidate's, started within this many hours of it -- "the same night": one maintenance
+    # window (6 h on the Box), never the night before (24 h on). No such run: C3 / C5 are unknown, naming
+    # what was missing, unless `pair_other_night` lets the latest such run of another night stand in
+    # (the rule before pairs; the reason says so). Backend and host state are never given up.
+    pair_within_hours: Annotated[float, Field(gt=0, le=168)] = 12.0
+    pair_other_night: bool = False
 
 
 class ChangeDetectionConfig(_Strict):

@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from strix_pipeline.records import RunRecord
 
 # Bump when the meaning of the inputs changes, so old and new fingerprints never collide.
-_SCHEME = "strix-fp-3"
+# 4: the environment the configuration gives the engine (engine_env) is an input.
+_SCHEME = "strix-fp-4"
 
 
 def _text(value: Any) -> str:
@@ -51,10 +53,31 @@ def _flags(engine_flags: str | Sequence[str] | None) -> list[str]:
     return [str(f).strip() for f in engine_flags if str(f).strip()]
 
 
+def _env(engine_env: str | Mapping[str, str] | None) -> list[str]:
+    # Sorted: unlike flags, an environment has no order; "NAME=value" keeps the pairs readable in a
+    # "what differs" line.
+    if engine_env is None:
+        return []
+    if isinstance(engine_env, str):
+        if not engine_env.strip():
+            return []
+        parsed = json.loads(engine_env)
+        if not isinstance(parsed, dict):
+            raise ValueError(f"engine_env must be a JSON object of strings, got {engine_env!r}")
+        engine_env = parsed
+    return sorted(f"{k}={v}" for k, v in engine_env.items())
+
+
+def env_json(env: Mapping[str, str]) -> str | None:
+    """An engine's environment as ``runs.engine_env`` stores it (None: none given)."""
+    return json.dumps(dict(sorted(env.items()))) if env else None
+
+
 # The fields of a run that must all match, each with how its spellings are made one.
 COMPARABILITY_FIELDS: dict[str, Callable[[Any], Any]] = {
     "engine_kind": lambda v: _text(v).lower(),
     "engine_flags": _flags,
+    "engine_env": _env,  # the configuration's (engine's and image source's), not the image's own ENV
     "model": _text,
     "quantization": lambda v: _text(v).upper(),  # "q4_k_m" and "Q4_K_M" are one quantization
     "host": _text,
@@ -98,3 +121,49 @@ def differences(a: RunRecord, b: RunRecord) -> dict[str, tuple[Any, Any]]:
     """The comparability fields on which two runs differ: why they are "not comparable"."""
     ia, ib = fingerprint_inputs(**comparability(a)), fingerprint_inputs(**comparability(b))
     return {k: (ia[k], ib[k]) for k in ia if ia[k] != ib[k]}
+
+
+# --------------------------------------------------------------------------------------------------
+# Pairs across engines: what a candidate run and a baseline run must share to be compared (the switch
+# decision's C3 and C5). Two engines differ in their engine fields by design; the fields below are the
+# ones of the list that describe the host a run met, so a pair is one host state. The ROCm version and
+# the firmware are left out: each engine's image reports them from inside (its own ROCm, its own SMI
+# tool's firmware lines), so two engines never agree on them.
+HOST_FIELDS = ("host", "kernel", "kernel_cmdline", "ttm_pages_limit", "harness_version")
+assert set(HOST_FIELDS) <= set(COMPARABILITY_FIELDS)  # a subset of the one list, never a second one
+
+# Which GPU backend an image's engine was built for, by the words of its tag and repository: llama.cpp
+# publishes server-rocm-* beside server-vulkan-*, the toolboxes rocm-* beside vulkan-*, and a Vulkan
+# build is another engine as far as speed and memory go.
+_BACKEND_WORDS = (
+    ("vulkan", re.compile(r"vulkan|radv|amdvlk")),
+    ("rocm", re.compile(r"rocm\w*|hip\w*|therock|gfx\d+")),
+)
+
+
+def backend_family(repository: str | None, tag: str | None) -> str | None:
+    """``"rocm"`` or ``"vulkan"`` from the image's tag, else its repository (the tag first: one
+    repository may publish both); None when neither names one (a local build, a plain tag)."""
+    for text in (tag, repository):
+        words = re.split(r"[^a-z0-9]+", (text or "").lower())
+        for family, pattern in _BACKEND_WORDS:
+            if any(pattern.fullmatch(w) for w in words):
+                return family
+    return None
+
+
+def pair_differences(a: Any, b: Any) -> dict[str, tuple[Any, Any]]:
+    """Why two runs of different engines are no pair: the backend family and the host fields on which
+    they differ (empty: a pair). ``a`` and ``b`` are any records with the run's fields (a RunRecord, the
+    decision's RunFacts); a field a record lacks counts as not recorded."""
+    out: dict[str, tuple[Any, Any]] = {}
+    ba = backend_family(getattr(a, "image_repository", None), getattr(a, "image_tag", None))
+    bb = backend_family(getattr(b, "image_repository", None), getattr(b, "image_tag", None))
+    if ba != bb:
+        out["backend"] = (ba, bb)
+    for name in HOST_FIELDS:
+        norm = COMPARABILITY_FIELDS[name]
+        va, vb = norm(getattr(a, name, None)), norm(getattr(b, name, None))
+        if va != vb:
+            out[name] = (va, vb)
+    return out

@@ -325,6 +325,13 @@ class RunRecord:
     # (DKMS drivers), read by the host's probe; ttm_pages_limit above is the limit in force
     hip_device_total_bytes: int | None = None
     amdttm_pages_limit: int | None = None
+    # schema v12: what the engine started with besides its argv. engine_env: the environment the
+    # configuration gave the container (the engine's `env` and its image source's), a JSON object --
+    # part of the fingerprint; image_env: the image's own ENV (its config, read without running it), a
+    # JSON list of "NAME=value" as Docker gives it -- recorded, not compared (it moves with every
+    # release, the trend's x-axis); criterion C1 reads both. None: not known (a local host, older runs).
+    engine_env: str | None = None
+    image_env: str | None = None
 
 
 @dataclass

@@ -25,6 +25,7 @@ from strix_pipeline.engines.base import (
     EngineSpec,
     PoolFlags,
     Reservation,
+    engine_env,
     extra_flags,
     pool_fraction,
     served_name,
@@ -64,12 +65,13 @@ def build_spec(
     ``budget_gb`` (the host's memory budget) turns pool fractions into reserved GB for the guard, or
     ``device`` (the device total HIP reports on the host, read by its probe) when it is known.
     The argv is the engine's executable, the profile's flags, ``--host``/``--port``, then the config's
-    extra flags (engine-wide, then the profile's): the later one wins on repeat. ``source``: the image
-    source the engine's image comes from, whose ``executable`` wins (:func:`executable_for`).
+    extra flags (engine-wide, the image source's, then the profile's): the later one wins on repeat.
+    ``source``: the image source the engine's image comes from, whose ``executable`` wins
+    (:func:`executable_for`) and whose ``env`` and ``extra_flags`` join the engine's.
     """
     module = MODULES[engine.kind]
     port = port or engine.port or module.DEFAULT_PORT
-    extras = extra_flags(module.KIND, engine, profile)
+    extras = extra_flags(module.KIND, engine, profile, source)
     flags = [*module.flags(profile, model_path, extras), "--host", bind_host, "--port", str(port), *extras]
     pool: PoolFlags | None = getattr(module, "PROFILE_FLAGS", None)
     return EngineSpec(
@@ -87,6 +89,7 @@ def build_spec(
         reservations=module.reservations(flags, profile, budget_gb, device),
         pool_fraction=pool_fraction(flags, profile, pool.memory_fraction) if pool else None,
         pool_flag=pool.memory_fraction if pool else None,
+        env=engine_env(engine, source),
     )
 
 

@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 
 from packaging.version import InvalidVersion, Version
 
-from strix_pipeline.config import EngineConfig, ModelProfile
+from strix_pipeline.config import EngineConfig, ImageSource, ModelProfile
 from strix_pipeline.units import GB, GIB, gib_text
 
 # Where a host's models directory appears inside an engine container.
@@ -100,6 +100,8 @@ class EngineSpec:
     # a pool engine's (vLLM, SGLang) fraction of the device and the flag that sets it; None: no pool
     pool_fraction: float | None = None
     pool_flag: str | None = None
+    # the environment the engine starts with besides its image's own ENV (engine_env)
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def executable(self) -> list[str]:
@@ -147,9 +149,19 @@ def served_name(profile: ModelProfile) -> str:
     return profile.served_name or profile.model
 
 
-def extra_flags(kind: str, engine: EngineConfig, profile: ModelProfile) -> list[str]:
-    """Engine-wide flags first, then the profile's for this engine kind: the later one wins on repeat."""
-    return list(engine.extra_flags) + list(profile.extra_flags.get(kind, []))
+def extra_flags(
+    kind: str, engine: EngineConfig, profile: ModelProfile, source: ImageSource | None = None
+) -> list[str]:
+    """Engine-wide flags first, then the image source's (what its images need, e.g. an attention
+    backend), then the profile's for this engine kind: the later one wins on repeat."""
+    own = list(source.extra_flags) if source is not None else []
+    return list(engine.extra_flags) + own + list(profile.extra_flags.get(kind, []))
+
+
+def engine_env(engine: EngineConfig, source: ImageSource | None = None) -> dict[str, str]:
+    """The environment the engine starts with besides its image's own: the engine's, then the image
+    source's (it wins on a repeated name: it knows its images)."""
+    return dict(engine.env) | (dict(source.env) if source is not None else {})
 
 
 def flag_value(flags: list[str], name: str) -> str | None:

@@ -153,7 +153,7 @@ class DockerLauncher:
             "name": self.container_name(),
             "detach": True,
             "network_mode": "host",
-            "environment": dict(self.engine_cfg.env),
+            "environment": dict(self.spec.env),  # the engine's and its image source's
             "volumes": self.volumes(),
             "labels": {
                 MANAGED_LABEL: "true",

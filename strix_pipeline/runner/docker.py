@@ -42,7 +42,9 @@ from strix_pipeline.runner.record import (
     describe_host_memory,
     finish_memory,
     join_reasons,
+    record_engine_env,
     record_host_facts,
+    record_image_env,
     record_image_facts,
     record_outage,
 )
@@ -90,6 +92,7 @@ def run_docker(r: RunInputs) -> None:
             # the budget, the leftovers, the pull (minutes for a ROCm image), the image's executable and
             # the GPU targets it was compiled for.
             launcher.size_pools(box_checks.device_memory(host_cfg, engine, facts))
+            record_engine_env(run, launcher.spec.env)
             what = f"{launcher.spec.kind} '{launcher.spec.served_model_name}'"
             guards.check_reservations(launcher.spec.reservations, host_cfg.memory_budget_gb, what=what)
             leftovers = guards.clean_leftovers(client)
@@ -126,6 +129,7 @@ def run_docker(r: RunInputs) -> None:
             ):
                 log(f"[{run.run_id}] {note}")
             launcher.pull()
+            record_image_env(run, launcher.image_attrs)
             image_checks.check_executable(
                 client, image_ref, launcher.spec.executable, launcher.image_attrs, run_id=run.run_id
             )

@@ -3,9 +3,11 @@ image facts, the production outage, the memory summary."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 from strix_pipeline.engine_facts import append_firmware
+from strix_pipeline.fingerprint import env_json
 from strix_pipeline.hosts import docker_engine
 from strix_pipeline.hosts.production import ProductionGuard
 from strix_pipeline.loadgen import SuiteInterrupted, SuiteResult
@@ -123,6 +125,20 @@ def record_image_facts(run: RunRecord, eng: docker_engine.DockerEngine) -> None:
         run.firmware = append_firmware(run.firmware, eng.firmware())
     except Exception:  # noqa: BLE001 - no tool in the image: the probe's VBIOS alone
         pass
+
+
+def record_engine_env(run: RunRecord, env: dict[str, str]) -> None:
+    """The environment the configuration gives the engine's container (the engine's and its image
+    source's; part of the fingerprint), recorded before anything can refuse the run, so a run that
+    fails stays in its series. Criterion C1 looks for an override in it."""
+    run.engine_env = env_json(env)
+
+
+def record_image_env(run: RunRecord, image_attrs: dict) -> None:
+    """The image's own ENV from its config (the pulled image's inspect data: read without running
+    it), as Docker lists it. Not in the fingerprint (it moves with every release); C1 reads it."""
+    image_env = (image_attrs.get("Config") or {}).get("Env")
+    run.image_env = json.dumps([str(e) for e in image_env]) if image_env else None
 
 
 def record_outage(run: RunRecord, guard: ProductionGuard, engine_s: float, log: Log) -> None:

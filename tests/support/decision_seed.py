@@ -351,6 +351,13 @@ def run_facts(run: RunRecord) -> RunFacts:
         launch_command=run.launch_command,
         failure_reason=run.failure_reason,
         held_bytes=run.held_bytes,
+        host=run.host,
+        kernel=run.kernel,
+        kernel_cmdline=run.kernel_cmdline,
+        ttm_pages_limit=run.ttm_pages_limit,
+        harness_version=run.harness_version,
+        engine_env=run.engine_env,
+        image_env=run.image_env,
     )
 
 
@@ -402,7 +409,9 @@ def judge_runs(
 
 def held_facts(run_id: str, engine: str, held_gib: float | None, **fields: object) -> RunFacts:
     """An ok run of the medium MoE on the Box as C5 reads it: ``held_gib`` held (None: unknown);
-    ``fields`` set anything else (image_version, launch_command, failure_reason)."""
+    ``fields`` set anything else (image_version, launch_command, failure_reason). Both engines' are
+    ROCm builds on one host state, so a candidate's and a baseline's make a pair."""
+    fields = {"image_tag": "v0.11.0" if engine == "vllm" else "server-rocm-b6000", **fields}
     return RunFacts(
         run_id=run_id,
         engine=engine,

@@ -6,12 +6,14 @@ verdict on their results is :mod:`.verdict`'s.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from strix_pipeline.analysis.decision.evidence import Evidence, RunFacts
 from strix_pipeline.analysis.decision.report import ratio_text
-from strix_pipeline.config import ImageSource, StrixConfig
+from strix_pipeline.config import GFX_OVERRIDE, ImageSource, StrixConfig
+from strix_pipeline.fingerprint import pair_differences
 from strix_pipeline.loadgen.metrics import min_samples_for_ci, quantile_ci, quantile_ratio_ci
 from strix_pipeline.memory.summary import MEMORY_UNRELIABLE
 from strix_pipeline.records import CriterionResult
@@ -28,7 +30,7 @@ CRITERIA = {
 # A run stopped from outside before or while it started, or refused by a guard before anything
 # started, says nothing about whether the engine starts: C1 neither passes nor fails on it.
 NOT_A_START_ATTEMPT = frozenset({"cancelled", "failed_guard"})
-FORBIDDEN_IN_LAUNCH = "HSA_OVERRIDE_GFX_VERSION"  # C1 means "starts with no override"
+FORBIDDEN_IN_LAUNCH = GFX_OVERRIDE  # C1 means "starts with no override"
 GPT_OSS_QUANTIZATION = "MXFP4"
 CONFIDENCE = 0.95  # C3's interval of the ratio of the two p95s
 READY_STATUSES = ("ok", "partial", "failed_serve")  # reached ready (failed_serve: then served nothing)
@@ -92,11 +94,40 @@ def _context(r: RunFacts, config: StrixConfig) -> int | None:
     return prof.context_length if prof else None
 
 
+def _env_names(recorded: str | None) -> set[str]:
+    """The variable names in a recorded environment: a JSON object (the configuration's) or a JSON
+    list of ``NAME=value`` (the image's own ENV, as Docker gives it); unreadable: none."""
+    try:
+        parsed = json.loads(recorded) if recorded else None
+    except json.JSONDecodeError:
+        return set()
+    if isinstance(parsed, dict):
+        return {str(k) for k in parsed}
+    if isinstance(parsed, list):
+        return {str(item).split("=", 1)[0] for item in parsed}
+    return set()
+
+
+def _override(r: RunFacts) -> str | None:
+    """Where the run started with the override, if it did: its launch command, the environment the
+    configuration gave it, or its image's own ENV (an image that sets it never starts without it)."""
+    where = [
+        what
+        for what, found in (
+            ("its launch command", FORBIDDEN_IN_LAUNCH in (r.launch_command or "")),
+            ("the environment its configuration gave it", FORBIDDEN_IN_LAUNCH in _env_names(r.engine_env)),
+            ("its image's own ENV", FORBIDDEN_IN_LAUNCH in _env_names(r.image_env)),
+        )
+        if found
+    ]
+    return " and ".join(where) or None
+
+
 def _ready(r: RunFacts) -> bool:
     """Reached ready with no override: C1's evidence (serving is C2's and C4's)."""
     # a run cancelled after its engine was up has a launch command (it is set once ready)
     ready = r.status in READY_STATUSES or (r.status == "cancelled" and r.launch_command)
-    return bool(ready) and FORBIDDEN_IN_LAUNCH not in (r.launch_command or "")
+    return bool(ready) and _override(r) is None
 
 
 def _served(r: RunFacts, smoke_ok: frozenset[str]) -> bool:
@@ -195,6 +226,16 @@ def official_image_starts(ev: Evidence, config: StrixConfig) -> CriterionResult:
     ready = [r for r in fresh if _ready(r)]
     if ready:
         return _result("C1", "pass", f"{_label(ready[-1])} reached ready on {d.host}", runs=ready)
+    overridden = [r for r in fresh if _override(r)]
+    if overridden:
+        r = overridden[-1]
+        return _result(
+            "C1",
+            "fail",
+            f"{_label(r)} started on {d.host} with {FORBIDDEN_IN_LAUNCH} in {_override(r)} (run {r.run_id}): "
+            "C1 asks for a start with no override",
+            runs=overridden,
+        )
     attempts = [r for r in fresh if r.status not in NOT_A_START_ATTEMPT]
     if not attempts:
         return _result(
@@ -255,16 +296,88 @@ def serves_gpt_oss_120b_mxfp4(ev: Evidence, config: StrixConfig) -> CriterionRes
     return _serves(ev, config, "C4", config.decision.gpt_oss_model)
 
 
+def _hours(gap: timedelta) -> str:
+    return f"{abs(gap).total_seconds() / 3600:.1f} h"
+
+
+def _backend(value: object) -> str:
+    return f"{value} build" if value else "a build its image does not name"
+
+
 def _pair(
-    cand: list[RunFacts], base: list[RunFacts], config: StrixConfig
-) -> tuple[RunFacts, RunFacts] | None:
-    """Newest candidate run that has a baseline run of the same model family; the latest such baseline."""
+    cand: list[RunFacts], base: list[RunFacts], config: StrixConfig, base_name: str, reading: str
+) -> tuple[RunFacts, RunFacts, str] | str:
+    """The pair C3 / C5 compare, made on purpose: the newest candidate run (then the next) with a
+    baseline run of the same model family, backend and host state (fingerprint.pair_differences), the
+    one closest in time to it within ``decision.pair_within_hours`` ("the same night"). Returns the
+    pair with a note for the reason (empty, or that another night's run stood in: the latest such one,
+    only under ``decision.pair_other_night``), else why the newest candidate run has no pair."""
+    d = config.decision
+    within = timedelta(hours=d.pair_within_hours)
+    why: str | None = None
     for c in sorted(cand, key=_order, reverse=True):
         fam = _family(c, config)
         same = [b for b in base if _family(b, config) == fam]
-        if same:
-            return c, max(same, key=lambda b: b.started_at)
-    return None
+        alike = [b for b in same if not pair_differences(c, b)]
+        tonight = [b for b in alike if abs(b.started_at - c.started_at) <= within]
+        if tonight:
+            # the nearest in time; of two as near, the later
+            best = min(tonight, key=lambda b: (abs(b.started_at - c.started_at), -b.started_at.timestamp()))
+            return c, best, ""
+        if alike and d.pair_other_night:
+            b = max(alike, key=lambda b: b.started_at)
+            note = (
+                f"; no {d.baseline_engine} run within {d.pair_within_hours:g} h of the candidate's: "
+                f"run {b.run_id} of another night stands in ({_hours(b.started_at - c.started_at)} "
+                "apart, decision.pair_other_night)"
+            )
+            return c, b, note
+        if why is None:
+            why = _no_pair(c, same, alike, fam, base_name, reading, d.pair_within_hours)
+    return why or f"no fresh {base_name} {reading}"
+
+
+def _no_pair(
+    c: RunFacts,
+    same: list[RunFacts],
+    alike: list[RunFacts],
+    fam: str,
+    base_name: str,
+    reading: str,
+    hours: float,
+) -> str:
+    """Why the candidate run ``c`` has no pair: what each baseline run of its model family lacked."""
+    if not same:
+        return f"no fresh {base_name} {reading} of model family {fam}"
+    lacks: dict[str, list[RunFacts]] = {}
+    for b in same:
+        diff = pair_differences(c, b)
+        if "backend" in diff:
+            lacks.setdefault("backend", []).append(b)
+        elif diff:
+            for name in diff:
+                lacks.setdefault(name, []).append(b)
+    parts = []
+    for name, runs in lacks.items():
+        theirs = sorted({str(pair_differences(c, b)[name][1] or "") for b in runs})
+        mine = pair_differences(c, runs[0])[name][0]
+        if name == "backend":
+            said = f"{', '.join(_backend(v) for v in theirs)}; the candidate's {_backend(mine)}"
+        else:
+            said = (
+                f"{', '.join(v or 'not recorded' for v in theirs)}; the candidate's {mine or 'not recorded'}"
+            )
+        parts.append(f"{len(runs)} of another {name} ({said})")
+    if alike:
+        nearest = min(alike, key=lambda b: abs(b.started_at - c.started_at))
+        parts.append(
+            f"{len(alike)} of another night (the nearest {_hours(nearest.started_at - c.started_at)} "
+            f"from the candidate's, a pair within {hours:g} h; decision.pair_other_night lets it stand in)"
+        )
+    return (
+        f"no fresh {base_name} {reading} paired with the candidate's run {c.run_id}, {_label(c)}: "
+        f"of {len(same)} of model family {fam}, " + "; ".join(parts)
+    )
 
 
 def _paired_sides(ev: Evidence, config: StrixConfig) -> tuple[list[RunFacts], list[RunFacts], str, str]:
@@ -304,10 +417,11 @@ def _measured_pair(
     has: Callable[[RunFacts], bool],
     what: str,
     reading: str,
-) -> tuple[RunFacts, RunFacts] | CriterionResult:
+) -> tuple[RunFacts, RunFacts, str] | CriterionResult:
     """The candidate and baseline runs C3 / C5 compare (see ``_pair``) among the ``measured`` ones,
-    or the "unknown" result saying which side has none: its runs that ``has`` the reading but are
-    stale, or no such run at all; or no baseline ``reading`` of the candidate's model family."""
+    with the pair's note, or the "unknown" result saying which side has none: its runs that ``has``
+    the reading but are stale, or no such run at all; or no baseline ``reading`` paired with the
+    candidate's run, saying what each one lacked."""
     d = config.decision
     cand, base, cand_name, base_name = _paired_sides(ev, config)
     c_ok, b_ok = measured(cand), measured(base)
@@ -315,10 +429,9 @@ def _measured_pair(
         if not ok:
             stale = [r for r in runs if has(r)]
             return _result(cid, "unknown", _stale_reason(f"{side} runs with {what}", stale, d.freshness_days))
-    pair = _pair(c_ok, b_ok, config)
-    if pair is None:
-        fams = ", ".join(sorted({_family(r, config) for r in c_ok}))
-        return _result(cid, "unknown", f"no fresh {base_name} {reading} of model family {fams}")
+    pair = _pair(c_ok, b_ok, config, base_name, reading)
+    if isinstance(pair, str):
+        return _result(cid, "unknown", pair)
     return pair
 
 
@@ -368,7 +481,7 @@ def ttft_p95_beats_llamacpp_at_5(ev: Evidence, config: StrixConfig) -> Criterion
     )
     if isinstance(pair, CriterionResult):
         return pair
-    c, b = pair
+    c, b, paired = pair
     ca, ba = ev.sweep[c.run_id], ev.sweep[b.run_id]
     c_p95, b_p95 = ca.ttft_p95_ms or 0.0, ba.ttft_p95_ms or 0.0  # both measured: never None here
     c_ttft, b_ttft = list(ev.ttfts.get(c.run_id, ())), list(ev.ttfts.get(b.run_id, ()))
@@ -401,7 +514,7 @@ def ttft_p95_beats_llamacpp_at_5(ev: Evidence, config: StrixConfig) -> Criterion
     failed = ""
     if ca.requests_failed or ba.requests_failed:
         failed = f"; failed requests {ca.requests_failed} vs {ba.requests_failed}"
-    reason = f"{verdict}; {numbers}, family {_family(c, config)}{failed}{_quant_note(c, b)}"
+    reason = f"{verdict}; {numbers}, family {_family(c, config)}{failed}{_quant_note(c, b)}{paired}"
     return _result(
         "C3",
         status,
@@ -450,7 +563,7 @@ def memory_not_above_llamacpp(ev: Evidence, config: StrixConfig) -> CriterionRes
     )
     if isinstance(pair, CriterionResult):
         return _unreliable_memory(ev, config, pair)
-    c, b = pair
+    c, b, paired = pair
     c_held, b_held = c.held_bytes or 0, b.held_bytes or 0  # both measured: never None here
     threshold = b_held * (1 + d.memory_tolerance_pct / 100)
     ctx = ""
@@ -459,7 +572,7 @@ def memory_not_above_llamacpp(ev: Evidence, config: StrixConfig) -> CriterionRes
         ctx = f"; context lengths differ ({cc} vs {bc})"
     reason = (
         f"held after load {gib_text(c_held, 1)} ({_label(c)}) vs {d.baseline_engine} {gib_text(b_held, 1)} "
-        f"({_label(b)}), family {_family(c, config)}{ctx}{_quant_note(c, b)}"
+        f"({_label(b)}), family {_family(c, config)}{ctx}{_quant_note(c, b)}{paired}"
     )
     return _result(
         "C5",

@@ -31,6 +31,16 @@ class RunFacts:
     launch_command: str | None = None  # set once the engine is ready
     failure_reason: str | None = None
     held_bytes: int | None = None
+    # what C3 / C5 pair runs on besides the model family (fingerprint.pair_differences): the host state
+    host: str | None = None
+    kernel: str | None = None
+    kernel_cmdline: str | None = None
+    ttm_pages_limit: int | None = None
+    harness_version: str | None = None
+    # what the engine started with besides its argv (C1 looks for an override in both): the
+    # configuration's environment (a JSON object) and the image's own ENV (a JSON list of NAME=value)
+    engine_env: str | None = None
+    image_env: str | None = None
 
 
 @dataclass(frozen=True)

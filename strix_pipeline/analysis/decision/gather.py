@@ -25,9 +25,12 @@ if TYPE_CHECKING:
 # aggregates the criteria read (smoke, and the sweep at the decision concurrency).
 # A run counts once it ended by `now` (its rows are loaded after it ends): what an evaluation at `now`
 # could see, so a replay of it sees the same.
+# The host state C3 / C5 pair on and the environments C1 reads are taken from `runs` beside the view.
 DECISION_RUNS_SQL = (
-    "SELECT * FROM v_run_base WHERE host = ? AND started_at <= ? AND coalesce(ended_at, started_at) <= ? "
-    "AND engine IN (?, ?)"
+    "SELECT b.*, r.kernel_cmdline, r.ttm_pages_limit, r.engine_env, r.image_env "
+    "FROM v_run_base b JOIN runs r USING (run_id) "
+    "WHERE b.host = ? AND b.started_at <= ? AND coalesce(b.ended_at, b.started_at) <= ? "
+    "AND b.engine IN (?, ?)"
 )
 DECISION_AGGREGATES_SQL = """
 SELECT run_id, scenario, level, requests_ok, requests_failed,

@@ -81,6 +81,9 @@ AFTER_V1 = {
     # v10: the device total as HIP sees it and the amdttm limit
     "hip_device_total_bytes",
     "amdttm_pages_limit",
+    # v12: the environment the engine started with, the configuration's and the image's own
+    "engine_env",
+    "image_env",
 }
 
 

@@ -13,6 +13,7 @@ BASE = dict(
     scenario="concurrency_sweep",
     engine_kind="vllm",
     engine_flags='["--max-num-seqs", "8"]',
+    engine_env='{"ROCBLAS_USE_HIPBLASLT": "1", "VLLM_USE_TRITON_AWQ": "1"}',
     model="Qwen3-30B-A3B",
     quantization="BF16",
     host="strix-halo",
@@ -39,6 +40,8 @@ def test_same_inputs_same_fingerprint_and_series_format() -> None:
         ("scenario", "prefill_ladder"),
         ("engine_kind", "sglang"),
         ("engine_flags", '["--max-num-seqs", "16"]'),
+        ("engine_env", '{"ROCBLAS_USE_HIPBLASLT": "0", "VLLM_USE_TRITON_AWQ": "1"}'),
+        ("engine_env", None),
         ("model", "Qwen3-32B"),
         ("quantization", "FP8"),
         ("host", "other-box"),
@@ -56,6 +59,12 @@ def test_each_input_changes_the_fingerprint(key: str, value: str) -> None:
 
 def test_equivalent_spellings_do_not_split_a_series() -> None:
     assert series_fingerprint(**{**BASE, "quantization": "bf16"}) == series_fingerprint(**BASE)
+    # an environment has no order; none given and an empty one are one
+    env = {"VLLM_USE_TRITON_AWQ": "1", "ROCBLAS_USE_HIPBLASLT": "1"}
+    assert series_fingerprint(**{**BASE, "engine_env": env}) == series_fingerprint(**BASE)
+    assert series_fingerprint(**{**BASE, "engine_env": "{}"}) == series_fingerprint(
+        **{**BASE, "engine_env": None}
+    )
     assert series_fingerprint(**{**BASE, "engine_flags": ["--max-num-seqs", "8"]}) == series_fingerprint(
         **BASE
     )
@@ -86,7 +95,9 @@ def test_the_one_list_is_what_the_fingerprint_hashes_and_the_warehouse_stores(wh
     assert set(COMPARABILITY_FIELDS) <= columns  # every field is recorded per run
     r = make_run("a").run
     for name in COMPARABILITY_FIELDS:  # and every field on the list moves the fingerprint
-        other = {"engine_flags": "--x", "ttm_pages_limit": 12345}.get(name, "something-else")
+        other = {"engine_flags": "--x", "ttm_pages_limit": 12345, "engine_env": {"A": "1"}}.get(
+            name, "something-else"
+        )
         changed = dataclasses.replace(r, **{name: other})
         assert run_fingerprint(changed) != run_fingerprint(r), name
         assert set(differences(r, changed)) == {name}
