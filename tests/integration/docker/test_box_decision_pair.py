@@ -32,6 +32,7 @@ from support.llama_image import LlamaImage, llama_rootfs
 
 from strix_pipeline.analysis.decision import evaluate
 from strix_pipeline.config import StrixConfig
+from strix_pipeline.fingerprint import HOST_FIELDS
 from strix_pipeline.hosts.docker import DockerLauncher
 from strix_pipeline.records import CriterionResult, RunResult
 from strix_pipeline.runner import BenchmarkTarget, run_benchmark
@@ -216,6 +217,10 @@ def pair_runs(
                 ttft5=(4 * CANDIDATE_P95_MS, 3.6 * CANDIDATE_P95_MS, 4.4 * CANDIDATE_P95_MS),
             ),
         ]  # fmt: skip
+        # the candidate ran on the same Box in the same state (kernel, command line, TTM limit,
+        # harness): the pairing rule (fingerprint.pair_differences) compares those facts
+        same_host = {f: getattr(prod.run, f) for f in HOST_FIELDS}
+        candidate = [replace(c, run=replace(c.run, **same_host)) for c in candidate]
         with Warehouse.open(config.project.warehouse) as wh:
             wh.load_runs([prod, toolbox, *candidate])
         yield PairRuns(
@@ -263,13 +268,16 @@ def test_the_real_runs_are_two_images_of_productions_profile_with_their_own_figu
     assert p95_at_5(pair_runs.production) > 0 and p95_at_5(pair_runs.toolbox) > 0
 
 
-def test_without_the_pair_configured_the_later_toolbox_run_is_taken(pair_runs):
-    """The old rule (and the rule still, with no pair configured): the latest llama-server run of the
-    family from any image, against the newest candidate run of any profile of that family."""
+def test_without_the_pair_configured_the_later_vulkan_toolbox_run_is_not_taken(pair_runs):
+    """With no pair configured, the baseline is still a run of the candidate's backend family: the
+    later toolbox run is a Vulkan build (its tag says so) and is never compared with a ROCm vLLM
+    (issue 34, item 4); production's ROCm run of the same night is, against the newest candidate run
+    of the family. Before issue 34 this took the later toolbox run (the loose rule)."""
     got = criteria(pair_runs, pair_runs.config)
-    toolbox = pair_runs.toolbox.run.run_id
+    prod = pair_runs.production.run.run_id
     for cid in ("C3", "C5"):
-        assert got[cid].evidence_run_ids == [OTHER_PROFILE, toolbox], (cid, got[cid].reason)
+        assert got[cid].evidence_run_ids == [OTHER_PROFILE, prod], (cid, got[cid].reason)
+        assert TOOLBOX_TAG not in got[cid].reason, got[cid].reason
 
 
 def test_the_pair_is_the_candidates_profile_against_productions_image_and_its_real_figures(pair_runs):
