@@ -166,7 +166,9 @@ def make_run_warehouse(path: Path) -> tuple[Warehouse, StrixConfig]:
         "llamacpp",
         host="local",
         repo=None,
-        tag=None,
+        # the candidate's run names a ROCm image, so its baseline must be a ROCm build too (C3 and C5
+        # pair runs of one backend family: fingerprint.backend_family)
+        tag="server-rocm-b11434",
         version="b11434",
         sort_key="b11434",
         profile="gemma3-270m",
