@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import resource
 import subprocess
 import sys
 import threading
@@ -327,10 +326,13 @@ def test_a_big_result_takes_bounded_memory_and_is_cut(seeded: Path, tmp_path: Pa
     """300 MB of result under --memory-limit 50MB took 1.8 GB: now it stops at --max-bytes."""
     out = tmp_path / "big.csv"
     code = (
-        "import resource, sys\n"
+        "import sys\n"
         "from strix_pipeline.cli import main\n"
         "rc = main(sys.argv[1:])\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+        # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across execve, so a child of a big pytest
+        # process reports the parent's size; the high-water mark belongs to the new address space
+        "hwm = [ln for ln in open('/proc/self/status') if ln.startswith('VmHWM:')][0].split()[1]\n"
+        "print(hwm, file=sys.stderr)\n"
         "sys.exit(rc)\n"
     )
     sql = "SELECT range AS i, repeat('x', 1000) AS s FROM range(300000)"
@@ -364,13 +366,11 @@ def test_a_big_result_takes_bounded_memory_and_is_cut(seeded: Path, tmp_path: Pa
     assert done.returncode == 1, done.stderr
     assert "result cut at" in done.stderr and "max_bytes" in done.stderr, done.stderr
     assert out.stat().st_size < 60e6, out.stat().st_size
-    # the same query read whole, in the same environment: the cut holds clearly less. An absolute
-    # figure is not used: the peak of one command varied from 0.26 to 1.26 GB between a quiet machine
-    # and a full CI run (allocator and DuckDB's read-ahead), while the code before took 1.8 GB here.
+    # the same query read whole holds clearly more (here ~0.75 GB against ~0.5 GB; the code before
+    # took 1.8 GB for the cut one)
     whole, whole_mb = peak("2GB", tmp_path / "whole.csv")
     assert whole.returncode == 0 and "300000 rows" in whole.stderr, whole.stderr
-    assert cut_mb < 0.85 * whole_mb and cut_mb < 1800, (cut_mb, whole_mb)
-    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss > 0
+    assert cut_mb < 0.85 * whole_mb and cut_mb < 900, (cut_mb, whole_mb)
 
 
 def test_the_time_limit_covers_writing_the_output(seeded: Path, tmp_path: Path, capsys) -> None:
