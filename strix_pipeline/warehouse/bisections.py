@@ -14,7 +14,7 @@ import duckdb
 
 from strix_pipeline.records import column_names
 from strix_pipeline.warehouse.arrow import records_table
-from strix_pipeline.warehouse.connection import WarehouseError, in_transaction, registered
+from strix_pipeline.warehouse.connection import WarehouseError, in_transaction, insert
 
 # The allowed values, checked here for every backend (DuckLake has no CHECK constraints).
 BISECTION_STATUSES = ("running", "found", "inconclusive", "exhausted", "nothing_between")
@@ -85,11 +85,9 @@ def save_bisection(
 
     def work() -> None:
         con.execute("DELETE FROM bisections WHERE bisection_id = ?", [bisection.bisection_id]).fetchall()
-        with registered(con, "bisections", row) as name:
-            con.execute(f"INSERT INTO bisections BY NAME SELECT * FROM {name}").fetchall()
+        insert(con, "bisections", row)
         if steps is not None:
-            with registered(con, "bisection_steps", steps) as name:
-                con.execute(f"INSERT INTO bisection_steps BY NAME SELECT * FROM {name}").fetchall()
+            insert(con, "bisection_steps", steps)
 
     in_transaction(con, work)
 

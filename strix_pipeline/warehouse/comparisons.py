@@ -15,7 +15,7 @@ import duckdb
 
 from strix_pipeline.records import column_names
 from strix_pipeline.warehouse.arrow import records_table
-from strix_pipeline.warehouse.connection import WarehouseError, in_transaction, registered
+from strix_pipeline.warehouse.connection import WarehouseError, in_transaction, insert
 
 # The allowed values, checked here for every backend (DuckLake has no CHECK constraints).
 COMPARISON_VERDICTS = ("different", "same", "unknown", "inconclusive")
@@ -103,11 +103,9 @@ def save_comparison(
     def work() -> None:
         con.execute("DELETE FROM comparisons WHERE comparison_id = ?", [key]).fetchall()
         con.execute("DELETE FROM comparison_runs WHERE comparison_id = ?", [key]).fetchall()
-        with registered(con, "comparisons", table) as name:
-            con.execute(f"INSERT INTO comparisons BY NAME SELECT * FROM {name}").fetchall()
+        insert(con, "comparisons", table)
         if run_table is not None:
-            with registered(con, "comparison_runs", run_table) as name:
-                con.execute(f"INSERT INTO comparison_runs BY NAME SELECT * FROM {name}").fetchall()
+            insert(con, "comparison_runs", run_table)
 
     in_transaction(con, work)
 

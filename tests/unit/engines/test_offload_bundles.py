@@ -18,6 +18,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from conftest import need
 
 from strix_pipeline.engines import llamacpp, offload_bundles, sglang
 from strix_pipeline.engines.base import TORCH_ARCH_SNIPPET, parse_compiled_targets
@@ -73,8 +74,7 @@ def test_each_ccob_version_with_zlib_is_read(version: int) -> None:
 
 
 def test_zstd_bundles_are_read_with_the_zstd_command() -> None:
-    if shutil.which("zstd") is None:
-        pytest.skip("the zstd command is not installed (apt-get install zstd)")
+    need(shutil.which("zstd") is not None, "the zstd command", "apt-get install zstd (.ci/run installs it)")
     lib = library(ccob(bundle(["gfx1151"]), method=1), ccob(bundle(["gfx1151"]), method=1))
     assert offload_bundles.targets_of(lib) == (["gfx1151"], None)
 
