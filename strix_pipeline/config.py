@@ -240,6 +240,9 @@ class ProjectConfig(_Strict):
     artifacts: ConfigPath = "artifacts"  # charts, engine logs, decision JSON
     timezone: Annotated[str, AfterValidator(_time_zone)] = "UTC"
     schedule: str = "0 3 * * 1"  # weekly_benchmark: Monday 03:00
+    # a run deferred (its window too short) this many weeks goes first, before every other run
+    # (planning.priority.rank): no run waits longer than this for its night
+    starve_weeks: Annotated[int, Field(ge=1, le=52)] = 2
     harness_version: Version | None = None
 
     @field_validator("schedule")
@@ -628,6 +631,11 @@ class AnalysisConfig(_Strict):
     # ladder looks at 3, 5, then 10 pairs; a higher cap doubles on (20, 40), each look costing two
     # engine starts per pair
     compare_max_pairs: Annotated[int, Field(ge=2)] = 10
+    # a pass on a busy host (hosts/host_noise.py) is marked, kept out of the verdicts and run again:
+    # CPU time stolen by the hypervisor, and CPU used outside the engine and the client, as a share
+    # of all the host's CPU time in the pass (on 2 cores 15 % is 0.3 of a core)
+    busy_steal_pct: Annotated[float, Field(ge=0, le=100)] = 5.0
+    busy_outside_pct: Annotated[float, Field(ge=0, le=100)] = 15.0
 
 
 class QueryConfig(_Strict):
