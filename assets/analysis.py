@@ -24,7 +24,7 @@ from strix_pipeline.analysis.decision import (
     wording_of,
 )
 from strix_pipeline.analysis.notify import notify_changes, regression_alerts, webhook_url
-from strix_pipeline.bisection import advance_all, plan_bisections, steps_text, summary
+from strix_pipeline.analysis.bisect.steps import advance_all, plan_bisections, steps_text, summary
 from strix_pipeline.report import write_report
 from strix_pipeline.units import gib
 from strix_pipeline.warehouse import Warehouse

@@ -9,7 +9,7 @@ from assets.partitions import image_versions
 from assets.resources import StrixConfigResource, WarehouseResource
 from schedules.jobs import HOST_TAG
 from strix_pipeline import plan
-from strix_pipeline.bisection import BISECT_TAG, pending_steps
+from strix_pipeline.analysis.bisect.steps import BISECT_TAG, pending_steps
 
 
 def build_bisect_sensor(bisect_job, interval_s: int = 60) -> dg.SensorDefinition:

@@ -2,7 +2,7 @@
 
 Each step is one run of ``bisect_job`` for the release the bisection names next (a partition of
 ``benchmark_run``, added when missing), tagged ``strix/bisect=<id>``, so the UI shows every step as a
-run of its own; after each, bisection.advance reads what it stored and names the next release.
+run of its own; after each, analysis/bisect/steps.advance reads what it stored and names the next release.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import dagster as dg
 from assets.benchmark import benchmark_asset_key
 from assets.partitions import image_versions
 from schedules.jobs import HOST_TAG
-from strix_pipeline.bisection import BISECT_TAG, advance
+from strix_pipeline.analysis.bisect.steps import BISECT_TAG, advance
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.warehouse import BisectionRecord, Warehouse
 

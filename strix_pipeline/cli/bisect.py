@@ -1,6 +1,6 @@
 """`strix bisect --metric M --between A B`: find the first release between A and B that shows a change.
 
-The same search the regressions asset starts for a confirmed change (strix_pipeline/bisection.py),
+The same search the regressions asset starts for a confirmed change (strix_pipeline/analysis/bisect/steps.py),
 by hand: the releases between A and B that were never benchmarked are found among the engine's image
 versions (`strix images`), the midpoint is benchmarked (a run of Dagster's ``bisect_job``, in its own
 process like `strix run`), put on A's or B's side by its interval, and so on, at most
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from strix_pipeline.bisection import BisectError, start, steps_text
+from strix_pipeline.analysis.bisect.steps import BisectError, start, steps_text
 from strix_pipeline.cli.common import shown
 from strix_pipeline.config import config_path
 from strix_pipeline.config_load import load_config

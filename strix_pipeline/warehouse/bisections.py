@@ -1,7 +1,7 @@
 """Bisections (tables ``bisections`` and ``bisection_steps``): the search for the release that made a change.
 
 :class:`BisectionRecord` and :class:`BisectionStep` are the tables' columns, in order. A bisection is
-saved whole after every step (one row per id, replaced), its steps appended; analysis/bisect.py holds
+saved whole after every step (one row per id, replaced), its steps appended; analysis/bisect/ holds
 the search itself, this module only stores and reads it.
 """
 

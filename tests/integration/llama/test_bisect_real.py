@@ -28,7 +28,7 @@ from assets.partitions import image_versions
 from strix_dagster.bisect_run import run_bisection
 from strix_dagster.definitions import build_definitions
 from strix_pipeline import plan
-from strix_pipeline.bisection import start
+from strix_pipeline.analysis.bisect.steps import start
 from strix_pipeline.config_load import load_config
 from strix_pipeline.registry.index_discovery import index_images
 from strix_pipeline.warehouse import Warehouse

@@ -27,7 +27,7 @@ from assets.resources import StrixConfigResource, WarehouseResource
 from strix_dagster.bisect_run import run_bisection
 from strix_dagster.definitions import build_definitions
 from strix_pipeline import plan
-from strix_pipeline.bisection import BISECT_TAG
+from strix_pipeline.analysis.bisect.steps import BISECT_TAG
 from strix_pipeline.cli import main as strix_main
 from strix_pipeline.config_load import load_config
 from strix_pipeline.records import LOCAL_REGISTRY, ImageRecord

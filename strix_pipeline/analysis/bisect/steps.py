@@ -1,6 +1,6 @@
 """Bisection against the warehouse: which releases lie between a change's brackets, and each step.
 
-The search itself is analysis/bisect.py (pure). Here: a confirmed change's series and brackets, the
+The search itself is analysis/bisect/search.py (pure). Here: a confirmed change's series and brackets, the
 releases between them that were never benchmarked (the engine's image versions the refresh found: the
 package index's releases on host `local`, a registry's tags such as llama.cpp's `server-rocm-b<N>` on
 a Box; floating tags have no order and are left out), the figure of each run with its interval, and
@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from strix_pipeline import plan
-from strix_pipeline.analysis.bisect import Figure, Search, Side, runs_bound, side_of
+from strix_pipeline.analysis.bisect.search import Figure, Search, Side, runs_bound, side_of
 from strix_pipeline.analysis.changepoints import (
     MEMORY_SCENARIO,
     Series,

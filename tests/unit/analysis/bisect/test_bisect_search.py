@@ -1,4 +1,4 @@
-"""The bisection's search on plain figures (analysis/bisect.py): sides, the run bound, skips."""
+"""The bisection's search on plain figures (analysis/bisect/search.py): sides, the run bound, skips."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from strix_pipeline.analysis.bisect import Figure, Search, runs_bound, side_of
+from strix_pipeline.analysis.bisect.search import Figure, Search, runs_bound, side_of
 
 BEFORE = Figure("b1", 100.0, 95.0, 105.0)
 AFTER = Figure("b9", 200.0, 190.0, 210.0)
