@@ -7,6 +7,7 @@ import polars as pl
 
 from assets.resources import StrixConfigResource, WarehouseResource
 from strix_pipeline import plan
+from strix_pipeline.analysis.bisect.steps import advance_all, plan_bisections, steps_text, summary
 from strix_pipeline.analysis.changepoints import detect_changes, stored_changes
 from strix_pipeline.analysis.charts import (
     markdown_image,
@@ -24,7 +25,6 @@ from strix_pipeline.analysis.decision import (
     wording_of,
 )
 from strix_pipeline.analysis.notify import notify_changes, regression_alerts, webhook_url
-from strix_pipeline.analysis.bisect.steps import advance_all, plan_bisections, steps_text, summary
 from strix_pipeline.report import write_report
 from strix_pipeline.units import gib
 from strix_pipeline.warehouse import Warehouse

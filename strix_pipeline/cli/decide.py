@@ -9,9 +9,9 @@ import json
 from rich.console import Console
 from rich.table import Table
 
+from strix_pipeline.analysis.bisect.steps import steps_text, summary
 from strix_pipeline.analysis.changepoints import Series, load_series, magnitude_floor_pct, series_noise_pct
 from strix_pipeline.analysis.decision import Decision, evaluate, format_value, reproduce
-from strix_pipeline.analysis.bisect.steps import steps_text, summary
 from strix_pipeline.cli.common import config_of, error, on_warehouse, shown, warehouse_arg
 from strix_pipeline.cli.compare import comparison_table
 from strix_pipeline.config import ChangeDetectionConfig, StrixConfig
