@@ -42,6 +42,8 @@ def local_runs(config: StrixConfig, spec: PairSpec, log_dir: Path, progress: Pro
         model_path=Path(model.path) if model is not None and model.path else None,
         ready_timeout_s=host.ready_timeout_s,
         progress=progress,
+        busy_steal_pct=config.analysis.busy_steal_pct,
+        busy_outside_pct=config.analysis.busy_outside_pct,
     )
 
 

@@ -13,7 +13,12 @@ The figures (issue 33, item 3):
 - ``prefill_tokens_per_s``: llama-server's own ``timings`` (``prompt_n`` tokens in ``prompt_ms``)
   over ``prefill_requests`` (>= 3) prompts of ``prefill_tokens`` tokens, sent as the prefill ladder
   sends them: the engine's clock leaves out the HTTP and the client, which the client-side figure
-  (input tokens over TTFT) carries.
+  (input tokens over TTFT) carries;
+- ``ttft_p50_ms``, ``ttft_mean_ms``, ``ttft_p95_ms``: one concurrency level of ``ttft_clients`` (5)
+  clients over ``ttft_requests`` (>= 20) short requests; the server gets a slot per client.
+
+Each run also records the host's noise while it measured (hosts/host_noise.py): CPU stolen, CPU
+used outside the engine and the client, the CPU frequency; a busy run's pair is dropped and re-run.
 
 The warm-up is the suite's smoke request (one text request, its JSON check off): it runs first,
 its records are kept apart and its time is reported as the run's warm-up, never in a figure.
@@ -26,7 +31,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from strix_pipeline.config import SLO, DecodeSpec, LadderSpec, ScenarioProfile, SmokeSpec
+from strix_pipeline.config import SLO, DecodeSpec, LadderSpec, ScenarioProfile, SmokeSpec, SweepSpec
+from strix_pipeline.hosts import host_noise
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.local import LocalLlamaServer
 from strix_pipeline.loadgen import SuiteResult, run_suite_sync
@@ -37,6 +43,8 @@ from strix_pipeline.runner.pairs import Progress, Release, RunFailed, RunFigures
 
 MIN_PREFILL_REQUESTS = 3  # issue 33: the engine's prefill figure from at least three requests
 MIN_DECODE_TOKENS = 128  # a decode figure over fewer tokens is dominated by the first few's jitter
+TTFT_CLIENTS = 5  # issue 33: TTFT p50 and mean at 5 clients, the decision's concurrency
+MIN_TTFT_REQUESTS = 20  # a p50 of fewer requests at 5 clients moves with who queued behind whom
 
 
 class UnknownRelease(ValueError):
@@ -96,6 +104,11 @@ class PairSpec:
     decode_output_tokens: int = MIN_DECODE_TOKENS
     prefill_tokens: int = 512
     prefill_requests: int = MIN_PREFILL_REQUESTS
+    # TTFT at ttft_clients clients over ttft_requests requests (0: not measured, no TTFT figures)
+    ttft_clients: int = TTFT_CLIENTS
+    ttft_requests: int = MIN_TTFT_REQUESTS
+    ttft_input_tokens: int = 128
+    ttft_output_tokens: int = 16
     request_timeout_s: float = 120.0
     seed: int = 1234
 
@@ -113,13 +126,30 @@ class PairSpec:
             seed=profile.seed,
         )
 
+    def ctx_per_slot(self) -> int:
+        """The context one server slot needs for the longest request this sends."""
+        need = max(
+            self.prefill_tokens + 2, self.decode_input_tokens + self.decode_output_tokens,
+            self.ttft_input_tokens + self.ttft_output_tokens if self.ttft_requests else 0,
+        )  # fmt: skip
+        return 256 * -(-(need + 64) // 256)  # room for the chat template, in whole 256-token blocks
+
     def profile(self) -> ScenarioProfile:
-        """The suite's profile that sends exactly this: smoke (the warm-up), one prefill level, decode."""
+        """The suite's profile that sends exactly this: smoke (the warm-up), one level of 5 clients
+        (no warm-up of its own: the one per start is the smoke request), one prefill level, decode."""
+        sweep = ["concurrency_sweep"] if self.ttft_requests else []
         return ScenarioProfile(
-            scenarios=["smoke", "prefill_ladder", "decode"],
+            scenarios=["smoke", *sweep, "prefill_ladder", "decode"],
             request_timeout_s=self.request_timeout_s,
             seed=self.seed,
             smoke=SmokeSpec(output_tokens=8, json_check=False),
+            concurrency_sweep=SweepSpec(
+                levels=[self.ttft_clients],
+                requests_per_level=max(1, self.ttft_requests),
+                warmup=0,
+                input_tokens=self.ttft_input_tokens,
+                output_tokens=self.ttft_output_tokens,
+            ),
             prefill_ladder=LadderSpec(
                 input_tokens=[self.prefill_tokens], requests_per_level=self.prefill_requests, output_tokens=2
             ),
@@ -150,7 +180,9 @@ def figures_of(result: SuiteResult, spec: PairSpec) -> RunFigures:
     if result.engine_gone:
         raise RunFailed(result.engine_gone)
     rows = list(result.requests)
-    measured = [r for r in rows if r.scenario in ("prefill_ladder", "decode")]
+    measured = [
+        r for r in rows if r.scenario in ("prefill_ladder", "decode", "concurrency_sweep") and not r.warmup
+    ]
     bad = [r for r in measured if not r.ok]
     if bad:
         raise RunFailed(f"{len(bad)} of {len(measured)} measured requests failed ({bad[0].error_class}: {bad[0].error_message})")  # fmt: skip
@@ -172,6 +204,11 @@ def figures_of(result: SuiteResult, spec: PairSpec) -> RunFigures:
         pre = agg.prefill_tokens_per_s if agg else None
     if pre is not None:
         values["prefill_tokens_per_s"] = pre
+    sweep = next((a for a in result.aggregates if a.scenario == "concurrency_sweep" and a.level == spec.ttft_clients), None)  # fmt: skip
+    for name in ("ttft_p50_ms", "ttft_mean_ms", "ttft_p95_ms"):
+        v = getattr(sweep, name) if sweep is not None else None
+        if v:
+            values[name] = v
     return RunFigures(values, warmup_ms=warm[0].e2e_ms)
 
 
@@ -183,31 +220,40 @@ class LocalLlamaRuns:
     log_dir: Path
     slo: SLO = SLO()
     model_path: Path | None = None
-    ctx_size: int = 4096
-    parallel: int = 1  # one client at a time: the decode figure is at one client
     ready_timeout_s: float = 180.0
     progress: Progress = print
     count: int = 0
+    # a pass on a busy host is marked busy ([analysis] busy_steal_pct, busy_outside_pct)
+    busy_steal_pct: float = 5.0
+    busy_outside_pct: float = 15.0
+    root: Path = Path("/")  # where /proc and /sys are read (hosts/host_noise.py)
 
     def __call__(self, release: Release, label: str) -> RunFigures:
         self.count += 1
+        # a slot per TTFT client; the decode figure is still at one client (one request at a time)
+        parallel = max(1, self.spec.ttft_clients if self.spec.ttft_requests else 1)
         server = LocalLlamaServer(
             release=release.package_version,
             progress=self.progress,
             model_path=self.model_path,
-            ctx_size=self.ctx_size,
-            parallel=self.parallel,
+            ctx_size=parallel * self.spec.ctx_per_slot(),
+            parallel=parallel,
             log_dir=self.log_dir / f"run-{self.count:03d}-{release.tag}",
             ready_timeout_s=self.ready_timeout_s,
         )
         try:
             with server:
+                before = host_noise.snapshot(server.pid, self.root)
                 result = run_suite_sync(
                     server.base_url, server.model, self.spec.profile(), self.slo, f"pair-run-{self.count}",
                     engine_exit=server.exit_description,
                 )  # fmt: skip
+                after = host_noise.snapshot(server.pid, self.root)
                 build = server.engine_build
         except EngineStartError as e:
             raise RunFailed(e.reason) from e
         figs = figures_of(result, self.spec)
-        return RunFigures(figs.values, figs.warmup_ms, build)
+        noise = host_noise.noise_between(
+            before, after, busy_steal_pct=self.busy_steal_pct, busy_outside_pct=self.busy_outside_pct
+        )
+        return RunFigures(figs.values, figs.warmup_ms, build, noise)

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from strix_pipeline.runner.pairs import Release, RunFailed, RunFigures
 
 TRUE = {"decode_tokens_per_s": 50.0, "prefill_tokens_per_s": 1200.0}
+# latencies: a release `factor` times as fast takes 1 / factor as long
+TRUE_LATENCY = {"ttft_p50_ms": 400.0, "ttft_mean_ms": 450.0, "ttft_p95_ms": 900.0}
 
 
 @dataclass
@@ -29,9 +31,11 @@ class PairStandIn:
     fail_runs: set[int] = field(default_factory=set)
     calls: list[str] = field(default_factory=list)  # "<tag> <label>", in order
     rng: random.Random = field(init=False)
+    latency_rng: random.Random = field(init=False)  # its own stream: the throughput draws stay as they were
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
+        self.latency_rng = random.Random(f"latency/{self.seed}")
 
     def __call__(self, release: Release, label: str) -> RunFigures:
         self.calls.append(f"{release.tag} {label}")
@@ -42,4 +46,5 @@ class PairStandIn:
         scale = self.factor if release.tag == self.b_tag else 1.0
         sigma = math.sqrt(math.log1p(self.cv**2))  # log-normal with this coefficient of variation
         values = {m: v * scale * math.exp(self.rng.gauss(-(sigma**2) / 2, sigma)) for m, v in TRUE.items()}
+        values |= {m: v / scale * math.exp(self.latency_rng.gauss(-(sigma**2) / 2, sigma)) for m, v in TRUE_LATENCY.items()}  # fmt: skip
         return RunFigures(values, warmup_ms=900.0, engine_build=f"{release.tag}-standin")

@@ -21,7 +21,7 @@ from support.pipeline_helpers import llama_available
 
 from strix_pipeline.analysis import paired
 from strix_pipeline.runner.pair_runs import LocalLlamaRuns, PairSpec, resolve_release
-from strix_pipeline.runner.pairs import compare_releases, records
+from strix_pipeline.runner.pairs import METRICS, compare_releases, records
 from strix_pipeline.warehouse import Warehouse
 
 pytestmark = [pytest.mark.llama]
@@ -54,5 +54,5 @@ def test_the_installed_llama_server_against_itself_is_not_different(tmp_path) ->
     rows, stored_runs = records(result)
     with Warehouse.open(tmp_path / "w.duckdb") as wh:
         wh.save_comparison(rows, stored_runs)
-        assert {r.metric for r in wh.list_comparisons()} == {"decode_tokens_per_s", "prefill_tokens_per_s"}
+        assert {r.metric for r in wh.list_comparisons()} == set(METRICS)
         assert len(wh.comparison_runs(result.comparison_id)) == 6

@@ -12,6 +12,7 @@ from strix_pipeline.cli import compare as compare_cli
 from strix_pipeline.cli import main as strix_main
 from strix_pipeline.config_load import load_config
 from strix_pipeline.runner import pair_runs
+from strix_pipeline.runner.pairs import METRICS
 from strix_pipeline.warehouse import Warehouse
 
 
@@ -32,13 +33,17 @@ def test_compare_prints_a_verdict_per_metric_and_stores_it(tmp_path, capsys, sta
     assert strix_main(args) == 0
     out = capsys.readouterr().out
     assert "b11434 against b11401 on local (llamacpp)" in out
-    for metric in ("decode_tokens_per_s", "prefill_tokens_per_s"):
+    # throughput down, TTFT up: a regression either way
+    for metric in ("decode_tokens_per_s", "prefill_tokens_per_s", "ttft_p50_ms", "ttft_mean_ms"):
         line = next(x for x in out.splitlines() if metric in x and "→" in x)
         assert "b11401 → b11434" in line and "different (regression)" in line, line
+    # TTFT p95 is decided only at a >= 10 % target
+    p95 = next(x for x in out.splitlines() if "ttft_p95_ms" in x and "→" in x)
+    assert "±10%" in p95, p95
     assert "pair 1 " in out and "warm-up 900 ms discarded" in out and "look 1 at 3 pairs" in out
     with Warehouse.open(load_config(path).warehouse_path(), read_only=True) as wh:
         rows = wh.list_comparisons()
-    assert {r.metric for r in rows} == {"decode_tokens_per_s", "prefill_tokens_per_s"}
+    assert {r.metric for r in rows} == set(METRICS)
     assert {(r.release_a, r.release_b, r.host, r.engine, r.seed) for r in rows} == {("b11401", "b11434", "local", "llamacpp", 11)}  # fmt: skip
     assert len(standin.calls) == 2 * max(r.pairs for r in rows)
     assert f"stored as {rows[0].comparison_id}" in out

@@ -55,7 +55,10 @@ def test_a_profile_gives_enough_tokens_and_requests() -> None:
                                                       "prefill_ladder": {"input_tokens": [256, 128], "requests_per_level": 1}}))  # fmt: skip
     assert (spec.decode_output_tokens, spec.prefill_tokens, spec.prefill_requests) == (128, 128, 3)
     profile = spec.profile()
-    assert profile.scenarios == ["smoke", "prefill_ladder", "decode"]
+    assert profile.scenarios == ["smoke", "concurrency_sweep", "prefill_ladder", "decode"]
+    # TTFT at 5 clients over >= 20 requests, no warm-up of its own (the one per start is the smoke)
+    sweep = profile.concurrency_sweep
+    assert (sweep.levels, sweep.requests_for(5), sweep.warmup) == ([5], 20, 0)
     assert profile.smoke.requests == 1  # the one warm-up request
     assert profile.prefill_ladder.input_tokens == [128] and profile.prefill_ladder.requests_per_level == 3
 

@@ -4,11 +4,14 @@ dropped and the plan rebalanced, and the result stored as the warehouse's rows."
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from support.pair_standin import PairStandIn
 
 from strix_pipeline.analysis import paired
-from strix_pipeline.runner.pairs import Release, compare_releases, records
+from strix_pipeline.hosts.host_noise import HostNoise
+from strix_pipeline.runner.pairs import THROUGHPUT_METRICS, Release, compare_releases, records
 from strix_pipeline.warehouse import Warehouse
 
 A, B = Release("b11401", "11401.0.0"), Release("b11434")
@@ -16,6 +19,7 @@ A, B = Release("b11401", "11401.0.0"), Release("b11434")
 
 def run(standin: PairStandIn, **kw):
     lines: list[str] = []
+    kw.setdefault("metrics", THROUGHPUT_METRICS)  # the stand-in gives throughput figures only
     result = compare_releases(standin, A, B, progress=lines.append, **kw)
     return result, lines
 
@@ -129,3 +133,25 @@ def test_the_result_round_trips_through_the_warehouse(wh: Warehouse) -> None:
             m.pairs,
         )
         assert r.values_b == [v.b for v in m.values]
+
+
+def test_a_pass_on_a_busy_host_is_marked_kept_out_and_its_pair_run_again() -> None:
+    inner = PairStandIn(factor=0.95, cv=0.02, seed=3)
+
+    def busy_second_run(release, label):
+        figs = inner(release, label)
+        busy = (
+            "40.0 % CPU used outside the engine and client (threshold 15 %)"
+            if len(inner.calls) == 2
+            else None
+        )
+        return replace(figs, host_noise=HostNoise(0.0, 40.0 if busy else 1.0, 50.0, None, busy=busy))
+
+    result, lines = run(busy_second_run, seed=11, metrics=["decode_tokens_per_s"])
+    bad = result.runs[1]
+    assert not bad.kept and bad.error.startswith("busy host: 40.0 % CPU used outside")
+    assert not result.runs[0].kept  # its partner goes with it: never averaged in
+    assert result.dropped_pairs == 1
+    (m,) = result.metrics
+    assert m.pairs == len([r for r in result.runs if r.kept]) // 2  # the kept pairs, re-run in its place
+    assert any("busy host" in line for line in lines)
