@@ -67,6 +67,20 @@ class ImageDetails:
         return self.labels.get("org.opencontainers.image.revision")
 
 
+@dataclass(frozen=True)
+class ImageSize:
+    """The bytes a pull downloads, as the image's manifest states them."""
+
+    digest: str  # what the reference points at (index or manifest)
+    manifest_digest: str  # the linux/amd64 image manifest whose sizes these are
+    config_bytes: int
+    layer_bytes: tuple[int, ...]
+
+    @property
+    def total_bytes(self) -> int:
+        return self.config_bytes + sum(self.layer_bytes)
+
+
 def parse_time(value: Any) -> datetime | None:
     """RFC 3339 with up to nanoseconds (Go writes 9 digits; fromisoformat takes 6) -> aware UTC."""
     if not isinstance(value, str) or not value:
@@ -208,8 +222,32 @@ class RegistryClient(RegistryTransport):
         resp = self._request("GET", url, repository=repository, accept=ACCEPT_ALL)
         return "sha256:" + hashlib.sha256(resp.content).hexdigest(), media_type
 
-    def image_details(self, repository: str, reference: str) -> ImageDetails:
-        """Manifest (linux/amd64 from an index) and config blob: created time and labels."""
+    def image_size(self, repository: str, reference: str) -> ImageSize:
+        """What a pull of ``reference`` downloads, from its manifest alone (no blob is fetched): the
+        layers' and the config's ``size`` fields (OCI image manifest: each descriptor's size in bytes),
+        of the linux/amd64 manifest when ``reference`` is an index. Compressed bytes: the disk holds
+        more once unpacked, which the disk check's margin covers (hosts/disk_budget.py)."""
+        top_digest, manifest_digest, _, manifest = self._platform_manifest(repository, reference)
+        parts = [manifest.get("config"), *(manifest.get("layers") or [])]
+        sizes: list[int] = []
+        for d in parts:
+            size = d.get("size") if isinstance(d, dict) else None
+            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+                raise self._err(
+                    MalformedResponse,
+                    f"{reference}: a descriptor without a byte size: {d!r}"[:300],
+                    repository,
+                )
+            sizes.append(size)
+        return ImageSize(
+            digest=top_digest,
+            manifest_digest=manifest_digest,
+            config_bytes=sizes[0],
+            layer_bytes=tuple(sizes[1:]),
+        )
+
+    def _platform_manifest(self, repository: str, reference: str) -> tuple[str, str, str, dict[str, Any]]:
+        """(digest of ``reference``, digest of its linux/amd64 image manifest, media type, manifest)."""
         resp = self._request(
             "GET", self._manifest_url(repository, reference), repository=repository, accept=ACCEPT_ALL
         )
@@ -228,10 +266,15 @@ class RegistryClient(RegistryTransport):
             self._checked_digest(resp, manifest_digest, repository)
             manifest = self._json(resp, repository)
             media_type = self._media_type(resp, manifest)
-        if media_type not in MANIFEST_TYPES:
+        if media_type not in MANIFEST_TYPES or not isinstance(manifest, dict):
             raise self._err(
                 MalformedResponse, f"{reference}: unsupported manifest type {media_type!r}", repository
             )
+        return top_digest, manifest_digest, media_type, manifest
+
+    def image_details(self, repository: str, reference: str) -> ImageDetails:
+        """Manifest (linux/amd64 from an index) and config blob: created time and labels."""
+        top_digest, manifest_digest, media_type, manifest = self._platform_manifest(repository, reference)
         config = manifest.get("config") if isinstance(manifest, dict) else None
         config_digest = config.get("digest") if isinstance(config, dict) else None
         if not isinstance(config_digest, str) or not config_digest.startswith("sha256:"):
