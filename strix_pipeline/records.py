@@ -332,6 +332,12 @@ class RunRecord:
     # release, the trend's x-axis); criterion C1 reads both. None: not known (a local host, older runs).
     engine_env: str | None = None
     image_env: str | None = None
+    # schema v13: the held memory by the engine's own log (memory/breakdown.py; other = held - both),
+    # the tokens its KV cache holds, and the production configuration's KV pool (C5 shows it beside)
+    weights_bytes: int | None = None
+    kv_cache_bytes: int | None = None
+    kv_capacity_tokens: int | None = None
+    production_pool_bytes: int | None = None
 
 
 @dataclass

@@ -84,6 +84,11 @@ AFTER_V1 = {
     # v12: the environment the engine started with, the configuration's and the image's own
     "engine_env",
     "image_env",
+    # v13: the held memory by the engine's own log, its KV capacity, the production pool
+    "weights_bytes",
+    "kv_cache_bytes",
+    "kv_capacity_tokens",
+    "production_pool_bytes",
 }
 
 
