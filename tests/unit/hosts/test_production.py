@@ -23,9 +23,13 @@ SECRET_DIR = "secret-sshkeys-5d1e"
 class Runner:
     def __init__(self, fail_on: str | None = None):
         self.calls: list[list[str]] = []
+        self.shell: list[str] = []  # the fallback's scripts (arm, disarm, read), kept apart
         self.fail_on = fail_on
 
     def __call__(self, argv, **kw):
+        if argv[:2] == ["sh", "-c"] or (argv[0] == "ssh" and argv[-1].startswith("sh -c")):
+            self.shell.append(argv[-1])
+            return subprocess.CompletedProcess(argv, 0, "armed pid 1\n", "")
         self.calls.append(argv)
         code = 1 if self.fail_on and self.fail_on in " ".join(argv) else 0
         return subprocess.CompletedProcess(argv, code, "", "boom" if code else "")
