@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import time
 from contextlib import ExitStack
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from strix_pipeline import window_plan
+from strix_pipeline.analysis.notify import webhook_url
 from strix_pipeline.engines import arch_list_command, comparable_flags, image_source
 from strix_pipeline.hosts import (
     box_checks,
@@ -23,6 +24,7 @@ from strix_pipeline.hosts import (
 from strix_pipeline.hosts import docker as dk
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.production import ProductionGuard, check_maintenance_window
+from strix_pipeline.hosts.production_alerts import ProductionAlerts
 from strix_pipeline.hosts.ssh import client_transport
 from strix_pipeline.memory import (
     MemorySampler,
@@ -82,6 +84,7 @@ def run_docker(r: RunInputs) -> None:
     )
     read = (lambda: current_in_use(probe)) if probe else None
     guard: ProductionGuard | None = None
+    production: ProductionGuard | None = None
     # a night holding this host's production (runner/night.py): stopped once by its first run,
     # started once when the night ends; a run alone stops and starts it itself
     night = nights.held(target.host)
@@ -108,6 +111,9 @@ def run_docker(r: RunInputs) -> None:
                 client=client,
                 ssh=t.target if (t := client_transport(client)) else None,  # make_client's
                 run_id=run.run_id,
+                # the planned outage ends with the window: the Box's own restore is armed for then
+                restore_by=(window or datetime.now(UTC)) + timedelta(hours=host_cfg.maintenance_window_hours),
+                alert=ProductionAlerts(webhook_url(config), log),
             )
             # a production an earlier run left down is said as that, before any check finds it unhealthy
             # (not while this run's night holds it down on purpose)
@@ -244,6 +250,8 @@ def run_docker(r: RunInputs) -> None:
         if guard is not None and guard.production is not None:
             result.production_restored = guard.restored is not False
             record_outage(run, guard, engine_s, log)
+        if production is not None and production.alerts:  # the run's record says what the alerts said
+            run.failure_reason = join_reasons(run.failure_reason, *production.alerts)
         if guard is not None and guard.restored is False:
             msg = f"production on host {target.host} NOT restored: {guard.restore_error}"
             log(f"[{run.run_id}] ERROR: {msg}; the next run refuses to start until it is healthy")
