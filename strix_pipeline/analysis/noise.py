@@ -1,0 +1,54 @@
+"""What a series' run-to-run noise lets a comparison by pairs see (issue 33, items 1 and 6).
+
+Pure: per metric, the values of repeated passes of one and the same release in, the coefficient of
+variation and the smallest step detectable at alpha 0.05 with 80 % power over 3, 5 and 10 pairs out
+(analysis/paired.detectable_step). benchmarks/precision.py prints them for an A/A experiment; the
+weekly canary's passes give the same figures per series (warehouse table ``noise_figures``), and
+changepoints.py ties Otava's minimum step to them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from strix_pipeline.analysis import paired
+
+PAIRS = (3, 5, 10)
+# Issue 33's goals for a 2-core VM: the per-run CV each figure should reach
+GOALS = {"decode_tokens_per_s": 0.02, "prefill_tokens_per_s": 0.03, "ttft_p50_ms": 0.05}
+
+
+@dataclass(frozen=True)
+class NoiseFigure:
+    metric: str
+    n: int  # passes
+    mean: float
+    cv: float
+    steps: tuple[float, ...]  # detectable step over PAIRS pairs (0.05: 5 %)
+
+    def as_dict(self) -> dict:
+        return {"metric": self.metric, "n": self.n, "mean": self.mean, "cv": self.cv,
+                "steps": dict(zip(map(str, PAIRS), self.steps, strict=True))}  # fmt: skip
+
+
+def noise_figure(metric: str, values: Sequence[float]) -> NoiseFigure | None:
+    """The figure of one metric's passes; None below two passes (no spread to speak of)."""
+    if len(values) < 2:
+        return None
+    c = paired.cv(values)
+    return NoiseFigure(metric, len(values), sum(values) / len(values), c,
+                       tuple(paired.detectable_step(c, n) for n in PAIRS))  # fmt: skip
+
+
+def noise_figures(samples: Mapping[str, Sequence[float]]) -> list[NoiseFigure]:
+    return [f for m, v in samples.items() if (f := noise_figure(m, v)) is not None]
+
+
+def min_step_pct(cv: float, n_points: int = 2) -> float:
+    """The smallest step worth calling between two means of ``n_points`` runs each at this CV, in %:
+    the step 80 % power finds at alpha 0.05 (Otava's minimum magnitude, tied to the measured noise)."""
+    if not math.isfinite(cv) or cv <= 0:
+        return 0.0
+    return paired.detectable_step(cv, max(2, n_points)) * 100
