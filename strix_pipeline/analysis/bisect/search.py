@@ -104,3 +104,33 @@ class Search:
     def first_index(self) -> int:
         """The first release showing the change (``n``: the after bracket), once ``found``."""
         return self.hi
+
+
+# ---- the Pinpoint search: each midpoint compared by pairs with both brackets ------------------------
+
+Verdict = Literal[
+    "different", "same", "unknown"
+]  # a comparison's verdict; "inconclusive at budget" is unknown
+
+
+def pair_side(vs_before: Verdict, vs_after: Verdict) -> tuple[Side, str]:
+    """Which side a midpoint falls on from its comparisons by pairs with the two brackets.
+
+    *same* as one bracket and *different* from the other is that bracket's side. *Different* from
+    ``before`` puts the first change at or before the midpoint even when it also differs from
+    ``after`` (a gradual change, or a second one: the note says so). One *unknown* verdict lets the
+    other decide; *same* as both, or two *unknown*, cannot place it: the search stops inconclusive
+    (the brackets' step is below the target, or the noise beyond the budget of pairs)."""
+    if vs_before == "different":
+        if vs_after == "different":
+            return "after", "different from both brackets: the change begins at or before it (a gradual change, or a second one)"  # fmt: skip
+        return "after", f"different from the release without the change, {vs_after} against the one with it"
+    if vs_before == "same":
+        if vs_after == "same":
+            return "inconclusive", "same as both brackets: the brackets' step is below the target"
+        return "before", f"same as the release without the change, {vs_after} against the one with it"
+    if vs_after == "different":
+        return "before", "unknown against the release without the change, different from the one with it"
+    if vs_after == "same":
+        return "after", "unknown against the release without the change, same as the one with it"
+    return "inconclusive", "unknown against both brackets at the budget of pairs"

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from strix_pipeline.analysis.bisect.search import Figure, Search, runs_bound, side_of
+from strix_pipeline.analysis.bisect.search import Figure, Search, pair_side, runs_bound, side_of
 
 BEFORE = Figure("b1", 100.0, 95.0, 105.0)
 AFTER = Figure("b9", 200.0, 190.0, 210.0)
@@ -40,3 +40,22 @@ def test_a_skipped_release_is_searched_around() -> None:
     assert nxt is not None and nxt != mid and abs(nxt - mid) == 1
     s.record(nxt, "inconclusive", "overlaps both")
     assert s.next_index() is None and not s.found and s.stopped == "overlaps both"
+
+
+@pytest.mark.parametrize(
+    ("vs_before", "vs_after", "side"),
+    [
+        ("same", "different", "before"),
+        ("different", "same", "after"),
+        ("different", "different", "after"),  # the first change is at or before it
+        ("same", "same", "inconclusive"),
+        ("unknown", "different", "before"),
+        ("unknown", "same", "after"),
+        ("different", "unknown", "after"),
+        ("same", "unknown", "before"),
+        ("unknown", "unknown", "inconclusive"),
+    ],
+)
+def test_pair_side_from_the_two_comparisons(vs_before, vs_after, side) -> None:
+    got, why = pair_side(vs_before, vs_after)
+    assert got == side and why
