@@ -14,6 +14,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from strix_pipeline.analysis.notify import post  # the one webhook POST
+
 log = logging.getLogger(__name__)
 
 
@@ -30,6 +32,4 @@ class ProductionAlerts:
         if not self.webhook_url:
             log.info("webhook not configured; would have sent: %s", text)
             return
-        from strix_pipeline.analysis.notify import post  # the one webhook POST
-
         post(self.webhook_url, f":rotating_light: {text}")
