@@ -6,7 +6,6 @@ window makes the image wait; nothing here reads an exception as an answer.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -37,8 +36,6 @@ class Due:
     waiting: list[ImageRecord]  # not requested before, a host outside its window: asked again later
     requested: set[str]  # the digests requested so far, these included
     measured: list[ImageRecord] = field(default_factory=list)  # already benchmarked: not requested
-    # requested before, but a run of it was deferred since (by name, to the next night): asked again
-    again: list[ImageRecord] = field(default_factory=list)
 
 
 def benchmarked(config: StrixConfig, image: ImageRecord, measured: frozenset[Measured]) -> bool:
@@ -55,28 +52,17 @@ def due_images(
     requested: set[str],
     now: datetime,
     measured: frozenset[Measured] = frozenset(),
-    deferred: Mapping[str, int] | None = None,
-    seen_deferred: Mapping[str, int] | None = None,
 ) -> Due:
     """Each digest is benchmarked once; outside a host's maintenance window it waits (stays unrequested).
 
     ``measured`` is the account (planning.measured): a digest that `strix run`, a backfill or a
     history already measured everywhere it runs is not requested again (the sensor's own run keys
-    know nothing of those runs). ``deferred`` is the account's other half (planning.measured.deferrals:
-    per digest, its runs deferred and not measured since) and ``seen_deferred`` that count when the
-    digest was last requested: a digest requested before whose count grew is due again, as the
-    schedule's week finds it not measured -- the cursor is no account of its own.
+    know nothing of those runs).
     """
-    deferred, seen_deferred = deferred or {}, seen_deferred or {}
-
-    def owed(i: ImageRecord) -> bool:
-        return deferred.get(i.digest, 0) > seen_deferred.get(i.digest, 0)
-
-    unseen = [i for i in wanted if i.digest not in requested or owed(i)]
+    unseen = [i for i in wanted if i.digest not in requested]
     done = [i for i in unseen if measured and benchmarked(config, i, measured)]
     unseen = [i for i in unseen if i not in done]
     ready = [hosts_in_window(config, i, now) for i in unseen]
     go = [i for i, ok in zip(unseen, ready, strict=True) if ok]
     wait = [i for i, ok in zip(unseen, ready, strict=True) if not ok]
-    again = [i for i in go if i.digest in requested]
-    return Due(go, wait, requested | {i.digest for i in go} | {i.digest for i in done}, done, again)
+    return Due(go, wait, requested | {i.digest for i in go} | {i.digest for i in done}, done)

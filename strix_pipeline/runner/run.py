@@ -23,15 +23,28 @@ from strix_pipeline.runner.record import cancelled, join_reasons
 from strix_pipeline.runner.target import BenchmarkTarget, Log, RunCancelled, new_run_id
 
 
-def new_record(
-    config: StrixConfig, target: BenchmarkTarget, run_id: str, dagster_run_id: str | None
-) -> RunRecord:
-    """The record a run of ``target`` starts with (status ``error`` until it says otherwise); a night
-    that defers a run stores one too (runner/night.py)."""
+def run_benchmark(
+    config: StrixConfig,
+    target: BenchmarkTarget,
+    *,
+    run_id: str | None = None,
+    dagster_run_id: str | None = None,
+    log: Log = print,
+    scenarios: list[str] | None = None,
+    force: bool = False,
+    keep_images: frozenset[str] | None = None,
+) -> RunResult:
+    """Run one target and return everything it produced; never raises for an engine's failure.
+    ``keep_images``: the digests some series still needs; on a Box short of disk the other tracked
+    images are pruned before the pull (None: none is)."""
+    host_cfg = config.hosts[target.host]
+    run_id = run_id or new_run_id(target)
+    log_dir = inside(config.artifacts_dir() / "logs", run_id)
+    log_dir.mkdir(parents=True, exist_ok=True)
     model = config.models[target.model]
     engine = config.engines[target.engine]
     image = target.image
-    return RunRecord(
+    run = RunRecord(
         run_id=run_id,
         host=target.host,
         engine=target.engine,
@@ -60,27 +73,6 @@ def new_record(
         image_sort_key=image.sort_key if image else None,
         model_family=model.family,
     )
-
-
-def run_benchmark(
-    config: StrixConfig,
-    target: BenchmarkTarget,
-    *,
-    run_id: str | None = None,
-    dagster_run_id: str | None = None,
-    log: Log = print,
-    scenarios: list[str] | None = None,
-    force: bool = False,
-    keep_images: frozenset[str] | None = None,
-) -> RunResult:
-    """Run one target and return everything it produced; never raises for an engine's failure.
-    ``keep_images``: the digests some series still needs; on a Box short of disk the other tracked
-    images are pruned before the pull (None: none is)."""
-    host_cfg = config.hosts[target.host]
-    run_id = run_id or new_run_id(target)
-    log_dir = inside(config.artifacts_dir() / "logs", run_id)
-    log_dir.mkdir(parents=True, exist_ok=True)
-    run = new_record(config, target, run_id, dagster_run_id)
     result = RunResult(run=run)
     log(f"[{run_id}] {target.engine} on {target.host}, model {target.model}, profile {target.profile}")
     try:
