@@ -338,6 +338,9 @@ class RunRecord:
     kv_cache_bytes: int | None = None
     kv_capacity_tokens: int | None = None
     production_pool_bytes: int | None = None
+    # schema v14: the dtype a CPU engine computes in and why (engines/vllm_dtype.py; --dtype is in
+    # engine_flags, so in the fingerprint)
+    engine_dtype: str | None = None
 
 
 @dataclass

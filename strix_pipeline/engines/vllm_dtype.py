@@ -145,6 +145,16 @@ def choose_dtype(flags: Iterable[str], table: MeasuredTable | None = None) -> Dt
     )
 
 
+def for_launch(flags: list[str], cpu: CpuId, vllm_version: str) -> tuple[list[str], DtypeChoice]:
+    """The flags to add to a CPU engine's command line and the choice they carry: none when the
+    configuration gives ``--dtype`` itself (it wins), else ``--dtype`` as :func:`choose_for` decides."""
+    given = configured(flags)
+    if given is not None:
+        return [], DtypeChoice(given, "configured (--dtype in the engine's or the model's flags)")
+    choice = choose_for(cpu, vllm_version)
+    return ["--dtype", choice.dtype], choice
+
+
 def configured(flags: list[str]) -> str | None:
     """A ``--dtype`` the configuration gives itself (it wins over the choice)."""
     for i, f in enumerate(flags):

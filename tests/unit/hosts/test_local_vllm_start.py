@@ -11,7 +11,7 @@ import pytest
 from support.engines import reserved_gb
 
 from strix_pipeline.config import EngineConfig
-from strix_pipeline.engines import build_spec
+from strix_pipeline.engines import build_spec, vllm_dtype
 from strix_pipeline.engines import vllm as vllm_spec
 from strix_pipeline.engines.base import flag_value
 from strix_pipeline.hosts.errors import EngineStartError, describe_exit
@@ -56,3 +56,31 @@ def test_cpu_spec_replaces_only_the_memory_flag() -> None:
     assert [f for f in cpu.flags if f not in ("--kv-cache-memory-bytes", str(2 * 1024**3))] == rest
     assert flag_value(cpu.flags, "--model") == "/ckpt"
     assert reserved_gb(cpu) == pytest.approx(2 * 1024**3 / 1e9)
+
+
+@pytest.mark.parametrize(
+    ("flags", "extra", "dtype"),
+    [
+        (frozenset({"avx2", "fma"}), [], "float32"),
+        (frozenset({"avx2", "avx512f", "avx512_bf16"}), [], "bfloat16"),
+        (frozenset({"avx2"}), ["--dtype", "bfloat16"], "bfloat16"),  # configured: it wins
+    ],
+)
+def test_the_launcher_computes_in_the_dtype_chosen_for_its_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: frozenset[str], extra: list[str], dtype: str
+) -> None:
+    monkeypatch.setenv("STRIX_CACHE_DIR", str(tmp_path / "cache"))
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    srv = LocalVllmServer(
+        checkpoint=ckpt,
+        executable=[sys.executable, "-c", "import sys; sys.exit(3)"],
+        log_dir=tmp_path,
+        ready_timeout_s=60,
+        extra_args=extra,
+        cpu=vllm_dtype.CpuId("test cpu", flags),
+    )
+    with pytest.raises(EngineStartError):
+        srv.start()
+    assert srv.command.count("--dtype") == 1 and flag_value(srv.command, "--dtype") == dtype
+    assert srv.dtype_choice is not None and srv.dtype_choice.dtype == dtype

@@ -89,6 +89,8 @@ AFTER_V1 = {
     "kv_cache_bytes",
     "kv_capacity_tokens",
     "production_pool_bytes",
+    # v14: the dtype a CPU engine computes in, and why
+    "engine_dtype",
 }
 
 
