@@ -31,9 +31,8 @@ from support.procfs import rss_bytes
 from support.prometheus import parse_prometheus, sample_value
 
 from strix_pipeline.config import SLO, EngineConfig, ScenarioProfile
-from strix_pipeline.engines import build_spec
+from strix_pipeline.engines import build_spec, vllm_dtype
 from strix_pipeline.engines import vllm as vllm_spec
-from strix_pipeline.engines import vllm_dtype
 from strix_pipeline.engines.base import flag_value
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.local_vllm import LocalVllmServer, default_profile, group_pids
