@@ -25,9 +25,9 @@ from strix_pipeline.registry.index_discovery import release_version
 from strix_pipeline.runner.efficiency import model_bytes, probe_bandwidth, record_efficiency
 from strix_pipeline.runner.inputs import RunInputs
 from strix_pipeline.runner.measure import measure
-from strix_pipeline.runner.record import finish_memory, record_host_facts
+from strix_pipeline.runner.record import finish_memory, record_breakdown, record_host_facts
 from strix_pipeline.runner.target import BenchmarkTarget, Log
-from strix_pipeline.units import GB
+from strix_pipeline.units import GB, GIB
 
 
 def local_server(
@@ -190,3 +190,21 @@ def run_local(r: RunInputs) -> None:
             sampler.set_phase("after_stop")
             if server.log_path is not None:
                 run.log_tail = log_tail(server.log_path)
+                record_breakdown(run, kind, _log_text(server.log_path), _production_pool(server))
+                if isinstance(server, LocalLlamaServer) and run.kv_capacity_tokens is None:
+                    run.kv_capacity_tokens = server.ctx_size  # -c: the tokens its slots share
+
+
+def _log_text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _production_pool(server: LocalLlamaServer | LocalVllmServer) -> int | None:
+    """The KV pool production's configuration gives the engine: vLLM's configured pool (the benchmark
+    sizes its KV for the same context instead); llama-server's is its context, the same as measured."""
+    if isinstance(server, LocalVllmServer):
+        return server.kv_cache_gib * GIB
+    return None

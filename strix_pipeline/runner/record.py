@@ -21,6 +21,7 @@ from strix_pipeline.memory import (
     meminfo_disagreement,
     summarize,
 )
+from strix_pipeline.memory.breakdown import parse_engine_log
 from strix_pipeline.records import RequestRecord, RunRecord, RunResult
 from strix_pipeline.runner.target import Log
 from strix_pipeline.units import GB, gib_text
@@ -198,3 +199,13 @@ def apply_suite(result: RunResult, suite: SuiteResult, log: Log) -> None:
     result.run.status = status
     result.run.failure_reason = join_reasons(reason, *suite.errors)
     log(f"[{result.run.run_id}] suite done: {ok} ok, {failed} failed -> {status}")
+
+
+def record_breakdown(run: RunRecord, kind: str, log_text: str, production_pool_bytes: int | None) -> None:
+    """The engine's own figures of what it allocated at load (memory/breakdown.py): weights and KV
+    cache (the rest is held minus both), the tokens its KV cache holds, and the production
+    configuration's pool beside them (C5). What the log does not give stays None."""
+    logged = parse_engine_log(kind, log_text)
+    run.weights_bytes, run.kv_cache_bytes = logged.weights_bytes, logged.kv_bytes
+    run.kv_capacity_tokens = logged.kv_capacity_tokens
+    run.production_pool_bytes = production_pool_bytes
