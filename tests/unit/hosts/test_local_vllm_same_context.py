@@ -1,0 +1,58 @@
+"""The local vLLM starts with a KV cache sized for llama-server's token capacity, and without the
+VLLM_CPU_KVCACHE_SPACE that would override it (vLLM 0.32 platforms/cpu.py)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from strix_pipeline.engines import vllm as vllm_spec
+from strix_pipeline.engines.base import flag_value
+from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.hosts.local_vllm import LocalVllmServer, default_profile
+from strix_pipeline.memory.kv_capacity import layout_from_config, vllm_kv_sizing
+
+GEMMA = Path(__file__).parents[2] / "fixtures" / "gemma3-270m-bf16"
+EXIT = [sys.executable, "-c", "import sys; sys.exit(3)"]
+
+
+def _started(tmp_path: Path, ckpt: Path, **kw: object) -> LocalVllmServer:
+    profile = default_profile("bf16", str(ckpt), 2048, 8)
+    srv = LocalVllmServer(
+        profile=profile, executable=EXIT, log_dir=tmp_path, ready_timeout_s=30, progress=lambda _: None, **kw
+    )
+    with pytest.raises(EngineStartError):
+        srv.start()
+    return srv
+
+
+def test_kv_cache_sized_for_slots_times_context(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(GEMMA, ckpt)
+    srv = _started(tmp_path, ckpt)
+    kv = int(flag_value(srv.command, vllm_spec.CPU_KV_FLAG) or 0)
+    assert srv.kv_sizing is not None and kv == srv.kv_sizing.bytes
+    sizing = vllm_kv_sizing(layout_from_config(ckpt), kv, 2048)
+    assert sizing.max_concurrency == 8.0 and sizing.capacity_tokens == 8 * 2048
+    assert kv < srv.kv_cache_gib * 1024**3  # far below the configured pool
+    assert "VLLM_CPU_KVCACHE_SPACE" not in srv.env
+
+
+def test_without_a_readable_config_the_configured_pool(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    srv = _started(tmp_path, ckpt)
+    assert srv.kv_sizing is None
+    assert flag_value(srv.command, vllm_spec.CPU_KV_FLAG) == str(srv.kv_cache_gib * 1024**3)
+    assert srv.env["VLLM_CPU_KVCACHE_SPACE"] == str(srv.kv_cache_gib)
+
+
+def test_an_older_release_without_the_flag_gets_whole_gib_rounded_up(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(GEMMA, ckpt)
+    srv = _started(tmp_path, ckpt, vllm_version="0.9.2")
+    assert vllm_spec.CPU_KV_FLAG not in srv.command
+    assert srv.env["VLLM_CPU_KVCACHE_SPACE"] == "1"  # ~0.3 GB for the capacity -> 1 GiB
