@@ -177,7 +177,12 @@ def for_cpu(
 
 
 def same_context_kv(
-    flags: list[str], profile: ModelProfile, model_dir: Path, *, cpu: bool, dtype_bytes: int = BF16_CACHE_BYTES
+    flags: list[str],
+    profile: ModelProfile,
+    model_dir: Path,
+    *,
+    cpu: bool,
+    dtype_bytes: int = BF16_CACHE_BYTES,
 ) -> KvSizing:
     """The KV cache that holds exactly the profile's token capacity (``parallel`` requests of
     ``context_length`` tokens: what llama-server's ``-c context x parallel -np parallel`` gives), in

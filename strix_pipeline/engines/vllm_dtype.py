@@ -146,7 +146,8 @@ def choose_dtype(flags: Iterable[str], table: MeasuredTable | None = None) -> Dt
 
 
 # bytes per element of each dtype: vLLM's KV cache ("auto") is kept in the dtype it computes in
-CACHE_BYTES = {BFLOAT16: 2, FLOAT16: 2, FLOAT32: 4}
+# (vLLM's spellings too; "auto" is the checkpoint's dtype, bf16 for the checkpoints this project makes)
+CACHE_BYTES = {BFLOAT16: 2, FLOAT16: 2, FLOAT32: 4, "half": 2, "float": 4, "auto": 2}
 
 
 def cache_bytes(dtype: str) -> int:

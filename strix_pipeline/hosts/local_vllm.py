@@ -260,7 +260,7 @@ class LocalVllmServer(LocalProcess):
                     dtype_bytes=vllm_dtype.cache_bytes(self.dtype_choice.dtype),
                 )
                 progress(f"vLLM KV cache for the same context as llama-server: {self.kv_sizing.describe()}")
-            except ModelFileError as e:  # a checkpoint without a readable config: the configured pool
+            except (ModelFileError, ValueError) as e:  # no readable config, a dtype of unknown size
                 progress(
                     f"vLLM KV cache not sized for the context ({e}); {self.kv_cache_gib} GiB as configured"
                 )
