@@ -551,6 +551,43 @@ def _unreliable_memory(ev: Evidence, config: StrixConfig, unknown: CriterionResu
     )
 
 
+# Two KV caches hold "the same context" when their token capacities differ by no more than this share
+# (vLLM rounds its cache up to whole blocks and sliding-window groups; llama-server's is exactly -c)
+SAME_CONTEXT_TOLERANCE = 0.10
+
+
+def _breakdown(r: RunFacts) -> str:
+    """ " (weights 0.50 / KV 0.30 / other 4.20 GiB, KV for 16,384 tokens)": what the engine's own log
+    says it allocated, the rest being the held figure minus both; empty when the log gave nothing."""
+    held = r.held_bytes or 0
+    parts = []
+    if r.weights_bytes is not None or r.kv_cache_bytes is not None:
+        other = held - (r.weights_bytes or 0) - (r.kv_cache_bytes or 0)
+        parts.append(
+            f"weights {gib_text(r.weights_bytes, 2, unknown='not in its log')} / "
+            f"KV {gib_text(r.kv_cache_bytes, 2, unknown='not in its log')} / other {gib_text(other, 2)}"
+        )
+    if r.kv_capacity_tokens is not None:
+        parts.append(f"KV for {r.kv_capacity_tokens:,} tokens")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _same_context_note(c: RunFacts, b: RunFacts) -> str:
+    """Whether both KV caches hold the same tokens (the question C5 asks), when both runs say."""
+    ct, bt = c.kv_capacity_tokens, b.kv_capacity_tokens
+    if ct is None or bt is None:
+        return ""
+    if abs(ct - bt) <= SAME_CONTEXT_TOLERANCE * max(ct, bt):
+        return "; at the same context"
+    return f"; not at the same context ({ct:,} vs {bt:,} KV tokens): a configuration's difference, not an engine's"
+
+
+def _production_pool_note(c: RunFacts) -> str:
+    if c.production_pool_bytes is None or c.production_pool_bytes == c.kv_cache_bytes:
+        return ""
+    return f"; production's KV pool as configured: {gib_text(c.production_pool_bytes, 2)}"
+
+
 def memory_not_above_llamacpp(ev: Evidence, config: StrixConfig) -> CriterionResult:
     """C5: the candidate holds no more after load than the baseline (within the tolerance)."""
     d = config.decision
@@ -571,8 +608,9 @@ def memory_not_above_llamacpp(ev: Evidence, config: StrixConfig) -> CriterionRes
     if cc and bc and cc != bc:
         ctx = f"; context lengths differ ({cc} vs {bc})"
     reason = (
-        f"held after load {gib_text(c_held, 1)} ({_label(c)}) vs {d.baseline_engine} {gib_text(b_held, 1)} "
-        f"({_label(b)}), family {_family(c, config)}{ctx}{_quant_note(c, b)}{paired}"
+        f"held after load {gib_text(c_held, 1)} ({_label(c)}){_breakdown(c)} vs {d.baseline_engine} "
+        f"{gib_text(b_held, 1)} ({_label(b)}){_breakdown(b)}{_same_context_note(c, b)}"
+        f"{_production_pool_note(c)}, family {_family(c, config)}{ctx}{_quant_note(c, b)}{paired}"
     )
     return _result(
         "C5",

@@ -41,6 +41,12 @@ class RunFacts:
     # configuration's environment (a JSON object) and the image's own ENV (a JSON list of NAME=value)
     engine_env: str | None = None
     image_env: str | None = None
+    # C5's breakdown (the engine's own log, memory/breakdown.py): weights and KV cache it allocated at
+    # load, the tokens its KV cache holds, and the KV pool production's configuration gives it
+    weights_bytes: int | None = None
+    kv_cache_bytes: int | None = None
+    kv_capacity_tokens: int | None = None
+    production_pool_bytes: int | None = None
 
 
 @dataclass(frozen=True)

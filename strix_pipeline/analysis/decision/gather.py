@@ -25,9 +25,11 @@ if TYPE_CHECKING:
 # aggregates the criteria read (smoke, and the sweep at the decision concurrency).
 # A run counts once it ended by `now` (its rows are loaded after it ends): what an evaluation at `now`
 # could see, so a replay of it sees the same.
-# The host state C3 / C5 pair on and the environments C1 reads are taken from `runs` beside the view.
+# The host state C3 / C5 pair on, the environments C1 reads and C5's breakdown are taken from `runs`
+# beside the view.
 DECISION_RUNS_SQL = (
-    "SELECT b.*, r.kernel_cmdline, r.ttm_pages_limit, r.engine_env, r.image_env "
+    "SELECT b.*, r.kernel_cmdline, r.ttm_pages_limit, r.engine_env, r.image_env, "
+    "r.weights_bytes, r.kv_cache_bytes, r.kv_capacity_tokens, r.production_pool_bytes "
     "FROM v_run_base b JOIN runs r USING (run_id) "
     "WHERE b.host = ? AND b.started_at <= ? AND coalesce(b.ended_at, b.started_at) <= ? "
     "AND b.engine IN (?, ?)"
