@@ -281,6 +281,10 @@ class ProductionEngine(_Strict):
     container: ContainerName | None = None
     stop_command: list[str] | None = None
     start_command: list[str] | None = None
+    # the systemd unit production runs as (e.g. "llama-server.service"): a process of it with a GPU
+    # device open is production's (hosts/device_openers.py); without it, by-commands production's
+    # openers cannot be told from others' and are not checked
+    unit: str | None = None
     health_url: HttpUrl
     health_timeout_s: PosInt = 300
 

@@ -20,7 +20,7 @@ import httpx
 from strix_pipeline import memory
 from strix_pipeline.config import ConfigError, HostConfig, StrixConfig
 from strix_pipeline.engines import default_port
-from strix_pipeline.hosts import docker_host, gpu_holders, stop_checks
+from strix_pipeline.hosts import device_openers, docker_host, gpu_holders, stop_checks
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.local import (
     LLAMA_SERVER_ENV,
@@ -388,6 +388,8 @@ def _box_memory(host: str, cfg: HostConfig, client: docker.DockerClient) -> Iter
         (named or "none (containers with /dev/kfd or /dev/dri, processes the SMI tools list)") + (f"; {note}" if note else ""),
         "stop them before the window: a run refuses while they hold GPU memory" if holders else None,
     )  # fmt: skip
+    yield _device_openers(host, cfg, client)
+
     budget = cfg.memory_budget_gb
     total = facts.hip_device_total_bytes
     vs = f" vs memory_budget_gb {budget:g} GB" if budget is not None else ""
@@ -409,6 +411,25 @@ def _box_memory(host: str, cfg: HostConfig, client: docker.DockerClient) -> Iter
         ("; ".join(shown) + f"; in force: {in_force}{vs}") if shown else "no ttm or amdttm pages_limit readable",
         None if ok else "raise ttm.pages_limit (amdttm.pages_limit with amdgpu-dkms) to cover the budget",
     )  # fmt: skip
+
+
+def _device_openers(host: str, cfg: HostConfig, client: docker.DockerClient) -> Check:
+    """Processes with /dev/kfd or /dev/dri open that are not production's, whoever started them (a
+    toolbox, a systemd service): a run refuses before production stops while one is there."""
+    name = "GPU device openers"
+    try:
+        note = device_openers.check_device_openers(client, cfg.probe_image, cfg.production)
+    except EngineStartError as e:
+        named = e.reason.split("production was not stopped: ", 1)[-1]
+        return Check(
+            host,
+            name,
+            False,
+            True,
+            named,
+            "stop them before the window: a run refuses while they hold the GPU",
+        )
+    return Check(host, name, True, True, note or "none besides production (every /proc/<pid>/fd read)")
 
 
 def _before_stop(

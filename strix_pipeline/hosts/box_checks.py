@@ -17,6 +17,7 @@ from typing import Any
 from strix_pipeline.config import EngineConfig, HostConfig
 from strix_pipeline.engines import sglang
 from strix_pipeline.engines.base import DeviceMemory, EngineSpec, pool_fit_problem
+from strix_pipeline.hosts.device_openers import check_device_openers
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.gpu_holders import check_no_foreign_holders
 from strix_pipeline.memory import HostFacts
@@ -115,7 +116,7 @@ def before_production_stops(
     what: str,
 ) -> list[str]:
     """Every Box refusal that needs no stopped production, in order: HiCache on unified memory, foreign
-    holders of GPU memory, a model that does not fit its pool. ``run_smi`` runs the SMI tools on the
+    holders of GPU memory, processes with a GPU device open, a model that does not fit its pool. ``run_smi`` runs the SMI tools on the
     host (the probe's, else the engine image's: ``docker_engine.SmiReader.run``). Returns notes of
     what could not be checked (the run logs them)."""
     check_unified_memory(host, spec, what=what)
@@ -127,6 +128,10 @@ def before_production_stops(
         notes.append("production runs by commands: GPU processes are checked against the idle ceiling")
         run_smi = None
     note = check_no_foreign_holders(client, run_smi, production=production.container if production else None)
+    if note:
+        notes.append(note)
+    # every opener of /dev/kfd or /dev/dri, whoever started it (a toolbox, a systemd service, a shell)
+    note = check_device_openers(client, host.probe_image, production)
     if note:
         notes.append(note)
     total = facts.hip_device_total_bytes if facts is not None else None

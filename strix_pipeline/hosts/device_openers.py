@@ -1,0 +1,203 @@
+"""Every process on the Box that has a GPU device open, whoever started it (issue 35, item 3).
+
+Docker's own list of containers with a device misses what a podman toolbox, a CDI device, a systemd
+service or a shell holds, and the SMI tools list only the processes that hold KFD memory now. The
+kernel knows every opener: ``/proc/<pid>/fd`` links to ``/dev/kfd`` or ``/dev/dri/*``. A probe
+container in the host's pid namespace (busybox ``ls -l`` over every ``/proc/<pid>/fd``; privileged,
+since reading another process's fd table needs ptrace rights that Docker's default profile denies)
+lists them with each one's command name and cgroup, and the cgroup says who runs it: a Docker or
+podman container, a systemd unit, a user's session. Production's own processes (its container's pids,
+or its systemd unit) and the pipeline's are not holders; any other opener refuses the run before
+production is stopped, by name.
+
+:func:`parse_openers` and :func:`owner_of` are pure; :func:`list_openers` runs the probe.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.hosts.gpu_holders import GPU_DEVICES, PROBE_LABEL, Holder, production_pids
+
+# busybox sh: the fd tables first (one ls for all), then each opener's command name and cgroup lines.
+# Arguments: the device paths (a path or a directory of devices).
+OPENERS_SCRIPT = r"""
+busybox ls -l /proc/[0-9]*/fd/ 2>/dev/null | {
+  pids=" "; cur=""
+  while read -r line; do
+    case "$line" in
+      /proc/*/fd:|/proc/*/fd/:) cur=${line#/proc/}; cur=${cur%%/*} ;;
+      *" -> "*)
+        t=${line##* -> }
+        for d in "$@"; do
+          case "$t" in
+            "$d"|"$d"/*)
+              echo "fd $cur $t"
+              case "$pids" in *" $cur "*) ;; *) pids="$pids$cur " ;; esac ;;
+          esac
+        done ;;
+    esac
+  done
+  for p in $pids; do
+    echo "comm $p $(busybox cat /proc/$p/comm 2>/dev/null)"
+    busybox cat /proc/$p/cgroup 2>/dev/null | while read -r c; do echo "cgroup $p $c"; done
+  done
+}
+"""
+
+_CONTAINER = re.compile(r"(?:docker-|/docker/)([0-9a-f]{12,64})")
+_PODMAN = re.compile(r"(?:libpod-|/libpod_parent/|/libpod/)([0-9a-f]{12,64})")
+_UNIT = re.compile(r"/([^/]+\.(?:service|scope))$")
+
+
+@dataclass
+class Opener:
+    """A process with a GPU device open: its pid (the host's), command name, devices and cgroups."""
+
+    pid: int
+    comm: str = "?"
+    devices: list[str] = field(default_factory=list)
+    cgroups: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who runs a process, from its cgroup: ``kind`` is container, podman, unit, session or other."""
+
+    kind: str
+    name: str  # a container id, a unit name, a cgroup path
+
+    def describe(self) -> str:
+        return {
+            "container": f"Docker container {self.name[:12]}",
+            "podman": f"podman container {self.name[:12]}",
+            "unit": f"systemd unit {self.name}",
+            "session": f"user session ({self.name})",
+        }.get(self.kind, f"cgroup {self.name}")
+
+
+def parse_openers(text: str) -> list[Opener]:
+    """The probe's lines (``fd PID PATH``, ``comm PID NAME``, ``cgroup PID LINE``) as openers, in pid order."""
+    found: dict[int, Opener] = {}
+    for line in text.splitlines():
+        kind, _, rest = line.partition(" ")
+        pid_text, _, value = rest.partition(" ")
+        if kind not in ("fd", "comm", "cgroup") or not pid_text.isdigit():
+            continue
+        o = found.setdefault(int(pid_text), Opener(int(pid_text)))
+        if kind == "fd" and value not in o.devices:
+            o.devices.append(value)
+        elif kind == "comm" and value.strip():
+            o.comm = value.strip()
+        elif kind == "cgroup":
+            o.cgroups.append(value.strip())
+    return [found[p] for p in sorted(found) if found[p].devices]
+
+
+def owner_of(cgroups: Sequence[str]) -> Owner:
+    """Who runs a process, from its ``/proc/<pid>/cgroup`` lines (v2 ``0::/path``, v1 ``N:ctrl:/path``)."""
+    paths = [line.split(":", 2)[2] if line.count(":") >= 2 else line for line in cgroups]
+    for path in paths:
+        if m := _CONTAINER.search(path):
+            return Owner("container", m.group(1))
+        if m := _PODMAN.search(path):
+            return Owner("podman", m.group(1))
+    for path in paths:
+        if path.startswith("/user.slice"):
+            return Owner("session", path.rsplit("/", 1)[-1] or path)
+        if m := _UNIT.search(path):
+            return Owner("unit", m.group(1))
+    return Owner("other", paths[0] if paths else "unknown")
+
+
+@dataclass(frozen=True)
+class Production:
+    """What production is, to tell its processes from others: its container's id and pids, or its
+    systemd unit (a production run by commands)."""
+
+    container_id: str | None = None
+    pids: frozenset[int] = frozenset()
+    unit: str | None = None
+
+    def owns(self, opener: Opener, owner: Owner) -> bool:
+        if opener.pid in self.pids:
+            return True
+        if owner.kind == "container" and self.container_id and self.container_id.startswith(owner.name):
+            return True
+        return owner.kind == "unit" and self.unit is not None and owner.name == self.unit
+
+
+def foreign_openers(
+    openers: Sequence[Opener], production: Production, own_pids: frozenset[int] = frozenset()
+) -> list[Holder]:
+    """The openers that are neither production's nor the pipeline's, as holders named by their owner."""
+    out = []
+    for o in openers:
+        owner = owner_of(o.cgroups)
+        if o.pid in own_pids or production.owns(o, owner):
+            continue
+        out.append(
+            Holder("process", f"{o.comm} pid {o.pid}", f"{owner.describe()}, opens {', '.join(o.devices)}")
+        )
+    return out
+
+
+def list_openers(client: Any, probe_image: str, devices: Sequence[str] = GPU_DEVICES) -> list[Opener]:
+    """Every process on the Docker host with one of ``devices`` open, read by a probe container in the
+    host's pid namespace. Raises what docker-py raises when the probe cannot run."""
+    raw = client.containers.run(
+        probe_image,
+        ["busybox", "sh", "-c", OPENERS_SCRIPT, "sh", *devices],
+        remove=True,
+        pid_mode="host",
+        privileged=True,
+        network_mode="none",
+        labels={PROBE_LABEL: "true"},
+    )
+    return parse_openers(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw))
+
+
+def production_facts(client: Any, production: Any) -> Production | None:
+    """Production as the openers are told apart by (``config.ProductionEngine``): its container's id
+    and pids, else its systemd ``unit``; None when neither can say (commands and no unit)."""
+    if production is None:
+        return Production()
+    if production.container:
+        try:
+            container_id = client.containers.get(production.container).id
+        except Exception:  # noqa: BLE001 - not running or gone: it holds nothing
+            container_id = None
+        return Production(container_id, frozenset(production_pids(client, production.container)))
+    return Production(unit=production.unit) if production.unit else None
+
+
+def check_device_openers(
+    client: Any, probe_image: str | None, production: Any, devices: Sequence[str] = GPU_DEVICES
+) -> str | None:
+    """Refuse (``failed_guard``) while a process that is not production's has a GPU device open,
+    naming it and who runs it; returns a note when the openers could not be listed or attributed."""
+    if not probe_image:
+        return "no probe_image: processes with /dev/kfd or /dev/dri open not listed"
+    prod = production_facts(client, production)
+    if prod is None:
+        return (
+            "production runs by commands without `unit`: device openers not attributed (set production.unit)"
+        )
+    try:
+        openers = list_openers(client, probe_image, devices)
+    except Exception as e:  # noqa: BLE001 - docker-py wraps socket, HTTP and image errors alike
+        return (
+            f"processes with GPU devices open not listed: {str(getattr(e, 'explanation', None) or e)[:200]}"
+        )
+    holders = foreign_openers(openers, prod)
+    if holders:
+        raise EngineStartError(
+            "failed_guard",
+            "a GPU device is open in a process other than production's, so a benchmark would share the "
+            "GPU with it; production was not stopped: " + "; ".join(h.describe() for h in holders),
+        )
+    return None

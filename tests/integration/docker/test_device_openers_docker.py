@@ -1,0 +1,50 @@
+"""The device-openers probe on a real dockerd (issue 35, item 3): a privileged busybox container in the
+host's pid namespace finds a process outside Docker -- as a systemd service or a podman toolbox would
+be -- that holds a GPU device open (a stand-in device here: this machine has no /dev/kfd), names it,
+and refuses before production is stopped; production's own process passes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from strix_pipeline.hosts import device_openers as do
+from strix_pipeline.hosts.errors import EngineStartError
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(120)]
+
+
+@pytest.fixture
+def holder(tmp_path: Path) -> Iterator[tuple[int, Path]]:
+    kfd = tmp_path / "kfd"
+    kfd.write_text("")
+    hold = "import sys, time; f = open(sys.argv[1]); print('open', flush=True); time.sleep(90)"
+    proc = subprocess.Popen([sys.executable, "-c", hold, str(kfd)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "open"
+    try:
+        yield proc.pid, kfd
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_process_outside_docker_with_the_device_open_is_named_and_refused(
+    client, busybox: str, holder: tuple[int, Path]
+) -> None:
+    pid, kfd = holder
+    openers = do.list_openers(client, busybox, [str(kfd)])
+    assert [o.pid for o in openers] == [pid], openers
+    assert openers[0].devices == [str(kfd)] and openers[0].comm.startswith("python")
+    with pytest.raises(EngineStartError) as e:
+        do.check_device_openers(client, busybox, SimpleNamespace(container=None, unit=None), [str(kfd)])
+    assert e.value.status == "failed_guard" and f"pid {pid} (" in e.value.reason, e.value.reason
+    assert f"opens {kfd}" in e.value.reason and "production was not stopped" in e.value.reason
+    # the same process as production's own is no holder
+    assert do.foreign_openers(openers, do.Production(pids=frozenset({pid}))) == []
+    left = client.containers.list(all=True, filters={"label": f"{do.PROBE_LABEL}=true"})
+    assert left == [], "the probe container is removed"

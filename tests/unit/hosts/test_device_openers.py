@@ -1,0 +1,151 @@
+"""Every opener of a GPU device, named by who runs it (issue 35, item 3): the probe's script run by the
+real busybox over this machine's /proc against a process holding a stand-in device open, the cgroup
+read as a Docker or podman container, a systemd unit or a session, and production told apart."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from conftest import need
+from support.box_images import BUSYBOX
+
+from strix_pipeline.hosts import device_openers as do
+from strix_pipeline.hosts.errors import EngineStartError
+
+CID = "4f1c2a9be07d" + "0" * 52
+
+
+@pytest.fixture
+def holder(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, Path]]:
+    """A real process with a stand-in device open (a directory of devices, like /dev/dri)."""
+    dri = tmp_path / "dri"
+    dri.mkdir()
+    (dri / "renderD128").write_text("")
+    hold = "import sys, time; f = open(sys.argv[1]); print('open', flush=True); time.sleep(60)"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", hold, str(dri / "renderD128")], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "open"
+    try:
+        yield proc, dri
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_the_probe_script_finds_a_process_with_a_device_open(holder: tuple[subprocess.Popen, Path]) -> None:
+    need(BUSYBOX.is_file(), "a static busybox at /bin/busybox", "apt-get install busybox-static")
+    proc, dri = holder
+    out = subprocess.run(
+        [str(BUSYBOX), "sh", "-c", do.OPENERS_SCRIPT.replace("busybox ", f"{BUSYBOX} "), "sh", "/nonexistent/kfd", str(dri)],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    found = {o.pid: o for o in do.parse_openers(out)}
+    assert proc.pid in found, out[-2000:]
+    mine = found[proc.pid]
+    assert mine.devices == [str(dri / "renderD128")] and mine.comm.startswith("python")
+    assert mine.cgroups, "its cgroup lines were read"
+    assert all(str(dri) in d for o in found.values() for d in o.devices)  # nothing else matched
+
+
+@pytest.mark.parametrize(
+    ("lines", "kind", "shown"),
+    [
+        ([f"0::/system.slice/docker-{CID}.scope"], "container", "Docker container 4f1c2a9be07d"),
+        ([f"12:devices:/docker/{CID}", "0::/"], "container", "Docker container 4f1c2a9be07d"),
+        ([f"0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-{CID}.scope/container"], "podman", "podman container 4f1c2a9be07d"),
+        (["0::/system.slice/ollama.service"], "unit", "systemd unit ollama.service"),
+        (["0::/user.slice/user-1000.slice/session-3.scope"], "session", "user session (session-3.scope)"),
+        (["0::/machine.slice/vm"], "other", "cgroup /machine.slice/vm"),
+    ],
+)  # fmt: skip
+def test_the_cgroup_says_who_runs_the_process(lines: list[str], kind: str, shown: str) -> None:
+    owner = do.owner_of(lines)
+    assert owner.kind == kind and owner.describe() == shown
+
+
+OUT = f"""fd 100 /dev/kfd
+fd 100 /dev/dri/renderD128
+fd 200 /dev/dri/renderD128
+fd 300 /dev/kfd
+comm 100 llama-server
+cgroup 100 0::/system.slice/docker-{CID}.scope
+comm 200 ollama
+cgroup 200 0::/system.slice/ollama.service
+comm 300 python3
+cgroup 300 0::/user.slice/user-1000.slice/session-3.scope
+"""
+
+
+def test_production_is_told_apart_and_the_rest_is_named() -> None:
+    openers = do.parse_openers(OUT)
+    assert [o.pid for o in openers] == [100, 200, 300]
+    assert openers[0].devices == ["/dev/kfd", "/dev/dri/renderD128"]
+    held = do.foreign_openers(openers, do.Production(container_id=CID))
+    assert [h.name for h in held] == ["ollama pid 200", "python3 pid 300"]
+    assert held[0].detail == "systemd unit ollama.service, opens /dev/dri/renderD128"
+    # production run as a systemd unit: its unit's processes are its own
+    assert [h.name for h in do.foreign_openers(openers, do.Production(unit="ollama.service"))] == [
+        "llama-server pid 100",
+        "python3 pid 300",
+    ]
+    assert do.foreign_openers(openers, do.Production(pids=frozenset({100, 200, 300}))) == []
+
+
+class FakeClient:
+    """docker-py's surface the check uses: containers.run (the probe) and containers.get (production)."""
+
+    def __init__(self, out: str, error: Exception | None = None) -> None:
+        self.out, self.error, self.runs = out, error, []
+        self.containers = self
+
+    def run(self, image: str, argv: list[str], **kw: object) -> bytes:
+        self.runs.append((image, argv, kw))
+        if self.error:
+            raise self.error
+        return self.out.encode()
+
+    def get(self, name: str) -> SimpleNamespace:
+        return SimpleNamespace(id=CID, top=lambda: {"Titles": ["UID", "PID"], "Processes": [["root", "100"]]})
+
+
+def production(**kw: object) -> SimpleNamespace:
+    return SimpleNamespace(**({"container": None, "unit": None} | kw))
+
+
+def test_the_check_refuses_before_the_stop_naming_each_foreign_opener() -> None:
+    client = FakeClient(OUT)
+    with pytest.raises(EngineStartError) as e:
+        do.check_device_openers(client, "probe:1", production(container="llama-prod"))
+    assert e.value.status == "failed_guard"
+    assert "production was not stopped" in e.value.reason
+    assert "process ollama pid 200 (systemd unit ollama.service, opens /dev/dri/renderD128)" in e.value.reason
+    assert "llama-server" not in e.value.reason  # production's own
+    image, argv, kw = client.runs[0]
+    assert image == "probe:1" and argv[-2:] == ["/dev/kfd", "/dev/dri"]
+    assert kw["pid_mode"] == "host" and kw["privileged"] is True
+
+
+def test_the_check_passes_when_only_production_holds_the_gpu() -> None:
+    only_production = "\n".join(line for line in OUT.splitlines() if " 100 " in line)
+    assert (
+        do.check_device_openers(FakeClient(only_production), "probe:1", production(container="llama-prod"))
+        is None
+    )
+
+
+def test_what_could_not_be_looked_at_is_a_note_not_a_pass_in_silence() -> None:
+    assert "no probe_image" in (
+        do.check_device_openers(FakeClient(OUT), None, production(container="p")) or ""
+    )
+    note = do.check_device_openers(FakeClient(OUT), "probe:1", production(start_command=["x"]))
+    assert note is not None and "without `unit`" in note
+    broken = FakeClient("", RuntimeError("image not found"))
+    assert "not listed: image not found" in (
+        do.check_device_openers(broken, "probe:1", production(container="p")) or ""
+    )
