@@ -30,6 +30,7 @@ SELECT
     r.harness_version,
     r.engine_build,
     r.engine_flags,
+    r.engine_dtype,
     r.rocm_version,
     r.kernel,
     r.firmware,
@@ -123,6 +124,7 @@ SELECT
     b.fingerprint,
     b.harness_version,
     b.engine_build,
+    b.engine_dtype,  -- what a CPU engine computes in, and why (engines/vllm_dtype.py)
     b.rocm_version,
     b.kernel,
     b.firmware,
