@@ -19,7 +19,7 @@ import httpx
 
 from strix_pipeline import memory
 from strix_pipeline.config import ConfigError, HostConfig, StrixConfig
-from strix_pipeline.engines import default_port
+from strix_pipeline.engines import default_port, vllm_dtype
 from strix_pipeline.hosts import device_openers, docker_host, gpu_holders, stop_checks
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.local import (
@@ -243,6 +243,7 @@ def _local_vllm(host: str, version: str | None) -> Iterator[Check]:
         env.engine_build if env else f"{vllm_env.PACKAGE}=={version} is not installed in the cache",
         None if env else fix,
     )
+    yield _vllm_dtype(host, version)
     try:
         sha = gemma_checkpoint.gguf_sha256(ensure_gemma_model())
         ckpt = gemma_checkpoint.find_checkpoint(sha)
@@ -261,6 +262,16 @@ def _local_vllm(host: str, version: str | None) -> Iterator[Check]:
         f"{ckpt.path} ({ckpt.served_quantization}, from GGUF sha256 {sha[:12]}…)" if ckpt else "the bf16 checkpoint converted from the GGUF is missing",
         None if ckpt else "make run (or: python -m strix_pipeline.provision.gemma_checkpoint)",
     )  # fmt: skip
+
+
+def _vllm_dtype(host: str, version: str) -> Check:
+    """The dtype the local vLLM will compute in on this CPU, and why (engines/vllm_dtype.py): bf16 on a
+    CPU without native bf16 is 5x slower, and the verdict would be about that."""
+    try:
+        choice = vllm_dtype.choose_for(vllm_dtype.this_cpu(), version)
+    except ValueError as e:  # an unreadable /proc/cpuinfo or measured table: named, with the fix
+        return Check(host, "vLLM dtype", False, False, str(e), "python benchmarks/vllm_dtype.py --save")
+    return Check(host, "vLLM dtype", True, False, choice.recorded)
 
 
 def _local_llama_answers(host: str, cfg: HostConfig) -> Check:
