@@ -178,8 +178,7 @@ def run_local(r: RunInputs) -> None:
             run.engine_flags = json.dumps(comparable_flags(kind, server.flags))
             run.engine_build = server.engine_build
             if isinstance(server, LocalVllmServer) and server.dtype_choice is not None:
-                run.engine_dtype = server.dtype_choice.recorded
-                log(f"[{run.run_id}] vLLM computes in {server.dtype_choice.recorded}")
+                run.engine_dtype = server.dtype_choice.recorded  # the launcher logged it at start
             log(f"[{run.run_id}] ready at {server.base_url} (build {server.engine_build})")
             settle_s = max(1.0, 2 * host_cfg.sample_interval_s)
             measure(config, target, result, server, log, scenarios, sampler, settle_s)
