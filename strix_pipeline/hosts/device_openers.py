@@ -3,8 +3,8 @@
 Docker's own list of containers with a device misses what a podman toolbox, a CDI device, a systemd
 service or a shell holds, and the SMI tools list only the processes that hold KFD memory now. The
 kernel knows every opener: ``/proc/<pid>/fd`` links to ``/dev/kfd`` or ``/dev/dri/*``. A probe
-container in the host's pid namespace (busybox ``ls -l`` over every ``/proc/<pid>/fd``; privileged,
-since reading another process's fd table needs ptrace rights that Docker's default profile denies)
+container in the host's pid namespace (busybox ``ls -l`` over every ``/proc/<pid>/fd``, with
+CAP_SYS_PTRACE and AppArmor unconfined: reading another process's fd table needs ptrace rights)
 lists them with each one's command name and cgroup, and the cgroup says who runs it: a Docker or
 podman container, a systemd unit, a user's session. Production's own processes (its container's pids,
 or its systemd unit) and the pipeline's are not holders; any other opener refuses the run before
@@ -16,6 +16,7 @@ production is stopped, by name.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -149,16 +150,33 @@ def foreign_openers(
 def list_openers(client: Any, probe_image: str, devices: Sequence[str] = GPU_DEVICES) -> list[Opener]:
     """Every process on the Docker host with one of ``devices`` open, read by a probe container in the
     host's pid namespace. Raises what docker-py raises when the probe cannot run."""
-    raw = client.containers.run(
+    name = f"strix-openers-{uuid.uuid4().hex[:12]}"
+    try:
+        raw = _run_probe(client, probe_image, devices, name)
+    except Exception:
+        # a container that was created but could not start is not removed by remove=True
+        try:
+            client.containers.get(name).remove(force=True)
+        except Exception:  # noqa: BLE001 - never created, or already gone
+            pass
+        raise
+    return parse_openers(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw))
+
+
+def _run_probe(client: Any, probe_image: str, devices: Sequence[str], name: str) -> Any:
+    return client.containers.run(
         probe_image,
         ["busybox", "sh", "-c", OPENERS_SCRIPT, "sh", *devices],
         remove=True,
         pid_mode="host",
-        privileged=True,
+        # reading another process's fd table needs ptrace rights; AppArmor's docker-default profile
+        # denies them across containers. Not privileged: a host that withholds a capability refuses it
+        cap_add=["SYS_PTRACE"],
+        security_opt=["apparmor=unconfined"],
         network_mode="none",
         labels={PROBE_LABEL: "true"},
+        name=name,
     )
-    return parse_openers(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw))
 
 
 def production_facts(client: Any, production: Any) -> Production | None:

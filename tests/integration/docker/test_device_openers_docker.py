@@ -9,9 +9,9 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
+from support.infra import build_image, remove_image
 
 from strix_pipeline.hosts import device_openers as do
 from strix_pipeline.hosts.errors import EngineStartError
@@ -41,10 +41,24 @@ def test_a_process_outside_docker_with_the_device_open_is_named_and_refused(
     assert [o.pid for o in openers] == [pid], openers
     assert openers[0].devices == [str(kfd)] and openers[0].comm.startswith("python")
     with pytest.raises(EngineStartError) as e:
-        do.check_device_openers(client, busybox, SimpleNamespace(container=None, unit=None), [str(kfd)])
+        do.check_device_openers(client, busybox, None, [str(kfd)])  # no production configured
     assert e.value.status == "failed_guard" and f"pid {pid} (" in e.value.reason, e.value.reason
     assert f"opens {kfd}" in e.value.reason and "production was not stopped" in e.value.reason
     # the same process as production's own is no holder
     assert do.foreign_openers(openers, do.Production(pids=frozenset({pid}))) == []
     left = client.containers.list(all=True, filters={"label": f"{do.PROBE_LABEL}=true"})
     assert left == [], "the probe container is removed"
+
+
+def test_a_probe_that_cannot_start_leaves_no_container_and_refuses_nothing(client, docker_engine) -> None:
+    tag = "strix-test/no-busybox:1"
+    build_image(tag, {"/etc/strix-image": b"no shell here"})
+    try:
+        with pytest.raises(Exception, match="busybox"):  # created, then its start fails
+            do.list_openers(client, tag, ["/dev/kfd"])
+        note = do.check_device_openers(client, tag, None, ["/dev/kfd"])
+        assert note is not None and note.startswith("processes with GPU devices open not listed"), note
+        left = client.containers.list(all=True, filters={"label": f"{do.PROBE_LABEL}=true"})
+        assert left == [], "a probe created but not started is removed"
+    finally:
+        remove_image(tag)

@@ -128,7 +128,7 @@ def test_the_check_refuses_before_the_stop_naming_each_foreign_opener() -> None:
     assert "llama-server" not in e.value.reason  # production's own
     image, argv, kw = client.runs[0]
     assert image == "probe:1" and argv[-2:] == ["/dev/kfd", "/dev/dri"]
-    assert kw["pid_mode"] == "host" and kw["privileged"] is True
+    assert kw["pid_mode"] == "host" and kw["cap_add"] == ["SYS_PTRACE"]
 
 
 def test_the_check_passes_when_only_production_holds_the_gpu() -> None:
