@@ -427,20 +427,13 @@ def _box_memory(host: str, cfg: HostConfig, client: docker.DockerClient) -> Iter
 def _device_openers(host: str, cfg: HostConfig, client: docker.DockerClient) -> Check:
     """Processes with /dev/kfd or /dev/dri open that are not production's, whoever started them (a
     toolbox, a systemd service): a run refuses before production stops while one is there."""
-    name = "GPU device openers"
-    try:
-        note = device_openers.check_device_openers(client, cfg.probe_image, cfg.production)
-    except EngineStartError as e:
-        named = e.reason.split("production was not stopped: ", 1)[-1]
-        return Check(
-            host,
-            name,
-            False,
-            True,
-            named,
-            "stop them before the window: a run refuses while they hold the GPU",
-        )
-    return Check(host, name, True, True, note or "none besides production (every /proc/<pid>/fd read)")
+    holders, note = device_openers.device_opener_holders(client, cfg.probe_image, cfg.production)
+    named = "; ".join(h.describe() for h in holders)
+    return Check(
+        host, "GPU device openers", not holders, True,
+        named or note or "none besides production (every /proc/<pid>/fd read)",
+        "stop them before the window: a run refuses while they hold the GPU" if holders else None,
+    )  # fmt: skip
 
 
 def _before_stop(

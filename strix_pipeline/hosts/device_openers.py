@@ -132,14 +132,13 @@ class Production:
         return owner.kind == "unit" and self.unit is not None and owner.name == self.unit
 
 
-def foreign_openers(
-    openers: Sequence[Opener], production: Production, own_pids: frozenset[int] = frozenset()
-) -> list[Holder]:
-    """The openers that are neither production's nor the pipeline's, as holders named by their owner."""
+def foreign_openers(openers: Sequence[Opener], production: Production) -> list[Holder]:
+    """The openers that are not production's, as holders named by their owner (the pipeline's own
+    engine is not running when the check is made: it runs before any engine starts)."""
     out = []
     for o in openers:
         owner = owner_of(o.cgroups)
-        if o.pid in own_pids or production.owns(o, owner):
+        if production.owns(o, owner):
             continue
         out.append(
             Holder("process", f"{o.comm} pid {o.pid}", f"{owner.describe()}, opens {', '.join(o.devices)}")
@@ -193,29 +192,37 @@ def production_facts(client: Any, production: Any) -> Production | None:
     return Production(unit=production.unit) if production.unit else None
 
 
+def device_opener_holders(
+    client: Any, probe_image: str | None, production: Any, devices: Sequence[str] = GPU_DEVICES
+) -> tuple[list[Holder], str | None]:
+    """The processes other than production's with a GPU device open, and a note when they could not
+    be listed or attributed (as gpu_holders.foreign_holders gives its holders: doctor and run alike)."""
+    if not probe_image:
+        return [], "no probe_image: processes with /dev/kfd or /dev/dri open not listed"
+    prod = production_facts(client, production)
+    if prod is None:
+        return (
+            [],
+            "production runs by commands without `unit`: device openers not attributed (set production.unit)",
+        )
+    try:
+        openers = list_openers(client, probe_image, devices)
+    except Exception as e:  # noqa: BLE001 - docker-py wraps socket, HTTP and image errors alike
+        why = str(getattr(e, "explanation", None) or e)[:200]
+        return [], f"processes with GPU devices open not listed: {why}"
+    return foreign_openers(openers, prod), None
+
+
 def check_device_openers(
     client: Any, probe_image: str | None, production: Any, devices: Sequence[str] = GPU_DEVICES
 ) -> str | None:
     """Refuse (``failed_guard``) while a process that is not production's has a GPU device open,
     naming it and who runs it; returns a note when the openers could not be listed or attributed."""
-    if not probe_image:
-        return "no probe_image: processes with /dev/kfd or /dev/dri open not listed"
-    prod = production_facts(client, production)
-    if prod is None:
-        return (
-            "production runs by commands without `unit`: device openers not attributed (set production.unit)"
-        )
-    try:
-        openers = list_openers(client, probe_image, devices)
-    except Exception as e:  # noqa: BLE001 - docker-py wraps socket, HTTP and image errors alike
-        return (
-            f"processes with GPU devices open not listed: {str(getattr(e, 'explanation', None) or e)[:200]}"
-        )
-    holders = foreign_openers(openers, prod)
+    holders, note = device_opener_holders(client, probe_image, production, devices)
     if holders:
         raise EngineStartError(
             "failed_guard",
             "a GPU device is open in a process other than production's, so a benchmark would share the "
             "GPU with it; production was not stopped: " + "; ".join(h.describe() for h in holders),
         )
-    return None
+    return note
