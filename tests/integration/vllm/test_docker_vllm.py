@@ -12,10 +12,11 @@ vllm.entrypoints.openai.api_server`` and its ``env`` is ``engines.vllm.cpu_env``
 the profile's path is relative and the host has no ``models_dir``, so nothing is mounted over it.
 
 vLLM starts ONCE for the module (one run: ~90-150 s to ready on 2 cores); the tests read that run.
-Measured on a 2-core machine: assembling the root filesystem ~10 s, ``docker import`` ~35 s (3.38 GB),
-``docker push`` ~100-120 s (gzip to 1.28 GB, one core), pull ~50 s, start to ready ~90-120 s, the
-suite ~5 s: ~6-7 min for the module, ~6 GB of disk at the peak (the image unpacked, the registry's
-blobs, the download), all removed afterwards.
+Measured on a 2-core AVX-512 EPYC (2026-12-06): assembling the root filesystem 15 s, the push straight
+from the tar stream 40 s (3.52 GB, one uncompressed layer), pull and start to ready 151 s, the suite
+~5 s: 3 min 40 s for the module (it was ~11 min on a 2-core AVX2 machine with ``docker import``,
+``docker push``'s gzip on one core and bf16 there); ~7 GB of disk at the peak (the registry's blob, the
+image unpacked), all removed afterwards.
 In CI (CI=true) a missing Docker, registry, vLLM env or model fails; locally the tests skip.
 
 The leftover guard removes every managed container on the daemon: see test_benchmark_docker.py on
