@@ -1,16 +1,21 @@
 """`benchmark_run`: the standard suite for one image version on its host, loaded into the warehouse."""
 
+from datetime import UTC, datetime
+
 import dagster as dg
 
 from assets.partitions import image_versions
 from assets.resources import HostAccessResource, StrixConfigResource, WarehouseResource
-from strix_pipeline import plan
+from strix_pipeline import plan, window_plan
 from strix_pipeline.config import StrixConfig
+from strix_pipeline.planning.measured import deferral_ages
 from strix_pipeline.records import LevelAggregate, RunRecord, RunResult
 from strix_pipeline.runner import RunCancelled, run_benchmark
+from strix_pipeline.runner.night import HostNight, night_order
 from strix_pipeline.units import gib, gib_text
 from strix_pipeline.usable import completeness, deferred, memory_back, served
 from strix_pipeline.warehouse import spool
+from strix_pipeline.warehouse.errors import WarehouseError
 
 COMPLETENESS = "benchmark_complete"
 ENGINE_SERVED = "engine_served"
@@ -151,35 +156,61 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
         if not targets:
             raise dg.Failure(f"{pkey}: engine {image.engine} is not configured to run on host {host}")
         results: list[RunResult] = []
-        for target in targets:
-            run_id = f"{target.host}-{target.engine}-{target.model}-{context.run_id[:8]}"
-            cancelled: RunCancelled | None = None
-            try:
-                result = run_benchmark(
-                    config,
-                    target,
-                    run_id=run_id,
-                    dagster_run_id=context.run_id,
-                    log=context.log.info,
-                    force=run_config.force,
-                    keep_images=keep,
-                )
-            except RunCancelled as e:
-                # Terminated (the UI's Terminate, Ctrl-C): the engine is stopped and production restored
-                # by now; the run is stored as `cancelled` with what it measured, then the interrupt
-                # goes on so Dagster marks the run CANCELED.
-                cancelled, result = e, e.result
+        # one night for the partition's targets (runner/night.py): production stopped once for all of
+        # them (and, inside `strix run`'s loop, for every partition of it), the window checked again
+        # before each, what does not fit deferred to the next night by name, in the plan's order
+        with warehouse.reader() as wh:
+            deferred_since, waited = deferral_ages(window_plan.deferred_runs(wh), datetime.now(UTC))
+        order = night_order(config, targets, known, deferred_since=deferred_since, waited=waited)
+        made: list[RunResult] = []
+        cancelled: RunCancelled | None = None
+        spooled_to = spool.spool_dir(config.artifacts_dir())
+        facts = spool.HostFacts(host, config.hosts[host].kind, config.hosts[host].description)
+        with HostNight(host, config.hosts[host], log=context.log.info) as night:
+            for target in order:
+                run_id = f"{target.host}-{target.engine}-{target.model}-{context.run_id[:8]}"
+                est = window_plan.read_estimate(config, target.host, target.engine, target.model, target.profile)  # fmt: skip
+                admitted = night.admit(config, est, force=run_config.force)
+                if not admitted.ok:
+                    made.append(night.defer(config, target, run_id, admitted.reason, context.run_id))
+                    continue
+                try:
+                    result = run_benchmark(
+                        config,
+                        target,
+                        run_id=run_id,
+                        dagster_run_id=context.run_id,
+                        log=context.log.info,
+                        force=run_config.force,
+                        keep_images=keep,
+                    )
+                except RunCancelled as e:
+                    # Terminated (the UI's Terminate, Ctrl-C): the engine is stopped by now and the
+                    # night starts production as it ends; the run is stored as `cancelled` with what
+                    # it measured, then the interrupt goes on so Dagster marks the run CANCELED.
+                    cancelled, result = e, e.result
+                made.append(result)
+                # spooled at once: a controller that dies later in the night loses nothing measured
+                # (the next load drains it); stored below, again, with the night's one outage
+                try:
+                    spool.write_spool(result, spooled_to, facts)
+                except (OSError, WarehouseError) as e:
+                    context.log.warning(f"run {run_id} not spooled before the night ends: {e}")
+                if cancelled is not None:
+                    break
+        # stored after the night: each run carries the night's one stop and start of production
+        for result in made:
             try:  # spooled to a file first: a warehouse that refuses the load loses nothing
                 stored = spool.store_run(
                     result,
-                    spool_directory=spool.spool_dir(config.artifacts_dir()),
+                    spool_directory=spooled_to,
                     open_writer=warehouse.writer,  # the config's warehouse: its file or its DuckLake
-                    host=spool.HostFacts(host, config.hosts[host].kind, config.hosts[host].description),
+                    host=facts,
                 )
             except spool.RunNotStored as e:
                 if cancelled is not None:  # kept in the spool file; the cancellation still goes on
-                    context.log.error(f"cancelled run {result.run.run_id} not loaded: {e}")
-                    raise cancelled.interrupt from None
+                    context.log.error(f"run {result.run.run_id} not loaded: {e}")
+                    continue
                 raise dg.Failure(
                     description=str(e),
                     metadata={"spool_file": str(e.spool), "warehouse": str(e.warehouse or "(not opened)")},
@@ -190,10 +221,10 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
                 f"loaded run {result.run.run_id}: {result.run.status}, {len(result.requests)} requests, "
                 f"{len(result.aggregates)} aggregates, {len(result.memory)} memory samples"
             )
-            if cancelled is not None:
-                context.log.warning(f"run {result.run.run_id}: {result.run.failure_reason}")
-                raise cancelled.interrupt
             results.append(result)
+        if cancelled is not None:
+            context.log.warning(f"run {cancelled.result.run.run_id}: {cancelled.result.run.failure_reason}")
+            raise cancelled.interrupt
         checks = []
         served_by = [(r, *served(r)) for r in results]
         for r, ok, why in served_by:
@@ -274,6 +305,9 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
             metadata={
                 "dagster/row_count": sum(len(r.requests) for r in results),
                 "runs": dg.MetadataValue.json(statuses),
+                # deferred to the next night by name (runner/night.py), and the night's one stop
+                "deferred": dg.MetadataValue.json({d.name: d.reason for d in night.deferred}),
+                "production_stops": night.stops,
                 "summary": summary_table(all_aggs),
                 "overview": dg.MetadataValue.md("\n".join(md)),
                 "engine_build": first.engine_build or "",

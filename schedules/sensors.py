@@ -1,6 +1,8 @@
-"""The new-image sensor: new versions become partitions, each digest benchmarked once."""
+"""The new-image sensor: new versions become partitions, each digest benchmarked once (again after a
+deferral: the one account of what is measured and deferred, planning.measured, the schedule's too)."""
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import dagster as dg
@@ -10,6 +12,27 @@ from assets.resources import RegistryResource, StrixConfigResource, WarehouseRes
 from schedules.requests import run_requests
 from strix_pipeline import plan, window_plan
 from strix_pipeline.planning import measured as account
+
+
+@dataclass(frozen=True)
+class SensorCursor:
+    """The digests requested so far and, per digest, how many of its runs the account had deferred
+    when it was last requested. The earlier cursor (a JSON list of digests) reads as no deferral seen."""
+
+    requested: set[str]
+    deferred: dict[str, int]
+
+    @classmethod
+    def read(cls, text: str | None) -> "SensorCursor":
+        data = json.loads(text) if text else []
+        if isinstance(data, list):
+            return cls(set(data), {})
+        return cls(set(data.get("requested", [])), {k: int(v) for k, v in data.get("deferred", {}).items()})
+
+    def dump(self) -> str:
+        return json.dumps(
+            {"requested": sorted(self.requested), "deferred": dict(sorted(self.deferred.items()))}
+        )
 
 
 def build_sensor(benchmark_job, interval_s: int = 3600) -> dg.SensorDefinition:
@@ -33,12 +56,16 @@ def build_sensor(benchmark_job, interval_s: int = 3600) -> dg.SensorDefinition:
         now = datetime.now(UTC)
         with warehouse.writer() as wh:
             scan = plan.scan_images(cfg, wh, client_factory=registry.client_factory(), now=now)
-            # the one account of what is measured (planning.measured): ever, for a digest benchmarked once
+            # the one account of what is measured (planning.measured), the schedule's too: ever, for a
+            # digest benchmarked once; a run of it deferred since its request makes it due again
             measured = account.measured(window_plan.measured_runs(wh))
-        requested: set[str] = set(json.loads(context.cursor)) if context.cursor else set()
+            deferred = account.deferrals(window_plan.deferred_runs(wh))
+        cursor = SensorCursor.read(context.cursor)
         # outside a host's maintenance window an image waits (its digest stays unrequested) for a later
         # tick; one already measured (by `strix run`, a backfill, a history) is not asked for again
-        due = plan.due_images(cfg, scan.current(cfg), requested, now, measured)
+        due = plan.due_images(
+            cfg, scan.current(cfg), cursor.requested, now, measured, deferred, cursor.deferred
+        )
         for i in due.measured:
             context.log.info(f"{plan.partition_key(i.engine, i)}: already benchmarked, not requested again")
         for i in due.waiting:
@@ -47,9 +74,25 @@ def build_sensor(benchmark_job, interval_s: int = 3600) -> dg.SensorDefinition:
         keys = [k for k in plan.partition_keys(due.now) if k not in existing]
         for err in scan.report.errors:
             context.log.warning(f"registry error {err.registry}/{err.repository}: {err.message}")
-        context.update_cursor(json.dumps(sorted(due.requested)))
+        for i in due.again:
+            context.log.info(
+                f"{plan.partition_key(i.engine, i)}: deferred since its request, requested again"
+            )
+        again = {i.digest for i in due.again}
+        # what the cursor remembers of the account: the deferrals each requested digest had
+        seen = {**cursor.deferred, **{i.digest: deferred.get(i.digest, 0) for i in due.now}}
+        context.update_cursor(SensorCursor(due.requested, seen).dump())
         return dg.SensorResult(
-            run_requests=[r for i in due.now for r in run_requests(cfg, i, run_key=i.digest)],
+            run_requests=[
+                r
+                for i in due.now
+                # a new run key for each ask after a deferral (Dagster skips a run key it has seen)
+                for r in run_requests(
+                    cfg,
+                    i,
+                    run_key=f"{i.digest}-deferred-{deferred[i.digest]}" if i.digest in again else i.digest,
+                )
+            ],
             dynamic_partitions_requests=[image_versions.build_add_request(keys)] if keys else [],
         )
 

@@ -22,7 +22,7 @@ from strix_pipeline.planning.estimate import (
     estimate,
     estimate_error,
 )
-from strix_pipeline.planning.measured import MeasuredRun
+from strix_pipeline.planning.measured import DeferredRun, MeasuredRun
 from strix_pipeline.planning.priority import run_priority
 from strix_pipeline.planning.window import Window, check_fit
 from strix_pipeline.usable import DEFERRED
@@ -79,18 +79,19 @@ def measured_runs(wh: Warehouse) -> list[MeasuredRun]:
     return [MeasuredRun(*row) for row in df.iter_rows()]
 
 
-def deferred_runs(wh: Warehouse) -> list[tuple[str, str, str, str, datetime]]:
-    """(host, engine, digest, model profile, first deferral) of every series deferred and not measured
-    since: how long each has waited, for the no-starvation rule (planning.priority)."""
+def deferred_runs(wh: Warehouse) -> list[DeferredRun]:
+    """Every target deferred and not measured since, with its first deferral and how many: how long
+    each has waited (the no-starvation rule, planning.priority) and whether the sensor asks again."""
     df = wh.query_df(
-        f"""SELECT d.host, d.engine, d.image_digest, d.model_profile, min(d.started_at) AS at FROM runs d
+        f"""SELECT d.host, d.engine, d.image_digest, d.model_profile, min(d.started_at) AS first,
+                   count(*) AS times FROM runs d
             WHERE d.status = '{DEFERRED}' AND d.image_digest IS NOT NULL AND NOT EXISTS (
               SELECT 1 FROM runs o WHERE o.status = 'ok' AND o.host = d.host AND o.engine = d.engine
                 AND o.image_digest = d.image_digest AND o.model_profile = d.model_profile
                 AND o.started_at > d.started_at)
             GROUP BY d.host, d.engine, d.image_digest, d.model_profile"""
     )
-    return [tuple(row) for row in df.iter_rows()]  # type: ignore[misc]
+    return [DeferredRun(*row) for row in df.iter_rows()]
 
 
 def check_fits(est: Estimate, window_start: datetime, window_hours: float, now: datetime) -> float:

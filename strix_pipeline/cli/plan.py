@@ -20,7 +20,6 @@ from strix_pipeline.config import StrixConfig
 from strix_pipeline.planning import measured as account
 from strix_pipeline.planning import night as fit
 from strix_pipeline.planning.cron import fires_between
-from strix_pipeline.planning.measured import Measured
 from strix_pipeline.planning.priority import STARVE_WEEKS
 from strix_pipeline.planning.week import Series, standard_images, week_images, week_runs
 from strix_pipeline.planning.window import window_expr, windows
@@ -45,7 +44,7 @@ class _Seen:
         self.images: list[ImageRecord] = []
         self.rows: list[account.MeasuredRun] = []
         self.durations: dict[Series, list[float]] = {}
-        self.deferred: list[tuple[str, str, str, str, datetime]] = []
+        self.deferred: list[account.DeferredRun] = []
         self.note = ""
 
 
@@ -92,11 +91,16 @@ def week_text(
         images = week_images(config, standard_images(config, start), [])
         source = "the configuration's standard week (no image known yet)"
     done = account.measured(seen.rows, since=start)
-    waited = {
-        Measured(h, e, d, m): int((start - at).total_seconds() // account.WEEK.total_seconds())
-        for h, e, d, m, at in seen.deferred
-    }
-    runs = week_runs(config, images, seen.durations, waited=waited, measured=done, pair_runs=pair_runs)
+    since, waited = account.deferral_ages(seen.deferred, start)
+    runs = week_runs(
+        config,
+        images,
+        seen.durations,
+        waited=waited,
+        measured=done,
+        pair_runs=pair_runs,
+        deferred_since=since,
+    )
     out = [
         f"week of {start.astimezone(tz):%a %Y-%m-%d %H:%M} ({config.project.timezone}): {source}"
         + (f"; {seen.note}" if seen.note else ""),

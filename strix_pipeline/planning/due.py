@@ -6,13 +6,14 @@ window makes the image wait; nothing here reads an exception as an answer.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.planning.measured import Measured
 from strix_pipeline.planning.targets import targets_for
-from strix_pipeline.planning.window import window_at
+from strix_pipeline.planning.window import keeps_window, window_at
 from strix_pipeline.records import ImageRecord
 
 
@@ -22,7 +23,7 @@ def hosts_in_window(config: StrixConfig, image: ImageRecord, now: datetime) -> b
     The local host has no window (nobody is served from it); a Box runs benchmarks only in its
     window, so a new image found at noon waits for the night instead of failing its only run.
     """
-    hosts = {t.host for t in targets_for(config, image) if config.hosts[t.host].kind != "local"}
+    hosts = {t.host for t in targets_for(config, image) if keeps_window(config.hosts[t.host])}
     return all(
         window_at(config.hosts[h], config.project.schedule, now, config.project.timezone).open for h in hosts
     )
@@ -36,6 +37,8 @@ class Due:
     waiting: list[ImageRecord]  # not requested before, a host outside its window: asked again later
     requested: set[str]  # the digests requested so far, these included
     measured: list[ImageRecord] = field(default_factory=list)  # already benchmarked: not requested
+    # requested before, but a run of it was deferred since (by name, to the next night): asked again
+    again: list[ImageRecord] = field(default_factory=list)
 
 
 def benchmarked(config: StrixConfig, image: ImageRecord, measured: frozenset[Measured]) -> bool:
@@ -52,17 +55,28 @@ def due_images(
     requested: set[str],
     now: datetime,
     measured: frozenset[Measured] = frozenset(),
+    deferred: Mapping[str, int] | None = None,
+    seen_deferred: Mapping[str, int] | None = None,
 ) -> Due:
     """Each digest is benchmarked once; outside a host's maintenance window it waits (stays unrequested).
 
     ``measured`` is the account (planning.measured): a digest that `strix run`, a backfill or a
     history already measured everywhere it runs is not requested again (the sensor's own run keys
-    know nothing of those runs).
+    know nothing of those runs). ``deferred`` is the account's other half (planning.measured.deferrals:
+    per digest, its runs deferred and not measured since) and ``seen_deferred`` that count when the
+    digest was last requested: a digest requested before whose count grew is due again, as the
+    schedule's week finds it not measured -- the cursor is no account of its own.
     """
-    unseen = [i for i in wanted if i.digest not in requested]
+    deferred, seen_deferred = deferred or {}, seen_deferred or {}
+
+    def owed(i: ImageRecord) -> bool:
+        return deferred.get(i.digest, 0) > seen_deferred.get(i.digest, 0)
+
+    unseen = [i for i in wanted if i.digest not in requested or owed(i)]
     done = [i for i in unseen if measured and benchmarked(config, i, measured)]
     unseen = [i for i in unseen if i not in done]
     ready = [hosts_in_window(config, i, now) for i in unseen]
     go = [i for i, ok in zip(unseen, ready, strict=True) if ok]
     wait = [i for i, ok in zip(unseen, ready, strict=True) if not ok]
-    return Due(go, wait, requested | {i.digest for i in go} | {i.digest for i in done}, done)
+    again = [i for i in go if i.digest in requested]
+    return Due(go, wait, requested | {i.digest for i in go} | {i.digest for i in done}, done, again)

@@ -53,3 +53,39 @@ def week_start(schedule: str, now: datetime, timezone: str = "UTC") -> datetime:
     """The start of the week ``now`` is in: the weekly schedule's latest fire time at or before it
     (a week ago when the schedule fires less often than weekly)."""
     return last_fire_time(schedule, now, timezone, within=WEEK) or now - WEEK
+
+
+@dataclass(frozen=True)
+class DeferredRun:
+    """A row of the account's other half: a target deferred by name and not measured since, when it
+    was first deferred and how many times (``window_plan.deferred_runs`` reads it)."""
+
+    host: str
+    engine: str
+    digest: str
+    model: str
+    first: datetime
+    times: int
+
+    @property
+    def target(self) -> Measured:
+        return Measured(self.host, self.engine, self.digest, self.model)
+
+
+def deferrals(rows: list[DeferredRun]) -> dict[str, int]:
+    """Per image digest, how many of its runs were deferred and not measured since: a digest whose
+    count grew since the sensor requested it is due again (the schedule's weekly ask sees it too)."""
+    out: dict[str, int] = {}
+    for r in rows:
+        out[r.digest] = out.get(r.digest, 0) + r.times
+    return out
+
+
+def deferral_ages(
+    rows: list[DeferredRun], now: datetime
+) -> tuple[dict[Measured, datetime], dict[Measured, int]]:
+    """When each deferred target was first deferred by name, and how many whole weeks it has waited
+    -- what the next night's order (planning.priority.rank) reads."""
+    since = {r.target: r.first for r in rows}
+    weeks = {k: max(0, int((now - at).total_seconds() // WEEK.total_seconds())) for k, at in since.items()}
+    return since, weeks

@@ -35,6 +35,7 @@ class PlannedRun:
     priority: int = 0  # priority.run_priority
     canary: bool = False
     weeks_waited: int = 0  # weeks it has been deferred so far
+    deferred_since: datetime | None = None  # an earlier night deferred it (by name) at this time
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,10 @@ class WeekPlan:
 
 def ordered(runs: list[PlannedRun], starve_weeks: int = STARVE_WEEKS) -> list[PlannedRun]:
     """The runs in the order a night takes them (stable: equal ranks keep the order given)."""
-    return sorted(runs, key=lambda r: rank(r.priority, r.canary, r.weeks_waited, starve_weeks))
+    return sorted(
+        runs,
+        key=lambda r: rank(r.priority, r.canary, r.weeks_waited, starve_weeks, r.deferred_since is not None),
+    )
 
 
 def plan_night(
@@ -111,8 +115,14 @@ def plan_week(
             break
         night = plan_night(pending, window, stop_s=stop_s, restart_s=restart_s, starve_weeks=starve_weeks)
         out.append(night)
-        pending = list(night.deferred)
+        pending = deferred_from(night)
     return WeekPlan(tuple(out), tuple(pending))
+
+
+def deferred_from(night: Night) -> list[PlannedRun]:
+    """What ``night`` deferred, marked so (``deferred_since`` its window's start, kept if earlier): the
+    next night takes these first after the decision's runs and the canary."""
+    return [r if r.deferred_since else replace(r, deferred_since=night.window.start) for r in night.deferred]
 
 
 def next_week(left: tuple[PlannedRun, ...]) -> list[PlannedRun]:

@@ -4,7 +4,10 @@
   images (what production serves: the other side of C3 and C5), 0 the rest -- Dagster's queue priority;
 - :func:`rank`: the plan's order. A run deferred for ``starve_weeks`` weeks goes before everything;
   then the runs the issue calls priority 0 -- the decision's (run_priority >= 1) and the canary --;
-  then the rest, a deferred run gaining one step of priority for each week it has waited.
+  then what an earlier night deferred by name (it leads the next night, after those); then the rest,
+  a deferred run gaining one step of priority for each week it has waited.
+
+``starve_weeks`` is the configuration's ``[project] starve_weeks`` (default :data:`STARVE_WEEKS`).
 """
 
 from __future__ import annotations
@@ -17,13 +20,18 @@ STARVE_WEEKS = 2
 
 
 def rank(
-    priority: int, canary: bool, weeks_waited: int, starve_weeks: int = STARVE_WEEKS
-) -> tuple[int, int, int, int]:
-    """A sort key, smallest first: starved, then first (the decision's and the canary), then the
-    aged priority, the canary ahead of its equals -- each negated."""
+    priority: int,
+    canary: bool,
+    weeks_waited: int,
+    starve_weeks: int = STARVE_WEEKS,
+    deferred: bool = False,
+) -> tuple[int, int, int, int, int]:
+    """A sort key, smallest first: starved, then first (the decision's and the canary), then what an
+    earlier night deferred by name (it leads the next night after those), then the aged priority,
+    the canary ahead of its equals -- each negated."""
     starved = weeks_waited >= starve_weeks
     first = canary or priority >= 1
-    return (-int(starved), -int(first), -(priority + weeks_waited), -int(canary))
+    return (-int(starved), -int(first), -int(deferred), -(priority + weeks_waited), -int(canary))
 
 
 def run_priority(config: StrixConfig, image: ImageRecord, images: list[ImageRecord]) -> int:

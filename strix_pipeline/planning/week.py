@@ -54,9 +54,12 @@ def week_runs(
     waited: Mapping[Measured, int] | None = None,
     measured: frozenset[Measured] = frozenset(),
     pair_runs: int = 0,
+    deferred_since: Mapping[Measured, datetime] | None = None,
 ) -> list[PlannedRun]:
     """Every target of ``images`` not yet ``measured`` this week, as runs to plan; ``waited`` gives the
-    weeks a target has been deferred; ``pair_runs`` extra runs per comparison (C3/C5's pair)."""
+    weeks a target has been deferred, ``deferred_since`` when a night first deferred it by name (it
+    leads the next night after the decision's runs and the canary); ``pair_runs`` extra runs per
+    comparison (C3/C5's pair)."""
     canary = {i.digest for i in canary_images(config, images)}
     out: list[PlannedRun] = []
     sides: dict[str, list[PlannedRun]] = {}
@@ -69,7 +72,8 @@ def week_runs(
                 continue
             est = estimate(list(durations.get((t.host, t.engine, t.model, t.profile), [])))
             weeks = (waited or {}).get(key, 0)
-            run = PlannedRun(run_name(t), t.host, est, prio, image.digest in canary, weeks)
+            since = (deferred_since or {}).get(key)
+            run = PlannedRun(run_name(t), t.host, est, prio, image.digest in canary, weeks, since)
             out.append(run)
             if t.host == d.host and prio >= 1 and t.model in (d.candidate_model, d.baseline_model):
                 sides.setdefault(t.engine, []).append(run)

@@ -47,6 +47,12 @@ def window_expr(host: HostConfig, default_schedule: str) -> str:
     return host.maintenance_window or default_schedule
 
 
+def keeps_window(host: HostConfig) -> bool:
+    """Whether runs on ``host`` keep to its maintenance window: a Box's do (its users are served
+    outside it); the local host has none (nobody is served from it)."""
+    return host.kind != "local"
+
+
 def window_at(host: HostConfig, default_schedule: str, at: datetime, timezone: str = "UTC") -> WindowCheck:
     """The window open at ``at`` (aware), or why none is."""
     expr = window_expr(host, default_schedule)

@@ -32,6 +32,7 @@ from strix_pipeline.memory import (
     current_in_use,
 )
 from strix_pipeline.registry.names import pull_reference
+from strix_pipeline.runner import night as nights
 from strix_pipeline.runner.efficiency import (
     DOCKER_HOST_EFFICIENCY,
     bandwidth_line,
@@ -84,6 +85,9 @@ def run_docker(r: RunInputs) -> None:
     read = (lambda: current_in_use(probe)) if probe else None
     guard: ProductionGuard | None = None
     production: ProductionGuard | None = None
+    # a night holding this host's production (runner/night.py): stopped once by its first run,
+    # started once when the night ends; a run alone stops and starts it itself
+    night = nights.held(target.host)
     engine_s = 0.0  # the engine's own part of production's outage: load and traffic
     try:
         with ExitStack() as stack:
@@ -112,7 +116,10 @@ def run_docker(r: RunInputs) -> None:
                 alert=ProductionAlerts(webhook_url(config), log),
             )
             # a production an earlier run left down is said as that, before any check finds it unhealthy
-            production.check_marker()
+            # (not while this run's night holds it down on purpose)
+            if night is None or not night.production_down:
+                production.check_marker()
+            checks_host = night.checks_host() if night is not None else host_cfg
 
             # what would fail only after the stop: production's health, the model, the port, the disk, the GPU
             def prune() -> None:  # the disk is short: the images no series needs go, never production's
@@ -127,7 +134,7 @@ def run_docker(r: RunInputs) -> None:
 
             for note in stop_checks.before_stop(
                 client,
-                host_cfg,
+                checks_host,
                 port=launcher.spec.port,
                 model_path=launcher.host_model_path,
                 image_ref=image_ref,
@@ -159,10 +166,12 @@ def run_docker(r: RunInputs) -> None:
             # the Box's own word, still before production stops: HiCache on unified memory, foreign
             # holders of GPU memory, a model whose weights do not fit the pool HIP's device total makes
             for note in box_checks.before_production_stops(
-                client, host_cfg, launcher.spec, smi.run, facts, launcher.host_model_path, what=what
+                client, checks_host, launcher.spec, smi.run, facts, launcher.host_model_path, what=what
             ):
                 log(f"[{run.run_id}] {note}")
-            guard = stack.enter_context(production)
+            # alone: stopped here and started when the run ends; in a night: stopped by its first run
+            # only, started when the night ends
+            guard = night.hold(production) if night is not None else stack.enter_context(production)
             # with production stopped: its port free, memory at the idle baseline
             pre = guards.preflight(host_cfg, launcher.spec, read_in_use=read, run_smi=smi.run)
             pre.leftovers = leftovers
@@ -236,6 +245,8 @@ def run_docker(r: RunInputs) -> None:
         if probe is not None:
             probe.close()
         client.close()
+        if night is not None and guard is not None:
+            night.ran(result)  # production's one start, at the night's end, is recorded on it then
         if guard is not None and guard.production is not None:
             result.production_restored = guard.restored is not False
             record_outage(run, guard, engine_s, log)

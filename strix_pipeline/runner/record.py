@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from datetime import UTC, datetime
 
+from strix_pipeline.config import StrixConfig
 from strix_pipeline.engine_facts import append_firmware
 from strix_pipeline.fingerprint import env_json
 from strix_pipeline.hosts import docker_engine
@@ -22,9 +24,48 @@ from strix_pipeline.memory import (
     summarize,
 )
 from strix_pipeline.memory.breakdown import parse_engine_log
-from strix_pipeline.records import RequestRecord, RunRecord, RunResult
-from strix_pipeline.runner.target import Log
+from strix_pipeline.records import HARNESS_VERSION, RequestRecord, RunRecord, RunResult
+from strix_pipeline.runner.target import BenchmarkTarget, Log
 from strix_pipeline.units import GB, gib_text
+
+
+def new_record(
+    config: StrixConfig, target: BenchmarkTarget, run_id: str, dagster_run_id: str | None
+) -> RunRecord:
+    """The record a run of ``target`` starts with (status ``error`` until it says otherwise); a night
+    that defers a run stores one too (runner/night.py)."""
+    model = config.models[target.model]
+    engine = config.engines[target.engine]
+    image = target.image
+    return RunRecord(
+        run_id=run_id,
+        host=target.host,
+        engine=target.engine,
+        engine_kind=engine.kind,
+        image_repository=image.repository if image else None,
+        image_tag=image.tag if image else None,
+        image_digest=image.digest if image else None,
+        model_profile=target.model,
+        model=model.model,
+        quantization=model.quantization,
+        suite="standard",
+        profile=target.profile,
+        fingerprint="",
+        harness_version=config.project.harness_version or HARNESS_VERSION,
+        engine_build=None,
+        launch_command=None,
+        engine_flags=None,
+        status="error",
+        failure_reason=None,
+        log_tail=None,
+        started_at=datetime.now(UTC),
+        ended_at=None,
+        dagster_run_id=dagster_run_id,
+        kernel=None,  # the benchmarked host's, read there (see record_host_facts)
+        image_version=image.version if image else None,
+        image_sort_key=image.sort_key if image else None,
+        model_family=model.family,
+    )
 
 
 def failure_classes(measured: list[RequestRecord]) -> str:

@@ -15,11 +15,11 @@ from strix_pipeline.config import StrixConfig
 from strix_pipeline.fingerprint import run_fingerprint
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.paths import inside
-from strix_pipeline.records import HARNESS_VERSION, RunRecord, RunResult
+from strix_pipeline.records import RunResult
 from strix_pipeline.runner.docker import run_docker
 from strix_pipeline.runner.inputs import RunInputs
 from strix_pipeline.runner.local import run_local
-from strix_pipeline.runner.record import cancelled, join_reasons
+from strix_pipeline.runner.record import cancelled, join_reasons, new_record
 from strix_pipeline.runner.target import BenchmarkTarget, Log, RunCancelled, new_run_id
 
 
@@ -41,38 +41,7 @@ def run_benchmark(
     run_id = run_id or new_run_id(target)
     log_dir = inside(config.artifacts_dir() / "logs", run_id)
     log_dir.mkdir(parents=True, exist_ok=True)
-    model = config.models[target.model]
-    engine = config.engines[target.engine]
-    image = target.image
-    run = RunRecord(
-        run_id=run_id,
-        host=target.host,
-        engine=target.engine,
-        engine_kind=engine.kind,
-        image_repository=image.repository if image else None,
-        image_tag=image.tag if image else None,
-        image_digest=image.digest if image else None,
-        model_profile=target.model,
-        model=model.model,
-        quantization=model.quantization,
-        suite="standard",
-        profile=target.profile,
-        fingerprint="",
-        harness_version=config.project.harness_version or HARNESS_VERSION,
-        engine_build=None,
-        launch_command=None,
-        engine_flags=None,
-        status="error",
-        failure_reason=None,
-        log_tail=None,
-        started_at=datetime.now(UTC),
-        ended_at=None,
-        dagster_run_id=dagster_run_id,
-        kernel=None,  # the benchmarked host's, read there (see record_host_facts)
-        image_version=image.version if image else None,
-        image_sort_key=image.sort_key if image else None,
-        model_family=model.family,
-    )
+    run = new_record(config, target, run_id, dagster_run_id)
     result = RunResult(run=run)
     log(f"[{run_id}] {target.engine} on {target.host}, model {target.model}, profile {target.profile}")
     try:

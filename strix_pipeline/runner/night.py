@@ -1,0 +1,199 @@
+"""A night of runs on one host: production stopped once for all of them, started once after the last.
+
+``with HostNight(host, host_cfg) as night`` holds the host's production for the runs inside it. The
+first run that reaches its stop (runner/docker.py, after its checks while production still serves)
+stops production through :meth:`HostNight.hold`; every later run of the night finds it down and
+runs at once; production starts again once, when the night ends (success, failure or cancellation
+alike) -- :class:`~strix_pipeline.hosts.production.ProductionGuard`'s own stop and restore, called
+once each. A night inside a night (the Dagster asset inside `strix run`'s loop over partitions)
+joins the outer one: only the outermost starts production again.
+
+Before each run the window is checked again as a value (:meth:`HostNight.admit`: the window open,
+and the run's estimate plus production's restart inside what is left of it); a run that does not
+fit is deferred to the next night by name (:meth:`HostNight.defer`: a ``deferred`` run record whose
+reason names it and the window), and the next night takes it first after the decision's runs and
+the canary (:func:`night_order`, planning.priority.rank). The rules are planning's; this only
+applies them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from strix_pipeline.config import HostConfig, StrixConfig
+from strix_pipeline.fingerprint import run_fingerprint
+from strix_pipeline.planning.estimate import Estimate
+from strix_pipeline.planning.measured import Measured
+from strix_pipeline.planning.night import RESTART_S, PlannedRun, ordered
+from strix_pipeline.planning.priority import run_priority
+from strix_pipeline.planning.targets import BenchmarkTarget, canary_images
+from strix_pipeline.planning.week import run_name
+from strix_pipeline.planning.window import check_fit, keeps_window, window_at
+from strix_pipeline.records import RunResult
+from strix_pipeline.runner.record import join_reasons, new_record
+from strix_pipeline.runner.target import Log
+from strix_pipeline.usable import DEFERRED
+
+if TYPE_CHECKING:
+    from strix_pipeline.hosts.production import ProductionGuard
+
+# the nights being held in this process, by host: run_docker asks here whether production is held
+_HELD: dict[str, HostNight] = {}
+
+
+def held(host: str) -> HostNight | None:
+    """The night holding ``host``'s production in this process, if any."""
+    return _HELD.get(host)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Whether the next run goes ahead, and why (or why not): the window check made before it."""
+
+    ok: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class Deferral:
+    name: str  # the run's name, as the plan and the next night call it (planning.week.run_name)
+    reason: str
+
+
+class HostNight:
+    """Production held down on one host for a night of runs (see the module's docstring)."""
+
+    def __init__(self, host: str, host_cfg: HostConfig, *, log: Log = print) -> None:
+        self.host, self.host_cfg, self.log = host, host_cfg, log
+        self.guard: ProductionGuard | None = None
+        self.stops = 0  # production's stops this night: one at most
+        self.starts = 0  # production's starts again this night: one at most
+        self.runs: list[RunResult] = []  # the runs made while production was held
+        self.deferred: list[Deferral] = []
+        self._outer: HostNight | None = None
+
+    # -- the one stop, the one start
+
+    @property
+    def production_down(self) -> bool:
+        night = self._outer or self
+        return night.guard is not None and night.guard.stopped
+
+    def checks_host(self) -> HostConfig:
+        """The host as a run's pre-stop checks see it: while the night holds production down there is
+        no production to check (its health, its port and its GPU memory are the benchmark's now)."""
+        return (
+            self.host_cfg.model_copy(update={"production": None}) if self.production_down else self.host_cfg
+        )
+
+    def hold(self, guard: ProductionGuard) -> ProductionGuard:
+        """Called by a run at its stop: the first stops production (the guard's own enter: its marker
+        checked, a half-done stop undone); later runs get the night's guard, production already down."""
+        night = self._outer or self
+        if night.guard is not None and night.guard.stopped:
+            return night.guard
+        guard.__enter__()
+        night.guard = guard
+        if guard.stopped:
+            night.stops += 1
+            night.log(f"production on {night.host} stopped once for the night")
+        return guard
+
+    def ran(self, result: RunResult) -> None:
+        (self._outer or self).runs.append(result)
+
+    def __enter__(self) -> HostNight:
+        outer = _HELD.get(self.host)
+        if outer is not None:
+            self._outer = outer
+            return self
+        _HELD[self.host] = self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._outer is not None:  # the outer night starts production, once
+            return
+        _HELD.pop(self.host, None)
+        guard = self.guard
+        if guard is None or not guard.stopped:
+            return
+        guard.__exit__(*exc)
+        self.starts += 1
+        self.log(
+            f"production on {self.host} started again once after {len(self.runs)} run(s): "
+            + ("healthy" if guard.restored else f"NOT restored: {guard.restore_error}")
+        )
+        for result in self.runs:  # every run of the night shares its one outage
+            run = result.run
+            run.production_down_at, run.production_up_at = guard.stopped_at, guard.restored_at
+            result.production_restored = guard.restored is not False
+            if guard.restored is False:
+                run.failure_reason = join_reasons(
+                    run.failure_reason, f"production on host {self.host} NOT restored: {guard.restore_error}"
+                )
+
+    # -- the window, before each run
+
+    def admit(self, config: StrixConfig, est: Estimate, *, now: datetime | None = None, force: bool = False) -> Admission:  # fmt: skip
+        """The window checked again before a run: open, and ``est`` plus production's restart (when
+        this host has a production) inside what is left of it. ``force``: a manual run, not checked."""
+        if force:
+            return Admission(True, "forced: the window is not checked")
+        if not keeps_window(self.host_cfg):
+            return Admission(True, f"host {self.host} keeps no maintenance window")
+        now = now or datetime.now(UTC)
+        check = window_at(self.host_cfg, config.project.schedule, now, config.project.timezone)
+        if not check.open or check.window is None:
+            return Admission(False, check.reason)
+        restart_s = RESTART_S if self.host_cfg.production is not None else 0.0
+        what = est.describe() + (f" + {restart_s / 60:.0f} min for production's restart" if restart_s else "")
+        fit = check_fit(est.seconds + restart_s, what, check.window, now)
+        return Admission(fit.fits, fit.reason)
+
+    def defer(self, config: StrixConfig, target: BenchmarkTarget, run_id: str, reason: str, dagster_run_id: str | None = None) -> RunResult:  # fmt: skip
+        """A run the window did not hold: deferred to the next night by name, stored as ``deferred``."""
+        name = run_name(target)
+        run = new_record(config, target, run_id, dagster_run_id)
+        run.status = DEFERRED
+        run.failure_reason = (
+            f"deferred to the next night: {name}: {reason}; production was not stopped for it"
+        )
+        run.ended_at = run.started_at
+        run.fingerprint = run_fingerprint(run)
+        (self._outer or self).deferred.append(Deferral(name, reason))
+        self.log(f"[{run_id}] {run.failure_reason}")
+        return RunResult(run=run)
+
+
+def night_order(
+    config: StrixConfig,
+    targets: list[BenchmarkTarget],
+    images: list,
+    *,
+    deferred_since: Mapping[Measured, datetime] | None = None,
+    waited: Mapping[Measured, int] | None = None,
+) -> list[BenchmarkTarget]:
+    """The night's targets in the plan's order (planning.night.ordered): starved runs, the decision's
+    and the canary, what an earlier night deferred, then the rest. ``deferred_since`` and ``waited``
+    are the warehouse's (window_plan.deferred_runs); ``images`` the known images (to tell the newest)."""
+    canary = {i.digest for i in canary_images(config, images)}
+    by_run: dict[int, BenchmarkTarget] = {}
+    planned: list[PlannedRun] = []
+    for t in targets:
+        key = Measured(t.host, t.engine, t.image.digest if t.image else "", t.model)
+        prio = run_priority(config, t.image, images or [t.image]) if t.image else 0
+        run = PlannedRun(
+            run_name(t),
+            t.host,
+            Estimate(0.0, "not needed for the order"),
+            prio,
+            bool(t.image and t.image.digest in canary),
+            (waited or {}).get(key, 0),
+            (deferred_since or {}).get(key),
+        )
+        by_run[id(run)] = t
+        planned.append(run)
+    return [by_run[id(r)] for r in ordered(planned, config.project.starve_weeks)]

@@ -1,0 +1,184 @@
+"""A night of runs on one host (runner/night.py): production stopped once for all of them and started
+once when the night ends, each run carrying that one outage; the window checked again before each
+run as a value; a run that does not fit deferred by name; a night inside a night joins it.
+
+The guard is a stand-in with ProductionGuard's surface (enter stops, exit restores): what is
+asserted is how often the night calls them and what it writes on the runs. The real guard on the Box
+simulator is tests/integration/docker/test_box_night.py."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+from support.paths import REPO
+from support.pipeline_helpers import write_config
+
+from strix_pipeline.config_load import load_config
+from strix_pipeline.planning.estimate import Estimate
+from strix_pipeline.records import ImageRecord, RunResult
+from strix_pipeline.runner.night import HostNight, held
+from strix_pipeline.runner.record import new_record
+from strix_pipeline.runner.target import BenchmarkTarget
+from strix_pipeline.usable import DEFERRED
+
+EXAMPLE = REPO / "config" / "strix-halo.example.toml"
+HOST = "strix-halo"
+BERLIN = ZoneInfo("Europe/Berlin")
+# the example Box's window: nightly at 03:00 Berlin, 6 hours
+IN_WINDOW = datetime(2026, 12, 8, 3, 30, tzinfo=BERLIN).astimezone(UTC)
+NOON = datetime(2026, 12, 8, 12, 0, tzinfo=BERLIN).astimezone(UTC)
+
+
+class StandInGuard:
+    """ProductionGuard's surface as the night uses it."""
+
+    def __init__(self, restores: bool = True) -> None:
+        self.restores = restores
+        self.enters = self.exits = 0
+        self.stopped = False
+        self.restored: bool | None = None
+        self.stopped_at: datetime | None = None
+        self.restored_at: datetime | None = None
+        self.restore_error: str | None = None
+
+    def __enter__(self) -> StandInGuard:
+        self.enters += 1
+        self.stopped, self.stopped_at = True, datetime.now(UTC)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.exits += 1
+        self.restored = self.restores
+        if self.restores:
+            self.restored_at = datetime.now(UTC) + timedelta(seconds=5)
+        else:
+            self.restore_error = "production did not answer /health within 120 s"
+
+
+@pytest.fixture
+def config():
+    return load_config(EXAMPLE)
+
+
+def image() -> ImageRecord:
+    now = datetime.now(UTC)
+    return ImageRecord(
+        engine="llamacpp", registry="ghcr.io", repository="ggml-org/llama.cpp", tag="server-b11434",
+        digest="sha256:" + "a" * 64, floating=False, created=None, version="b11434", revision=None,
+        labels=None, sort_key="11434", first_seen=now, last_seen=now,
+    )  # fmt: skip
+
+
+def target(config, model: str) -> BenchmarkTarget:
+    return BenchmarkTarget(HOST, "llamacpp", model, "standard", image())
+
+
+def a_run(config, model: str, run_id: str) -> RunResult:
+    return RunResult(run=new_record(config, target(config, model), run_id, None))
+
+
+def test_the_first_run_stops_production_later_runs_find_it_down_and_it_starts_once_at_the_end(config):
+    lines: list[str] = []
+    first, second = StandInGuard(), StandInGuard()
+    with HostNight(HOST, config.hosts[HOST], log=lines.append) as night:
+        assert held(HOST) is night and not night.production_down
+        assert night.checks_host().production is not None  # before the stop: production is checked
+        assert night.hold(first) is first  # type: ignore[arg-type]
+        assert night.production_down
+        # the next run's checks see no production (it is down on purpose) and its guard is not used
+        assert night.checks_host().production is None
+        assert night.hold(second) is first  # type: ignore[arg-type]
+        runs = [a_run(config, "qwen3-30b-a3b-gguf", "r1"), a_run(config, "gpt-oss-120b-gguf", "r2")]
+        for r in runs:
+            night.ran(r)
+        assert first.exits == 0  # not started again between runs
+    assert held(HOST) is None
+    assert (first.enters, first.exits, second.enters, second.exits) == (1, 1, 0, 0)
+    assert (night.stops, night.starts) == (1, 1)
+    for r in runs:  # every run of the night carries its one outage
+        assert r.run.production_down_at == first.stopped_at and r.run.production_up_at == first.restored_at
+        assert r.production_restored is True
+    assert any("stopped once for the night" in ln for ln in lines)
+    assert any("started again once after 2 run(s): healthy" in ln for ln in lines)
+
+
+def test_a_failed_restore_is_said_on_every_run_of_the_night(config):
+    guard = StandInGuard(restores=False)
+    with HostNight(HOST, config.hosts[HOST], log=lambda _: None) as night:
+        night.hold(guard)  # type: ignore[arg-type]
+        runs = [a_run(config, "qwen3-30b-a3b-gguf", "r1"), a_run(config, "gpt-oss-120b-gguf", "r2")]
+        for r in runs:
+            night.ran(r)
+    for r in runs:
+        assert r.production_restored is False
+        assert f"production on host {HOST} NOT restored: production did not answer" in (
+            r.run.failure_reason or ""
+        )
+
+
+def test_production_is_started_again_when_the_night_ends_by_an_exception(config):
+    guard = StandInGuard()
+    with pytest.raises(KeyboardInterrupt), HostNight(HOST, config.hosts[HOST], log=lambda _: None) as night:
+        night.hold(guard)  # type: ignore[arg-type]
+        raise KeyboardInterrupt  # the UI's Terminate, mid-night
+    assert (guard.enters, guard.exits) == (1, 1) and held(HOST) is None
+
+
+def test_a_night_that_never_stopped_production_starts_nothing(config):
+    with HostNight(HOST, config.hosts[HOST], log=lambda _: None) as night:
+        pass
+    assert (night.stops, night.starts) == (0, 0)
+
+
+def test_a_night_inside_a_night_joins_it_and_only_the_outer_one_starts_production(config):
+    guard = StandInGuard()
+    with HostNight(HOST, config.hosts[HOST], log=lambda _: None) as outer:
+        with HostNight(HOST, config.hosts[HOST], log=lambda _: None) as inner:
+            inner.hold(guard)  # type: ignore[arg-type]
+            inner.ran(a_run(config, "qwen3-30b-a3b-gguf", "r1"))
+        assert guard.exits == 0 and outer.production_down  # the inner night ended: production still down
+        assert outer.hold(StandInGuard()) is guard  # type: ignore[arg-type]
+    assert (guard.enters, guard.exits) == (1, 1)
+    assert (outer.stops, outer.starts) == (1, 1) and len(outer.runs) == 1
+
+
+# ---------------------------------------------------------------- the window, before each run
+
+
+def test_the_window_is_checked_as_a_value_before_each_run(config):
+    night = HostNight(HOST, config.hosts[HOST], log=lambda _: None)
+    hour = Estimate(3600.0, "median of 3 run(s)")
+    closed = night.admit(config, hour, now=NOON)
+    assert not closed.ok and closed.reason.startswith("outside the maintenance window ('0 3 * * *' + 6 h"), (
+        closed
+    )
+    assert night.admit(config, hour, now=IN_WINDOW).ok
+    # 30 min into a 6-hour window: 5.5 h left, a 5.5 h run plus production's restart does not fit
+    long = night.admit(config, Estimate(5.5 * 3600, "median of 2 run(s)"), now=IN_WINDOW)
+    assert not long.ok and "production's restart" in long.reason, long
+    assert night.admit(config, hour, now=NOON, force=True).ok  # a manual run is not held to it
+
+
+def test_the_local_host_keeps_no_window(tmp_path):
+    config = load_config(write_config(tmp_path))
+    local = HostNight("local", config.hosts["local"], log=lambda _: None)
+    admitted = local.admit(config, Estimate(3600.0, "default"), now=NOON)
+    assert admitted.ok and "keeps no maintenance window" in admitted.reason
+
+
+def test_a_run_that_does_not_fit_is_deferred_by_name_and_stored_as_deferred(config):
+    lines: list[str] = []
+    with HostNight(HOST, config.hosts[HOST], log=lines.append) as night:
+        result = night.defer(config, target(config, "gpt-oss-120b-gguf"), "r9", "outside the window")
+    run = result.run
+    assert run.status == DEFERRED and run.fingerprint
+    assert run.failure_reason == (
+        "deferred to the next night: llamacpp gpt-oss-120b-gguf @ ghcr.io/ggml-org/llama.cpp:server-b11434: "
+        "outside the window; production was not stopped for it"
+    ), run.failure_reason
+    assert [d.name for d in night.deferred] == [
+        "llamacpp gpt-oss-120b-gguf @ ghcr.io/ggml-org/llama.cpp:server-b11434"
+    ]
+    assert night.stops == 0 and lines == [f"[r9] {run.failure_reason}"]
