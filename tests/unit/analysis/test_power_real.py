@@ -1,0 +1,71 @@
+"""Issue 33's power test on real noise: the comparison by pairs on A/A passes measured on a 2-core VM.
+
+``benchmarks/precision.py`` ran one llama-server release pass after pass, a fresh server each; its
+kept passes, taken two by two, are real A/A pairs (benchmarks/data/precision_aa*.json, one file per
+machine it ran on). Each seeded trial draws 10 of those pairs with replacement, in a random AB/BA
+order, and runs the ladder (3 -> 5 -> 10 pairs, alpha spent across the looks) at a 5 % target:
+
+- with the B side scaled by 1.05 (a real 5 % step) it must say *different* in >= 80 % of trials
+  for decode and prefill tok/s;
+- unscaled (no step) it must say *different* in <= 5 %.
+
+Real noise is not the log-normal of tests/unit/analysis/test_paired.py: heavier tails, a drifting
+host, the busy passes left out by host_noise. A file whose noise the ladder cannot see through at
+this budget fails here by name.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support.paths import REPO
+
+from strix_pipeline.analysis.paired import sequential
+
+DATA = sorted((REPO / "benchmarks" / "data").glob("precision_aa*.json"))
+METRICS = {"decode_tokens_per_s": True, "prefill_tokens_per_s": True}  # higher is better
+PAIRS_PER_TRIAL = 10
+# the shares' standard errors: ~1.5 % at 500 trials near 88 %, ~0.4 % at 2,000 near 3 %
+STEP_TRIALS, AA_TRIALS = 500, 2000
+
+
+def real_pairs(path: Path, metric: str) -> list[tuple[float, float]]:
+    passes = [p for p in json.loads(path.read_text())["passes"] if p["kept"]]
+    values = [p["values"][metric] for p in passes if metric in p["values"]]
+    return [(values[i], values[i + 1]) for i in range(0, len(values) - 1, 2)]
+
+
+def share_different(
+    pairs: list[tuple[float, float]], scale: float, higher: bool, seed: int, trials: int
+) -> float:
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(trials):
+        picks = rng.integers(0, len(pairs), PAIRS_PER_TRIAL)
+        first = rng.integers(0, 2, PAIRS_PER_TRIAL)  # which pass of the pair is A
+        a = [pairs[i][f] for i, f in zip(picks, first, strict=True)]
+        b = [pairs[i][1 - f] * scale for i, f in zip(picks, first, strict=True)]
+        hits += sequential(a, b, target=0.05, higher_is_better=higher).verdict == "different"
+    return hits / trials
+
+
+def test_there_are_measured_a_a_passes() -> None:
+    assert DATA, "no benchmarks/data/precision_aa*.json: run benchmarks/precision.py"
+    for path in DATA:
+        for metric in METRICS:
+            assert len(real_pairs(path, metric)) >= 6, (path.name, metric)
+
+
+@pytest.mark.parametrize("path", DATA, ids=[p.stem for p in DATA])
+@pytest.mark.parametrize("metric", list(METRICS))
+def test_a_5_percent_step_is_called_different_and_no_step_rarely(path: Path, metric: str) -> None:
+    pairs = real_pairs(path, metric)
+    higher = METRICS[metric]
+    step = share_different(pairs, 1.05, higher, seed=33, trials=STEP_TRIALS)
+    same = share_different(pairs, 1.00, higher, seed=34, trials=AA_TRIALS)
+    print(f"{path.name} {metric}: {len(pairs)} real pairs, different at +5 %: {step:.1%}, at 0: {same:.1%}")
+    assert step >= 0.80, (path.name, metric, step)
+    assert same <= 0.05, (path.name, metric, same)
