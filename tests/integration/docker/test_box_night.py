@@ -15,10 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from support.bench_docker import HOST, image_record, managed, remove_left_behind
+from support.bench_docker import HOST, healthy, image_record, managed, remove_left_behind
 from support.box_images import ProductionWatch, production_httpd
 from support.box_sim import KEY_ENV, BoxSim, box_config
-from support.infra import healthy
 
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.runner import BenchmarkTarget, run_benchmark
