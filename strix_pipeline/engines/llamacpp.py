@@ -22,7 +22,13 @@ COMPILE_CACHE_DIR: str | None = None
 DEFAULT_EXECUTABLE = ["llama-server"]
 # Flags that say where the model is and where the engine listens, not how it computes: left out of
 # the comparable flags (the fingerprint), so a moved file or another port never breaks a series.
-NOT_COMPARABLE_FLAGS = frozenset({"-m", "--model", "--alias", "--host", "--port"})
+NOT_COMPARABLE_FLAGS = frozenset(
+    {"-m", "--model", "--alias", "--host", "--port", "-lv", "--verbosity", "--log-verbosity"}
+)
+# The log verbosity at which llama-server says what it allocated at load (model, KV and compute
+# buffer sizes: memory/breakdown.py); the default (3) prints none of it. It adds a few dozen lines per
+# request to the engine's log, nothing to what it computes (so it is left out of the fingerprint).
+LOG_VERBOSITY = ["-lv", "4"]
 READY_PATHS = ("/health", "/v1/models")  # /health is 503 while loading, 200 when ready
 METRICS_PREFIX = "llamacpp:"
 VERSION_PATH = "/props"

@@ -111,6 +111,7 @@ class LocalLlamaServer(LocalProcess):
             "-t", str(threads),
             "--metrics",
             "--no-webui",
+            *llamacpp.LOG_VERBOSITY,  # its load-time allocations in its log: C5's breakdown
             *self.extra_args,
         ]  # fmt: skip
         if self.release is not None:  # an older release may spell a flag otherwise (engines/llamacpp.py)

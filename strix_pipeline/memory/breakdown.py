@@ -11,7 +11,8 @@ give stays None ("not in the log"), never 0.
   "Available KV cache memory: Y GiB".
 - llama-server: "model buffer size = X MiB" (summed over buffers), "KV buffer size = X MiB" /
   "llama_kv_cache: size = X MiB" (summed: an iSWA cache prints one per part), "compute buffer size".
-  Those are llama.cpp's log lines at verbosity 4 (``-lv 4``); the default (3) prints none of them.
+  Those are llama.cpp's log lines at verbosity 4 (``-lv 4``, engines.llamacpp.LOG_VERBOSITY, which the local
+  launcher passes); the default (3) prints none of them.
 """
 
 from __future__ import annotations
