@@ -171,7 +171,7 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
                 run_id = f"{target.host}-{target.engine}-{target.model}-{context.run_id[:8]}"
                 est = window_plan.read_estimate(config, target.host, target.engine, target.model, target.profile)  # fmt: skip
                 admitted = night.admit(config, est, force=run_config.force)
-                if not admitted.ok:
+                if not admitted.fits:
                     made.append(night.defer(config, target, run_id, admitted.reason, context.run_id))
                     continue
                 try:

@@ -82,7 +82,7 @@ def plan_night(
     slots: list[Slot] = []
     deferred: list[PlannedRun] = []
     for run in ordered(runs, starve_weeks):
-        fit = check_fit(run.estimate.seconds + restart_s, _what(run.estimate, restart_s), window, at)
+        fit = run_fit(run.estimate, window, at, restart_s)
         if not fit.fits:
             deferred.append(run)
             continue
@@ -95,8 +95,11 @@ def plan_night(
     return Night(window, window.start, up, tuple(slots), tuple(deferred))
 
 
-def _what(est: Estimate, restart_s: float) -> str:
-    return f"{est.describe()} + {restart_s / 60:.0f} min for production's restart"
+def run_fit(est: Estimate, window: Window, at: datetime, restart_s: float = RESTART_S) -> Fit:
+    """Whether a run of ``est`` from ``at``, and production's restart after it (``restart_s``; 0 on a
+    host without production), end inside ``window``: the plan's check and the runner's before each run."""
+    what = est.describe() + (f" + {restart_s / 60:.0f} min for production's restart" if restart_s else "")
+    return check_fit(est.seconds + restart_s, what, window, at)
 
 
 def plan_week(

