@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import docker
 import httpx
@@ -20,7 +20,14 @@ import httpx
 from strix_pipeline import memory
 from strix_pipeline.config import ConfigError, HostConfig, StrixConfig
 from strix_pipeline.engines import default_port, vllm_dtype
-from strix_pipeline.hosts import device_openers, docker_host, gpu_holders, stop_checks
+from strix_pipeline.engines.base import container_model_path
+from strix_pipeline.hosts import (
+    device_openers,
+    docker_host,
+    gpu_holders,
+    model_files,
+    stop_checks,
+)
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.local import (
     LLAMA_SERVER_ENV,
@@ -28,7 +35,7 @@ from strix_pipeline.hosts.local import (
     ensure_gemma_model,
     llama_server_binary,
 )
-from strix_pipeline.hosts.ssh import SshUserUnset, is_ssh, ssh_target
+from strix_pipeline.hosts.ssh import SshTarget, SshUserUnset, is_ssh, ssh_target
 from strix_pipeline.provision import engine_cache, gemma_checkpoint, llamacpp_build, vllm_env
 from strix_pipeline.provision.cache import cache_dir
 from strix_pipeline.records import LOCAL_REGISTRY
@@ -183,15 +190,7 @@ def _local(config: StrixConfig, host: str, start_engines: bool, only: list[str] 
     for name in sorted({r.model for r in runs if config.engines[r.engine].kind != "vllm"}):
         model = config.models[name]
         if model.path:
-            ok = Path(model.path).is_file()
-            yield Check(
-                host,
-                f"model {name}",
-                ok,
-                True,
-                model.path,
-                None if ok else f"put the model file at {model.path}",
-            )
+            yield _local_model(host, name, model.path)
             continue
         try:
             path = ensure_gemma_model()
@@ -207,6 +206,27 @@ def _local(config: StrixConfig, host: str, start_engines: bool, only: list[str] 
             )
     if "llamacpp" in engines and start_engines:
         yield _local_llama_answers(host, config.hosts[host])
+
+
+def _local_model(host: str, name: str, path: str) -> Check:
+    """The model file on this machine: every part of a split GGUF (llama-server opens them beside the
+    first)."""
+    files = model_files.required_files(path)
+    absent = [f for f in files.files if not Path(f).is_file()]
+    if files.problem:
+        return Check(
+            host, f"model {name}", False, True, files.problem, f"set models.{name}.path to {files.files[0]}"
+        )
+    if absent:
+        fix = f"put the model file at {path}"
+        if files.split:
+            fix = (
+                f"put all {len(files.files)} parts in {files.directory}, the profile's path naming the first"
+            )
+        return Check(host, f"model {name}", False, True, f"absent: {', '.join(absent)}", fix)
+    return Check(
+        host, f"model {name}", True, True, path + (f" (+{len(files.files) - 1} parts)" if files.split else "")
+    )
 
 
 def _engine_cache(host: str, cfg: HostConfig) -> Check:
@@ -319,6 +339,7 @@ def _fix_for(reason: str) -> str:
 def _docker(config: StrixConfig, host: str, cfg: HostConfig) -> Iterator[Check]:
 
     url = cfg.docker_host or "?"  # the template: the user filled in would be a secret
+    target: SshTarget | None = None
     if is_ssh(cfg):
         yield from _ssh_key(host, cfg)
         try:
@@ -353,7 +374,7 @@ def _docker(config: StrixConfig, host: str, cfg: HostConfig) -> Iterator[Check]:
         yield Check(host, "docker reachable", True, True, f"{url}: Docker {client.version().get('Version')}")
         yield from _docker_probe(host, cfg, client)
         yield from _box_memory(host, cfg, client)
-        yield from _before_stop(config, host, cfg, client)
+        yield from _before_stop(config, host, cfg, client, target)
     finally:
         client.close()
 
@@ -437,14 +458,20 @@ def _device_openers(host: str, cfg: HostConfig, client: docker.DockerClient) -> 
 
 
 def _before_stop(
-    config: StrixConfig, host: str, cfg: HostConfig, client: docker.DockerClient
+    config: StrixConfig,
+    host: str,
+    cfg: HostConfig,
+    client: docker.DockerClient,
+    target: SshTarget | None,
 ) -> Iterator[Check]:
-    """What a run checks before it stops production (hosts/stop_checks.py), one line each."""
+    """What a run checks before it stops production (hosts/stop_checks.py), one line each; after the
+    models' line, one per model saying where it goes."""
     runs = config.runs.get(host, [])
     paths = {r.model: p for r in runs if (p := config.models[r.model].path)}
+    seen, could_not = stop_checks.find_models(client, cfg, paths)
     findings = [
         stop_checks.production_ready(client, cfg.production),
-        stop_checks.models_present(client, cfg, paths),
+        stop_checks.models_finding(seen, could_not),
     ]
     prod_port = stop_checks.production_port(cfg.production)
     for port in sorted(
@@ -455,6 +482,53 @@ def _before_stop(
     findings.append(stop_checks.disk_free(client, cfg))
     for f in findings:
         yield Check(host, f.name, f.ok, f.checked, f.detail, f.fix)
+        if f.name == stop_checks.MODELS:
+            yield from (_model_place(host, cfg, s, checked=could_not is None, target=target) for s in seen)
+
+
+def _model_place(
+    host: str, cfg: HostConfig, seen: stop_checks.ModelSeen, *, checked: bool, target: SshTarget | None
+) -> Check:
+    """Where the engine looks for one profile's model on the host (every part of a split GGUF), and
+    the command that puts what is absent there."""
+    files = seen.files
+    where = (
+        f"{len(files.files)} parts in {files.directory}: {', '.join(files.names)}"
+        if files.split
+        else files.path
+    )
+    detail = f"{where} (the engine opens {container_model_path(files.path, cfg.models_dir)})"
+    name = f"model {seen.profile}"
+    if files.problem:
+        return Check(
+            host, name, False, True, f"{files.problem}; {detail}", _path_fix(seen.profile, files, cfg)
+        )
+    if not checked:
+        return Check(host, name, False, False, f"not looked for (see {stop_checks.MODELS}): {detail}")
+    if seen.ok:
+        return Check(host, name, True, True, detail)
+    gone = ", ".join(PurePosixPath(x).name for x in seen.absent)
+    fix = model_files.copy_hint(
+        files, list(seen.absent), _scp_destination(target), port=target.port if target else None,
+        make_dir=seen.no_directory,
+    )  # fmt: skip
+    return Check(host, name, False, True, f"absent: {gone}; {detail}", fix)
+
+
+def _path_fix(profile: str, files: model_files.ModelFiles, cfg: HostConfig) -> str:
+    if files.split and files.path != files.files[0]:  # a later part: the engine must be given the first
+        return f"set models.{profile}.path to {files.files[0]}"
+    if files.split:
+        return f"put all {len(files.files)} parts under models_dir ({cfg.models_dir or 'unset'}) and point models.{profile}.path there"
+    return f"set models.{profile}.path to the model's absolute path on the host (or set models_dir)"
+
+
+def _scp_destination(target: SshTarget | None) -> str | None:
+    """``user@box`` for scp, the user as the shell variable the config names (its value is a secret)."""
+    if target is None:
+        return None
+    user = f'"${target.user_env}"' if target.user_env else target.user
+    return f"{user}@{target.hostname}" if user else target.hostname
 
 
 def _ssh_key(host: str, cfg: HostConfig) -> Iterator[Check]:

@@ -5,8 +5,9 @@ shows each as a line; a run makes the same checks before it stops production (ru
 refuses with ``failed_guard`` on the first that fails (:func:`refuse_unless`): a failure here costs
 no outage, where after the stop it would cost up to ``ready_timeout_s`` of one.
 
-- :func:`models_present`: the model paths of the runs exist on the Box (each parent mounted read-only
-  as a bind mount, which Docker refuses -- never creates -- when the directory is absent);
+- :func:`models_present`: the model paths of the runs exist on the Box, every part of a split GGUF
+  (hosts/model_files.py) included (each directory mounted read-only as a bind mount, which Docker
+  refuses -- never creates -- when it is absent);
 - :func:`production_ready`: the production container exists and runs, its health URL answers 200;
 - :func:`port_reachable`: nothing else holds the engine's port, and a listener there (busybox httpd in
   the probe image, host network) is reached from this controller -- a firewall shows up now;
@@ -31,6 +32,7 @@ from strix_pipeline.config import HostConfig, ProductionEngine
 from strix_pipeline.hosts.docker_host import resolve_group_ids
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.guards import port_in_use
+from strix_pipeline.hosts.model_files import ModelFiles, on_host
 from strix_pipeline.units import GB
 
 PROBE_LABELS = {"strix.probe": "true"}
@@ -85,38 +87,95 @@ def _url_host(address: str) -> str:
 # ---------------------------------------------------------------- models
 
 
-def models_present(client: Any, host: HostConfig, paths: dict[str, str]) -> Finding:
-    """``paths``: model profile name -> its path on the host. Absent ones are named with their profile."""
-    name = MODELS
-    if not paths:
-        return Finding(name, True, "no model profile with a path runs here")
+@dataclass(frozen=True)
+class ModelSeen:
+    """One profile's files on the host, as the probe found them."""
+
+    profile: str
+    files: ModelFiles  # what the engine opens (hosts/model_files.py): every part of a split GGUF
+    absent: tuple[str, ...] = ()  # of files.files
+    no_directory: bool = False  # Docker refused the bind mount: the directory itself is absent
+
+    @property
+    def ok(self) -> bool:
+        return not self.absent and not self.files.problem
+
+
+def find_models(
+    client: Any, host: HostConfig, paths: dict[str, str]
+) -> tuple[list[ModelSeen], Finding | None]:
+    """Each profile's files (``paths``: profile -> its path) looked for on the host, one probe container
+    per directory. The Finding, when set, is why the probe could not look: then no file is known
+    absent, but a path that cannot work (``files.problem``) is still known."""
+    wanted = {prof: on_host(path, host.models_dir) for prof, path in sorted(paths.items())}
+    # a path that cannot work whatever is on the host needs no probe
+    by_dir: dict[str, dict[str, None]] = {}  # directory -> the names in it (ordered, once each)
+    for f in wanted.values():
+        if not f.problem:
+            by_dir.setdefault(f.directory, {}).update(dict.fromkeys(f.names))
+    absent, no_dir, could_not = _look(client, host, by_dir)
+    seen = [
+        ModelSeen(prof, f, tuple(x for x in f.files if x in absent), f.directory in no_dir)
+        for prof, f in wanted.items()
+    ]
+    return seen, could_not
+
+
+def _look(
+    client: Any, host: HostConfig, by_dir: dict[str, dict[str, None]]
+) -> tuple[set[str], set[str], Finding | None]:
+    """(the absent files' paths, the absent directories, why the probe could not look)."""
+    if not by_dir:
+        return set(), set(), None
     if not host.probe_image:
-        return _unchecked(name, "no probe_image", "set hosts.<name>.probe_image (busybox)")
+        return set(), set(), _unchecked(MODELS, "no probe_image", "set hosts.<name>.probe_image (busybox)")
     import docker.types
 
-    absent: list[str] = []
-    by_parent: dict[str, list[tuple[str, str]]] = {}
-    for profile, path in sorted(paths.items()):
-        p = PurePosixPath(path)
-        by_parent.setdefault(str(p.parent), []).append((profile, p.name))
+    absent: set[str] = set()
+    no_dir: set[str] = set()
     script = 'for f in "$@"; do test -e "/m/$f" || echo "absent $f"; done'
-    for parent, items in sorted(by_parent.items()):
-        mount = docker.types.Mount("/m", parent, type="bind", read_only=True)
-        argv = ["busybox", "sh", "-c", script, "sh", *(n for _, n in items)]
+    for directory, names in sorted(by_dir.items()):
+        mount = docker.types.Mount("/m", directory, type="bind", read_only=True)
+        argv = ["busybox", "sh", "-c", script, "sh", *names]
         try:
-            out = _run(client, host.probe_image, argv, mounts=[mount])
+            lines = _run(client, host.probe_image, argv, mounts=[mount]).splitlines()
         except Exception as e:  # noqa: BLE001 - docker-py wraps socket, HTTP and image errors alike
             if "does not exist" not in _error(e):
-                return _unchecked(
-                    name, f"the probe could not look: {_error(e)}", "the probe image needs busybox"
-                )
-            absent += [f"{prof} ({parent}/{n}: no directory {parent})" for prof, n in items]
-            continue
-        lines = out.splitlines()
-        absent += [f"{prof} ({parent}/{n})" for prof, n in items if f"absent {n}" in lines]
-    if absent:
-        return Finding(name, False, "absent: " + "; ".join(absent), "put each model at its profile's path")
-    return Finding(name, True, ", ".join(sorted(paths.values())))
+                why = f"the probe could not look: {_error(e)}"
+                return set(), set(), _unchecked(MODELS, why, "the probe image needs busybox")
+            # Docker refuses a bind mount of an absent directory (never creates it): all of it is absent
+            no_dir.add(directory)
+            lines = [f"absent {n}" for n in names]
+        absent |= {str(PurePosixPath(directory) / n) for n in names if f"absent {n}" in lines}
+    return absent, no_dir, None
+
+
+def models_finding(seen: list[ModelSeen], could_not: Finding | None = None) -> Finding:
+    """The one line for every profile: a path that cannot work, then each absent file named with its
+    profile ("gpt-oss-120b (/srv/models/x-00002-of-00003.gguf)")."""
+    name = MODELS
+    if not seen:
+        return Finding(name, True, "no model profile with a path runs here")
+    fix = "put each model at its profile's path, every part of a split GGUF beside the first (strix doctor says where)"
+    problems = [f"{s.profile}: {s.files.problem}" for s in seen if s.files.problem]
+    if problems:
+        return Finding(name, False, "; ".join(problems), fix)
+    if could_not is not None:
+        return could_not
+    gone = [
+        f"{s.profile} ({x}{f': no directory {s.files.directory}' if s.no_directory else ''})"
+        for s in seen
+        for x in s.absent
+    ]
+    if gone:
+        return Finding(name, False, "absent: " + "; ".join(gone), fix)
+    shown = [s.files.path + (f" (+{len(s.files.files) - 1} parts)" if s.files.split else "") for s in seen]
+    return Finding(name, True, ", ".join(sorted(shown)))
+
+
+def models_present(client: Any, host: HostConfig, paths: dict[str, str]) -> Finding:
+    """``paths``: model profile name -> its path on the host. Absent files are named with their profile."""
+    return models_finding(*find_models(client, host, paths))
 
 
 # ---------------------------------------------------------------- production
