@@ -24,6 +24,7 @@ from strix_pipeline.engines.base import container_model_path
 from strix_pipeline.hosts import (
     device_openers,
     docker_host,
+    efficiency_probe,
     gpu_holders,
     model_files,
     stop_checks,
@@ -373,6 +374,7 @@ def _docker(config: StrixConfig, host: str, cfg: HostConfig) -> Iterator[Check]:
     try:
         yield Check(host, "docker reachable", True, True, f"{url}: Docker {client.version().get('Version')}")
         yield from _docker_probe(host, cfg, client)
+        yield _efficiency_image(host, cfg, client)
         yield from _box_memory(host, cfg, client)
         yield from _before_stop(config, host, cfg, client, target)
     finally:
@@ -601,3 +603,57 @@ def _docker_probe(host: str, cfg: HostConfig, client: docker.DockerClient) -> It
         f"absent: {' '.join(absent)}" if absent else " ".join(cfg.devices),
         "install the amdgpu driver / ROCm on the host" if absent else None,
     )
+
+
+EFFICIENCY = "efficiency probe image"
+
+
+def _efficiency_image(host: str, cfg: HostConfig, client: docker.DockerClient) -> Check:
+    """The image the efficiency probe runs in (hosts/efficiency_probe.py): on the host or pullable, and
+    able to run the probe -- its own argv, offline, a tiny buffer. Required when set: the configuration
+    asks for the figure, and a broken image would cost it on every run (stored as efficiency_problem)."""
+    image = cfg.efficiency_probe_image
+    setting = f"hosts.{host}.efficiency_probe_image"
+    suggest = f"set {setting} to an image with {cfg.efficiency_probe_python} and numpy (the official vLLM ROCm image has both; busybox neither)"
+    if not image:
+        detail = "not set: runs here store their decode speed but no decode efficiency (no bandwidth probe)"
+        return Check(host, EFFICIENCY, False, False, detail, suggest)
+    try:
+        size = int((client.images.get(image).attrs or {}).get("Size") or 0)
+    except docker.errors.ImageNotFound:
+        return _efficiency_pullable(host, client, image, suggest)
+    except Exception as e:  # noqa: BLE001 - docker-py wraps socket and HTTP errors alike
+        return Check(host, EFFICIENCY, False, True, f"{image}: not looked up: {e}"[:300], "see the reason")
+    # the run's own probe (its container name too: a doctor run during a run's probe replaces it)
+    probe, _, why = efficiency_probe.measure_on_host(
+        client, cfg, 1, None, timeout_s=120, size_mib=1, time_budget_s=0.2
+    )
+    # a ROCm image is tens of GB, a test's python image a few hundred MB
+    shown = f"{size / GB:.1f} GB" if size >= GB else f"{size / 1e6:.0f} MB"
+    on_host = f"{image} ({shown} on the host)" if size else image
+    if probe is None:
+        # no model is given to this probe: its "model bytes unknown" is no finding
+        said = "; ".join(w for w in (why or "").split("; ") if not w.startswith("model bytes unknown"))
+        return Check(host, EFFICIENCY, False, True, f"{on_host}: {said}", suggest)
+    return Check(
+        host, EFFICIENCY, True, True, f"{on_host}: {cfg.efficiency_probe_python} with numpy runs the probe"
+    )
+
+
+def _efficiency_pullable(host: str, client: docker.DockerClient, image: str, suggest: str) -> Check:
+    """An image not on the host yet: its registry is asked through the host's daemon (its network and
+    logins), never pulled here -- a ROCm image is tens of GB, which the first run pulls while
+    production still serves (efficiency_probe.prepare_image)."""
+    try:
+        digest = client.images.get_registry_data(image).id
+    except Exception as e:  # noqa: BLE001 - docker-py wraps a registry's refusal, socket and HTTP errors alike
+        said = " ".join(str(getattr(e, "explanation", None) or e).split())[:300]
+        return Check(
+            host, EFFICIENCY, False, True, f"{image}: not on the host, and not pullable: {said}",
+            f"check the name and the host's registry login, or {suggest}",
+        )  # fmt: skip
+    return Check(
+        host, EFFICIENCY, True, True,
+        f"{image}: not on the host yet, pullable ({digest[:19]}…); the first run pulls it before production stops",
+        f"docker pull {image} on the host, then strix doctor checks the probe runs in it",
+    )  # fmt: skip

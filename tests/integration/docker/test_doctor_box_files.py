@@ -1,6 +1,7 @@
 """What a Box needs on its disk, found through this machine's dockerd: every part of a split GGUF (the
 busybox probe looks; a missing part is named with its profile, and ``strix doctor``'s line for the
-model gives the command that puts it there).
+model gives the command that puts it there), and the efficiency probe image (present and able to run
+the probe, pullable, or neither).
 """
 
 from __future__ import annotations
@@ -11,8 +12,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import need
 from support.bench_docker import DOCKER_HOST, HOST, make_config, remove_left_behind
 from support.doctor_checks import by_name
+from support.infra import free_port, push, remove_image, start_registry
+from support.python_image import python_numpy_image, python_parts
 
 from strix_pipeline import doctor
 from strix_pipeline.config import HostConfig, StrixConfig
@@ -108,3 +112,59 @@ def test_doctor_refuses_a_split_gguf_named_by_a_later_part_without_a_probe(tmp_p
     assert line.state == "missing" and "part 3 of 3" in line.detail
     assert line.fix == f"set models.gemma.path to {models / PART.format('00001')}"
     assert by_name(checks, HOST, "models on the host").state == "missing"
+
+
+# ---------------------------------------------------------------- the efficiency probe image
+
+
+@pytest.fixture(scope="module")
+def python_numpy(docker_engine: None) -> Iterator[str]:
+    parts = python_parts()
+    need(parts is not None, "numpy in the project's environment", "pip install -e .")
+    assert parts is not None
+    with python_numpy_image(parts, tag="strix-test/doctor-python-numpy:1") as tag:
+        yield tag
+
+
+def efficiency_line(tmp_path: Path, image: str | None) -> doctor.Check:
+    model = split_parts(tmp_path / "models", 1, 2, 3)
+    return by_name(checks_of(box(tmp_path, model, efficiency_probe_image=image)), HOST, doctor.EFFICIENCY)
+
+
+def test_unset_the_efficiency_image_is_a_note_saying_how_to_set_it(docker_engine, tmp_path):
+    line = efficiency_line(tmp_path, None)
+    assert (line.ok, line.required) == (False, False)
+    assert "no decode efficiency" in line.detail
+    assert line.fix and f"hosts.{HOST}.efficiency_probe_image" in line.fix and "numpy" in line.fix
+
+
+def test_an_image_that_runs_the_probe_is_ok_with_its_size(python_numpy, tmp_path):
+    line = efficiency_line(tmp_path, python_numpy)
+    assert line.state == "ok", line
+    assert " MB on the host)" in line.detail and "python3 with numpy runs the probe" in line.detail
+
+
+def test_an_image_without_python3_is_missing_with_the_fix(busybox, tmp_path):
+    line = efficiency_line(tmp_path, busybox)
+    assert line.state == "missing", line
+    assert "did not start" in line.detail and "the image needs python3 with numpy" in line.detail
+    assert "model bytes unknown" not in line.detail  # no model is given to the doctor's probe
+    assert line.fix and f"hosts.{HOST}.efficiency_probe_image" in line.fix
+
+
+@pytest.mark.registry
+def test_an_absent_image_is_ok_when_pullable_and_missing_when_not(registry_binary, busybox, tmp_path):
+    with start_registry(tmp_path / "registry", binary=registry_binary) as registry:
+        tag = f"{registry.host}/strix-test/doctor-efficiency:1"
+        subprocess.run(["docker", "tag", busybox, tag], check=True, capture_output=True, timeout=60)
+        push(tag)
+        remove_image(tag)  # in the registry only: doctor asks it, never pulls
+        line = efficiency_line(tmp_path / "pullable", tag)
+        assert line.state == "ok", line
+        assert "not on the host yet, pullable" in line.detail
+        assert line.fix and line.fix.startswith(f"docker pull {tag} on the host")
+        present = subprocess.run(["docker", "image", "inspect", tag], capture_output=True, timeout=60)
+        assert present.returncode != 0, "doctor pulled the image"
+    line = efficiency_line(tmp_path / "unreachable", f"127.0.0.1:{free_port()}/strix-test/nothing:1")
+    assert line.state == "missing", line
+    assert "not pullable" in line.detail and line.fix and "registry login" in line.fix
