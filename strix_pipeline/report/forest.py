@@ -15,7 +15,7 @@ from typing import Any
 import altair as alt
 
 from strix_pipeline.analysis.charts.marks import STATUS_COLORS, note_chart
-from strix_pipeline.analysis.decision import Decision, Wording, ratio_x
+from strix_pipeline.analysis.decision import Decision, PairRow, Wording, pair_rows, ratio_x
 from strix_pipeline.report.charts import ReportChart, linked
 
 TITLE = "The week's comparisons: candidate / baseline, with 95 % intervals"
@@ -38,45 +38,55 @@ class ForestRow:
 
 def criterion_rows(d: Decision | None, held: Mapping[str, float | None], w: Wording) -> list[ForestRow]:
     """C3's TTFT ratio and, where both runs have a held figure (``held``: run id -> bytes), C5's
-    memory ratio, each with the criterion's status as its verdict."""
+    memory ratio, each with its status as the verdict: on the deciding pair, then on the other
+    (equal weights or production), labelled with its pair."""
     if d is None:
         return []
-    by_id = {c.criterion: c for c in d.criteria}
     rows = []
-    c3 = by_id.get("C3")
-    if c3 is not None and c3.value is not None and c3.value > 0:
-        ci = (
-            f", 95 % interval {ratio_x(c3.ci_low)}–{ratio_x(c3.ci_high)}×" if c3.ci_low and c3.ci_high else ""
-        )
-        rows.append(
-            ForestRow(
-                label=f"C3 TTFT p95 at {w.concurrency}",
-                ratio=c3.value,
-                low=c3.ci_low if c3.ci_low and c3.ci_high else None,
-                high=c3.ci_high if c3.ci_low and c3.ci_high else None,
-                threshold=c3.threshold,
-                verdict=c3.status,
-                detail=f"{w.candidate} / {w.baseline_engine}: {ratio_x(c3.value)}×{ci}",
-                run_id=c3.evidence_run_ids[0] if c3.evidence_run_ids else None,
-            )
-        )
-    c5 = by_id.get("C5")
-    if c5 is not None and c5.value is not None and c5.threshold is not None and len(c5.evidence_run_ids) == 2:
-        base = held.get(c5.evidence_run_ids[1])
-        if base:
+    paired = pair_rows(d)
+    for p in paired or _unpaired(d):
+        suffix = f" · {p.label}" if paired else ""
+        if p.criterion == "C3" and p.value is not None and p.value > 0:
+            has_ci = bool(p.ci_low and p.ci_high)
+            ci = f", 95 % interval {ratio_x(p.ci_low)}–{ratio_x(p.ci_high)}×" if has_ci else ""
             rows.append(
                 ForestRow(
-                    label="C5 memory held",
-                    ratio=c5.value / base,
-                    low=None,
-                    high=None,
-                    threshold=c5.threshold / base,
-                    verdict=c5.status,
-                    detail=f"{w.candidate} / {w.baseline_engine}: {ratio_x(c5.value / base)}× held after load",
-                    run_id=c5.evidence_run_ids[0],
+                    label=f"C3 TTFT p95 at {w.concurrency}{suffix}",
+                    ratio=p.value,
+                    low=p.ci_low if has_ci else None,
+                    high=p.ci_high if has_ci else None,
+                    threshold=p.threshold,
+                    verdict=p.status,
+                    detail=f"{w.candidate} / {w.baseline_engine} ({p.label}): {ratio_x(p.value)}×{ci}",
+                    run_id=p.run_ids[0] if p.run_ids else None,
                 )
             )
+        if p.criterion == "C5" and p.value is not None and p.threshold is not None and len(p.run_ids) == 2:
+            base = held.get(p.run_ids[1])
+            if base:
+                rows.append(
+                    ForestRow(
+                        label=f"C5 memory held{suffix}",
+                        ratio=p.value / base,
+                        low=None,
+                        high=None,
+                        threshold=p.threshold / base,
+                        verdict=p.status,
+                        detail=f"{w.candidate} / {w.baseline_engine} ({p.label}): {ratio_x(p.value / base)}× held after load",
+                        run_id=p.run_ids[0],
+                    )
+                )
     return rows
+
+
+def _unpaired(d: Decision) -> list[PairRow]:
+    """An evaluation stored before the two pairs (schema < 15): its C3 and C5 as they were judged."""
+    return [
+        PairRow(c.criterion, "production", True, c.status, c.value, c.threshold, c.ci_low, c.ci_high, c.unit,
+                tuple(c.evidence_run_ids))
+        for c in d.criteria
+        if c.criterion in ("C3", "C5")
+    ]  # fmt: skip
 
 
 def _domain(rows: list[ForestRow]) -> list[float]:

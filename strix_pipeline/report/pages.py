@@ -14,6 +14,7 @@ from strix_pipeline.analysis.decision import (
     engine_name,
     format_value,
     no_evaluation_sentence,
+    pair_rows,
     verdict_sentence,
 )
 from strix_pipeline.records import CriterionResult
@@ -118,6 +119,29 @@ def _criteria(data: ReportData, d: Decision) -> str:
     return f"<table class='criteria'><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 
+def _pairs(data: ReportData, d: Decision) -> str:
+    """C3 and C5 on both pairs, the deciding one marked: the engine's effect (equal weights) beside
+    the deployment's (each engine's production format)."""
+    rows = [
+        [
+            esc(p.criterion),
+            esc(p.label) + (" <strong>(decides)</strong>" if p.decides else ""),
+            f"<strong class='status'>{esc(p.status)}</strong>",
+            esc(format_value(p.value, p.unit)),
+            esc(p.interval),
+            " vs ".join(_run_link(data, r) for r in p.run_ids) or "–",
+        ]
+        for p in pair_rows(d)
+    ]
+    if not rows:
+        return ""
+    return (
+        "<h3 id='pairs'>C3 and C5 on both pairs</h3><p class='muted'>production: each engine in its "
+        "production format; equal weights: the baseline serving the candidate's own weights.</p>"
+        + table(["criterion", "pair", "status", "value", "95 % interval", "runs"], rows, numeric={3})
+    )
+
+
 def _forest(data: ReportData) -> str:
     held = {r["run_id"]: r["held_bytes"] for r in data.runs}
     chart = forest_chart(criterion_rows(data.decision, held, data.wording))
@@ -151,6 +175,7 @@ def _verdict(data: ReportData) -> str:
         + (f"<p>{esc(d.reason)}</p>" if d.reason else "")
         + "<h3>The five criteria</h3>"
         + _criteria(data, d)
+        + _pairs(data, d)
         + _forest(data)
         + "</section>"
     )

@@ -52,7 +52,7 @@ from strix_pipeline.analysis.decision.replay import (
     reproduce,
     stored_decision,
 )
-from strix_pipeline.analysis.decision.report import decision_markdown, format_value
+from strix_pipeline.analysis.decision.report import PairRow, decision_markdown, format_value, pair_rows
 from strix_pipeline.analysis.decision.sentence import (
     Wording,
     criterion_title,
@@ -81,6 +81,7 @@ __all__ = [
     "REPRODUCED_FIELDS",
     "Decision",
     "Evidence",
+    "PairRow",
     "Wording",
     "ReleaseImage",
     "RunFacts",
@@ -99,6 +100,7 @@ __all__ = [
     "memory_not_above_llamacpp",
     "no_evaluation_sentence",
     "official_image_starts",
+    "pair_rows",
     "previous_decision",
     "provisional",
     "ratio_x",

@@ -34,6 +34,12 @@ FORBIDDEN_IN_LAUNCH = GFX_OVERRIDE  # C1 means "starts with no override"
 GPT_OSS_QUANTIZATION = "MXFP4"
 CONFIDENCE = 0.95  # C3's interval of the ratio of the two p95s
 READY_STATUSES = ("ok", "partial", "failed_serve")  # reached ready (failed_serve: then served nothing)
+# The two pairs C3 and C5 are judged on; decision.decided_by names the one the verdict takes. The
+# production pair is each engine in its production format (the baseline as decision.baseline_model
+# names it); the equal-weights pair is a baseline run at the candidate's own quantization -- the same
+# weights -- so what is left between them is the engine.
+PAIRS = ("production", "equal_weights")
+PAIR_NAMES = {"production": "production pair", "equal_weights": "equal-weights pair"}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -304,20 +310,34 @@ def _backend(value: object) -> str:
     return f"{value} build" if value else "a build its image does not name"
 
 
+def _same_weights(c: RunFacts, b: RunFacts) -> bool:
+    return (c.quantization or "").upper() == (b.quantization or "").upper()
+
+
 def _pair(
-    cand: list[RunFacts], base: list[RunFacts], config: StrixConfig, base_name: str, reading: str
+    cand: list[RunFacts],
+    base: list[RunFacts],
+    config: StrixConfig,
+    base_name: str,
+    reading: str,
+    pair: str = "production",
 ) -> tuple[RunFacts, RunFacts, str] | str:
     """The pair C3 / C5 compare, made on purpose: the newest candidate run (then the next) with a
     baseline run of the same model family, backend and host state (fingerprint.pair_differences), the
     one closest in time to it within ``decision.pair_within_hours`` ("the same night"). Returns the
     pair with a note for the reason (empty, or that another night's run stood in: the latest such one,
-    only under ``decision.pair_other_night``), else why the newest candidate run has no pair."""
+    only under ``decision.pair_other_night``), else why the newest candidate run has no pair. On the
+    equal-weights ``pair`` the baseline run also serves the candidate's quantization."""
     d = config.decision
     within = timedelta(hours=d.pair_within_hours)
     why: str | None = None
     for c in sorted(cand, key=_order, reverse=True):
         fam = _family(c, config)
-        same = [b for b in base if _family(b, config) == fam]
+        same = [
+            b for b in base if _family(b, config) == fam and (pair != "equal_weights" or _same_weights(c, b))
+        ]
+        if pair == "equal_weights":
+            fam = f"{fam} at the candidate's {c.quantization or 'unrecorded'} weights"
         alike = [b for b in same if not pair_differences(c, b)]
         tonight = [b for b in alike if abs(b.started_at - c.started_at) <= within]
         if tonight:
@@ -380,11 +400,14 @@ def _no_pair(
     )
 
 
-def _paired_sides(ev: Evidence, config: StrixConfig) -> tuple[list[RunFacts], list[RunFacts], str, str]:
+def _paired_sides(
+    ev: Evidence, config: StrixConfig, pair: str = "production"
+) -> tuple[list[RunFacts], list[RunFacts], str, str]:
     """The runs each side of C3 / C5 may take, with how each side is named in a reason: the
     candidate's of ``decision.candidate_model``, and the baseline's of production's image and model
     (``decision.baseline_image`` / ``baseline_model``) -- so the pair never follows whichever image or
-    model ran last."""
+    model ran last. On the equal-weights ``pair`` the baseline is production's image serving any model
+    profile (``_pair`` keeps the ones at the candidate's weights)."""
     d = config.decision
     cand, base = _candidate_runs(ev, config), _baseline_runs(ev, config)
     cand_name, base_name = "candidate", d.baseline_engine
@@ -395,11 +418,13 @@ def _paired_sides(ev: Evidence, config: StrixConfig) -> tuple[list[RunFacts], li
     if d.baseline_image:
         base = [r for r in base if _same_repository(d.baseline_image, r.image_repository)]
         production.append(f"image {d.baseline_image}")
-    if d.baseline_model:
+    if d.baseline_model and pair == "production":
         base = [r for r in base if r.model_profile == d.baseline_model]
         production.append(f"model {d.baseline_model}")
     if production:
         base_name = f"{d.baseline_engine} (production's {', '.join(production)})"
+    if pair == "equal_weights":
+        base_name = f"{base_name} at the candidate's weights"
     return cand, base, cand_name, base_name
 
 
@@ -417,22 +442,23 @@ def _measured_pair(
     has: Callable[[RunFacts], bool],
     what: str,
     reading: str,
+    pair: str = "production",
 ) -> tuple[RunFacts, RunFacts, str] | CriterionResult:
     """The candidate and baseline runs C3 / C5 compare (see ``_pair``) among the ``measured`` ones,
     with the pair's note, or the "unknown" result saying which side has none: its runs that ``has``
     the reading but are stale, or no such run at all; or no baseline ``reading`` paired with the
     candidate's run, saying what each one lacked."""
     d = config.decision
-    cand, base, cand_name, base_name = _paired_sides(ev, config)
+    cand, base, cand_name, base_name = _paired_sides(ev, config, pair)
     c_ok, b_ok = measured(cand), measured(base)
     for side, runs, ok in ((cand_name, cand, c_ok), (base_name, base, b_ok)):
         if not ok:
             stale = [r for r in runs if has(r)]
             return _result(cid, "unknown", _stale_reason(f"{side} runs with {what}", stale, d.freshness_days))
-    pair = _pair(c_ok, b_ok, config, base_name, reading)
-    if isinstance(pair, str):
-        return _result(cid, "unknown", pair)
-    return pair
+    found = _pair(c_ok, b_ok, config, base_name, reading, pair)
+    if isinstance(found, str):
+        return _result(cid, "unknown", found)
+    return found
 
 
 def _quant_note(c: RunFacts, b: RunFacts) -> str:
@@ -446,13 +472,57 @@ def _run_ci(ttfts: list[float]) -> str:
     return "n/a" if lo is None or hi is None else f"{lo:.0f}-{hi:.0f}"
 
 
+def _on_both_pairs(judge: Callable[[str], CriterionResult], config: StrixConfig) -> CriterionResult:
+    """A criterion judged on each of :data:`PAIRS`: the result of the pair ``decision.decided_by``
+    names, carrying the other pair's beside it (its own fields and a clause of the reason)."""
+    decides = config.decision.decided_by
+    other = next(p for p in PAIRS if p != decides)
+    r, o = judge(decides), judge(other)
+    r.pair, r.other_pair, r.other_status, r.other_reason = decides, other, o.status, o.reason
+    r.other_value, r.other_threshold, r.other_ci_low, r.other_ci_high = (
+        o.value,
+        o.threshold,
+        o.ci_low,
+        o.ci_high,
+    )
+    r.other_run_ids = list(o.evidence_run_ids)
+    r.reason = (
+        f"{r.reason}; beside it, the {PAIR_NAMES[other]}: {pair_summary(o, same_runs=r.evidence_run_ids)}"
+    )
+    return r
+
+
+def pair_summary(o: CriterionResult, same_runs: Sequence[str] = ()) -> str:
+    """The other pair's result in one clause: its status and figures, or why it has none."""
+    if o.status == "unknown" and o.value is None:
+        return f"unknown ({o.reason})"
+    if list(o.evidence_run_ids) == list(same_runs):
+        return f"{o.status} on the same runs (production's format is the candidate's weights)"
+    runs = f" (runs {', '.join(o.evidence_run_ids)})" if o.evidence_run_ids else ""
+    if o.unit == "ratio":
+        ci = (
+            f", {CONFIDENCE:.0%} CI {ratio_text(o.ci_low)}-{ratio_text(o.ci_high)}"
+            if o.ci_low is not None
+            else ""
+        )
+        return f"{o.status}, ratio {ratio_text(o.value)}{ci}{runs}"
+    if o.unit == "bytes":
+        return f"{o.status}, held {gib_text(o.value, 1)} against {gib_text(o.threshold, 1)}{runs}"
+    return f"{o.status}{runs}"
+
+
 def ttft_p95_beats_llamacpp_at_5(ev: Evidence, config: StrixConfig) -> CriterionResult:
-    """C3: the ratio candidate / baseline TTFT p95 at the decision concurrency, with confidence.
+    """C3: the ratio candidate / baseline TTFT p95 at the decision concurrency, with confidence, on
+    both pairs (:func:`_on_both_pairs`).
 
     Its 95 % interval comes from both runs' raw TTFTs (:func:`quantile_ratio_ci`, distribution-free):
     pass when wholly below 1 - margin, fail when wholly above, unknown ("inconclusive") otherwise --
     also when a run has too few requests for the interval to exist.
     """
+    return _on_both_pairs(lambda pair: _ttft_on(ev, config, pair), config)
+
+
+def _ttft_on(ev: Evidence, config: StrixConfig, pair: str) -> CriterionResult:
     d = config.decision
     n = d.concurrency
 
@@ -470,7 +540,7 @@ def ttft_p95_beats_llamacpp_at_5(ev: Evidence, config: StrixConfig) -> Criterion
     tried = [r for r in cand if ev.fresh(r) and r.run_id in ev.sweep]
     if not measured(cand) and tried:
         return _result("C3", "fail", f"every request failed at {n} clients on the candidate", runs=tried)
-    pair = _measured_pair(
+    found = _measured_pair(
         "C3",
         ev,
         config,
@@ -478,10 +548,11 @@ def ttft_p95_beats_llamacpp_at_5(ev: Evidence, config: StrixConfig) -> Criterion
         lambda r: r.run_id in ev.sweep,
         f"a {n}-client sweep",
         f"run at {n} clients",
+        pair,
     )
-    if isinstance(pair, CriterionResult):
-        return pair
-    c, b, paired = pair
+    if isinstance(found, CriterionResult):
+        return found
+    c, b, paired = found
     ca, ba = ev.sweep[c.run_id], ev.sweep[b.run_id]
     c_p95, b_p95 = ca.ttft_p95_ms or 0.0, ba.ttft_p95_ms or 0.0  # both measured: never None here
     c_ttft, b_ttft = list(ev.ttfts.get(c.run_id, ())), list(ev.ttfts.get(b.run_id, ()))
@@ -589,18 +660,23 @@ def _production_pool_note(c: RunFacts) -> str:
 
 
 def memory_not_above_llamacpp(ev: Evidence, config: StrixConfig) -> CriterionResult:
-    """C5: the candidate holds no more after load than the baseline (within the tolerance)."""
+    """C5: the candidate holds no more after load than the baseline (within the tolerance), on both
+    pairs (:func:`_on_both_pairs`)."""
+    return _on_both_pairs(lambda pair: _memory_on(ev, config, pair), config)
+
+
+def _memory_on(ev: Evidence, config: StrixConfig, pair: str) -> CriterionResult:
     d = config.decision
 
     def measured(runs: list[RunFacts]) -> list[RunFacts]:
         return [r for r in runs if ev.fresh(r) and _ready(r) and r.held_bytes is not None]
 
-    pair = _measured_pair(
-        "C5", ev, config, measured, lambda r: r.held_bytes is not None, "held memory", "memory reading"
+    found = _measured_pair(
+        "C5", ev, config, measured, lambda r: r.held_bytes is not None, "held memory", "memory reading", pair
     )
-    if isinstance(pair, CriterionResult):
-        return _unreliable_memory(ev, config, pair)
-    c, b, paired = pair
+    if isinstance(found, CriterionResult):
+        return _unreliable_memory(ev, config, found)
+    c, b, paired = found
     c_held, b_held = c.held_bytes or 0, b.held_bytes or 0  # both measured: never None here
     threshold = b_held * (1 + d.memory_tolerance_pct / 100)
     ctx = ""

@@ -2,8 +2,56 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from strix_pipeline.analysis.decision.outcome import Decision
 from strix_pipeline.units import gib_text
+
+PAIR_LABELS = {"production": "production", "equal_weights": "equal weights"}
+
+
+@dataclass(frozen=True)
+class PairRow:
+    """C3 or C5 on one pair: the deciding pair's figures, or the other pair's shown beside them."""
+
+    criterion: str
+    pair: str  # "production" | "equal_weights"
+    decides: bool
+    status: str
+    value: float | None
+    threshold: float | None
+    ci_low: float | None
+    ci_high: float | None
+    unit: str | None
+    run_ids: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        return PAIR_LABELS.get(self.pair, self.pair)
+
+    @property
+    def interval(self) -> str:
+        if self.ci_low is None or self.ci_high is None:
+            return "–"
+        return f"{format_value(self.ci_low, self.unit)} – {format_value(self.ci_high, self.unit)}"
+
+
+def pair_rows(d: Decision) -> list[PairRow]:
+    """Each criterion judged on two pairs, the deciding pair first (none before schema v15)."""
+    rows = []
+    for c in d.criteria:
+        if c.pair is None:
+            continue
+        rows.append(
+            PairRow(c.criterion, c.pair, True, c.status, c.value, c.threshold, c.ci_low, c.ci_high, c.unit,
+                    tuple(c.evidence_run_ids))
+        )  # fmt: skip
+        if c.other_pair is not None:
+            rows.append(
+                PairRow(c.criterion, c.other_pair, False, c.other_status or "unknown", c.other_value,
+                        c.other_threshold, c.other_ci_low, c.other_ci_high, c.unit, tuple(c.other_run_ids or ()))
+            )  # fmt: skip
+    return rows
 
 
 def ratio_text(v: float | None) -> str:
@@ -70,4 +118,20 @@ def decision_markdown(d: Decision) -> str:
             )
             + " |"
         )
+    pairs = pair_rows(d)
+    if pairs:
+        lines += [
+            "",
+            "**C3 and C5 on both pairs** (production: each engine's production format; equal weights: "
+            "the baseline serving the candidate's weights)",
+            "",
+            "| criterion | pair | decides | status | value | threshold | CI | runs |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {p.criterion} | {p.label} | {'yes' if p.decides else 'no'} | {icon.get(p.status, p.status)} | "
+            f"{format_value(p.value, p.unit)} | {format_value(p.threshold, p.unit)} | {p.interval} | "
+            f"{_table_cell(', '.join(f'`{r}`' for r in p.run_ids) or '–')} |"
+            for p in pairs
+        ]
     return "\n".join(lines) + "\n"

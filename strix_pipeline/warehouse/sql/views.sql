@@ -256,6 +256,20 @@ SELECT
     evaluated_at = max(evaluated_at) OVER (PARTITION BY host) AS latest
 FROM decisions;
 
+-- C3 and C5 on both pairs (issue 34): a row per evaluation, criterion and pair -- "production" (each
+-- engine's production format) and "equal_weights" (the baseline serving the candidate's weights);
+-- `decides` marks the pair the verdict took (decision.decided_by).
+CREATE OR REPLACE VIEW v_decision_pairs AS
+SELECT evaluated_at, host, criterion, pair, true AS decides, status, value, threshold, ci_low, ci_high,
+       unit, evidence_run_ids AS run_ids, reason, evaluation_id,
+       evaluated_at = max(evaluated_at) OVER (PARTITION BY host) AS latest
+FROM decisions WHERE pair IS NOT NULL
+UNION ALL
+SELECT evaluated_at, host, criterion, other_pair, false, other_status, other_value, other_threshold,
+       other_ci_low, other_ci_high, unit, other_run_ids, other_reason, evaluation_id,
+       evaluated_at = max(evaluated_at) OVER (PARTITION BY host) AS latest
+FROM decisions WHERE other_pair IS NOT NULL;
+
 -- Aggregates in long form (one row per run, scenario, level and metric) for comparisons.
 CREATE OR REPLACE VIEW v_metrics_long AS
 UNPIVOT (

@@ -282,9 +282,18 @@ def test_verdict_rules(statuses, required, verdict):
 def test_markdown_renders():
     md = decision_markdown(judge_runs(september_runs(), make_config(), SEPT + timedelta(days=1)))
     assert "**Verdict: `evaluate`**" in md
-    rows = [line for line in md.splitlines() if line.startswith("| C")]
+    criteria, pairs = md.split("**C3 and C5 on both pairs**")
+    rows = [line for line in criteria.splitlines() if line.startswith("| C")]
     assert [r.split("|")[1].strip() for r in rows] == ["C1", "C2", "C3", "C4", "C5"]
     assert "820 ms" in md and "0.57x" in md and "⚠️ yes" in md and "vllm-qwen" in md
+    # C3 and C5 again, on each pair: the production pair decides
+    rows = [[cell.strip() for cell in r.split("|")[1:5]] for r in pairs.splitlines() if r.startswith("| C")]
+    assert [r[:3] for r in rows] == [
+        ["C3", "production", "yes"],
+        ["C3", "equal weights", "no"],
+        ["C5", "production", "yes"],
+        ["C5", "equal weights", "no"],
+    ]
 
 
 def test_community_image_does_not_stand_in_for_the_official_one():

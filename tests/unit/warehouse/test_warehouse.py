@@ -56,6 +56,7 @@ def test_tables_mirror_the_records_in_name_and_column_order(wh: Warehouse) -> No
         "event_tokens": "BIGINT[]",
         "evidence_run_ids": "VARCHAR[]",
         "image_digests": "VARCHAR[]",
+        "other_run_ids": "VARCHAR[]",
     }
     assert {"hosts", "changes", "registry_errors", "schema_version"} <= set(wh.table_names())
     assert wh.schema_version == current_schema_version() >= 2
