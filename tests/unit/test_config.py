@@ -19,14 +19,18 @@ EXAMPLE = REPO_ROOT / "config" / "strix-halo.example.toml"
 def test_default_config_is_the_embedded_local_host():
     c = load_config(DEFAULT)
     assert c.hosts["local"].kind == "local"
-    # both real engines on the same model family, each with the quantization it serves
+    # both real engines on the same model family, each with the quantization it serves, and
+    # llama-server at vLLM's weights too (the equal-weights pair)
     assert [(r.engine, r.model) for r in c.runs["local"]] == [
         ("llamacpp", "gemma3-270m"),
         ("vllm", "gemma3-270m-bf16"),
+        ("llamacpp", "gemma3-270m-bf16-gguf"),
     ]
     assert c.models["gemma3-270m"].quantization == "Q4_K_M"
-    assert c.models["gemma3-270m-bf16"].quantization == "BF16"
-    assert c.models["gemma3-270m"].family == c.models["gemma3-270m-bf16"].family
+    assert c.models["gemma3-270m-bf16"].quantization == c.models["gemma3-270m-bf16-gguf"].quantization == "BF16"
+    assert len({c.models[m].family for m in ("gemma3-270m", "gemma3-270m-bf16", "gemma3-270m-bf16-gguf")}) == 1
+    # production's side is the Q4_K_M profile, and it decides
+    assert c.decision.baseline_model == "gemma3-270m" and c.decision.decided_by == "production"
     assert c.decision.host == "local"
     # C2 and C4 need models a CPU host does not serve: not required there, and said so
     assert c.decision.required == ["C1", "C3", "C5"] and c.decision.not_required_because
