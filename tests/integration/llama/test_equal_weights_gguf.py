@@ -12,6 +12,7 @@ from conftest import need
 from support.package_index import real_index_env
 from support.pipeline_helpers import llama_available, write_config
 
+from strix_pipeline import doctor
 from strix_pipeline.config_load import load_config
 from strix_pipeline.memory.bytes_per_token import read_gguf_header
 from strix_pipeline.provision import bf16_gguf, vllm_env
@@ -92,3 +93,28 @@ def test_a_local_run_of_the_equal_weights_profile_serves_it(converted: Path, tmp
     # what llama-server says it loaded: the bf16 weights, about the file's size (twice the Q4_K_M's)
     size = converted.stat().st_size
     assert run.weights_bytes is not None and 0.8 * size < run.weights_bytes < 1.05 * size, run.weights_bytes
+
+
+@pytest.mark.llama
+@pytest.mark.vllm
+def test_doctor_names_the_converted_file_and_says_when_it_is_not_converted_yet(
+    converted: Path, tmp_path: Path
+) -> None:
+    path = write_config(tmp_path)
+    path.write_text(
+        path.read_text().replace('profile = "tiny" }]', 'profile = "tiny" }, '
+        '{ engine = "llamacpp", model = "gemma3-270m-bf16-gguf", profile = "tiny" }]') + PROFILE
+    )  # fmt: skip
+    config = load_config(path)
+
+    def line() -> doctor.Check:
+        return next(c for c in doctor.run_checks(config, start_engines=False) if c.name.endswith("bf16-gguf"))
+
+    found = line()
+    assert found.ok and str(converted) in found.detail and "sha256 verified" in found.detail, found
+    converted.rename(moved := converted.with_suffix(".moved"))
+    try:
+        later = line()
+        assert later.ok and "not converted yet" in later.detail, later  # its first run converts it
+    finally:
+        moved.rename(converted)
