@@ -64,6 +64,8 @@ OVERRIDABLE_DEFAULTS: list[tuple[tuple[str, ...], list[str]]] = [
     (("-fa", "--flash-attn"), ["-fa", "on"]),
     # with mmap the weights may sit in the page cache instead of GTT
     (("--no-mmap", "--mmap", "-lm", "--load-mode"), ["--no-mmap"]),
+    # its load-time allocations in its log (C5's weights / KV / other), as on host `local`
+    (("-lv", "--verbosity", "--log-verbosity"), LOG_VERBOSITY),
 ]
 
 

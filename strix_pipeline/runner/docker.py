@@ -45,6 +45,7 @@ from strix_pipeline.runner.record import (
     describe_host_memory,
     finish_memory,
     join_reasons,
+    record_breakdown,
     record_engine_env,
     record_host_facts,
     record_image_env,
@@ -222,6 +223,10 @@ def run_docker(r: RunInputs) -> None:
                     sampler.set_phase("after_stop")
                 if run.log_tail is None:  # the engine's last lines also when the suite crashed
                     run.log_tail = docker_engine.container_log_tail(None, launcher.log_path) or None
+                # what the engine's log says it allocated at load: C5's weights / KV / other on the Box
+                # (vLLM's pool is the configured fraction's here: production's own, not the same context)
+                ctx = model.context_length * model.parallel if launcher.spec.kind == "llamacpp" else None
+                record_breakdown(run, launcher.spec.kind, launcher.log_path, None, ctx)
             if notes:
                 run.failure_reason = join_reasons(run.failure_reason, notes)
             if read is not None:

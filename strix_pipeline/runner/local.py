@@ -190,16 +190,8 @@ def run_local(r: RunInputs) -> None:
             sampler.set_phase("after_stop")
             if server.log_path is not None:
                 run.log_tail = log_tail(server.log_path)
-                record_breakdown(run, kind, _log_text(server.log_path), _production_pool(server))
-                if isinstance(server, LocalLlamaServer) and run.kv_capacity_tokens is None:
-                    run.kv_capacity_tokens = server.ctx_size  # -c: the tokens its slots share
-
-
-def _log_text(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except OSError:
-        return ""
+                ctx = server.ctx_size if isinstance(server, LocalLlamaServer) else None
+                record_breakdown(run, kind, server.log_path, _production_pool(server), ctx)
 
 
 def _production_pool(server: LocalLlamaServer | LocalVllmServer) -> int | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from datetime import UTC, datetime
+from pathlib import Path
 
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.engine_facts import append_firmware
@@ -242,11 +243,24 @@ def apply_suite(result: RunResult, suite: SuiteResult, log: Log) -> None:
     log(f"[{result.run.run_id}] suite done: {ok} ok, {failed} failed -> {status}")
 
 
-def record_breakdown(run: RunRecord, kind: str, log_text: str, production_pool_bytes: int | None) -> None:
-    """The engine's own figures of what it allocated at load (memory/breakdown.py): weights and KV
-    cache (the rest is held minus both), the tokens its KV cache holds, and the production
-    configuration's pool beside them (C5). What the log does not give stays None."""
-    logged = parse_engine_log(kind, log_text)
+def record_breakdown(
+    run: RunRecord,
+    kind: str,
+    log_path: Path | None,
+    production_pool_bytes: int | None,
+    ctx_tokens: int | None = None,
+) -> None:
+    """The engine's own figures of what it allocated at load (memory/breakdown.py), read from its log
+    file: weights and KV cache (the rest is held minus both), the tokens its KV cache holds --
+    ``ctx_tokens`` (llama-server's ``-c``, shared by its slots) when the log does not say -- and the
+    production configuration's pool beside them (C5). What neither gives stays None."""
+    try:
+        text = log_path.read_text(errors="replace") if log_path is not None else ""
+    except OSError:
+        text = ""  # no log kept: nothing it said
+    logged = parse_engine_log(kind, text)
     run.weights_bytes, run.kv_cache_bytes = logged.weights_bytes, logged.kv_bytes
-    run.kv_capacity_tokens = logged.kv_capacity_tokens
+    run.kv_capacity_tokens = (
+        logged.kv_capacity_tokens if logged.kv_capacity_tokens is not None else ctx_tokens
+    )
     run.production_pool_bytes = production_pool_bytes

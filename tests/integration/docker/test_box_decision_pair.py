@@ -268,6 +268,23 @@ def test_the_real_runs_are_two_images_of_productions_profile_with_their_own_figu
     assert p95_at_5(pair_runs.production) > 0 and p95_at_5(pair_runs.toolbox) > 0
 
 
+def test_each_box_run_records_what_its_engine_allocated_at_load(pair_runs):
+    """C5's breakdown on the Box as on host `local` (issue 34): llama-server runs there at log
+    verbosity 4 and the run reads its weights and KV cache from the container's log; its KV capacity
+    is its -c (the profile's context x slots)."""
+    for result in (pair_runs.production, pair_runs.toolbox):
+        run = result.run
+        assert " -lv 4" in (run.launch_command or ""), run.launch_command
+        # Gemma 3 270M Q4_K_M: a little under the 253 MB GGUF; a KV cache of a few MiB
+        assert run.weights_bytes is not None and 150 * 2**20 < run.weights_bytes < 300 * 2**20, (
+            run.weights_bytes
+        )
+        assert run.kv_cache_bytes is not None and run.kv_cache_bytes > 0, run.kv_cache_bytes
+        slots = int(run.launch_command.split(" -np ")[1].split()[0])
+        ctx = int(run.launch_command.split(" -c ")[1].split()[0])
+        assert run.kv_capacity_tokens == ctx and ctx % slots == 0, (run.kv_capacity_tokens, ctx)
+
+
 def test_without_the_pair_configured_the_later_vulkan_toolbox_run_is_not_taken(pair_runs):
     """With no pair configured, the baseline is still a run of the candidate's backend family: the
     later toolbox run is a Vulkan build (its tag says so) and is never compared with a ROCm vLLM
@@ -314,5 +331,9 @@ def test_no_run_of_productions_image_is_unknown_naming_the_missing_side(pair_run
     config = with_pair(pair_runs.config, **{**PAIR, "baseline_image": NEVER_RUN_IMAGE})
     c = criteria(pair_runs, config)[cid]
     assert c.status == "unknown", c.reason
-    assert c.reason == f"llamacpp (production's image {NEVER_RUN_IMAGE}, model gemma) runs with {what}: none"
+    decided, _, beside = c.reason.partition("; beside it, the equal-weights pair: ")
+    assert decided == f"llamacpp (production's image {NEVER_RUN_IMAGE}, model gemma) runs with {what}: none"
+    assert beside.startswith("unknown") and c.other_status == "unknown", (
+        c.reason
+    )  # that image never ran either
     assert c.evidence_run_ids == []
