@@ -27,7 +27,7 @@ from strix_pipeline.analysis.decision import (
 from strix_pipeline.analysis.notify import notify_changes, regression_alerts, webhook_url
 from strix_pipeline.report import write_report
 from strix_pipeline.units import gib
-from strix_pipeline.warehouse import Warehouse
+from strix_pipeline.warehouse import NoiseRecord, Warehouse
 
 # Like eager(), but not blocked by image versions that were never benchmarked (missing partitions).
 EAGER = (
@@ -175,6 +175,22 @@ def bisections_markdown(searches) -> str:
     return "\n".join(lines) or "none"
 
 
+def noise_markdown(rows: list[NoiseRecord]) -> str:
+    """The series' run-to-run noise from the canary (warehouse table noise_figures), as a table."""
+    if not rows:
+        return "Run-to-run noise: not measured yet (the canary needs three runs of its release)."
+    lines = [
+        "| host | canary | series | runs | CV | step seen at 3 / 5 / 10 pairs |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        steps = " / ".join(f"{x:.1%}" for x in (r.step_3_pairs, r.step_5_pairs, r.step_10_pairs))
+        lines.append(
+            f"| {r.host} | {r.engine} {r.version} | {r.metric} · {r.scenario}@{r.level} | {r.runs} | {r.cv:.1%} | {steps} |"
+        )
+    return "\n".join(lines)
+
+
 @dg.asset(
     group_name="analysis",
     kinds={"duckdb"},
@@ -207,6 +223,7 @@ def regressions(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.
         started = plan_bisections(wh, config, changes)
         active = [c for c in stored_changes(wh, include_acknowledged=False)]
         searches = {b.bisection_id: (b, steps_text(wh, b)) for b in wh.list_bisections()}
+        noise = wh.latest_noise()
     log = dg.get_dagster_logger()
     for b in advanced + started:
         log.info(f"bisection {b.bisection_id} ({b.engine} {b.metric}): {b.status}: {b.reason}")
@@ -260,6 +277,7 @@ def regressions(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.
             "detected_now": len(changes),
             "changes": table,
             "bisections": dg.MetadataValue.md(bisections_markdown(searches.values())),
+            "noise": dg.MetadataValue.md(noise_markdown(noise)),
             "change_detection": (
                 f"max p-value {cd.max_pvalue:g}, magnitude floor max({cd.min_magnitude_pct:g} %, "
                 f"{cd.noise_multiple:g}x noise)"

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy.stats import ttest_ind_from_stats
 
+from strix_pipeline.analysis import noise
 from strix_pipeline.analysis.canary import (
     HOST_FACTS,
     Canary,
@@ -40,6 +41,7 @@ from strix_pipeline.analysis.canary import (
 )
 from strix_pipeline.config import ChangeDetectionConfig, StrixConfig
 from strix_pipeline.warehouse.changes import ChangeRecord, change_id
+from strix_pipeline.warehouse.noise import NoiseRecord
 
 if TYPE_CHECKING:
     from strix_pipeline.warehouse import Warehouse
@@ -445,6 +447,10 @@ def _existing(wh: Warehouse) -> dict[str, ChangeRecord]:
 
 
 CANARY_RUNS_AMONG_RELEASES = 2
+# A series' noise figure is its canary's latest runs of the one release: enough for a spread, recent
+# enough to be this host's noise as it stands
+NOISE_RUNS = 10
+NOISE_MIN_RUNS = 3
 RUN_FACTS_SQL = f"SELECT run_id, {', '.join(HOST_FACTS)} FROM runs WHERE list_contains(?, run_id)"
 
 
@@ -473,6 +479,21 @@ def canary_changes(
     return rows, windows
 
 
+def canary_noise(series: Series, canary: Canary, computed_at: datetime) -> NoiseRecord | None:
+    """The series' run-to-run noise from its canary's latest runs of the one release (the points a
+    step over time would be the host's, not an engine's); None below :data:`NOISE_MIN_RUNS`."""
+    points = time_ordered(series.points, canary)[-NOISE_RUNS:]
+    if len(points) < NOISE_MIN_RUNS:
+        return None
+    fig = noise.noise_figure(series.metric, [p.value for p in points])
+    if fig is None or not math.isfinite(fig.cv):
+        return None
+    return NoiseRecord(
+        computed_at, series.host, series.engine, canary.version, series.fingerprint, series.scenario,
+        series.level, series.metric, fig.n, fig.mean, fig.cv, *fig.steps, [p.run_id for p in points],
+    )  # fmt: skip
+
+
 def detect_changes(
     wh: Warehouse,
     config: StrixConfig,
@@ -492,6 +513,7 @@ def detect_changes(
     changes: list[Change] = []
     own: list[Change] = []
     windows: list[DriftWindow] = []
+    noise_rows: list[NoiseRecord] = []
     for series in load_series(wh):
         canary = next((k for k in canaries if (k.host, k.engine) == (series.host, series.engine)), None)
         if canary is None:
@@ -509,6 +531,8 @@ def detect_changes(
         rows, found_windows = canary_changes(wh, series, canary, cfg, now)
         own += rows
         windows += found_windows
+        if (figure := canary_noise(series, canary, now)) is not None:
+            noise_rows.append(figure)
     label_changes(changes, windows)
     changes += own
     for c in changes:
@@ -537,6 +561,7 @@ def detect_changes(
     ]
     if changes or kept:
         wh.save_changes([*changes, *kept])
+    wh.save_noise(noise_rows)
     try:
         # a sentinel keeps the list typed when nothing was found
         wh.con.execute(RETIRE_PROVISIONAL_SQL, [[c.change_id for c in changes] or [""]]).fetchall()

@@ -3,13 +3,12 @@
 Pure: per metric, the values of repeated passes of one and the same release in, the coefficient of
 variation and the smallest step detectable at alpha 0.05 with 80 % power over 3, 5 and 10 pairs out
 (analysis/paired.detectable_step). benchmarks/precision.py prints them for an A/A experiment; the
-weekly canary's passes give the same figures per series (warehouse table ``noise_figures``), and
-changepoints.py ties Otava's minimum step to them.
+weekly analysis computes the same figures per series from the canary's latest runs of its release
+(changepoints.canary_noise, warehouse table ``noise_figures``) and `strix changes` shows them.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -44,11 +43,3 @@ def noise_figure(metric: str, values: Sequence[float]) -> NoiseFigure | None:
 
 def noise_figures(samples: Mapping[str, Sequence[float]]) -> list[NoiseFigure]:
     return [f for m, v in samples.items() if (f := noise_figure(m, v)) is not None]
-
-
-def min_step_pct(cv: float, n_points: int = 2) -> float:
-    """The smallest step worth calling between two means of ``n_points`` runs each at this CV, in %:
-    the step 80 % power finds at alpha 0.05 (Otava's minimum magnitude, tied to the measured noise)."""
-    if not math.isfinite(cv) or cv <= 0:
-        return 0.0
-    return paired.detectable_step(cv, max(2, n_points)) * 100

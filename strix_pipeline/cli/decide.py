@@ -11,12 +11,12 @@ from rich.table import Table
 
 from strix_pipeline.analysis.bisect.steps import steps_text, summary
 from strix_pipeline.analysis.changepoints import Series, load_series, magnitude_floor_pct, series_noise_pct
-from strix_pipeline.analysis.decision import Decision, evaluate, format_value, reproduce
+from strix_pipeline.analysis.decision import Decision, evaluate, format_value, pair_rows, reproduce
 from strix_pipeline.cli.common import config_of, error, on_warehouse, shown, warehouse_arg
 from strix_pipeline.cli.compare import comparison_table
 from strix_pipeline.config import ChangeDetectionConfig, StrixConfig
 from strix_pipeline.config_load import load_config
-from strix_pipeline.warehouse import BisectionRecord, ComparisonRecord, Warehouse
+from strix_pipeline.warehouse import BisectionRecord, ComparisonRecord, NoiseRecord, Warehouse
 
 LATEST_COMPARISONS = 3  # comparisons by pairs `strix changes` shows, newest first
 
@@ -91,6 +91,20 @@ def print_decision(d: Decision, console: Console | None = None) -> None:
             c.reason,
         )
     console.print(table)
+    pairs = pair_rows(d)
+    if pairs:
+        both = Table(
+            title="C3 and C5 on both pairs (production: each engine's production format; "
+            "equal weights: the baseline serving the candidate's weights)"
+        )
+        for col in ("criterion", "pair", "decides", "status", "value", "CI", "runs"):
+            both.add_column(col, overflow="fold")
+        for p in pairs:
+            both.add_row(
+                p.criterion, p.label, "yes" if p.decides else "no", f"[{STATUS_STYLE.get(p.status, '')}]{p.status}[/]",
+                format_value(p.value, p.unit), p.interval, "\n".join(p.run_ids) or "–",
+            )  # fmt: skip
+        console.print(both)
     if d.previous_verdict is not None:
         note = " (changed)" if d.verdict_changed else ""
         console.print(f"previous verdict: {d.previous_verdict}{note}")
@@ -160,12 +174,13 @@ def run_changes(args: argparse.Namespace) -> int:
             searches,
             # a warehouse before schema v11, opened read-only, is not migrated: it has no comparisons
             wh.list_comparisons(limit=LATEST_COMPARISONS) if "comparisons" in wh.table_names() else [],
+            wh.latest_noise() if "noise_figures" in wh.table_names() else [],
         )
 
     got, rc = on_warehouse(args, read)
     if got is None:
         return rc
-    rows, series, searches, compared = got
+    rows, series, searches, compared, noise = got
     if args.json:
         out = []
         for r in rows:
@@ -174,6 +189,7 @@ def run_changes(args: argparse.Namespace) -> int:
             out.append(dataclasses.asdict(r) | {"bisection": bisection})
         print(json.dumps(out, indent=2, default=str))
         return 0
+    print_noise(noise)
     if not rows:
         print_no_changes(series, config_of(args).change_detection, unacknowledged_only=not args.all)
         print_comparisons(compared)
@@ -217,6 +233,47 @@ def run_changes(args: argparse.Namespace) -> int:
     Console().print(table)
     print_comparisons(compared)
     return 0
+
+
+def print_noise(rows: list[NoiseRecord]) -> None:
+    """Each series' run-to-run noise as its canary measured it, and the smallest step a comparison by
+    3 / 5 / 10 pairs sees at it; or why there is none yet."""
+    console = Console()
+    if not rows:
+        console.print(
+            "Run-to-run noise: not measured yet (the canary needs three runs of its release: "
+            "[analysis] canary, one a week)"
+        )
+        return
+    first = rows[0]
+    table = Table(
+        title=f"Run-to-run noise, from the canary's latest runs ({first.computed_at:%Y-%m-%d %H:%M} UTC)"
+    )
+    for col in (
+        "host",
+        "canary",
+        "scenario",
+        "level",
+        "metric",
+        "runs",
+        "CV",
+        "step seen at 3 / 5 / 10 pairs",
+    ):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        steps = " / ".join(f"{x:.1%}" for x in (r.step_3_pairs, r.step_5_pairs, r.step_10_pairs))
+        cells = (
+            r.host,
+            f"{r.engine} {r.version}",
+            r.scenario,
+            str(r.level),
+            r.metric,
+            str(r.runs),
+            f"{r.cv:.1%}",
+            steps,
+        )
+        table.add_row(*(shown(c) for c in cells))
+    console.print(table)
 
 
 def print_comparisons(rows: list[ComparisonRecord]) -> None:

@@ -24,6 +24,7 @@ from strix_pipeline.warehouse.connection import (
 )
 from strix_pipeline.warehouse.facade import Warehouse
 from strix_pipeline.warehouse.faults import WarehouseCorrupt, WarehouseDiskFull, WarehouseTooNew
+from strix_pipeline.warehouse.noise import NoiseRecord
 from strix_pipeline.warehouse.runs import RUN_TABLES
 from strix_pipeline.warehouse.schema import (
     RECORD_TABLES,
@@ -49,6 +50,7 @@ __all__ = [
     "CommitRetry",
     "DuckLakeTarget",
     "Migration",
+    "NoiseRecord",
     "SchemaTooNew",
     "Warehouse",
     "WarehouseCorrupt",

@@ -16,7 +16,17 @@ import polars as pl
 
 from strix_pipeline.config import DuckLakeTarget
 from strix_pipeline.records import CriterionResult, ImageRecord, RunResult
-from strix_pipeline.warehouse import bisections, changes, comparisons, decisions, hosts, parquet, runs, schema
+from strix_pipeline.warehouse import (
+    bisections,
+    changes,
+    comparisons,
+    decisions,
+    hosts,
+    noise,
+    parquet,
+    runs,
+    schema,
+)
 from strix_pipeline.warehouse import images as _images  # `images` is upsert_images' argument
 from strix_pipeline.warehouse.bisections import BisectionRecord, BisectionStep
 from strix_pipeline.warehouse.changes import ChangeRecord
@@ -235,6 +245,19 @@ class Warehouse:
 
     def bisection_steps(self, bisection_id: str) -> list[BisectionStep]:
         return bisections.bisection_steps(self.con, bisection_id)
+
+    # ---- run-to-run noise ------------------------------------------------------------------------
+
+    def save_noise(self, rows: list[noise.NoiseRecord]) -> None:
+        """Store one analysis's noise figures (warehouse.noise); saving it again replaces them."""
+        if not rows:
+            return
+        self._writable()
+        noise.save_noise(self.con, rows)
+
+    def latest_noise(self) -> list[noise.NoiseRecord]:
+        """The newest analysis's noise figures, per host and canary series."""
+        return noise.latest_noise(self.con)
 
     # ---- comparisons by pairs -------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from strix_pipeline.warehouse.changes import ChangeRecord
 from strix_pipeline.warehouse.comparisons import ComparisonRecord, ComparisonRun
 from strix_pipeline.warehouse.connection import Target, in_transaction, is_conflict
 from strix_pipeline.warehouse.errors import WarehouseError, WarehouseUnavailable
+from strix_pipeline.warehouse.noise import NoiseRecord
 from strix_pipeline.warehouse.runs import RUN_TABLES
 
 SQL_DIR: Traversable = resources.files("strix_pipeline.warehouse") / "sql"
@@ -41,6 +42,7 @@ RECORD_TABLES: dict[str, type] = {
     "bisection_steps": BisectionStep,
     "comparisons": ComparisonRecord,
     "comparison_runs": ComparisonRun,
+    "noise_figures": NoiseRecord,
 }
 
 

@@ -8,9 +8,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from support.decision_seed import SEPT, judge_runs, make_config, run_record, run_result, seeded
 
 from strix_pipeline.analysis.decision import evaluate
+from strix_pipeline.cli.decide import print_decision
 
 NOW = SEPT + timedelta(days=1)
 
@@ -106,4 +108,18 @@ def test_both_pairs_are_stored_and_read_back_one_row_per_pair(tmp_path: Path):
         ("C3", "production", True, "pass", ["cand", "llama-q4"]),
         ("C5", "equal_weights", False, "fail", ["cand", "llama-bf16"]),
         ("C5", "production", True, "pass", ["cand", "llama-q4"]),
+    ]
+
+
+def test_strix_decide_prints_both_pairs_under_the_criteria():
+    console = Console(record=True, width=200)
+    print_decision(judged(RUNS), console)
+    text = console.export_text()
+    both = text.split("C3 and C5 on both pairs")[1]
+    rows = [line.split("│")[1:5] for line in both.splitlines() if line.startswith("│ C")]
+    assert [[cell.strip() for cell in r] for r in rows] == [
+        ["C3", "production", "yes", "pass"],
+        ["C3", "equal weights", "no", "fail"],
+        ["C5", "production", "yes", "pass"],
+        ["C5", "equal weights", "no", "fail"],
     ]
