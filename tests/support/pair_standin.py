@@ -29,6 +29,9 @@ class PairStandIn:
     cv: float = 0.02
     seed: int = 0
     fail_runs: set[int] = field(default_factory=set)
+    # the releases that carry the step (a series of releases: every one from the first that made it);
+    # None: b_tag alone
+    changed: frozenset[str] | None = None
     calls: list[str] = field(default_factory=list)  # "<tag> <label>", in order
     rng: random.Random = field(init=False)
     latency_rng: random.Random = field(init=False)  # its own stream: the throughput draws stay as they were
@@ -43,7 +46,8 @@ class PairStandIn:
             raise RunFailed(
                 f"llama-server exited with code -9 during decode (stand-in run {len(self.calls)})"
             )
-        scale = self.factor if release.tag == self.b_tag else 1.0
+        stepped = release.tag in self.changed if self.changed is not None else release.tag == self.b_tag
+        scale = self.factor if stepped else 1.0
         sigma = math.sqrt(math.log1p(self.cv**2))  # log-normal with this coefficient of variation
         values = {m: v * scale * math.exp(self.rng.gauss(-(sigma**2) / 2, sigma)) for m, v in TRUE.items()}
         values |= {m: v / scale * math.exp(self.latency_rng.gauss(-(sigma**2) / 2, sigma)) for m, v in TRUE_LATENCY.items()}  # fmt: skip
