@@ -29,6 +29,7 @@ from schedules import (
     main_job_for,
     refresh_job,
 )
+from strix_dagster.pair_bisect import PairRunnerResource, pair_bisect_job
 from strix_pipeline.config import StrixConfig, config_path
 from strix_pipeline.config_load import load_config
 
@@ -62,6 +63,7 @@ def build_definitions(config: StrixConfig, path: str) -> dg.Definitions:
             refresh_job,
             benchmark_job,
             bisect_job,
+            pair_bisect_job,
             analysis_job,
             main_job_for(bench_keys),
             # the host as a dimension: one job per host, its runs tagged strix/host=<host>
@@ -81,6 +83,7 @@ def build_definitions(config: StrixConfig, path: str) -> dg.Definitions:
         schedules=[build_schedule(config, [a.key for a in benchmark_assets])],
         resources={
             "strix": StrixConfigResource(config_path=path),
+            "pair_runner": PairRunnerResource(),
             # the config's warehouse_target(): its file, or its DuckLake (the DSN read when a run opens it)
             "warehouse": WarehouseResource(config_path=path),
             "registry": RegistryResource(

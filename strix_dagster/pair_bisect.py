@@ -1,0 +1,109 @@
+"""``pair_bisect_job``: a bisection the way Pinpoint does it, launched from the UI (issue 33, item 5).
+
+One op over plain library code: the releases between the brackets (given, or the engine's image
+versions the warehouse knows between them), then runner/pair_bisect.bisect_by_pairs with the engine
+starts of :class:`PairRunnerResource` (llama-server releases on host local, each built for this CPU
+on first use), then runner/pair_bisect.store. The warehouse is read before and written after, never
+held while engines run. Each step is logged as it is decided.
+"""
+
+
+import time
+from pathlib import Path
+
+import dagster as dg
+
+from assets.resources import StrixConfigResource, WarehouseResource
+from strix_pipeline.analysis.bisect.steps import releases_between
+from strix_pipeline.config import StrixConfig
+from strix_pipeline.runner import pair_bisect
+from strix_pipeline.runner.pair_runs import PAIR_HOST, PairSpec, local_runs, package_version, pair_profile
+from strix_pipeline.runner.pairs import METRICS, Progress, Release, RunOne
+
+
+class PairBisectConfig(dg.Config):
+    """Which change to bisect: the release without it, the one with it, and the figure that moved."""
+
+    before: str  # the release without the change, e.g. "b9851"
+    after: str  # the release with it, e.g. "b10531"
+    metric: str = "prefill_tokens_per_s"
+    engine: str = "llamacpp"
+    # the releases strictly between, in version order; empty: the engine's releases the warehouse
+    # knows between the two (its `images`, as `strix images` lists them)
+    between: list[str] = []
+    target: float = 0.05  # the step chased: "same" within it, "different" at half of it or more
+    cap: int | None = None  # the most pairs a comparison runs (default [analysis] compare_max_pairs)
+    max_steps: int | None = None  # the most midpoints decided (default: a binary search's need)
+    seed: int = 0
+
+
+class PairRunnerResource(dg.ConfigurableResource):
+    """The engine starts of comparisons by pairs: a fresh llama-server of each release on host local
+    (the tests give a stand-in with a known step and noise)."""
+
+    def run_one(self, config: StrixConfig, log_dir: Path, progress: Progress) -> RunOne:
+        spec = PairSpec.of(config.profiles[pair_profile(config)])
+        return local_runs(config, spec, log_dir, progress)
+
+
+def _between(config: PairBisectConfig, known: list) -> list[Release]:
+    if config.between:
+        return [Release(t, package_version(t)) for t in config.between]
+    by_tag = {i.tag: i for i in known}
+    missing = [t for t in (config.before, config.after) if t not in by_tag]
+    if missing:
+        raise dg.Failure(
+            f"no {config.engine} release {', '.join(missing)} in the warehouse's images: give `between`, "
+            "or discover the releases first (strix images / the refresh job)"
+        )
+    found = releases_between(known, by_tag[config.before], by_tag[config.after], measured=set())
+    return [Release(c.version, package_version(c.version)) for c in found]
+
+
+@dg.op(
+    description="Bisect a change by pairs (Pinpoint): each midpoint compared with both brackets, "
+    "pairs added only on unknown; stores the bisection, its steps and every comparison."
+)
+def pair_bisection(
+    context: dg.OpExecutionContext,
+    config: PairBisectConfig,
+    strix: StrixConfigResource,
+    warehouse: WarehouseResource,
+    pair_runner: PairRunnerResource,
+) -> dg.Output[str]:
+    cfg = strix.get()
+    if config.metric not in METRICS:
+        raise dg.Failure(f"metric {config.metric!r}: one of {', '.join(METRICS)}")
+    with warehouse.reader() as wh:
+        known = wh.known_images(config.engine)
+    between = _between(config, known)
+    log_dir = cfg.artifacts_dir() / "pair-bisect" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    say = context.log.info
+    say(f"{len(between)} releases between {config.before} and {config.after}; engine logs in {log_dir}")
+    found = pair_bisect.bisect_by_pairs(
+        pair_runner.run_one(cfg, log_dir, say), Release(config.before, package_version(config.before)),
+        Release(config.after, package_version(config.after)), between, metric=config.metric, host=PAIR_HOST,
+        engine=config.engine, cap=config.cap or cfg.analysis.compare_max_pairs, target=config.target,
+        seed=config.seed, max_steps=config.max_steps, progress=say,
+    )  # fmt: skip
+    with warehouse.writer() as wh:
+        pair_bisect.store(wh, found)
+    r = found.record
+    return dg.Output(
+        r.bisection_id,
+        metadata={
+            "status": r.status,
+            "first_release": r.first_release or "",
+            "last_without": r.last_without or "",
+            "reason": r.reason or "",
+            "steps": dg.MetadataValue.md(
+                "\n".join(f"{s.step}. {s.version}: **{s.side}**: {s.note}" for s in found.steps) or "none"
+            ),
+            "engine_starts": found.engine_starts,
+        },
+    )
+
+
+@dg.job(description="A bisection by pairs (Pinpoint), one release range, launched with its config.")
+def pair_bisect_job() -> None:
+    pair_bisection()
