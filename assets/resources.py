@@ -17,6 +17,8 @@ from strix_pipeline.config_load import load_config
 from strix_pipeline.registry.client import RegistryClient
 from strix_pipeline.registry.discovery import ClientFactory, default_client
 from strix_pipeline.registry.transport import RetryPolicy
+from strix_pipeline.runner.pair_runs import PairSpec, local_runs, pair_profile
+from strix_pipeline.runner.pairs import Progress, RunOne
 from strix_pipeline.warehouse import Warehouse
 
 
@@ -123,3 +125,12 @@ class HostAccessResource(ConfigurableResource):
             os.environ.setdefault(self.ssh_user_env, self.ssh_user)
         if self.ssh_key_path:
             os.environ.setdefault(self.ssh_key_path_env, self.ssh_key_path)
+
+
+class PairRunnerResource(ConfigurableResource):
+    """The engine starts of comparisons by pairs: a fresh llama-server of each release on host local
+    (the tests give a stand-in with a known step and noise)."""
+
+    def run_one(self, config: StrixConfig, log_dir: Path, progress: Progress) -> RunOne:
+        spec = PairSpec.of(config.profiles[pair_profile(config)])
+        return local_runs(config, spec, log_dir, progress)

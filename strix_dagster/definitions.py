@@ -11,9 +11,11 @@ import dagster as dg
 
 from assets.analysis import regressions, run_aggregates, switch_decision, trend_charts, weekly_report
 from assets.benchmark import benchmark_hosts, build_benchmark_assets
+from assets.comparisons import release_comparisons
 from assets.images import engine_images
 from assets.resources import (
     HostAccessResource,
+    PairRunnerResource,
     RegistryResource,
     StrixConfigResource,
     WarehouseResource,
@@ -29,7 +31,7 @@ from schedules import (
     main_job_for,
     refresh_job,
 )
-from strix_dagster.pair_bisect import PairRunnerResource, pair_bisect_job
+from strix_dagster.pair_bisect import pair_bisect_job
 from strix_pipeline.config import StrixConfig, config_path
 from strix_pipeline.config_load import load_config
 
@@ -55,6 +57,7 @@ def build_definitions(config: StrixConfig, path: str) -> dg.Definitions:
             *benchmark_assets,
             aggregates,
             regressions,
+            release_comparisons,
             trend_charts,
             switch_decision,
             weekly_report,

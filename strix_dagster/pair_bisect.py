@@ -7,18 +7,15 @@ on first use), then runner/pair_bisect.store. The warehouse is read before and w
 held while engines run. Each step is logged as it is decided.
 """
 
-
 import time
-from pathlib import Path
 
 import dagster as dg
 
-from assets.resources import StrixConfigResource, WarehouseResource
+from assets.resources import PairRunnerResource, StrixConfigResource, WarehouseResource
 from strix_pipeline.analysis.bisect.steps import releases_between
-from strix_pipeline.config import StrixConfig
 from strix_pipeline.runner import pair_bisect
-from strix_pipeline.runner.pair_runs import PAIR_HOST, PairSpec, local_runs, package_version, pair_profile
-from strix_pipeline.runner.pairs import METRICS, Progress, Release, RunOne
+from strix_pipeline.runner.pair_runs import PAIR_HOST, release_to_run
+from strix_pipeline.runner.pairs import METRICS, Release
 
 
 class PairBisectConfig(dg.Config):
@@ -37,18 +34,9 @@ class PairBisectConfig(dg.Config):
     seed: int = 0
 
 
-class PairRunnerResource(dg.ConfigurableResource):
-    """The engine starts of comparisons by pairs: a fresh llama-server of each release on host local
-    (the tests give a stand-in with a known step and noise)."""
-
-    def run_one(self, config: StrixConfig, log_dir: Path, progress: Progress) -> RunOne:
-        spec = PairSpec.of(config.profiles[pair_profile(config)])
-        return local_runs(config, spec, log_dir, progress)
-
-
 def _between(config: PairBisectConfig, known: list) -> list[Release]:
     if config.between:
-        return [Release(t, package_version(t)) for t in config.between]
+        return [release_to_run(t) for t in config.between]
     by_tag = {i.tag: i for i in known}
     missing = [t for t in (config.before, config.after) if t not in by_tag]
     if missing:
@@ -57,7 +45,7 @@ def _between(config: PairBisectConfig, known: list) -> list[Release]:
             "or discover the releases first (strix images / the refresh job)"
         )
     found = releases_between(known, by_tag[config.before], by_tag[config.after], measured=set())
-    return [Release(c.version, package_version(c.version)) for c in found]
+    return [release_to_run(c.version) for c in found]
 
 
 @dg.op(
@@ -81,8 +69,7 @@ def pair_bisection(
     say = context.log.info
     say(f"{len(between)} releases between {config.before} and {config.after}; engine logs in {log_dir}")
     found = pair_bisect.bisect_by_pairs(
-        pair_runner.run_one(cfg, log_dir, say), Release(config.before, package_version(config.before)),
-        Release(config.after, package_version(config.after)), between, metric=config.metric, host=PAIR_HOST,
+        pair_runner.run_one(cfg, log_dir, say), release_to_run(config.before), release_to_run(config.after), between, metric=config.metric, host=PAIR_HOST,
         engine=config.engine, cap=config.cap or cfg.analysis.compare_max_pairs, target=config.target,
         seed=config.seed, max_steps=config.max_steps, progress=say,
     )  # fmt: skip

@@ -85,6 +85,13 @@ def cached_releases() -> list[str]:
     return [tag_of(v) for v in sorted(set(found), key=lambda v: int(v.split(".")[0]), reverse=True)]
 
 
+def release_to_run(tag: str) -> Release:
+    """The release a tag names, run from the installed build when it is that one, else built for this
+    CPU into the cache on its first start (a bisection's releases are rarely built yet)."""
+    version = package_version(tag)
+    return Release(tag_of(version), None if version == installed_llama_release() else version)
+
+
 def resolve_release(tag: str) -> Release:
     """The release a tag names, if this machine can run it: the installed build (``package_version``
     None) or a cached build; else :class:`UnknownRelease` naming what there is."""

@@ -130,3 +130,26 @@ def list_comparisons(
 def comparison_runs(con: duckdb.DuckDBPyConnection, comparison_id: str) -> list[ComparisonRun]:
     sql = f"SELECT {', '.join(RUN_COLUMNS)} FROM comparison_runs WHERE comparison_id = ? ORDER BY run"
     return [ComparisonRun(*r) for r in con.execute(sql, [comparison_id]).fetchall()]
+
+
+# The two newest releases an engine's usable runs on a host measured, in version order, and whether a
+# comparison by pairs of exactly those two (older as A, newer as B) is stored already.
+NEWEST_TWO_SQL = """
+SELECT image_version, max(version_order) AS v FROM v_run_base
+WHERE host = ? AND engine = ? AND usable AND image_version IS NOT NULL
+GROUP BY image_version ORDER BY v DESC LIMIT 2
+"""
+COMPARED_SQL = (
+    "SELECT count(*) FROM comparisons WHERE host = ? AND engine = ? AND release_a = ? AND release_b = ?"
+)
+
+
+def uncompared_newest(con: duckdb.DuckDBPyConnection, host: str, engine: str) -> tuple[str, str] | None:
+    """(previous, newest): the week's new release and the one before it on ``host``, when no comparison
+    by pairs of the two is stored yet; None with fewer than two releases or once compared."""
+    found = con.execute(NEWEST_TWO_SQL, [host, engine]).fetchall()
+    if len(found) < 2:
+        return None
+    newest, previous = found[0][0], found[1][0]
+    done = con.execute(COMPARED_SQL, [host, engine, previous, newest]).fetchone()[0]
+    return None if done else (previous, newest)

@@ -266,6 +266,10 @@ class Warehouse:
         self._writable()
         comparisons.save_comparison(self.con, rows, runs)
 
+    def uncompared_newest(self, host: str, engine: str) -> tuple[str, str] | None:
+        """(previous, newest) release on ``host`` not compared by pairs yet (warehouse.comparisons)."""
+        return comparisons.uncompared_newest(self.con, host, engine)
+
     def list_comparisons(
         self, *, limit: int | None = None, comparison_id: str | None = None
     ) -> list[ComparisonRecord]:

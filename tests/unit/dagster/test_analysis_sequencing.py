@@ -100,12 +100,14 @@ class Automation:
 def test_the_analysis_carries_the_automation_condition_and_its_sensor_runs(box_config: Path) -> None:
     defs = build_definitions(load_config(box_config), str(box_config))
     graph = defs.resolve_asset_graph()
-    for key in ANALYSIS:
+    # the week's comparison by pairs follows new results too, outside analysis_job (it starts engines)
+    automated = [*ANALYSIS, dg.AssetKey("release_comparisons")]
+    for key in automated:
         assert graph.get(key).automation_condition == EAGER, key.to_user_string()
     sensor = defs.resolve_sensor_def("analysis_automation")
     assert isinstance(sensor, dg.AutomationConditionSensorDefinition)
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
-    assert sensor.asset_selection.resolve(graph) == set(ANALYSIS)
+    assert sensor.asset_selection.resolve(graph) == set(automated)
     # the schedule's target holds the refresh and the benchmarks only: it cannot ask for the analysis
     schedule = defs.resolve_schedule_def("weekly_benchmark")
     assert defs.resolve_job_def(schedule.job_name).asset_layer.selected_asset_keys == {

@@ -20,11 +20,12 @@ EXPECTED_ASSETS = {
     "benchmark_run",
     "run_aggregates",
     "regressions",
+    "release_comparisons",
     "trend_charts",
     "switch_decision",
     "weekly_report",
 }
-EXPECTED_JOBS = {"refresh_images_job", "benchmark_job", "analysis_job", "main_job"}
+EXPECTED_JOBS = {"refresh_images_job", "benchmark_job", "analysis_job", "main_job", "pair_bisect_job"}
 EXAMPLE = REPO / "config" / "strix-halo.example.toml"
 
 
@@ -53,7 +54,9 @@ def test_default_definitions_load(monkeypatch: pytest.MonkeyPatch) -> None:
     graph = defs.resolve_asset_graph()
     bench = graph.get(dg.AssetKey("benchmark_run"))
     assert bench.pools == {"host_local"}
-    for name in EXPECTED_ASSETS - {"benchmark_run"}:
+    # the week's comparison by pairs starts llama-server on host local: its pool too
+    assert graph.get(dg.AssetKey("release_comparisons")).pools == {"host_local"}
+    for name in EXPECTED_ASSETS - {"benchmark_run", "release_comparisons"}:
         assert not graph.get(dg.AssetKey(name)).pools, name
     # Every asset carries a description a person can read in the UI.
     for name in EXPECTED_ASSETS:
