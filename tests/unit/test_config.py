@@ -27,8 +27,12 @@ def test_default_config_is_the_embedded_local_host():
         ("llamacpp", "gemma3-270m-bf16-gguf"),
     ]
     assert c.models["gemma3-270m"].quantization == "Q4_K_M"
-    assert c.models["gemma3-270m-bf16"].quantization == c.models["gemma3-270m-bf16-gguf"].quantization == "BF16"
-    assert len({c.models[m].family for m in ("gemma3-270m", "gemma3-270m-bf16", "gemma3-270m-bf16-gguf")}) == 1
+    assert (
+        c.models["gemma3-270m-bf16"].quantization == c.models["gemma3-270m-bf16-gguf"].quantization == "BF16"
+    )
+    assert (
+        len({c.models[m].family for m in ("gemma3-270m", "gemma3-270m-bf16", "gemma3-270m-bf16-gguf")}) == 1
+    )
     # production's side is the Q4_K_M profile, and it decides
     assert c.decision.baseline_model == "gemma3-270m" and c.decision.decided_by == "production"
     assert c.decision.host == "local"
