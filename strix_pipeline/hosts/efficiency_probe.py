@@ -33,7 +33,7 @@ from typing import Any
 
 from strix_pipeline.config import HostConfig
 from strix_pipeline.engines.base import flag_value
-from strix_pipeline.hosts import box_checks
+from strix_pipeline.hosts import box_checks, model_files
 from strix_pipeline.hosts.docker_host import split_image_ref
 from strix_pipeline.memory import bandwidth as bandwidth_module
 from strix_pipeline.memory import bytes_per_token as bytes_module
@@ -273,7 +273,11 @@ def measure_on_host(
     mounts, in_container = [], None
     if host_path is not None:
         in_container = f"{MODEL_MOUNT}/{PurePosixPath(host_path).name}"
-        mounts = [docker.types.Mount(in_container, host_path, type="bind", read_only=True)]
+        # every part of a split GGUF beside the first, as the reader looks for them
+        mounts = [
+            docker.types.Mount(f"{MODEL_MOUNT}/{PurePosixPath(f).name}", f, type="bind", read_only=True)
+            for f in model_files.required_files(host_path).files
+        ]
     argv = probe_command(
         host.efficiency_probe_python, threads, in_container, size_mib=size_mib, time_budget_s=time_budget_s
     )

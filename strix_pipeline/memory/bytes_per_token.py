@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import struct
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -264,11 +265,33 @@ def _per_layer(name: str, key: str, value: Any, layers: int) -> list[int]:
     return values
 
 
-def from_gguf(path: Path) -> ModelBytes:
-    """Weight bytes from the GGUF's tensor infos; KV bytes per token from its metadata (f16 cache)."""
-    path = Path(path)
+# llama.cpp's llama_split_path, "%s-%05d-of-%05d.gguf" (hosts/model_files.py reads the same names; this
+# module runs on its own in the efficiency probe's container, so it spells the pattern itself)
+_SPLIT_NAME = re.compile(r"^(?P<prefix>.+)-(?P<no>[0-9]{5})-of-(?P<count>[0-9]{5})\.gguf$")
+
+
+def _gguf_parts(path: Path, metadata: dict[str, Any]) -> list[Path]:
+    """Every file of the model: a split GGUF (gguf-split's ``split.count`` > 1) is read from its first
+    part, the others beside it by llama.cpp's names; any other GGUF is one file."""
+    count = metadata.get("split.count")
+    if not isinstance(count, int) or isinstance(count, bool) or count <= 1:
+        return [path]
+    no = metadata.get("split.no", 0)
+    if no != 0:
+        raise ModelFileError(f"{path.name}: part {no + 1} of {count} of a split GGUF: give its first part")
+    m = _SPLIT_NAME.match(path.name)
+    if m is None or int(m["count"]) != count:
+        raise ModelFileError(
+            f"{path.name}: split.count is {count} but the name is not <name>-00001-of-{count:05d}.gguf"
+        )
+    return [path] + [
+        path.with_name(f"{m['prefix']}-{i:05d}-of-{count:05d}.gguf") for i in range(2, count + 1)
+    ]
+
+
+def _part_sizes(path: Path, tensors: list[dict[str, Any]], data_start: int) -> dict[str, int]:
+    """Each tensor's bytes in one file, checked against the file's size."""
     name = path.name
-    metadata, tensors, data_start = read_gguf_header(path)
     sizes = {t["name"]: _gguf_tensor_bytes(name, t) for t in tensors}
     file_size = path.stat().st_size
     for t in tensors:
@@ -277,6 +300,23 @@ def from_gguf(path: Path) -> ModelBytes:
             raise ModelFileError(
                 f"{name}: tensor {t['name']} ends at byte {end}, beyond the file's {file_size} (truncated file?)"
             )
+    return sizes
+
+
+def from_gguf(path: Path) -> ModelBytes:
+    """Weight bytes from the GGUF's tensor infos (every part of a split GGUF); KV bytes per token from
+    its metadata (f16 cache)."""
+    path = Path(path)
+    name = path.name
+    metadata, tensors, data_start = read_gguf_header(path)
+    sizes = _part_sizes(path, tensors, data_start)
+    parts = _gguf_parts(path, metadata)
+    for part in parts[1:]:
+        if not part.is_file():
+            raise ModelFileError(f"{name}: part {part.name} of the split GGUF is not beside it")
+        _, more, more_start = read_gguf_header(part)
+        sizes |= _part_sizes(part, more, more_start)
+        tensors = tensors + more
     arch = _meta(name, metadata, "general.architecture")
     layers = _meta(name, metadata, f"{arch}.block_count")
     if not isinstance(layers, int) or isinstance(layers, bool) or layers < 1:
@@ -304,6 +344,7 @@ def from_gguf(path: Path) -> ModelBytes:
     weights, excluded = _without_looked_up_embedding(sizes, _GGUF_EMBEDDING, _GGUF_OUTPUT)
     details = {
         "file": str(path),
+        "parts": len(parts),
         "architecture": arch,
         "tensors": len(tensors),
         "block_count": layers,

@@ -16,13 +16,15 @@ import subprocess
 import time
 from collections.abc import Iterator
 
+import docker
 import pytest
 from conftest import need
-from support.bench_docker import HOST, assert_served, make_config, run, target
+from support.bench_docker import DOCKER_HOST, HOST, assert_served, make_config, run, target
+from support.gguf_files import F32, write_split
 from support.python_image import python_numpy_image, python_parts
 
-from strix_pipeline.config import StrixConfig
-from strix_pipeline.hosts.efficiency_probe import PROBE_NAME
+from strix_pipeline.config import HostConfig, StrixConfig
+from strix_pipeline.hosts.efficiency_probe import PROBE_NAME, measure_on_host
 from strix_pipeline.memory.bytes_per_token import from_gguf
 from strix_pipeline.warehouse import Warehouse
 
@@ -136,3 +138,28 @@ def test_a_probe_image_without_python_costs_the_figure_not_the_run(llama, model_
     )
     actions = [a for a, _ in probe_events(since)]
     assert "create" in actions and "destroy" in actions, actions  # it was tried, and removed
+
+
+def test_the_probe_reads_every_part_of_a_split_gguf(python_numpy, tmp_path):
+    """gpt-oss-120b's GGUF comes as three files: the probe container gets every part mounted beside
+    the first and counts the weights of all of them, not the first's third."""
+    models = tmp_path / "models"
+    models.mkdir()
+    meta = {
+        "general.architecture": "toy", "toy.block_count": 2, "toy.embedding_length": 64,
+        "toy.attention.head_count": 4, "toy.attention.head_count_kv": 2,
+    }  # fmt: skip
+    tensors = [(f"blk.{i}.ffn.weight", [64, 64], F32) for i in range(6)]
+    first, *_ = write_split(models, meta, tensors, parts=3)
+    host = HostConfig.model_validate(
+        {"kind": "docker", "docker_host": DOCKER_HOST, "models_dir": str(models),
+         "efficiency_probe_image": python_numpy}
+    )  # fmt: skip
+    client = docker.DockerClient(base_url=DOCKER_HOST)
+    try:
+        _, found, why = measure_on_host(client, host, 1, first.name, size_mib=8, time_budget_s=0.5)
+    finally:
+        client.close()
+    assert why is None and found is not None, why
+    assert found.weight_bytes == from_gguf(first).weight_bytes == 6 * 64 * 64 * 4
+    assert found.details["parts"] == 3

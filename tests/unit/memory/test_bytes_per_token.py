@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import need
+from support.gguf_files import F32, Q4_K, Q8_0, write_gguf, write_split
 
 from strix_pipeline.memory.bytes_per_token import (
     ModelBytes,
@@ -21,53 +22,6 @@ from strix_pipeline.memory.bytes_per_token import (
 from strix_pipeline.provision import gemma_model
 from strix_pipeline.provision.cache import cache_dir
 from strix_pipeline.provision.gemma_checkpoint import find_checkpoint, gguf_sha256
-
-# ---- a minimal GGUF writer (version 3, little-endian)
-
-F32, Q8_0, Q4_K = 0, 8, 12
-_BYTES = {F32: (1, 4), Q8_0: (32, 34), Q4_K: (256, 144)}
-
-
-def _s(text: str) -> bytes:
-    b = text.encode()
-    return struct.pack("<Q", len(b)) + b
-
-
-def _value(v) -> tuple[int, bytes]:
-    if isinstance(v, str):
-        return 8, _s(v)
-    if isinstance(v, bool):
-        return 7, struct.pack("<?", v)
-    if isinstance(v, int):
-        return 4, struct.pack("<I", v)
-    if isinstance(v, float):
-        return 6, struct.pack("<f", v)
-    if isinstance(v, list):  # arrays of uint32 (per-layer counts) or of strings
-        itype = 8 if v and isinstance(v[0], str) else 4
-        body = b"".join(_value(x)[1] for x in v)
-        return 9, struct.pack("<IQ", itype, len(v)) + body
-    raise TypeError(v)
-
-
-def write_gguf(path: Path, metadata: dict, tensors: list[tuple[str, list[int], int]], cut: int = 0) -> Path:
-    """A GGUF with ``metadata`` and ``tensors`` (name, shape, ggml type); tensor data zeros, 32-aligned."""
-    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(metadata))
-    for key, v in metadata.items():
-        vtype, body = _value(v)
-        out += _s(key) + struct.pack("<I", vtype) + body
-    offset, sizes = 0, []
-    for name, shape, kind in tensors:
-        block, per_block = _BYTES.get(kind, (1, 1))
-        size = math.prod(shape) // block * per_block
-        out += _s(name) + struct.pack("<I", len(shape)) + struct.pack(f"<{len(shape)}Q", *shape)
-        out += struct.pack("<IQ", kind, offset)
-        sizes.append(size)
-        offset += size + (-size % 32)
-    out += b"\0" * (-len(out) % 32)
-    out += b"\0" * offset
-    path.write_bytes(out[: len(out) - cut] if cut else out)
-    return path
-
 
 META = {
     "general.architecture": "toy",
@@ -366,3 +320,19 @@ def test_the_real_bf16_checkpoint(gemma_gguf: Path) -> None:
     assert m.weight_bytes == 536_196_352  # 268,098,176 parameters x 2 bytes
     assert m.kv_bytes_per_token == 18_432
     assert m.details["output_tied_to_embedding"] is True
+
+
+def test_a_split_gguf_counts_the_weights_of_every_part(tmp_path: Path) -> None:
+    first, *_ = write_split(tmp_path, META, TENSORS, parts=3)
+    m = from_gguf(first)
+    assert m.weight_bytes == WEIGHTS and m.kv_bytes_per_token == KV
+    assert m.details["parts"] == 3 and m.details["tensors"] == len(TENSORS)
+
+
+def test_a_split_gguf_without_a_part_or_given_a_later_one_is_named(tmp_path: Path) -> None:
+    first, second = write_split(tmp_path, META, TENSORS)
+    with pytest.raises(ModelFileError, match="part 2 of 2 of a split GGUF: give its first part"):
+        from_gguf(second)
+    second.unlink()
+    with pytest.raises(ModelFileError, match="toy-00002-of-00002.gguf of the split GGUF is not beside it"):
+        from_gguf(first)
