@@ -534,6 +534,8 @@ def _model_place(
         return Check(
             host, name, False, True, f"{files.problem}; {detail}", _path_fix(seen.profile, files, cfg)
         )
+    if files.in_image:
+        return Check(host, name, True, True, f"in the engine's image (the host has no models_dir): {detail}")
     if not checked:
         return Check(host, name, False, False, f"not looked for (see {stop_checks.MODELS}): {detail}")
     if seen.ok:

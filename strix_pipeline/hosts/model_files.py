@@ -28,6 +28,9 @@ class ModelFiles:
     path: str  # the path as the engine is given it
     files: tuple[str, ...]  # every file that must exist (a split GGUF's parts in order)
     problem: str | None = None  # why the path cannot work whatever is on the host
+    # a relative path on a host without models_dir: the model ships in the engine's image, under its
+    # /models (nothing of the host is mounted there), so there is nothing to look for on the host
+    in_image: bool = False
 
     @property
     def directory(self) -> str:
@@ -67,14 +70,15 @@ def required_files(path: str) -> ModelFiles:
 
 def on_host(path: str, models_dir: str | None) -> ModelFiles:
     """:func:`required_files` of a profile's path on a Docker host: a relative path is under the
-    host's ``models_dir`` (the engine's own rule). Two more ways it cannot work: a relative path on a
-    host without ``models_dir``, and a split GGUF outside ``models_dir`` -- the engine container
-    mounts such a path on its own (DockerLauncher.volumes), so the other parts are not in it."""
+    host's ``models_dir`` (the engine's own rule); on a host without one it is in the engine's image
+    (``in_image``: the container's /models is the image's own). One more way it cannot work: a split
+    GGUF outside ``models_dir`` -- the engine container mounts such a path on its own
+    (DockerLauncher.volumes), so the other parts are not in it."""
     found = required_files(model_host_path(path, models_dir))
     if found.problem:
         return found
     if not PurePosixPath(found.path).is_absolute():
-        return ModelFiles(found.path, found.files, f"{path} is relative and the host has no models_dir")
+        return ModelFiles(found.path, found.files, in_image=True)
     inside = bool(models_dir) and found.path.startswith(str(models_dir).rstrip("/") + "/")
     if found.split and not inside:
         where = f"outside models_dir {models_dir}" if models_dir else "on a host without models_dir"

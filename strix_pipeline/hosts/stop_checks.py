@@ -111,7 +111,7 @@ def find_models(
     # a path that cannot work whatever is on the host needs no probe
     by_dir: dict[str, dict[str, None]] = {}  # directory -> the names in it (ordered, once each)
     for f in wanted.values():
-        if not f.problem:
+        if not f.problem and not f.in_image:
             by_dir.setdefault(f.directory, {}).update(dict.fromkeys(f.names))
     absent, no_dir, could_not = _look(client, host, by_dir)
     seen = [
@@ -169,7 +169,12 @@ def models_finding(seen: list[ModelSeen], could_not: Finding | None = None) -> F
     ]
     if gone:
         return Finding(name, False, "absent: " + "; ".join(gone), fix)
-    shown = [s.files.path + (f" (+{len(s.files.files) - 1} parts)" if s.files.split else "") for s in seen]
+    shown = [
+        f"{s.files.path} in the engine's image (no models_dir: nothing of the host's to look for)"
+        if s.files.in_image
+        else s.files.path + (f" (+{len(s.files.files) - 1} parts)" if s.files.split else "")
+        for s in seen
+    ]
     return Finding(name, True, ", ".join(sorted(shown)))
 
 

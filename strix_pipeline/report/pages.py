@@ -119,11 +119,16 @@ def _criteria(data: ReportData, d: Decision) -> str:
     return f"<table class='criteria'><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 
+PAIR_COLUMNS = ["criterion", "pair", "status", "value", "95 % interval", "runs"]
+
+
 def _pairs(data: ReportData, d: Decision) -> str:
     """C3 and C5 on both pairs, the deciding one marked: the engine's effect (equal weights) beside
-    the deployment's (each engine's production format)."""
-    rows = [
-        [
+    the deployment's (each engine's production format). Laid out as the criteria are: a table on a
+    wide screen, a labelled card per row on a phone (nothing scrolls sideways)."""
+    rows = []
+    for p in pair_rows(d):
+        cells = [
             esc(p.criterion),
             esc(p.label) + (" <strong>(decides)</strong>" if p.decides else ""),
             f"<strong class='status'>{esc(p.status)}</strong>",
@@ -131,14 +136,18 @@ def _pairs(data: ReportData, d: Decision) -> str:
             esc(p.interval),
             " vs ".join(_run_link(data, r) for r in p.run_ids) or "–",
         ]
-        for p in pair_rows(d)
-    ]
+        tds = "".join(
+            f"<td data-label='{esc(label)}'>{cell}</td>"
+            for label, cell in zip(PAIR_COLUMNS, cells, strict=True)
+        )
+        rows.append(f"<tr class='pair status-{esc(p.status)}'>{tds}</tr>")
     if not rows:
         return ""
+    head = "".join(f"<th scope='col'>{esc(h)}</th>" for h in PAIR_COLUMNS)
     return (
         "<h3 id='pairs'>C3 and C5 on both pairs</h3><p class='muted'>production: each engine in its "
         "production format; equal weights: the baseline serving the candidate's own weights.</p>"
-        + table(["criterion", "pair", "status", "value", "95 % interval", "runs"], rows, numeric={3})
+        f"<table class='criteria pairs'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
 
 

@@ -61,8 +61,8 @@ def test_on_a_docker_host_a_relative_path_is_under_models_dir():
     found = on_host("gpt-oss-120b-mxfp4-00001-of-00003.gguf", "/srv/models")
     assert found.problem is None
     assert found.files == tuple(GPT.format(f"0000{i}") for i in (1, 2, 3))
-    relative = on_host("x.gguf", None)
-    assert relative.problem is not None and "no models_dir" in relative.problem
+    relative = on_host("x.gguf", None)  # no models_dir: in the engine's image (the next test)
+    assert relative.problem is None and relative.in_image
 
 
 def test_a_split_gguf_outside_models_dir_is_a_problem_a_single_file_is_not():
@@ -107,3 +107,11 @@ def test_doctors_scp_destination_names_the_user_variable_not_its_value(monkeypat
     plain = ssh_target(HostConfig(kind="docker", docker_host="ssh://bench@box.lan"))
     assert _scp_destination(plain) == "bench@box.lan"
     assert _scp_destination(None) is None
+
+
+def test_a_relative_path_on_a_host_without_models_dir_is_in_the_engines_image() -> None:
+    # the container's /models is the image's own then (nothing of the host is mounted there): the
+    # model ships in the image, as the vLLM test image's does, and there is nothing to look for
+    found = on_host("gemma3-270m-bf16", None)
+    assert found.in_image and found.problem is None and found.files == ("gemma3-270m-bf16",)
+    assert not on_host("gemma3-270m-bf16", "/srv/models").in_image
