@@ -184,9 +184,8 @@ def noise_markdown(rows: list[NoiseRecord]) -> str:
         "|---|---|---|---|---|---|",
     ]
     for r in rows:
-        steps = " / ".join(f"{x:.1%}" for x in (r.step_3_pairs, r.step_5_pairs, r.step_10_pairs))
         lines.append(
-            f"| {r.host} | {r.engine} {r.version} | {r.metric} · {r.scenario}@{r.level} | {r.runs} | {r.cv:.1%} | {steps} |"
+            f"| {r.host} | {r.engine} {r.version} | {r.metric} · {r.scenario}@{r.level} | {r.runs} | {r.cv:.1%} | {r.steps_text} |"
         )
     return "\n".join(lines)
 

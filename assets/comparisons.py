@@ -9,14 +9,13 @@ and written after, never held while engines run.
 """
 
 import hashlib
-import time
 
 import dagster as dg
 
 from assets.analysis import EAGER
 from assets.benchmark import host_pool
 from assets.resources import PairRunnerResource, StrixConfigResource, WarehouseResource
-from strix_pipeline.runner.pair_runs import PAIR_HOST, release_to_run
+from strix_pipeline.runner.pair_runs import PAIR_HOST, pair_log_dir, release_to_run
 from strix_pipeline.runner.pairs import compare_releases, records
 
 ENGINE = "llamacpp"  # the engine comparisons by pairs can start on host local
@@ -57,7 +56,7 @@ def release_comparisons(
         )
     previous, newest = due
     say = context.log.info
-    log_dir = config.artifacts_dir() / "compare" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    log_dir = pair_log_dir(config)
     say(f"{newest} against {previous} on {PAIR_HOST} by pairs; engine logs in {log_dir}")
     result = compare_releases(
         pair_runner.run_one(config, log_dir, say), release_to_run(previous), release_to_run(newest),

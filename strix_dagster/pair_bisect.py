@@ -7,14 +7,12 @@ on first use), then runner/pair_bisect.store. The warehouse is read before and w
 held while engines run. Each step is logged as it is decided.
 """
 
-import time
-
 import dagster as dg
 
 from assets.resources import PairRunnerResource, StrixConfigResource, WarehouseResource
 from strix_pipeline.analysis.bisect.steps import releases_between
 from strix_pipeline.runner import pair_bisect
-from strix_pipeline.runner.pair_runs import PAIR_HOST, release_to_run
+from strix_pipeline.runner.pair_runs import PAIR_HOST, pair_log_dir, release_to_run
 from strix_pipeline.runner.pairs import METRICS, Release
 
 
@@ -65,7 +63,7 @@ def pair_bisection(
     with warehouse.reader() as wh:
         known = wh.known_images(config.engine)
     between = _between(config, known)
-    log_dir = cfg.artifacts_dir() / "pair-bisect" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    log_dir = pair_log_dir(cfg, "pair-bisect")
     say = context.log.info
     say(f"{len(between)} releases between {config.before} and {config.after}; engine logs in {log_dir}")
     found = pair_bisect.bisect_by_pairs(

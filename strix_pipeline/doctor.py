@@ -663,9 +663,7 @@ def _efficiency_image(host: str, cfg: HostConfig, client: docker.DockerClient) -
     shown = f"{size / GB:.1f} GB" if size >= GB else f"{size / 1e6:.0f} MB"
     on_host = f"{image} ({shown} on the host)" if size else image
     if probe is None:
-        # no model is given to this probe: its "model bytes unknown" is no finding
-        said = "; ".join(w for w in (why or "").split("; ") if not w.startswith("model bytes unknown"))
-        return Check(host, EFFICIENCY, False, True, f"{on_host}: {said}", suggest)
+        return Check(host, EFFICIENCY, False, True, f"{on_host}: {why}", suggest)
     return Check(
         host, EFFICIENCY, True, True, f"{on_host}: {cfg.efficiency_probe_python} with numpy runs the probe"
     )

@@ -26,6 +26,7 @@ from strix_pipeline.runner.pair_runs import (
     PairSpec,
     UnknownRelease,
     local_runs,
+    pair_log_dir,
     pair_profile,
     resolve_release,
 )
@@ -64,7 +65,7 @@ def compare(args: argparse.Namespace) -> int:
     def say(line: str) -> None:
         console.print(shown(line))
 
-    log_dir = config.artifacts_dir() / "compare" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    log_dir = pair_log_dir(config)
     say(f"strix compare {a.tag} {b.tag} on {HOST}: pairs of {spec.decode_output_tokens}-token decodes "
         f"and {spec.prefill_requests} prefills of {spec.prefill_tokens} tokens, seed {seed}, cap {cap} pairs, "
         f"target {args.target:.0%}; engine logs in {log_dir}")  # fmt: skip

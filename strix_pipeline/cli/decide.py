@@ -261,7 +261,6 @@ def print_noise(rows: list[NoiseRecord]) -> None:
     ):
         table.add_column(col, overflow="fold")
     for r in rows:
-        steps = " / ".join(f"{x:.1%}" for x in (r.step_3_pairs, r.step_5_pairs, r.step_10_pairs))
         cells = (
             r.host,
             f"{r.engine} {r.version}",
@@ -270,7 +269,7 @@ def print_noise(rows: list[NoiseRecord]) -> None:
             r.metric,
             str(r.runs),
             f"{r.cv:.1%}",
-            steps,
+            r.steps_text,
         )
         table.add_row(*(shown(c) for c in cells))
     console.print(table)

@@ -262,8 +262,8 @@ def measure_on_host(
     time_budget_s: float = 3.0,
 ) -> tuple[BandwidthProbe | None, ModelBytes | None, str | None]:
     """(bandwidth, model bytes, why either is missing) from one probe container on the host.
-    ``model_path``: the profile's path (relative to ``models_dir`` or absolute); ``threads`` None:
-    every CPU the container may use. Never raises for the host's or the image's sake."""
+    ``model_path``: the profile's path (relative to ``models_dir`` or absolute; None: the bandwidth
+    alone); ``threads`` None: every CPU the container may use. Never raises for the host's or the image's sake."""
     import docker.types
 
     image = host.efficiency_probe_image
@@ -319,6 +319,6 @@ def measure_on_host(
         said = " ".join(err.split())[-300:] or " ".join(out.split())[-300:]
         return None, None, f"efficiency probe in {image} exited {code}: {said}"
     probe, model, problems = parse_output(out, image=image, host_model_path=host_path)
-    if why_no_path:
+    if why_no_path and model_path is not None:  # no model asked for (doctor's check): nothing unknown
         problems.append(f"model bytes unknown: {why_no_path}")
     return probe, model, "; ".join(problems) or None

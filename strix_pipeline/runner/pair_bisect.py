@@ -106,11 +106,12 @@ def bisect_by_pairs(
         )
     )  # fmt: skip
     search = Search(len(between))
+    exhausted = False
     while (i := search.next_index()) is not None:
         # a midpoint that could not be run is skipped (as `git bisect skip`) and costs no step of the
         # budget: the search goes on around it, bounded by the releases there are
         if sum(s.side != "skipped" for s in out.steps) >= budget:
-            search.stopped = f"{budget} steps spent before the range closed"
+            search.stopped, exhausted = f"{budget} steps spent before the range closed", True
             break
         mid = between[i]
         progress(
@@ -149,13 +150,14 @@ def bisect_by_pairs(
                 decided_at=now(),
             )
         )  # fmt: skip
-    _finish(out, search, before, after, between, now())
+    _finish(out, search, exhausted, before, after, between, now())
     return out
 
 
 def _finish(
     out: PairBisection,
     search: Search,
+    exhausted: bool,
     before: Release,
     after: Release,
     between: Sequence[Release],
@@ -174,7 +176,7 @@ def _finish(
         r.reason = (
             f"{r.first_release} differs from {r.last_without}, the last release the same as {before.tag}"
         )
-    elif search.stopped and "steps spent" in search.stopped:
+    elif exhausted:
         r.status, r.reason = "exhausted", search.stopped
     else:
         r.status, r.reason = "inconclusive", search.stopped or "every release left was skipped"

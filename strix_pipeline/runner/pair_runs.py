@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,12 +96,11 @@ def release_to_run(tag: str) -> Release:
 def resolve_release(tag: str) -> Release:
     """The release a tag names, if this machine can run it: the installed build (``package_version``
     None) or a cached build; else :class:`UnknownRelease` naming what there is."""
+    release = release_to_run(tag)
     version = package_version(tag)
+    if release.package_version is None or llamacpp_build.find_release(version) is not None:
+        return release
     installed = installed_llama_release()
-    if version == installed:
-        return Release(tag_of(version), None)
-    if llamacpp_build.find_release(version) is not None:
-        return Release(tag_of(version), version)
     have = [f"{tag_of(installed)} (installed)"] if installed else []
     have += [t for t in cached_releases() if installed is None or t != tag_of(installed)]
     raise UnknownRelease(
@@ -293,6 +293,11 @@ def local_runs(config: StrixConfig, spec: PairSpec, log_dir: Path, progress: Pro
         busy_steal_pct=config.analysis.busy_steal_pct,
         busy_outside_pct=config.analysis.busy_outside_pct,
     )
+
+
+def pair_log_dir(config: StrixConfig, kind: str = "compare") -> Path:
+    """Where one comparison's (or one bisection's) engine logs go: ``artifacts/<kind>/<UTC time>``."""
+    return config.artifacts_dir() / kind / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
 
 
 def pair_profile(config: StrixConfig, asked: str | None = None) -> str:

@@ -38,6 +38,11 @@ class NoiseRecord:
     step_10_pairs: float
     run_ids: list[str]
 
+    @property
+    def steps_text(self) -> str:
+        """ "14.8% / 7.6% / 4.4%": the steps 3 / 5 / 10 pairs detect, as `strix changes` and the asset show them."""
+        return " / ".join(f"{x:.1%}" for x in (self.step_3_pairs, self.step_5_pairs, self.step_10_pairs))
+
 
 NOISE_COLUMNS = column_names(NoiseRecord)
 

@@ -32,6 +32,7 @@ class PairStandIn:
     # the releases that carry the step (a series of releases: every one from the first that made it);
     # None: b_tag alone
     changed: frozenset[str] | None = None
+    broken: frozenset[str] = frozenset()  # releases that never start: every run of them fails
     calls: list[str] = field(default_factory=list)  # "<tag> <label>", in order
     rng: random.Random = field(init=False)
     latency_rng: random.Random = field(init=False)  # its own stream: the throughput draws stay as they were
@@ -42,7 +43,7 @@ class PairStandIn:
 
     def __call__(self, release: Release, label: str) -> RunFigures:
         self.calls.append(f"{release.tag} {label}")
-        if len(self.calls) in self.fail_runs:
+        if len(self.calls) in self.fail_runs or release.tag in self.broken:
             raise RunFailed(
                 f"llama-server exited with code -9 during decode (stand-in run {len(self.calls)})"
             )
