@@ -4,23 +4,43 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from assets.partitions import image_versions
+from assets.partitions import HOST_TAG, NIGHT_TAG, image_versions
 from assets.resources import HostAccessResource, StrixConfigResource, WarehouseResource
 from strix_pipeline import plan, window_plan
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.planning.measured import deferral_ages
 from strix_pipeline.records import LevelAggregate, RunRecord, RunResult
 from strix_pipeline.runner import RunCancelled, run_benchmark
+from strix_pipeline.runner.docker import restore_held
 from strix_pipeline.runner.night import HostNight, night_order
 from strix_pipeline.units import gib, gib_text
 from strix_pipeline.usable import completeness, deferred, memory_back, served
 from strix_pipeline.warehouse import spool
 from strix_pipeline.warehouse.errors import WarehouseError
 
+# a run of the night not finished yet, that will still come to its benchmark
+_TO_COME = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
+
 COMPLETENESS = "benchmark_complete"
 ENGINE_SERVED = "engine_served"
 MEMORY_RETURNED = "memory_back_at_baseline"
 PRODUCTION_RESTORED = "production_restored"
+
+
+def night_runs_to_come(instance: dg.DagsterInstance, host: str, night: str, done: set[str]) -> int:
+    """The runs of weekly night ``night`` on ``host`` still to come to their benchmark: queued or
+    running, and not among ``done`` (the runs whose part of the night is over)."""
+    if not night:
+        return 0
+    runs = instance.get_runs(
+        filters=dg.RunsFilter(tags={NIGHT_TAG: night, HOST_TAG: host}, statuses=_TO_COME)
+    )
+    return sum(1 for r in runs if r.run_id not in done)
 
 
 def host_pool(host: str) -> str:
@@ -49,9 +69,11 @@ SUMMARY_COLUMNS = [
 ]
 
 
-def _outage(run: RunRecord) -> str:
+def _outage(run: RunRecord, handed_over: int = 0) -> str:
     if run.production_down_at is None:
         return ""
+    if run.production_up_at is None and handed_over:
+        return f"; production down since {run.production_down_at:%H:%M:%S} for the night's {handed_over} more run(s)"
     if run.production_up_at is None:
         return f"; production DOWN since {run.production_down_at:%H:%M:%S}, not back"
     offline = (run.production_up_at - run.production_down_at).total_seconds()
@@ -166,7 +188,21 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
         cancelled: RunCancelled | None = None
         spooled_to = spool.spool_dir(config.artifacts_dir())
         facts = spool.HostFacts(host, config.hosts[host].kind, config.hosts[host].description)
-        with HostNight(host, config.hosts[host], log=context.log.info) as night:
+        # a night of the weekly schedule spans its Dagster runs (one per image version): production
+        # stays down for the night's later runs on this host and the last one starts it
+        night_id = context.run.tags.get(NIGHT_TAG)
+        with HostNight(
+            host,
+            config.hosts[host],
+            log=context.log.info,
+            night_id=night_id,
+            member=context.run_id,
+            state_dir=config.artifacts_dir() / "state",
+            more_to_come=lambda done: night_runs_to_come(
+                context.instance, host, night_id or "", done | {context.run_id}
+            ),
+            restore_held=restore_held(config, host, context.run_id, context.log.info),
+        ) as night:
             for target in order:
                 run_id = f"{target.host}-{target.engine}-{target.model}-{context.run_id[:8]}"
                 est = window_plan.read_estimate(config, target.host, target.engine, target.model, target.profile)  # fmt: skip
@@ -278,7 +314,12 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
                 metadata={
                     "detail": dg.MetadataValue.md(
                         "\n".join(f"- `{r.run.run_id}`: {r.run.failure_reason}" for r in broken)
-                        or "production restored (or none configured on this host)"
+                        or (
+                            f"production left down for the night's {night.handed_over} more run(s) on this host: "
+                            "the last one starts it (the restore armed on the Box starts it at the window's end if none does)"
+                            if night.handed_over
+                            else "production restored (or none configured on this host)"
+                        )
                     )
                 },
             )
@@ -297,7 +338,7 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
                 f"- run `{r.run.run_id}`: **{r.run.status}**"
                 + (f" — {r.run.failure_reason}" if r.run.failure_reason else "")
                 + (f"; held memory {gib_text(r.run.held_bytes)}" if r.run.held_bytes is not None else "")
-                + _outage(r.run)
+                + _outage(r.run, night.handed_over)
                 for r in results
             ],
         ]
@@ -308,6 +349,8 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
                 # deferred to the next night by name (runner/night.py), and the night's one stop
                 "deferred": dg.MetadataValue.json({d.name: d.reason for d in night.deferred}),
                 "production_stops": night.stops,
+                # production left down for this many later runs of the weekly night (0: started here)
+                "production_handed_over": night.handed_over,
                 "summary": summary_table(all_aggs),
                 "overview": dg.MetadataValue.md("\n".join(md)),
                 "engine_build": first.engine_build or "",

@@ -9,7 +9,7 @@ import re
 
 import dagster as dg
 
-from assets.partitions import image_versions
+from assets.partitions import HOST_TAG, image_versions
 
 ANALYSIS_KEYS = ("run_aggregates", "regressions", "trend_charts", "switch_decision", "weekly_report")
 ANALYSIS = dg.AssetSelection.assets(*ANALYSIS_KEYS)
@@ -33,9 +33,6 @@ def benchmark_job_for(benchmark_keys: list[str]):
         partitions_def=image_versions,
         description="Benchmark one image version on its host (one engine at a time per host).",
     )
-
-
-HOST_TAG = "strix/host"
 
 
 def host_job_name(host: str) -> str:

@@ -91,6 +91,7 @@ def build_sensor(benchmark_job, interval_s: int = 3600) -> dg.SensorDefinition:
                     cfg,
                     i,
                     run_key=f"{i.digest}-deferred-{deferred[i.digest]}" if i.digest in again else i.digest,
+                    now=now,  # one night with the other runs of the host's open window
                 )
             ],
             dynamic_partitions_requests=[image_versions.build_add_request(keys)] if keys else [],

@@ -67,6 +67,7 @@ def build_schedule(config: StrixConfig, bench_keys: list[dg.AssetKey]) -> dg.Sch
                 run_key=f"weekly-{stamp}-{i.digest}",
                 asset_selection=bench_keys,
                 priority=priority[i.digest],
+                now=now,
             )
         ]
         return requests

@@ -83,6 +83,37 @@ def marker_path(state_dir: str | Path, host_name: str) -> Path:
     return inside(Path(state_dir), f"production-not-restored-{host_name}.json")
 
 
+HELD_FOR_NIGHT = "held_for_night"
+
+
+def read_marker(state_dir: str | Path, host_name: str) -> dict[str, Any] | None:
+    """The marker an earlier run left for ``host_name`` (None: none, or not readable JSON)."""
+    try:
+        info = json.loads(marker_path(state_dir, host_name).read_text())
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) else None
+
+
+def held_for_night(info: dict[str, Any] | None, night: str, now: datetime) -> bool:
+    """``info`` is production held down on purpose for the later runs of ``night``, its planned outage
+    not over: a run of that night joins it instead of restoring production first."""
+    if not info or info.get("state") != HELD_FOR_NIGHT or info.get("night") != night:
+        return False
+    try:
+        restore_by = datetime.fromisoformat(str(info.get("restore_by")))
+    except ValueError:
+        return False
+    return now < restore_by
+
+
+def _when(text: object) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(text)) if text else None
+    except ValueError:
+        return None
+
+
 def http_healthy(url: str, timeout_s: float = 5.0) -> bool:
     try:
         return httpx.get(url, timeout=timeout_s).status_code == 200
@@ -273,7 +304,11 @@ class ProductionGuard:
             info = {}
         before = f"run {info.get('run_id', '?')} stopped production on host {self.host_name} at {info.get('stopped_at') or info.get('at', '?')}"
         why = info.get("reason") or (
-            "its controller never came back" if info.get("state") == "stopped" else "unknown reason"
+            "its controller never came back"
+            if info.get("state") == "stopped"
+            else f"it was left down for night {info.get('night')}'s {info.get('remaining', '?')} later run(s), which did not all come"
+            if info.get("state") == HELD_FOR_NIGHT
+            else "unknown reason"
         )
         fired = self.fired()
         if self.healthy(self.production.health_url):
@@ -281,7 +316,7 @@ class ProductionGuard:
                 self._alert(
                     f"production on host {self.host_name} was restored by the fallback on the Box at {fired.at} ({before}; {why}; {fired.describe()})"
                 )
-            elif info.get("state") == "stopped":
+            elif info.get("state") in ("stopped", HELD_FOR_NIGHT):
                 self._alert(
                     f"production on host {self.host_name} is healthy again, restored by neither the run nor the fallback ({before}; {why})"
                 )
@@ -441,6 +476,22 @@ class ProductionGuard:
             )
             self._write_marker("not_restored", reason=self.restore_error)
             return False
+
+    # -- a night carried from one Dagster run to the next (runner/night.py)
+
+    def hand_over(self, night: str, done: list[str], remaining: int) -> None:
+        """Leave production down for ``night``'s later runs: the marker says so (a run of that night
+        joins it; any other run restores it first), the Box's own restore stays armed for the window's
+        end, so production comes back even when no later run ever starts."""
+        self._write_marker(HELD_FOR_NIGHT, night=night, done=done, remaining=remaining, armed=self.armed)
+
+    def adopt(self, info: dict[str, Any]) -> None:
+        """Take over production as an earlier run of the night left it (stopped, its restore armed)."""
+        self.stopped = True
+        self.stopped_at = _when(info.get("stopped_at"))
+        self.restore_by = _when(info.get("restore_by")) or self.restore_by
+        self.suspended_policy = info.get("restart_policy")
+        self.armed = info.get("armed") or "armed by an earlier run of the night"
 
     def __enter__(self) -> ProductionGuard:
         self.check_marker()

@@ -69,6 +69,16 @@ def window_at(host: HostConfig, default_schedule: str, at: datetime, timezone: s
     return WindowCheck(True, Window(start, end), f"inside the window until {end:%Y-%m-%d %H:%M %Z}")
 
 
+def night_of(host: HostConfig, default_schedule: str, at: datetime, timezone: str = "UTC") -> str | None:
+    """The night a run launched at ``at`` belongs to: the open window's start (``2026-12-07T03:00``
+    in the configured zone), the name the weekly schedule and the sensor tag runs with, so that one
+    night's runs stop production once between them. None: no window open (or none kept)."""
+    if not keeps_window(host):
+        return None
+    check = window_at(host, default_schedule, at, timezone)
+    return f"{check.window.start:%Y-%m-%dT%H:%M}" if check.window else None
+
+
 def windows(
     host: HostConfig, default_schedule: str, after: datetime, until: datetime, timezone: str = "UTC"
 ) -> list[Window]:

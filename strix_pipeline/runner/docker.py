@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from strix_pipeline import window_plan
 from strix_pipeline.analysis.notify import webhook_url
+from strix_pipeline.config import StrixConfig
 from strix_pipeline.engines import arch_list_command, comparable_flags, image_source
 from strix_pipeline.hosts import (
     box_checks,
@@ -52,6 +55,41 @@ from strix_pipeline.runner.record import (
     record_image_facts,
     record_outage,
 )
+from strix_pipeline.runner.target import Log
+
+
+def production_guard(
+    config: StrixConfig, host: str, client: Any, run_id: str, restore_by: datetime | None, log: Log
+) -> ProductionGuard:
+    """The guard of ``host``'s production for one run: its marker under the artifacts' state, its
+    commands over the client's own ssh link, its alerts to the webhook and ``log``."""
+    return ProductionGuard(
+        host,
+        config.hosts[host].production,
+        state_dir=config.artifacts_dir() / "state",
+        client=client,
+        ssh=t.target if (t := client_transport(client)) else None,  # make_client's
+        run_id=run_id,
+        restore_by=restore_by,
+        alert=ProductionAlerts(webhook_url(config), log),
+    )
+
+
+def restore_held(config: StrixConfig, host: str, run_id: str, log: Log) -> Callable[[dict], ProductionGuard]:
+    """How a night's last run starts production an earlier run of the night left down, when it never
+    made a guard of its own (every run of it deferred): the guard adopts the marker and restores."""
+
+    def restore(info: dict) -> ProductionGuard:
+        client = docker_host.make_client(config.hosts[host])
+        try:
+            guard = production_guard(config, host, client, run_id, None, log)
+            guard.adopt(info)
+            guard.restore()
+            return guard
+        finally:
+            client.close()
+
+    return restore
 
 
 def run_docker(r: RunInputs) -> None:
@@ -105,17 +143,9 @@ def run_docker(r: RunInputs) -> None:
             guards.check_reservations(launcher.spec.reservations, host_cfg.memory_budget_gb, what=what)
             leftovers = guards.clean_leftovers(client)
 
-            production = ProductionGuard(
-                target.host,
-                host_cfg.production,
-                state_dir=config.artifacts_dir() / "state",
-                client=client,
-                ssh=t.target if (t := client_transport(client)) else None,  # make_client's
-                run_id=run.run_id,
-                # the planned outage ends with the window: the Box's own restore is armed for then
-                restore_by=(window or datetime.now(UTC)) + timedelta(hours=host_cfg.maintenance_window_hours),
-                alert=ProductionAlerts(webhook_url(config), log),
-            )
+            # the planned outage ends with the window: the Box's own restore is armed for then
+            restore_by = (window or datetime.now(UTC)) + timedelta(hours=host_cfg.maintenance_window_hours)
+            production = production_guard(config, target.host, client, run.run_id, restore_by, log)
             # a production an earlier run left down is said as that, before any check finds it unhealthy
             # (not while this run's night holds it down on purpose)
             if night is None or not night.production_down:

@@ -8,6 +8,14 @@ alike) -- :class:`~strix_pipeline.hosts.production.ProductionGuard`'s own stop a
 once each. A night inside a night (the Dagster asset inside `strix run`'s loop over partitions)
 joins the outer one: only the outermost starts production again.
 
+A night spans Dagster runs too: the weekly schedule launches a run per image version, each its own
+process, all tagged with the night (``night_id``). A run that ends while ``more_to_come`` says later
+runs of its night are still to start leaves production down and hands it over (the guard's marker:
+``held_for_night``, the runs done so far; the restore armed on the Box stays armed for the window's
+end); the next run of that night joins it instead of stopping production again, and the last one
+starts it (``restore_held`` when that run never got as far as a guard: all of it deferred). A run of
+another night, or one after the planned outage, finds a marker to restore first, as before.
+
 Before each run the window is checked again as a value (:meth:`HostNight.admit`: the window open,
 and the run's estimate plus production's restart inside what is left of it, as the plan checks it); a run that does not
 fit is deferred to the next night by name (:meth:`HostNight.defer`: a ``deferred`` run record whose
@@ -18,14 +26,17 @@ applies them.
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from strix_pipeline.config import HostConfig, StrixConfig
 from strix_pipeline.fingerprint import run_fingerprint
+from strix_pipeline.hosts.production import held_for_night, marker_path, read_marker
 from strix_pipeline.planning.estimate import Estimate
 from strix_pipeline.planning.measured import Measured
 from strix_pipeline.planning.night import RESTART_S, PlannedRun, ordered, run_fit
@@ -59,8 +70,26 @@ class Deferral:
 class HostNight:
     """Production held down on one host for a night of runs (see the module's docstring)."""
 
-    def __init__(self, host: str, host_cfg: HostConfig, *, log: Log = print) -> None:
+    def __init__(
+        self,
+        host: str,
+        host_cfg: HostConfig,
+        *,
+        log: Log = print,
+        night_id: str | None = None,
+        member: str | None = None,
+        state_dir: Path | None = None,
+        more_to_come: Callable[[set[str]], int] | None = None,
+        restore_held: Callable[[dict], ProductionGuard] | None = None,
+    ) -> None:
         self.host, self.host_cfg, self.log = host, host_cfg, log
+        # the night across Dagster runs: its name, this run's (member) among them, where the guard's
+        # marker lives, how many of the night's runs on this host are still to start (given the runs
+        # already done), and how to start production held by an earlier run when no guard was made
+        self.night_id, self.member, self.state_dir = night_id, member, state_dir
+        self.more_to_come, self.restore_held = more_to_come, restore_held
+        self.handed: dict | None = None  # production as an earlier run of the night left it
+        self.handed_over = 0  # later runs production was left down for, at this night's end
         self.guard: ProductionGuard | None = None
         self.stops = 0  # production's stops this night: one at most
         self.starts = 0  # production's starts again this night: one at most
@@ -77,7 +106,8 @@ class HostNight:
 
     @property
     def production_down(self) -> bool:
-        return self._root.guard is not None and self._root.guard.stopped
+        root = self._root
+        return (root.guard is not None and root.guard.stopped) or root.handed is not None
 
     def checks_host(self) -> HostConfig:
         """The host as a run's pre-stop checks see it: while the night holds production down there is
@@ -90,8 +120,12 @@ class HostNight:
         """Called by a run at its stop: the first stops production (the guard's own enter: its marker
         checked, a half-done stop undone); later runs get the night's guard, production already down."""
         night = self._root
-        if night.production_down:
+        if night.guard is not None and night.guard.stopped:
             return night.guard
+        if night.handed is not None:  # down since an earlier run of the night: taken over, not stopped
+            guard.adopt(night.handed)
+            night.guard = guard
+            return guard
         guard.__enter__()
         night.guard = guard
         if guard.stopped:
@@ -108,21 +142,52 @@ class HostNight:
             self._outer = outer
             return self
         _HELD[self.host] = self
+        if self.night_id and self.state_dir is not None:
+            info = read_marker(self.state_dir, self.host)
+            if held_for_night(info, self.night_id, datetime.now(UTC)):
+                self.handed = info
+                self.log(
+                    f"production on {self.host} is down for night {self.night_id} since "
+                    f"{info.get('stopped_at')} (run {info.get('run_id')} stopped it): this run joins it"
+                )
         return self
+
+    def _done(self) -> list[str]:
+        done = list((self.handed or {}).get("done") or [])
+        return done + [self.member] if self.member and self.member not in done else done
 
     def __exit__(self, *exc: object) -> None:
         if self._outer is not None:  # the outer night starts production, once
             return
         _HELD.pop(self.host, None)
         guard = self.guard
+        if guard is None and self.handed is not None:
+            remaining = self._remaining(exc)
+            if remaining:  # nothing of this run reached production: the hand-over goes on as it was
+                self._hand_over_marker(remaining)
+                return
+            if self.restore_held is not None:
+                guard = self.restore_held(self.handed)
+                self._said_started(guard, "")
+            return
         if guard is None or not guard.stopped:
             return
+        remaining = self._remaining(exc)
+        if remaining:
+            guard.hand_over(self.night_id or "", self._done(), remaining)
+            self.handed_over = remaining
+            self.log(
+                f"production on {self.host} stays down for {remaining} more run(s) of night "
+                f"{self.night_id} after {len(self.runs)} run(s) here; the last one starts it, the restore "
+                f"armed on the Box by {guard.restore_by:%H:%M} UTC if none does"
+                if guard.restore_by
+                else f"production on {self.host} stays down for {remaining} more run(s) of night {self.night_id}"
+            )
+            for result in self.runs:  # down since the night's stop, up when its last run ends
+                result.run.production_down_at = guard.stopped_at
+            return
         guard.__exit__(*exc)
-        self.starts += 1
-        self.log(
-            f"production on {self.host} started again once after {len(self.runs)} run(s): "
-            + ("healthy" if guard.restored else f"NOT restored: {guard.restore_error}")
-        )
+        self._said_started(guard, f" after {len(self.runs)} run(s)")
         for result in self.runs:  # every run of the night shares its one outage
             run = result.run
             run.production_down_at, run.production_up_at = guard.stopped_at, guard.restored_at
@@ -131,6 +196,32 @@ class HostNight:
                 run.failure_reason = join_reasons(
                     run.failure_reason, f"production on host {self.host} NOT restored: {guard.restore_error}"
                 )
+
+    def _said_started(self, guard: ProductionGuard, after: str) -> None:
+        self.starts += 1
+        self.log(
+            f"production on {self.host} started again once{after}: "
+            + ("healthy" if guard.restored else f"NOT restored: {guard.restore_error}")
+        )
+
+    def _remaining(self, exc: tuple[object, ...]) -> int:
+        """Later runs of this night still to start on this host; 0 (start production now) outside a
+        night, on an exception (a cancelled or broken run starts what it stopped) or when unknown."""
+        if not self.night_id or self.more_to_come is None or (exc and exc[0] is not None):
+            return 0
+        try:
+            return max(0, int(self.more_to_come(set(self._done()))))
+        except Exception as e:  # noqa: BLE001 - not knowing what is to come, production is started
+            self.log(f"the night's later runs on {self.host} not read ({e}): production is started now")
+            return 0
+
+    def _hand_over_marker(self, remaining: int) -> None:
+        """The marker of a night this run joined but never touched, with this run among the done."""
+        assert self.state_dir is not None and self.handed is not None
+        marker = marker_path(self.state_dir, self.host)
+        marker.write_text(json.dumps({**self.handed, "done": self._done(), "remaining": remaining}))
+        self.handed_over = remaining
+        self.log(f"production on {self.host} stays down for {remaining} more run(s) of night {self.night_id}")
 
     # -- the window, before each run
 

@@ -90,3 +90,63 @@ def test_a_night_of_two_runs_stops_production_once_and_starts_it_once(
     assert " -np 2 " in f" {first.launch_command} " and " -np 1 " in f" {second.launch_command} "
     assert any(f"production on {HOST} stopped once for the night" in ln for ln in lines)
     assert any(f"production on {HOST} started again once after 2 run(s): healthy" in ln for ln in lines)
+
+
+def test_a_night_of_two_dagster_runs_hands_production_over_and_the_last_run_starts_it(
+    llama, model_path, box_sshd, box_probe_image, busybox, client, tmp_path, monkeypatch
+):
+    """The weekly schedule's night spans Dagster runs (one per image version, each its own process):
+    the first run leaves production down for the second -- its restore still armed on the Box over the
+    real sshd -- and the second joins it and starts it. Before, each Dagster run stopped and started
+    production: running, exited, running, exited, running."""
+    from strix_pipeline.hosts.production import marker_path, read_marker
+    from strix_pipeline.runner.docker import restore_held
+
+    monkeypatch.setenv(KEY_ENV, str(box_sshd.key))
+    sim = BoxSim.build(tmp_path / "box")
+    sim.install(monkeypatch, box_probe_image)
+    with production_httpd(client, busybox, "strix-test-night2-production") as (name, url):
+        config = box_config(
+            tmp_path, llama, model_path, box_sshd,
+            production={"container": name, "health_url": url, "health_timeout_s": 30},
+        )  # fmt: skip
+        state = config.artifacts_dir() / "state"
+        queue = ["dagster-a", "dagster-b"]  # the night's runs on the Box, as the instance lists them
+        lines: list[str] = []
+        nights = []
+        with ProductionWatch(name) as watch:
+            for member in queue:
+                night = HostNight(
+                    HOST, config.hosts[HOST], log=lines.append, night_id="2026-12-07", member=member,
+                    state_dir=state, more_to_come=lambda done: len([m for m in queue if m not in done]),
+                    restore_held=restore_held(config, HOST, member, lines.append),
+                )  # fmt: skip
+                with night:
+                    run_id = f"{RUN_PREFIX}{member}"
+                    run_benchmark(
+                        config,
+                        BenchmarkTarget(HOST, "llamacpp", "gemma", "tiny", image_record(llama)),
+                        run_id=run_id,
+                        log=lines.append,
+                        force=True,
+                        scenarios=["smoke"],
+                    )
+                nights.append(night)
+                if member == "dagster-a":  # between the Dagster runs: down, handed over, restore armed
+                    assert watch.states[-1] == "exited", watch.states
+                    info = read_marker(state, HOST)
+                    assert info and info["state"] == "held_for_night" and info["done"] == ["dagster-a"], info
+                    assert info.get("armed"), info  # the Box's own restore is still armed
+        assert healthy(url), "production does not answer after the night"
+        assert not marker_path(state, HOST).exists()
+
+    assert watch.states == ["running", "exited", "running"], watch.states
+    a, b = nights
+    assert (a.stops, a.starts, a.handed_over) == (1, 0, 1), lines[-20:]
+    assert (b.stops, b.starts, b.handed_over) == (0, 1, 0), lines[-20:]
+    for night in nights:
+        assert night.runs[0].run.status == "ok", (night.runs[0].run.failure_reason, lines[-20:])
+    assert b.runs[0].production_restored is True
+    # the second run's record carries the night's outage: from the first run's stop
+    assert b.runs[0].run.production_down_at == a.runs[0].run.production_down_at
+    assert any("this run joins it" in ln for ln in lines), lines[-20:]

@@ -220,6 +220,10 @@ def test_schedule_requests_expected_runs(box_config: Path) -> None:
         assert [r.tags["dagster/priority"] for r in bench] == ["2", "1", "0"]
         assert len({r.run_key for r in requests}) == len(requests)
         assert all(r.run_key.startswith("weekly-2026-11-30-") for r in requests)
+        # the tick's runs are one night on each host: production stopped once between them (runner/night.py)
+        # (the Box's window opened at 03:00 Berlin; the local host keeps none, so its run has no night)
+        assert by_key[_key(v26)].tags["strix/night"] == "2026-11-30T03:00"
+        assert "strix/night" not in by_key[_local_key()].tags
         # the partitions the benchmark requests name exist
         assert set(by_key) <= set(instance.get_dynamic_partitions(image_versions.name))
         # every request targets something the schedule's job contains
@@ -263,3 +267,31 @@ def test_sensor_waits_for_the_maintenance_window(box_config: Path) -> None:
         opened = ticks.tick()
         v26, latest = vllm_image("v0.26.0", "b"), vllm_image("latest", "c", floating=True)
         assert sorted(r.run_key for r in opened.run_requests) == sorted([v26.digest, latest.digest])
+        # both of the window's runs are one night (its start), as the weekly tick's are
+        nights = {r.tags.get("strix/night") for r in opened.run_requests}
+        assert len(nights) == 1 and None not in nights, nights
+
+
+def test_the_runs_of_a_night_still_to_come_are_its_queued_and_running_runs_on_the_host() -> None:
+    """What a benchmark run asks the instance before it starts production again: the night's runs
+    on its host not finished and not done with their part (the hand-over's list)."""
+    from dagster._core.storage.dagster_run import DagsterRun, DagsterRunStatus
+
+    from assets.benchmark import night_runs_to_come
+
+    def add(instance, run_id: str, status, host="box", night="2026-11-30") -> None:
+        tags = {"strix/host": host, **({"strix/night": night} if night else {})}
+        instance.add_run(DagsterRun(job_name="benchmark_job", run_id=run_id, tags=tags, status=status))
+
+    with dg.instance_for_test() as instance:
+        add(instance, "a", DagsterRunStatus.STARTED)  # the run asking
+        add(instance, "b", DagsterRunStatus.NOT_STARTED)  # (QUEUED needs an origin here)
+        add(instance, "c", DagsterRunStatus.STARTING)
+        add(instance, "d", DagsterRunStatus.SUCCESS)  # over
+        add(instance, "e", DagsterRunStatus.NOT_STARTED, host="local")  # another host's
+        add(instance, "f", DagsterRunStatus.NOT_STARTED, night="2026-12-07")  # another night's
+        add(instance, "g", DagsterRunStatus.NOT_STARTED, night=None)  # a sensor's run: no night
+        assert night_runs_to_come(instance, "box", "2026-11-30", {"a"}) == 2
+        assert night_runs_to_come(instance, "box", "2026-11-30", {"a", "b"}) == 1
+        assert night_runs_to_come(instance, "box", "2026-11-30", {"a", "b", "c"}) == 0
+        assert night_runs_to_come(instance, "box", "", {"a"}) == 0  # a manual run: no night

@@ -8,6 +8,7 @@ simulator is tests/integration/docker/test_box_night.py."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -181,3 +182,149 @@ def test_a_run_that_does_not_fit_is_deferred_by_name_and_stored_as_deferred(conf
         "llamacpp gpt-oss-120b-gguf @ ghcr.io/ggml-org/llama.cpp:server-b11434"
     ]
     assert night.stops == 0 and lines == [f"[r9] {run.failure_reason}"]
+
+
+# ---------------------------------------------------------------- a night across Dagster runs
+#
+# The weekly schedule launches a Dagster run per image version, each its own process: the night is
+# carried from one to the next by the real ProductionGuard's marker. Production here is a pair of
+# stop / start commands whose runner records them (no fallback armed: that is restore_guard's, tested
+# over the real sshd), so what is asserted is how often production is stopped and started.
+
+NIGHT = "2026-12-07"
+
+
+class Box:
+    """Production as the commands see it: up or down, and every stop and start made."""
+
+    def __init__(self) -> None:
+        self.up = True
+        self.made: list[str] = []
+
+    def run(self, argv, **_kw):
+        import subprocess
+
+        if argv[0] in ("stop", "start"):  # not the read of the fallback's record ("sh -c ...")
+            self.made.append(argv[0])
+            self.up = argv[0] == "start"
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    def guard(self, state_dir, run_id: str, restore_by: datetime | None = None):
+        from strix_pipeline.config import ProductionEngine
+        from strix_pipeline.hosts.production import ProductionGuard
+
+        prod = ProductionEngine(
+            stop_command=["stop"], start_command=["start"], health_url="http://127.0.0.1:9/health",
+            health_timeout_s=1,
+        )  # fmt: skip
+        return ProductionGuard(
+            HOST, prod, state_dir=state_dir, run_id=run_id, runner=self.run,
+            healthy=lambda _url: self.up, poll_interval_s=0.01, fallback=False,
+            restore_by=restore_by or datetime.now(UTC) + timedelta(hours=5),
+        )  # fmt: skip
+
+
+def a_dagster_run(config, box, state_dir, member, queued, *, model="qwen3-30b-a3b-gguf", night=NIGHT, runs=True, log=None):  # fmt: skip
+    """One Dagster run of the night in its own process: its HostNight, one benchmark (the guard held
+    as run_docker holds it) unless ``runs`` is False (every run of it deferred)."""
+    night_obj = HostNight(
+        HOST, config.hosts[HOST], log=(log if log is not None else lambda _: None), night_id=night, member=member,
+        state_dir=state_dir, more_to_come=lambda done: len([r for r in queued if r not in done]),
+        restore_held=lambda info: _restored(box, state_dir, member, info),
+    )  # fmt: skip
+    with night_obj as n:
+        if runs:
+            guard = box.guard(state_dir, f"{member}-run")
+            if not n.production_down:
+                guard.check_marker()
+            n.hold(guard)
+            n.ran(a_run(config, model, f"{member}-run"))
+    return night_obj
+
+
+def _restored(box, state_dir, member, info):
+    guard = box.guard(state_dir, member)
+    guard.adopt(info)
+    guard.restore()
+    return guard
+
+
+def test_a_night_of_three_dagster_runs_stops_production_once_and_the_last_run_starts_it(config, tmp_path):
+    box = Box()
+    lines: list[str] = []
+    queue = ["A", "B", "C"]  # the night's runs on this host, as the Dagster instance lists them
+    a = a_dagster_run(config, box, tmp_path, "A", queue, log=lines.append)
+    assert box.made == ["stop"] and not box.up, box.made  # handed over to B and C, not started
+    assert a.handed_over == 2 and (a.stops, a.starts) == (1, 0)
+    assert a.runs[0].run.production_down_at is not None and a.runs[0].run.production_up_at is None
+    assert a.runs[0].production_restored is None  # not restored by this run, and not a failure
+    assert any("stays down for 2 more run(s) of night 2026-12-07" in ln for ln in lines), lines
+    b = a_dagster_run(config, box, tmp_path, "B", queue, log=lines.append)
+    assert box.made == ["stop"], "a later run of the night stopped or started production"
+    assert (b.stops, b.starts, b.handed_over) == (0, 0, 1)
+    assert any("this run joins it" in ln for ln in lines), lines
+    c = a_dagster_run(config, box, tmp_path, "C", queue)
+    assert box.made == ["stop", "start"] and box.up
+    assert (c.stops, c.starts, c.handed_over) == (0, 1, 0)
+    run = c.runs[0]
+    assert run.production_restored is True and run.run.production_up_at is not None
+    # the outage the last run records is the night's: from A's stop
+    assert run.run.production_down_at == a.runs[0].run.production_down_at
+    assert not (tmp_path / f"production-not-restored-{HOST}.json").exists()
+
+
+def test_the_last_run_of_the_night_starts_production_even_when_all_of_it_was_deferred(config, tmp_path):
+    box = Box()
+    a_dagster_run(config, box, tmp_path, "A", ["A", "B"])
+    a_dagster_run(config, box, tmp_path, "B", ["A", "B"], runs=False)  # deferred: no guard of its own
+    assert box.made == ["stop", "start"] and box.up
+
+
+def test_a_run_of_another_night_or_after_the_planned_outage_restores_production_first(config, tmp_path):
+    box = Box()
+    a_dagster_run(config, box, tmp_path, "A", ["A", "B"])
+    assert box.made == ["stop"]
+    # B never came; next week's run finds production down: restored before its own stop
+    lines: list[str] = []
+    a_dagster_run(config, box, tmp_path, "X", ["X"], night="2026-12-14", log=lines.append)
+    assert box.made == ["stop", "start", "stop", "start"], box.made
+    assert not any("joins it" in ln for ln in lines)
+
+    box2, state = Box(), tmp_path / "late"
+    a_dagster_run(config, box2, state, "A", ["A", "B"])
+    marker = state / f"production-not-restored-{HOST}.json"
+    info = json.loads(marker.read_text())
+    marker.write_text(
+        json.dumps({**info, "restore_by": (datetime.now(UTC) - timedelta(minutes=1)).isoformat()})
+    )
+    # the same night, its planned outage over (A is finished: the instance lists B alone): restored first
+    a_dagster_run(config, box2, state, "B", ["B"])
+    assert box2.made == ["stop", "start", "stop", "start"], box2.made
+
+
+def test_a_run_that_ends_by_an_exception_starts_production_even_with_runs_to_come(config, tmp_path):
+    box = Box()
+    night = HostNight(
+        HOST, config.hosts[HOST], log=lambda _: None, night_id=NIGHT, member="A", state_dir=tmp_path,
+        more_to_come=lambda done: 1,
+    )  # fmt: skip
+    with pytest.raises(KeyboardInterrupt), night:
+        night.hold(box.guard(tmp_path, "A-run"))
+        raise KeyboardInterrupt
+    assert box.made == ["stop", "start"] and night.handed_over == 0
+
+
+def test_a_night_whose_later_runs_cannot_be_read_starts_production(config, tmp_path):
+    box = Box()
+    lines: list[str] = []
+
+    def unreadable(done):
+        raise RuntimeError("instance unreachable")
+
+    with HostNight(
+        HOST, config.hosts[HOST], log=lines.append, night_id=NIGHT, member="A", state_dir=tmp_path,
+        more_to_come=unreadable,
+    ) as night:  # fmt: skip
+        night.hold(box.guard(tmp_path, "A-run"))
+    assert box.made == ["stop", "start"]
+    assert any("not read (instance unreachable): production is started now" in ln for ln in lines)
