@@ -35,6 +35,7 @@ from strix_pipeline.hosts.docker_host import (
 )
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.guards import MANAGED_LABEL, RUN_LABEL
+from strix_pipeline.hosts.model_files import required_files
 from strix_pipeline.hosts.ssh import client_transport
 from strix_pipeline.units import MB
 
@@ -139,7 +140,10 @@ class DockerLauncher:
         p = PurePosixPath(self.host_model_path)
         under = self.host.models_dir and str(p).startswith(self.host.models_dir.rstrip("/") + "/")
         if p.is_absolute() and not under:
-            vols[str(p)] = {"bind": container_model_path(str(p), self.host.models_dir), "mode": "ro"}
+            # on its own at /models/<name>: every part of a split GGUF, since llama.cpp loads the
+            # others from beside the first
+            for f in required_files(str(p)).files:
+                vols[f] = {"bind": container_model_path(f, self.host.models_dir), "mode": "ro"}
         return vols
 
     def container_name(self) -> str:

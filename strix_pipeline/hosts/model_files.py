@@ -71,19 +71,13 @@ def required_files(path: str) -> ModelFiles:
 def on_host(path: str, models_dir: str | None) -> ModelFiles:
     """:func:`required_files` of a profile's path on a Docker host: a relative path is under the
     host's ``models_dir`` (the engine's own rule); on a host without one it is in the engine's image
-    (``in_image``: the container's /models is the image's own). One more way it cannot work: a split
-    GGUF outside ``models_dir`` -- the engine container mounts such a path on its own
-    (DockerLauncher.volumes), so the other parts are not in it."""
+    (``in_image``: the container's /models is the image's own). A split GGUF outside ``models_dir``
+    is mounted part by part beside the first (DockerLauncher.volumes)."""
     found = required_files(model_host_path(path, models_dir))
     if found.problem:
         return found
     if not PurePosixPath(found.path).is_absolute():
         return ModelFiles(found.path, found.files, in_image=True)
-    inside = bool(models_dir) and found.path.startswith(str(models_dir).rstrip("/") + "/")
-    if found.split and not inside:
-        where = f"outside models_dir {models_dir}" if models_dir else "on a host without models_dir"
-        why = f"a split GGUF {where}: the engine container would see only {PurePosixPath(found.path).name}"
-        return ModelFiles(found.path, found.files, why)
     return found
 
 

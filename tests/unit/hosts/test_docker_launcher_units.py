@@ -83,6 +83,20 @@ def test_shm_size_instead_of_host_ipc_and_a_model_outside_models_dir():
     assert kw["command"][kw["command"].index("--host") + 1] == "127.0.0.1"
 
 
+def test_a_split_gguf_outside_models_dir_is_mounted_part_by_part_beside_the_first():
+    box = HostConfig(kind="docker", docker_host="ssh://u@box", models_dir="/srv/models")
+    launcher = _launcher(box, EngineConfig(kind="llamacpp"), path="/data/gpt-00001-of-00003.gguf")
+    kw = launcher.run_kwargs([])
+    assert kw["volumes"] == {
+        "/srv/models": {"bind": "/models", "mode": "ro"},
+        **{
+            f"/data/gpt-0000{i}-of-00003.gguf": {"bind": f"/models/gpt-0000{i}-of-00003.gguf", "mode": "ro"}
+            for i in (1, 2, 3)
+        },
+    }
+    assert kw["command"][:2] == ["-m", "/models/gpt-00001-of-00003.gguf"]  # the first, where the others are
+
+
 def test_a_profile_without_a_path_is_refused():
     profile = ModelProfile(model="m", family="m", quantization="q", source="pypi:x")
     host = HostConfig(kind="docker", docker_host="unix:///var/run/docker.sock")

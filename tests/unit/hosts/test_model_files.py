@@ -65,12 +65,15 @@ def test_on_a_docker_host_a_relative_path_is_under_models_dir():
     assert relative.problem is None and relative.in_image
 
 
-def test_a_split_gguf_outside_models_dir_is_a_problem_a_single_file_is_not():
-    # the engine container mounts such a path on its own: the other parts would not be in it
+def test_a_split_gguf_outside_models_dir_needs_every_part_as_one_inside_does():
+    # the engine container mounts each part of it beside the first (test_docker_launcher_units)
     outside = on_host("/data/x-00001-of-00002.gguf", "/srv/models")
-    assert outside.problem is not None and "outside models_dir /srv/models" in outside.problem
-    assert on_host("/data/x-00001-of-00002.gguf", None).problem is not None
-    assert on_host("/data/x.gguf", "/srv/models").problem is None
+    assert outside.problem is None and outside.files == (
+        "/data/x-00001-of-00002.gguf",
+        "/data/x-00002-of-00002.gguf",
+    )
+    assert on_host("/data/x-00001-of-00002.gguf", None).problem is None
+    assert on_host("/data/x.gguf", "/srv/models").files == ("/data/x.gguf",)
     assert on_host("/srv/models/sub/x-00001-of-00002.gguf", "/srv/models").problem is None
 
 
