@@ -1,4 +1,5 @@
-"""``release_comparisons``: the week's new release against the previous one, by pairs (issue 33, item 2).
+"""The week's comparisons by pairs on host local (issue 33, item 2): ``release_comparisons``, the new
+release against the previous one, and ``canary_comparison``, the canary against itself (an A/A).
 
 After new results, when the two newest llama-server releases measured on host local have not been
 compared yet, they are run in balanced random AB/BA pairs (runner/pairs.compare_releases, a fresh
@@ -9,14 +10,17 @@ and written after, never held while engines run.
 """
 
 import hashlib
+from datetime import UTC, datetime
 
 import dagster as dg
 
 from assets.analysis import EAGER
 from assets.benchmark import host_pool
 from assets.resources import PairRunnerResource, StrixConfigResource, WarehouseResource
+from strix_pipeline.planning.measured import week_start
+from strix_pipeline.planning.targets import canaries
 from strix_pipeline.runner.pair_runs import PAIR_HOST, pair_log_dir, release_to_run
-from strix_pipeline.runner.pairs import compare_releases, records
+from strix_pipeline.runner.pairs import PairsResult, compare_releases, records
 
 ENGINE = "llamacpp"  # the engine comparisons by pairs can start on host local
 TARGET = 0.05  # the step the week's comparison chases (issue 33: a 5 % change)
@@ -65,6 +69,18 @@ def release_comparisons(
     )  # fmt: skip
     with warehouse.writer() as wh:
         wh.save_comparison(*records(result))
+    return dg.MaterializeResult(
+        metadata={
+            "compared": f"{newest} against {previous}",
+            "comparison_id": result.comparison_id,
+            "engine_starts": len(result.runs),
+            "verdicts": verdict_table(result, "B/A: the newest over the previous"),
+        }
+    )
+
+
+def verdict_table(result: PairsResult, ratio_is: str) -> dg.TableMetadataValue:
+    """A comparison's verdicts per metric, as the UI shows a table."""
     rows = [
         dg.TableRecord(
             {
@@ -78,25 +94,79 @@ def release_comparisons(
         )
         for m in result.metrics
     ]
+    return dg.MetadataValue.table(
+        rows,
+        schema=dg.TableSchema(
+            [
+                dg.TableColumn("metric", "string"),
+                dg.TableColumn("ratio", "float", description=ratio_is),
+                dg.TableColumn("low", "float"),
+                dg.TableColumn("high", "float"),
+                dg.TableColumn("verdict", "string", description="different / same / unknown / inconclusive"),
+                dg.TableColumn("pairs", "int"),
+            ]
+        ),
+    )
+
+
+@dg.asset(
+    group_name="analysis",
+    pool=host_pool(PAIR_HOST),
+    deps=["run_aggregates"],
+    automation_condition=EAGER,
+    description=(
+        "The canary against itself on host local, by balanced random AB/BA pairs, once a week (an A/A): "
+        "every metric should come out *same* at the 5 % target. One that comes out *different* or stays "
+        "unknown says this week's host cannot resolve a 5 % step -- the week's comparisons are read "
+        "with that in mind. Stored in `comparisons` with the canary's release on both sides."
+    ),
+)
+def canary_comparison(
+    context: dg.AssetExecutionContext,
+    strix: StrixConfigResource,
+    warehouse: WarehouseResource,
+    pair_runner: PairRunnerResource,
+) -> dg.MaterializeResult:
+    config = strix.get()
+    canary = next((c for c in canaries(config) if c.host == PAIR_HOST and c.engine == ENGINE), None)
+    if canary is None or PAIR_HOST not in config.hosts:
+        return dg.MaterializeResult(
+            metadata={"compared": f"nothing: no canary of {ENGINE} on host {PAIR_HOST} ([analysis] canary)"}
+        )
+    release, now = canary.version, datetime.now(UTC)
+    since = week_start(config.project.schedule, now, config.project.timezone)
+    with warehouse.reader() as wh:
+        done = "comparisons" in wh.table_names() and wh.compared_with_itself_since(
+            PAIR_HOST, ENGINE, release, since
+        )
+    if done:
+        return dg.MaterializeResult(
+            metadata={"compared": f"nothing new: {release} was compared with itself this week"}
+        )
+    say = context.log.info
+    log_dir = pair_log_dir(config)
+    say(f"the canary {release} against itself on {PAIR_HOST} by pairs (A/A); engine logs in {log_dir}")
+    run = release_to_run(release)
+    result = compare_releases(
+        pair_runner.run_one(config, log_dir, say), run, run, host=PAIR_HOST, engine=ENGINE,
+        cap=config.analysis.compare_max_pairs, target=TARGET, seed=_seed(release, f"{release}@{since:%G-W%V}"),
+        progress=say,
+    )  # fmt: skip
+    with warehouse.writer() as wh:
+        wh.save_comparison(*records(result))
+    not_same = [m.metric for m in result.metrics if m.verdict != "same"]
+    if not_same:
+        context.log.warning(
+            f"the canary against itself is not *same* for {', '.join(not_same)}: this week the host does not "
+            f"resolve a {TARGET:.0%} step there"
+        )
     return dg.MaterializeResult(
         metadata={
-            "compared": f"{newest} against {previous}",
+            "compared": f"{release} against itself",
             "comparison_id": result.comparison_id,
             "engine_starts": len(result.runs),
-            "verdicts": dg.MetadataValue.table(
-                rows,
-                schema=dg.TableSchema(
-                    [
-                        dg.TableColumn("metric", "string"),
-                        dg.TableColumn("ratio", "float", description="B/A: the newest over the previous"),
-                        dg.TableColumn("low", "float"),
-                        dg.TableColumn("high", "float"),
-                        dg.TableColumn(
-                            "verdict", "string", description="different / same / unknown / inconclusive"
-                        ),
-                        dg.TableColumn("pairs", "int"),
-                    ]
-                ),
-            ),
+            # an A/A's whole point: every metric the same within the target, else the host is the news
+            "host_resolves_target": not not_same,
+            "verdicts": verdict_table(result, "B/A: the canary over itself (1 expected)"),
         }
     )

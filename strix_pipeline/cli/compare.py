@@ -110,7 +110,7 @@ def comparison_table(rows: list[ComparisonRecord], title: str) -> Table:
     for r in rows:
         cells = (
             r.metric,
-            f"{r.release_a} → {r.release_b}",
+            f"{r.release_a} → {r.release_b}" if r.release_a != r.release_b else f"{r.release_a} A/A (canary)",
             f"{r.ratio:.4f}" if r.ratio is not None else "–",
             f"{(r.ratio - 1) * 100:+.2f} %" if r.ratio is not None else "–",
             interval_text(r.low, r.high, r.look_alpha),

@@ -153,3 +153,16 @@ def uncompared_newest(con: duckdb.DuckDBPyConnection, host: str, engine: str) ->
     newest, previous = found[0][0], found[1][0]
     done = con.execute(COMPARED_SQL, [host, engine, previous, newest]).fetchone()[0]
     return None if done else (previous, newest)
+
+
+SELF_COMPARED_SQL = (
+    "SELECT count(*) FROM comparisons WHERE host = ? AND engine = ? AND release_a = ? AND release_b = ? "
+    "AND started_at >= ?"
+)
+
+
+def compared_with_itself_since(
+    con: duckdb.DuckDBPyConnection, host: str, engine: str, release: str, since: datetime
+) -> bool:
+    """Whether ``release`` was compared by pairs against itself (an A/A: the canary's) since ``since``."""
+    return con.execute(SELF_COMPARED_SQL, [host, engine, release, release, since]).fetchone()[0] > 0

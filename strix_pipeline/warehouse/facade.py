@@ -270,6 +270,10 @@ class Warehouse:
         """(previous, newest) release on ``host`` not compared by pairs yet (warehouse.comparisons)."""
         return comparisons.uncompared_newest(self.con, host, engine)
 
+    def compared_with_itself_since(self, host: str, engine: str, release: str, since: datetime) -> bool:
+        """Whether ``release`` was compared with itself by pairs since ``since`` (warehouse.comparisons)."""
+        return comparisons.compared_with_itself_since(self.con, host, engine, release, since)
+
     def list_comparisons(
         self, *, limit: int | None = None, comparison_id: str | None = None
     ) -> list[ComparisonRecord]:

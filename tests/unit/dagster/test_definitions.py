@@ -21,6 +21,7 @@ EXPECTED_ASSETS = {
     "run_aggregates",
     "regressions",
     "release_comparisons",
+    "canary_comparison",
     "trend_charts",
     "switch_decision",
     "weekly_report",
@@ -54,9 +55,10 @@ def test_default_definitions_load(monkeypatch: pytest.MonkeyPatch) -> None:
     graph = defs.resolve_asset_graph()
     bench = graph.get(dg.AssetKey("benchmark_run"))
     assert bench.pools == {"host_local"}
-    # the week's comparison by pairs starts llama-server on host local: its pool too
-    assert graph.get(dg.AssetKey("release_comparisons")).pools == {"host_local"}
-    for name in EXPECTED_ASSETS - {"benchmark_run", "release_comparisons"}:
+    # the week's comparisons by pairs start llama-server on host local: its pool too
+    for name in ("release_comparisons", "canary_comparison"):
+        assert graph.get(dg.AssetKey(name)).pools == {"host_local"}, name
+    for name in EXPECTED_ASSETS - {"benchmark_run", "release_comparisons", "canary_comparison"}:
         assert not graph.get(dg.AssetKey(name)).pools, name
     # Every asset carries a description a person can read in the UI.
     for name in EXPECTED_ASSETS:

@@ -91,3 +91,43 @@ def test_one_release_alone_runs_nothing(warehouse_with):
     _, path = warehouse_with(weekly("b100", 0), weekly("b100", 1))
     got = metadata(materialize(path, StandInRunner(slower=[], cv=0.01)))
     assert got["compared"].startswith("nothing new") and "engine_starts" not in got
+
+
+def materialize_canary(path: Path, runner: PairRunnerResource) -> dict:
+    from assets.comparisons import canary_comparison
+
+    result = dg.materialize(
+        [canary_comparison],
+        resources={
+            "strix": StrixConfigResource(config_path=str(path)),
+            "warehouse": WarehouseResource(config_path=str(path)),
+            "pair_runner": runner,
+        },
+    )
+    (m,) = result.asset_materializations_for_node("canary_comparison")
+    return {k: v.value for k, v in m.metadata.items()}
+
+
+def test_the_canary_is_compared_with_itself_once_a_week_and_says_same_at_the_noise_measured_here(
+    warehouse_with,
+):
+    config, path = warehouse_with(weekly("b100", 0))
+    # the pair stand-in at prefill's CV measured here (1.4 %), no step; at decode's 5.8 % ten pairs
+    # cannot show "same" within +-5 % (the next test's case, in the extreme)
+    cv = measured_cv("prefill_tokens_per_s")
+    got = materialize_canary(path, StandInRunner(slower=[], cv=cv))
+    assert got["compared"].endswith("against itself") and got["engine_starts"] >= 6
+    with Warehouse.open(config.warehouse_path(), read_only=True) as wh:
+        rows = wh.list_comparisons()
+    assert rows and all(r.release_a == r.release_b for r in rows)
+    verdicts = {r.metric: r.verdict for r in rows}
+    assert verdicts["prefill_tokens_per_s"] == "same", verdicts
+    assert got["host_resolves_target"] is all(v == "same" for v in verdicts.values())
+    again = materialize_canary(path, StandInRunner(slower=[], cv=cv))
+    assert again["compared"].startswith("nothing new")
+
+
+def test_a_canary_too_noisy_for_a_5_percent_step_is_said(warehouse_with):
+    _, path = warehouse_with(weekly("b100", 0))
+    got = materialize_canary(path, StandInRunner(slower=[], cv=0.25))  # a host at 25 % noise
+    assert got["host_resolves_target"] is False
