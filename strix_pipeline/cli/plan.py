@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="the week's benchmark runs night by night, and what is deferred", description=__doc__)  # fmt: skip
     p.add_argument("--week", action="store_true", help="plan the week (the only plan there is, for now)")
     p.add_argument("--from", dest="start", metavar="YYYY-MM-DD", help="the week starting at the schedule's first fire on or after this day (default: the next one)")  # fmt: skip
-    p.add_argument("--pair-runs", type=int, default=0, metavar="N", help="extra runs per comparison for the paired runner (default 0: none yet)")  # fmt: skip
+    p.add_argument("--pair-runs", type=int, default=0, metavar="N", help="extra runs per comparison by pairs on a Box (default 0: comparisons by pairs run on host local, which keeps no window)")  # fmt: skip
     p.add_argument("--starve-weeks", type=int, default=STARVE_WEEKS, metavar="N", help=f"a run deferred N weeks goes first (default {STARVE_WEEKS})")  # fmt: skip
     warehouse_arg(p)
     p.set_defaults(func=run_plan)
