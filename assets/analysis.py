@@ -204,9 +204,11 @@ def noise_markdown(rows: list[NoiseRecord]) -> str:
     ],
     description=(
         "Change points per series (one fingerprint, sorted by image version): E-divisive means with a "
-        "t-test, at the p-value and magnitude floor of `[change_detection]` (the values in effect are in "
-        "each materialisation's metadata). A change on the newest version "
-        "stays provisional until a repeat run or the next version agrees. `strix ack ID --reason` "
+        "t-test on weekly means (the runs of one release in one ISO week are one point), at the p-value "
+        "and magnitude floor of `[change_detection]` (the values in effect are in each materialisation's "
+        "metadata; the floor's noise is the canary's measured CV of one run / sqrt(runs a point) where "
+        "the noise table has the series, else the series' own). A change stays provisional until two "
+        "runs stand after it (a repeat run or the next version). `strix ack ID --reason` "
         "acknowledges one. A confirmed change with unbenchmarked releases between its two versions is "
         "bisected (bisect_sensor -> bisect_job, at most `[analysis] bisect_max_runs` runs); the canary "
         '(`[analysis] canary`) read over time labels changes of its window "host drift suspected".'
@@ -279,7 +281,8 @@ def regressions(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.
             "noise": dg.MetadataValue.md(noise_markdown(noise)),
             "change_detection": (
                 f"max p-value {cd.max_pvalue:g}, magnitude floor max({cd.min_magnitude_pct:g} %, "
-                f"{cd.noise_multiple:g}x noise)"
+                f"{cd.noise_multiple:g}x the noise of a weekly mean: measured CV / sqrt(runs), else the "
+                "series' own)"
             ),
         },
         check_results=[

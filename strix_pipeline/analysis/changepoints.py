@@ -1,17 +1,30 @@
-"""Change points per series: E-divisive means with a Student t-test (Apache Otava's algorithm).
+"""Change points per series: E-divisive means with a Student t-test (Apache Otava's algorithm), run on
+weekly means.
 
 A series is one fingerprint (everything that must match for two runs to be comparable) plus one
 scenario, level and metric, ordered by the image's explicit version sort key -- never by the date the
 run happened, so a re-run of an old image lands where that image belongs.
 
+Before detection the runs of one release in one ISO week (UTC) become one point, their mean
+(:func:`weekly_means`): a release's repeat runs and the runs of a comparison by pairs count once, with
+the noise of one run over sqrt(n). A release measured in two weeks stays two points, so a slow drift
+of the host shows as one. A series with fewer than :data:`MIN_POINTS` means is read on its runs, as
+E-divisive cannot place a step among two points.
+
 Otava's ``compute_change_points`` is used when it imports (``pip install --no-deps apache-otava``: its
 analysis module needs only numpy and scipy). Otherwise a small port of the same split/merge algorithm
 runs; ``tests/unit/analysis/test_changepoints_otava.py`` checks the two agree.
 
-A change counts only when the t-test p-value is below ``max_pvalue`` *and* the step is larger than
-max(min_magnitude_pct, noise_multiple x the series' own noise): small steps in noisy series are what
-false alarms are made of. A change whose after-side is a single run is *provisional* until a repeat
-run or the next version agrees.
+A change counts only when the t-test p-value is below ``max_pvalue`` *and* the step is larger than the
+floor (:func:`magnitude_floor`): max(min_magnitude_pct, noise_multiple x the noise of one point). That
+noise is the measured one when the series' host has a figure for its scenario, level and metric (table
+``noise_figures``, the canary's coefficient of variation of one run, divided by sqrt of the median runs
+behind a point); otherwise the series' own noise, from the successive differences of its points. Small
+steps in noisy series are what false alarms are made of. The canary read over time always uses its own
+noise (the figure is its runs' spread), and its figure is taken from the runs after its latest step.
+A step found on means must also hold over the runs behind them (the same t-test on the runs), since a
+mean hides its runs' disagreement. A change is *provisional* until two runs stand after it (a repeat
+run of its version, or the next version).
 """
 
 from __future__ import annotations
@@ -88,11 +101,25 @@ WHERE usable AND held_bytes IS NOT NULL AND run_id NOT IN (SELECT run_id FROM v_
 
 @dataclass
 class SeriesPoint:
-    run_id: str
+    """One run, or the weekly mean of several runs of one release (:func:`weekly_means`)."""
+
+    run_id: str  # a mean's latest run, so a change's bracketing runs are real runs
     version: str  # what a person calls the image (tag / label), with a digest prefix when ambiguous
     sort_key: str
-    started_at: datetime
-    value: float
+    started_at: datetime  # when ``run_id`` started
+    value: float  # a mean's: the mean of its runs
+    run_ids: tuple[str, ...] = ()  # a mean's runs, in series order; () for a single run
+    run_values: tuple[float, ...] = ()
+
+    @property
+    def n(self) -> int:
+        """The runs behind the point."""
+        return len(self.run_values) or 1
+
+    @property
+    def values(self) -> tuple[float, ...]:
+        """The values of the runs behind the point."""
+        return self.run_values or (self.value,)
 
 
 @dataclass
@@ -169,6 +196,83 @@ def series_noise_pct(values: Sequence[float]) -> float:
 
 def magnitude_floor_pct(values: Sequence[float], cfg: ChangeDetectionConfig) -> float:
     return max(cfg.min_magnitude_pct, cfg.noise_multiple * series_noise_pct(values))
+
+
+MEASURED = "measured"  # the floor rests on the canary's measured CV of one run
+OWN = "own"  # on the series' own successive differences
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The smallest step that counts on one series, and the noise it rests on."""
+
+    pct: float
+    noise_pct: float  # the noise of one point of the series (a weekly mean), in percent
+    source: str  # MEASURED | OWN
+    runs_per_point: float  # the median runs behind a point
+
+    def text(self) -> str:
+        if self.source == MEASURED:
+            cv = self.noise_pct * math.sqrt(self.runs_per_point)
+            why = f"measured CV {cv:.2f}% of one run / sqrt({self.runs_per_point:g} runs per point)"
+        else:
+            why = "the series' own noise"
+        return f"floor {self.pct:.2f}% (noise {self.noise_pct:.2f}% per point: {why})"
+
+
+def magnitude_floor(
+    points: Sequence[SeriesPoint], cfg: ChangeDetectionConfig, measured_cv: float | None = None
+) -> Floor:
+    """max(min_magnitude_pct, noise_multiple x the noise of one point).
+
+    ``measured_cv`` (a fraction: 0.05 is 5 %) is the coefficient of variation of one run as the canary
+    measured it; a mean of n runs has that over sqrt(n), n being the median runs behind a point.
+    Without it, the points' own successive differences are their noise.
+    """
+    per_point = float(np.median([p.n for p in points])) if points else 1.0
+    if measured_cv is not None and math.isfinite(measured_cv) and measured_cv >= 0:
+        noise_pct, source = measured_cv * 100.0 / math.sqrt(per_point), MEASURED
+    else:
+        noise_pct, source = series_noise_pct([p.value for p in points]), OWN
+    return Floor(max(cfg.min_magnitude_pct, cfg.noise_multiple * noise_pct), noise_pct, source, per_point)
+
+
+def iso_week(at: datetime) -> tuple[int, int]:
+    """(ISO year, ISO week) of a moment in UTC; a naive time is taken as UTC."""
+    year, week, _ = (at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)).isocalendar()
+    return year, week
+
+
+def weekly_means(points: Sequence[SeriesPoint]) -> list[SeriesPoint]:
+    """The runs of one release (its label and its place in the version order) in one ISO week as one
+    point, their mean, in the order the points came (first run of each group).
+
+    Repeat runs and a comparison's pairs would otherwise weigh a release by how often it was run, and
+    their runs' noise would pass for the series'. Another week stays another point: the host's drift.
+    """
+    groups: dict[tuple[str, str, tuple[int, int]], list[SeriesPoint]] = {}
+    for p in points:
+        groups.setdefault((p.version, p.sort_key, iso_week(p.started_at)), []).append(p)
+    return [_mean_point(g) for g in groups.values()]
+
+
+def detection_points(points: Sequence[SeriesPoint]) -> list[SeriesPoint]:
+    """What E-divisive reads: the weekly means, or the runs themselves while the means are too few
+    for it to place a step at all (two releases, each measured in one week)."""
+    means = weekly_means(points)
+    return means if len(means) >= MIN_POINTS else list(points)
+
+
+def _mean_point(group: list[SeriesPoint]) -> SeriesPoint:
+    if len(group) == 1:
+        return group[0]
+    latest = max(group, key=lambda p: p.started_at)
+    values = tuple(v for p in group for v in p.values)
+    run_ids = tuple(r for p in group for r in (p.run_ids or (p.run_id,)))
+    return SeriesPoint(
+        latest.run_id, latest.version, latest.sort_key, latest.started_at,
+        float(np.mean(values)), run_ids, values,
+    )  # fmt: skip
 
 
 def find_change_points(
@@ -292,6 +396,30 @@ def _own_change_points(x: list[float], max_pvalue: float, min_magnitude: float) 
     return cps
 
 
+def holds_in_runs(
+    points: Sequence[SeriesPoint], cps: list[ChangePoint], max_pvalue: float
+) -> list[ChangePoint]:
+    """The change points found on means whose step the runs behind the means show too (the same
+    t-test, between the same neighbouring change points, on the runs' values).
+
+    A mean hides its runs' disagreement: a blip and a repeat run back at the old figure average to a
+    clean step. On single runs this is the test the detection already made, so it is skipped.
+    """
+    if all(p.n == 1 for p in points):
+        return cps
+    bounds = [0, *(c.index for c in cps), len(points)]
+    kept = []
+    for k, c in enumerate(cps):
+        before = [v for p in points[bounds[k] : c.index] for v in p.values]
+        after = [v for p in points[c.index : bounds[k + 2]] for v in p.values]
+        p, _, _ = _ttest(np.asarray(before, dtype=float), np.asarray(after, dtype=float))
+        if p < max_pvalue:
+            kept.append(c)
+        else:
+            log.info("step at point %d (%+.1f%%) dropped: its runs do not show it (p=%.2g)", c.index, c.magnitude_pct, p)  # fmt: skip
+    return kept
+
+
 # --------------------------------------------------------------------------------------------------
 # Series from the warehouse
 
@@ -354,16 +482,43 @@ def load_series(wh: Warehouse) -> list[Series]:
     return out
 
 
-def changes_in_series(series: Series, cfg: ChangeDetectionConfig, *, now: datetime) -> list[Change]:
-    values = [p.value for p in series.points]
-    floor = magnitude_floor_pct(values, cfg)
-    cps = find_change_points(values, max_pvalue=cfg.max_pvalue, min_magnitude_pct=floor)
+def measured_noise_for(series: Series, figures: Sequence[NoiseRecord]) -> NoiseRecord | None:
+    """The measured figure of the series' host, engine, scenario, level and metric, if any: the one of
+    the series' own configuration (its fingerprint: the canary's release with the same flags and
+    model) first. Another engine's canary is no figure for it: its noise is that engine's."""
+    same = [
+        f
+        for f in figures
+        if (f.host, f.engine, f.scenario, f.level, f.metric)
+        == (series.host, series.engine, series.scenario, series.level, series.metric)
+    ]
+    if not same:
+        return None
+    return min(same, key=lambda f: f.fingerprint != series.fingerprint)
+
+
+def changes_in_series(
+    series: Series, cfg: ChangeDetectionConfig, *, now: datetime, measured: NoiseRecord | None = None
+) -> list[Change]:
+    """The changes on one series, found on its weekly means (:func:`detection_points`); ``measured``:
+    its noise figure (:func:`measured_noise_for`), which sets the floor when given."""
+    points = detection_points(series.points)
+    values = [p.value for p in points]
+    floor = magnitude_floor(points, cfg, measured.cv if measured else None)
+    by = f" (canary {measured.engine} {measured.version})" if floor.source == MEASURED and measured else ""
+    log.info(
+        "%s %s %s@%d %s: %d points from %d runs, %s%s", series.host, series.engine, series.scenario,
+        series.level, series.metric, len(points), len(series.points), floor.text(), by,
+    )  # fmt: skip
+    cps = find_change_points(values, max_pvalue=cfg.max_pvalue, min_magnitude_pct=floor.pct)
+    cps = holds_in_runs(points, cps, cfg.max_pvalue)
     bounds = [c.index for c in cps] + [len(values)]
     out = []
     for k, cp in enumerate(cps):
-        before, after = series.points[cp.index - 1], series.points[cp.index]
-        # the step holds once two runs stand after it: a repeat of that version, or the next version
-        confirmed = bounds[k + 1] - cp.index >= 2
+        before, after = points[cp.index - 1], points[cp.index]
+        # the step holds once two runs stand after it (a repeat of that version, or the next
+        # version): runs, not points, since one mean of two runs is a repeat already
+        confirmed = sum(p.n for p in points[cp.index : bounds[k + 1]]) >= 2
         rise = cp.mean_after > cp.mean_before
         out.append(
             Change(
@@ -437,6 +592,18 @@ def confirmed_since(changes: list[Change], since: datetime | None, until: dateti
     return out
 
 
+def _stored_noise(wh: Warehouse) -> list[NoiseRecord]:
+    try:
+        return wh.latest_noise()
+    except Exception as e:  # noqa: BLE001 - a warehouse without the table yet: nothing measured
+        log.warning("could not read the measured noise: %s", e)
+        return []
+
+
+def _canary_of(series: Series, canaries: Sequence[Canary]) -> Canary | None:
+    return next((k for k in canaries if (k.host, k.engine) == (series.host, series.engine)), None)
+
+
 def _existing(wh: Warehouse) -> dict[str, ChangeRecord]:
     try:
         rows = wh.list_changes()
@@ -463,7 +630,11 @@ def _run_facts(wh: Warehouse, run_ids: list[str]) -> dict[str, dict]:
 def canary_changes(
     wh: Warehouse, series: Series, canary: Canary, cfg: ChangeDetectionConfig, now: datetime
 ) -> tuple[list[Change], list[DriftWindow]]:
-    """The canary's steps over time in one series, as stored changes and as drift windows."""
+    """The canary's steps over time in one series, as stored changes and as drift windows.
+
+    Its floor is the series' own noise, never the measured figure: that figure is these same runs'
+    spread, and a step of the host among them would raise the floor over itself.
+    """
     points = time_ordered(series.points, canary)
     if len(points) < MIN_POINTS:
         return [], []
@@ -479,10 +650,18 @@ def canary_changes(
     return rows, windows
 
 
-def canary_noise(series: Series, canary: Canary, computed_at: datetime) -> NoiseRecord | None:
+def canary_noise(
+    series: Series, canary: Canary, computed_at: datetime, *, after: datetime | None = None
+) -> NoiseRecord | None:
     """The series' run-to-run noise from its canary's latest runs of the one release (the points a
-    step over time would be the host's, not an engine's); None below :data:`NOISE_MIN_RUNS`."""
-    points = time_ordered(series.points, canary)[-NOISE_RUNS:]
+    step over time would be the host's, not an engine's); None below :data:`NOISE_MIN_RUNS`.
+
+    ``after``: the start of the canary's latest step over time. Only the runs after it are the host
+    as it stands; with the step among them the spread is the step's, and the floors that rest on the
+    figure would hide steps of that size.
+    """
+    runs = [p for p in time_ordered(series.points, canary) if after is None or p.started_at > after]
+    points = runs[-NOISE_RUNS:]
     if len(points) < NOISE_MIN_RUNS:
         return None
     fig = noise.noise_figure(series.metric, [p.value for p in points])
@@ -514,10 +693,24 @@ def detect_changes(
     own: list[Change] = []
     windows: list[DriftWindow] = []
     noise_rows: list[NoiseRecord] = []
-    for series in load_series(wh):
-        canary = next((k for k in canaries if (k.host, k.engine) == (series.host, series.engine)), None)
+    every = [(s, _canary_of(s, canaries)) for s in load_series(wh)]
+    # the canary over time first: its steps are the host's, and its noise figure starts after them
+    for series, canary in every:
         if canary is None:
-            changes.extend(changes_in_series(series, cfg, now=now))
+            continue
+        rows, found_windows = canary_changes(wh, series, canary, cfg, now)
+        own += rows
+        windows += found_windows
+        since = max((w.start for w in found_windows), default=None)
+        if (figure := canary_noise(series, canary, now, after=since)) is not None:
+            noise_rows.append(figure)
+    # the floors rest on the figures `strix changes` shows after this analysis: its own, else the
+    # newest stored (a week whose canary measured nothing keeps last week's)
+    figures = noise_rows or _stored_noise(wh)
+    for series, canary in every:
+        measured = measured_noise_for(series, figures)
+        if canary is None:
+            changes.extend(changes_in_series(series, cfg, now=now, measured=measured))
             continue
         # the canary's weekly runs are read over time; among the releases it counts as one release
         # with its first two runs (the one that measured it, the repeat that confirms a change on
@@ -525,14 +718,11 @@ def detect_changes(
         runs = [p for p in series.points if canary.names(p.version)]
         keep = {id(p) for p in sorted(runs, key=lambda p: p.started_at)[:CANARY_RUNS_AMONG_RELEASES]}
         releases = [p for p in series.points if not canary.names(p.version) or id(p) in keep]
-        found = changes_in_series(dataclasses.replace(series, points=releases), cfg, now=now)
+        found = changes_in_series(
+            dataclasses.replace(series, points=releases), cfg, now=now, measured=measured
+        )
         # a step inside the canary's own release is the over-time reading's, not a version change
         changes += [c for c in found if not (c.version_before == c.version_after and canary.names(c.version_after or ""))]  # fmt: skip
-        rows, found_windows = canary_changes(wh, series, canary, cfg, now)
-        own += rows
-        windows += found_windows
-        if (figure := canary_noise(series, canary, now)) is not None:
-            noise_rows.append(figure)
     label_changes(changes, windows)
     changes += own
     for c in changes:

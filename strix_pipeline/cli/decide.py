@@ -10,7 +10,14 @@ from rich.console import Console
 from rich.table import Table
 
 from strix_pipeline.analysis.bisect.steps import steps_text, summary
-from strix_pipeline.analysis.changepoints import Series, load_series, magnitude_floor_pct, series_noise_pct
+from strix_pipeline.analysis.changepoints import (
+    MEASURED,
+    Series,
+    detection_points,
+    load_series,
+    magnitude_floor,
+    measured_noise_for,
+)
 from strix_pipeline.analysis.decision import Decision, evaluate, format_value, pair_rows, reproduce
 from strix_pipeline.cli.common import config_of, error, on_warehouse, shown, warehouse_arg
 from strix_pipeline.cli.compare import comparison_table
@@ -191,7 +198,7 @@ def run_changes(args: argparse.Namespace) -> int:
         return 0
     print_noise(noise)
     if not rows:
-        print_no_changes(series, config_of(args).change_detection, unacknowledged_only=not args.all)
+        print_no_changes(series, config_of(args).change_detection, noise, unacknowledged_only=not args.all)
         print_comparisons(compared)
         return 0
     table = Table(title="Change points" + ("" if args.all else " (unacknowledged)"))
@@ -292,9 +299,13 @@ def bisection_cell(b: BisectionRecord, steps: list[str]) -> str:
     return "\n".join([summary(b), *steps])
 
 
-def print_no_changes(series: list[Series], cfg: ChangeDetectionConfig, *, unacknowledged_only: bool) -> None:
-    """ "None", with why: each series looked at, its versions and noise, and the smallest step that
-    would have counted there (max(min_magnitude_pct, noise_multiple x noise))."""
+def print_no_changes(
+    series: list[Series], cfg: ChangeDetectionConfig, noise: list[NoiseRecord], *, unacknowledged_only: bool
+) -> None:
+    """ "None", with why: each series looked at, its versions, the noise of one of its points (a weekly
+    mean) and the smallest step that would have counted there (max(min_magnitude_pct, noise_multiple x
+    noise): changepoints.magnitude_floor); the caption says how many floors rest on the canary's
+    measured figure rather than the series' own noise."""
     console = Console()
     what = "unacknowledged change points" if unacknowledged_only else "change points"
     looked = [s for s in series if len({p.version for p in s.points}) >= 2]
@@ -314,12 +325,22 @@ def print_no_changes(series: list[Series], cfg: ChangeDetectionConfig, *, unackn
         "smallest step counted",
     ):
         table.add_column(col, overflow="fold")
+    from_canary = 0
     for s in sorted(looked, key=lambda s: (s.engine, s.host, s.scenario, s.level, s.metric)):
-        values = [p.value for p in s.points]
+        measured = measured_noise_for(s, noise)
+        floor = magnitude_floor(detection_points(s.points), cfg, measured.cv if measured else None)
+        from_canary += floor.source == MEASURED
         table.add_row(
             s.engine, s.host, s.scenario, str(s.level), s.metric, str(len({p.version for p in s.points})),
-            f"{series_noise_pct(values):.1f}%", f"{magnitude_floor_pct(values, cfg):.1f}%",
+            f"{floor.noise_pct:.1f}%", f"{floor.pct:.1f}%",
         )  # fmt: skip
+    # a column more would fold the figures on an 80-column terminal: which noise is which, in words
+    table.caption = (
+        "noise of one point (the mean of one release's runs in one week; a run while a series has "
+        f"fewer than three such means): for {from_canary} series the canary's CV of one run (the noise "
+        "table above, same host, scenario, level and metric) / √(runs a point), for the others the "
+        "series' own"
+    )
     console.print(table)
 
 
