@@ -6,6 +6,9 @@ readiness and yields a :class:`DockerEngine`. Leaving the block -- normally, by 
 cancellation -- stops and removes the container. A start that fails raises
 :class:`EngineStartError` with the log tail, after removing the container, so the next run starts
 clean. The host's client and facts are in ``docker_host``, the running engine in ``docker_engine``.
+
+vLLM's KV cache is sized for the profile's token capacity once the image is there
+(:meth:`DockerLauncher.size_for_context`, issue 34: C5 at the same context on the Box too).
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from typing import Any
 import httpx
 
 from strix_pipeline.config import EngineConfig, HostConfig, ImageSource, ModelProfile
-from strix_pipeline.engines import build_spec, compile_cache_dir
+from strix_pipeline.engines import build_spec, compile_cache_dir, vllm
 from strix_pipeline.engines.base import CONTAINER_MODELS_DIR, DeviceMemory, EngineSpec, container_model_path
+from strix_pipeline.hosts import guards, model_config
 from strix_pipeline.hosts.docker_engine import (
     DockerEngine,
     LogStreamer,
@@ -37,11 +41,14 @@ from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.guards import MANAGED_LABEL, RUN_LABEL
 from strix_pipeline.hosts.model_files import required_files
 from strix_pipeline.hosts.ssh import client_transport
-from strix_pipeline.units import MB
+from strix_pipeline.memory.bytes_per_token import ModelFileError
+from strix_pipeline.memory.kv_capacity import KvSizing, layout_from_config_json
+from strix_pipeline.units import MB, gib_text
 
 log = logging.getLogger(__name__)
 
 _NAME_BAD = re.compile(r"[^a-zA-Z0-9_.-]+")
+VERSION_LABEL = "org.opencontainers.image.version"
 
 
 class DockerLauncher:
@@ -50,6 +57,10 @@ class DockerLauncher:
     ``model_path`` overrides the profile's path on the host (e.g. a file assembled elsewhere).
     ``pull``: "missing" (pull when the exact reference is not present), "always", or "never".
     ``group_ids``: numeric groups; None reads them from the config or the host.
+    ``release``: the engine release the image holds (the image record's version), which says the flags
+    it takes; None: the pulled image's version label, else unknown (taken as today's).
+    ``read_config``: how the checkpoint's config.json is read (default: through the image,
+    hosts/model_config.py).
     """
 
     def __init__(
@@ -70,6 +81,8 @@ class DockerLauncher:
         group_ids: list[int] | None = None,
         poll_interval_s: float = 0.5,
         source: ImageSource | None = None,
+        release: str | None = None,
+        read_config: model_config.ConfigReader | None = None,
     ) -> None:
         self.host = host_cfg
         self.source = source  # the image source the image comes from: its executable wins
@@ -97,6 +110,15 @@ class DockerLauncher:
         self._image: Any = None  # set by pull()
         # "cold" / "warm" once started with a compile cache (engines/<kind>.py COMPILE_CACHE_DIR)
         self.compile_cache: str | None = None
+        self.release = release
+        self.read_config = read_config
+        self.device: DeviceMemory | None = None  # set by size_pools
+        # set by size_for_context: vLLM's KV cache for the context (None: the configured pool) and
+        # the pool production's configuration would hold, which C5 shows beside it
+        self.kv_sizing: KvSizing | None = None
+        self.production_pool_bytes: int | None = None
+        self.context_note: str | None = None  # what the sizing did, or why it did not: for the run's log
+        self._context_sized = False
         self.spec = self._build_spec()
 
     # -- spec and container options
@@ -104,7 +126,7 @@ class DockerLauncher:
     def _build_spec(self) -> EngineSpec:
         in_container = container_model_path(self.host_model_path, self.host.models_dir)
         loopback = self.host.address in ("127.0.0.1", "localhost", "::1")
-        return build_spec(
+        spec = build_spec(
             self.engine_cfg,
             self.profile,
             in_container,
@@ -112,15 +134,76 @@ class DockerLauncher:
             # host networking: bind loopback when the pipeline reaches the engine there, else all
             bind_host="127.0.0.1" if loopback else "0.0.0.0",
             budget_gb=self.host.memory_budget_gb,
-            device=getattr(self, "device", None),
+            device=self.device,
             source=self.source,
         )
+        if self.kv_sizing is not None:  # sized for the context: kept when the pools are sized again
+            spec = vllm.for_context(spec, self.kv_sizing.bytes, self.profile, self.device)
+        return spec
 
     def size_pools(self, device: DeviceMemory) -> None:
         """Size pool fractions against ``device`` (the host's device total as HIP sees it, read by its
         probe) instead of the budget: the spec, and so the guards' reservations, are built again."""
         self.device = device
         self.spec = self._build_spec()
+
+    def size_for_context(self) -> None:
+        """vLLM's KV cache sized for the profile's token capacity (context per slot x slots: what
+        llama-server's ``-c`` holds), so C5 compares the engines at the same context (issue 34):
+        ``--kv-cache-memory-bytes N`` replaces the pool fraction, N from the checkpoint's config.json
+        as the engine will see it, in vLLM's block rounding for the device (GPU or CPU backend). Once,
+        after the pull (the config is read through the image), before production stops: the sized
+        reservations are checked against the budget here. The configured pool stays when the release
+        predates the flag, the configuration sizes the cache itself or the config cannot say; the
+        engine's log says why. The pool production's configuration holds is kept either way
+        (``production_pool_bytes``). Other engines: nothing to size."""
+        if self._context_sized or self.spec.kind != vllm.KIND:
+            return
+        self._context_sized = True
+        device = self.device or DeviceMemory()
+        self.production_pool_bytes = vllm.production_pool_bytes(self.spec.flags, self.profile, device)
+        release = self.release or self._version_label()
+        why = vllm.context_refusal(self.spec.flags, release)
+        if why is None:
+            try:
+                found = self._read_config()(self.spec.model_path)
+                layout = layout_from_config_json(
+                    found.data, found.source, vllm.cache_dtype_bytes(self.spec.flags)
+                )
+                self.kv_sizing = vllm.same_context_kv(self.spec.flags, self.profile, layout, cpu=device.cpu)
+            except (ModelFileError, ValueError) as e:  # no readable config, a cache dtype of unknown size
+                why = str(e)
+        pool = self.production_pool_bytes
+        shown = f" (production's pool, {gib_text(pool)})" if pool is not None else ""
+        if self.kv_sizing is None:
+            self.context_note = (
+                f"vLLM KV cache not sized for the same context as llama-server: {why}; "
+                f"the pool stays as configured{shown}"
+            )
+            self._log_line(self.context_note)
+            return
+        self.spec = self._build_spec()
+        unknown = "" if release else f" (release not known: taken as one with {vllm.KV_BYTES_FLAG})"
+        self.context_note = (
+            f"vLLM KV cache for the same context as llama-server{unknown}: {self.kv_sizing.describe()}"
+            f"; the configured pool{shown} is shown beside it"
+        )
+        self._log_line(self.context_note)
+        what = f"{self.spec.kind} '{self.spec.served_model_name}'"
+        guards.check_reservations(self.spec.reservations, self.host.memory_budget_gb, what=what)
+
+    def _read_config(self) -> model_config.ConfigReader:
+        if self.read_config is not None:
+            return self.read_config
+        if self.client is None:
+            self.client = make_client(self.host)
+        return model_config.in_image(self.client, self.image_ref, self.model_volumes(), run_id=self.run_id)
+
+    def _version_label(self) -> str | None:
+        """The pulled image's ``org.opencontainers.image.version``: what image discovery records as its
+        version when the image has one (registry/discovery.py)."""
+        labels = (self.image_attrs.get("Config") or {}).get("Labels") or {}
+        return labels.get(VERSION_LABEL) or None
 
     def compile_cache_volume(self) -> str | None:
         """The named volume holding what this image's engine compiled at start: one per image (a newer
@@ -135,6 +218,12 @@ class DockerLauncher:
         cache_dir, volume = compile_cache_dir(self.engine_cfg.kind), self.compile_cache_volume()
         if cache_dir and volume:
             vols[volume] = {"bind": cache_dir, "mode": "rw"}
+        return vols | self.model_volumes()
+
+    def model_volumes(self) -> dict[str, dict[str, str]]:
+        """The model's read-only mounts: what the engine sees under /models, and what its config is
+        read through (never the compile cache: a read must not create its volume, which says warm)."""
+        vols: dict[str, dict[str, str]] = {}
         if self.host.models_dir:
             vols[self.host.models_dir] = {"bind": CONTAINER_MODELS_DIR, "mode": "ro"}
         p = PurePosixPath(self.host_model_path)
@@ -205,6 +294,7 @@ class DockerLauncher:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._log_line(f"run {self.run_id}: {self.engine_cfg.kind} image {self.image_ref}")
         self._image = self._pull()
+        self.size_for_context()
 
     @property
     def image_attrs(self) -> dict[str, Any]:
@@ -212,9 +302,11 @@ class DockerLauncher:
         return dict(getattr(self._image, "attrs", None) or {})
 
     def _start(self) -> DockerEngine:
-        if self._image is None:
+        if self._image is None:  # pull() was not called first
             self._log_line(f"run {self.run_id}: {self.engine_cfg.kind} image {self.image_ref}")
-        image = self._image if self._image is not None else self._pull()
+            self._image = self._pull()
+        image = self._image
+        self.size_for_context()  # done by pull() when it was called first
         gids = self.group_ids if self.group_ids is not None else resolve_group_ids(self.host, self.client)
         kwargs = self.run_kwargs(gids)
         self._log_line(f"command: {self.spec.command_line()}")
@@ -362,9 +454,7 @@ class DockerLauncher:
             except (httpx.HTTPError, ValueError, AttributeError):
                 pass
         labels = ((getattr(image, "attrs", None) or {}).get("Config") or {}).get("Labels") or {}
-        return labels.get("org.opencontainers.image.version") or labels.get(
-            "org.opencontainers.image.revision"
-        )
+        return labels.get(VERSION_LABEL) or labels.get("org.opencontainers.image.revision")
 
     def _cleanup(self) -> None:
         if self._streamer is not None:

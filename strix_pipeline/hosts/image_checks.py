@@ -9,15 +9,22 @@
   one whose targets cannot be read (a compressed offload bundle the image cannot decompress) too.
 
 Both raise :class:`EngineStartError` with status ``failed_guard`` (the engine was never tried).
+
+- :func:`read_file`: a small file as a container of the image sees it -- the image's own files and the
+  mounts the engine gets -- read through the same archive API: no ``cat`` or shell needed in the image.
 """
 
 from __future__ import annotations
 
 import base64
+import io
 import json
 import logging
 import shlex
+import tarfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -30,6 +37,13 @@ log = logging.getLogger(__name__)
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 ARCH_TIMEOUT_S = 180.0  # importing torch in a large image on a cold page cache takes tens of seconds
 NOT_BUILT = "not built for {target}"
+GO_MODE_DIR = 1 << 31  # Go's os.ModeDir, as Docker's path stat reports a mode
+MAX_READ_BYTES = 1 << 20  # read_file's limit: a model's config.json is a few KB
+MAX_LINKS = 8  # links read_file follows before it gives up
+
+
+class ImageFileError(Exception):
+    """A file a container of the image cannot give: absent, a directory, too large, a loop of links."""
 
 
 def _image_env(image_attrs: dict[str, Any]) -> dict[str, str]:
@@ -59,8 +73,38 @@ def _is_executable_file(stat: dict[str, Any]) -> bool:
     mode = int(stat.get("mode", 0))
     if stat.get("linkTarget"):
         return True  # a link (e.g. /usr/local/bin/vllm -> …): the start resolves it
-    is_dir = bool(mode & (1 << 31))  # Go's os.ModeDir, as Docker reports it
-    return not is_dir and bool(mode & 0o111)
+    return not mode & GO_MODE_DIR and bool(mode & 0o111)
+
+
+@contextmanager
+def created(
+    client: Any,
+    image_ref: str,
+    entrypoint: list[str],
+    *,
+    run_id: str,
+    check: str,
+    volumes: dict[str, dict[str, str]] | None = None,
+) -> Iterator[Any]:
+    """A container of ``image_ref`` created and never started (no device, no network), for reading its
+    filesystem through Docker's archive API; removed whatever happens (a removal that fails is found
+    by the leftover guard: it carries the managed label)."""
+    extra = {"volumes": volumes} if volumes else {}
+    container = client.containers.create(
+        image_ref,
+        entrypoint=entrypoint,
+        command=[],
+        network_disabled=True,
+        labels={MANAGED_LABEL: "true", RUN_LABEL: run_id, "strix.check": check},
+        **extra,
+    )
+    try:
+        yield container
+    finally:
+        try:
+            container.remove(force=True)
+        except Exception as e:  # noqa: BLE001 - a removal that failed is found by the leftover guard later
+            log.warning("could not remove check container %s: %s", container.id[:12], e)
 
 
 def check_executable(
@@ -73,15 +117,8 @@ def check_executable(
     if not executable:
         raise EngineStartError("failed_guard", f"no executable configured for {image_ref}")
     exe = executable[0]
-    container = client.containers.create(
-        image_ref,
-        entrypoint=[exe],
-        command=[],
-        network_disabled=True,
-        labels={MANAGED_LABEL: "true", RUN_LABEL: run_id, "strix.check": "executable"},
-    )
-    try:
-        tried = _candidates(exe, image_attrs)
+    tried = _candidates(exe, image_attrs)
+    with created(client, image_ref, [exe], run_id=run_id, check="executable") as container:
         for path in tried:
             try:
                 stat = _stat(client, container.id, path)
@@ -90,11 +127,6 @@ def check_executable(
                 stat = None
             if stat is not None and _is_executable_file(stat):
                 return path
-    finally:
-        try:
-            container.remove(force=True)
-        except Exception as e:  # noqa: BLE001 - a removal that failed is found by the leftover guard later
-            log.warning("could not remove check container %s: %s", container.id[:12], e)
     where = (
         ""
         if exe.startswith("/")
@@ -173,3 +205,47 @@ def check_arch(
             "failed_guard", f"{NOT_BUILT.format(target=target)}: {parts}; production was not stopped"
         )
     return found
+
+
+def read_file(
+    client: Any,
+    image_ref: str,
+    path: str,
+    *,
+    run_id: str,
+    volumes: dict[str, dict[str, str]] | None = None,
+    max_bytes: int = MAX_READ_BYTES,
+) -> str:
+    """The text of ``path`` as a container of ``image_ref`` with ``volumes`` sees it (the image's own
+    files, the bind mounts), read through Docker's archive API on a created, never started container:
+    nothing runs in the image, so neither a shell nor ``cat`` must be there. A link is followed where
+    Docker resolved it inside the container (a Hugging Face cache's snapshot -> blob). Raises
+    :class:`ImageFileError` for a path that gives no file; docker-py's own errors pass through."""
+    import docker.errors
+
+    with created(client, image_ref, ["true"], run_id=run_id, check="file", volumes=volumes) as container:
+        for _ in range(MAX_LINKS + 1):
+            try:
+                chunks, stat = container.get_archive(path)
+            except docker.errors.NotFound:
+                raise ImageFileError(f"{path}: no such file in the container") from None
+            mode, size = int(stat.get("mode", 0)), int(stat.get("size", 0))
+            if stat.get("linkTarget"):  # set for a link only, resolved in the container's root
+                path = stat["linkTarget"]
+                continue
+            if mode & GO_MODE_DIR:
+                raise ImageFileError(f"{path}: a directory, not a file")
+            if size > max_bytes:
+                raise ImageFileError(f"{path}: {size} bytes, over the {max_bytes} this reader takes")
+            return _only_file(b"".join(chunks), path).decode("utf-8", errors="replace")
+    raise ImageFileError(f"{path}: more than {MAX_LINKS} links")
+
+
+def _only_file(archive: bytes, path: str) -> bytes:
+    """The one regular file of the tar Docker's archive API gave for a file path."""
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        for member in tar:
+            f = tar.extractfile(member) if member.isfile() else None
+            if f is not None:
+                return f.read()
+    raise ImageFileError(f"{path}: the container's archive holds no file")

@@ -33,7 +33,7 @@ from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.local import MODEL_ALIAS
 from strix_pipeline.hosts.process import LocalProcess
 from strix_pipeline.memory.bytes_per_token import ModelFileError
-from strix_pipeline.memory.kv_capacity import KvSizing
+from strix_pipeline.memory.kv_capacity import KvSizing, layout_from_config
 from strix_pipeline.provision import vllm_env
 from strix_pipeline.provision.cache import cache_dir
 from strix_pipeline.provision.gemma_checkpoint import ConversionError, ensure_checkpoint
@@ -252,13 +252,10 @@ class LocalVllmServer(LocalProcess):
         self.kv_sizing = None
         if self.same_context:
             try:
-                self.kv_sizing = vllm_spec.same_context_kv(
-                    box_spec.flags,
-                    profile,
-                    Path(profile.path),
-                    cpu=True,
-                    dtype_bytes=vllm_dtype.cache_bytes(self.dtype_choice.dtype),
+                layout = layout_from_config(
+                    Path(profile.path), vllm_dtype.cache_bytes(self.dtype_choice.dtype)
                 )
+                self.kv_sizing = vllm_spec.same_context_kv(box_spec.flags, profile, layout, cpu=True)
                 progress(f"vLLM KV cache for the same context as llama-server: {self.kv_sizing.describe()}")
             except (ModelFileError, ValueError) as e:  # no readable config, a dtype of unknown size
                 progress(
@@ -279,7 +276,7 @@ class LocalVllmServer(LocalProcess):
         # release) or without a same-context size, rounded up so the capacity still fits
         space = self.kv_cache_gib
         if self.kv_sizing is not None:
-            space = None if vllm_spec.CPU_KV_FLAG in flags else -(-self.kv_sizing.bytes // GIB)
+            space = None if vllm_spec.KV_BYTES_FLAG in flags else -(-self.kv_sizing.bytes // GIB)
         self.env = vllm_spec.cpu_env(space) | {"VLLM_RPC_BASE_PATH": str(self.rpc_dir)}
         self.env |= dict(engine.env) | dict(self.extra_env)
         proc_env = {

@@ -90,24 +90,39 @@ class KvSizing:
         )
 
 
+def parse_config(text: str, where: str) -> dict:
+    """A checkpoint's ``config.json`` text as a JSON object; ``where`` names it in the error."""
+    try:
+        config = json.loads(text)
+    except ValueError as e:
+        raise ModelFileError(f"{where}: does not parse ({e})") from e
+    if not isinstance(config, dict):
+        raise ModelFileError(f"{where}: is {type(config).__name__}, not a JSON object")
+    return config
+
+
 def layout_from_config(directory: Path, dtype_bytes: int = BF16_CACHE_BYTES) -> KvLayout:
-    """The KV layout of a Hugging Face checkpoint from its ``config.json`` (``text_config`` when nested):
-    ``layer_types`` (``sliding_attention`` / ``full_attention``) with ``sliding_window``, else every
-    layer full attention (or every layer sliding when a window is used and no pattern is given)."""
+    """The KV layout of a Hugging Face checkpoint directory on this machine (:func:`layout_from_config_json`)."""
     path = Path(directory) / "config.json"
     try:
-        config = json.loads(path.read_text())
+        text = path.read_text()
     except OSError as e:
         raise ModelFileError(f"{path}: cannot be read ({e.strerror or e})") from e
-    except ValueError as e:
-        raise ModelFileError(f"{path}: does not parse ({e})") from e
+    return layout_from_config_json(parse_config(text, str(path)), str(path), dtype_bytes)
+
+
+def layout_from_config_json(config: dict, where: str, dtype_bytes: int = BF16_CACHE_BYTES) -> KvLayout:
+    """The KV layout of a Hugging Face checkpoint from its parsed ``config.json`` (``text_config`` when
+    nested), read wherever the engine sees it; ``where`` names it in errors. ``layer_types``
+    (``sliding_attention`` / ``full_attention``) with ``sliding_window``, else every layer full
+    attention (or every layer sliding when a window is used and no pattern is given)."""
     if isinstance(config.get("text_config"), dict):
         config = config["text_config"]
 
     def count(key: str) -> int:
         value = config.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ModelFileError(f"{path}: field {key} is {value!r}: expected a whole number >= 1")
+            raise ModelFileError(f"{where}: field {key} is {value!r}: expected a whole number >= 1")
         return value
 
     layers = count("num_hidden_layers")
@@ -119,12 +134,12 @@ def layout_from_config(directory: Path, dtype_bytes: int = BF16_CACHE_BYTES) -> 
     types = config.get("layer_types")
     if types is not None:
         if not isinstance(types, list) or len(types) != layers:
-            raise ModelFileError(f"{path}: field layer_types is not a list of {layers} layer kinds")
-        unknown = sorted({t for t in types if t not in ("sliding_attention", "full_attention")})
+            raise ModelFileError(f"{where}: field layer_types is not a list of {layers} layer kinds")
+        unknown = sorted({str(t) for t in types if t not in ("sliding_attention", "full_attention")})
         if unknown:
-            raise ModelFileError(f"{path}: field layer_types has kinds {unknown} this sizing does not know")
+            raise ModelFileError(f"{where}: field layer_types has kinds {unknown} this sizing does not know")
         if "sliding_attention" in types and not (isinstance(window, int) and window > 0):
-            raise ModelFileError(f"{path}: sliding layers but field sliding_window is {window!r}")
+            raise ModelFileError(f"{where}: sliding layers but field sliding_window is {window!r}")
         windows = tuple(window if t == "sliding_attention" else FULL for t in types)
     elif isinstance(window, int) and window > 0 and config.get("use_sliding_window") is not False:
         windows = (window,) * layers

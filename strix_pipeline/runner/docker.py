@@ -132,8 +132,9 @@ def run_docker(r: RunInputs) -> None:
         with ExitStack() as stack:
             source = image_source(engine, target.image.registry, target.image.repository)
             launcher = dk.DockerLauncher(
-                host_cfg, engine, model, image_ref, run.run_id, log_dir, client, source=source
-            )
+                host_cfg, engine, model, image_ref, run.run_id, log_dir, client, source=source,
+                release=target.image.version,  # whether vLLM takes --kv-cache-memory-bytes (engines/vllm.py)
+            )  # fmt: skip
             # Everything that can refuse or take long happens while production still serves its users:
             # the budget, the leftovers, the pull (minutes for a ROCm image), the image's executable and
             # the GPU targets it was compiled for.
@@ -173,6 +174,8 @@ def run_docker(r: RunInputs) -> None:
             ):
                 log(f"[{run.run_id}] {note}")
             launcher.pull()
+            if launcher.context_note:  # C5 at the same context, or why not (issue 34)
+                log(f"[{run.run_id}] {launcher.context_note}")
             record_image_env(run, launcher.image_attrs)
             image_checks.check_executable(
                 client, image_ref, launcher.spec.executable, launcher.image_attrs, run_id=run.run_id
@@ -253,10 +256,15 @@ def run_docker(r: RunInputs) -> None:
                     sampler.set_phase("after_stop")
                 if run.log_tail is None:  # the engine's last lines also when the suite crashed
                     run.log_tail = docker_engine.container_log_tail(None, launcher.log_path) or None
-                # what the engine's log says it allocated at load: C5's weights / KV / other on the Box
-                # (vLLM's pool is the configured fraction's here: production's own, not the same context)
+                # what the engine's log says it allocated at load: C5's weights / KV / other on the Box;
+                # vLLM's KV cache sized for the same context when it could be (the launcher's log says
+                # why not), production's configured pool beside it
                 ctx = model.context_length * model.parallel if launcher.spec.kind == "llamacpp" else None
-                record_breakdown(run, launcher.spec.kind, launcher.log_path, None, ctx)
+                record_breakdown(
+                    run, launcher.spec.kind, launcher.log_path, launcher.production_pool_bytes, ctx
+                )
+                # the environment the engine got: sizing for the context drops VLLM_CPU_KVCACHE_SPACE
+                record_engine_env(run, launcher.spec.env)
             if notes:
                 run.failure_reason = join_reasons(run.failure_reason, notes)
             if read is not None:

@@ -358,6 +358,10 @@ def run_facts(run: RunRecord) -> RunFacts:
         harness_version=run.harness_version,
         engine_env=run.engine_env,
         image_env=run.image_env,
+        weights_bytes=run.weights_bytes,
+        kv_cache_bytes=run.kv_cache_bytes,
+        kv_capacity_tokens=run.kv_capacity_tokens,
+        production_pool_bytes=run.production_pool_bytes,
     )
 
 

@@ -654,9 +654,12 @@ def _same_context_note(c: RunFacts, b: RunFacts) -> str:
 
 
 def _production_pool_note(c: RunFacts) -> str:
+    """The pool production's configuration holds, beside the same-context figures: the KV cache on
+    the CPU backend, the whole pool (weights, activations and KV: the fraction x the device total)
+    on a GPU -- so "pool", not "KV pool"."""
     if c.production_pool_bytes is None or c.production_pool_bytes == c.kv_cache_bytes:
         return ""
-    return f"; production's KV pool as configured: {gib_text(c.production_pool_bytes, 2)}"
+    return f"; production's pool as configured: {gib_text(c.production_pool_bytes, 2)}"
 
 
 def memory_not_above_llamacpp(ev: Evidence, config: StrixConfig) -> CriterionResult:

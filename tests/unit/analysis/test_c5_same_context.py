@@ -53,7 +53,7 @@ def test_c5_decides_on_what_each_engine_holds_at_the_same_context(held: float, s
         "KV for 16,384 tokens)" in result.reason
     ), result.reason
     assert "llamacpp 4.0 GiB (b6000) (KV for 16,384 tokens); at the same context" in result.reason
-    assert "production's KV pool as configured: 2.00 GiB" in result.reason
+    assert "production's pool as configured: 2.00 GiB" in result.reason
 
 
 def test_two_kv_caches_of_different_capacity_are_named_a_configurations_difference() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from strix_pipeline.config import EngineConfig, ModelProfile
-from strix_pipeline.engines import build_spec
+from strix_pipeline.engines import build_spec, vllm
 from strix_pipeline.engines.base import DeviceMemory, flag_gb, pool_fit_problem
 from strix_pipeline.engines.sglang import unified_memory_problems
 from strix_pipeline.units import GB, GIB
@@ -90,3 +90,34 @@ def test_hicache_is_a_unified_memory_problem_whatever_its_size(flags):
     (why,) = unified_memory_problems(["--mem-fraction-static", "0.55", *flags])
     assert "unified-memory host" in why and "never enable it there" in why
     assert unified_memory_problems(["--mem-fraction-static", "0.55"]) == []
+
+
+def test_a_gpu_spec_sized_in_kv_bytes_keeps_its_fraction_as_the_start_gate():
+    """engines/vllm.py for_context: on a GPU the KV bytes for the context beside the fraction, which
+    still counts (vLLM asks that much of the device free at start); on the CPU backend they replace it."""
+    device = DeviceMemory(total_gb=HIP_TOTAL / GB)
+    spec = build_spec(EngineConfig(kind="vllm"), profile(), "/m", budget_gb=120, device=device)
+    assert vllm.production_pool_bytes(spec.flags, profile(), device) == pytest.approx(0.85 * HIP_TOTAL, abs=1)
+    sized = vllm.for_context(spec, 3 * GIB, profile(), device)
+    assert (
+        sized.flags[-2:] == ["--kv-cache-memory-bytes", str(3 * GIB)]
+        and "--gpu-memory-utilization" in sized.flags
+    )
+    assert sized.command[-len(sized.flags) :] == sized.flags
+    assert gb(sized) == pytest.approx(0.85 * HIP_TOTAL / GB)
+    on_cpu = vllm.for_context(spec, 3 * GIB, profile(), DeviceMemory(cpu=True))
+    assert "--gpu-memory-utilization" not in on_cpu.flags
+    assert [(r.what, r.gb) for r in on_cpu.reservations][-1] == (
+        f"--kv-cache-memory-bytes {3 * GIB}",
+        3 * GIB / GB,
+    )
+    both = build_spec(
+        EngineConfig(kind="vllm"), profile(extra_flags={"vllm": ["--kv-cache-memory-bytes", "5"]}), "/m",
+        budget_gb=120, device=device,
+    )  # fmt: skip
+    assert gb(both) == pytest.approx(0.85 * HIP_TOTAL / GB)
+    # the CPU backend's pool as configured: its KV bytes, VLLM_CPU_KVCACHE_SPACE GiB, else unknown
+    env = DeviceMemory(cpu=True, env={"VLLM_CPU_KVCACHE_SPACE": "2"})
+    assert vllm.production_pool_bytes(spec.flags, profile(), env) == 2 * GIB
+    assert vllm.production_pool_bytes(spec.flags, profile(), DeviceMemory(cpu=True)) is None
+    assert vllm.production_pool_bytes(spec.flags, profile(), DeviceMemory()) is None  # not read

@@ -45,7 +45,7 @@ def test_kv_cache_sized_for_slots_times_context(tmp_path: Path) -> None:
     ckpt = tmp_path / "ckpt"
     shutil.copytree(GEMMA, ckpt)
     srv = _started(tmp_path, ckpt)
-    kv = int(flag_value(srv.command, vllm_spec.CPU_KV_FLAG) or 0)
+    kv = int(flag_value(srv.command, vllm_spec.KV_BYTES_FLAG) or 0)
     assert srv.kv_sizing is not None and kv == srv.kv_sizing.bytes
     sizing = vllm_kv_sizing(layout_from_config(ckpt), kv, 2048)
     assert sizing.max_concurrency == 8.0 and sizing.capacity_tokens == 8 * 2048
@@ -58,7 +58,7 @@ def test_without_a_readable_config_the_configured_pool(tmp_path: Path) -> None:
     ckpt.mkdir()
     srv = _started(tmp_path, ckpt)
     assert srv.kv_sizing is None
-    assert flag_value(srv.command, vllm_spec.CPU_KV_FLAG) == str(srv.kv_cache_gib * 1024**3)
+    assert flag_value(srv.command, vllm_spec.KV_BYTES_FLAG) == str(srv.kv_cache_gib * 1024**3)
     assert srv.env["VLLM_CPU_KVCACHE_SPACE"] == str(srv.kv_cache_gib)
 
 
@@ -66,7 +66,7 @@ def test_an_older_release_without_the_flag_gets_whole_gib_rounded_up(tmp_path: P
     ckpt = tmp_path / "ckpt"
     shutil.copytree(GEMMA, ckpt)
     srv = _started(tmp_path, ckpt, vllm_version="0.9.2")
-    assert vllm_spec.CPU_KV_FLAG not in srv.command
+    assert vllm_spec.KV_BYTES_FLAG not in srv.command
     assert srv.env["VLLM_CPU_KVCACHE_SPACE"] == "1"  # ~0.3 GB for the capacity -> 1 GiB
 
 
@@ -78,7 +78,7 @@ def test_in_float32_the_same_context_takes_twice_the_bytes(tmp_path: Path) -> No
     assert (
         flag_value(fp32.command, "--dtype") == "float32" and flag_value(bf16.command, "--dtype") == "bfloat16"
     )
-    kv = int(flag_value(fp32.command, vllm_spec.CPU_KV_FLAG) or 0)
-    assert kv == 2 * int(flag_value(bf16.command, vllm_spec.CPU_KV_FLAG) or 0)
+    kv = int(flag_value(fp32.command, vllm_spec.KV_BYTES_FLAG) or 0)
+    assert kv == 2 * int(flag_value(bf16.command, vllm_spec.KV_BYTES_FLAG) or 0)
     sizing = vllm_kv_sizing(layout_from_config(ckpt, 4), kv, 2048)
     assert sizing.max_concurrency == 8.0 and sizing.capacity_tokens == 8 * 2048

@@ -9,7 +9,14 @@ import pytest
 
 from strix_pipeline.memory.breakdown import parse_vllm_log
 from strix_pipeline.memory.bytes_per_token import ModelFileError
-from strix_pipeline.memory.kv_capacity import FULL, layout_from_config, vllm_kv_bytes_for, vllm_kv_sizing
+from strix_pipeline.memory.kv_capacity import (
+    FULL,
+    GPU_BLOCK_SIZE,
+    layout_from_config,
+    layout_from_config_json,
+    vllm_kv_bytes_for,
+    vllm_kv_sizing,
+)
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 GEMMA = FIXTURES / "gemma3-270m-bf16"  # the converted checkpoint's config.json, as make run wrote it
@@ -67,3 +74,22 @@ def test_bad_config_names_the_field(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"num_hidden_layers": 2, "layer_types": ["x", "y"]}))
     with pytest.raises(ModelFileError, match="num_key_value_heads|num_attention_heads|layer_types"):
         layout_from_config(tmp_path)
+
+
+def test_a_config_read_elsewhere_goes_through_the_same_parser() -> None:
+    """The Docker host reads config.json through the engine's image (hosts/model_config.py): the parsed
+    JSON gives the directory's layout, and an error names where it was read."""
+    parsed = json.loads((GEMMA / "config.json").read_text())
+    assert layout_from_config_json(parsed, "elsewhere") == layout_from_config(GEMMA)
+    where = "/models/q/config.json in vllm/vllm-openai-rocm@sha256:ab"
+    with pytest.raises(
+        ModelFileError, match=r"^/models/q/config.json in vllm/.+: field num_hidden_layers is 0"
+    ):
+        layout_from_config_json({"num_hidden_layers": 0}, where)
+
+
+def test_gpu_blocks_of_16_for_the_same_context() -> None:
+    # a page 16 x 1 x 256 x 2 x 2 B, a pool block 3 pages; 128 + 5 x 129 blocks a 2,048-token request
+    sizing = vllm_kv_bytes_for(layout_from_config(GEMMA), 2048, 8, block_size=GPU_BLOCK_SIZE)
+    assert (sizing.block_bytes, sizing.blocks_per_request) == (49_152, 128 + 5 * 129)
+    assert sizing.bytes == 303_955_968 and sizing.capacity_tokens == 8 * 2048
