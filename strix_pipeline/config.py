@@ -341,6 +341,10 @@ class HostConfig(_Strict):
     # GB (10^9 bytes) free on Docker's data root before a pull, at least (and at least the largest
     # image already there): a ROCm engine image is tens of GB unpacked
     min_free_disk_gb: NonNegFloat = 40.0
+    # GB the compile-cache volumes (one per engine image whose engine compiles at start) may hold: over
+    # it the oldest no planned run needs are removed before a run's disk check (hosts/cache_prune.py),
+    # and what is left of it is counted in that check as what the caches may still take
+    compile_cache_budget_gb: NonNegFloat = 20.0
     video_gid: int | None = None  # numeric groups; read from the host when absent
     render_gid: int | None = None
     # host directory mounted read-only at /models: absolute, and no ':' (Docker's volume separator)

@@ -52,7 +52,8 @@ def pull_sizes(refs: list[str], client_for: Callable[[str], RegistryClient]) -> 
     out: list[Pull] = []
     for ref in dict.fromkeys(refs):
         registry, repository, reference = split_reference(ref)
-        out.append(Pull(ref, client_for(registry).image_size(repository, reference).total_bytes))
+        with client_for(registry) as client:
+            out.append(Pull(ref, client.image_size(repository, reference).total_bytes))
     return out
 
 

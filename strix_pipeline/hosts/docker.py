@@ -25,7 +25,7 @@ import httpx
 from strix_pipeline.config import EngineConfig, HostConfig, ImageSource, ModelProfile
 from strix_pipeline.engines import build_spec, compile_cache_dir, vllm
 from strix_pipeline.engines.base import CONTAINER_MODELS_DIR, DeviceMemory, EngineSpec, container_model_path
-from strix_pipeline.hosts import guards, model_config
+from strix_pipeline.hosts import cache_prune, guards, model_config
 from strix_pipeline.hosts.docker_engine import (
     DockerEngine,
     LogStreamer,
@@ -210,8 +210,7 @@ class DockerLauncher:
         image compiles anew, so its first start is cold), reused by every later start of it."""
         if compile_cache_dir(self.engine_cfg.kind) is None:
             return None
-        digest = self.image_ref.rsplit("@", 1)[-1].removeprefix("sha256:")
-        return _safe(f"strix-compile-cache-{self.engine_cfg.kind}-{digest[:16]}")[:63]
+        return cache_prune.volume_name(self.engine_cfg.kind, self.image_ref)
 
     def volumes(self) -> dict[str, dict[str, str]]:
         vols: dict[str, dict[str, str]] = {}

@@ -22,9 +22,9 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -33,7 +33,11 @@ from strix_pipeline.hosts.docker_host import resolve_group_ids
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.guards import port_in_use
 from strix_pipeline.hosts.model_files import ModelFiles, on_host
+from strix_pipeline.registry.errors import RegistryError
 from strix_pipeline.units import GB
+
+if TYPE_CHECKING:
+    from strix_pipeline.hosts.disk_budget import Pull
 
 PROBE_LABELS = {"strix.probe": "true"}
 # the doctor lines' names (README, Box section, lists them as they are)
@@ -340,8 +344,18 @@ def largest_image_bytes(client: Any) -> tuple[int, str]:
     return best, tag
 
 
-def disk_free(client: Any, host: HostConfig) -> Finding:
-    """Free bytes of Docker's data root (``df`` in the probe image) against what a pull needs."""
+def disk_free(
+    client: Any,
+    host: HostConfig,
+    *,
+    pulls: list[Pull] | None = None,
+    cache_bytes: int = 0,
+    unsized: str | None = None,
+) -> Finding:
+    """Free bytes of Docker's data root (``df`` in the probe image) against what the run's pulls need:
+    with ``pulls`` (each sized from its manifest) their bytes, what the compile caches may still take
+    (``cache_bytes``) and ``min_free_disk_gb`` (hosts/disk_budget.py); without (``unsized`` says why)
+    the largest image already there stands in for a pull's size, as before sizes were read."""
     name = DISK
     if not host.probe_image:
         return _unchecked(name, "no probe_image", "set hosts.<name>.probe_image (busybox)")
@@ -356,15 +370,34 @@ def disk_free(client: Any, host: HostConfig) -> Finding:
         free = int(out.strip().splitlines()[-1].split()[3]) * 1024
     except Exception as e:  # noqa: BLE001 - df absent or its output not as POSIX says: not checked
         return _unchecked(name, f"could not read the free space of {root}: {_error(e)}")
+    if pulls is not None:
+        from strix_pipeline.hosts.disk_budget import disk_budget  # it builds on this module's Finding
+
+        found = disk_budget(
+            free, pulls, cache_bytes=cache_bytes, min_free_bytes=int(host.min_free_disk_gb * GB)
+        )
+        return replace(found, detail=f"{root}: {found.detail}")
     largest, tag = largest_image_bytes(client)
     need = max(int(host.min_free_disk_gb * GB), largest)
     detail = (
         f"{free / GB:.1f} GB free on {root}; a pull needs {need / GB:.1f} GB (largest image {tag} "
         f"{largest / GB:.1f} GB, min_free_disk_gb {host.min_free_disk_gb:g})"
+        + (f"; {unsized}" if unsized else "")
     )
     if free < need:
         return Finding(name, False, detail, "prune old engine images (docker image prune) or grow the disk")
     return Finding(name, True, detail)
+
+
+def sized_pulls(pulls: Callable[[], list[Pull]] | None) -> tuple[list[Pull] | None, str | None]:
+    """The run's pulls sized from their manifests, or None and why not (a registry that does not
+    answer: the disk check falls back to the largest image there, and says so)."""
+    if pulls is None:
+        return None, None
+    try:
+        return pulls(), None
+    except (RegistryError, ValueError) as e:
+        return None, f"pull sizes not read from the registry ({e}): the largest image there stands in"
 
 
 # ---------------------------------------------------------------- all of them, before a run's stop
@@ -388,21 +421,26 @@ def before_stop(
     model_path: str,
     image_ref: str,
     prune: Callable[[], None] | None = None,
+    pulls: Callable[[], list[Pull]] | None = None,
+    cache_bytes: int = 0,
 ) -> list[str]:
     """The checks of one run, before its pull and production's stop: the first failure refuses the run
-    (``failed_guard``); returns what could not be checked, for the run's log. ``prune`` removes the
-    images no series needs (hosts/image_prune.py, saying what it removed) when the disk is short, and
-    the disk is looked at again."""
+    (``failed_guard``); returns what could not be checked, for the run's log. ``pulls`` sizes the
+    images the run will pull (its engine's and the probes' not on the host yet) and ``cache_bytes`` is
+    what the compile caches may still take (hosts/cache_prune.py): the disk must hold both and
+    ``min_free_disk_gb``. ``prune`` removes the images no series needs (hosts/image_prune.py, saying
+    what it removed) when the disk is short, and the disk is looked at again."""
     findings = [
         production_ready(client, host.production),
         models_present(client, host, {"the run's model": model_path}),
         port_reachable(client, host, port, production_port=production_port(host.production)),
     ]
-    if not image_present(client, image_ref):
-        disk = disk_free(client, host)
+    sized, unsized = sized_pulls(pulls)
+    if sized or not image_present(client, image_ref):
+        disk = disk_free(client, host, pulls=sized, cache_bytes=cache_bytes, unsized=unsized)
         if not disk.ok and disk.checked and prune is not None:
             prune()
-            disk = disk_free(client, host)
+            disk = disk_free(client, host, pulls=sized, cache_bytes=cache_bytes, unsized=unsized)
         findings.append(disk)
     if host.gpu_target and host.rocm_probe_image:
         findings.append(gpu_seen(client, host, resolve_group_ids(host, client)))

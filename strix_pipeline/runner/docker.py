@@ -12,10 +12,12 @@ from typing import Any
 
 from strix_pipeline import window_plan
 from strix_pipeline.analysis.notify import webhook_url
-from strix_pipeline.config import StrixConfig
+from strix_pipeline.config import HostConfig, StrixConfig
 from strix_pipeline.engines import arch_list_command, comparable_flags, image_source
 from strix_pipeline.hosts import (
     box_checks,
+    cache_prune,
+    disk_budget,
     docker_engine,
     docker_host,
     efficiency_probe,
@@ -34,7 +36,10 @@ from strix_pipeline.memory import (
     TreeProbe,
     current_in_use,
 )
+from strix_pipeline.registry.client import RegistryClient
+from strix_pipeline.registry.discovery import default_client
 from strix_pipeline.registry.names import pull_reference
+from strix_pipeline.registry.transport import RetryPolicy
 from strix_pipeline.runner import night as nights
 from strix_pipeline.runner.efficiency import (
     DOCKER_HOST_EFFICIENCY,
@@ -56,6 +61,7 @@ from strix_pipeline.runner.record import (
     record_outage,
 )
 from strix_pipeline.runner.target import Log
+from strix_pipeline.units import GB
 
 
 def production_guard(
@@ -90,6 +96,37 @@ def restore_held(config: StrixConfig, host: str, run_id: str, log: Log) -> Calla
             client.close()
 
     return restore
+
+
+def missing_images(client: Any, host: HostConfig, image_ref: str) -> list[str]:
+    """The images the run will pull: its engine's, the efficiency probe's and (where the GPU is checked)
+    the ROCm probe's, each when the host does not have it yet."""
+    refs = [image_ref, host.efficiency_probe_image, host.rocm_probe_image if host.gpu_target else None]
+    return [ref for ref in dict.fromkeys(r for r in refs if r) if not stop_checks.image_present(client, ref)]
+
+
+def registry_clients(config: StrixConfig) -> Callable[[str], RegistryClient]:
+    """A registry's client by its name: a configured source's (its credentials, plain http where it
+    says so), else an anonymous one (the probe images' public registries; plain http on loopback, as
+    Docker itself takes a 127.0.0.0/8 registry), asking twice at most: an unknown size is not worth a
+    long wait, the disk check falls back and says so."""
+    sources = {s.registry: s for e in config.engines.values() for s in e.images}
+    policy = RetryPolicy(attempts=2, backoff_s=0.5, backoff_max_s=1.0, connect_timeout_s=3.0)
+
+    def client_for(registry: str) -> RegistryClient:
+        source = sources.get(registry)
+        if source is not None:
+            return default_client(source, policy)
+        loopback = registry.split(":", 1)[0] in ("localhost", "127.0.0.1")
+        return RegistryClient(registry, insecure=loopback, policy=policy)
+
+    return client_for
+
+
+def cache_keep(config: StrixConfig, keep_images: frozenset[str] | None, digest: str) -> set[str]:
+    """The compile-cache volumes a planned run needs: the images the series still benchmark, the run's own."""
+    digests = {*(keep_images or ()), digest}
+    return {cache_prune.volume_name(e.kind, d) for e in config.engines.values() for d in digests}
 
 
 def run_docker(r: RunInputs) -> None:
@@ -164,6 +201,12 @@ def run_docker(r: RunInputs) -> None:
                     ).describe()
                 log(f"[{run.run_id}] {said}")
 
+            # the compile caches held to their budget (never one a planned run needs), then the disk
+            # must hold every pull the run makes, sized from its manifest, with what the caches may take
+            caches = cache_prune.hold_to_budget(
+                client, int(host_cfg.compile_cache_budget_gb * GB), cache_keep(config, r.keep_images, target.image.digest)
+            )  # fmt: skip
+            log(f"[{run.run_id}] {caches.describe()}")
             for note in stop_checks.before_stop(
                 client,
                 checks_host,
@@ -171,6 +214,10 @@ def run_docker(r: RunInputs) -> None:
                 model_path=launcher.host_model_path,
                 image_ref=image_ref,
                 prune=prune,
+                pulls=lambda: disk_budget.pull_sizes(
+                    missing_images(client, host_cfg, image_ref), registry_clients(config)
+                ),
+                cache_bytes=caches.allowance_bytes,
             ):
                 log(f"[{run.run_id}] {note}")
             launcher.pull()
