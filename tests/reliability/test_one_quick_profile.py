@@ -19,12 +19,12 @@ from strix_pipeline.config import DEFAULT_CONFIG, ScenarioProfile
 from strix_pipeline.config_load import load_config
 
 
-def make_run_profiles() -> list[ScenarioProfile]:
+def make_run_profiles() -> list[tuple[str, ScenarioProfile]]:
     """What `make run` hands the suite (`strix run` on the embedded default: the runner's
-    ``config.profiles[target.profile]`` for every run of a local host)."""
+    ``config.profiles[target.profile]`` for every run of a local host), by name."""
     config = load_config(DEFAULT_CONFIG)
     return [
-        config.profiles[r.profile]
+        (r.profile, config.profiles[r.profile])
         for host, runs in config.runs.items()
         if config.hosts[host].kind == "local"
         for r in runs
@@ -72,9 +72,17 @@ def test_strix_bench_quick_plans_the_suite_make_run_measures(
         assert "quick" not in load_config(tmp_path / "strix.toml").profiles
         monkeypatch.delenv("STRIX_CONFIG", raising=False)
     ran = make_run_profiles()
-    assert ran and all(p == ran[0] for p in ran)
-    assert levels(ran[0]) == [(1, 4, 90.0), (2, 4, 90.0), (4, 4, 90.0), (5, 90, 2025.0)]
+    quick = [p for name, p in ran if name == "quick"]
+    assert quick and all(p == quick[0] for p in quick)
+    assert levels(quick[0]) == [(1, 4, 90.0), (2, 4, 90.0), (4, 4, 90.0), (5, 90, 2025.0)]
+    # the equal-weights run's `pair` profile (issue 34) measures quick's decision level alike: the same
+    # 90 requests at 5 clients, nothing else of the suite
+    pair = [p for name, p in ran if name == "pair"]
+    assert {name for name, _ in ran} == {"quick", "pair"}
+    assert all(
+        levels(p) == levels(quick[0])[-1:] and p.scenarios == ["smoke", "concurrency_sweep"] for p in pair
+    )
     seen = bench_quick(monkeypatch)
     assert seen["scenarios"] is None  # --scenario all: the profile's own list, as make run
-    assert levels(seen["profile"]) == levels(ran[0])
-    assert seen["profile"] == ran[0]
+    assert levels(seen["profile"]) == levels(quick[0])
+    assert seen["profile"] == quick[0]
