@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,10 +24,19 @@ PREFIX = "strix-compile-cache-"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
+def _short(digest: str) -> str:
+    return digest.rsplit("@", 1)[-1].removeprefix("sha256:")[:16]
+
+
 def volume_name(kind: str, digest: str) -> str:
     """The compile-cache volume of one image of engine ``kind`` (the one spelling the launcher uses)."""
-    short = digest.rsplit("@", 1)[-1].removeprefix("sha256:")[:16]
-    return _UNSAFE.sub("-", f"{PREFIX}{kind}-{short}").strip("-")[:63]
+    return _UNSAFE.sub("-", f"{PREFIX}{kind}-{_short(digest)}").strip("-")[:63]
+
+
+def of_digests(digests: set[str]) -> Callable[[str], bool]:
+    """Whether a compile-cache volume is one of these images' (whatever engine compiled into it)."""
+    shorts = {_short(d) for d in digests if d}
+    return lambda name: name.startswith(PREFIX) and name.rsplit("-", 1)[-1] in shorts
 
 
 @dataclass(frozen=True)
@@ -82,15 +92,15 @@ def cache_volumes(client: Any) -> list[CacheVolume]:
     return out
 
 
-def hold_to_budget(client: Any, budget_bytes: int, keep: set[str]) -> CachePrune:
-    """Remove the oldest compile-cache volumes not in ``keep`` (names) and not in use until the rest fit
-    ``budget_bytes``; a volume Docker refuses to remove (in use meanwhile) is kept and said."""
+def hold_to_budget(client: Any, budget_bytes: int, keep: Callable[[str], bool]) -> CachePrune:
+    """Remove the oldest compile-cache volumes ``keep`` does not name and no container uses until the
+    rest fit ``budget_bytes``; a volume Docker refuses to remove (in use meanwhile) is kept and said."""
     volumes = sorted(cache_volumes(client), key=lambda v: v.created)
     out = CachePrune(budget_bytes, total_bytes=sum(v.bytes for v in volumes))
     for v in volumes:
         if out.total_bytes <= budget_bytes:
             break
-        if v.name in keep or v.in_use:
+        if keep(v.name) or v.in_use:
             out.over_kept.append(v.name)
             continue
         try:

@@ -123,12 +123,6 @@ def registry_clients(config: StrixConfig) -> Callable[[str], RegistryClient]:
     return client_for
 
 
-def cache_keep(config: StrixConfig, keep_images: frozenset[str] | None, digest: str) -> set[str]:
-    """The compile-cache volumes a planned run needs: the images the series still benchmark, the run's own."""
-    digests = {*(keep_images or ()), digest}
-    return {cache_prune.volume_name(e.kind, d) for e in config.engines.values() for d in digests}
-
-
 def run_docker(r: RunInputs) -> None:
     config, target, result, log_dir, log = r.config, r.target, r.result, r.log_dir, r.log
     scenarios, force = r.scenarios, r.force
@@ -203,9 +197,10 @@ def run_docker(r: RunInputs) -> None:
 
             # the compile caches held to their budget (never one a planned run needs), then the disk
             # must hold every pull the run makes, sized from its manifest, with what the caches may take
+            needed = {*(r.keep_images or ()), target.image.digest}  # what the series still benchmark
             caches = cache_prune.hold_to_budget(
-                client, int(host_cfg.compile_cache_budget_gb * GB), cache_keep(config, r.keep_images, target.image.digest)
-            )  # fmt: skip
+                client, int(host_cfg.compile_cache_budget_gb * GB), cache_prune.of_digests(needed)
+            )
             log(f"[{run.run_id}] {caches.describe()}")
             for note in stop_checks.before_stop(
                 client,

@@ -71,7 +71,7 @@ def caches(busybox: str):
 
 @pytest.fixture
 def next_image(registry_binary: str, docker_engine: None, tmp_path: Path):
-    """The run's image, in a loopback registry and not on the host: about 4 MB of layers to pull."""
+    """The run's image, in a loopback registry and not on the host: about 2 MB of compressed layers to pull."""
     need(BUSYBOX.is_file(), "a static busybox at /bin/busybox", "apt-get install busybox-static")
     reg = start_registry(tmp_path)
     pushed = push_image(reg, REPO, "rocm-next", {"/bin/busybox": BUSYBOX, "/bin/sh": BUSYBOX, "/blob": b"\x01" * (3 * MB)})  # fmt: skip
@@ -86,7 +86,7 @@ def test_caches_are_held_to_their_budget_and_the_pull_is_counted_by_its_manifest
 ):
     with RegistryClient(next_image.registry.host, insecure=True) as reg:
         pull_bytes = reg.image_size(REPO, next_image.digest).total_bytes
-    assert pull_bytes > 3 * MB
+    assert pull_bytes > MB  # compressed layers: busybox and the blob
     data = make_config(tmp_path, next_image, model_path).model_dump()
     data["hosts"][HOST].update(
         {

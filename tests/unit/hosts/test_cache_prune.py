@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from strix_pipeline.hosts import cache_prune
-from strix_pipeline.hosts.cache_prune import hold_to_budget, volume_name
+from strix_pipeline.hosts.cache_prune import hold_to_budget, of_digests, volume_name
 from strix_pipeline.hosts.stop_checks import sized_pulls
 from strix_pipeline.registry.errors import RegistryError
 
@@ -77,7 +77,7 @@ def test_the_oldest_volumes_no_planned_run_needs_go_until_the_rest_fit_the_budge
             vol("someone-elses-volume", 5000, "2026-01-01T00:00:00Z"),  # not a compile cache: untouched
         ]
     )
-    done = hold_to_budget(client, 700 * MB, keep={needed})
+    done = hold_to_budget(client, 700 * MB, keep=of_digests({"sha256:" + "c" * 64}))
     assert client.gone == [older, old] == done.removed
     assert done.total_bytes == 600 * MB and done.freed_bytes == 600 * MB
     assert done.over_kept == [needed] and done.allowance_bytes == 100 * MB
@@ -89,11 +89,21 @@ def test_a_volume_in_use_is_kept_and_within_budget_nothing_goes():
     client = Client(
         [vol(a, 500, "2026-11-01T00:00:00Z"), vol(b, 500, "2026-11-02T00:00:00Z", refs=1)], mounted=[a]
     )
-    done = hold_to_budget(client, 100 * MB, keep=set())
+    done = hold_to_budget(client, 100 * MB, keep=of_digests(set()))
     assert client.gone == [] and done.over_kept == [a, b] and done.allowance_bytes == 0
-    assert hold_to_budget(client, 2000 * MB, keep=set()).removed == []
+    assert hold_to_budget(client, 2000 * MB, keep=of_digests(set())).removed == []
     refused = Client([vol(a, 500, "2026-11-01T00:00:00Z")], refusing={a})
-    assert hold_to_budget(refused, 0, keep=set()).over_kept == [a]  # mounted meanwhile: kept, said
+    assert hold_to_budget(refused, 0, keep=of_digests(set())).over_kept == [
+        a
+    ]  # mounted meanwhile: kept, said
+
+
+def test_a_needed_image_keeps_its_cache_whichever_engine_compiled_into_it():
+    keep = of_digests({"ghcr.io/x/y@sha256:" + "ab" * 32})
+    assert keep(volume_name("vllm", "sha256:" + "ab" * 32)) and keep(
+        volume_name("sglang", "sha256:" + "ab" * 32)
+    )
+    assert not keep(volume_name("vllm", "sha256:" + "cd" * 32)) and not keep("ab" * 8)
 
 
 def test_the_volume_name_is_the_launchers_spelling():
