@@ -24,6 +24,7 @@ from strix_pipeline.hosts import (
     guards,
     image_checks,
     image_prune,
+    probe_images,
     stop_checks,
 )
 from strix_pipeline.hosts import docker as dk
@@ -185,6 +186,9 @@ def run_docker(r: RunInputs) -> None:
             checks_host = night.checks_host() if night is not None else host_cfg
 
             # what would fail only after the stop: production's health, the model, the port, the disk, the GPU
+            state = config.artifacts_dir() / "state"
+            probe_images.remember(state, target.host, host_cfg)  # what this host's runs pull as probes
+
             def prune() -> None:  # the disk is short: the images no series needs go, never production's
                 if r.keep_images is None:
                     said = "no image pruned: the run was not told which images its series still need"
@@ -194,6 +198,11 @@ def run_docker(r: RunInputs) -> None:
                         client, image_prune.tracked_names(config), keep
                     ).describe()
                 log(f"[{run.run_id}] {said}")
+                # and the probe images an earlier configuration used, never one configured now
+                if gone := probe_images.prune_unused(client, state, target.host, host_cfg):
+                    log(
+                        f"[{run.run_id}] pruned probe image(s) the configuration no longer names: {', '.join(gone)}"
+                    )
 
             # the compile caches held to their budget (never one a planned run needs), then the disk
             # must hold every pull the run makes, sized from its manifest, with what the caches may take

@@ -1,10 +1,12 @@
 """Issue 35 (item 4) on the Box simulator (dockerd behind a real sshd, every Docker call over
 ``ssh://``): before anything is pulled or stopped, the compile-cache volumes are held to their budget
 -- the oldest no planned run needs goes; the one a planned run needs and the one a container mounts
-stay -- and the disk check counts the run's pull by its manifest's bytes, naming the image and them.
+stay -- and the disk check counts the run's pull by its manifest's bytes, naming the image and them;
+the disk short, a probe image an earlier configuration used goes, the configured one stays.
 
-Before: compile-cache volumes were never removed (one per engine image, a new one every week), and the
-disk check counted the largest image already on the host, whatever the run was about to pull."""
+Before: compile-cache volumes were never removed (one per engine image, a new one every week), the
+disk check counted the largest image already on the host, whatever the run was about to pull, and an
+old probe image (tens of GB for a ROCm one) stayed on the disk for good."""
 
 from __future__ import annotations
 
@@ -17,9 +19,10 @@ from conftest import need
 from support.bench_docker import BUSYBOX, HOST, make_config, managed
 from support.box_images import ProductionWatch, push_image
 from support.box_sim import KEY_ENV
-from support.infra import remove_image, start_registry
+from support.infra import build_image, remove_image, start_registry
 
 from strix_pipeline.config import StrixConfig
+from strix_pipeline.hosts import probe_images
 from strix_pipeline.hosts.cache_prune import volume_name
 from strix_pipeline.registry.client import RegistryClient
 from strix_pipeline.runner import BenchmarkTarget, run_benchmark
@@ -70,6 +73,15 @@ def caches(busybox: str):
 
 
 @pytest.fixture
+def old_probe(docker_engine: None):
+    """A probe image an earlier configuration of the host used (on the disk, no longer configured)."""
+    tag = "strix-test/old-efficiency-probe:1"
+    build_image(tag, {"/bin/busybox": BUSYBOX, "/bin/sh": BUSYBOX})
+    yield tag
+    remove_image(tag)
+
+
+@pytest.fixture
 def next_image(registry_binary: str, docker_engine: None, tmp_path: Path):
     """The run's image, in a loopback registry and not on the host: about 2 MB of compressed layers to pull."""
     need(BUSYBOX.is_file(), "a static busybox at /bin/busybox", "apt-get install busybox-static")
@@ -82,7 +94,7 @@ def next_image(registry_binary: str, docker_engine: None, tmp_path: Path):
 
 
 def test_caches_are_held_to_their_budget_and_the_pull_is_counted_by_its_manifest(
-    model_path, box_sshd, box_key, busybox, production, caches, next_image, tmp_path
+    model_path, box_sshd, box_key, busybox, production, caches, next_image, old_probe, tmp_path
 ):
     with RegistryClient(next_image.registry.host, insecure=True) as reg:
         pull_bytes = reg.image_size(REPO, next_image.digest).total_bytes
@@ -101,6 +113,9 @@ def test_caches_are_held_to_their_budget_and_the_pull_is_counted_by_its_manifest
         {"registry": next_image.registry.host, "repository": REPO, "insecure": True}
     ]
     config = StrixConfig.model_validate(data)
+    state = config.artifacts_dir() / "state"
+    earlier = config.hosts[HOST].model_copy(update={"efficiency_probe_image": old_probe})
+    probe_images.remember(state, HOST, earlier)  # what an earlier configuration's runs pulled
     needed_digest = "sha256:" + "0b" * 32
     lines: list[str] = []
     with ProductionWatch(production[0]) as watch:
@@ -122,4 +137,10 @@ def test_caches_are_held_to_their_budget_and_the_pull_is_counted_by_its_manifest
     assert r.status == "failed_guard", (r.status, r.failure_reason)
     assert f"pulls {ref} {pull_bytes:,} bytes" in (r.failure_reason or ""), r.failure_reason
     assert docker("image", "inspect", ref).returncode != 0
+    # the disk short: the probe image no longer configured went, the configured one (busybox) stayed
+    assert any(
+        f"pruned probe image(s) the configuration no longer names: {old_probe}" in ln for ln in lines
+    ), lines
+    assert docker("image", "inspect", old_probe).returncode != 0
+    assert docker("image", "inspect", busybox).returncode == 0
     assert watch.states == ["running"] and managed("disk-short") == []
