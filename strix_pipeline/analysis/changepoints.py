@@ -194,8 +194,14 @@ def series_noise_pct(values: Sequence[float]) -> float:
     return sigma / centre * 100.0
 
 
+def floor_pct(noise_pct: float, cfg: ChangeDetectionConfig) -> float:
+    """The one rule: the smallest step that counts is max(min_magnitude_pct, noise_multiple x noise)."""
+    return max(cfg.min_magnitude_pct, cfg.noise_multiple * noise_pct)
+
+
 def magnitude_floor_pct(values: Sequence[float], cfg: ChangeDetectionConfig) -> float:
-    return max(cfg.min_magnitude_pct, cfg.noise_multiple * series_noise_pct(values))
+    """The floor of a plain series of values, on their own noise."""
+    return floor_pct(series_noise_pct(values), cfg)
 
 
 MEASURED = "measured"  # the floor rests on the canary's measured CV of one run
@@ -234,7 +240,7 @@ def magnitude_floor(
         noise_pct, source = measured_cv * 100.0 / math.sqrt(per_point), MEASURED
     else:
         noise_pct, source = series_noise_pct([p.value for p in points]), OWN
-    return Floor(max(cfg.min_magnitude_pct, cfg.noise_multiple * noise_pct), noise_pct, source, per_point)
+    return Floor(floor_pct(noise_pct, cfg), noise_pct, source, per_point)
 
 
 def iso_week(at: datetime) -> tuple[int, int]:
