@@ -1,4 +1,5 @@
-"""The disk a night's pulls need, counted before anything is pulled or stopped.
+"""The sizes of a run's pulls, read before anything is pulled or stopped (the check that counts them
+is stop_checks.disk_budget, beside the disk's other checks).
 
 Every image a run will pull (its engine image and the efficiency probe image, which the run would
 otherwise pull implicitly once production is down) is sized from its manifest (registry/client.py
@@ -12,10 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from strix_pipeline.hosts.stop_checks import DISK, Finding
 from strix_pipeline.registry.client import RegistryClient
 from strix_pipeline.registry.names import DOCKER_HUB_NAMES
-from strix_pipeline.units import GB
 
 
 @dataclass(frozen=True)
@@ -55,20 +54,3 @@ def pull_sizes(refs: list[str], client_for: Callable[[str], RegistryClient]) -> 
         with client_for(registry) as client:
             out.append(Pull(ref, client.image_size(repository, reference).total_bytes))
     return out
-
-
-def disk_budget(free_bytes: int, pulls: list[Pull], *, cache_bytes: int, min_free_bytes: int) -> Finding:
-    """Whether ``free_bytes`` hold every pull and ``cache_bytes`` with ``min_free_bytes`` left over."""
-    need = sum(p.bytes for p in pulls) + cache_bytes + min_free_bytes
-    images = ", ".join(f"{p.image} {p.bytes:,} bytes ({p.bytes / GB:.2f} GB)" for p in pulls) or "no image"
-    detail = (
-        f"{free_bytes:,} bytes ({free_bytes / GB:.2f} GB) free; needs {need:,} bytes "
-        f"({need / GB:.2f} GB): pulls {images}; caches {cache_bytes:,} bytes; "
-        f"min free {min_free_bytes:,} bytes"
-    )
-    if free_bytes < need:
-        return Finding(
-            DISK, False, f"short by {need - free_bytes:,} bytes: {detail}",
-            "prune unused images and compile caches (strix prune budget), or grow the disk",
-        )  # fmt: skip
-    return Finding(DISK, True, detail)

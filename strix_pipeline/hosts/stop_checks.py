@@ -24,20 +24,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
 from strix_pipeline.config import HostConfig, ProductionEngine
+from strix_pipeline.hosts.disk_budget import Pull
 from strix_pipeline.hosts.docker_host import resolve_group_ids
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.guards import port_in_use
 from strix_pipeline.hosts.model_files import ModelFiles, on_host
 from strix_pipeline.registry.errors import RegistryError
 from strix_pipeline.units import GB
-
-if TYPE_CHECKING:
-    from strix_pipeline.hosts.disk_budget import Pull
 
 PROBE_LABELS = {"strix.probe": "true"}
 # the doctor lines' names (README, Box section, lists them as they are)
@@ -371,8 +369,6 @@ def disk_free(
     except Exception as e:  # noqa: BLE001 - df absent or its output not as POSIX says: not checked
         return _unchecked(name, f"could not read the free space of {root}: {_error(e)}")
     if pulls is not None:
-        from strix_pipeline.hosts.disk_budget import disk_budget  # it builds on this module's Finding
-
         found = disk_budget(
             free, pulls, cache_bytes=cache_bytes, min_free_bytes=int(host.min_free_disk_gb * GB)
         )
@@ -387,6 +383,23 @@ def disk_free(
     if free < need:
         return Finding(name, False, detail, "prune old engine images (docker image prune) or grow the disk")
     return Finding(name, True, detail)
+
+
+def disk_budget(free_bytes: int, pulls: list[Pull], *, cache_bytes: int, min_free_bytes: int) -> Finding:
+    """Whether ``free_bytes`` hold every pull and ``cache_bytes`` with ``min_free_bytes`` left over."""
+    need = sum(p.bytes for p in pulls) + cache_bytes + min_free_bytes
+    images = ", ".join(f"{p.image} {p.bytes:,} bytes ({p.bytes / GB:.2f} GB)" for p in pulls) or "no image"
+    detail = (
+        f"{free_bytes:,} bytes ({free_bytes / GB:.2f} GB) free; needs {need:,} bytes "
+        f"({need / GB:.2f} GB): pulls {images}; caches {cache_bytes:,} bytes; "
+        f"min free {min_free_bytes:,} bytes"
+    )
+    if free_bytes < need:
+        return Finding(
+            DISK, False, f"short by {need - free_bytes:,} bytes: {detail}",
+            "prune unused images and compile caches (strix prune budget), or grow the disk",
+        )  # fmt: skip
+    return Finding(DISK, True, detail)
 
 
 def sized_pulls(pulls: Callable[[], list[Pull]] | None) -> tuple[list[Pull] | None, str | None]:
