@@ -197,7 +197,7 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
             log=context.log.info,
             night_id=night_id,
             member=context.run_id,
-            state_dir=config.artifacts_dir() / "state",
+            state_dir=config.state_dir(),
             more_to_come=lambda done: night_runs_to_come(
                 context.instance, host, night_id or "", done | {context.run_id}
             ),

@@ -17,6 +17,7 @@ import dagster as dg
 from assets.analysis import EAGER
 from assets.benchmark import host_pool
 from assets.resources import PairRunnerResource, StrixConfigResource, WarehouseResource
+from strix_pipeline.config import StrixConfig
 from strix_pipeline.planning.measured import week_start
 from strix_pipeline.planning.targets import canaries
 from strix_pipeline.runner.pair_runs import PAIR_HOST, pair_log_dir, release_to_run
@@ -59,16 +60,10 @@ def release_comparisons(
             metadata={"compared": "nothing new: fewer than two releases, or the newest two compared already"}
         )
     previous, newest = due
-    say = context.log.info
-    log_dir = pair_log_dir(config)
-    say(f"{newest} against {previous} on {PAIR_HOST} by pairs; engine logs in {log_dir}")
-    result = compare_releases(
-        pair_runner.run_one(config, log_dir, say), release_to_run(previous), release_to_run(newest),
-        host=PAIR_HOST, engine=ENGINE, cap=config.analysis.compare_max_pairs, target=TARGET,
-        seed=_seed(previous, newest), progress=say,
+    result = _compare_and_store(
+        context, config, warehouse, pair_runner, previous, newest, _seed(previous, newest),
+        f"{newest} against {previous}",
     )  # fmt: skip
-    with warehouse.writer() as wh:
-        wh.save_comparison(*records(result))
     return dg.MaterializeResult(
         metadata={
             "compared": f"{newest} against {previous}",
@@ -77,6 +72,30 @@ def release_comparisons(
             "verdicts": verdict_table(result, "B/A: the newest over the previous"),
         }
     )
+
+
+def _compare_and_store(
+    context: dg.AssetExecutionContext,
+    config: StrixConfig,
+    warehouse: WarehouseResource,
+    pair_runner: PairRunnerResource,
+    a: str,
+    b: str,
+    seed: int,
+    what: str,
+) -> PairsResult:
+    """Release ``b`` against ``a`` by pairs on host local (the warehouse not held while engines run),
+    then stored whole: both weekly comparisons' one way of doing it."""
+    say = context.log.info
+    log_dir = pair_log_dir(config)
+    say(f"{what} on {PAIR_HOST} by pairs; engine logs in {log_dir}")
+    result = compare_releases(
+        pair_runner.run_one(config, log_dir, say), release_to_run(a), release_to_run(b), host=PAIR_HOST,
+        engine=ENGINE, cap=config.analysis.compare_max_pairs, target=TARGET, seed=seed, progress=say,
+    )  # fmt: skip
+    with warehouse.writer() as wh:
+        wh.save_comparison(*records(result))
+    return result
 
 
 def verdict_table(result: PairsResult, ratio_is: str) -> dg.TableMetadataValue:
@@ -143,17 +162,10 @@ def canary_comparison(
         return dg.MaterializeResult(
             metadata={"compared": f"nothing new: {release} was compared with itself this week"}
         )
-    say = context.log.info
-    log_dir = pair_log_dir(config)
-    say(f"the canary {release} against itself on {PAIR_HOST} by pairs (A/A); engine logs in {log_dir}")
-    run = release_to_run(release)
-    result = compare_releases(
-        pair_runner.run_one(config, log_dir, say), run, run, host=PAIR_HOST, engine=ENGINE,
-        cap=config.analysis.compare_max_pairs, target=TARGET, seed=_seed(release, f"{release}@{since:%G-W%V}"),
-        progress=say,
+    result = _compare_and_store(
+        context, config, warehouse, pair_runner, release, release, _seed(release, f"{release}@{since:%G-W%V}"),
+        f"the canary {release} against itself (A/A)",
     )  # fmt: skip
-    with warehouse.writer() as wh:
-        wh.save_comparison(*records(result))
     not_same = [m.metric for m in result.metrics if m.verdict != "same"]
     if not_same:
         context.log.warning(

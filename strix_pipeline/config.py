@@ -743,6 +743,10 @@ class StrixConfig(_Strict):
     def artifacts_dir(self) -> Path:
         return resolve_path(self.project.artifacts)
 
+    def state_dir(self) -> Path:
+        """The controller's own state: production's marker, the night it holds, the probe images used."""
+        return self.artifacts_dir() / "state"
+
 
 def resolve_path(p: str) -> Path:
     """A configured path; a relative one is relative to the working directory (where `make` and

@@ -46,9 +46,9 @@ def _write(state_dir: Path, host_name: str, refs: set[str]) -> None:
 
 def remember(state_dir: Path, host_name: str, host: HostConfig) -> None:
     """Add the host's configured probe images to what the pipeline has used there."""
-    now = configured(host)
-    if not now <= recorded(state_dir, host_name):
-        _write(state_dir, host_name, recorded(state_dir, host_name) | now)
+    now, known = configured(host), recorded(state_dir, host_name)
+    if not now <= known:
+        _write(state_dir, host_name, known | now)
 
 
 def prune_unused(client: Any, state_dir: Path, host_name: str, host: HostConfig) -> list[str]:
@@ -56,7 +56,8 @@ def prune_unused(client: Any, state_dir: Path, host_name: str, host: HostConfig)
     Docker refuses (a container uses it) or that is gone already is kept in the record or dropped."""
     import docker.errors
 
-    stale = recorded(state_dir, host_name) - configured(host)
+    known = recorded(state_dir, host_name)
+    stale = known - configured(host)
     removed, kept = [], set()
     for ref in sorted(stale):
         try:
@@ -68,5 +69,5 @@ def prune_unused(client: Any, state_dir: Path, host_name: str, host: HostConfig)
             log.warning("probe image %s not removed: %s", ref, e)
             kept.add(ref)
     if stale:
-        _write(state_dir, host_name, (recorded(state_dir, host_name) - stale) | kept)
+        _write(state_dir, host_name, (known - stale) | kept)
     return removed

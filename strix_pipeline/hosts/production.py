@@ -107,6 +107,14 @@ def held_for_night(info: dict[str, Any] | None, night: str, now: datetime) -> bo
     return now < restore_by
 
 
+def pass_on_held(
+    state_dir: str | Path, host_name: str, info: dict[str, Any], *, done: list[str], remaining: int
+) -> None:
+    """A night's held marker passed on unchanged by a run that never touched production, its runs done
+    and still to come brought up to date (the guard's :meth:`ProductionGuard.hand_over` writes it first)."""
+    marker_path(state_dir, host_name).write_text(json.dumps({**info, "done": done, "remaining": remaining}))
+
+
 def _when(text: object) -> datetime | None:
     try:
         return datetime.fromisoformat(str(text)) if text else None

@@ -73,7 +73,7 @@ def production_guard(
     return ProductionGuard(
         host,
         config.hosts[host].production,
-        state_dir=config.artifacts_dir() / "state",
+        state_dir=config.state_dir(),
         client=client,
         ssh=t.target if (t := client_transport(client)) else None,  # make_client's
         run_id=run_id,
@@ -186,7 +186,7 @@ def run_docker(r: RunInputs) -> None:
             checks_host = night.checks_host() if night is not None else host_cfg
 
             # what would fail only after the stop: production's health, the model, the port, the disk, the GPU
-            state = config.artifacts_dir() / "state"
+            state = config.state_dir()
             probe_images.remember(state, target.host, host_cfg)  # what this host's runs pull as probes
 
             def prune() -> None:  # the disk is short: the images no series needs go, never production's

@@ -26,7 +26,6 @@ applies them.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from strix_pipeline.config import HostConfig, StrixConfig
 from strix_pipeline.fingerprint import run_fingerprint
-from strix_pipeline.hosts.production import held_for_night, marker_path, read_marker
+from strix_pipeline.hosts.production import held_for_night, pass_on_held, read_marker
 from strix_pipeline.planning.estimate import Estimate
 from strix_pipeline.planning.measured import Measured
 from strix_pipeline.planning.night import RESTART_S, PlannedRun, ordered, run_fit
@@ -218,8 +217,7 @@ class HostNight:
     def _hand_over_marker(self, remaining: int) -> None:
         """The marker of a night this run joined but never touched, with this run among the done."""
         assert self.state_dir is not None and self.handed is not None
-        marker = marker_path(self.state_dir, self.host)
-        marker.write_text(json.dumps({**self.handed, "done": self._done(), "remaining": remaining}))
+        pass_on_held(self.state_dir, self.host, self.handed, done=self._done(), remaining=remaining)
         self.handed_over = remaining
         self.log(f"production on {self.host} stays down for {remaining} more run(s) of night {self.night_id}")
 
