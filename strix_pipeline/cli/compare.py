@@ -66,8 +66,8 @@ def compare(args: argparse.Namespace) -> int:
         console.print(shown(line))
 
     log_dir = pair_log_dir(config)
-    say(f"strix compare {a.tag} {b.tag} on {HOST}: pairs of {spec.decode_output_tokens}-token decodes "
-        f"and {spec.prefill_requests} prefills of {spec.prefill_tokens} tokens, seed {seed}, cap {cap} pairs, "
+    say(f"strix compare {a.tag} {b.tag} on {HOST}: pairs of runs, each the fastest of "
+        f"{spec.decode_requests} {spec.decode_output_tokens}-token decodes and {spec.prefill_requests} prefills of {spec.prefill_tokens} tokens, seed {seed}, cap {cap} pairs, "
         f"target {args.target:.0%}; engine logs in {log_dir}")  # fmt: skip
     try:
         result = compare_releases(

@@ -8,12 +8,14 @@ Two snapshots, one before a pass and one after, and the difference between them:
   time minus the engine's ``/proc/<pid>/stat`` utime + stime and the client's own (this process: the
   load generator runs in it), as a share of all CPU time;
 - **CPU frequency** where ``cpufreq`` is readable (a 2-core cloud guest usually has none);
+- **the probe's slowdown**: a fixed job timed before and after the pass (hosts/cpu_probe.py) against
+  the fastest of the session: a neighbour on the same cores or memory, which no counter shows;
 - on a Box, each amdgpu card's clocks, temperature and power (hwmon) and its power profile
   (``power_dpm_force_performance_level``), read from the same tree: ``/`` here, or a fixture tree, or
   the files a Box's probe laid out (memory/probes.py ``lay_out_tree``).
 
-A pass is *busy* when steal or outside exceeds the thresholds of ``[analysis]`` (``busy_steal_pct``,
-``busy_outside_pct``): the runner marks it, keeps it out of the verdicts and runs its pair again.
+A pass is *busy* when steal, outside or the probe's slowdown exceeds the thresholds of ``[analysis]``
+(``busy_steal_pct``, ``busy_outside_pct``, ``busy_probe_pct``): the runner marks it, keeps it out of the verdicts and runs its pair again.
 Pure readers over a root path; nothing here starts or stops a process.
 """
 
@@ -69,6 +71,8 @@ class HostNoise:
     cpu_mhz: float | None  # the mean of the cores' frequencies at both ends; None: not readable
     gpus: tuple[GpuState, ...] = field(default=())  # at the end of the pass
     busy: str | None = None  # why the pass counts as busy; None: a quiet host
+    # the slower of the pass's probes against the session's fastest, in %; None: not probed
+    probe_slowdown_pct: float | None = None
 
     def as_dict(self) -> dict:
         return {
@@ -78,6 +82,7 @@ class HostNoise:
             "cpu_mhz": self.cpu_mhz,
             "gpus": [g.__dict__ for g in self.gpus],
             "busy": self.busy,
+            "probe_slowdown_pct": self.probe_slowdown_pct,
         }
 
     def describe(self) -> str:
@@ -85,6 +90,8 @@ class HostNoise:
             return "n/a" if v is None else f"{v:.1f} %"
 
         parts = [f"steal {pct(self.steal_pct)}", f"outside {pct(self.outside_pct)}"]
+        if self.probe_slowdown_pct is not None:
+            parts.append(f"probe +{self.probe_slowdown_pct:.1f} %")
         if self.cpu_mhz is not None:
             parts.append(f"CPU {self.cpu_mhz:.0f} MHz")
         for g in self.gpus:
@@ -217,9 +224,16 @@ def snapshot(engine_pid: int | None, root: Path = Path("/"), *, client_pid: int 
 
 
 def noise_between(
-    before: Snapshot, after: Snapshot, *, busy_steal_pct: float, busy_outside_pct: float
+    before: Snapshot,
+    after: Snapshot,
+    *,
+    busy_steal_pct: float,
+    busy_outside_pct: float,
+    probe_slowdown_pct: float | None = None,
+    busy_probe_pct: float = 10.0,
 ) -> HostNoise:
-    """The pass's noise from its two snapshots, and whether it counts as busy.
+    """The pass's noise from its two snapshots (and its probes' slowdown, hosts/cpu_probe.py, when
+    it was probed), and whether it counts as busy.
 
     The engine's ticks before the pass may be missing (the snapshot was taken before it started):
     then all its ticks so far are the pass's, which is what a fresh server per run means.
@@ -249,4 +263,6 @@ def noise_between(
         reasons.append(f"{steal:.1f} % CPU stolen (threshold {busy_steal_pct:g} %)")
     if outside is not None and outside > busy_outside_pct:
         reasons.append(f"{outside:.1f} % CPU used outside the engine and client (threshold {busy_outside_pct:g} %)")  # fmt: skip
-    return HostNoise(steal, outside, engine, mhz, after.gpus, "; ".join(reasons) or None)
+    if probe_slowdown_pct is not None and probe_slowdown_pct > busy_probe_pct:
+        reasons.append(f"the CPU probe ran {probe_slowdown_pct:.1f} % slower than the session's fastest (threshold {busy_probe_pct:g} %)")  # fmt: skip
+    return HostNoise(steal, outside, engine, mhz, after.gpus, "; ".join(reasons) or None, probe_slowdown_pct)

@@ -1,6 +1,7 @@
 """The host's share of a pass's noise (issue 33, item 4): /proc/stat steal and the CPU used outside
 the engine and the client, the CPU frequency, a Box's GPU clocks, temperature, power and profile from
-the fixture sysfs tree, and a busy pass named by what made it busy."""
+the fixture sysfs tree, a fixed job's slowdown (hosts/cpu_probe.py), and a busy pass named by what
+made it busy."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import os
 import pytest
 from support.paths import FIXTURES
 
-from strix_pipeline.hosts import host_noise
+from strix_pipeline.hosts import cpu_probe, host_noise
 from strix_pipeline.hosts.host_noise import CpuTimes, Snapshot, noise_between
 
 ROOT = FIXTURES / "sysroot"
@@ -50,6 +51,21 @@ def test_a_busy_host_is_named_by_what_made_it_busy() -> None:
     assert "7.0 % CPU stolen (threshold 5 %)" in n.busy
     assert "30.0 % CPU used outside the engine and client (threshold 15 %)" in n.busy
     assert "BUSY" in n.describe()
+
+
+def test_a_slow_probe_makes_a_pass_busy_that_no_counter_shows() -> None:
+    quiet = snap(0, 0, 0, 0, 0), snap(1000, 400, 0, 500, 100)  # nothing stolen, nothing else ran
+    # the slower of the pass's probes (46 ms) against the session's fastest (40 ms): 15 % slower
+    slow = cpu_probe.slowdown_pct((41.0, 46.0), 40.0)
+    assert slow == pytest.approx(15.0)
+    n = noise_between(
+        *quiet, busy_steal_pct=5, busy_outside_pct=15, probe_slowdown_pct=slow, busy_probe_pct=10
+    )
+    assert n.busy == "the CPU probe ran 15.0 % slower than the session's fastest (threshold 10 %)"
+    assert n.as_dict()["probe_slowdown_pct"] == pytest.approx(15.0)
+    ok = noise_between(*quiet, busy_steal_pct=5, busy_outside_pct=15, probe_slowdown_pct=cpu_probe.slowdown_pct((40.0, 43.0), 40.0), busy_probe_pct=10)  # fmt: skip
+    assert ok.busy is None and "probe +7.5 %" in ok.describe()
+    assert noise_between(*quiet, busy_steal_pct=5, busy_outside_pct=15).probe_slowdown_pct is None
 
 
 def test_the_live_host_gives_a_snapshot_of_this_process() -> None:
