@@ -1,5 +1,6 @@
 """The week's comparisons by pairs on host local (issue 33, item 2): ``release_comparisons``, the new
-release against the previous one, and ``canary_comparison``, the canary against itself (an A/A).
+release against the previous one, ``canary_comparison``, the canary against itself (an A/A), and
+``engine_comparison``, the decision's baseline against its candidate engine (issue 34, item 4).
 
 After new results, when the two newest llama-server releases measured on host local have not been
 compared yet, they are run in balanced random AB/BA pairs (runner/pairs.compare_releases, a fresh
@@ -17,9 +18,11 @@ import dagster as dg
 from assets.analysis import EAGER
 from assets.benchmark import host_pool
 from assets.resources import PairRunnerResource, StrixConfigResource, WarehouseResource
+from strix_pipeline.analysis.decision.criteria import PAIRS
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.planning.measured import week_start
 from strix_pipeline.planning.targets import canaries
+from strix_pipeline.runner.engine_pairs import METRICS, compare_engines, engine_records, engine_sides
 from strix_pipeline.runner.pair_runs import PAIR_HOST, pair_log_dir, release_to_run
 from strix_pipeline.runner.pairs import PairsResult, compare_releases, records
 
@@ -182,3 +185,52 @@ def canary_comparison(
             "verdicts": verdict_table(result, "B/A: the canary over itself (1 expected)"),
         }
     )
+
+
+@dg.asset(
+    group_name="analysis",
+    pool=host_pool(PAIR_HOST),
+    deps=["run_aggregates"],
+    automation_condition=EAGER,
+    description=(
+        "The decision's pairs by interleaved runs, once a week per pair of releases: on the decision's host "
+        "when it is local, the baseline engine against the candidate as their weekly runs configure them, "
+        "in balanced random AB/BA pairs (a fresh server per run), TTFT at the decision's concurrency -- the "
+        "production pair, then the equal-weights pair. C3 decides on the paired ratio of the p95s when its "
+        "releases are the ones it judges. Stored in `comparisons` with `decision_pair`."
+    ),
+)
+def engine_comparison(
+    context: dg.AssetExecutionContext,
+    strix: StrixConfigResource,
+    warehouse: WarehouseResource,
+    pair_runner: PairRunnerResource,
+) -> dg.MaterializeResult:
+    config = strix.get()
+    now = datetime.now(UTC)
+    since = week_start(config.project.schedule, now, config.project.timezone)
+    done: dict[str, str] = {}
+    tables: dict[str, dg.TableMetadataValue] = {}
+    for pair in PAIRS:
+        sides = engine_sides(config, pair)
+        if isinstance(sides, str):
+            done[pair] = f"nothing: {sides}"
+            continue
+        a, b = sides.release(sides.baseline, config), sides.release(sides.candidate, config)
+        with warehouse.reader() as wh:
+            stored = wh.engine_comparisons(sides.baseline.host, METRICS[0], since) if "comparisons" in wh.table_names() else {}  # fmt: skip
+        last = stored.get(pair)
+        if last is not None and (last.release_a, last.release_b) == (a.tag, b.tag):
+            done[pair] = f"nothing new: {b.tag} against {a.tag} compared this week ({last.comparison_id})"
+            continue
+        log_dir = pair_log_dir(config, "engines")
+        context.log.info(f"{pair} pair: {b.tag} against {a.tag} on {sides.baseline.host} by pairs; engine logs in {log_dir}")  # fmt: skip
+        result = compare_engines(
+            config, sides, pair_runner.engine_runs(config, sides, log_dir, context.log.info),
+            seed=_seed(a.tag, f"{b.tag}@{since:%G-W%V}"), progress=context.log.info,
+        )  # fmt: skip
+        with warehouse.writer() as wh:
+            wh.save_comparison(*engine_records(result, pair))
+        done[pair] = f"{b.tag} against {a.tag}: {result.comparison_id}, {len(result.runs)} engine starts"
+        tables[f"verdicts_{pair}"] = verdict_table(result, "B/A: the candidate over the baseline")
+    return dg.MaterializeResult(metadata={**{f"compared_{p}": text for p, text in done.items()}, **tables})

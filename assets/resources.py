@@ -17,7 +17,8 @@ from strix_pipeline.config_load import load_config
 from strix_pipeline.registry.client import RegistryClient
 from strix_pipeline.registry.discovery import ClientFactory, default_client
 from strix_pipeline.registry.transport import RetryPolicy
-from strix_pipeline.runner.pair_runs import PairSpec, local_runs, pair_profile
+from strix_pipeline.runner.engine_pairs import EngineSides, LocalEngineRuns, pair_spec
+from strix_pipeline.runner.pair_runs import HostWatch, PairSpec, local_runs, pair_profile
 from strix_pipeline.runner.pairs import Progress, RunOne
 from strix_pipeline.warehouse import Warehouse
 
@@ -128,9 +129,17 @@ class HostAccessResource(ConfigurableResource):
 
 
 class PairRunnerResource(ConfigurableResource):
-    """The engine starts of comparisons by pairs: a fresh llama-server of each release on host local
-    (the tests give a stand-in with a known step and noise)."""
+    """The engine starts of comparisons by pairs: a fresh llama-server of each release on host local,
+    or a fresh server of each engine of the decision's pair (the tests give a stand-in with a known
+    step and noise)."""
 
     def run_one(self, config: StrixConfig, log_dir: Path, progress: Progress) -> RunOne:
         spec = PairSpec.of(config.profiles[pair_profile(config)])
         return local_runs(config, spec, log_dir, progress)
+
+    def engine_runs(
+        self, config: StrixConfig, sides: EngineSides, log_dir: Path, progress: Progress
+    ) -> RunOne:
+        """The engine starts of the decision's pair by pairs: each side's configured run afresh."""
+        spec = pair_spec(config, sides)
+        return LocalEngineRuns(config, sides, spec, log_dir, progress, HostWatch.of(config))

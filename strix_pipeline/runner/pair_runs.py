@@ -36,7 +36,7 @@ import json
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from strix_pipeline.config import (
@@ -51,6 +51,7 @@ from strix_pipeline.config import (
 from strix_pipeline.hosts import cpu_probe, host_noise
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.local import LocalLlamaServer
+from strix_pipeline.hosts.process import LocalProcess
 from strix_pipeline.loadgen import SuiteResult, run_suite_sync
 from strix_pipeline.provision import llamacpp_build
 from strix_pipeline.records import RequestRecord
@@ -152,17 +153,20 @@ class PairSpec:
     def ctx_per_slot(self) -> int:
         """The context one server slot needs for the longest request this sends."""
         need = max(
-            self.prefill_tokens + 2, self.decode_input_tokens + self.decode_output_tokens,
+            self.prefill_tokens + 2 if self.prefill_requests else 0,
+            self.decode_input_tokens + self.decode_output_tokens if self.decode_requests else 0,
             self.ttft_input_tokens + self.ttft_output_tokens if self.ttft_requests else 0,
         )  # fmt: skip
         return 256 * -(-(need + 64) // 256)  # room for the chat template, in whole 256-token blocks
 
     def profile(self) -> ScenarioProfile:
         """The suite's profile that sends exactly this: smoke (the warm-up), one level of 5 clients
-        (no warm-up of its own: the one per start is the smoke request), one prefill level, decode."""
-        sweep = ["concurrency_sweep"] if self.ttft_requests else []
+        (no warm-up of its own: the one per start is the smoke request), one prefill level, decode;
+        a part with no requests (0) is left out."""
+        parts = {"concurrency_sweep": self.ttft_requests, "prefill_ladder": self.prefill_requests,
+                 "decode": self.decode_requests}  # fmt: skip
         return ScenarioProfile(
-            scenarios=["smoke", *sweep, "prefill_ladder", "decode"],
+            scenarios=["smoke", *(name for name, n in parts.items() if n)],
             request_timeout_s=self.request_timeout_s,
             seed=self.seed,
             smoke=SmokeSpec(output_tokens=8, json_check=False),
@@ -174,10 +178,12 @@ class PairSpec:
                 output_tokens=self.ttft_output_tokens,
             ),
             prefill_ladder=LadderSpec(
-                input_tokens=[self.prefill_tokens], requests_per_level=self.prefill_requests, output_tokens=2
+                input_tokens=[self.prefill_tokens],
+                requests_per_level=max(1, self.prefill_requests),
+                output_tokens=2,
             ),
             decode=DecodeSpec(
-                requests=self.decode_requests,
+                requests=max(1, self.decode_requests),
                 input_tokens=self.decode_input_tokens,
                 output_tokens=self.decode_output_tokens,
             ),
@@ -246,6 +252,54 @@ def figures_of(result: SuiteResult, spec: PairSpec) -> RunFigures:
 
 
 @dataclass
+class HostWatch:
+    """The host around each run of one comparison (hosts/host_noise.py): its counters before and after,
+    and a fixed job timed on both sides against the fastest of the session (hosts/cpu_probe.py). A
+    run on a busy host ([analysis] busy_steal_pct, busy_outside_pct, busy_probe_pct) is marked busy."""
+
+    busy_steal_pct: float = 5.0
+    busy_outside_pct: float = 15.0
+    busy_probe_pct: float = 10.0
+    root: Path = Path("/")  # where /proc and /sys are read
+    probe: Callable[[], float] | None = cpu_probe.probe_ms  # None: not probed
+    fastest_probe_ms: float = float("inf")  # of this session's probes so far
+
+    @classmethod
+    def of(cls, config: StrixConfig) -> HostWatch:
+        a = config.analysis
+        return cls(a.busy_steal_pct, a.busy_outside_pct, a.busy_probe_pct)
+
+    def noise(self, before: host_noise.Snapshot, after: host_noise.Snapshot, probes: list[float]) -> host_noise.HostNoise:  # fmt: skip
+        self.fastest_probe_ms = min([self.fastest_probe_ms, *probes])
+        return host_noise.noise_between(
+            before, after, busy_steal_pct=self.busy_steal_pct, busy_outside_pct=self.busy_outside_pct,
+            probe_slowdown_pct=cpu_probe.slowdown_pct(tuple(probes), self.fastest_probe_ms) if probes else None,
+            busy_probe_pct=self.busy_probe_pct,
+        )  # fmt: skip
+
+
+def measure_run(
+    server: LocalProcess, spec: PairSpec, slo: SLO, run_name: str, watch: HostWatch
+) -> RunFigures:
+    """Start ``server`` (not started yet), send ``spec``'s requests with the host watched around them,
+    stop it: the run's figures, or :class:`RunFailed` saying why there are none."""
+    try:
+        with server:
+            probes = [watch.probe()] if watch.probe else []
+            before = host_noise.snapshot(server.pid, watch.root)
+            result = run_suite_sync(
+                server.base_url, server.model, spec.profile(), slo, run_name, engine_exit=server.exit_description
+            )  # fmt: skip
+            after = host_noise.snapshot(server.pid, watch.root)
+            probes += [watch.probe()] if watch.probe else []
+            build = server.engine_build
+    except EngineStartError as e:
+        raise RunFailed(e.reason) from e
+    figs = figures_of(result, spec)
+    return RunFigures(figs.values, figs.warmup_ms, build, watch.noise(before, after, probes))
+
+
+@dataclass
 class LocalLlamaRuns:
     """``run_one`` for runner/pairs.py: each call starts llama-server of the release afresh."""
 
@@ -256,13 +310,7 @@ class LocalLlamaRuns:
     ready_timeout_s: float = 180.0
     progress: Progress = print
     count: int = 0
-    # a pass on a busy host is marked busy ([analysis] busy_steal_pct, busy_outside_pct)
-    busy_steal_pct: float = 5.0
-    busy_outside_pct: float = 15.0
-    busy_probe_pct: float = 10.0
-    root: Path = Path("/")  # where /proc and /sys are read (hosts/host_noise.py)
-    probe: Callable[[], float] | None = cpu_probe.probe_ms  # None: not probed
-    fastest_probe_ms: float = float("inf")  # of this session's probes so far
+    watch: HostWatch = field(default_factory=HostWatch)
 
     def __call__(self, release: Release, label: str) -> RunFigures:
         self.count += 1
@@ -277,27 +325,7 @@ class LocalLlamaRuns:
             log_dir=self.log_dir / f"run-{self.count:03d}-{release.tag}",
             ready_timeout_s=self.ready_timeout_s,
         )
-        try:
-            with server:
-                probes = [self.probe()] if self.probe else []
-                before = host_noise.snapshot(server.pid, self.root)
-                result = run_suite_sync(
-                    server.base_url, server.model, self.spec.profile(), self.slo, f"pair-run-{self.count}",
-                    engine_exit=server.exit_description,
-                )  # fmt: skip
-                after = host_noise.snapshot(server.pid, self.root)
-                probes += [self.probe()] if self.probe else []
-                build = server.engine_build
-        except EngineStartError as e:
-            raise RunFailed(e.reason) from e
-        figs = figures_of(result, self.spec)
-        self.fastest_probe_ms = min([self.fastest_probe_ms, *probes])
-        noise = host_noise.noise_between(
-            before, after, busy_steal_pct=self.busy_steal_pct, busy_outside_pct=self.busy_outside_pct,
-            probe_slowdown_pct=cpu_probe.slowdown_pct(tuple(probes), self.fastest_probe_ms) if probes else None,
-            busy_probe_pct=self.busy_probe_pct,
-        )  # fmt: skip
-        return RunFigures(figs.values, figs.warmup_ms, build, noise)
+        return measure_run(server, self.spec, self.slo, f"pair-run-{self.count}", self.watch)
 
 
 # comparisons by pairs run llama-server releases on this machine's host `local`
@@ -316,9 +344,7 @@ def local_runs(config: StrixConfig, spec: PairSpec, log_dir: Path, progress: Pro
         model_path=Path(model.path) if model is not None and model.path else None,
         ready_timeout_s=host.ready_timeout_s,
         progress=progress,
-        busy_steal_pct=config.analysis.busy_steal_pct,
-        busy_outside_pct=config.analysis.busy_outside_pct,
-        busy_probe_pct=config.analysis.busy_probe_pct,
+        watch=HostWatch.of(config),
     )
 
 

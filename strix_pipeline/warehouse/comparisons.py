@@ -1,4 +1,5 @@
-"""Comparisons by pairs (tables ``comparisons`` and ``comparison_runs``): release B against release A.
+"""Comparisons by pairs (tables ``comparisons`` and ``comparison_runs``): release B against release A,
+or the candidate engine against the baseline on one of the decision's pairs.
 
 :class:`ComparisonRecord` and :class:`ComparisonRun` are the tables' columns, in order. One
 comparison (one `strix compare`) is saved whole when it ends: a row per metric it judged, and a row
@@ -51,6 +52,9 @@ class ComparisonRecord:
     dropped_pairs: int
     started_at: datetime
     ended_at: datetime
+    # the decision pair an engine comparison is of ("production" | "equal_weights", runner/engine_pairs.py);
+    # None: two releases of one engine
+    decision_pair: str | None = None
 
 
 @dataclass
@@ -166,3 +170,21 @@ def compared_with_itself_since(
 ) -> bool:
     """Whether ``release`` was compared by pairs against itself (an A/A: the canary's) since ``since``."""
     return con.execute(SELF_COMPARED_SQL, [host, engine, release, release, since]).fetchone()[0] > 0
+
+
+ENGINE_PAIRS_SQL = f"""
+SELECT {", ".join(COMPARISON_COLUMNS)} FROM comparisons
+WHERE host = ? AND decision_pair IS NOT NULL AND metric = ? AND started_at >= ?
+ORDER BY started_at DESC, comparison_id
+"""
+
+
+def engine_comparisons(
+    con: duckdb.DuckDBPyConnection, host: str, metric: str, since: datetime
+) -> dict[str, ComparisonRecord]:
+    """The newest engine comparison's row of ``metric`` per decision pair on ``host`` since ``since``."""
+    out: dict[str, ComparisonRecord] = {}
+    for row in con.execute(ENGINE_PAIRS_SQL, [host, metric, since]).fetchall():
+        rec = ComparisonRecord(*row)
+        out.setdefault(rec.decision_pair or "", rec)
+    return out

@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
-from strix_pipeline.analysis.decision.evidence import Evidence, RunFacts
+from strix_pipeline.analysis.decision.evidence import Evidence, PairedTtft, RunFacts, side_tag
 from strix_pipeline.analysis.decision.report import ratio_text
 from strix_pipeline.config import GFX_OVERRIDE, ImageSource, StrixConfig
 from strix_pipeline.fingerprint import pair_differences
@@ -585,6 +585,16 @@ def _ttft_on(ev: Evidence, config: StrixConfig, pair: str) -> CriterionResult:
     failed = ""
     if ca.requests_failed or ba.requests_failed:
         failed = f"; failed requests {ca.requests_failed} vs {ba.requests_failed}"
+    by_pairs = _paired_ttft(ev, pair, c, b)
+    if isinstance(by_pairs, PairedTtft) and by_pairs.low is not None and by_pairs.high is not None:
+        # the interleaved pairs decide; the two single runs are shown beside them
+        status, verdict = _by_pairs(by_pairs, threshold)
+        ratio, lo, hi = by_pairs.ratio, by_pairs.low, by_pairs.high
+        numbers = f"beside them, the single runs: {numbers}"
+    elif by_pairs is not None:
+        paired += f"; {by_pairs if isinstance(by_pairs, str) else _no_interval(by_pairs)}"
+    else:
+        paired += f"; two single runs: no fresh comparison of the {PAIR_NAMES[pair]} by interleaved pairs on {c.host or config.decision.host}"  # fmt: skip
     reason = f"{verdict}; {numbers}, family {_family(c, config)}{failed}{_quant_note(c, b)}{paired}"
     return _result(
         "C3",
@@ -597,6 +607,38 @@ def _ttft_on(ev: Evidence, config: StrixConfig, pair: str) -> CriterionResult:
         unit="ratio",
         mismatch=c.quantization != b.quantization,
     )
+
+
+def _paired_ttft(ev: Evidence, pair: str, c: RunFacts, b: RunFacts) -> PairedTtft | str | None:
+    """The pair's comparison by interleaved pairs when it ran the very releases and models of the runs
+    C3 compares (runner/engine_pairs.py); else why it is not taken; None: there is none (fresh)."""
+    got = ev.paired_ttft.get(pair)
+    if got is None:
+        return None
+    want = (
+        side_tag(b.engine, b.image_version, b.model_profile),
+        side_tag(c.engine, c.image_version, c.model_profile),
+    )
+    if (got.release_a, got.release_b) != want:
+        return (
+            f"not by its interleaved pairs ({got.comparison_id}: {got.release_b} against {got.release_a}): "
+            f"they ran other releases or models than these runs ({want[1]} against {want[0]})"
+        )
+    return got
+
+
+def _by_pairs(p: PairedTtft, threshold: float) -> tuple[str, str]:
+    """C3's status and verdict on the interleaved pairs: the paired ratio's interval against the threshold."""
+    ci = f"by {p.pairs} interleaved pairs of fresh runs ({p.comparison_id}): ratio {ratio_text(p.ratio)}, interval {ratio_text(p.low)}-{ratio_text(p.high)}"  # fmt: skip
+    if p.high is not None and p.high < threshold:
+        return "pass", f"{ci}, wholly below {ratio_text(threshold)}: faster with confidence"
+    if p.low is not None and p.low > threshold:
+        return "fail", f"{ci}, wholly above {ratio_text(threshold)}: not faster, with confidence"
+    return "unknown", f"inconclusive {ci}: it contains {ratio_text(threshold)}"
+
+
+def _no_interval(p: PairedTtft) -> str:
+    return f"its interleaved pairs ({p.comparison_id}) reached no interval ({p.pairs} pairs kept)"
 
 
 def _unreliable_memory(ev: Evidence, config: StrixConfig, unknown: CriterionResult) -> CriterionResult:

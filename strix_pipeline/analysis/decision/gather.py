@@ -12,7 +12,13 @@ from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from strix_pipeline.analysis.decision.evidence import Evidence, ReleaseImage, RunFacts, SweepReading
+from strix_pipeline.analysis.decision.evidence import (
+    Evidence,
+    PairedTtft,
+    ReleaseImage,
+    RunFacts,
+    SweepReading,
+)
 from strix_pipeline.analysis.decision.outcome import Decision
 from strix_pipeline.analysis.decision.verdict import judge
 from strix_pipeline.config import StrixConfig
@@ -51,6 +57,15 @@ SELECT ttft_ms FROM requests
 WHERE run_id = ? AND scenario = 'concurrency_sweep' AND level = ? AND NOT warmup AND ok
   AND ttft_ms IS NOT NULL
 ORDER BY request_index
+"""
+# C3's comparisons by interleaved pairs (runner/engine_pairs.py): each decision pair's newest that
+# ended by `now` within the freshness window.
+DECISION_PAIRED_SQL = """
+SELECT decision_pair, comparison_id, release_a, release_b, pairs, ratio, low, high, verdict, look_alpha,
+       started_at
+FROM comparisons
+WHERE host = ? AND decision_pair IS NOT NULL AND metric = 'ttft_p95_ms' AND started_at >= ? AND ended_at <= ?
+ORDER BY started_at DESC, comparison_id
 """
 # Evaluations strictly before this one: a replay at a stored evaluated_at does not see itself.
 DECISION_HISTORY_SQL = """
@@ -111,9 +126,13 @@ def gather_evidence(wh: Warehouse, config: StrixConfig, now: datetime) -> Eviden
         images = query_rows(wh, DECISION_IMAGES_SQL, [d.candidate_engine, now])
     except Exception:  # noqa: BLE001 - a warehouse without the images table: no image facts
         images = []
+    window_start = now - timedelta(days=d.freshness_days)
+    paired: dict[str, PairedTtft] = {}
+    for row in query_rows(wh, DECISION_PAIRED_SQL, [d.host, window_start, now]):
+        paired.setdefault(row["decision_pair"], from_row(PairedTtft, row))
     return Evidence(
         now=now,
-        window_start=now - timedelta(days=d.freshness_days),
+        window_start=window_start,
         runs=tuple(run_facts(r) for r in runs),
         smoke_ok=frozenset(
             a["run_id"]
@@ -127,6 +146,7 @@ def gather_evidence(wh: Warehouse, config: StrixConfig, now: datetime) -> Eviden
         },
         images=tuple(from_row(ReleaseImage, i) for i in images),
         ttfts=WarehouseTtfts(wh, d.concurrency),
+        paired_ttft=paired,
     )
 
 

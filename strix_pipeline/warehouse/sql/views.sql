@@ -439,7 +439,7 @@ ORDER BY b.started_at DESC, b.bisection_id, s.step;
 -- Every comparison by pairs, newest first, one row per metric: B against A as a percentage with its
 -- interval beside the verdict, and the runs each one started (failed and dropped included).
 CREATE OR REPLACE VIEW v_comparisons AS
-SELECT c.comparison_id, c.host, c.engine, c.release_a, c.release_b, c.metric, c.verdict,
+SELECT c.comparison_id, c.host, c.engine, c.release_a, c.release_b, c.decision_pair, c.metric, c.verdict,
        (c.ratio - 1) * 100 AS change_pct, (c.low - 1) * 100 AS low_pct, (c.high - 1) * 100 AS high_pct,
        c.ratio, c.low, c.high, c.pairs, c.looks, c.cap, c.target, c.alpha, c.dropped_pairs,
        coalesce(r.runs, 0) AS runs, c.started_at, c.ended_at

@@ -101,7 +101,10 @@ def test_the_analysis_carries_the_automation_condition_and_its_sensor_runs(box_c
     defs = build_definitions(load_config(box_config), str(box_config))
     graph = defs.resolve_asset_graph()
     # the week's comparisons by pairs follow new results too, outside analysis_job (they start engines)
-    automated = [*ANALYSIS, dg.AssetKey("release_comparisons"), dg.AssetKey("canary_comparison")]
+    automated = [
+        *ANALYSIS,
+        *(dg.AssetKey(k) for k in ("release_comparisons", "canary_comparison", "engine_comparison")),
+    ]
     for key in automated:
         assert graph.get(key).automation_condition == EAGER, key.to_user_string()
     sensor = defs.resolve_sensor_def("analysis_automation")

@@ -22,6 +22,7 @@ EXPECTED_ASSETS = {
     "regressions",
     "release_comparisons",
     "canary_comparison",
+    "engine_comparison",
     "trend_charts",
     "switch_decision",
     "weekly_report",
@@ -55,10 +56,11 @@ def test_default_definitions_load(monkeypatch: pytest.MonkeyPatch) -> None:
     graph = defs.resolve_asset_graph()
     bench = graph.get(dg.AssetKey("benchmark_run"))
     assert bench.pools == {"host_local"}
-    # the week's comparisons by pairs start llama-server on host local: its pool too
-    for name in ("release_comparisons", "canary_comparison"):
+    # the week's comparisons by pairs start engines on host local: its pool too
+    pairs = {"release_comparisons", "canary_comparison", "engine_comparison"}
+    for name in pairs:
         assert graph.get(dg.AssetKey(name)).pools == {"host_local"}, name
-    for name in EXPECTED_ASSETS - {"benchmark_run", "release_comparisons", "canary_comparison"}:
+    for name in EXPECTED_ASSETS - {"benchmark_run", *pairs}:
         assert not graph.get(dg.AssetKey(name)).pools, name
     # Every asset carries a description a person can read in the UI.
     for name in EXPECTED_ASSETS:

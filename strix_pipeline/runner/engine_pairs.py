@@ -1,0 +1,150 @@
+"""The decision's pairs by interleaved runs (issue 34, item 4): baseline against candidate engine.
+
+C3 compares two runs that each ran once, minutes or days apart; a slower hour on the host lands on
+one side only. Here the two engines run as the weekly runs configure them on a local host, in
+balanced random AB/BA pairs, a fresh server per run (runner/pairs.compare_releases, as the week's
+release comparison), each run measuring TTFT at the decision's concurrency; the paired ratio
+candidate / baseline with its interval is what C3 then decides on (analysis/decision).
+
+The sides are configured runs, never new configurations: on the production pair the baseline runs
+``decision.baseline_model``, on the equal-weights pair the baseline runs the candidate's own
+quantization of the same model family (the two pairs of analysis/decision/criteria.py). Only a local
+host runs pairs: the Box's runs go through Docker, one partition at a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from strix_pipeline.analysis.decision.evidence import side_tag
+from strix_pipeline.config import StrixConfig
+from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.planning.targets import BenchmarkTarget, local_tag
+from strix_pipeline.runner.local import local_server
+from strix_pipeline.runner.pair_runs import MIN_TTFT_REQUESTS, HostWatch, PairSpec, measure_run
+from strix_pipeline.runner.pairs import (
+    PairsResult,
+    Progress,
+    Release,
+    RunFailed,
+    RunFigures,
+    RunOne,
+    compare_releases,
+    records,
+)
+from strix_pipeline.warehouse.comparisons import ComparisonRecord, ComparisonRun
+
+# What C3 reads of a pair of runs: the p95 decides (at a >= 10 % target, runner/pairs.METRICS), the
+# median and the mean are shown beside it
+METRICS = ("ttft_p95_ms", "ttft_p50_ms", "ttft_mean_ms")
+TARGET = 0.10
+
+
+@dataclass(frozen=True)
+class EngineSides:
+    """One of the decision's pairs as two configured runs on one local host."""
+
+    pair: str  # "production" | "equal_weights" (analysis/decision/criteria.PAIRS)
+    baseline: BenchmarkTarget
+    candidate: BenchmarkTarget
+
+    @property
+    def engines(self) -> str:
+        """The comparison's ``engine`` column: both engines, baseline first."""
+        return f"{self.baseline.engine} vs {self.candidate.engine}"
+
+    def release(self, target: BenchmarkTarget, config: StrixConfig) -> Release:
+        """A side as the comparison names it: engine, the release the host installs, model profile."""
+        return Release(side_tag(target.engine, local_tag(target.engine, config), target.model))
+
+
+def engine_sides(config: StrixConfig, pair: str) -> EngineSides | str:
+    """The decision host's configured baseline and candidate runs of ``pair``, or why there are none."""
+    d = config.decision
+    host = config.hosts.get(d.host)
+    if host is None or host.kind != "local":
+        return f"host {d.host} is not a local host: engines are compared by pairs on a local host only"
+    runs = config.runs.get(d.host, [])
+    cand = next(
+        (r for r in runs if r.engine == d.candidate_engine and d.candidate_model in (None, r.model)), None
+    )
+    if cand is None:
+        return f"host {d.host} runs no {d.candidate_engine}{f' with model {d.candidate_model}' if d.candidate_model else ''}"  # fmt: skip
+    family = config.models[cand.model].family
+    base_runs = [r for r in runs if r.engine == d.baseline_engine and config.models[r.model].family == family]
+    if pair == "production":
+        base = next((r for r in base_runs if d.baseline_model in (None, r.model)), None)
+        wanted = f"model {d.baseline_model}" if d.baseline_model else f"model family {family}"
+    else:
+        quant = config.models[cand.model].quantization
+        base = next((r for r in base_runs if config.models[r.model].quantization == quant), None)
+        wanted = f"the candidate's weights ({family}, {quant})"
+    if base is None:
+        return f"host {d.host} runs no {d.baseline_engine} with {wanted}"
+
+    def target(r) -> BenchmarkTarget:
+        return BenchmarkTarget(d.host, r.engine, r.model, r.profile, None)
+
+    return EngineSides(pair, target(base), target(cand))
+
+
+def pair_spec(config: StrixConfig, sides: EngineSides) -> PairSpec:
+    """What each run sends after its warm-up: the decision's level of the baseline run's profile --
+    its clients, prompt and output sizes -- over MIN_TTFT_REQUESTS requests; no prefill, no decode."""
+    profile = config.profiles[sides.baseline.profile]
+    sweep = profile.concurrency_sweep
+    return PairSpec(
+        decode_requests=0,
+        prefill_requests=0,
+        ttft_clients=config.decision.concurrency,
+        ttft_requests=MIN_TTFT_REQUESTS,
+        ttft_input_tokens=sweep.input_tokens,
+        ttft_output_tokens=sweep.output_tokens,
+        request_timeout_s=profile.request_timeout_s,
+        seed=profile.seed,
+    )
+
+
+@dataclass
+class LocalEngineRuns:
+    """``run_one`` for runner/pairs.py: each call starts a fresh server of one side's configured run."""
+
+    config: StrixConfig
+    sides: EngineSides
+    spec: PairSpec
+    log_dir: Path
+    progress: Progress = print
+    watch: HostWatch = field(default_factory=HostWatch)
+    count: int = 0
+
+    def __call__(self, release: Release, label: str) -> RunFigures:
+        self.count += 1
+        by_tag = {
+            self.sides.release(t, self.config).tag: t for t in (self.sides.baseline, self.sides.candidate)
+        }
+        target = by_tag[release.tag]
+        log_dir = self.log_dir / f"run-{self.count:03d}-{target.engine}-{target.model}"
+        try:
+            server = local_server(self.config, target, log_dir, self.progress)
+        except EngineStartError as e:
+            raise RunFailed(e.reason) from e
+        return measure_run(server, self.spec, self.config.slo, f"engine-pair-run-{self.count}", self.watch)
+
+
+def compare_engines(
+    config: StrixConfig, sides: EngineSides, run_one: RunOne, *, seed: int, progress: Progress = print
+) -> PairsResult:
+    """Baseline (A) against candidate (B) by pairs, the ladder as every comparison's, cap
+    ``[analysis] compare_max_pairs``."""
+    return compare_releases(
+        run_one, sides.release(sides.baseline, config), sides.release(sides.candidate, config),
+        metrics=METRICS, host=sides.baseline.host, engine=sides.engines,
+        cap=config.analysis.compare_max_pairs, target=TARGET, seed=seed, progress=progress,
+    )  # fmt: skip
+
+
+def engine_records(result: PairsResult, pair: str) -> tuple[list[ComparisonRecord], list[ComparisonRun]]:
+    """The warehouse's rows of an engine comparison: every comparison's, its decision pair named."""
+    rows, runs = records(result)
+    return [replace(r, decision_pair=pair) for r in rows], runs
