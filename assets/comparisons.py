@@ -220,7 +220,8 @@ def engine_comparison(
         with warehouse.reader() as wh:
             stored = wh.engine_comparisons(sides.baseline.host, METRICS[0], since) if "comparisons" in wh.table_names() else {}  # fmt: skip
         last = stored.get(pair)
-        if last is not None and (last.release_a, last.release_b) == (a.tag, b.tag):
+        # one that kept no pair (every run on a busy host, or failed) is run again
+        if last is not None and (last.release_a, last.release_b) == (a.tag, b.tag) and last.ratio is not None:
             done[pair] = f"nothing new: {b.tag} against {a.tag} compared this week ({last.comparison_id})"
             continue
         log_dir = pair_log_dir(config, "engines")

@@ -5,8 +5,9 @@ Two snapshots, one before a pass and one after, and the difference between them:
 - **steal**: CPU time the hypervisor gave to other guests (``/proc/stat``'s ``steal`` column), as a
   share of all CPU time in the pass; a neighbour on shared hardware shows here first;
 - **outside**: CPU used by anything other than the engine and the client -- ``/proc/stat``'s busy
-  time minus the engine's ``/proc/<pid>/stat`` utime + stime and the client's own (this process: the
-  load generator runs in it), as a share of all CPU time;
+  time minus the utime + stime of the engine's processes (``/proc/<pid>/stat`` of every process of
+  its session: vLLM's engine core and worker too) and the client's own (this process: the load
+  generator runs in it), as a share of all CPU time;
 - **CPU frequency** where ``cpufreq`` is readable (a 2-core cloud guest usually has none);
 - **the probe's slowdown**: a fixed job timed before and after the pass (hosts/cpu_probe.py) against
   the fastest of the session: a neighbour on the same cores or memory, which no counter shows;
@@ -25,6 +26,8 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from strix_pipeline.memory.tree import session_members
 
 CARD_NAME = re.compile(r"card\d+$")
 
@@ -55,7 +58,7 @@ class Snapshot:
     """What :func:`snapshot` read at one moment."""
 
     cpu: CpuTimes | None
-    engine_ticks: int | None  # utime + stime of the engine's process
+    engine_ticks: int | None  # utime + stime of the engine's processes (its session)
     client_ticks: int | None  # utime + stime of this process (the load generator)
     cpu_khz: tuple[int, ...] = ()
     gpus: tuple[GpuState, ...] = ()
@@ -162,6 +165,16 @@ def read_process_ticks(pid: int | None, root: Path = Path("/")) -> int | None:
     return parse_pid_stat(text) if text else None
 
 
+def read_engine_ticks(pid: int | None, root: Path = Path("/")) -> int | None:
+    """The CPU ticks an engine and every process it started used so far (memory/tree.session_members:
+    vLLM's engine core and worker do its work, not the API server that was started); the one process
+    when it leads no session."""
+    if pid is None:
+        return None
+    ticks = [t for m in session_members(pid, root) if (t := read_process_ticks(m, root)) is not None]
+    return sum(ticks) if ticks else read_process_ticks(pid, root)
+
+
 def read_cpu_khz(root: Path = Path("/")) -> tuple[int, ...]:
     """Each core's current frequency (kHz) where cpufreq is readable; () where it is not."""
     base = Path(root) / "sys/devices/system/cpu"
@@ -216,7 +229,7 @@ def snapshot(engine_pid: int | None, root: Path = Path("/"), *, client_pid: int 
     """The host at one moment; ``client_pid`` defaults to this process (the load generator's)."""
     return Snapshot(
         cpu=read_cpu_times(root),
-        engine_ticks=read_process_ticks(engine_pid, root),
+        engine_ticks=read_engine_ticks(engine_pid, root),
         client_ticks=read_process_ticks(client_pid or os.getpid(), root),
         cpu_khz=read_cpu_khz(root),
         gpus=read_gpus(root),

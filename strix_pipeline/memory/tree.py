@@ -116,20 +116,19 @@ def read_process_rss(pid: int, root: Path = Path("/")) -> int | None:
     return value
 
 
-def read_engine_rss(pid: int, root: Path = Path("/")) -> int | None:
-    """RSS of an engine and every process it started, in bytes.
+def session_members(pid: int, root: Path = Path("/")) -> list[int]:
+    """Every process of the session ``pid`` leads: an engine and every process it started.
 
     Engines are started as session leaders (a local process with ``start_new_session``, a
-    container's init), so "all of the engine's processes" is every process of the session ``pid``
-    leads: vLLM's API server, engine core and workers together. Falls back to the one process when the
-    tree has no stat files (a fixture) or the process is not a session leader.
+    container's init), so this is vLLM's API server, engine core and workers together. Empty when
+    the tree has no stat files (a fixture) or the process leads no session.
     """
-    total, found = 0, False
     proc = Path(root) / "proc"
     try:
         entries = [e for e in proc.iterdir() if e.name.isdigit()]
     except OSError:
-        entries = []
+        return []
+    members = []
     for entry in entries:
         try:
             stat = (entry / "stat").read_text()
@@ -138,10 +137,15 @@ def read_engine_rss(pid: int, root: Path = Path("/")) -> int | None:
         # "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses
         fields = stat[stat.rfind(")") + 2 :].split()
         if len(fields) > 3 and fields[3] == str(pid):
-            rss = read_process_rss(int(entry.name), root)
-            if rss is not None:
-                total, found = total + rss, True
-    return total if found else read_process_rss(pid, root)
+            members.append(int(entry.name))
+    return members
+
+
+def read_engine_rss(pid: int, root: Path = Path("/")) -> int | None:
+    """RSS of an engine and every process it started (:func:`session_members`), in bytes; the one
+    process when it leads no session."""
+    sizes = [rss for m in session_members(pid, root) if (rss := read_process_rss(m, root)) is not None]
+    return sum(sizes) if sizes else read_process_rss(pid, root)
 
 
 def read_kernel_cmdline(root: Path = Path("/")) -> str | None:

@@ -271,7 +271,9 @@ def compare_releases(
         exhausted = dropped > max_dropped
         open_before = [name for name, s in state.items() if not s.done]
         state = ladders(exhausted=exhausted)
-        for name in open_before:  # a metric decided earlier replays the same decision: said once
+        for name in (
+            open_before if kept else ()
+        ):  # a metric decided earlier replays the same decision: said once
             progress(f"look {state[name].looks} at {len(kept)} pairs, {name}: {state[name].describe()}")
         if exhausted:
             progress(f"{dropped} pairs dropped for failed runs (at most {max_dropped}): the ladder ends on the {len(kept)} kept")  # fmt: skip

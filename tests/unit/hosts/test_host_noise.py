@@ -53,6 +53,25 @@ def test_a_busy_host_is_named_by_what_made_it_busy() -> None:
     assert "BUSY" in n.describe()
 
 
+def test_an_engines_ticks_are_its_whole_sessions(tmp_path) -> None:
+    # vLLM: the API server leads the session, the engine core and the worker do the work; a process
+    # of another session (the load generator, a neighbour) is not the engine's
+    def stat(pid: int, comm: str, session: int, utime: int, stime: int) -> None:
+        d = tmp_path / "proc" / str(pid)
+        d.mkdir(parents=True)
+        (d / "stat").write_text(
+            f"{pid} ({comm}) S 1 {session} {session} 0 -1 0 0 0 0 0 {utime} {stime} 0 0 20 0 1 0 1 1 1 0\n"
+        )
+
+    stat(100, "vllm serve", 100, 300, 100)
+    stat(101, "VLLM::EngineCore", 100, 2000, 50)
+    stat(102, "VLLM::Worker", 100, 9000, 400)
+    stat(200, "python (loadgen)", 200, 700, 70)
+    assert host_noise.read_engine_ticks(100, tmp_path) == 400 + 2050 + 9400
+    assert host_noise.read_engine_ticks(200, tmp_path) == 770
+    assert host_noise.read_engine_ticks(999, tmp_path) is None
+
+
 def test_a_slow_probe_makes_a_pass_busy_that_no_counter_shows() -> None:
     quiet = snap(0, 0, 0, 0, 0), snap(1000, 400, 0, 500, 100)  # nothing stolen, nothing else ran
     # the slower of the pass's probes (46 ms) against the session's fastest (40 ms): 15 % slower
