@@ -95,3 +95,20 @@ def test_without_a_candidate_run_on_the_host_nothing_is_started(config_path) -> 
     got = materialize(config_path, StandInEngines(factor=3.5))
     assert got["compared_production"] == "nothing: host local runs no vllm"
     assert got["compared_equal_weights"] == "nothing: host local runs no vllm"
+
+
+class BrokenCandidate(PairRunnerResource):
+    def engine_runs(self, config, sides, log_dir, progress):
+        a, b = sides.release(sides.baseline, config), sides.release(sides.candidate, config)
+        return PairStandIn(a_tag=a.tag, b_tag=b.tag, broken=frozenset({b.tag}))
+
+
+def test_a_comparison_that_kept_no_pair_is_run_again(config_path) -> None:
+    first = materialize(config_path, BrokenCandidate())  # every candidate start fails: no pair kept
+    assert "engine starts" in first["compared_production"], first
+    again = materialize(config_path, StandInEngines(factor=3.5))
+    assert "engine starts" in again["compared_production"], again
+    config = load_config(config_path)
+    with Warehouse.open(config.warehouse_path(), read_only=True) as wh:
+        newest = wh.engine_comparisons("local", "ttft_p95_ms", datetime.now(UTC) - timedelta(days=1))
+    assert newest["production"].verdict == "different" and newest["production"].pairs == 3
