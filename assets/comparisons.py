@@ -30,16 +30,23 @@ ENGINE = "llamacpp"  # the engine comparisons by pairs can start on host local
 TARGET = 0.05  # the step the week's comparison chases (issue 33: a 5 % change)
 
 
+def comparison_asset(description: str):
+    """A weekly comparison by pairs: after new results, in host local's pool (it starts engines there)."""
+    return dg.asset(
+        group_name="analysis",
+        pool=host_pool(PAIR_HOST),
+        deps=["run_aggregates"],
+        automation_condition=EAGER,
+        description=description,
+    )
+
+
 def _seed(previous: str, newest: str) -> int:
     """The pairs' AB/BA order, the same for the same two releases (a re-run replays it)."""
     return int(hashlib.sha256(f"{previous}->{newest}".encode()).hexdigest()[:8], 16)
 
 
-@dg.asset(
-    group_name="analysis",
-    pool=host_pool(PAIR_HOST),
-    deps=["run_aggregates"],
-    automation_condition=EAGER,
+@comparison_asset(
     description=(
         "The week's new llama-server release against the previous one on host local, by balanced "
         "random AB/BA pairs (a fresh server per run; pairs added only while a metric is unknown, up "
@@ -131,11 +138,7 @@ def verdict_table(result: PairsResult, ratio_is: str) -> dg.TableMetadataValue:
     )
 
 
-@dg.asset(
-    group_name="analysis",
-    pool=host_pool(PAIR_HOST),
-    deps=["run_aggregates"],
-    automation_condition=EAGER,
+@comparison_asset(
     description=(
         "The canary against itself on host local, by balanced random AB/BA pairs, once a week (an A/A): "
         "every metric should come out *same* at the 5 % target. One that comes out *different* or stays "
@@ -187,11 +190,7 @@ def canary_comparison(
     )
 
 
-@dg.asset(
-    group_name="analysis",
-    pool=host_pool(PAIR_HOST),
-    deps=["run_aggregates"],
-    automation_condition=EAGER,
+@comparison_asset(
     description=(
         "The decision's pairs by interleaved runs, once a week per pair of releases: on the decision's host "
         "when it is local, the baseline engine against the candidate as their weekly runs configure them, "
@@ -211,14 +210,14 @@ def engine_comparison(
     since = week_start(config.project.schedule, now, config.project.timezone)
     done: dict[str, str] = {}
     tables: dict[str, dg.TableMetadataValue] = {}
+    with warehouse.reader() as wh:
+        stored = wh.engine_comparisons(config.decision.host, METRICS[0], since) if "comparisons" in wh.table_names() else {}  # fmt: skip
     for pair in PAIRS:
         sides = engine_sides(config, pair)
         if isinstance(sides, str):
             done[pair] = f"nothing: {sides}"
             continue
         a, b = sides.release(sides.baseline, config), sides.release(sides.candidate, config)
-        with warehouse.reader() as wh:
-            stored = wh.engine_comparisons(sides.baseline.host, METRICS[0], since) if "comparisons" in wh.table_names() else {}  # fmt: skip
         last = stored.get(pair)
         # one that kept no pair (every run on a busy host, or failed) is run again
         if last is not None and (last.release_a, last.release_b) == (a.tag, b.tag) and last.ratio is not None:

@@ -174,17 +174,19 @@ def compared_with_itself_since(
 
 ENGINE_PAIRS_SQL = f"""
 SELECT {", ".join(COMPARISON_COLUMNS)} FROM comparisons
-WHERE host = ? AND decision_pair IS NOT NULL AND metric = ? AND started_at >= ?
+WHERE host = ? AND decision_pair IS NOT NULL AND metric = ? AND started_at >= ? AND ended_at <= ?
 ORDER BY started_at DESC, comparison_id
 """
 
 
 def engine_comparisons(
-    con: duckdb.DuckDBPyConnection, host: str, metric: str, since: datetime
+    con: duckdb.DuckDBPyConnection, host: str, metric: str, since: datetime, until: datetime | None = None
 ) -> dict[str, ComparisonRecord]:
-    """The newest engine comparison's row of ``metric`` per decision pair on ``host`` since ``since``."""
+    """The newest engine comparison's row of ``metric`` per decision pair on ``host`` since ``since``
+    (and ended by ``until``: what an evaluation at that moment could see)."""
     out: dict[str, ComparisonRecord] = {}
-    for row in con.execute(ENGINE_PAIRS_SQL, [host, metric, since]).fetchall():
+    bound = until or datetime.max.replace(tzinfo=since.tzinfo)
+    for row in con.execute(ENGINE_PAIRS_SQL, [host, metric, since, bound]).fetchall():
         rec = ComparisonRecord(*row)
         out.setdefault(rec.decision_pair or "", rec)
     return out

@@ -274,9 +274,11 @@ class Warehouse:
         """Whether ``release`` was compared with itself by pairs since ``since`` (warehouse.comparisons)."""
         return comparisons.compared_with_itself_since(self.con, host, engine, release, since)
 
-    def engine_comparisons(self, host: str, metric: str, since: datetime) -> dict[str, ComparisonRecord]:
+    def engine_comparisons(
+        self, host: str, metric: str, since: datetime, until: datetime | None = None
+    ) -> dict[str, ComparisonRecord]:
         """The newest engine comparison's ``metric`` per decision pair on ``host`` since ``since``."""
-        return comparisons.engine_comparisons(self.con, host, metric, since)
+        return comparisons.engine_comparisons(self.con, host, metric, since, until)
 
     def list_comparisons(
         self, *, limit: int | None = None, comparison_id: str | None = None

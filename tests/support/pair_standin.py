@@ -53,3 +53,21 @@ class PairStandIn:
         values = {m: v * scale * math.exp(self.rng.gauss(-(sigma**2) / 2, sigma)) for m, v in TRUE.items()}
         values |= {m: v / scale * math.exp(self.latency_rng.gauss(-(sigma**2) / 2, sigma)) for m, v in TRUE_LATENCY.items()}  # fmt: skip
         return RunFigures(values, warmup_ms=900.0, engine_build=f"{release.tag}-standin")
+
+
+def materialized_metadata(asset, config_path, runner) -> dict:
+    """Materialise one comparison asset with ``runner`` as its pair runner; its metadata's values."""
+    import dagster as dg
+
+    from assets.resources import StrixConfigResource, WarehouseResource
+
+    result = dg.materialize(
+        [asset],
+        resources={
+            "strix": StrixConfigResource(config_path=str(config_path)),
+            "warehouse": WarehouseResource(config_path=str(config_path)),
+            "pair_runner": runner,
+        },
+    )
+    (m,) = result.asset_materializations_for_node(asset.key.path[-1])
+    return {k: v.value for k, v in m.metadata.items()}

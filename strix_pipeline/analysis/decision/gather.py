@@ -58,15 +58,6 @@ WHERE run_id = ? AND scenario = 'concurrency_sweep' AND level = ? AND NOT warmup
   AND ttft_ms IS NOT NULL
 ORDER BY request_index
 """
-# C3's comparisons by interleaved pairs (runner/engine_pairs.py): each decision pair's newest that
-# ended by `now` within the freshness window.
-DECISION_PAIRED_SQL = """
-SELECT decision_pair, comparison_id, release_a, release_b, pairs, ratio, low, high, verdict, look_alpha,
-       started_at
-FROM comparisons
-WHERE host = ? AND decision_pair IS NOT NULL AND metric = 'ttft_p95_ms' AND started_at >= ? AND ended_at <= ?
-ORDER BY started_at DESC, comparison_id
-"""
 # Evaluations strictly before this one: a replay at a stored evaluated_at does not see itself.
 DECISION_HISTORY_SQL = """
 SELECT evaluation_id, evaluated_at, verdict, criterion, status
@@ -127,9 +118,9 @@ def gather_evidence(wh: Warehouse, config: StrixConfig, now: datetime) -> Eviden
     except Exception:  # noqa: BLE001 - a warehouse without the images table: no image facts
         images = []
     window_start = now - timedelta(days=d.freshness_days)
-    paired: dict[str, PairedTtft] = {}
-    for row in query_rows(wh, DECISION_PAIRED_SQL, [d.host, window_start, now]):
-        paired.setdefault(row["decision_pair"], from_row(PairedTtft, row))
+    # C3's comparisons by interleaved pairs (runner/engine_pairs.py): each pair's newest fresh one
+    found = wh.engine_comparisons(d.host, "ttft_p95_ms", window_start, until=now)
+    paired = {pair: from_row(PairedTtft, vars(rec)) for pair, rec in found.items()}
     return Evidence(
         now=now,
         window_start=window_start,

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import dagster as dg
 import pytest
 from support.decision_seed import run_record, run_result
-from support.pair_standin import PairStandIn
+from support.pair_standin import PairStandIn, materialized_metadata
 
 from assets.comparisons import engine_comparison
-from assets.resources import PairRunnerResource, StrixConfigResource, WarehouseResource
+from assets.resources import PairRunnerResource
 from strix_pipeline.analysis.decision import evaluate
 from strix_pipeline.config import DEFAULT_CONFIG
 from strix_pipeline.config_load import load_config
@@ -41,16 +40,7 @@ def config_path(tmp_path):
 
 
 def materialize(path, runner) -> dict:
-    result = dg.materialize(
-        [engine_comparison],
-        resources={
-            "strix": StrixConfigResource(config_path=str(path)),
-            "warehouse": WarehouseResource(config_path=str(path)),
-            "pair_runner": runner,
-        },
-    )
-    (m,) = result.asset_materializations_for_node("engine_comparison")
-    return {k: v.value for k, v in m.metadata.items()}
+    return materialized_metadata(engine_comparison, path, runner)
 
 
 def single_runs(now: datetime) -> list:

@@ -8,14 +8,13 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import dagster as dg
 import pytest
 from support.decision_seed import run_record, run_result
-from support.pair_standin import PairStandIn
+from support.pair_standin import PairStandIn, materialized_metadata
 from support.pipeline_helpers import write_config
 
 from assets.comparisons import release_comparisons
-from assets.resources import PairRunnerResource, StrixConfigResource, WarehouseResource
+from assets.resources import PairRunnerResource
 from strix_pipeline.config_load import load_config
 from strix_pipeline.warehouse import Warehouse
 
@@ -55,33 +54,21 @@ def warehouse_with(tmp_path):
     return seed
 
 
-def materialize(path: Path, runner: PairRunnerResource) -> dg.ExecuteInProcessResult:
-    return dg.materialize(
-        [release_comparisons],
-        resources={
-            "strix": StrixConfigResource(config_path=str(path)),
-            "warehouse": WarehouseResource(config_path=str(path)),
-            "pair_runner": runner,
-        },
-    )
-
-
-def metadata(result: dg.ExecuteInProcessResult) -> dict:
-    (m,) = result.asset_materializations_for_node("release_comparisons")
-    return {k: v.value for k, v in m.metadata.items()}
+def materialize(path: Path, runner: PairRunnerResource) -> dict:
+    return materialized_metadata(release_comparisons, path, runner)
 
 
 def test_the_weeks_new_release_is_compared_by_pairs_with_the_previous_once(warehouse_with):
     config, path = warehouse_with(weekly("b100", 0), weekly("b101", 1))
     runner = StandInRunner(slower=["b101"], cv=measured_cv("prefill_tokens_per_s"))
-    first = metadata(materialize(path, runner))
+    first = materialize(path, runner)
     assert first["compared"] == "b101 against b100" and first["engine_starts"] >= 6
     with Warehouse.open(config.warehouse_path(), read_only=True) as wh:
         rows = {r.metric: r for r in wh.list_comparisons()}
     prefill = rows["prefill_tokens_per_s"]
     assert (prefill.release_a, prefill.release_b, prefill.verdict) == ("b100", "b101", "different")
     assert prefill.ratio == pytest.approx(0.95, abs=0.02)
-    again = metadata(materialize(path, runner))  # the next trigger without a newer release
+    again = materialize(path, runner)  # the next trigger without a newer release
     assert again["compared"].startswith("nothing new")
     with Warehouse.open(config.warehouse_path(), read_only=True) as wh:
         assert len({r.comparison_id for r in wh.list_comparisons()}) == 1
@@ -89,23 +76,14 @@ def test_the_weeks_new_release_is_compared_by_pairs_with_the_previous_once(wareh
 
 def test_one_release_alone_runs_nothing(warehouse_with):
     _, path = warehouse_with(weekly("b100", 0), weekly("b100", 1))
-    got = metadata(materialize(path, StandInRunner(slower=[], cv=0.01)))
+    got = materialize(path, StandInRunner(slower=[], cv=0.01))
     assert got["compared"].startswith("nothing new") and "engine_starts" not in got
 
 
 def materialize_canary(path: Path, runner: PairRunnerResource) -> dict:
     from assets.comparisons import canary_comparison
 
-    result = dg.materialize(
-        [canary_comparison],
-        resources={
-            "strix": StrixConfigResource(config_path=str(path)),
-            "warehouse": WarehouseResource(config_path=str(path)),
-            "pair_runner": runner,
-        },
-    )
-    (m,) = result.asset_materializations_for_node("canary_comparison")
-    return {k: v.value for k, v in m.metadata.items()}
+    return materialized_metadata(canary_comparison, path, runner)
 
 
 def test_the_canary_is_compared_with_itself_once_a_week_and_says_same_at_the_noise_measured_here(
