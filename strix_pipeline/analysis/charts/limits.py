@@ -75,6 +75,9 @@ def efficiency_by_version_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
                 )
             )
         layers += failure_layers(failed, x)
+        # a run without a figure keeps its place on the axis (and a panel of only such runs -- a pair
+        # profile's run measures no decode -- is still a chart: Vega-Lite cannot draw an empty layer)
+        layers += _no_figure_layers(missing, x)
         panels.append(
             alt.layer(*layers).properties(
                 title=titled(panel_title(key), subtitle), width=PANEL_WIDTH, height=180
@@ -83,6 +86,21 @@ def efficiency_by_version_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
         notes += [f"{panel_title(key)}: {s}" for s in subtitle]
     chart = alt.vconcat(*panels, title=title).resolve_scale(x="independent")
     return chart, "; ".join(notes)
+
+
+def _no_figure_layers(missing: list[dict[str, Any]], x: alt.X) -> list[alt.Chart]:
+    if not missing:
+        return []
+    return [
+        alt.Chart(alt.Data(values=json_values(missing)))
+        .mark_text(color="#777", fontSize=10)
+        .encode(
+            x=x,
+            y=alt.value(90),
+            text=alt.value("no figure"),
+            tooltip=["run_id:N", "version:N", "efficiency_problem:N"],
+        )
+    ]
 
 
 def _engine_label(engine: str, roles: dict[str, str]) -> str:

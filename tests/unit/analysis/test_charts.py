@@ -176,3 +176,21 @@ def test_efficiency_chart_plots_the_stored_share_and_names_runs_without_one(tmp_
     assert "1 run(s) without a figure" in cs.charts["efficiency_by_version"].note
     labels = {p["engine_label"] for p in chart_points(cs.charts["switch_metric"].json) if "engine_label" in p}
     assert labels <= {"llamacpp (baseline)", "vllm (candidate)"} and labels
+
+
+def test_a_panel_of_runs_without_a_figure_still_renders(tmp_path):
+    """`make run`'s equal-weights run (profile pair) measures no decode: its panel holds no point, and
+    an empty layer made Vega-Lite fail the whole chart ("Unrecognized signal name concat_1_width")."""
+    runs = trend_runs()[:2]
+    runs[0].run.decode_efficiency, runs[0].run.decode_tok_s = 0.42, 30.0
+    runs[1].run.model_profile = "gemma3-270m-bf16-gguf"  # a panel of its own
+    runs[1].run.decode_efficiency = None
+    runs[1].run.efficiency_problem = "no single-client decode speed measured"
+    wh = seeded(tmp_path / "w.duckdb", runs)
+    cs = write_charts(wh, tmp_path / "c")
+    chart = cs.charts["efficiency_by_version"]
+    assert "failed" not in chart.note, chart.note
+    assert "1 run(s) without a figure" in chart.note
+    missing = [p for p in chart_points(chart.json) if p.get("run_id") == runs[1].run.run_id]
+    assert missing and missing[0]["efficiency_problem"] == "no single-client decode speed measured"
+    assert chart.png.stat().st_size > 1000
