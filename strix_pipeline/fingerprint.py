@@ -23,11 +23,13 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from strix_pipeline.config import ScenarioProfile
 from strix_pipeline.records import RunRecord
 
 # Bump when the meaning of the inputs changes, so old and new fingerprints never collide.
 # 4: the environment the configuration gives the engine (engine_env) is an input.
-_SCHEME = "strix-fp-4"
+# 5: the workload (the suite profile's requests, workload_digest) is an input.
+_SCHEME = "strix-fp-5"
 
 
 def _text(value: Any) -> str:
@@ -87,6 +89,7 @@ COMPARABILITY_FIELDS: dict[str, Callable[[Any], Any]] = {
     "ttm_pages_limit": lambda v: "" if v is None else str(int(v)),  # the GTT cap on unified memory
     "firmware": _text,
     "harness_version": _text,
+    "workload": _text,  # the suite profile's requests (workload_digest): quick and standard never mix
 }
 
 
@@ -97,6 +100,15 @@ def fingerprint_inputs(**fields: Any) -> dict[str, Any]:
     if unknown or missing:
         raise TypeError(f"fingerprint fields: unknown {sorted(unknown)}, missing {sorted(missing)}")
     return {name: norm(fields[name]) for name, norm in COMPARABILITY_FIELDS.items()}
+
+
+def workload_digest(profile: ScenarioProfile) -> str:
+    """What a suite profile asks of an engine, as a short digest: every scenario's request shapes,
+    counts, levels and seed. The request timeout is left out: it decides when a request is given up,
+    not what is asked."""
+    spec = profile.model_dump(mode="json", exclude={"request_timeout_s"})
+    canonical = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+    return "wl-" + hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
 def series_fingerprint(*, scenario: str | None, **fields: Any) -> str:

@@ -341,6 +341,9 @@ class RunRecord:
     # schema v14: the dtype a CPU engine computes in and why (engines/vllm_dtype.py; --dtype is in
     # engine_flags, so in the fingerprint)
     engine_dtype: str | None = None
+    # schema v18: what the suite profile asks of the engine (fingerprint.workload_digest), so a profile
+    # whose requests changed -- or another profile -- starts a new series
+    workload: str | None = None
 
 
 @dataclass

@@ -34,7 +34,7 @@ from strix_pipeline.config import (
     resolve_path,
 )
 from strix_pipeline.config_load import load_config
-from strix_pipeline.fingerprint import run_fingerprint
+from strix_pipeline.fingerprint import run_fingerprint, workload_digest
 from strix_pipeline.loadgen import (
     SCENARIOS,
     DatasetLoad,
@@ -246,7 +246,7 @@ def _engine_kind(result: Any) -> str:
     return "unknown"
 
 
-def save_run(cfg: StrixConfig | None, result: Any, *, run_id: str, url: str, model: str, profile_name: str, started: datetime, warehouse: str | None = None) -> Path | DuckLakeTarget:  # fmt: skip
+def save_run(cfg: StrixConfig | None, result: Any, *, run_id: str, url: str, model: str, profile_name: str, started: datetime, warehouse: str | None = None, workload: str | None = None) -> Path | DuckLakeTarget:  # fmt: skip
 
     kind = _engine_kind(result)
     run = RunRecord(
@@ -256,7 +256,7 @@ def save_run(cfg: StrixConfig | None, result: Any, *, run_id: str, url: str, mod
         launch_command=f"strix bench --url {url}", engine_flags=None,
         status="ok" if all(a.requests_failed == 0 for a in result.aggregates) else "partial",
         failure_reason="; ".join(result.errors)[:2000] or None, log_tail=None, started_at=started,
-        ended_at=datetime.now(UTC),
+        ended_at=datetime.now(UTC), workload=workload,
     )  # fmt: skip
     run.fingerprint = run_fingerprint(run)
     # --warehouse FILE, else the config's warehouse (its file or its DuckLake), else the default file
@@ -378,7 +378,7 @@ def handle(args: argparse.Namespace) -> int:
             console.print(f"wrote {beside}")
     if args.save:
         try:
-            path = save_run(cfg, result, run_id=run_id, url=plan.url, model=model or "unknown", profile_name=args.profile, started=started, warehouse=args.warehouse)  # fmt: skip
+            path = save_run(cfg, result, run_id=run_id, url=plan.url, model=model or "unknown", profile_name=args.profile, started=started, warehouse=args.warehouse, workload=workload_digest(profile))  # fmt: skip
         except RunNotStored as e:
             console.print(f"strix bench: {e}", style="red", soft_wrap=True, markup=False)
             return 4

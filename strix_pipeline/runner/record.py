@@ -10,7 +10,7 @@ from pathlib import Path
 
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.engine_facts import append_firmware
-from strix_pipeline.fingerprint import env_json
+from strix_pipeline.fingerprint import env_json, workload_digest
 from strix_pipeline.hosts import docker_engine
 from strix_pipeline.hosts.production import ProductionGuard
 from strix_pipeline.loadgen import SuiteInterrupted, SuiteResult
@@ -66,6 +66,7 @@ def new_record(
         image_version=image.version if image else None,
         image_sort_key=image.sort_key if image else None,
         model_family=model.family,
+        workload=workload_digest(config.profiles[target.profile]),
     )
 
 

@@ -21,6 +21,7 @@ SELECT
     r.quantization,
     r.suite,
     r.profile,
+    r.workload,  -- what the profile asks (fingerprint.workload_digest): in the series
     r.status,
     r.status IN ('ok', 'partial') AS usable,
     r.failure_reason,

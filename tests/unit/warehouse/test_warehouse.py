@@ -92,6 +92,8 @@ AFTER_V1 = {
     "production_pool_bytes",
     # v14: the dtype a CPU engine computes in, and why
     "engine_dtype",
+    # v18: what the suite profile asks of the engine
+    "workload",
 }
 
 

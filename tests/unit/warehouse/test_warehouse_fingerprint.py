@@ -7,7 +7,9 @@ import dataclasses
 import pytest
 from support.warehouse import make_run
 
-from strix_pipeline.fingerprint import differences, run_fingerprint, series_fingerprint
+from strix_pipeline.config import ScenarioProfile
+from strix_pipeline.fingerprint import differences, run_fingerprint, series_fingerprint, workload_digest
+from strix_pipeline.loadgen.profiles import default_profile
 
 BASE = dict(
     scenario="concurrency_sweep",
@@ -23,6 +25,7 @@ BASE = dict(
     ttm_pages_limit=27648000,
     firmware="fw-1",
     harness_version="0.1.0",
+    workload="wl-0123456789ab",
 )
 
 
@@ -51,6 +54,7 @@ def test_same_inputs_same_fingerprint_and_series_format() -> None:
         ("ttm_pages_limit", 9437184),
         ("firmware", "fw-2"),
         ("harness_version", "0.2.0"),
+        ("workload", "wl-ba9876543210"),
     ],
 )
 def test_each_input_changes_the_fingerprint(key: str, value: str) -> None:
@@ -101,3 +105,18 @@ def test_the_one_list_is_what_the_fingerprint_hashes_and_the_warehouse_stores(wh
         changed = dataclasses.replace(r, **{name: other})
         assert run_fingerprint(changed) != run_fingerprint(r), name
         assert set(differences(r, changed)) == {name}
+
+
+def test_the_workload_is_what_the_profile_asks_not_its_name_or_timeout() -> None:
+    quick = default_profile("quick")
+    assert workload_digest(quick) != workload_digest(ScenarioProfile())  # quick and standard never mix
+    assert workload_digest(quick) != workload_digest(default_profile("pair"))
+    sweep = quick.concurrency_sweep.model_copy(update={"input_tokens": 96})
+    assert workload_digest(quick.model_copy(update={"concurrency_sweep": sweep})) != workload_digest(quick)
+    # when a request is given up is no part of what is asked
+    assert workload_digest(quick.model_copy(update={"request_timeout_s": 5})) == workload_digest(quick)
+    # a run of a changed profile is not comparable with the old one, and says why
+    a, b = make_run("a").run, make_run("b").run
+    a.workload, b.workload = workload_digest(quick), workload_digest(quick.model_copy(update={"seed": 7}))
+    assert run_fingerprint(a) != run_fingerprint(b)
+    assert set(differences(a, b)) == {"workload"}
