@@ -79,6 +79,14 @@ def local_gguf(path: str | None, source: str | None, release: str | None = None,
         raise EngineStartError("failed_start", str(e)) from e
 
 
+def compute_threads(threads: int | None = None) -> int:
+    """The threads a local engine computes with: ``threads`` when given, else every CPU but one. The
+    client must never be the bottleneck it measures, so llama-server is given ``-t`` this; vLLM's CPU
+    backend leaves the same core by its own rule (0.32's utils/ompmultiprocessing.py reserves one CPU
+    per rank on x86 for its scheduler process: "reserve_cpu_num=1", "core ids=[0]" on 2 cores)."""
+    return threads or max(1, (os.cpu_count() or 2) - 1)
+
+
 @dataclass(eq=False)
 class LocalLlamaServer(LocalProcess):
     """``with LocalLlamaServer() as srv:`` starts llama-server on a free loopback port and waits for /health.
@@ -118,8 +126,7 @@ class LocalLlamaServer(LocalProcess):
     def start(self) -> None:
         model = self.model_path or ensure_gemma_model()
         self._claim_port()
-        # leave a core to the load generator: the client must never be the bottleneck it measures
-        threads = self.threads or max(1, (os.cpu_count() or 2) - 1)
+        threads = compute_threads(self.threads)
         self.command = [
             str(self.provision()),
             "-m", str(model),

@@ -11,7 +11,13 @@ from pathlib import Path
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.engines import comparable_flags
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.local import LLAMA_SERVER_ENV, LocalLlamaServer, local_gguf, log_tail
+from strix_pipeline.hosts.local import (
+    LLAMA_SERVER_ENV,
+    LocalLlamaServer,
+    compute_threads,
+    local_gguf,
+    log_tail,
+)
 from strix_pipeline.hosts.local_vllm import LocalVllmServer
 from strix_pipeline.memory import (
     MemorySampler,
@@ -160,9 +166,9 @@ def run_local(r: RunInputs) -> None:
     make_cache_room(config, target, kind, log)
     server = local_server(config, target, log_dir, log)
     # before the engine and the memory sampler: the probe's buffers must be neither beside the engine
-    # nor in the idle baseline; the engine's threads (llama-server leaves a core to the load generator)
-    threads = getattr(server, "threads", None) or max(1, (os.cpu_count() or 2) - (kind == "llamacpp"))
-    bandwidth = probe_bandwidth(threads, log)
+    # nor in the idle baseline; with as many threads as the engine computes with (vLLM's were counted as
+    # every CPU, its share of the limit then read against a bandwidth it never had)
+    bandwidth = probe_bandwidth(compute_threads(getattr(server, "threads", None)), log)
     server.provision()  # build or install the release now, outside the memory samples
     smi = SmiSource(run_here)  # rocm-smi / amd-smi when this machine has them
     sampler = MemorySampler(TreeProbe(), run.run_id, interval_s=host_cfg.sample_interval_s, smi=smi)
