@@ -111,7 +111,9 @@ def test_the_workload_is_what_the_profile_asks_not_its_name_or_timeout() -> None
     quick = default_profile("quick")
     assert workload_digest(quick) != workload_digest(ScenarioProfile())  # quick and standard never mix
     assert workload_digest(quick) != workload_digest(default_profile("pair"))
-    sweep = quick.concurrency_sweep.model_copy(update={"input_tokens": 96})
+    sweep = quick.concurrency_sweep.model_copy(
+        update={"input_tokens": quick.concurrency_sweep.input_tokens + 32}
+    )
     assert workload_digest(quick.model_copy(update={"concurrency_sweep": sweep})) != workload_digest(quick)
     # when a request is given up is no part of what is asked
     assert workload_digest(quick.model_copy(update={"request_timeout_s": 5})) == workload_digest(quick)
