@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "strix_pipeline.cli.decide",
     "strix_pipeline.cli.report",
     "strix_pipeline.cli.spool",
+    "strix_pipeline.cli.migrate",
 )
 
 

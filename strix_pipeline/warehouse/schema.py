@@ -127,7 +127,7 @@ def prepare(con: duckdb.DuckDBPyConnection, path: Target, *, read_only: bool) ->
         if stored < code_version:
             warnings.warn(
                 f"{path}: warehouse schema is v{stored}, this code expects v{code_version}; "
-                "it is migrated the next time a writer opens it (views may be missing until then)",
+                "`strix migrate` (or the next writer) migrates it; until then its views may be refused",
                 stacklevel=3,
             )
         return stored

@@ -105,8 +105,8 @@ def check_views(con: duckdb.DuckDBPyConnection, where: object, *, writable: bool
     if changed is not None:
         raise ForeignView(
             f"{where}: the stored view {changed} is not the project's definition (strix_pipeline/warehouse/"
-            "sql/views.sql); refused, nothing was read through it. Any strix writer (strix bench --save, "
-            "strix import, strix load-spool) re-creates the project's views"
+            "sql/views.sql); refused, nothing was read through it. `strix migrate` (or any strix writer: "
+            "strix run, strix bench --save, strix import, strix load-spool) re-creates the project's views"
         )
     macros = con.execute(
         "SELECT DISTINCT function_name FROM duckdb_functions() WHERE database_name = current_database() "

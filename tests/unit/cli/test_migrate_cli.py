@@ -1,0 +1,44 @@
+"""`strix migrate`: after an upgrade, readers refuse the warehouse's older views until a writer opens
+it; the command is that writer, alone, and says what it applied."""
+
+from __future__ import annotations
+
+import warnings
+
+from support.warehouse import create_at_version
+
+from strix_pipeline.cli import main
+from strix_pipeline.warehouse import schema as wschema
+
+
+def old_warehouse(path):
+    """A warehouse as the code before v18 left it: schema v17 and the views of its day (v_run_base
+    without the workload column)."""
+    wh = create_at_version(path, 17)
+    old_views = wschema.views_sql().replace(
+        "    r.workload,  -- what the profile asks (fingerprint.workload_digest): in the series\n", ""
+    )
+    assert old_views != wschema.views_sql()
+    wh.con.execute(old_views).fetchall()
+    wh.close()
+
+
+def test_a_reader_refuses_the_old_views_and_strix_migrate_brings_them_up(tmp_path, capsys):
+    path = tmp_path / "w.duckdb"
+    old_warehouse(path)
+    query = ["query", "--warehouse", str(path), "--format", "csv", "SELECT count(*) AS n FROM v_run_base"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the read-only open's "schema is v17" warning
+        assert main(query) != 0
+    refused = capsys.readouterr().err
+    assert "v_run_base is not the project's definition" in refused and "strix migrate" in refused
+
+    assert main(["migrate", "--warehouse", str(path)]) == 0
+    said = capsys.readouterr().err
+    assert f"migrated to schema v{wschema.current_schema_version()} (v18 workload)" in said, said
+
+    assert main(query) == 0
+    assert capsys.readouterr().out.split() == ["n", "0"]
+    # again: nothing left to do, and it says so
+    assert main(["migrate", "--warehouse", str(path)]) == 0
+    assert "already at schema v18" in capsys.readouterr().err
