@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from strix_pipeline.analysis.decision.evidence import Evidence, PairedTtft, RunFacts, side_tag
-from strix_pipeline.analysis.decision.report import ratio_text
+from strix_pipeline.analysis.decision.report import pair_name, ratio_text
 from strix_pipeline.config import GFX_OVERRIDE, ImageSource, StrixConfig
 from strix_pipeline.fingerprint import pair_differences
 from strix_pipeline.loadgen.metrics import min_samples_for_ci, quantile_ci, quantile_ratio_ci
@@ -39,7 +39,6 @@ READY_STATUSES = ("ok", "partial", "failed_serve")  # reached ready (failed_serv
 # names it); the equal-weights pair is a baseline run at the candidate's own quantization -- the same
 # weights -- so what is left between them is the engine.
 PAIRS = ("production", "equal_weights")
-PAIR_NAMES = {"production": "production pair", "equal_weights": "equal-weights pair"}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -487,7 +486,7 @@ def _on_both_pairs(judge: Callable[[str], CriterionResult], config: StrixConfig)
     )
     r.other_run_ids = list(o.evidence_run_ids)
     r.reason = (
-        f"{r.reason}; beside it, the {PAIR_NAMES[other]}: {pair_summary(o, same_runs=r.evidence_run_ids)}"
+        f"{r.reason}; beside it, the {pair_name(other)}: {pair_summary(o, same_runs=r.evidence_run_ids)}"
     )
     return r
 
@@ -594,7 +593,7 @@ def _ttft_on(ev: Evidence, config: StrixConfig, pair: str) -> CriterionResult:
     elif by_pairs is not None:
         paired += f"; {by_pairs if isinstance(by_pairs, str) else _no_interval(by_pairs)}"
     else:
-        paired += f"; two single runs: no fresh comparison of the {PAIR_NAMES[pair]} by interleaved pairs on {c.host or config.decision.host}"  # fmt: skip
+        paired += f"; two single runs: no fresh comparison of the {pair_name(pair)} by interleaved pairs on {c.host or config.decision.host}"  # fmt: skip
     reason = f"{verdict}; {numbers}, family {_family(c, config)}{failed}{_quant_note(c, b)}{paired}"
     return _result(
         "C3",

@@ -10,6 +10,12 @@ from strix_pipeline.units import gib_text
 PAIR_LABELS = {"production": "production", "equal_weights": "equal weights"}
 
 
+def pair_name(pair: str) -> str:
+    """A pair named in a sentence: "the production pair", "the equal-weights pair" (the label as a
+    compound adjective)."""
+    return PAIR_LABELS.get(pair, pair).replace(" ", "-") + " pair"
+
+
 @dataclass(frozen=True)
 class PairRow:
     """C3 or C5 on one pair: the deciding pair's figures, or the other pair's shown beside them."""
