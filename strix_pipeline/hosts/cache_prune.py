@@ -11,17 +11,16 @@ to grow by is counted in the disk check (hosts/disk_budget.py).
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from strix_pipeline.hosts.docker_names import safe_name
 from strix_pipeline.units import GB
 
 log = logging.getLogger(__name__)
 
 PREFIX = "strix-compile-cache-"
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 def _short(digest: str) -> str:
@@ -30,7 +29,7 @@ def _short(digest: str) -> str:
 
 def volume_name(kind: str, digest: str) -> str:
     """The compile-cache volume of one image of engine ``kind`` (the one spelling the launcher uses)."""
-    return _UNSAFE.sub("-", f"{PREFIX}{kind}-{_short(digest)}").strip("-")[:63]
+    return safe_name(f"{PREFIX}{kind}-{_short(digest)}")[:63]
 
 
 def of_digests(digests: set[str]) -> Callable[[str], bool]:

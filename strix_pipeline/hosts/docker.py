@@ -14,7 +14,6 @@ vLLM's KV cache is sized for the profile's token capacity once the image is ther
 from __future__ import annotations
 
 import logging
-import re
 import time
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -37,6 +36,7 @@ from strix_pipeline.hosts.docker_host import (
     resolve_group_ids,
     split_image_ref,
 )
+from strix_pipeline.hosts.docker_names import safe_name
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.guards import MANAGED_LABEL, RUN_LABEL
 from strix_pipeline.hosts.model_files import required_files
@@ -47,7 +47,6 @@ from strix_pipeline.units import MB, gib_text
 
 log = logging.getLogger(__name__)
 
-_NAME_BAD = re.compile(r"[^a-zA-Z0-9_.-]+")
 VERSION_LABEL = "org.opencontainers.image.version"
 
 
@@ -104,7 +103,7 @@ class DockerLauncher:
         self.group_ids = group_ids
         self.poll_interval_s = poll_interval_s
         self.container: Any = None
-        self.log_path = self.log_dir / f"{_safe(run_id)}-{engine_cfg.kind}.log"
+        self.log_path = self.log_dir / f"{safe_name(run_id)}-{engine_cfg.kind}.log"
         self._streamer: LogStreamer | None = None
         self._own_client = client is None
         self._image: Any = None  # set by pull()
@@ -235,7 +234,7 @@ class DockerLauncher:
         return vols
 
     def container_name(self) -> str:
-        return _safe(f"strix-{self.engine_cfg.kind}-{self.run_id}")[:63]
+        return safe_name(f"strix-{self.engine_cfg.kind}-{self.run_id}")[:63]
 
     def run_kwargs(self, group_ids: list[int]) -> dict[str, Any]:
         executable = self.spec.executable
@@ -516,7 +515,3 @@ def _last_line(text: str) -> str:
 
 def _url_host(address: str) -> str:
     return f"[{address}]" if ":" in address and not address.startswith("[") else address
-
-
-def _safe(name: str) -> str:
-    return _NAME_BAD.sub("-", name).strip("-") or "engine"
