@@ -12,36 +12,39 @@ from datetime import UTC, datetime
 
 from rich.console import Console
 
-from strix_pipeline.cli.common import lock_wait_arg, open_warehouse, warehouse_arg, warehouse_path
-from strix_pipeline.warehouse import WarehouseError
+from strix_pipeline.cli.common import (
+    lock_wait_arg,
+    on_warehouse,
+    open_warehouse,
+    warehouse_arg,
+    warehouse_path,
+)
+from strix_pipeline.warehouse import Warehouse
 
 
 def migrate(args: argparse.Namespace) -> int:
-    console = Console(stderr=True)
     started = datetime.now(UTC)
-    target = warehouse_path(args)
-    try:
-        with open_warehouse(args, read_only=False, lock_retry_s=args.lock_wait) as wh:
-            applied = wh.con.execute(
-                "SELECT version, name FROM schema_version WHERE applied_at >= ? ORDER BY version", [started]
-            ).fetchall()
-            version = wh.schema_version
-    except WarehouseError as e:
-        console.print(f"strix migrate: {e}", style="red", soft_wrap=True, markup=False)
-        return 1
-    if applied:
-        steps = ", ".join(f"v{v} {name}" for v, name in applied)
-        console.print(
-            f"{target}: migrated to schema v{version} ({steps}); views re-created",
-            markup=False,
-            soft_wrap=True,
-        )
-    else:
-        console.print(
-            f"{target}: already at schema v{version}; its views are the project's",
-            markup=False,
-            soft_wrap=True,
-        )
+
+    def applied(wh: Warehouse) -> tuple[int, list[tuple[int, str]]]:
+        # opening it as a writer migrated it; what this open applied carries this open's time
+        rows = wh.con.execute(
+            "SELECT version, name FROM schema_version WHERE applied_at >= ? ORDER BY version", [started]
+        ).fetchall()
+        return wh.schema_version, rows
+
+    def writer(a: argparse.Namespace, *, read_only: bool) -> Warehouse:
+        return open_warehouse(a, read_only=read_only, lock_retry_s=a.lock_wait)
+
+    got, rc = on_warehouse(args, applied, read_only=False, opener=writer)
+    if got is None:
+        return rc
+    version, steps = got
+    done = (
+        f"migrated to schema v{version} ({', '.join(f'v{v} {name}' for v, name in steps)}); views re-created"
+        if steps
+        else f"already at schema v{version}; its views are the project's"
+    )
+    Console(stderr=True).print(f"{warehouse_path(args)}: {done}", markup=False, soft_wrap=True)
     return 0
 
 

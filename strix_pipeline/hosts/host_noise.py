@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from strix_pipeline.memory.tree import session_members
+from strix_pipeline.memory.tree import session_total
 
 CARD_NAME = re.compile(r"card\d+$")
 
@@ -169,10 +169,7 @@ def read_engine_ticks(pid: int | None, root: Path = Path("/")) -> int | None:
     """The CPU ticks an engine and every process it started used so far (memory/tree.session_members:
     vLLM's engine core and worker do its work, not the API server that was started); the one process
     when it leads no session."""
-    if pid is None:
-        return None
-    ticks = [t for m in session_members(pid, root) if (t := read_process_ticks(m, root)) is not None]
-    return sum(ticks) if ticks else read_process_ticks(pid, root)
+    return None if pid is None else session_total(pid, read_process_ticks, root)
 
 
 def read_cpu_khz(root: Path = Path("/")) -> tuple[int, ...]:

@@ -7,6 +7,7 @@ from the probe container (probes.py). Why every source is kept apart: docs/archi
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -141,11 +142,16 @@ def session_members(pid: int, root: Path = Path("/")) -> list[int]:
     return members
 
 
+def session_total(pid: int, read: Callable[[int, Path], int | None], root: Path = Path("/")) -> int | None:
+    """``read`` (a per-process figure: RSS, CPU ticks) summed over an engine and every process it
+    started (:func:`session_members`); the one process's figure when it leads no session."""
+    values = [v for m in session_members(pid, root) if (v := read(m, root)) is not None]
+    return sum(values) if values else read(pid, root)
+
+
 def read_engine_rss(pid: int, root: Path = Path("/")) -> int | None:
-    """RSS of an engine and every process it started (:func:`session_members`), in bytes; the one
-    process when it leads no session."""
-    sizes = [rss for m in session_members(pid, root) if (rss := read_process_rss(m, root)) is not None]
-    return sum(sizes) if sizes else read_process_rss(pid, root)
+    """RSS of an engine and every process it started, in bytes."""
+    return session_total(pid, read_process_rss, root)
 
 
 def read_kernel_cmdline(root: Path = Path("/")) -> str | None:
