@@ -1,0 +1,1 @@
+"""The warehouse schema as SQL files: data, read through importlib.resources (schema.py)."""

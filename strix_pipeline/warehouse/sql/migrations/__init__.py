@@ -1,0 +1,1 @@
+"""Numbered schema migrations as SQL files: data, applied in order by warehouse/schema.py."""
