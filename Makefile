@@ -18,8 +18,10 @@ ENGINES ?= llamacpp vllm
 ENGINE_ARGS := $(foreach e,$(ENGINES),--engine $(e))
 
 $(BIN)/python:
-	$(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	@mkdir -p $(LOGS); echo "provision: python venv $(VENV) ($(PY))"
+	@$(PY) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --upgrade pip $(call to_log,pip-upgrade.log) \
+	  || { $(if $(V),,cat $(LOGS)/pip-upgrade.log;) exit 1; }
 
 OTAVA := apache-otava==0.8.0
 
@@ -27,13 +29,13 @@ OTAVA := apache-otava==0.8.0
 # project itself without resolving anything again.
 # Apache Otava's change-point code needs only numpy and scipy; its dependencies pull cloud SDKs.
 $(VENV)/.installed: pyproject.toml requirements.lock | $(BIN)/python
-	@mkdir -p $(LOGS); echo "provision: venv (pip install -r requirements.lock) … (log $(LOGS)/pip-install.log)"; \
+	@mkdir -p $(LOGS); echo "provision: venv (pip install -r requirements.lock) …$(if $(V),, (log $(LOGS)/pip-install.log))"; \
 	started=$$(date +%s); \
 	if { $(BIN)/pip install -r requirements.lock && $(BIN)/pip install --no-deps -e . \
 	     && $(BIN)/pip install --no-deps '$(OTAVA)'; } $(call to_log,pip-install.log); then \
 	  echo "provision: venv ready in $$(( $$(date +%s) - started )) s"; \
 	else $(if $(V),,tail -n 25 $(LOGS)/pip-install.log | sed 's/^/  | /';) \
-	  echo "provision: venv FAILED; its log: $(LOGS)/pip-install.log"; exit 1; fi
+	  echo "provision: venv FAILED$(if $(V),,; its log: $(LOGS)/pip-install.log)"; exit 1; fi
 	@touch $@
 
 ## lock: regenerate requirements.lock from pyproject.toml (local and dev extras) in a fresh venv
