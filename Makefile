@@ -72,7 +72,9 @@ $(DAGSTER_HOME)/dagster.yaml: strix_dagster/dagster.yaml
 	mkdir -p $(DAGSTER_HOME)
 	cp strix_dagster/dagster.yaml $@
 
-## run: benchmark the embedded engines (llama-server, then vLLM) on host `local`, then the analysis
+## run: benchmark the embedded engines (llama-server, then vLLM) on host `local`, then the analysis; one
+## line per step with its time, the decision last; whole logs in .dagster/logs and artifacts/logs (V=1:
+## everything on the terminal)
 run: provision $(DAGSTER_HOME)/dagster.yaml
 	@$(BIN)/strix doctor $(ENGINE_ARGS) $(call to_log,doctor.log) $(if $(V),,\
 	  && echo "doctor: every engine's needs are there (log $(LOGS)/doctor.log)" \
