@@ -29,7 +29,8 @@ OTAVA := apache-otava==0.8.0
 # project itself without resolving anything again.
 # Apache Otava's change-point code needs only numpy and scipy; its dependencies pull cloud SDKs.
 $(VENV)/.installed: pyproject.toml requirements.lock | $(BIN)/python
-	@mkdir -p $(LOGS); echo "provision: venv (pip install -r requirements.lock) …$(if $(V),, (log $(LOGS)/pip-install.log))"; \
+	@mkdir -p $(LOGS); \
+	echo "provision: venv (pip install -r requirements.lock) …$(if $(V),, (log $(LOGS)/pip-install.log))"; \
 	started=$$(date +%s); \
 	if { $(BIN)/pip install -r requirements.lock && $(BIN)/pip install --no-deps -e . \
 	     && $(BIN)/pip install --no-deps '$(OTAVA)'; } $(call to_log,pip-install.log); then \

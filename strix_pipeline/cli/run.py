@@ -128,8 +128,9 @@ def terminal_line(line: str) -> str | None:
 
     The process's own step lines (``strix run: ...``) as they are; of Dagster's events, what the
     steps said at INFO and above (each engine's progress, the analysis, warnings and failures),
-    trimmed to the step and the message, without a level's start (its result line follows); Dagster's DEBUG events, library output and tracebacks stay
-    in the log file, which a failure's message names.
+    trimmed to the step and the message, without a level's start (its result line follows);
+    Dagster's DEBUG events, library output and tracebacks stay in the log file, which a failure's
+    message names.
     """
     line = _ANSI.sub("", line.rstrip("\n"))
     if line.startswith("strix run:"):

@@ -83,7 +83,10 @@ class _Chains:
                 return
             self._run(outcome)
             if outcome.returncode != 0 and step.optional:
-                self.say(f"provision: {step.name} failed (exit {outcome.returncode}), not needed now; its log: {outcome.log}")  # fmt: skip
+                self.say(
+                    f"provision: {step.name} failed (exit {outcome.returncode}), not needed now; "
+                    f"its log: {outcome.log}"
+                )
                 continue
             if outcome.returncode != 0:
                 with self.lock:
@@ -101,7 +104,8 @@ class _Chains:
             out = None if self.verbose else log
             # its own process group: a failure elsewhere stops pip, cmake and the compilers with it
             proc = subprocess.Popen(
-                [sys.executable, "-m", step.module, *step.args], stdout=subprocess.PIPE if self.verbose else out,
+                [sys.executable, "-m", step.module, *step.args],
+                stdout=subprocess.PIPE if self.verbose else out,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
             )  # fmt: skip
             with self.lock:

