@@ -82,19 +82,22 @@ class _Chains:
             if self.failed.is_set():
                 return
             self._run(outcome)
-            if outcome.returncode != 0 and step.optional:
+            if outcome.returncode == 0:
+                continue
+            with self.lock:
+                outcome.stopped = self.failed.is_set()
+                if not (outcome.stopped or step.optional):
+                    self.failed.set()
+            if outcome.stopped:
+                return
+            if step.optional:
                 self.say(
                     f"provision: {step.name} failed (exit {outcome.returncode}), not needed now; "
                     f"its log: {outcome.log}"
                 )
                 continue
-            if outcome.returncode != 0:
-                with self.lock:
-                    outcome.stopped = self.failed.is_set()
-                    self.failed.set()
-                if not outcome.stopped:
-                    self._stop_others(step.name)
-                return
+            self._stop_others(step.name)
+            return
 
     def _run(self, outcome: Outcome) -> None:
         step = outcome.step
@@ -111,6 +114,8 @@ class _Chains:
             with self.lock:
                 self.running[step.name] = proc
                 self.started[step.name] = (started, outcome.log)
+                if self.failed.is_set():  # another step failed while this one was starting
+                    os.killpg(proc.pid, signal.SIGTERM)
             if self.verbose:  # every line to the terminal, prefixed, and to the log
                 assert proc.stdout is not None
                 for line in proc.stdout:
