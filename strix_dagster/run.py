@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -96,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         if not instance.has_dynamic_partition(image_versions.name, key):
             instance.add_dynamic_partitions(image_versions.name, [key])
         print(f"strix run: benchmarking {key} ({n} of {len(keys)})", flush=True)
+        started = time.monotonic()
         result = defs.resolve_job_def("main_job").execute_in_process(
             instance=instance,
             partition_key=key,
@@ -104,13 +106,24 @@ def main(argv: list[str] | None = None) -> int:
             tags=backfill.tags if backfill else None,
         )
         runs.append({"dagster_run_id": result.run_id, "success": result.success, "partition": key})
+        print(
+            f"strix run: {key}: {_outcome(result.success)} in {time.monotonic() - started:.0f} s", flush=True
+        )
     if backfill:
         backfill.finish(instance, defs, all(r["success"] for r in runs))
     print("strix run: analysis (aggregates, change points, charts, decision)", flush=True)
+    started = time.monotonic()
     result = defs.resolve_job_def("analysis_job").execute_in_process(instance=instance, raise_on_error=False)
     runs.append({"dagster_run_id": result.run_id, "success": result.success, "partition": None})
+    print(
+        f"strix run: analysis: {_outcome(result.success)} in {time.monotonic() - started:.0f} s", flush=True
+    )
     Path(args.summary).write_text(json.dumps({"runs": runs, "dagster_home": os.environ["DAGSTER_HOME"]}))
     return 0 if all(r["success"] for r in runs) else 1
+
+
+def _outcome(success: bool) -> str:
+    return "success" if success else "FAILED"
 
 
 def bisect_main(config: StrixConfig, args: argparse.Namespace) -> int:

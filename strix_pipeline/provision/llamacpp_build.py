@@ -60,6 +60,10 @@ _ALWAYS_OFF = (
 _ONLY_SERVER_CMAKE = """\
 # Injected by strix-pipeline (CMAKE_PROJECT_INCLUDE): build llama-server and what it links, nothing else.
 include_guard(GLOBAL)
+# llama's model sources are compiled as unity files, by default naming their sources by absolute path
+# (pip's random build directory): ccache's direct mode never matched one and ran the preprocessor on
+# each of these heaviest units. Relative paths give direct hits; the compiled code is the same.
+set(CMAKE_UNITY_BUILD_RELOCATABLE ON)
 function(_strix_collect dir out)
   get_property(targets DIRECTORY "${dir}" PROPERTY BUILDSYSTEM_TARGETS)
   get_property(subdirs DIRECTORY "${dir}" PROPERTY SUBDIRECTORIES)

