@@ -92,7 +92,7 @@ HISTORY_ARGS ?= --versions-llamacpp 4 --versions-vllm 3 --since-vllm 2026-08-01
 history: llama-server vllm-cpu $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/strix history $(HISTORY_ARGS)
 
-## test: the test suite (integration tests need dockerd and docker-registry; see README)
+## test: the test suite (integration tests need dockerd and docker-registry; see docs/local.md)
 test: PROVISION := llama-server vllm-cpu
 test: provision
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

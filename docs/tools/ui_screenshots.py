@@ -1,4 +1,4 @@
-"""Screenshots of the Dagster UI for the README: headless Chromium driven over the DevTools protocol.
+"""Screenshots of the Dagster UI for docs/dashboard.md: headless Chromium driven over the DevTools protocol.
 
     .venv/bin/python docs/tools/ui_screenshots.py [--base http://127.0.0.1:3000] [--out docs/img]
 

@@ -14,7 +14,7 @@ from strix_pipeline.engines.base import (
 
 KIND = "llamacpp"
 # Production serves llama-server on 8080 by convention; the engine under benchmark listens elsewhere, so
-# users' clients never reach it (and pollute its figures) during the window (README: fencing it).
+# users' clients never reach it (and pollute its figures) during the window (docs/box.md: fencing it).
 PRODUCTION_PORT = 8080
 DEFAULT_PORT = PRODUCTION_PORT + 10000
 # llama-server compiles nothing at start: no compile cache to keep

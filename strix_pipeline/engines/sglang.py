@@ -18,7 +18,7 @@ from strix_pipeline.units import GB
 
 KIND = "sglang"
 # Production serves SGLang on 8081 by convention; the engine under benchmark listens elsewhere, so
-# users' clients never reach it (and pollute its figures) during the window (README: fencing it).
+# users' clients never reach it (and pollute its figures) during the window (docs/box.md: fencing it).
 PRODUCTION_PORT = 8081
 DEFAULT_PORT = PRODUCTION_PORT + 10000
 # not mounted: SGLang's caches are not yet known to decide its start time

@@ -35,7 +35,7 @@ from strix_pipeline.units import GB, GIB
 
 KIND = "vllm"
 # Production serves vLLM on 8000 by convention; the engine under benchmark listens elsewhere, so
-# users' clients never reach it (and pollute its figures) during the window (README: fencing it).
+# users' clients never reach it (and pollute its figures) during the window (docs/box.md: fencing it).
 PRODUCTION_PORT = 8000
 DEFAULT_PORT = PRODUCTION_PORT + 10000
 # vLLM keeps the kernels it compiles (torch.compile, Triton) here: a volume of its own per image

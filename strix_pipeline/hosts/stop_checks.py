@@ -38,7 +38,7 @@ from strix_pipeline.registry.errors import RegistryError
 from strix_pipeline.units import GB
 
 PROBE_LABELS = {"strix.probe": "true"}
-# the doctor lines' names (README, Box section, lists them as they are)
+# the doctor lines' names (docs/box.md lists them as they are)
 PRODUCTION = "production engine"
 MODELS = "models on the host"
 PORT = "engine port {port}"
@@ -249,7 +249,7 @@ def port_reachable(
             return Finding(
                 name, True,
                 f"{host.address}:{port} is production's: users' clients reach the benchmark there",
-                "give the engine another port and fence it (README, Box section)",
+                "give the engine another port and fence it (docs/box.md)",
             )  # fmt: skip
         return Finding(
             name, False, f"{host.address}:{port} is already in use on the host: the engine could not bind it",

@@ -122,7 +122,7 @@ class RawExchange:
     retried: bool = False  # this is the second attempt, after a stale connection
 
 
-# The one statement of what the client sends again (README "Faults", tests/reliability/test_engine_faults.py).
+# The one statement of what the client sends again (docs/faults.md, tests/reliability/test_engine_faults.py).
 RETRY_POLICY = """\
 A request is sent again at most once, and only when it cannot have been served: it failed on a
 keep-alive connection taken from the pool (reused), the connection closed or reset

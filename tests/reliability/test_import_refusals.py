@@ -31,7 +31,7 @@ from strix_pipeline.warehouse import Warehouse
 
 PEERS = Path(__file__).parent.parent / "fixtures" / "peers"
 T0 = datetime(2026, 11, 2, 3, 0, tzinfo=UTC)
-MAX_FILE_BYTES = 64 * 2**20  # the limit the README states for a peer result file
+MAX_FILE_BYTES = 64 * 2**20  # the limit docs/security.md states for a peer result file
 
 
 def strix(*argv: str) -> int:

@@ -149,7 +149,7 @@ def test_lake_query_shows_no_dsn(lake, capsys, sql: str) -> None:
 
 @pytest.mark.postgres
 def test_a_read_only_role_is_enough_for_a_lake_query(lake, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
-    # the README's reader role: SELECT on the catalog's tables, nothing else
+    # docs/security.md's reader role: SELECT on the catalog's tables, nothing else
 
     target, config, postgres, db = lake
     postgres.psql(

@@ -1,4 +1,4 @@
-"""The example Box config, the README's Box section and `strix doctor` say the same things."""
+"""The example Box config, docs/box.md's owner section and `strix doctor` say the same things."""
 
 from __future__ import annotations
 
@@ -10,14 +10,12 @@ from strix_pipeline.config_load import load_config
 from strix_pipeline.engines import MODULES
 from strix_pipeline.hosts import stop_checks
 
-README = (REPO / "README.md").read_text()
-BOX = README[
-    README.index("### What the Box's owner sets up") : README.index("## Dagster for several machines")
-]
+PAGE = (REPO / "docs" / "box.md").read_text()
+BOX = PAGE[PAGE.index("## What the Box's owner sets up") : PAGE.index("## A week that fits")]
 EXAMPLE = load_config(REPO / "config" / "strix-halo.example.toml")
 
 
-def test_every_doctor_line_before_the_stop_is_named_in_the_readme():
+def test_every_doctor_line_before_the_stop_is_named_in_the_box_page():
     names = [
         stop_checks.PRODUCTION,
         stop_checks.MODELS,
@@ -36,7 +34,7 @@ def test_the_fenced_ports_are_the_example_configs_and_none_is_productions():
     assert not ports & {m.PRODUCTION_PORT for m in MODULES.values()}
 
 
-def test_the_owner_settings_the_readme_names_are_the_configs():
+def test_the_owner_settings_the_box_page_names_are_the_configs():
     host = EXAMPLE.hosts["strix-halo"]
     for key in ("ttm.pages_limit", "amdgpu.gttsize", "iommu=pt", "idle_baseline_gb", "min_free_disk_gb"):
         assert key in BOX, key
