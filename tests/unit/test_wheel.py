@@ -63,11 +63,16 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # the dependencies only: this environment's site-packages holds the editable finder of the
     # checkout too, but a path file adds a folder without running the .pth files inside it
     (site / "lock-dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    # --force-reinstall: the borrowed folder holds this project's editable install, which pip would
+    # otherwise take for the wheel's own version already installed
     install = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps", str(wheel)],
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps"]
+        + ["--force-reinstall", str(wheel)],
         capture_output=True,
         text=True,
         timeout=300,
+        env=_clean_env(),
+        cwd=env_dir,
     )
     assert install.returncode == 0, install.stderr[-3000:]
     return env_dir
