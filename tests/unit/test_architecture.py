@@ -21,7 +21,7 @@ OUTER = ("dagster", "dagster_webserver", "dagster_graphql", "assets", "schedules
 # module -> the project modules it may import (prefixes); empty: nothing of the project
 GROUND = {
     "strix_pipeline.config": ("strix_pipeline.config",),
-    "strix_pipeline.records": (),
+    "strix_pipeline.records": ("strix_pipeline.records",),
     "strix_pipeline.paths": (),
     "strix_pipeline.signals": (),
     "strix_pipeline.units": (),
