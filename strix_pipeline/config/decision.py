@@ -36,9 +36,10 @@ class DecisionConfig(_Strict):
     # A pair is made on purpose (analysis/decision/criteria/pairing.py): the baseline run of the same
     # host, model family, backend family (ROCm or Vulkan build) and host state (fingerprint.HOST_FIELDS)
     # closest in time to the candidate's, started within this many hours of it -- "the same night": one
-    # maintenance window (6 h on the Box), never the night before (24 h on). No such run: C3 / C5 are unknown, naming
-    # what was missing, unless `pair_other_night` lets the latest such run of another night stand in
-    # (the rule before pairs; the reason says so). Backend and host state are never given up.
+    # maintenance window (6 h on the Box), never the night before (24 h on). No such run: C3 / C5 are
+    # unknown, naming what was missing, unless `pair_other_night` lets the latest such run of another
+    # night stand in (the rule before pairs; the reason says so). Backend and host state are never
+    # given up.
     pair_within_hours: Annotated[float, Field(gt=0, le=168)] = 12.0
     pair_other_night: bool = False
     # C3 and C5 are judged on two pairs (issue 34): "production" -- the baseline as production serves
