@@ -1,4 +1,4 @@
-"""Loading a configuration: the schema (config.py, which imports nothing of the project) and then the
+"""Loading a configuration: the schema (config/, which imports nothing of the project) and then the
 rules that need the engines, so a file that would fail a run is refused when it is read.
 
 The memory budget rule is the one a run applies before it stops production (``engines.base.check_budget``

@@ -7,9 +7,10 @@ the model file or checkpoint directory bind-mounted read-only (a path that does 
 never created), labelled ``strix.probe=true`` like the project's other probe containers (never
 ``strix.managed``: the engine leftover guard is not for it, and the GPU-holder check does not count
 it). It is named :data:`PROBE_NAME`: one per host, and a probe a killed run left is removed by the
-next one before it starts its own. The sources of ``memory/bandwidth.py`` and ``memory/bytes_per_token.py`` (stdlib + numpy, no
-project import) travel in its argv, so nothing of the project needs to be in the image. It prints one
-JSON object on stdout, read apart from stderr, which only explains a failure.
+next one before it starts its own. The sources of ``memory/bandwidth.py``, ``memory/gguf_header.py`` and
+``memory/bytes_per_token.py`` (stdlib + numpy, no project import but the GGUF header's) travel in its
+argv, so nothing of the project needs to be in the image. It prints one JSON object on stdout, read
+apart from stderr, which only explains a failure.
 
 Every failure -- the image missing or its pull failing, no interpreter or no numpy in it, a model the
 reader refuses, a non-zero exit, output that is no JSON object -- is a reason string, never an
@@ -37,6 +38,7 @@ from strix_pipeline.hosts import box_checks, model_files
 from strix_pipeline.hosts.docker_host import split_image_ref
 from strix_pipeline.memory import bandwidth as bandwidth_module
 from strix_pipeline.memory import bytes_per_token as bytes_module
+from strix_pipeline.memory import gguf_header as gguf_module
 from strix_pipeline.memory.bandwidth import BandwidthProbe
 from strix_pipeline.memory.bytes_per_token import ModelBytes
 
@@ -48,8 +50,9 @@ MODEL_MOUNT = "/strix-model"  # the model's parent in the probe container: the i
 # numpy's import, a 3 s copy probe and a header read; a Box over ssh adds seconds, not minutes
 TIMEOUT_S = 180
 
-# Run as ``python -c _DRIVER <bandwidth.py> <bytes_per_token.py> <arguments as JSON>``: each source is
-# loaded as a module of its own (registered first: a dataclass looks its module up in sys.modules).
+# Run as ``python -c _DRIVER <bandwidth.py> <gguf_header.py> <bytes_per_token.py> <arguments as JSON>``:
+# each source is loaded as a module of its own (registered first: a dataclass looks its module up in
+# sys.modules); the GGUF header's under its project name, the one bytes_per_token.py imports it by.
 # An error of one half is reported beside the other half's result.
 _DRIVER = r"""
 import json, os, pathlib, sys, types
@@ -63,7 +66,7 @@ def load(name, source):
 def error(e):
     return type(e).__name__ + ": " + str(e)
 
-args = json.loads(sys.argv[3])
+args = json.loads(sys.argv[4])
 out = {"python": sys.version.split()[0]}
 try:
     bandwidth = load("strix_bandwidth", sys.argv[1])
@@ -74,7 +77,8 @@ except Exception as e:
     out["bandwidth_error"] = error(e)
 if args["model"] is not None:
     try:
-        reader = load("strix_bytes_per_token", sys.argv[2])
+        load(args["header_module"], sys.argv[2])
+        reader = load("strix_bytes_per_token", sys.argv[3])
         path = pathlib.Path(args["model"])
         try:
             found = reader.from_hf_checkpoint(path) if path.is_dir() else reader.from_gguf(path)
@@ -129,12 +133,14 @@ def probe_command(
         "repeats": repeats,
         "time_budget_s": time_budget_s,
         "model": model_in_container,
+        "header_module": gguf_module.__name__,
     }
     return [
         python,
         "-c",
         _DRIVER,
         Path(bandwidth_module.__file__).read_text(),
+        Path(gguf_module.__file__).read_text(),
         Path(bytes_module.__file__).read_text(),
         json.dumps(args),
     ]

@@ -114,7 +114,7 @@ def summarize(
 
 
 # The words a run's reason starts its memory verdict with when the counters contradict each other: C5
-# reads them (analysis/decision/criteria.py) to say why a run's held memory is unknown.
+# reads them (analysis/decision/criteria/memory.py) to say why a run's held memory is unknown.
 MEMORY_UNRELIABLE = "memory unreliable"
 UNRELIABLE_FRACTION = 0.15  # of the larger figure: an engine's own CPU-side memory stays within it
 

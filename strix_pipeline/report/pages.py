@@ -1,9 +1,9 @@
-"""The site's pages as HTML text: the index (the week's answer in one sentence, the verdict with its
-criteria and their comparisons drawn, news, charts, matrix, latest figures) and one page per run. Every value from the warehouse passes through :func:`esc`; every link is a file of the site."""
+"""The site's index as HTML text: the week's answer in one sentence, the verdict with its criteria and
+their comparisons drawn, news, charts, matrix, latest figures. Every value from the warehouse passes
+through :func:`esc`; every link is a file of the site. One run's page is :mod:`.run_detail`'s."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from strix_pipeline.analysis.changepoints import Change
@@ -22,11 +22,10 @@ from strix_pipeline.report.charts import BOOT_JS, ReportChart
 from strix_pipeline.report.forest import criterion_rows, forest_chart
 from strix_pipeline.report.gather import ReportData
 from strix_pipeline.report.markup import esc, link, local_time, memory, number, page, table, with_interval
-from strix_pipeline.report.names import FEED, INDEX, run_page
+from strix_pipeline.report.names import FEED, run_page
+from strix_pipeline.report.page_parts import or_none, run_link, when_text
 from strix_pipeline.report.since import Since
 
-# a run page runs no script and loads nothing: the policy says so
-RUN_PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 MATRIX_WORDS = {
     "serves": "serves",
     "starts": "starts, does not serve",
@@ -41,22 +40,6 @@ def index_csp() -> str:
         f"default-src 'none'; script-src {csp_hash(vega_bundle())} {csp_hash(BOOT_JS)} 'unsafe-eval'; "
         "style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
     )
-
-
-def _none(items: Iterable[Any], body: str) -> str:
-    return body if list(items) else "<p>none</p>"
-
-
-def _run_link(data: ReportData, run_id: str | None, text: str | None = None) -> str:
-    if not run_id:
-        return "–"
-    if data.run(run_id) is None:  # evidence of a run this warehouse no longer holds: named, not linked
-        return esc(run_id)
-    return link(run_page(run_id), text or run_id)
-
-
-def _when(data: ReportData, t: Any, fmt: str = "%Y-%m-%d %H:%M %Z") -> str:
-    return esc(local_time(t, data.timezone, fmt))
 
 
 # ---- index ---------------------------------------------------------------------------------------
@@ -91,7 +74,7 @@ def _criterion_row(data: ReportData, c: CriterionResult) -> str:
         else "–"
     )
     held = (
-        f"<br><span class='muted'>held since {_when(data, c.first_held_at, '%Y-%m-%d')}</span>"
+        f"<br><span class='muted'>held since {when_text(data, c.first_held_at, '%Y-%m-%d')}</span>"
         if c.first_held_at
         else ""
     )
@@ -134,7 +117,7 @@ def _pairs(data: ReportData, d: Decision) -> str:
             f"<strong class='status'>{esc(p.status)}</strong>",
             esc(format_value(p.value, p.unit)),
             esc(p.interval),
-            " vs ".join(_run_link(data, r) for r in p.run_ids) or "–",
+            " vs ".join(run_link(data, r) for r in p.run_ids) or "–",
         ]
         tds = "".join(
             f"<td data-label='{esc(label)}'>{cell}</td>"
@@ -180,7 +163,7 @@ def _verdict(data: ReportData) -> str:
         "<section id='verdict' aria-labelledby='verdict-h'><h2 id='verdict-h'>Verdict</h2>"
         f"<p class='verdict'>Verdict on host {esc(d.host)}: <strong id='verdict-value'>{esc(d.label)}</strong>"
         f"<br><span class='muted'>evaluated <time id='verdict-date' datetime='{esc(d.evaluated_at.isoformat())}'>"
-        f"{_when(data, d.evaluated_at)}</time> · evaluation {esc(d.evaluation_id)}</span></p>"
+        f"{when_text(data, d.evaluated_at)}</time> · evaluation {esc(d.evaluation_id)}</span></p>"
         + (f"<p>{esc(d.reason)}</p>" if d.reason else "")
         + "<h3>The five criteria</h3>"
         + _criteria(data, d)
@@ -202,24 +185,24 @@ def _change_rows(data: ReportData, changes: list[Change]) -> str:
                 esc(f"{c.version_before} → {c.version_after}"),
                 esc(f"{c.magnitude_pct:+.1f} %") if c.magnitude_pct is not None else "–",
                 esc(x.bisection_text) if x else "not bisected",
-                _run_link(data, c.run_id_after) if c.run_id_after else esc(c.change_id),
+                run_link(data, c.run_id_after) if c.run_id_after else esc(c.change_id),
             ]
         )
     head = ["engine", "host", "metric", "versions", "change", "first release showing it", "run / change"]
-    return _none(changes, table(head, rows, numeric={4}))
+    return or_none(changes, table(head, rows, numeric={4}))
 
 
 def _run_rows(data: ReportData, runs: list[dict[str, Any]], *, reason: bool) -> list[list[str]]:
     out = []
     for r in runs:
         row = [
-            _run_link(data, r["run_id"]),
+            run_link(data, r["run_id"]),
             esc(r["engine"]),
             esc(r["image_version"]),
             esc(r["host"]),
             esc(r["model_profile"]),
             esc(r["status"]),
-            _when(data, r["started_at"]),
+            when_text(data, r["started_at"]),
         ]
         if reason:
             row.append(esc(r["failure_reason"] or "no reason recorded"))
@@ -239,14 +222,14 @@ def _news(data: ReportData, since: Since) -> str:
         )
     else:
         verdict = f"unchanged: {esc(d.label)}"
-    criteria = _none(
+    criteria = or_none(
         since.criteria_changed,
         "<ul>"
         + "".join(f"<li>{esc(c)}: {esc(a)} → {esc(b)}</li>" for c, a, b in since.criteria_changed)
         + "</ul>",
     )
     run_head = ["run", "engine", "version", "host", "model profile", "status", "started"]
-    drift = _none(
+    drift = or_none(
         since.drift,
         "<ul>"
         + "".join(
@@ -262,14 +245,16 @@ def _news(data: ReportData, since: Since) -> str:
         f"<p>Verdict: {verdict}</p>"
         f"<h3>Criteria that changed</h3>{criteria}"
         "<h3>New versions benchmarked</h3>"
-        + _none(since.new_versions, table(run_head, _run_rows(data, since.new_versions, reason=False)))
+        + or_none(since.new_versions, table(run_head, _run_rows(data, since.new_versions, reason=False)))
         + "<h3>Regressions (confirmed)</h3>"
         + _change_rows(data, since.regressions)
         + "<h3>Improvements (confirmed)</h3>"
         + _change_rows(data, since.improvements)
         + f"<h3>Host drift flagged by the canary</h3>{drift}"
         + "<h3>Runs that failed, and why</h3>"
-        + _none(since.failed_runs, table([*run_head, "why"], _run_rows(data, since.failed_runs, reason=True)))
+        + or_none(
+            since.failed_runs, table([*run_head, "why"], _run_rows(data, since.failed_runs, reason=True))
+        )
         + "</section>"
     )
 
@@ -295,7 +280,7 @@ def _trends(data: ReportData, charts: list[ReportChart]) -> str:
         f = _figure(data, r["run_id"], "concurrency_sweep", level)
         rows.append(
             [
-                _run_link(data, r["run_id"]),
+                run_link(data, r["run_id"]),
                 esc(r["engine"]),
                 esc(r["image_version"]),
                 esc(r["host"]),
@@ -355,7 +340,7 @@ def _matrix(data: ReportData) -> str:
                 if c is None:
                     line.append("–")
                     continue
-                text = _run_link(data, c["run_id"], MATRIX_WORDS.get(c["outcome"], c["outcome"]))
+                text = run_link(data, c["run_id"], MATRIX_WORDS.get(c["outcome"], c["outcome"]))
                 if c["status"] != "ok" and c["reason"]:
                     text += f"<br><span class='muted'>{esc(c['reason'][:200])}</span>"
                 if c["attempts"] and c["attempts"] > 1:
@@ -410,9 +395,7 @@ def _latest(data: ReportData) -> str:
                     esc(number(max(prefill), "tok/s", 0)) if prefill else "–",
                     esc(memory(r["held_bytes"])),
                     esc(f"{eff * 100:.1f} % of the bandwidth limit") if eff is not None else "–",
-                    _run_link(
-                        data, r["run_id"], local_time(r["started_at"], data.timezone, "%Y-%m-%d %H:%M")
-                    ),
+                    run_link(data, r["run_id"], local_time(r["started_at"], data.timezone, "%Y-%m-%d %H:%M")),
                 ]
             )
         parts.append(
@@ -457,7 +440,7 @@ def index_html(data: ReportData, since: Since, charts: list[ReportChart]) -> str
     )
     body = (
         "<a class='skip' href='#verdict'>Skip to the verdict</a>"
-        f"<header><h1>{esc(title)}</h1>{_sentence(data)}<p class='muted'>Written {_when(data, data.as_of)} from the warehouse; "
+        f"<header><h1>{esc(title)}</h1>{_sentence(data)}<p class='muted'>Written {when_text(data, data.as_of)} from the warehouse; "
         f"times in {esc(data.timezone)}.</p>{nav}</header><main>"
         + _verdict(data)
         + _news(data, since)
@@ -471,129 +454,3 @@ def index_html(data: ReportData, since: Since, charts: list[ReportChart]) -> str
     )
     head = f"<link rel='alternate' type='application/atom+xml' title='{esc(title)}' href='{FEED}'>"
     return page(title, body, head=head, csp=index_csp())
-
-
-# ---- one run -------------------------------------------------------------------------------------
-
-
-def _facts(pairs: list[tuple[str, object]]) -> str:
-    rows = "".join(f"<tr><th scope='row'>{esc(k)}</th><td>{v}</td></tr>" for k, v in pairs)
-    return f"<div class='scroll'><table><tbody>{rows}</tbody></table></div>"
-
-
-def _pre(text: str | None, what: str) -> str:
-    return f"<pre>{esc(text)}</pre>" if text else f"<p>no {esc(what)} recorded</p>"
-
-
-def run_html(data: ReportData, r: dict[str, Any]) -> str:
-    duration = (
-        f"{(r['ended_at'] - r['started_at']).total_seconds():,.0f} s"
-        if r["ended_at"] and r["started_at"]
-        else "–"
-    )
-    eff = r["decode_efficiency"]
-    bandwidth = r["bandwidth_bytes_per_s"]
-    figures = [
-        [
-            esc(a["scenario"]),
-            esc(a["level"]),
-            esc(f"{a['requests_ok']} ok, {a['requests_failed']} failed"),
-            esc(with_interval(a["ttft_p95_ms"], a["ttft_p95_ci_low_ms"], a["ttft_p95_ci_high_ms"], "ms")),
-            esc(number(a["ttft_p50_ms"], "ms", 0)),
-            esc(number(a["tpot_p50_ms"], "ms")),
-            esc(number(a["e2e_p95_ms"], "ms", 0)),
-            esc(number(a["output_tokens_per_s"], "tok/s")),
-            esc(number(a["requests_per_s"], "req/s", 2)),
-            esc(number(a["prefill_tokens_per_s"], "tok/s", 0)),
-            esc(number(a["decode_tokens_per_s"], "tok/s")),
-        ]
-        for a in data.figures.get(r["run_id"], [])
-    ]
-    up = "../"
-    body = (
-        f"<p><a href='{up}{INDEX}'>← the weekly report</a></p><main>"
-        f"<h1>Run {esc(r['run_id'])}</h1>"
-        f"<p><strong>{esc(r['status'])}</strong> · {esc(r['engine'])} {esc(r['image_version'])} · "
-        f"{esc(r['model_profile'])} on {esc(r['host'])} · started {_when(data, r['started_at'])}</p>"
-        + (f"<p>Why: {esc(r['failure_reason'])}</p>" if r["failure_reason"] else "")
-        + "<h2>Command line</h2>"
-        + _pre(r["launch_command"], "command line")
-        + "<h2>Run</h2>"
-        + _facts(
-            [
-                ("engine", esc(f"{r['engine']} ({r['engine_kind']})")),
-                ("image", esc(r["image"])),
-                ("image digest", esc(r["image_digest"])),
-                ("version", esc(r["image_version"])),
-                ("model profile", esc(r["model_profile"])),
-                ("model", esc(f"{r['model']} ({r['quantization']})")),
-                ("suite and profile", esc(f"{r['suite']} / {r['profile']}")),
-                ("started", _when(data, r["started_at"])),
-                ("ended", _when(data, r["ended_at"])),
-                ("duration", esc(duration)),
-                ("fingerprint", f"<code>{esc(r['fingerprint'])}</code>"),
-                ("harness version", esc(r["harness_version"])),
-                ("engine build", esc(r["engine_build"] or "–")),
-                ("engine flags", f"<code>{esc(r['engine_flags'] or '–')}</code>"),
-                ("Dagster run", esc(r["dagster_run_id"] or "–")),
-            ]
-        )
-        + "<h2>Host</h2>"
-        + _facts(
-            [
-                ("host", esc(f"{r['host']} ({r['host_kind'] or 'kind unknown'})")),
-                ("ROCm", esc(r["rocm_version"] or "–")),
-                ("kernel", esc(r["kernel"] or "–")),
-                ("firmware", esc(r["firmware"] or "–")),
-                ("kernel command line", f"<code>{esc(r['kernel_cmdline'] or '–')}</code>"),
-                ("ttm.pages_limit", esc(r["ttm_pages_limit"] if r["ttm_pages_limit"] is not None else "–")),
-                ("memory bandwidth (copy)", esc(number(bandwidth / 1e9, "GB/s", 2) if bandwidth else "–")),
-            ]
-        )
-        + "<h2>Memory</h2>"
-        + _facts(
-            [
-                ("before start", esc(memory(r["baseline_bytes"]))),
-                ("held after load", esc(memory(r["held_bytes"]))),
-                ("peak", esc(memory(r["peak_bytes"]))),
-                ("after stop", esc(memory(r["after_stop_bytes"]))),
-                (
-                    "returned to baseline",
-                    esc({True: "yes", False: "no", None: "unknown"}[r["memory_returned"]]),
-                ),
-                (
-                    "decode efficiency",
-                    esc(
-                        f"{eff * 100:.1f} % of the bandwidth limit"
-                        if eff is not None
-                        else r["efficiency_problem"] or "–"
-                    ),
-                ),
-            ]
-        )
-        + "<h2>Figures</h2>"
-        + _none(
-            figures,
-            table(
-                [
-                    "scenario",
-                    "level",
-                    "requests",
-                    "TTFT p95",
-                    "TTFT p50",
-                    "TPOT p50",
-                    "E2E p95",
-                    "output",
-                    "requests/s",
-                    "prefill",
-                    "decode",
-                ],
-                figures,
-                numeric={1, 3, 4, 5, 6, 7, 8, 9, 10},
-            ),
-        )
-        + "<h2>Log tail</h2>"
-        + _pre(r["log_tail"], "log")
-        + "</main>"
-    )
-    return page(f"Run {r['run_id']}", body, csp=RUN_PAGE_CSP)

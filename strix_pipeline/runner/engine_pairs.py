@@ -8,7 +8,7 @@ candidate / baseline with its interval is what C3 then decides on (analysis/deci
 
 The sides are configured runs, never new configurations: on the production pair the baseline runs
 ``decision.baseline_model``, on the equal-weights pair the baseline runs the candidate's own
-quantization of the same model family (the two pairs of analysis/decision/criteria.py). Only a local
+quantization of the same model family (the two pairs of analysis/decision/criteria/). Only a local
 host runs pairs: the Box's runs go through Docker, one partition at a time.
 """
 

@@ -133,7 +133,7 @@ class _ShellOnThisMachine:
 
 
 def test_the_doctor_passes_devices_as_arguments_never_as_shell_text(tmp_path: Path) -> None:
-    from strix_pipeline.doctor import _docker_probe
+    from strix_pipeline.doctor.docker_access import _docker_probe
 
     marker = tmp_path / "pwned"
     hostile = f"/dev/null; touch {marker}; echo"

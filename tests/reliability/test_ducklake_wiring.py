@@ -52,16 +52,16 @@ def duckdb_file(config: StrixConfig) -> Path:
 
 @pytest.mark.postgres
 def test_doctor_checks_the_lake_not_the_file(lake, monkeypatch: pytest.MonkeyPatch) -> None:
-    from strix_pipeline import doctor
+    from strix_pipeline.doctor.shared import _warehouse
 
     target, _, config = lake
-    check = doctor._warehouse(config)
+    check = _warehouse(config)
     assert check.ok, check
     assert str(target) in check.detail  # "DuckLake warehouse <data path> (catalog from $VAR)"
     assert target.data_path.is_dir()  # the writer's open made the lake's data directory
     assert not duckdb_file(config).exists()
     monkeypatch.delenv(target.catalog_env)
-    check = doctor._warehouse(config)
+    check = _warehouse(config)
     assert not check.ok and target.catalog_env in check.detail
 
 

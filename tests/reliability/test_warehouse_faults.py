@@ -369,7 +369,7 @@ NEWER_DUCKDB_FILE = Path(__file__).parents[1] / "fixtures" / "warehouse" / "writ
 
 def test_a_warehouse_of_a_newer_duckdb_is_named_as_such_kept_and_the_way_back_said(tmp_path: Path) -> None:
     from strix_pipeline.config_load import load_config
-    from strix_pipeline.doctor import _warehouse as warehouse_check
+    from strix_pipeline.doctor.shared import _warehouse as warehouse_check
     from strix_pipeline.warehouse import WarehouseTooNew
 
     target, spool = tmp_path / "w.duckdb", tmp_path / "artifacts" / "spool"

@@ -20,8 +20,8 @@ LAYERS = ("strix_pipeline", "assets", "schedules", "strix_dagster")
 OUTER = ("dagster", "dagster_webserver", "dagster_graphql", "assets", "schedules", "strix_dagster")
 # module -> the project modules it may import (prefixes); empty: nothing of the project
 GROUND = {
-    "strix_pipeline.config": (),
-    "strix_pipeline.records": (),
+    "strix_pipeline.config": ("strix_pipeline.config",),
+    "strix_pipeline.records": ("strix_pipeline.records",),
     "strix_pipeline.paths": (),
     "strix_pipeline.signals": (),
     "strix_pipeline.units": (),

@@ -37,7 +37,7 @@ from support.sshd import Sshd
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.config_load import load_config
 from strix_pipeline.loadgen.scenarios import ladder_levels
-from strix_pipeline.memory.bytes_per_token import read_gguf_header
+from strix_pipeline.memory.gguf_header import read_gguf_header
 from strix_pipeline.records import RunResult
 from strix_pipeline.runner import BenchmarkTarget, run_benchmark
 from strix_pipeline.warehouse import Warehouse

@@ -14,7 +14,7 @@ from support.pipeline_helpers import llama_available, write_config
 
 from strix_pipeline import doctor
 from strix_pipeline.config_load import load_config
-from strix_pipeline.memory.bytes_per_token import read_gguf_header
+from strix_pipeline.memory.gguf_header import read_gguf_header
 from strix_pipeline.provision import bf16_gguf, vllm_env
 from strix_pipeline.provision.gemma_checkpoint import ensure_checkpoint
 from strix_pipeline.provision.steps import file_sha256

@@ -239,7 +239,8 @@ def test_one_container_offline_with_the_model_read_only_gives_both_inputs_and_is
     assert (mount["Source"], mount["Target"], mount["ReadOnly"], mount["Type"]) == ("/srv/models/gemma/g.gguf", "/strix-model/g.gguf", True, "bind")  # fmt: skip
     assert kw["entrypoint"] == ["python3"] and kw["command"][0] == "-c"
     assert json.loads(kw["command"][-1])["threads"] == 2 and json.loads(kw["command"][-1])["model"] == "/strix-model/g.gguf"  # fmt: skip
-    assert "def measure_copy_bandwidth" in kw["command"][2] and "def from_gguf" in kw["command"][3]
+    assert "def measure_copy_bandwidth" in kw["command"][2] and "def read_gguf_header" in kw["command"][3]
+    assert "def from_gguf" in kw["command"][4]
     assert c.removed
 
 

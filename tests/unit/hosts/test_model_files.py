@@ -100,7 +100,7 @@ def test_the_copy_hint_makes_an_absent_directory_and_copies_a_checkpoint_recursi
 
 
 def test_doctors_scp_destination_names_the_user_variable_not_its_value(monkeypatch):
-    from strix_pipeline.doctor import _scp_destination
+    from strix_pipeline.doctor.box import _scp_destination
 
     monkeypatch.setenv("STRIX_SSH_USER", "secret-user")
     host = HostConfig(kind="docker", docker_host="ssh://{user}@box.lan:2222", ssh_user_env="STRIX_SSH_USER")

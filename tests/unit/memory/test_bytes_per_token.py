@@ -17,8 +17,8 @@ from strix_pipeline.memory.bytes_per_token import (
     ModelFileError,
     from_gguf,
     from_hf_checkpoint,
-    read_gguf_header,
 )
+from strix_pipeline.memory.gguf_header import read_gguf_header
 from strix_pipeline.provision import gemma_model
 from strix_pipeline.provision.cache import cache_dir
 from strix_pipeline.provision.gemma_checkpoint import find_checkpoint, gguf_sha256

@@ -1,4 +1,4 @@
--- Schema v1: one table per record type in strix_pipeline/records.py (same names, same column order),
+-- Schema v1: one table per record type in strix_pipeline/records/ (same names, same column order),
 -- plus hosts, registry_errors and the bookkeeping tables.
 -- Request-level tables carry no keys or indexes on purpose: loads are bulk appends and a key index
 -- would halve ingestion; the access layer keeps run_id unique by replacing a run in one transaction.

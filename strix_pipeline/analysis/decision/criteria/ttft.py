@@ -1,0 +1,152 @@
+"""C3: the candidate's TTFT p95 at the decision concurrency below the baseline's, with confidence."""
+
+from __future__ import annotations
+
+from strix_pipeline.analysis.decision.criteria.pairing import (
+    _measured_pair,
+    _on_both_pairs,
+    _quant_note,
+    _run_ci,
+)
+from strix_pipeline.analysis.decision.criteria.runs import (
+    CONFIDENCE,
+    _candidate_runs,
+    _family,
+    _label,
+    _result,
+)
+from strix_pipeline.analysis.decision.evidence import Evidence, PairedTtft, RunFacts, side_tag
+from strix_pipeline.analysis.decision.report import pair_name, ratio_text
+from strix_pipeline.config import StrixConfig
+from strix_pipeline.loadgen.metrics import min_samples_for_ci, quantile_ratio_ci
+from strix_pipeline.records import CriterionResult
+
+
+def ttft_p95_beats_llamacpp_at_5(ev: Evidence, config: StrixConfig) -> CriterionResult:
+    """C3: the ratio candidate / baseline TTFT p95 at the decision concurrency, with confidence, on
+    both pairs (:func:`_on_both_pairs`).
+
+    Its 95 % interval comes from both runs' raw TTFTs (:func:`quantile_ratio_ci`, distribution-free):
+    pass when wholly below 1 - margin, fail when wholly above, unknown ("inconclusive") otherwise --
+    also when a run has too few requests for the interval to exist.
+    """
+    return _on_both_pairs(lambda pair: _ttft_on(ev, config, pair), config)
+
+
+def _ttft_on(ev: Evidence, config: StrixConfig, pair: str) -> CriterionResult:
+    d = config.decision
+    n = d.concurrency
+
+    def measured(runs: list[RunFacts]) -> list[RunFacts]:
+        return [
+            r
+            for r in runs
+            if ev.fresh(r)
+            and r.run_id in ev.sweep
+            and ev.sweep[r.run_id].requests_ok > 0
+            and ev.sweep[r.run_id].ttft_p95_ms is not None
+        ]
+
+    cand = _candidate_runs(ev, config)
+    tried = [r for r in cand if ev.fresh(r) and r.run_id in ev.sweep]
+    if not measured(cand) and tried:
+        return _result("C3", "fail", f"every request failed at {n} clients on the candidate", runs=tried)
+    found = _measured_pair(
+        "C3",
+        ev,
+        config,
+        measured,
+        lambda r: r.run_id in ev.sweep,
+        f"a {n}-client sweep",
+        f"run at {n} clients",
+        pair,
+    )
+    if isinstance(found, CriterionResult):
+        return found
+    c, b, paired = found
+    ca, ba = ev.sweep[c.run_id], ev.sweep[b.run_id]
+    c_p95, b_p95 = ca.ttft_p95_ms or 0.0, ba.ttft_p95_ms or 0.0  # both measured: never None here
+    c_ttft, b_ttft = list(ev.ttfts.get(c.run_id, ())), list(ev.ttfts.get(b.run_id, ()))
+    threshold = 1 - d.ttft_margin_pct / 100  # on the ratio candidate p95 / baseline p95
+    ratio = c_p95 / b_p95 if b_p95 else None
+    lo, hi = quantile_ratio_ci(c_ttft, b_ttft, 95, CONFIDENCE)
+    need = min_samples_for_ci(95, CONFIDENCE**0.5)
+    numbers = (
+        f"TTFT p95 at {n} clients {c_p95:.0f} ms [95 % CI {_run_ci(c_ttft)}, n={len(c_ttft)}] "
+        f"({_label(c)}) vs {d.baseline_engine} {b_p95:.0f} ms [95 % CI {_run_ci(b_ttft)}, "
+        f"n={len(b_ttft)}] ({_label(b)}); ratio {ratio_text(ratio)}"
+    )
+    if lo is None or hi is None:
+        status = "unknown"
+        verdict = (
+            f"inconclusive: too few requests for an interval of the ratio (n/a; it needs >= {need} "
+            f"measured requests at {n} clients per run)"
+        )
+    else:
+        ci = f"{CONFIDENCE:.0%} CI {ratio_text(lo)}-{ratio_text(hi)}"
+        if hi < threshold:
+            status, verdict = "pass", f"{ci}, wholly below {ratio_text(threshold)}: faster with confidence"
+        elif lo > threshold:
+            status, verdict = (
+                "fail",
+                f"{ci}, wholly above {ratio_text(threshold)}: not faster, with confidence",
+            )
+        else:
+            status, verdict = "unknown", f"inconclusive: {ci} contains {ratio_text(threshold)}"
+    failed = ""
+    if ca.requests_failed or ba.requests_failed:
+        failed = f"; failed requests {ca.requests_failed} vs {ba.requests_failed}"
+    by_pairs = _paired_ttft(ev, pair, c, b)
+    if isinstance(by_pairs, PairedTtft) and by_pairs.low is not None and by_pairs.high is not None:
+        # the interleaved pairs decide; the two single runs are shown beside them
+        status, verdict = _by_pairs(by_pairs, threshold)
+        ratio, lo, hi = by_pairs.ratio, by_pairs.low, by_pairs.high
+        numbers = f"beside them, the single runs: {numbers}"
+    elif by_pairs is not None:
+        paired += f"; {by_pairs if isinstance(by_pairs, str) else _no_interval(by_pairs)}"
+    else:
+        paired += f"; two single runs: no fresh comparison of the {pair_name(pair)} by interleaved pairs on {c.host or config.decision.host}"  # fmt: skip
+    reason = f"{verdict}; {numbers}, family {_family(c, config)}{failed}{_quant_note(c, b)}{paired}"
+    return _result(
+        "C3",
+        status,
+        reason,
+        runs=[c, b],
+        value=ratio,
+        threshold=threshold,
+        ci=(lo, hi),
+        unit="ratio",
+        mismatch=c.quantization != b.quantization,
+    )
+
+
+def _paired_ttft(ev: Evidence, pair: str, c: RunFacts, b: RunFacts) -> PairedTtft | str | None:
+    """The pair's comparison by interleaved pairs when it ran the very releases and models of the runs
+    C3 compares (runner/engine_pairs.py); else why it is not taken; None: there is none (fresh)."""
+    got = ev.paired_ttft.get(pair)
+    if got is None:
+        return None
+    want = (
+        side_tag(b.engine, b.image_version, b.model_profile),
+        side_tag(c.engine, c.image_version, c.model_profile),
+    )
+    if (got.release_a, got.release_b) != want:
+        return (
+            f"not by its interleaved pairs ({got.comparison_id}: {got.release_b} against {got.release_a}): "
+            f"they ran other releases or models than these runs ({want[1]} against {want[0]})"
+        )
+    return got
+
+
+def _by_pairs(p: PairedTtft, threshold: float) -> tuple[str, str]:
+    """C3's status and verdict on the interleaved pairs: the paired ratio's interval against the threshold."""
+    ci = f"by {p.pairs} interleaved pairs of fresh runs ({p.comparison_id}): ratio {ratio_text(p.ratio)}, interval {ratio_text(p.low)}-{ratio_text(p.high)}"  # fmt: skip
+    if p.high is not None and p.high < threshold:
+        return "pass", f"{ci}, wholly below {ratio_text(threshold)}: faster with confidence"
+    if p.low is not None and p.low > threshold:
+        return "fail", f"{ci}, wholly above {ratio_text(threshold)}: not faster, with confidence"
+    return "unknown", f"inconclusive {ci}: it contains {ratio_text(threshold)}"
+
+
+def _no_interval(p: PairedTtft) -> str:
+    return f"its interleaved pairs ({p.comparison_id}) reached no interval ({p.pairs} pairs kept)"
