@@ -24,10 +24,11 @@ from strix_pipeline.analysis.decision import (
     verdict_sentence,
     wording_of,
 )
-from strix_pipeline.analysis.notify import notify_changes, regression_alerts, webhook_url
+from strix_pipeline.analysis.notify import notify_changes, regression_alerts
 from strix_pipeline.report import write_report
 from strix_pipeline.units import gib
 from strix_pipeline.warehouse import NoiseRecord, Warehouse
+from strix_pipeline.webhook import webhook_url
 
 # Like eager(), but not blocked by image versions that were never benchmarked (missing partitions).
 EAGER = (

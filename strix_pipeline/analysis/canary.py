@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from strix_pipeline.planning.canary import Canary
+
 # The run facts a person checks beside a canary's change: the fingerprint's host fields (a change of
 # any of them starts a new series, so here they confirm the host *looked* the same) and the measured
 # memory bandwidth, which does move with the host.
@@ -26,22 +28,6 @@ HOST_FACTS = (
     "rocm_version",
     "bandwidth_bytes_per_s",
 )
-
-
-@dataclass(frozen=True)
-class Canary:
-    """The pinned build on one host: its engine and its release (a tag, e.g. ``b11434``)."""
-
-    host: str
-    engine: str
-    version: str
-
-    def names(self, version: str) -> bool:
-        """A series point's version label is this release (a floating tag's label adds ``@digest``)."""
-        return version == self.version or version.startswith(f"{self.version}@")
-
-    def __str__(self) -> str:
-        return f"{self.engine} {self.version}"
 
 
 @dataclass(frozen=True)

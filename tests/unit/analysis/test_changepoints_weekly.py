@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 from support.decision_seed import make_config, run_record, run_result
 
-from strix_pipeline.analysis.canary import Canary
 from strix_pipeline.analysis.changepoints import (
     MEASURED,
     OWN,
@@ -32,6 +31,7 @@ from strix_pipeline.analysis.changepoints import (
     weekly_means,
 )
 from strix_pipeline.config import ChangeDetectionConfig
+from strix_pipeline.planning.canary import Canary
 from strix_pipeline.warehouse import Warehouse
 from strix_pipeline.warehouse.noise import NoiseRecord
 
