@@ -8,7 +8,7 @@ import polars as pl
 from assets.resources import StrixConfigResource, WarehouseResource
 from strix_pipeline import plan
 from strix_pipeline.analysis.bisect.steps import advance_all, plan_bisections, steps_text, summary
-from strix_pipeline.analysis.changepoints import detect_changes, stored_changes
+from strix_pipeline.analysis.changes import detect_changes, stored_changes
 from strix_pipeline.analysis.charts import (
     markdown_image,
     support_matrix_markdown,

@@ -42,7 +42,8 @@ def budget_problems(config: StrixConfig) -> list[str]:
 
 def unified_memory_problems(config: StrixConfig) -> list[str]:
     """``runs.<host>[i]: …`` for every run whose engine flags must never run on its unified-memory host
-    (SGLang's HiCache: the rule a Box run applies before production stops, engines.unified_memory_problems)."""
+    (SGLang's HiCache: ``engines.unified_memory_problems``, the rule a Box run applies before production
+    stops)."""
     problems = []
     for host, runs in config.runs.items():
         h = config.hosts[host]

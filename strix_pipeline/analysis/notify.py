@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from strix_pipeline.analysis.changepoints import confirmed_since, stored_changes
+from strix_pipeline.analysis.changepoints import confirmed_since
+from strix_pipeline.analysis.changes import stored_changes
 from strix_pipeline.analysis.decision.sentence import Wording, verdict_sentence
 from strix_pipeline.webhook import post
 

@@ -14,10 +14,10 @@ from strix_pipeline.analysis.decision.evidence import Evidence, PairedTtft, RunF
 from strix_pipeline.analysis.decision.report import pair_name, ratio_text
 from strix_pipeline.config import GFX_OVERRIDE, ImageSource, StrixConfig
 from strix_pipeline.fingerprint import pair_differences
-from strix_pipeline.loadgen.metrics import min_samples_for_ci, quantile_ci, quantile_ratio_ci
 from strix_pipeline.memory.summary import MEMORY_UNRELIABLE
 from strix_pipeline.records import CriterionResult
 from strix_pipeline.registry.names import normalize_repository
+from strix_pipeline.stats.quantiles import min_samples_for_ci, quantile_ci, quantile_ratio_ci
 from strix_pipeline.units import gib_text
 
 CRITERIA = {
