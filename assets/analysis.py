@@ -8,7 +8,7 @@ import polars as pl
 from assets.resources import StrixConfigResource, WarehouseResource
 from strix_pipeline import plan
 from strix_pipeline.analysis.bisect.steps import advance_all, plan_bisections, steps_text, summary
-from strix_pipeline.analysis.changepoints import detect_changes, stored_changes
+from strix_pipeline.analysis.changes import detect_changes, stored_changes
 from strix_pipeline.analysis.charts import (
     markdown_image,
     support_matrix_markdown,
@@ -24,10 +24,11 @@ from strix_pipeline.analysis.decision import (
     verdict_sentence,
     wording_of,
 )
-from strix_pipeline.analysis.notify import notify_changes, regression_alerts, webhook_url
+from strix_pipeline.analysis.notify import notify_changes, regression_alerts
 from strix_pipeline.report import write_report
 from strix_pipeline.units import gib
 from strix_pipeline.warehouse import NoiseRecord, Warehouse
+from strix_pipeline.webhook import webhook_url
 
 # Like eager(), but not blocked by image versions that were never benchmarked (missing partitions).
 EAGER = (

@@ -34,7 +34,7 @@ from scipy.stats import lognorm, norm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from strix_pipeline.loadgen.metrics import quantile_ci, quantile_ratio_ci
+from strix_pipeline.stats.quantiles import quantile_ci, quantile_ratio_ci
 
 Q = 95
 LEVEL = 0.95

@@ -10,7 +10,7 @@ over 20 requests),
 with the host's noise per pass (hosts/host_noise.py). A pass on a busy host is marked, left out and
 run again (at most ``--passes`` // 2 extra). It prints per metric the coefficient of variation and
 the smallest step detectable at alpha 0.05 with 80 % power over 3, 5 and 10 pairs
-(analysis/paired.detectable_step), and saves the passes -- consecutive passes are the A/A pairs --
+(stats/paired.detectable_step), and saves the passes -- consecutive passes are the A/A pairs --
 for tests/unit/analysis/test_power_real.py to resample.
 """
 
@@ -32,11 +32,11 @@ sys.path.insert(0, str(ROOT))
 
 from _host import cpu_model  # noqa: E402
 
-from strix_pipeline.analysis import paired  # noqa: E402
 from strix_pipeline.analysis.noise import GOALS, NoiseFigure, noise_figures  # noqa: E402
 from strix_pipeline.runner.local import installed_llama_release  # noqa: E402
 from strix_pipeline.runner.pair_runs import LocalLlamaRuns, PairSpec  # noqa: E402
 from strix_pipeline.runner.pairs import METRICS, Release, RunFailed  # noqa: E402
+from strix_pipeline.stats import paired  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "data" / "precision_aa.json"
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from strix_pipeline import engines
 from strix_pipeline.config import ConfigError, StrixConfig, read_config
 from strix_pipeline.engines import build_spec
 from strix_pipeline.engines.base import DeviceMemory, OverBudget, check_budget
-from strix_pipeline.hosts import box_checks
 
 
 def budget_problems(config: StrixConfig) -> list[str]:
@@ -42,13 +42,14 @@ def budget_problems(config: StrixConfig) -> list[str]:
 
 def unified_memory_problems(config: StrixConfig) -> list[str]:
     """``runs.<host>[i]: …`` for every run whose engine flags must never run on its unified-memory host
-    (SGLang's HiCache: the rule a Box run applies before production stops, hosts/box_checks.py)."""
+    (SGLang's HiCache: ``engines.unified_memory_problems``, the rule a Box run applies before production
+    stops)."""
     problems = []
     for host, runs in config.runs.items():
         h = config.hosts[host]
         for i, r in enumerate(runs):
             spec = build_spec(config.engines[r.engine], config.models[r.model], "")
-            for p in box_checks.unified_memory_problems(h, spec.kind, spec.flags):
+            for p in engines.unified_memory_problems(h.unified_memory, spec.kind, spec.flags):
                 problems.append(
                     f"runs.{host}[{i}] (engine {r.engine!r}, model {r.model!r}): {p} (hosts.{host}.unified_memory)"
                 )
@@ -65,3 +66,9 @@ def load_config(path: str | Path | None = None) -> StrixConfig:
         head = f"{shown or 'configuration'}: invalid configuration ({len(problems)} problem(s))"
         raise ConfigError("\n".join([head, *(f"  {p}" for p in problems)]))
     return config
+
+
+def default_warehouse_path(config: str | Path | None = None) -> Path:
+    """Where the configuration puts the warehouse (``project.warehouse``, default warehouse/strix.duckdb):
+    the location a caller resolves and passes to ``Warehouse.open``, which never reads the configuration."""
+    return load_config(config).warehouse_path()

@@ -7,13 +7,22 @@ two bracketing runs straddle that step -- the before-run ran before the canary's
 after it -- is labelled "host drift suspected" and is not alerted as an engine regression. A change
 between two runs of one and the same release is the host's by definition and is labelled so too.
 
-Pure: series and changes in, labels out (changepoints.detect_changes wires it to the warehouse).
+Pure: series and changes in, labels and noise figures out (analysis/changes.py wires it to the warehouse).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import TYPE_CHECKING
+
+from strix_pipeline.analysis import noise
+from strix_pipeline.planning.canary import Canary
+from strix_pipeline.warehouse.noise import NoiseRecord
+
+if TYPE_CHECKING:
+    from strix_pipeline.analysis.series import Series
 
 # The run facts a person checks beside a canary's change: the fingerprint's host fields (a change of
 # any of them starts a new series, so here they confirm the host *looked* the same) and the measured
@@ -26,22 +35,6 @@ HOST_FACTS = (
     "rocm_version",
     "bandwidth_bytes_per_s",
 )
-
-
-@dataclass(frozen=True)
-class Canary:
-    """The pinned build on one host: its engine and its release (a tag, e.g. ``b11434``)."""
-
-    host: str
-    engine: str
-    version: str
-
-    def names(self, version: str) -> bool:
-        """A series point's version label is this release (a floating tag's label adds ``@digest``)."""
-        return version == self.version or version.startswith(f"{self.version}@")
-
-    def __str__(self) -> str:
-        return f"{self.engine} {self.version}"
 
 
 @dataclass(frozen=True)
@@ -140,3 +133,34 @@ def as_canary_change(change, window: DriftWindow):
         sort_key_after=f"canary@{window.end.isoformat()}",
         host_drift=f"canary: {window.label().removeprefix('host drift suspected: canary ')}",
     )
+
+
+# Among the releases the canary counts as one release with its first runs (analysis/changes.py)
+CANARY_RUNS_AMONG_RELEASES = 2
+# A series' noise figure is its canary's latest runs of the one release: enough for a spread, recent
+# enough to be this host's noise as it stands
+NOISE_RUNS = 10
+NOISE_MIN_RUNS = 3
+
+
+def canary_noise(
+    series: Series, canary: Canary, computed_at: datetime, *, after: datetime | None = None
+) -> NoiseRecord | None:
+    """The series' run-to-run noise from its canary's latest runs of the one release (the points a
+    step over time would be the host's, not an engine's); None below :data:`NOISE_MIN_RUNS`.
+
+    ``after``: the start of the canary's latest step over time. Only the runs after it are the host
+    as it stands; with the step among them the spread is the step's, and the floors that rest on the
+    figure would hide steps of that size.
+    """
+    runs = [p for p in time_ordered(series.points, canary) if after is None or p.started_at > after]
+    points = runs[-NOISE_RUNS:]
+    if len(points) < NOISE_MIN_RUNS:
+        return None
+    fig = noise.noise_figure(series.metric, [p.value for p in points])
+    if fig is None or not math.isfinite(fig.cv):
+        return None
+    return NoiseRecord(
+        computed_at, series.host, series.engine, canary.version, series.fingerprint, series.scenario,
+        series.level, series.metric, fig.n, fig.mean, fig.cv, *fig.steps, [p.run_id for p in points],
+    )  # fmt: skip

@@ -2,9 +2,9 @@
 
 Pure: per metric, the values of repeated passes of one and the same release in, the coefficient of
 variation and the smallest step detectable at alpha 0.05 with 80 % power over 3, 5 and 10 pairs out
-(analysis/paired.detectable_step). benchmarks/precision.py prints them for an A/A experiment; the
+(stats/paired.detectable_step). benchmarks/precision.py prints them for an A/A experiment; the
 weekly analysis computes the same figures per series from the canary's latest runs of its release
-(changepoints.canary_noise, warehouse table ``noise_figures``) and `strix changes` shows them.
+(canary.canary_noise, warehouse table ``noise_figures``) and `strix changes` shows them.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from strix_pipeline.analysis import paired
+from strix_pipeline.stats import paired
 
 PAIRS = (3, 5, 10)
 # Issue 33's goals for a 2-core VM: the per-run CV each figure should reach

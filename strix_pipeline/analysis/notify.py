@@ -4,21 +4,19 @@ Three things are worth a message: the verdict changed, a criterion changed statu
 unacknowledged engine regression appeared for the first time (or its bisection ended: the message
 names the first release that shows it). A change the canary puts on the host (``host_drift``) is
 not an engine regression and is never sent. The URL comes from the environment variable
-that ``DecisionConfig.webhook_url_env`` names (it is a secret). A failed POST is logged, never
-raised: the pipeline's results do not depend on a chat server.
+that ``DecisionConfig.webhook_url_env`` names (it is a secret; ``webhook.webhook_url``). A failed POST
+is logged, never raised: the pipeline's results do not depend on a chat server.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from typing import TYPE_CHECKING
 
-import httpx
-
-from strix_pipeline.analysis.changepoints import confirmed_since, stored_changes
+from strix_pipeline.analysis.changepoints import confirmed_since
+from strix_pipeline.analysis.changes import stored_changes
 from strix_pipeline.analysis.decision.sentence import Wording, verdict_sentence
-from strix_pipeline.config import StrixConfig
+from strix_pipeline.webhook import post
 
 if TYPE_CHECKING:
     from strix_pipeline.analysis.changepoints import Change
@@ -28,10 +26,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_REGRESSIONS_LISTED = 8  # a chat message, not a report
-
-
-def webhook_url(config: StrixConfig) -> str | None:
-    return os.environ.get(config.decision.webhook_url_env) or None
 
 
 def _previous_statuses(previous: Decision | None, current: Decision) -> tuple[str | None, dict[str, str]]:
@@ -112,18 +106,6 @@ def notification_text(
         if len(regressions) > MAX_REGRESSIONS_LISTED:
             lines.append(f"… and {len(regressions) - MAX_REGRESSIONS_LISTED} more")
     return "\n".join(lines) if lines else None
-
-
-def post(url: str, text: str, *, timeout_s: float = 10.0) -> bool:
-    try:
-        resp = httpx.post(url, json={"text": text}, timeout=timeout_s)
-    except httpx.HTTPError as e:
-        log.warning("webhook POST failed: %s", e)
-        return False
-    if resp.status_code >= 300:
-        log.warning("webhook answered %s: %s", resp.status_code, resp.text[:200])
-        return False
-    return True
 
 
 def notify_changes(

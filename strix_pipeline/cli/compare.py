@@ -2,7 +2,7 @@
 
 A and B run in balanced random AB/BA pairs, a fresh llama-server per run with one warm-up request
 discarded (runner/pairs.py, runner/pair_runs.py); after 3, then 5, then 10 pairs (``--cap``, default
-``[analysis] compare_max_pairs``) each metric's paired ratio B/A is judged (analysis/paired.py,
+``[analysis] compare_max_pairs``) each metric's paired ratio B/A is judged (stats/paired.py,
 docs/precision.md): *different* (the interval excludes 1 and the step is at least half
 ``--target``), *same* (the interval lies within +-``--target``), or *unknown*, which runs more
 pairs; still unknown at the cap, it is *inconclusive* with the interval reached. The comparison is
@@ -19,7 +19,6 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from strix_pipeline.analysis import paired
 from strix_pipeline.cli.common import config_of, open_warehouse, shown, warehouse_arg
 from strix_pipeline.runner.pair_runs import (
     PAIR_HOST,
@@ -31,6 +30,7 @@ from strix_pipeline.runner.pair_runs import (
     resolve_release,
 )
 from strix_pipeline.runner.pairs import METRICS, PairsResult, compare_releases, records
+from strix_pipeline.stats import paired
 from strix_pipeline.warehouse import ComparisonRecord, WarehouseError
 
 HOST = PAIR_HOST

@@ -10,15 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from strix_pipeline.analysis.bisect.steps import steps_text, summary
-from strix_pipeline.analysis.changepoints import (
-    MEASURED,
-    Series,
-    detection_points,
-    load_series,
-    magnitude_floor,
-    measured_noise_for,
-)
 from strix_pipeline.analysis.decision import Decision, evaluate, format_value, pair_rows, reproduce
+from strix_pipeline.analysis.floor import MEASURED, magnitude_floor, measured_noise_for
+from strix_pipeline.analysis.series import Series, detection_points, load_series
 from strix_pipeline.cli.common import config_of, error, on_warehouse, shown, warehouse_arg
 from strix_pipeline.cli.compare import comparison_table
 from strix_pipeline.config import ChangeDetectionConfig, StrixConfig
@@ -304,7 +298,7 @@ def print_no_changes(
 ) -> None:
     """ "None", with why: each series looked at, its versions, the noise of one of its points (a weekly
     mean) and the smallest step that would have counted there (max(min_magnitude_pct, noise_multiple x
-    noise): changepoints.magnitude_floor); the caption says how many floors rest on the canary's
+    noise): floor.magnitude_floor); the caption says how many floors rest on the canary's
     measured figure rather than the series' own noise."""
     console = Console()
     what = "unacknowledged change points" if unacknowledged_only else "change points"

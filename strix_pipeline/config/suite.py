@@ -21,7 +21,7 @@ class SmokeSpec(_Strict):
 
 
 # Measured requests at the decision's concurrency (C3 reads TTFT p95 there). C3's interval of the ratio
-# of two p95s is distribution-free (loadgen.metrics.quantile_ratio_ci): it exists only from n = 86 per
+# of two p95s is distribution-free (stats.quantiles.quantile_ratio_ci): it exists only from n = 86 per
 # run, and at n = 200 it spans about 1.34x on steady lognormal latencies (sigma 0.2) and 2.1x on
 # heavy-tailed ones (sigma 0.5), so a candidate ~15 % faster passes with confidence on a steady Box;
 # n = 400 would narrow it to 1.22x for twice the Box's time (benchmarks/ci_coverage.py prints the table).

@@ -129,3 +129,11 @@ def arch_list_command(engine: EngineConfig, source: ImageSource | None = None) -
     if source is not None and source.arch_list_command is not None:
         return list(source.arch_list_command)
     return list(MODULES[engine.kind].ARCH_LIST_COMMAND)
+
+
+def unified_memory_problems(unified_memory: bool, kind: str, flags: list[str]) -> list[str]:
+    """The settings an engine must never use on a host (none unless it is a unified-memory host): the
+    one rule the configuration's load and a Box run's guard before production stops both apply."""
+    if not unified_memory or kind != sglang.KIND:
+        return []
+    return sglang.unified_memory_problems(flags)

@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from strix_pipeline.config import EngineConfig, HostConfig
-from strix_pipeline.engines import sglang
+from strix_pipeline.engines import unified_memory_problems
 from strix_pipeline.engines.base import DeviceMemory, EngineSpec, pool_fit_problem
 from strix_pipeline.hosts.device_openers import check_device_openers
 from strix_pipeline.hosts.errors import EngineStartError
@@ -42,15 +42,8 @@ def device_memory(host: HostConfig, engine: EngineConfig, facts: HostFacts | Non
     )
 
 
-def unified_memory_problems(host: HostConfig, kind: str, flags: list[str]) -> list[str]:
-    """The settings an engine must never use on this host (none unless it is a unified-memory host)."""
-    if not host.unified_memory or kind != sglang.KIND:
-        return []
-    return sglang.unified_memory_problems(flags)
-
-
 def check_unified_memory(host: HostConfig, spec: EngineSpec, *, what: str) -> None:
-    problems = unified_memory_problems(host, spec.kind, spec.flags)
+    problems = unified_memory_problems(host.unified_memory, spec.kind, spec.flags)
     if problems:
         raise EngineStartError("failed_guard", f"{what}: " + "; ".join(problems))
 

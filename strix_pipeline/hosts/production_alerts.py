@@ -3,9 +3,9 @@
 :class:`ProductionAlerts` is the ``alert`` of a :class:`~strix_pipeline.hosts.production.ProductionGuard`:
 each message goes to the run's log (the Dagster run's, through the runner's ``log``) as an ``ALERT``
 line, is kept for the run's record, and is POSTed to the webhook the configuration names
-(``decision.webhook_url_env``, the same Slack-compatible message as analysis/notify.py sends). A
-webhook that does not answer is logged, never raised: production's restore does not wait on a chat
-server.
+(``decision.webhook_url_env``; the one Slack-compatible POST, webhook.py, that analysis/notify.py's
+messages use too). A webhook that does not answer is logged, never raised: production's restore does
+not wait on a chat server.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from strix_pipeline.analysis.notify import post  # the one webhook POST
+from strix_pipeline.webhook import post  # the one webhook POST
 
 log = logging.getLogger(__name__)
 

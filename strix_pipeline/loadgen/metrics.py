@@ -9,7 +9,7 @@ Definitions (DESIGN.md "Metric definitions"), over the non-warm-up requests of o
   sum of output tokens of successful requests / duration; req/s = successful requests / duration;
   goodput = successful requests meeting every SLO (TTFT, TPOT, E2E) / duration.
 - Percentiles: linear interpolation (numpy's default, as vLLM's benchmark). The 95% CI of TTFT p95 is
-  the distribution-free order-statistic interval (:func:`quantile_ci`): [X(l), X(u)] of the sorted
+  the distribution-free order-statistic interval (``stats.quantiles.quantile_ci``): [X(l), X(u)] of the sorted
   values with l, u from the binomial distribution of how many values fall below the true p95, so it
   covers the true p95 at least 95 % of the time whatever the latency distribution (checked by
   ``benchmarks/ci_coverage.py``). It needs n >= 72 values for a finite upper bound; with fewer it is
@@ -25,14 +25,13 @@ Definitions (DESIGN.md "Metric definitions"), over the non-warm-up requests of o
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import binom
 
 from strix_pipeline.config import SLO
 from strix_pipeline.records import LATENCY_METRICS, LATENCY_STATS, LevelAggregate, RequestRecord
+from strix_pipeline.stats.quantiles import quantile_ci
 
 PERCENTILES = (50, 90, 95, 99)
 
@@ -130,67 +129,6 @@ def total_tokens_per_s(records: Sequence[RequestRecord], duration_s: float | Non
         return None
     n_in, n_out = token_totals(records)
     return (n_in + n_out) / duration_s
-
-
-def _order_indices(n: int, q: float, level: float) -> tuple[int | None, int | None]:
-    """1-based order-statistic indices (l, u) of the equal-tailed distribution-free interval
-    [X(l), X(u)] for the q-quantile (q in 0..1) at confidence ``level``.
-
-    The count of values below the true quantile is Binomial(n, q), so P(X(l) > quantile) =
-    P(Bin <= l - 1) and P(X(u) < quantile) = P(Bin >= u); l is the largest and u the smallest index
-    keeping each tail at or below (1 - level) / 2. None where no order statistic is far enough out.
-    """
-    tail = (1 - level) / 2
-    cdf = binom.cdf(np.arange(n + 1), n, q)
-    eps = 1e-12
-    lo = int(np.count_nonzero(cdf <= tail + eps))  # cdf[k] <= tail for k = 0 .. lo - 1
-    hi = int(np.argmax(cdf >= 1 - tail - eps)) + 1
-    return (lo if lo >= 1 else None), (hi if hi <= n else None)
-
-
-def min_samples_for_ci(q: float = 95, level: float = 0.95) -> int:
-    """The smallest n whose distribution-free interval for the q-th percentile has both bounds."""
-    p, tail = q / 100, (1 - level) / 2
-    n = max(1, math.floor(math.log(tail) / math.log(p)) - 1)
-    while None in _order_indices(n, p, level):
-        n += 1
-    return n
-
-
-def quantile_ci(
-    values: Sequence[float], q: float = 95, level: float = 0.95
-) -> tuple[float | None, float | None]:
-    """Distribution-free (binomial-exact, order-statistic) confidence interval of the q-th percentile.
-
-    Coverage is at least ``level`` for any continuous distribution (above it, as order statistics
-    are discrete). (None, None) when there are too few values for both bounds to exist: n/a, not a
-    bar (p95 at 95 %: n >= 72, see :func:`min_samples_for_ci`).
-    """
-    n = len(values)
-    if n < 2:
-        return None, None
-    lo, hi = _order_indices(n, q / 100, level)
-    if lo is None or hi is None:
-        return None, None
-    a = np.sort(np.asarray(values, dtype=float))
-    return float(a[lo - 1]), float(a[hi - 1])
-
-
-def quantile_ratio_ci(
-    candidate: Sequence[float], baseline: Sequence[float], q: float = 95, level: float = 0.95
-) -> tuple[float | None, float | None]:
-    """Confidence interval of (candidate q-th percentile) / (baseline q-th percentile).
-
-    Each run gets its distribution-free interval at sqrt(level); the two runs are independent, so both
-    cover at once with probability >= level, and then the ratio lies in
-    [cand_low / base_high, cand_high / base_low]. (None, None) when either run has too few values.
-    """
-    per_run = math.sqrt(level)
-    cl, ch = quantile_ci(candidate, q, per_run)
-    bl, bh = quantile_ci(baseline, q, per_run)
-    if None in (cl, ch, bl, bh) or not bl or not bh:
-        return None, None
-    return cl / bh, ch / bl  # type: ignore[operator]
 
 
 def meets_slo(r: RequestRecord, slo: SLO) -> bool:

@@ -134,7 +134,7 @@ def next_week(left: tuple[PlannedRun, ...]) -> list[PlannedRun]:
 
 
 def pair_slot(comparison: str, host: str, extra_runs: int, sides: list[Estimate]) -> PlannedRun | None:
-    """The slot for a comparison's extra paired runs (analysis/paired.py's ladder: 3 -> 5 -> 10 pairs),
+    """The slot for a comparison's extra paired runs (stats/paired.py's ladder: 3 -> 5 -> 10 pairs),
     ``extra_runs`` runs as long as its sides' mean; None with no extra run (the default until the
     paired-comparison runner exists). It is the decision's, so it ranks with the first runs."""
     if extra_runs <= 0 or not sides:

@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from importlib import metadata
 
-from strix_pipeline.analysis.canary import Canary
 from strix_pipeline.config import StrixConfig
+from strix_pipeline.planning.canary import Canary
 from strix_pipeline.provision import vllm_env
 from strix_pipeline.records import LOCAL_REGISTRY, ImageRecord
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from strix_pipeline.analysis.changepoints import Change, stored_changes
+from strix_pipeline.analysis.changepoints import Change
+from strix_pipeline.analysis.changes import stored_changes
 from strix_pipeline.analysis.charts import support_matrix_rows
 from strix_pipeline.analysis.decision import (
     Decision,

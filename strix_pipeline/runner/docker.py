@@ -11,7 +11,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from strix_pipeline import window_plan
-from strix_pipeline.analysis.notify import webhook_url
 from strix_pipeline.config import HostConfig, StrixConfig
 from strix_pipeline.engines import arch_list_command, comparable_flags, image_source
 from strix_pipeline.hosts import (
@@ -63,6 +62,7 @@ from strix_pipeline.runner.record import (
 )
 from strix_pipeline.runner.target import Log
 from strix_pipeline.units import GB
+from strix_pipeline.webhook import webhook_url
 
 
 def production_guard(

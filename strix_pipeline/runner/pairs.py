@@ -1,4 +1,4 @@
-"""Comparisons by pairs, run: release B against release A on one host, judged by analysis/paired.py.
+"""Comparisons by pairs, run: release B against release A on one host, judged by stats/paired.py.
 
 The runs go in balanced random AB/BA pairs (:func:`paired.pair_order`), a fresh server for every run
 (``run_one``: runner/pair_runs.py starts llama-server; the tests give a stand-in), each start's first
@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal, Protocol
 
-from strix_pipeline.analysis import paired
 from strix_pipeline.hosts.host_noise import HostNoise
+from strix_pipeline.stats import paired
 from strix_pipeline.warehouse.comparisons import ComparisonRecord, ComparisonRun
 
 Side = Literal["A", "B"]

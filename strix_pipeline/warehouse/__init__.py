@@ -20,7 +20,6 @@ from strix_pipeline.warehouse.connection import (
     WarehouseError,
     WarehouseLocked,
     WarehouseMissing,
-    default_warehouse_path,
 )
 from strix_pipeline.warehouse.facade import Warehouse
 from strix_pipeline.warehouse.faults import WarehouseCorrupt, WarehouseDiskFull, WarehouseTooNew
@@ -61,7 +60,6 @@ __all__ = [
     "WarehouseMissing",
     "arrow_schema",
     "current_schema_version",
-    "default_warehouse_path",
     "migrations",
     "records_table",
     "request_table_arrow",

@@ -3,7 +3,7 @@ or the candidate engine against the baseline on one of the decision's pairs.
 
 :class:`ComparisonRecord` and :class:`ComparisonRun` are the tables' columns, in order. One
 comparison (one `strix compare`) is saved whole when it ends: a row per metric it judged, and a row
-per engine start, the failed ones included. runner/pairs.py runs the pairs and analysis/paired.py
+per engine start, the failed ones included. runner/pairs.py runs the pairs and stats/paired.py
 judges them; this module only stores and reads what they produced.
 """
 

@@ -33,7 +33,6 @@ import duckdb
 import pyarrow as pa
 
 from strix_pipeline.config import DuckLakeTarget
-from strix_pipeline.config_load import load_config
 from strix_pipeline.warehouse.errors import (
     CommitConflict,
     WarehouseError,
@@ -417,8 +416,3 @@ def insert(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table) -> None:
     """``INSERT INTO table BY NAME`` the rows of an Arrow table."""
     with registered(con, table, data) as name:
         con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {name}").fetchall()
-
-
-def default_warehouse_path(config: str | Path | None = None) -> Path:
-    """Where the configuration puts the warehouse (``project.warehouse``, default warehouse/strix.duckdb)."""
-    return load_config(config).warehouse_path()

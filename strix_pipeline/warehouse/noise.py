@@ -1,6 +1,6 @@
 """A series' run-to-run noise as measured (table ``noise_figures``, issue 33 item 1).
 
-:class:`NoiseRecord` is the table's columns, in order. The weekly analysis (analysis/changepoints.py)
+:class:`NoiseRecord` is the table's columns, in order. The weekly analysis (analysis/changes.py)
 computes one row per canary series from the canary's latest runs of its one release
 (analysis/noise.canary_noise) and stores them as a set per ``computed_at``; ``strix changes`` shows
 the newest set. This module only stores and reads them.

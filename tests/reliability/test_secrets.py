@@ -56,8 +56,8 @@ def test_planted_secrets_appear_in_no_file_and_no_output(tmp_path: Path, monkeyp
     assert found == []
 
     # and a webhook that fails (the closed port) logs why without the URL, whose path is the secret
-    from strix_pipeline.analysis import notify
+    from strix_pipeline import webhook
 
     with caplog.at_level("DEBUG"):
-        assert notify.post(SECRETS["STRIX_WEBHOOK_URL"], "a regression", timeout_s=2) is False
+        assert webhook.post(SECRETS["STRIX_WEBHOOK_URL"], "a regression", timeout_s=2) is False
     assert "webhook POST failed" in caplog.text and "SECRET-WEBHOOK" not in caplog.text

@@ -2,10 +2,12 @@
 
 - The domain (strix_pipeline/) never imports the orchestrator (arrows point inward).
 - The ground floor imports nothing of the project: the config schema and the records every room
-  reads, the helpers beside them (paths, signals, units), and provision/ (which imports only its
-  own modules and those helpers).
+  reads, the helpers beside them (paths, signals, units), provision/ (which imports only its own
+  modules and those helpers) and stats/, the pure statistics below the runner and the analysis.
 - No project import hides inside a function (the usual way to dodge a cycle), and the arrows make
   no circle: every room sits on a floor above the rooms it imports.
+- Nor do the packages: a package (the first name under strix_pipeline/, a top-level module being its
+  own) imports no package that imports it back, through any number of others.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ GROUND = {
     "strix_pipeline.signals": (),
     "strix_pipeline.units": (),
     "strix_pipeline.provision": ("strix_pipeline.provision", "strix_pipeline.paths", "strix_pipeline.units"),
+    "strix_pipeline.stats": ("strix_pipeline.stats",),
 }
 
 
@@ -121,9 +124,12 @@ def test_no_file_of_the_domain_imports_dagster_or_the_dagster_layer() -> None:
 def test_the_ground_floor_imports_nothing_of_the_project() -> None:
     edges, _ = _graph()
     found = [m for m in MODULES if any(m == g or m.startswith(g + ".") for g in GROUND)]
-    assert {"strix_pipeline.config", "strix_pipeline.records", "strix_pipeline.provision.vllm_env"} <= set(
-        found
-    )
+    assert {
+        "strix_pipeline.config",
+        "strix_pipeline.records",
+        "strix_pipeline.provision.vllm_env",
+        "strix_pipeline.stats.paired",
+    } <= set(found)
     offenders = []
     for module in found:
         floor = next(
@@ -161,6 +167,92 @@ def test_the_imports_make_no_circle() -> None:
         if module not in state:
             visit(module, [module])
     assert circles == []
+
+
+def _package(module: str) -> str:
+    """``strix_pipeline.analysis.bisect.steps`` -> ``analysis``; a top-level module is its own package."""
+    return module.split(".")[1]
+
+
+def _package_edges(edges: dict[str, set[str]]) -> dict[tuple[str, str], list[str]]:
+    """(package, package it imports) -> the module imports that make that arrow, for the domain."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for module, targets in edges.items():
+        if not module.startswith("strix_pipeline."):
+            continue
+        for t in sorted(targets):
+            if t.startswith("strix_pipeline.") and _package(t) != _package(module):
+                out.setdefault((_package(module), _package(t)), []).append(f"{module} -> {t}")
+    return out
+
+
+def _package_cycles(arrows: dict[tuple[str, str], list[str]]) -> list[str]:
+    """Every group of packages that reach each other (a strongly connected component of more than one),
+    as the arrows inside it, each with one module import that makes it."""
+    succ: dict[str, list[str]] = {}
+    for a, b in sorted(arrows):
+        succ.setdefault(a, []).append(b)
+        succ.setdefault(b, [])
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in succ[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while (w := stack.pop()) != v:
+                group.append(w)
+            groups.append(sorted([v, *group]))
+
+    for v in sorted(succ):
+        if v not in index:
+            visit(v)
+    out = []
+    for group in sorted(g for g in groups if len(g) > 1):
+        inside = [
+            f"  {a} -> {b} ({arrows[a, b][0]}"
+            + (f", +{len(arrows[a, b]) - 1} more" if len(arrows[a, b]) > 1 else "")
+            + ")"
+            for a, b in sorted(arrows)
+            if a in group and b in group
+        ]
+        out.append(f"packages {', '.join(group)} import each other:\n" + "\n".join(inside))
+    return out
+
+
+def test_the_packages_make_no_circle() -> None:
+    edges, _ = _graph()
+    arrows = _package_edges(edges)
+    assert ("analysis", "warehouse") in arrows  # the walk found the packages' arrows
+    cycles = _package_cycles(arrows)
+    assert not cycles, "\n".join(cycles)
+
+
+def test_a_package_circle_is_found_and_named() -> None:
+    """The package walk itself can fail: a circle through three packages is reported with its arrows,
+    and a tail into it is not."""
+    edges = {
+        "strix_pipeline.a.x": {"strix_pipeline.b"},
+        "strix_pipeline.b": {"strix_pipeline.c.y"},
+        "strix_pipeline.c.y": {"strix_pipeline.a.z", "strix_pipeline.c.w"},
+        "strix_pipeline.d": {"strix_pipeline.a.x"},
+    }
+    (cycle,) = _package_cycles(_package_edges(edges))
+    assert cycle.splitlines() == [
+        "packages a, b, c import each other:",
+        "  a -> b (strix_pipeline.a.x -> strix_pipeline.b)",
+        "  b -> c (strix_pipeline.b -> strix_pipeline.c.y)",
+        "  c -> a (strix_pipeline.c.y -> strix_pipeline.a.z)",
+    ]
 
 
 def test_the_walk_finds_a_hidden_import() -> None:

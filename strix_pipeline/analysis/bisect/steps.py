@@ -12,7 +12,7 @@ search is inconclusive, or ``[analysis] bisect_max_runs`` runs are spent.
 
 A figure's interval: TTFT p95 has its own distribution-free interval (loadgen/metrics.py); any other
 metric gets ``value x max(NOISE_Z x the series' noise, half the magnitude floor)``, the noise the
-change detection itself measures (changepoints.series_noise_pct).
+change detection itself measures (floor.series_noise_pct).
 """
 
 from __future__ import annotations
@@ -25,13 +25,8 @@ from datetime import UTC, datetime
 
 from strix_pipeline import plan
 from strix_pipeline.analysis.bisect.search import Figure, Search, Side, runs_bound, side_of
-from strix_pipeline.analysis.changepoints import (
-    MEMORY_SCENARIO,
-    Series,
-    SeriesPoint,
-    load_series,
-    series_noise_pct,
-)
+from strix_pipeline.analysis.floor import series_noise_pct
+from strix_pipeline.analysis.series import MEMORY_SCENARIO, Series, SeriesPoint, load_series
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import ImageRecord
 from strix_pipeline.warehouse import BisectionRecord, BisectionStep, ChangeRecord, Warehouse

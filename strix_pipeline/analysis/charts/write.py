@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 import altair as alt
 import vl_convert as vlc
 
-from strix_pipeline.analysis.changepoints import Change, stored_changes
+from strix_pipeline.analysis.changepoints import Change
+from strix_pipeline.analysis.changes import stored_changes
 from strix_pipeline.analysis.charts.data import DEFAULT_CONCURRENCY
 from strix_pipeline.analysis.charts.limits import efficiency_by_version_chart, switch_metric_chart
 from strix_pipeline.analysis.charts.marks import note_chart

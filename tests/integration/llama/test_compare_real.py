@@ -19,9 +19,9 @@ import pytest
 from conftest import need
 from support.pipeline_helpers import llama_available
 
-from strix_pipeline.analysis import paired
 from strix_pipeline.runner.pair_runs import HostWatch, LocalLlamaRuns, PairSpec, resolve_release
 from strix_pipeline.runner.pairs import METRICS, compare_releases, records
+from strix_pipeline.stats import paired
 from strix_pipeline.warehouse import Warehouse
 
 pytestmark = [pytest.mark.llama]

@@ -6,8 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 from support.decision_seed import make_config
 
-from strix_pipeline.analysis.canary import Canary, DriftWindow, facts_text, label_changes
-from strix_pipeline.analysis.changepoints import Change, detect_changes
+from strix_pipeline.analysis.canary import DriftWindow, facts_text, label_changes
+from strix_pipeline.analysis.changepoints import Change
+from strix_pipeline.analysis.changes import detect_changes
+from strix_pipeline.planning.canary import Canary
 from strix_pipeline.warehouse import Warehouse
 
 T = datetime(2026, 11, 2, tzinfo=UTC)

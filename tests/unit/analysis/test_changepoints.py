@@ -7,16 +7,12 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 from support.decision_seed import make_config, run_record, run_result, seeded
 
-from strix_pipeline.analysis.changepoints import (
-    Series,
-    SeriesPoint,
-    changes_in_series,
-    detect_changes,
-    find_change_points,
-    magnitude_floor_pct,
-    series_noise_pct,
-)
+from strix_pipeline.analysis.changepoints import changes_in_series
+from strix_pipeline.analysis.changes import detect_changes
+from strix_pipeline.analysis.floor import magnitude_floor_pct, series_noise_pct
+from strix_pipeline.analysis.series import Series, SeriesPoint
 from strix_pipeline.config import ChangeDetectionConfig
+from strix_pipeline.stats.changepoints import find_change_points
 
 CFG = ChangeDetectionConfig()  # max_pvalue 0.001, floor max(2 %, 3 x noise)
 NOW = datetime(2026, 9, 1, tzinfo=UTC)

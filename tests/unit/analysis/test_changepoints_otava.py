@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import need
 
-from strix_pipeline.analysis.changepoints import OTAVA_AVAILABLE, find_change_points
+from strix_pipeline.stats.changepoints import OTAVA_AVAILABLE, find_change_points
 
 
 @pytest.fixture(autouse=True)

@@ -16,22 +16,20 @@ import numpy as np
 import pytest
 from support.decision_seed import make_config, run_record, run_result
 
-from strix_pipeline.analysis.canary import Canary
-from strix_pipeline.analysis.changepoints import (
+from strix_pipeline.analysis.changepoints import changes_in_series
+from strix_pipeline.analysis.changes import detect_changes
+from strix_pipeline.analysis.floor import (
     MEASURED,
     OWN,
-    Series,
-    SeriesPoint,
-    changes_in_series,
-    detect_changes,
-    find_change_points,
     magnitude_floor,
     magnitude_floor_pct,
     measured_noise_for,
     series_noise_pct,
-    weekly_means,
 )
+from strix_pipeline.analysis.series import Series, SeriesPoint, weekly_means
 from strix_pipeline.config import ChangeDetectionConfig
+from strix_pipeline.planning.canary import Canary
+from strix_pipeline.stats.changepoints import find_change_points
 from strix_pipeline.warehouse import Warehouse
 from strix_pipeline.warehouse.noise import NoiseRecord
 

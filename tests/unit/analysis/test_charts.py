@@ -17,7 +17,7 @@ from support.decision_seed import (
     september_runs,
 )
 
-from strix_pipeline.analysis.changepoints import detect_changes
+from strix_pipeline.analysis.changes import detect_changes
 from strix_pipeline.analysis.charts import png_base64, write_charts
 from strix_pipeline.analysis.decision import evaluate
 from strix_pipeline.warehouse import Warehouse

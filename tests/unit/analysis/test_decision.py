@@ -38,7 +38,7 @@ from strix_pipeline.analysis.decision import (
     memory_not_above_llamacpp,
     verdict_of,
 )
-from strix_pipeline.loadgen.metrics import quantile_ratio_ci
+from strix_pipeline.stats.quantiles import quantile_ratio_ci
 
 
 def by_id(decision):

@@ -27,8 +27,8 @@ from strix_pipeline.analysis.decision import evaluate, reproduce, stored_decisio
 from strix_pipeline.cli import decide as cli_decide
 from strix_pipeline.config import SweepSpec
 from strix_pipeline.config_load import load_config
-from strix_pipeline.loadgen.metrics import min_samples_for_ci, quantile_ci, quantile_ratio_ci
 from strix_pipeline.registry.versions import version_sort_key
+from strix_pipeline.stats.quantiles import min_samples_for_ci, quantile_ci, quantile_ratio_ci
 from strix_pipeline.warehouse import Warehouse
 
 NOW = SEPT + timedelta(days=1)

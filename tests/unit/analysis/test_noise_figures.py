@@ -12,10 +12,11 @@ import pytest
 from rich.console import Console
 from support.decision_seed import make_config, run_record, run_result
 
-from strix_pipeline.analysis import paired
-from strix_pipeline.analysis.canary import Canary
-from strix_pipeline.analysis.changepoints import NOISE_RUNS, detect_changes
+from strix_pipeline.analysis.canary import NOISE_RUNS
+from strix_pipeline.analysis.changes import detect_changes
 from strix_pipeline.cli import decide
+from strix_pipeline.planning.canary import Canary
+from strix_pipeline.stats import paired
 from strix_pipeline.warehouse import Warehouse
 
 T = datetime(2026, 10, 5, 3, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""Comparisons by pairs (analysis/paired.py): the AB/BA order and its rebalancing, the paired ratio's
+"""Comparisons by pairs (stats/paired.py): the AB/BA order and its rebalancing, the paired ratio's
 interval and verdict, the ladder with its spent alpha, its power on synthetic noise, and the
 detectable step."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from strix_pipeline.analysis.paired import (
+from strix_pipeline.stats.paired import (
     AB,
     ALPHA,
     BA,

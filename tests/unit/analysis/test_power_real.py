@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from support.paths import REPO
 
-from strix_pipeline.analysis.paired import sequential
+from strix_pipeline.stats.paired import sequential
 
 DATA = sorted((REPO / "benchmarks" / "data").glob("precision_aa*.json"))
 METRICS = {"decode_tokens_per_s": True, "prefill_tokens_per_s": True}  # higher is better

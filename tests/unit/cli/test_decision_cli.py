@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from support.decision_seed import make_config, run_record, run_result, seeded, september_runs
 
-from strix_pipeline.analysis.changepoints import detect_changes
+from strix_pipeline.analysis.changes import detect_changes
 from strix_pipeline.cli import decide as cli_decide
 
 

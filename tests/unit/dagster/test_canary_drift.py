@@ -18,7 +18,7 @@ from support.versioned_standin import VersionedStandIn
 
 from assets.analysis import regressions, switch_decision
 from assets.resources import StrixConfigResource, WarehouseResource
-from strix_pipeline.analysis.changepoints import stored_changes
+from strix_pipeline.analysis.changes import stored_changes
 from strix_pipeline.config_load import load_config
 from strix_pipeline.registry.versions import version_sort_key
 from strix_pipeline.runner import BenchmarkTarget

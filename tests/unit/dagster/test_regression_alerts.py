@@ -16,7 +16,8 @@ from support.pipeline_helpers import write_config
 
 from assets.analysis import regressions, switch_decision
 from assets.resources import StrixConfigResource, WarehouseResource
-from strix_pipeline.analysis.changepoints import confirmed_since, stored_changes
+from strix_pipeline.analysis.changepoints import confirmed_since
+from strix_pipeline.analysis.changes import stored_changes
 from strix_pipeline.config_load import load_config
 from strix_pipeline.registry.versions import version_sort_key
 from strix_pipeline.warehouse import Warehouse

@@ -1,5 +1,5 @@
 """The pair runner over a stand-in engine (support/pair_standin.py): balanced AB/BA pairs, a verdict
-per metric from analysis/paired.py, pairs added only while a metric is unknown, a failed run's pair
+per metric from stats/paired.py, pairs added only while a metric is unknown, a failed run's pair
 dropped and the plan rebalanced, and the result stored as the warehouse's rows."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from dataclasses import replace
 import pytest
 from support.pair_standin import PairStandIn
 
-from strix_pipeline.analysis import paired
 from strix_pipeline.hosts.host_noise import HostNoise
 from strix_pipeline.runner.pairs import THROUGHPUT_METRICS, Release, compare_releases, records
+from strix_pipeline.stats import paired
 from strix_pipeline.warehouse import Warehouse
 
 A, B = Release("b11401", "11401.0.0"), Release("b11434")

@@ -22,9 +22,9 @@ from strix_pipeline.analysis.decision.evidence import Evidence, RunFacts
 from strix_pipeline.analysis.decision.report import pair_name, ratio_text
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.fingerprint import pair_differences
-from strix_pipeline.loadgen.metrics import quantile_ci
 from strix_pipeline.records import CriterionResult
 from strix_pipeline.registry.names import normalize_repository
+from strix_pipeline.stats.quantiles import quantile_ci
 from strix_pipeline.units import gib_text
 
 

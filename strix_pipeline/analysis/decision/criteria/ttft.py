@@ -18,8 +18,8 @@ from strix_pipeline.analysis.decision.criteria.runs import (
 from strix_pipeline.analysis.decision.evidence import Evidence, PairedTtft, RunFacts, side_tag
 from strix_pipeline.analysis.decision.report import pair_name, ratio_text
 from strix_pipeline.config import StrixConfig
-from strix_pipeline.loadgen.metrics import min_samples_for_ci, quantile_ratio_ci
 from strix_pipeline.records import CriterionResult
+from strix_pipeline.stats.quantiles import min_samples_for_ci, quantile_ratio_ci
 
 
 def ttft_p95_beats_llamacpp_at_5(ev: Evidence, config: StrixConfig) -> CriterionResult:
