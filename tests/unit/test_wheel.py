@@ -10,6 +10,7 @@ them again: what is under test is the project's own packaging, not pip's resolve
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -42,8 +43,14 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     real_index_env(mp)  # the build backend comes from the index pip really installs from
     try:
         dist = tmp_path_factory.mktemp("dist")
+        # from a copy: setuptools builds in the source tree and would leave build/ in the checkout
+        source = tmp_path_factory.mktemp("source")
+        for name in ("pyproject.toml", "README.md"):
+            shutil.copy2(REPO / name, source / name)
+        for root in PROJECT_ROOTS:
+            shutil.copytree(REPO / root, source / root, ignore=shutil.ignore_patterns("__pycache__"))
         build = subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist), str(REPO)],
+            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist), str(source)],
             capture_output=True,
             text=True,
             timeout=300,
