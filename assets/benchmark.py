@@ -211,7 +211,7 @@ def _night_request(
     with warehouse.reader() as wh:
         image = find_image(wh.known_images(parse_partition_key(pkey).engine), pkey)
         known = wh.known_images()
-        deferred = deferred_runs(wh)
+        deferrals = deferred_runs(wh)
     if image is None:
         raise dg.Failure(f"no known image for partition {pkey}; materialise engine_images first")
     keep = frozenset(i.digest for i in wanted_images(config, known, []) + canary_images(config, known))
@@ -223,7 +223,7 @@ def _night_request(
         context.run_id,
         warehouse.writer,  # the config's warehouse: its file or its DuckLake
         known=known,
-        deferred=deferred,
+        deferred=deferrals,
         night_id=night_id,
         more_to_come=lambda done: night_runs_to_come(
             context.instance, host, night_id or "", done | {context.run_id}
