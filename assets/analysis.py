@@ -1,12 +1,12 @@
 """Everything computed from the warehouse: the aggregates view, change points, charts, the decision."""
 
 import json
+from dataclasses import dataclass
 
 import dagster as dg
 import polars as pl
 
 from assets.resources import StrixConfigResource, WarehouseResource
-from strix_pipeline import plan
 from strix_pipeline.analysis.bisect.steps import advance_all, plan_bisections, steps_text, summary
 from strix_pipeline.analysis.changes import detect_changes, stored_changes
 from strix_pipeline.analysis.charts import (
@@ -25,6 +25,8 @@ from strix_pipeline.analysis.decision import (
     wording_of,
 )
 from strix_pipeline.analysis.notify import notify_changes, regression_alerts
+from strix_pipeline.config import StrixConfig
+from strix_pipeline.planning.targets import canaries
 from strix_pipeline.report import write_report
 from strix_pipeline.units import gib
 from strix_pipeline.warehouse import NoiseRecord, Warehouse
@@ -216,21 +218,58 @@ def noise_markdown(rows: list[NoiseRecord]) -> str:
     ),
 )
 def regressions(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """One asset for three jobs in one writer's transaction, in their order: advance the bisections
+    whose step has landed (so that run stays out of the series), detect the changes, start bisections
+    of the confirmed ones. Three assets would split that order over three transactions and rename the
+    key the sensors, jobs, checks and tests know."""
     config = strix.get()
     cd = config.change_detection
     with warehouse.writer() as wh:
-        # a bisection step whose run has landed is decided first, so that run stays out of the series
-        advanced = advance_all(wh, config)
-        changes = detect_changes(wh, config, canaries=plan.canaries(config))
-        started = plan_bisections(wh, config, changes)
-        active = [c for c in stored_changes(wh, include_acknowledged=False)]
-        searches = {b.bisection_id: (b, steps_text(wh, b)) for b in wh.list_bisections()}
-        noise = wh.latest_noise()
+        tracked = _track_changes(wh, config)
     log = dg.get_dagster_logger()
-    for b in advanced + started:
+    for b in tracked.advanced + tracked.started:
         log.info(f"bisection {b.bisection_id} ({b.engine} {b.metric}): {b.status}: {b.reason}")
-    by_change = {b.change_id: (b, s) for b, s in searches.values() if b.change_id}
-    confirmed_bad = [c for c in active if c.is_confirmed_regression]
+    by_change = {b.change_id: (b, s) for b, s in tracked.searches.values() if b.change_id}
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": len(tracked.active),
+            "detected_now": len(tracked.changes),
+            "changes": _changes_table(tracked.active, by_change),
+            "bisections": dg.MetadataValue.md(bisections_markdown(tracked.searches.values())),
+            "noise": dg.MetadataValue.md(noise_markdown(tracked.noise)),
+            "change_detection": (
+                f"max p-value {cd.max_pvalue:g}, magnitude floor max({cd.min_magnitude_pct:g} %, "
+                f"{cd.noise_multiple:g}x the noise of a weekly mean: measured CV / sqrt(runs), else the "
+                "series' own)"
+            ),
+        },
+        check_results=[_no_confirmed_regression(tracked.active, by_change)],
+    )
+
+
+@dataclass(frozen=True)
+class _Tracked:
+    """What the regressions asset's three jobs did, and what it shows."""
+
+    advanced: list  # bisections a landed step moved on
+    changes: list  # the changes detected now
+    started: list  # bisections started for confirmed changes
+    active: list  # the stored, unacknowledged changes
+    searches: dict  # bisection id -> (bisection, its steps' text)
+    noise: list[NoiseRecord]
+
+
+def _track_changes(wh: Warehouse, config: StrixConfig) -> _Tracked:
+    # a bisection step whose run has landed is decided first, so that run stays out of the series
+    advanced = advance_all(wh, config)
+    changes = detect_changes(wh, config, canaries=canaries(config))
+    started = plan_bisections(wh, config, changes)
+    active = [c for c in stored_changes(wh, include_acknowledged=False)]
+    searches = {b.bisection_id: (b, steps_text(wh, b)) for b in wh.list_bisections()}
+    return _Tracked(advanced, changes, started, active, searches, wh.latest_noise())
+
+
+def _changes_table(active: list, by_change: dict) -> dg.TableMetadataValue:
     rows = [
         dg.TableRecord(
             {
@@ -249,7 +288,7 @@ def regressions(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.
         )
         for c in active
     ]
-    table = dg.MetadataValue.table(
+    return dg.MetadataValue.table(
         rows,
         schema=dg.TableSchema(
             [
@@ -273,37 +312,25 @@ def regressions(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.
             ]
         ),
     )
-    return dg.MaterializeResult(
+
+
+def _no_confirmed_regression(active: list, by_change: dict) -> dg.AssetCheckResult:
+    confirmed_bad = [c for c in active if c.is_confirmed_regression]
+    return dg.AssetCheckResult(
+        check_name="no_confirmed_regression",
+        passed=not confirmed_bad,
+        severity=dg.AssetCheckSeverity.WARN,
         metadata={
-            "dagster/row_count": len(active),
-            "detected_now": len(changes),
-            "changes": table,
-            "bisections": dg.MetadataValue.md(bisections_markdown(searches.values())),
-            "noise": dg.MetadataValue.md(noise_markdown(noise)),
-            "change_detection": (
-                f"max p-value {cd.max_pvalue:g}, magnitude floor max({cd.min_magnitude_pct:g} %, "
-                f"{cd.noise_multiple:g}x the noise of a weekly mean: measured CV / sqrt(runs), else the "
-                "series' own)"
-            ),
-        },
-        check_results=[
-            dg.AssetCheckResult(
-                check_name="no_confirmed_regression",
-                passed=not confirmed_bad,
-                severity=dg.AssetCheckSeverity.WARN,
-                metadata={
-                    "confirmed_regressions": dg.MetadataValue.md(
-                        "\n".join(
-                            f"- `{c.change_id}` {c.engine} {c.metric} {c.scenario}@{c.level}: "
-                            f"{c.version_before} → {c.version_after} ({c.magnitude_pct:+.1f} %); "
-                            + _bisection_cell(by_change.get(c.change_id))
-                            for c in confirmed_bad
-                        )
-                        or "none"
-                    )
-                },
+            "confirmed_regressions": dg.MetadataValue.md(
+                "\n".join(
+                    f"- `{c.change_id}` {c.engine} {c.metric} {c.scenario}@{c.level}: "
+                    f"{c.version_before} → {c.version_after} ({c.magnitude_pct:+.1f} %); "
+                    + _bisection_cell(by_change.get(c.change_id))
+                    for c in confirmed_bad
+                )
+                or "none"
             )
-        ],
+        },
     )
 
 

@@ -1,22 +1,27 @@
 """`benchmark_run`: the standard suite for one image version on its host, loaded into the warehouse."""
 
-from datetime import UTC, datetime
+from typing import Any
 
 import dagster as dg
 
 from assets.partitions import HOST_TAG, NIGHT_TAG, image_versions
 from assets.resources import HostAccessResource, StrixConfigResource, WarehouseResource
-from strix_pipeline import plan, window_plan
 from strix_pipeline.config import StrixConfig
-from strix_pipeline.planning.measured import deferral_ages
-from strix_pipeline.records import LevelAggregate, RunRecord, RunResult
-from strix_pipeline.runner import RunCancelled, run_benchmark
-from strix_pipeline.runner.docker import restore_held
-from strix_pipeline.runner.night import HostNight, night_order
+from strix_pipeline.planning.targets import (
+    canary_images,
+    find_image,
+    parse_partition_key,
+    targets_for,
+    wanted_images,
+)
+from strix_pipeline.records import ImageRecord, LevelAggregate, RunRecord, RunResult
+from strix_pipeline.runner import run_benchmark
+from strix_pipeline.runner.estimates import read_estimate
+from strix_pipeline.runner.night_runs import NightLog, NightOutcome, NightRequest, run_night, series
 from strix_pipeline.units import gib, gib_text
 from strix_pipeline.usable import completeness, deferred, memory_back, served
 from strix_pipeline.warehouse import spool
-from strix_pipeline.warehouse.errors import WarehouseError
+from strix_pipeline.warehouse.past_runs import deferred_runs
 
 # a run of the night not finished yet, that will still come to its benchmark
 _TO_COME = [
@@ -164,204 +169,153 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
         host_access: HostAccessResource,
     ) -> dg.MaterializeResult:
         run_config, config = config, strix.get()
-        pkey = context.partition_key
-        with warehouse.reader() as wh:
-            image = plan.find_image(wh.known_images(plan.parse_partition_key(pkey).engine), pkey)
-            known = wh.known_images()
-        # what some series still needs: a Box short of disk prunes its other tracked images before a pull
-        keep = frozenset(
-            i.digest for i in plan.wanted_images(config, known, []) + plan.canary_images(config, known)
-        )
-        if image is None:
-            raise dg.Failure(f"no known image for partition {pkey}; materialise engine_images first")
-        targets = [t for t in plan.targets_for(config, image) if t.host == host]
+        image, request = _night_request(context, config, host, warehouse, run_config.force)
+        targets = [t for t in targets_for(config, image) if t.host == host]
         if not targets:
-            raise dg.Failure(f"{pkey}: engine {image.engine} is not configured to run on host {host}")
-        results: list[RunResult] = []
-        # one night for the partition's targets (runner/night.py): production stopped once for all of
-        # them (and, inside `strix run`'s loop, for every partition of it), the window checked again
+            raise dg.Failure(
+                f"{context.partition_key}: engine {image.engine} is not configured to run on host {host}"
+            )
+        # one night for the partition's targets (runner/night_runs.py): production stopped once for all
+        # of them (and, inside `strix run`'s loop, for every partition of it), the window checked again
         # before each, what does not fit deferred to the next night by name, in the plan's order
-        with warehouse.reader() as wh:
-            deferred_since, waited = deferral_ages(window_plan.deferred_runs(wh), datetime.now(UTC))
-        order = night_order(config, targets, known, deferred_since=deferred_since, waited=waited)
-        made: list[RunResult] = []
-        cancelled: RunCancelled | None = None
-        spooled_to = spool.spool_dir(config.artifacts_dir())
-        facts = spool.HostFacts(host, config.hosts[host].kind, config.hosts[host].description)
-        # a night of the weekly schedule spans its Dagster runs (one per image version): production
-        # stays down for the night's later runs on this host and the last one starts it
-        night_id = context.run.tags.get(NIGHT_TAG)
-        with HostNight(
-            host,
-            config.hosts[host],
-            log=context.log.info,
-            night_id=night_id,
-            member=context.run_id,
-            state_dir=config.state_dir(),
-            more_to_come=lambda done: night_runs_to_come(
-                context.instance, host, night_id or "", done | {context.run_id}
-            ),
-            restore_held=restore_held(config, host, context.run_id, context.log.info),
-        ) as night:
-            for target in order:
-                run_id = f"{target.host}-{target.engine}-{target.model}-{context.run_id[:8]}"
-                est = window_plan.read_estimate(config, target.host, target.engine, target.model, target.profile)  # fmt: skip
-                admitted = night.admit(config, est, force=run_config.force)
-                if not admitted.fits:
-                    made.append(night.defer(config, target, run_id, admitted.reason, context.run_id))
-                    continue
-                try:
-                    result = run_benchmark(
-                        config,
-                        target,
-                        run_id=run_id,
-                        dagster_run_id=context.run_id,
-                        log=context.log.info,
-                        force=run_config.force,
-                        keep_images=keep,
-                    )
-                except RunCancelled as e:
-                    # Terminated (the UI's Terminate, Ctrl-C): the engine is stopped by now and the
-                    # night starts production as it ends; the run is stored as `cancelled` with what
-                    # it measured, then the interrupt goes on so Dagster marks the run CANCELED.
-                    cancelled, result = e, e.result
-                made.append(result)
-                # spooled at once: a controller that dies later in the night loses nothing measured
-                # (the next load drains it); stored below, again, with the night's one outage
-                try:
-                    spool.write_spool(result, spooled_to, facts)
-                except (OSError, WarehouseError) as e:
-                    context.log.warning(f"run {run_id} not spooled before the night ends: {e}")
-                if cancelled is not None:
-                    break
-        # stored after the night: each run carries the night's one stop and start of production
-        for result in made:
-            try:  # spooled to a file first: a warehouse that refuses the load loses nothing
-                stored = spool.store_run(
-                    result,
-                    spool_directory=spooled_to,
-                    open_writer=warehouse.writer,  # the config's warehouse: its file or its DuckLake
-                    host=facts,
-                )
-            except spool.RunNotStored as e:
-                if cancelled is not None:  # kept in the spool file; the cancellation still goes on
-                    context.log.error(f"run {result.run.run_id} not loaded: {e}")
-                    continue
-                raise dg.Failure(
-                    description=str(e),
-                    metadata={"spool_file": str(e.spool), "warehouse": str(e.warehouse or "(not opened)")},
-                ) from e
-            for note in stored.notes():
-                context.log.warning(note)
-            context.log.info(
-                f"loaded run {result.run.run_id}: {result.run.status}, {len(result.requests)} requests, "
-                f"{len(result.aggregates)} aggregates, {len(result.memory)} memory samples"
-            )
-            results.append(result)
-        if cancelled is not None:
-            context.log.warning(f"run {cancelled.result.run.run_id}: {cancelled.result.run.failure_reason}")
-            raise cancelled.interrupt
-        checks = []
-        served_by = [(r, *served(r)) for r in results]
-        for r, ok, why in served_by:
-            if not ok and deferred(r):
-                context.log.warning(f"run {r.run.run_id} {why}")
-            elif not ok:
-                context.log.error(
-                    f"run {r.run.run_id} measured nothing: {why} (logs: {config.artifacts_dir() / 'logs' / r.run.run_id})"
-                )
-        # a run deferred to the next window is no failure: its checks fail as warnings, not errors
-        put_off = all(deferred(r) for r in results) and bool(results)
-        severity = dg.AssetCheckSeverity.WARN if put_off else dg.AssetCheckSeverity.ERROR
-        checks.append(
-            dg.AssetCheckResult(
-                check_name=ENGINE_SERVED,
-                passed=all(ok for _, ok, _ in served_by),
-                severity=severity,
-                metadata={
-                    "detail": dg.MetadataValue.md(
-                        "\n".join(f"- `{r.run.run_id}`: {why}" for r, _, why in served_by)
-                    )
-                },
-            )
-        )
-        comp = [completeness(config, r) for r in results]
-        checks.append(
-            dg.AssetCheckResult(
-                check_name=COMPLETENESS,
-                passed=all(ok for ok, _ in comp),
-                severity=severity,
-                metadata={"detail": dg.MetadataValue.md("\n".join(f"- {m}" for _, m in comp))},
-            )
-        )
-        mem = [(r.run.run_id, *memory_back(r)) for r in results]
-        checks.append(
-            dg.AssetCheckResult(
-                check_name=MEMORY_RETURNED,
-                passed=all(ok for _, ok, _ in mem),
-                severity=dg.AssetCheckSeverity.WARN,
-                metadata={
-                    "detail": dg.MetadataValue.md("\n".join(f"- `{rid}`: {why}" for rid, _, why in mem))
-                },
-            )
-        )
-        broken = [r for r in results if r.production_restored is False]
-        checks.append(
-            dg.AssetCheckResult(
-                check_name=PRODUCTION_RESTORED,
-                passed=not broken,
-                severity=dg.AssetCheckSeverity.ERROR,
-                metadata={
-                    "detail": dg.MetadataValue.md(
-                        "\n".join(f"- `{r.run.run_id}`: {r.run.failure_reason}" for r in broken)
-                        or (
-                            f"production left down for the night's {night.handed_over} more run(s) on this host: "
-                            "the last one starts it (the restore armed on the Box starts it at the window's end if none does)"
-                            if night.handed_over
-                            else "production restored (or none configured on this host)"
-                        )
-                    )
-                },
-            )
-        )
-        if broken:
-            context.log.error(
-                f"PRODUCTION NOT RESTORED on host {host}: the next run refuses to start until it is healthy"
-            )
-        statuses = {r.run.run_id: r.run.status for r in results}
-        all_aggs = [a for r in results for a in r.aggregates]
-        first = results[0].run
-        md = [
-            f"**{image.engine}** `{image.registry}/{image.repository}:{image.tag}` `{image.digest[:19]}` on `{host}`",
-            "",
-            *[
-                f"- run `{r.run.run_id}`: **{r.run.status}**"
-                + (f" — {r.run.failure_reason}" if r.run.failure_reason else "")
-                + (f"; held memory {gib_text(r.run.held_bytes)}" if r.run.held_bytes is not None else "")
-                + _outage(r.run, night.handed_over)
-                for r in results
-            ],
-        ]
+        estimates = {series(t): read_estimate(config, t) for t in targets}
+        try:
+            outcome = run_night(config, targets, estimates, request, context.log, run=run_benchmark)
+        except spool.RunNotStored as e:
+            raise dg.Failure(
+                description=str(e),
+                metadata={"spool_file": str(e.spool), "warehouse": str(e.warehouse or "(not opened)")},
+            ) from e
+        if outcome.cancelled is not None:
+            stopped = outcome.cancelled.result.run
+            context.log.warning(f"run {stopped.run_id}: {stopped.failure_reason}")
+            raise outcome.cancelled.interrupt
         return dg.MaterializeResult(
-            metadata={
-                "dagster/row_count": sum(len(r.requests) for r in results),
-                "runs": dg.MetadataValue.json(statuses),
-                # deferred to the next night by name (runner/night.py), and the night's one stop
-                "deferred": dg.MetadataValue.json({d.name: d.reason for d in night.deferred}),
-                "production_stops": night.stops,
-                # production left down for this many later runs of the weekly night (0: started here)
-                "production_handed_over": night.handed_over,
-                "summary": summary_table(all_aggs),
-                "overview": dg.MetadataValue.md("\n".join(md)),
-                "engine_build": first.engine_build or "",
-                "launch_command": dg.MetadataValue.text(first.launch_command or ""),
-                "fingerprint": first.fingerprint,
-                **key_figures(results, config.decision.concurrency),
-            },
-            check_results=checks,
+            metadata=night_metadata(config, host, image, outcome),
+            check_results=night_checks(config, host, outcome, context.log),
         )
 
     return _asset
+
+
+def _night_request(
+    context: dg.AssetExecutionContext,
+    config: StrixConfig,
+    host: str,
+    warehouse: WarehouseResource,
+    force: bool,
+) -> tuple[ImageRecord, NightRequest]:
+    """The partition's image and what its night is given: the known images, the deferrals, the images
+    some series still needs (a Box short of disk prunes its other tracked images before a pull)."""
+    pkey = context.partition_key
+    with warehouse.reader() as wh:
+        image = find_image(wh.known_images(parse_partition_key(pkey).engine), pkey)
+        known = wh.known_images()
+        deferrals = deferred_runs(wh)
+    if image is None:
+        raise dg.Failure(f"no known image for partition {pkey}; materialise engine_images first")
+    keep = frozenset(i.digest for i in wanted_images(config, known, []) + canary_images(config, known))
+    # a night of the weekly schedule spans its Dagster runs (one per image version): production
+    # stays down for the night's later runs on this host and the last one starts it
+    night_id = context.run.tags.get(NIGHT_TAG)
+    return image, NightRequest(
+        host,
+        context.run_id,
+        warehouse.writer,  # the config's warehouse: its file or its DuckLake
+        known=known,
+        deferred=deferrals,
+        night_id=night_id,
+        more_to_come=lambda done: night_runs_to_come(
+            context.instance, host, night_id or "", done | {context.run_id}
+        ),
+        force=force,
+        keep_images=keep,
+    )
+
+
+def night_checks(
+    config: StrixConfig, host: str, outcome: NightOutcome, log: NightLog
+) -> list[dg.AssetCheckResult]:
+    """The night's runs as the asset's four checks; a night deferred to the next window is no failure:
+    its checks fail as warnings, not errors."""
+    results = outcome.results
+    served_by = [(r, *served(r)) for r in results]
+    for r, ok, why in served_by:
+        if not ok and deferred(r):
+            log.warning(f"run {r.run.run_id} {why}")
+        elif not ok:
+            logs = config.artifacts_dir() / "logs" / r.run.run_id
+            log.error(f"run {r.run.run_id} measured nothing: {why} (logs: {logs})")
+    put_off = all(deferred(r) for r in results) and bool(results)
+    severity = dg.AssetCheckSeverity.WARN if put_off else dg.AssetCheckSeverity.ERROR
+    comp = [completeness(config, r) for r in results]
+    mem = [(r.run.run_id, *memory_back(r)) for r in results]
+    checks = [
+        _check(ENGINE_SERVED, all(ok for _, ok, _ in served_by), severity,
+               "\n".join(f"- `{r.run.run_id}`: {why}" for r, _, why in served_by)),
+        _check(COMPLETENESS, all(ok for ok, _ in comp), severity, "\n".join(f"- {m}" for _, m in comp)),
+        _check(MEMORY_RETURNED, all(ok for _, ok, _ in mem), dg.AssetCheckSeverity.WARN,
+               "\n".join(f"- `{rid}`: {why}" for rid, _, why in mem)),
+        _production_check(results, outcome.handed_over),
+    ]  # fmt: skip
+    if any(r.production_restored is False for r in results):
+        log.error(
+            f"PRODUCTION NOT RESTORED on host {host}: the next run refuses to start until it is healthy"
+        )
+    return checks
+
+
+def _check(name: str, passed: bool, severity: dg.AssetCheckSeverity, detail: str) -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(
+        check_name=name, passed=passed, severity=severity, metadata={"detail": dg.MetadataValue.md(detail)}
+    )
+
+
+def _production_check(results: list[RunResult], handed_over: int) -> dg.AssetCheckResult:
+    broken = [r for r in results if r.production_restored is False]
+    detail = "\n".join(f"- `{r.run.run_id}`: {r.run.failure_reason}" for r in broken) or (
+        f"production left down for the night's {handed_over} more run(s) on this host: "
+        "the last one starts it (the restore armed on the Box starts it at the window's end if none does)"
+        if handed_over
+        else "production restored (or none configured on this host)"
+    )
+    return _check(PRODUCTION_RESTORED, not broken, dg.AssetCheckSeverity.ERROR, detail)
+
+
+def night_metadata(
+    config: StrixConfig, host: str, image: ImageRecord, outcome: NightOutcome
+) -> dict[str, Any]:
+    """The materialization's metadata: the runs' statuses, what was deferred, production's one stop,
+    the summary table and the key figures."""
+    results = outcome.results
+    first = results[0].run
+    where = f"`{image.registry}/{image.repository}:{image.tag}` `{image.digest[:19]}` on `{host}`"
+    md = [
+        f"**{image.engine}** {where}",
+        "",
+        *[
+            f"- run `{r.run.run_id}`: **{r.run.status}**"
+            + (f" — {r.run.failure_reason}" if r.run.failure_reason else "")
+            + (f"; held memory {gib_text(r.run.held_bytes)}" if r.run.held_bytes is not None else "")
+            + _outage(r.run, outcome.handed_over)
+            for r in results
+        ],
+    ]
+    return {
+        "dagster/row_count": sum(len(r.requests) for r in results),
+        "runs": dg.MetadataValue.json({r.run.run_id: r.run.status for r in results}),
+        # deferred to the next night by name (runner/night.py), and the night's one stop
+        "deferred": dg.MetadataValue.json(outcome.deferred),
+        "production_stops": outcome.stops,
+        # production left down for this many later runs of the weekly night (0: started here)
+        "production_handed_over": outcome.handed_over,
+        "summary": summary_table([a for r in results for a in r.aggregates]),
+        "overview": dg.MetadataValue.md("\n".join(md)),
+        "engine_build": first.engine_build or "",
+        "launch_command": dg.MetadataValue.text(first.launch_command or ""),
+        "fingerprint": first.fingerprint,
+        **key_figures(results, config.decision.concurrency),
+    }
 
 
 def benchmark_hosts(config: StrixConfig) -> list[str]:

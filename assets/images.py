@@ -6,7 +6,8 @@ import dagster as dg
 
 from assets.partitions import image_versions
 from assets.resources import RegistryResource, StrixConfigResource, WarehouseResource
-from strix_pipeline import plan
+from strix_pipeline import image_scan
+from strix_pipeline.planning.targets import partition_keys
 
 
 def _rows_table(records: list, kind: str) -> list[dg.TableRecord]:
@@ -41,12 +42,14 @@ def engine_images(
 ) -> dg.MaterializeResult:
     config = strix.get()
     with warehouse.writer() as wh:
-        scan = plan.scan_images(config, wh, client_factory=registry.client_factory(), now=datetime.now(UTC))
+        scan = image_scan.scan_images(
+            config, wh, client_factory=registry.client_factory(), now=datetime.now(UTC)
+        )
     report, images = scan.report, scan.known
     for err in report.errors:
         context.log.warning(f"registry error: {err.engine} {err.registry}/{err.repository}: {err.recorded}")
     existing = set(context.instance.get_dynamic_partitions(image_versions.name))
-    added = [k for k in plan.partition_keys(scan.changed(config)) if k not in existing]
+    added = [k for k in partition_keys(scan.changed(config)) if k not in existing]
     if added:
         context.instance.add_dynamic_partitions(image_versions.name, added)
         context.log.info(f"new image versions to benchmark: {', '.join(added)}")

@@ -8,8 +8,9 @@ from assets.benchmark import benchmark_asset_key
 from assets.partitions import image_versions
 from assets.resources import StrixConfigResource, WarehouseResource
 from schedules.jobs import HOST_TAG
-from strix_pipeline import plan
 from strix_pipeline.analysis.bisect.steps import BISECT_TAG, pending_steps
+from strix_pipeline.planning.due import hosts_in_window
+from strix_pipeline.planning.targets import find_image
 
 
 def build_bisect_sensor(bisect_job, interval_s: int = 60) -> dg.SensorDefinition:
@@ -35,11 +36,11 @@ def build_bisect_sensor(bisect_job, interval_s: int = 60) -> dg.SensorDefinition
         existing = set(context.instance.get_dynamic_partitions(image_versions.name))
         requests, keys = [], []
         for b in pending:
-            image = plan.find_image([i for i in images if i.engine == b.engine], b.next_key or "")
+            image = find_image([i for i in images if i.engine == b.engine], b.next_key or "")
             if image is None:
                 context.log.warning(f"bisection {b.bisection_id}: no known image for {b.next_key}")
                 continue
-            if not plan.hosts_in_window(cfg, image, now):
+            if not hosts_in_window(cfg, image, now):
                 context.log.info(f"bisection {b.bisection_id}: {b.next_key} waits for the maintenance window")
                 continue
             if b.next_key not in existing:

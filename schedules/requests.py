@@ -6,8 +6,8 @@ import dagster as dg
 
 from assets.benchmark import benchmark_asset_key
 from assets.partitions import HOST_TAG, NIGHT_TAG
-from strix_pipeline import plan
 from strix_pipeline.config import StrixConfig
+from strix_pipeline.planning.targets import hosts_of, partition_key
 from strix_pipeline.planning.window import night_of
 from strix_pipeline.records import ImageRecord
 
@@ -23,11 +23,11 @@ def run_requests(
     """One run per host that runs ``image``, each tagged with its host and holding only that host's
     benchmark asset (another host's asset would fail the run). The run key names the host only when
     the image runs on several, so a single-host image keeps the key it always had (its digest).
-    ``priority`` (window_plan.run_priority) orders the host's queue: what the decision needs first.
+    ``priority`` (planning.priority.run_priority) orders the host's queue: what the decision needs first.
     ``now``: when they are asked for; each run is tagged with its host's night then (the window open
     at ``now``, planning.window.night_of), so one night's runs stop production once between them."""
-    key = plan.partition_key(image.engine, image)
-    hosts = plan.hosts_of(config, image)
+    key = partition_key(image.engine, image)
+    hosts = hosts_of(config, image)
     requests = []
     for host in hosts:
         night = (

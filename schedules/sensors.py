@@ -10,8 +10,11 @@ import dagster as dg
 from assets.partitions import image_versions
 from assets.resources import RegistryResource, StrixConfigResource, WarehouseResource
 from schedules.requests import run_requests
-from strix_pipeline import plan, window_plan
+from strix_pipeline import image_scan
 from strix_pipeline.planning import measured as account
+from strix_pipeline.planning.due import due_images
+from strix_pipeline.planning.targets import partition_key, partition_keys
+from strix_pipeline.warehouse.past_runs import deferred_runs, measured_runs
 
 
 @dataclass(frozen=True)
@@ -55,29 +58,25 @@ def build_sensor(benchmark_job, interval_s: int = 3600) -> dg.SensorDefinition:
         cfg = strix.get()
         now = datetime.now(UTC)
         with warehouse.writer() as wh:
-            scan = plan.scan_images(cfg, wh, client_factory=registry.client_factory(), now=now)
+            scan = image_scan.scan_images(cfg, wh, client_factory=registry.client_factory(), now=now)
             # the one account of what is measured (planning.measured), the schedule's too: ever, for a
             # digest benchmarked once; a run of it deferred since its request makes it due again
-            measured = account.measured(window_plan.measured_runs(wh))
-            deferred = account.deferrals(window_plan.deferred_runs(wh))
+            measured = account.measured(measured_runs(wh))
+            deferred = account.deferrals(deferred_runs(wh))
         cursor = SensorCursor.read(context.cursor)
         # outside a host's maintenance window an image waits (its digest stays unrequested) for a later
         # tick; one already measured (by `strix run`, a backfill, a history) is not asked for again
-        due = plan.due_images(
-            cfg, scan.current(cfg), cursor.requested, now, measured, deferred, cursor.deferred
-        )
+        due = due_images(cfg, scan.current(cfg), cursor.requested, now, measured, deferred, cursor.deferred)
         for i in due.measured:
-            context.log.info(f"{plan.partition_key(i.engine, i)}: already benchmarked, not requested again")
+            context.log.info(f"{partition_key(i.engine, i)}: already benchmarked, not requested again")
         for i in due.waiting:
-            context.log.info(f"{plan.partition_key(i.engine, i)}: waiting for the maintenance window")
+            context.log.info(f"{partition_key(i.engine, i)}: waiting for the maintenance window")
         existing = set(context.instance.get_dynamic_partitions(image_versions.name))
-        keys = [k for k in plan.partition_keys(due.now) if k not in existing]
+        keys = [k for k in partition_keys(due.now) if k not in existing]
         for err in scan.report.errors:
             context.log.warning(f"registry error {err.registry}/{err.repository}: {err.message}")
         for i in due.again:
-            context.log.info(
-                f"{plan.partition_key(i.engine, i)}: deferred since its request, requested again"
-            )
+            context.log.info(f"{partition_key(i.engine, i)}: deferred since its request, requested again")
         again = {i.digest for i in due.again}
         # what the cursor remembers of the account: the deferrals each requested digest had
         seen = {**cursor.deferred, **{i.digest: deferred.get(i.digest, 0) for i in due.now}}

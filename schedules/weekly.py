@@ -7,11 +7,13 @@ import dagster as dg
 from assets.partitions import image_versions
 from assets.resources import StrixConfigResource, WarehouseResource
 from schedules.requests import run_requests
-from strix_pipeline import plan, window_plan
+from strix_pipeline import image_scan
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.planning import measured as account
-from strix_pipeline.planning.due import benchmarked
-from strix_pipeline.planning.week import week_images
+from strix_pipeline.planning.priority import run_priority
+from strix_pipeline.planning.targets import local_engines, partition_keys
+from strix_pipeline.planning.week import this_week
+from strix_pipeline.warehouse.past_runs import measured_runs
 
 
 def build_schedule(config: StrixConfig, bench_keys: list[dg.AssetKey]) -> dg.ScheduleDefinition:
@@ -37,22 +39,20 @@ def build_schedule(config: StrixConfig, bench_keys: list[dg.AssetKey]) -> dg.Sch
         stamp = f"{now:%Y-%m-%d}"
         with warehouse.reader() as wh:
             images = wh.known_images()
-            rows = window_plan.measured_runs(wh)
+            rows = measured_runs(wh)
         # the current images, the local builds and the canary (the same pinned build every week, so a
-        # step in its series is the host's) -- the images `strix plan --week` lays out
-        wanted = week_images(cfg, images, [plan.local_image(e, now, cfg) for e in plan.local_engines(cfg)])
-        # the one account of what is measured (planning.measured), the sensor's too: an image every
-        # target of which already measured this week (since the schedule's latest tick) is not asked again
-        done = account.measured(
-            rows, since=account.week_start(cfg.project.schedule, now, cfg.project.timezone)
-        )
-        wanted = [i for i in wanted if not benchmarked(cfg, i, done)]
+        # step in its series is the host's) -- the week `strix plan --week` lays out (planning.week):
+        # an image every target of which already measured this week (since the schedule's latest tick,
+        # the one account of what is measured, the sensor's too) is not asked again
+        local = [image_scan.local_image(e, now, cfg) for e in local_engines(cfg)]
+        start = account.week_start(cfg.project.schedule, now, cfg.project.timezone)
+        wanted = this_week(cfg, images, local, rows, start).due(cfg)
         # the decision's runs first (the newest official candidate, then the baseline): a window too
-        # short for the week defers the rest (window_plan.check_fits), not these
-        priority = {i.digest: window_plan.run_priority(cfg, i, wanted) for i in wanted}
+        # short for the week defers the rest (planning.night.admit_run), not these
+        priority = {i.digest: run_priority(cfg, i, wanted) for i in wanted}
         wanted.sort(key=lambda i: -priority[i.digest])
         existing = set(context.instance.get_dynamic_partitions(image_versions.name))
-        missing = [k for k in plan.partition_keys(wanted) if k not in existing]
+        missing = [k for k in partition_keys(wanted) if k not in existing]
         if missing:
             context.instance.add_dynamic_partitions(image_versions.name, missing)
         requests = [

@@ -29,9 +29,10 @@ from assets.partitions import image_versions
 from strix_dagster.bisect_run import run_bisection
 from strix_dagster.definitions import build_definitions
 from strix_dagster.history_backfill import HistoryBackfill
-from strix_pipeline import plan
+from strix_pipeline import image_scan
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.config_load import load_config
+from strix_pipeline.planning.targets import hosts_of
 from strix_pipeline.signals import restore_default_sigint
 from strix_pipeline.warehouse import Warehouse, WarehouseMissing
 
@@ -60,8 +61,8 @@ def known_images(config: StrixConfig) -> list:
 
 def benchmark_selection(config: StrixConfig, key: str) -> list[dg.AssetKey]:
     """engine_images and the benchmark assets of the hosts that run the version ``key``."""
-    image = plan.image_for_key(config, known_images(config), key)
-    hosts = plan.hosts_of(config, image) if image else list(config.runs)
+    image = image_scan.image_for_key(config, known_images(config), key)
+    hosts = hosts_of(config, image) if image else list(config.runs)
     return [dg.AssetKey("engine_images"), *(dg.AssetKey(benchmark_asset_key(config, h)) for h in hosts)]
 
 
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     prepare_dagster_home()
     if args.bisect:
         return bisect_main(config, args)
-    keys = args.partition or plan.default_partitions(config, args.engine, known_images(config))
+    keys = args.partition or image_scan.default_partitions(config, args.engine, known_images(config))
     if not keys:
         print(
             "strix run: no local host in the configuration: pass --partition ENGINE:VERSION@DIGEST",

@@ -1,9 +1,10 @@
 """`strix history`: benchmark N releases of a local engine spread over the package index's history.
 
 The releases come from the index pip installs from (registry/index_discovery.py); which ones, from
-strix_pipeline.history. Each is one partition of ``benchmark_run``, run through Dagster by `strix run`'s
-process and recorded as one backfill the UI shows; the analysis runs once after the last. A release
-that cannot be built or started here is a failed run with its reason, not the end of the history.
+strix_pipeline.planning.history. Each is one partition of ``benchmark_run``, run through Dagster by
+`strix run`'s process and recorded as one backfill the UI shows; the analysis runs once after the
+last. A release that cannot be built or started here is a failed run with its reason, not the end of
+the history.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from strix_pipeline import plan
 from strix_pipeline.cli.run import run as run_partitions
 from strix_pipeline.config import StrixConfig, config_path
 from strix_pipeline.config_load import load_config
-from strix_pipeline.history import HistoryError, VersionChoice, choose
+from strix_pipeline.planning.history import HistoryError, VersionChoice, choose
+from strix_pipeline.planning.targets import local_engines, partition_key
 from strix_pipeline.records import ImageRecord
 from strix_pipeline.registry.errors import RegistryError
 from strix_pipeline.registry.index_discovery import INDEX_PACKAGES, index_images
@@ -37,7 +38,7 @@ def index_releases(config: StrixConfig, engine: str) -> list[ImageRecord]:
 
 
 def chosen_partitions(config: StrixConfig, args: argparse.Namespace) -> list[tuple[str, ImageRecord]]:
-    local = plan.local_engines(config)
+    local = local_engines(config)
     engines = args.engine or list(local)
     unknown = [e for e in engines if e not in local]
     if unknown:
@@ -48,7 +49,7 @@ def chosen_partitions(config: StrixConfig, args: argparse.Namespace) -> list[tup
         since_text = getattr(args, f"since_{engine}", None) or args.since
         since = datetime.fromisoformat(since_text).replace(tzinfo=UTC) if since_text else None
         for image in choose(index_releases(config, engine), engine, versions, since):
-            out.append((plan.partition_key(engine, image), image))
+            out.append((partition_key(engine, image), image))
     return out
 
 

@@ -14,17 +14,17 @@ import argparse
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from strix_pipeline import window_plan
 from strix_pipeline.cli.common import config_of, visible, warehouse_arg, warehouse_path
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.planning import measured as account
 from strix_pipeline.planning import night as fit
 from strix_pipeline.planning.cron import fires_between
 from strix_pipeline.planning.priority import STARVE_WEEKS
-from strix_pipeline.planning.week import Series, standard_images, week_images, week_runs
+from strix_pipeline.planning.week import Series, standard_images, this_week, week_runs
 from strix_pipeline.planning.window import window_expr, windows
 from strix_pipeline.records import ImageRecord
 from strix_pipeline.warehouse import Warehouse, WarehouseError
+from strix_pipeline.warehouse.past_runs import deferred_runs, history_durations, measured_runs
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -53,12 +53,12 @@ def _read(args: argparse.Namespace, config: StrixConfig) -> _Seen:
     try:
         with Warehouse.open(warehouse_path(args), read_only=True, lock_retry_s=5.0) as wh:
             seen.images = wh.known_images()
-            seen.rows = window_plan.measured_runs(wh)
-            seen.deferred = window_plan.deferred_runs(wh)
+            seen.rows = measured_runs(wh)
+            seen.deferred = deferred_runs(wh)
             for host, runs in config.runs.items():
                 for r in runs:
                     key = (host, r.engine, r.model, r.profile)
-                    seen.durations[key] = window_plan.history_durations(wh, *key)
+                    seen.durations[key] = history_durations(wh, *key)
     except WarehouseError as e:
         seen.note = f"warehouse not read ({type(e).__name__})"
     return seen
@@ -85,19 +85,19 @@ def week_text(
     config: StrixConfig, seen: _Seen, start: datetime, pair_runs: int = 0, starve_weeks: int = STARVE_WEEKS
 ) -> list[str]:
     tz = ZoneInfo(config.project.timezone)
-    images = week_images(config, seen.images, [])
+    # the week the weekly schedule asks for (planning.week.this_week), from the warehouse's images
+    week = this_week(config, seen.images, [], seen.rows, start)
     source = "the warehouse's images"
-    if not images:
-        images = week_images(config, standard_images(config, start), [])
+    if not week.images:
+        week = this_week(config, standard_images(config, start), [], seen.rows, start)
         source = "the configuration's standard week (no image known yet)"
-    done = account.measured(seen.rows, since=start)
     since, waited = account.deferral_ages(seen.deferred, start)
     runs = week_runs(
         config,
-        images,
+        week.images,
         seen.durations,
         waited=waited,
-        measured=done,
+        measured=week.measured,
         pair_runs=pair_runs,
         deferred_since=since,
     )

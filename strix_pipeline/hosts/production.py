@@ -58,7 +58,7 @@ def check_maintenance_window(
     """Refuse (``failed_guard``) outside the host's window; returns the window's start when inside.
 
     The window starts at each fire time of ``host.maintenance_window`` (default: the schedule), read
-    as Dagster reads the schedule's cron (:mod:`strix_pipeline.maintenance_window`), and lasts
+    as Dagster reads the schedule's cron (:mod:`strix_pipeline.planning.cron`), and lasts
     ``host.maintenance_window_hours`` elapsed hours. ``force`` (a manual run) skips the check.
     """
     if force:

@@ -5,8 +5,9 @@
 - ``measured``: the one account of what is measured, for the sensor and the weekly schedule alike;
 - ``cron`` and ``window``: when a host's window is open, and whether the next run fits in it;
 - ``estimate``: a run's expected duration from its series' durations;
-- ``priority``, ``night`` and ``week``: the order, the night-by-night fit, the week's runs;
+- ``priority``, ``night`` and ``week``: the order, the night-by-night fit and the one window rule before
+  a run (``night.admit_run``), the week (``week.this_week``) and its runs;
 - ``history``: which releases a history benchmarks.
 
-No Dagster import, no warehouse: the readers (window_plan.py, plan.py) pass what they read in.
+No Dagster import, no warehouse: the readers (warehouse/past_runs.py, image_scan.py) pass what they read in.
 """

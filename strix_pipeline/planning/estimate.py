@@ -2,7 +2,7 @@
 
 The median of the series' last runs that got as far as the engine, else :data:`DEFAULT_RUN_S`
 (the profile's estimate before there is a run). Reading those durations from the warehouse is the
-caller's (``window_plan.history_durations``): planning takes them as arguments.
+caller's (``warehouse.past_runs.history_durations``): planning takes them as arguments.
 """
 
 from __future__ import annotations

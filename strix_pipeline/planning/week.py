@@ -1,7 +1,7 @@
 """A week's runs as the plan sees them: the images the weekly schedule benchmarks, expanded to targets,
 each with its expected duration and how long it has waited.
 
-Durations come as arguments (measured history per series, ``window_plan.history_durations``); a
+Durations come as arguments (measured history per series, ``warehouse.past_runs.history_durations``); a
 series without one gets the default estimate. :func:`standard_images` is the configuration's own week
 before the warehouse knows any image: one image per release slot and floating tag of each source,
 and the canary -- what `strix plan --week` lays out on a fresh Box.
@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from strix_pipeline.config import StrixConfig
+from strix_pipeline.planning.due import benchmarked
 from strix_pipeline.planning.estimate import estimate
-from strix_pipeline.planning.measured import Measured
+from strix_pipeline.planning.measured import Measured, MeasuredRun
+from strix_pipeline.planning.measured import measured as measured_since
 from strix_pipeline.planning.night import PlannedRun, pair_slot
 from strix_pipeline.planning.priority import run_priority
 from strix_pipeline.planning.targets import (
@@ -38,6 +41,31 @@ def week_images(
     wanted = wanted_images(config, images, local)
     seen = {w.digest for w in wanted}
     return wanted + [i for i in canary_images(config, images) if i.digest not in seen]
+
+
+@dataclass(frozen=True)
+class ThisWeek:
+    """The week as the weekly schedule and `strix plan --week` both see it (:func:`this_week`)."""
+
+    start: datetime  # the week's start: the schedule's fire time
+    images: list[ImageRecord]  # what the week benchmarks (:func:`week_images`)
+    measured: frozenset[Measured]  # the targets measured since ``start`` (planning.measured)
+
+    def due(self, config: StrixConfig) -> list[ImageRecord]:
+        """The images some target of which has not measured this week: the ones still to ask for."""
+        return [i for i in self.images if not benchmarked(config, i, self.measured)]
+
+
+def this_week(
+    config: StrixConfig,
+    images: list[ImageRecord],
+    local: list[ImageRecord],
+    rows: list[MeasuredRun],
+    start: datetime,
+) -> ThisWeek:
+    """The week from ``start``: the current images, the local builds and the canary, and what of them
+    the one account of what is measured (``rows``, the warehouse's) already has since ``start``."""
+    return ThisWeek(start, week_images(config, images, local), measured_since(rows, since=start))
 
 
 def run_name(target: BenchmarkTarget) -> str:

@@ -176,7 +176,7 @@ def _tag(kind: str, version: Version) -> str | None:
 
 def release_images(releases: PackageReleases, *, engine: str, kind: str, now: datetime) -> ReleaseImages:
     """Host ``local``'s image versions of ``engine`` (of ``kind`` "llamacpp" or "vllm"): one per release
-    that is not yanked, fields as plan.local_image builds them (see the module docstring)."""
+    that is not yanked, fields as image_scan.local_image builds them (see the module docstring)."""
     if kind not in ("llamacpp", "vllm"):
         raise ValueError(f"engine {engine!r}: kind {kind!r} has no releases on a package index (llamacpp or vllm)")  # fmt: skip
     images: list[ImageRecord] = []

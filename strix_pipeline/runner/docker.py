@@ -7,10 +7,10 @@ import json
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from strix_pipeline import window_plan
 from strix_pipeline.config import HostConfig, StrixConfig
 from strix_pipeline.engines import arch_list_command, comparable_flags, image_source
 from strix_pipeline.hosts import (
@@ -36,6 +36,8 @@ from strix_pipeline.memory import (
     TreeProbe,
     current_in_use,
 )
+from strix_pipeline.planning.estimate import Estimate, estimate, estimate_error
+from strix_pipeline.planning.night import admit_run
 from strix_pipeline.registry.client import RegistryClient
 from strix_pipeline.registry.discovery import default_client
 from strix_pipeline.registry.names import pull_reference
@@ -60,8 +62,9 @@ from strix_pipeline.runner.record import (
     record_image_facts,
     record_outage,
 )
-from strix_pipeline.runner.target import Log
+from strix_pipeline.runner.target import BenchmarkTarget, Log
 from strix_pipeline.units import GB
+from strix_pipeline.usable import DEFERRED
 from strix_pipeline.webhook import webhook_url
 
 
@@ -124,229 +127,330 @@ def registry_clients(config: StrixConfig) -> Callable[[str], RegistryClient]:
     return client_for
 
 
-def run_docker(r: RunInputs) -> None:
-    config, target, result, log_dir, log = r.config, r.target, r.result, r.log_dir, r.log
-    scenarios, force = r.scenarios, r.force
-
+def admit(
+    config: StrixConfig,
+    target: BenchmarkTarget,
+    est: Estimate,
+    *,
+    force: bool = False,
+    now: datetime | None = None,
+) -> datetime | None:
+    """The run's window, checked before anything is pulled or stopped: refused (``failed_guard``)
+    outside it, deferred (``deferred``) when ``est`` and production's restart do not fit what is left
+    of it -- the night's own rule (planning.night.admit_run). Returns the window's start (None: forced)."""
     host_cfg = config.hosts[target.host]
-    model = config.models[target.model]
-    engine = config.engines[target.engine]
-    run = result.run
+    now = now or datetime.now(UTC)
+    schedule, timezone = config.project.schedule, config.project.timezone
+    window = check_maintenance_window(host_cfg, schedule, now=now, timezone=timezone, force=force)
+    if window is not None:
+        fit = admit_run(host_cfg, schedule, est, now, timezone)
+        if not fit.fits:
+            raise EngineStartError(DEFERRED, f"{fit.reason}; production was not stopped")
+    return window
+
+
+@dataclass
+class _Box:
+    """What a run on the Box holds from its start to its end: the client, the memory probe and sampler,
+    production's guard (this run's, and the one holding production down: the night's or this one)."""
+
+    client: Any
+    probe: Any
+    smi: docker_engine.SmiReader
+    facts: Any
+    sampler: MemorySampler | None
+    read: Callable[[], int] | None
+    night: nights.HostNight | None
+    production: ProductionGuard | None = None
+    guard: ProductionGuard | None = None
+    engine_s: float = 0.0  # the engine's own part of production's outage: load and traffic
+
+
+@dataclass
+class _Ready:
+    """What the checks made while production still serves leave for the run after the stop."""
+
+    launcher: dk.DockerLauncher
+    checks_host: HostConfig
+    leftovers: Any
+    efficiency_why: str | None
+
+
+def run_docker(r: RunInputs) -> None:
+    """One run on a Docker host, in its stages: admitted to the window, checks and pull while production
+    serves, production stopped (once a night), the engine measured, memory checked, all closed."""
+    config, target, run = r.config, r.target, r.result.run
     if target.image is None:
         raise EngineStartError("failed_guard", f"host {target.host} runs containers: the target has no image")
     image_ref = pull_reference(target.image.registry, target.image.repository, target.image.digest)
-    window = check_maintenance_window(
-        host_cfg, config.project.schedule, timezone=config.project.timezone, force=force
-    )
-    # what the run is expected to take, from its series' history: one that would overrun the window
-    # is deferred to the next one before anything is pulled or stopped
-    est = window_plan.read_estimate(config, target.host, target.engine, target.model, target.profile)
-    if window is not None:
-        window_plan.check_fits(est, window, host_cfg.maintenance_window_hours, datetime.now(UTC))
+    # what the run is expected to take (the caller's, from its series' history): one that would
+    # overrun the window is deferred to the next one before anything is pulled or stopped
+    est = r.estimate or estimate([])
+    window = admit(config, target, est, force=r.force)
     run_started = time.monotonic()
+    box = _open_box(r, image_ref)
+    try:
+        with ExitStack() as stack:
+            ready = _before_stop(r, box, image_ref, window)
+            # alone: stopped here and started when the run ends; in a night: stopped by its first run
+            # only, started when the night ends
+            assert box.production is not None
+            box.guard = (
+                box.night.hold(box.production)
+                if box.night is not None
+                else stack.enter_context(box.production)
+            )
+            _after_stop(r, box, ready, stack)
+    finally:
+        r.log(f"[{run.run_id}] {estimate_error(est, time.monotonic() - run_started)}")
+        _close(r, box)
+
+
+def _open_box(r: RunInputs, image_ref: str) -> _Box:
+    """The client to the Box, its memory probe and sampler, and the night holding its production."""
+    host_cfg, run = r.config.hosts[r.target.host], r.result.run
     client = docker_host.make_client(host_cfg)
     probe = docker_host.probe_for_host(host_cfg, client)
     facts = record_host_facts(run, probe)
     if said := describe_host_memory(facts):
-        log(f"[{run.run_id}] host memory: {said}")
+        r.log(f"[{run.run_id}] host memory: {said}")
     smi = docker_engine.SmiReader(client, host_cfg, image_ref, probe=probe)
     sampler = (
         MemorySampler(probe, run.run_id, interval_s=host_cfg.sample_interval_s, smi=smi) if probe else None
     )
     read = (lambda: current_in_use(probe)) if probe else None
-    guard: ProductionGuard | None = None
-    production: ProductionGuard | None = None
     # a night holding this host's production (runner/night.py): stopped once by its first run,
     # started once when the night ends; a run alone stops and starts it itself
-    night = nights.held(target.host)
-    engine_s = 0.0  # the engine's own part of production's outage: load and traffic
+    return _Box(client, probe, smi, facts, sampler, read, nights.held(r.target.host))
+
+
+def _before_stop(r: RunInputs, box: _Box, image_ref: str, window: datetime | None) -> _Ready:
+    """Everything that can refuse or take long, while production still serves its users: the budget,
+    the leftovers, the pull (minutes for a ROCm image), the image's executable and the GPU targets it
+    was compiled for, the disk, the Box's own word."""
+    config, target, run, log = r.config, r.target, r.result.run, r.log
+    assert target.image is not None
+    host_cfg, engine = config.hosts[target.host], config.engines[target.engine]
+    client = box.client
+    source = image_source(engine, target.image.registry, target.image.repository)
+    launcher = dk.DockerLauncher(
+        host_cfg, engine, config.models[target.model], image_ref, run.run_id, r.log_dir, client,
+        source=source,
+        release=target.image.version,  # whether vLLM takes --kv-cache-memory-bytes (engines/vllm.py)
+    )  # fmt: skip
+    launcher.size_pools(box_checks.device_memory(host_cfg, engine, box.facts))
+    record_engine_env(run, launcher.spec.env)
+    what = f"{launcher.spec.kind} '{launcher.spec.served_model_name}'"
+    guards.check_reservations(launcher.spec.reservations, host_cfg.memory_budget_gb, what=what)
+    leftovers = guards.clean_leftovers(client)
+
+    # the planned outage ends with the window: the Box's own restore is armed for then
+    restore_by = (window or datetime.now(UTC)) + timedelta(hours=host_cfg.maintenance_window_hours)
+    box.production = production_guard(config, target.host, client, run.run_id, restore_by, log)
+    # a production an earlier run left down is said as that, before any check finds it unhealthy
+    # (not while this run's night holds it down on purpose)
+    if box.night is None or not box.night.production_down:
+        box.production.check_marker()
+    checks_host = box.night.checks_host() if box.night is not None else host_cfg
+
+    # what would fail only after the stop: production's health, the model, the port, the disk, the GPU
+    probe_images.remember(config.state_dir(), target.host, host_cfg)  # what this host's runs pull as probes
+    _check_disk(r, client, launcher, checks_host, image_ref)
+    _pull_and_check_image(r, client, launcher, image_ref, source)
+    # decode efficiency's probe image, pulled now if missing: a pull after the stop is outage
+    efficiency_why = (
+        efficiency_probe.prepare_image(client, host_cfg)
+        if host_cfg.efficiency_probe_image
+        else DOCKER_HOST_EFFICIENCY
+    )
+    # the Box's own word, still before production stops: HiCache on unified memory, foreign
+    # holders of GPU memory, a model whose weights do not fit the pool HIP's device total makes
+    for note in box_checks.before_production_stops(
+        client, checks_host, launcher.spec, box.smi.run, box.facts, launcher.host_model_path, what=what
+    ):
+        log(f"[{run.run_id}] {note}")
+    return _Ready(launcher, checks_host, leftovers, efficiency_why)
+
+
+def _check_disk(
+    r: RunInputs, client: Any, launcher: dk.DockerLauncher, checks_host: HostConfig, image_ref: str
+) -> None:
+    """The compile caches held to their budget (never one a planned run needs), then the disk must hold
+    every pull the run makes, sized from its manifest, with what the caches may take."""
+    config, target, run, log = r.config, r.target, r.result.run, r.log
+    assert target.image is not None
+    host_cfg, state = config.hosts[target.host], config.state_dir()
+
+    def prune() -> None:  # the disk is short: the images no series needs go, never production's
+        if r.keep_images is None:
+            said = "no image pruned: the run was not told which images its series still need"
+        else:
+            keep = set(r.keep_images) | {target.image.digest}
+            said = image_prune.prune_images(client, image_prune.tracked_names(config), keep).describe()
+        log(f"[{run.run_id}] {said}")
+        # and the probe images an earlier configuration used, never one configured now
+        if gone := probe_images.prune_unused(client, state, target.host, host_cfg):
+            log(f"[{run.run_id}] pruned probe image(s) the configuration no longer names: {', '.join(gone)}")
+
+    needed = {*(r.keep_images or ()), target.image.digest}  # what the series still benchmark
+    caches = cache_prune.hold_to_budget(
+        client, int(host_cfg.compile_cache_budget_gb * GB), cache_prune.of_digests(needed)
+    )
+    log(f"[{run.run_id}] {caches.describe()}")
+    for note in stop_checks.before_stop(
+        client,
+        checks_host,
+        port=launcher.spec.port,
+        model_path=launcher.host_model_path,
+        image_ref=image_ref,
+        prune=prune,
+        pulls=lambda: disk_budget.pull_sizes(
+            missing_images(client, host_cfg, image_ref), registry_clients(config)
+        ),
+        cache_bytes=caches.allowance_bytes,
+    ):
+        log(f"[{run.run_id}] {note}")
+
+
+def _pull_and_check_image(
+    r: RunInputs, client: Any, launcher: dk.DockerLauncher, image_ref: str, source: Any
+) -> None:
+    """The pull, then the image's executable and the GPU targets it was compiled for."""
+    config, target, run, log = r.config, r.target, r.result.run, r.log
+    host_cfg = config.hosts[target.host]
+    launcher.pull()
+    if launcher.context_note:  # C5 at the same context, or why not
+        log(f"[{run.run_id}] {launcher.context_note}")
+    record_image_env(run, launcher.image_attrs)
+    image_checks.check_executable(
+        client, image_ref, launcher.spec.executable, launcher.image_attrs, run_id=run.run_id
+    )
+    if host_cfg.gpu_target:
+        found = image_checks.check_arch(
+            client,
+            image_ref,
+            arch_list_command(config.engines[target.engine], source),
+            host_cfg.gpu_target,
+            run_id=run.run_id,
+        )
+        if found is not None:
+            log(f"[{run.run_id}] compiled GPU targets: {found.describe()}")
+
+
+def _after_stop(r: RunInputs, box: _Box, ready: _Ready, stack: ExitStack) -> None:
+    """With production stopped: the preflight, decode efficiency, the engine measured, memory checked."""
+    config, target, run, log = r.config, r.target, r.result.run, r.log
+    host_cfg, launcher = config.hosts[target.host], ready.launcher
+    # with production stopped: its port free, memory at the idle baseline
+    pre = guards.preflight(host_cfg, launcher.spec, read_in_use=box.read, run_smi=box.smi.run)
+    pre.leftovers = ready.leftovers
+    notes = pre.notes()  # leftovers removed, a baseline that never settled
+    if notes:
+        log(f"[{run.run_id}] {notes}")
+        run.failure_reason = notes  # recorded even when the start fails
+    efficiency = _measure_efficiency(r, box, launcher, ready.efficiency_why)
+    if box.sampler:
+        stack.enter_context(box.sampler)
+        box.sampler.set_phase("loading")
+    _serve_and_measure(r, box, launcher, efficiency)
+    if notes:
+        run.failure_reason = join_reasons(run.failure_reason, notes)
+    if box.read is not None:
+        _check_memory_back(r, box, pre.baseline_bytes)
+
+
+def _measure_efficiency(r: RunInputs, box: _Box, launcher: dk.DockerLauncher, why: str | None) -> tuple:
+    """Decode efficiency's probe, with production stopped and before the engine and the sampler:
+    nothing else copies memory, and the probe's buffers are neither in the baseline nor the samples.
+    Returns (bandwidth, model bytes, why not)."""
+    run, log = r.result.run, r.log
+    bandwidth = model_bytes = None
+    if why is None:
+        threads = efficiency_probe.engine_threads(launcher.spec.kind, launcher.spec.flags)
+        bandwidth, model_bytes, why = efficiency_probe.measure_on_host(
+            box.client, r.config.hosts[r.target.host], threads, launcher.host_model_path
+        )
+        if bandwidth:
+            log(f"[{run.run_id}] {bandwidth_line(bandwidth)}")
+        if model_bytes:
+            log(f"[{run.run_id}] {model_line(model_bytes)}")
+    if why:
+        log(f"[{run.run_id}] decode efficiency: {why}")
+    return bandwidth, model_bytes, why
+
+
+def _serve_and_measure(r: RunInputs, box: _Box, launcher: dk.DockerLauncher, efficiency: tuple) -> None:
+    """The engine started, the suite measured against it, the engine stopped; what it said recorded."""
+    config, target, result, log = r.config, r.target, r.result, r.log
+    run, host_cfg, probe = result.run, config.hosts[target.host], box.probe
+    engine_started = time.monotonic()
     try:
-        with ExitStack() as stack:
-            source = image_source(engine, target.image.registry, target.image.repository)
-            launcher = dk.DockerLauncher(
-                host_cfg, engine, model, image_ref, run.run_id, log_dir, client, source=source,
-                release=target.image.version,  # whether vLLM takes --kv-cache-memory-bytes (engines/vllm.py)
-            )  # fmt: skip
-            # Everything that can refuse or take long happens while production still serves its users:
-            # the budget, the leftovers, the pull (minutes for a ROCm image), the image's executable and
-            # the GPU targets it was compiled for.
-            launcher.size_pools(box_checks.device_memory(host_cfg, engine, facts))
-            record_engine_env(run, launcher.spec.env)
-            what = f"{launcher.spec.kind} '{launcher.spec.served_model_name}'"
-            guards.check_reservations(launcher.spec.reservations, host_cfg.memory_budget_gb, what=what)
-            leftovers = guards.clean_leftovers(client)
-
-            # the planned outage ends with the window: the Box's own restore is armed for then
-            restore_by = (window or datetime.now(UTC)) + timedelta(hours=host_cfg.maintenance_window_hours)
-            production = production_guard(config, target.host, client, run.run_id, restore_by, log)
-            # a production an earlier run left down is said as that, before any check finds it unhealthy
-            # (not while this run's night holds it down on purpose)
-            if night is None or not night.production_down:
-                production.check_marker()
-            checks_host = night.checks_host() if night is not None else host_cfg
-
-            # what would fail only after the stop: production's health, the model, the port, the disk, the GPU
-            state = config.state_dir()
-            probe_images.remember(state, target.host, host_cfg)  # what this host's runs pull as probes
-
-            def prune() -> None:  # the disk is short: the images no series needs go, never production's
-                if r.keep_images is None:
-                    said = "no image pruned: the run was not told which images its series still need"
-                else:
-                    keep = set(r.keep_images) | {target.image.digest}
-                    said = image_prune.prune_images(
-                        client, image_prune.tracked_names(config), keep
-                    ).describe()
-                log(f"[{run.run_id}] {said}")
-                # and the probe images an earlier configuration used, never one configured now
-                if gone := probe_images.prune_unused(client, state, target.host, host_cfg):
-                    log(
-                        f"[{run.run_id}] pruned probe image(s) the configuration no longer names: {', '.join(gone)}"
-                    )
-
-            # the compile caches held to their budget (never one a planned run needs), then the disk
-            # must hold every pull the run makes, sized from its manifest, with what the caches may take
-            needed = {*(r.keep_images or ()), target.image.digest}  # what the series still benchmark
-            caches = cache_prune.hold_to_budget(
-                client, int(host_cfg.compile_cache_budget_gb * GB), cache_prune.of_digests(needed)
-            )
-            log(f"[{run.run_id}] {caches.describe()}")
-            for note in stop_checks.before_stop(
-                client,
-                checks_host,
-                port=launcher.spec.port,
-                model_path=launcher.host_model_path,
-                image_ref=image_ref,
-                prune=prune,
-                pulls=lambda: disk_budget.pull_sizes(
-                    missing_images(client, host_cfg, image_ref), registry_clients(config)
-                ),
-                cache_bytes=caches.allowance_bytes,
-            ):
-                log(f"[{run.run_id}] {note}")
-            launcher.pull()
-            if launcher.context_note:  # C5 at the same context, or why not (issue 34)
-                log(f"[{run.run_id}] {launcher.context_note}")
-            record_image_env(run, launcher.image_attrs)
-            image_checks.check_executable(
-                client, image_ref, launcher.spec.executable, launcher.image_attrs, run_id=run.run_id
-            )
-            if host_cfg.gpu_target:
-                found = image_checks.check_arch(
-                    client,
-                    image_ref,
-                    arch_list_command(engine, source),
-                    host_cfg.gpu_target,
-                    run_id=run.run_id,
-                )
-                if found is not None:
-                    log(f"[{run.run_id}] compiled GPU targets: {found.describe()}")
-            # decode efficiency's probe image, pulled now if missing: a pull after the stop is outage
-            efficiency_why = (
-                efficiency_probe.prepare_image(client, host_cfg)
-                if host_cfg.efficiency_probe_image
-                else DOCKER_HOST_EFFICIENCY
-            )
-            bandwidth = model_bytes = None
-            # the Box's own word, still before production stops: HiCache on unified memory, foreign
-            # holders of GPU memory, a model whose weights do not fit the pool HIP's device total makes
-            for note in box_checks.before_production_stops(
-                client, checks_host, launcher.spec, smi.run, facts, launcher.host_model_path, what=what
-            ):
-                log(f"[{run.run_id}] {note}")
-            # alone: stopped here and started when the run ends; in a night: stopped by its first run
-            # only, started when the night ends
-            guard = night.hold(production) if night is not None else stack.enter_context(production)
-            # with production stopped: its port free, memory at the idle baseline
-            pre = guards.preflight(host_cfg, launcher.spec, read_in_use=read, run_smi=smi.run)
-            pre.leftovers = leftovers
-            notes = pre.notes()  # leftovers removed, a baseline that never settled
-            if notes:
-                log(f"[{run.run_id}] {notes}")
-                run.failure_reason = notes  # recorded even when the start fails
-            # with production stopped and before the engine and the sampler: nothing else copies
-            # memory, and the probe's buffers are neither in the baseline (read above) nor the samples
-            if efficiency_why is None:
-                threads = efficiency_probe.engine_threads(launcher.spec.kind, launcher.spec.flags)
-                bandwidth, model_bytes, efficiency_why = efficiency_probe.measure_on_host(
-                    client, host_cfg, threads, launcher.host_model_path
-                )
-                if bandwidth:
-                    log(f"[{run.run_id}] {bandwidth_line(bandwidth)}")
-                if model_bytes:
-                    log(f"[{run.run_id}] {model_line(model_bytes)}")
-            if efficiency_why:
-                log(f"[{run.run_id}] decode efficiency: {efficiency_why}")
-            if sampler:
-                stack.enter_context(sampler)
-                sampler.set_phase("loading")
-            engine_started = time.monotonic()
-            try:
-                with launcher as eng:
-                    smi.engine = eng
-                    run.launch_command = eng.command_line()
-                    run.engine_flags = json.dumps(comparable_flags(launcher.spec.kind, launcher.spec.flags))
-                    run.engine_build = eng.engine_build
-                    record_image_facts(run, eng)
-                    log(
-                        f"[{run.run_id}] ready at {eng.base_url} (ROCm {run.rocm_version or 'not available'})"
-                    )
-                    if isinstance(probe, TreeProbe) and eng.pid:
-                        probe.pid = eng.pid  # a daemon on this machine: the engine's RSS, as on `local`
-                    settle_s = max(2.0, 2 * host_cfg.sample_interval_s)
-                    measure(config, target, result, eng, log, scenarios, sampler, settle_s)
-                    record_efficiency(result, bandwidth, model_bytes, efficiency_why)
-                    run.log_tail = eng.log_tail()
-            finally:
-                run.compile_cache = launcher.compile_cache  # cold or warm: start times compare within one
-                smi.engine = None
-                engine_s = time.monotonic() - engine_started
-                if isinstance(probe, TreeProbe):
-                    probe.pid = None
-                if sampler:
-                    sampler.set_phase("after_stop")
-                if run.log_tail is None:  # the engine's last lines also when the suite crashed
-                    run.log_tail = docker_engine.container_log_tail(None, launcher.log_path) or None
-                # what the engine's log says it allocated at load: C5's weights / KV / other on the Box;
-                # vLLM's KV cache sized for the same context when it could be (the launcher's log says
-                # why not), production's configured pool beside it
-                ctx = model.context_length * model.parallel if launcher.spec.kind == "llamacpp" else None
-                record_breakdown(
-                    run, launcher.spec.kind, launcher.log_path, launcher.production_pool_bytes, ctx
-                )
-                # the environment the engine got: sizing for the context drops VLLM_CPU_KVCACHE_SPACE
-                record_engine_env(run, launcher.spec.env)
-            if notes:
-                run.failure_reason = join_reasons(run.failure_reason, notes)
-            if read is not None:
-                try:
-                    returned, _ = guards.after_stop(host_cfg, read, pre.baseline_bytes)
-                except Exception as e:  # noqa: BLE001 - the host unreachable: not checked, and said so
-                    returned = None
-                    run.failure_reason = join_reasons(
-                        run.failure_reason,
-                        f"memory after stop not checked: {docker_host.host_error(client, e)}",
-                    )
-                if returned is False:
-                    run.failure_reason = join_reasons(
-                        run.failure_reason, "memory did not return to baseline after stop"
-                    )
+        with launcher as eng:
+            box.smi.engine = eng
+            run.launch_command = eng.command_line()
+            run.engine_flags = json.dumps(comparable_flags(launcher.spec.kind, launcher.spec.flags))
+            run.engine_build = eng.engine_build
+            record_image_facts(run, eng)
+            log(f"[{run.run_id}] ready at {eng.base_url} (ROCm {run.rocm_version or 'not available'})")
+            if isinstance(probe, TreeProbe) and eng.pid:
+                probe.pid = eng.pid  # a daemon on this machine: the engine's RSS, as on `local`
+            settle_s = max(2.0, 2 * host_cfg.sample_interval_s)
+            measure(config, target, result, eng, log, r.scenarios, box.sampler, settle_s)
+            record_efficiency(result, *efficiency)
+            run.log_tail = eng.log_tail()
     finally:
-        log(f"[{run.run_id}] {window_plan.estimate_error(est, time.monotonic() - run_started)}")
-        if sampler:
-            sampler.stop()
-            finish_memory(result, sampler, host_cfg.baseline_tolerance_gb)
-        if probe is not None:
-            probe.close()
-        client.close()
-        if night is not None and guard is not None:
-            night.ran(result)  # production's one start, at the night's end, is recorded on it then
-        if guard is not None and guard.production is not None:
-            result.production_restored = guard.restored is not False
-            record_outage(run, guard, engine_s, log)
-        if production is not None and production.alerts:  # the run's record says what the alerts said
-            run.failure_reason = join_reasons(run.failure_reason, *production.alerts)
-        if guard is not None and guard.restored is False:
-            msg = f"production on host {target.host} NOT restored: {guard.restore_error}"
-            log(f"[{run.run_id}] ERROR: {msg}; the next run refuses to start until it is healthy")
-            run.failure_reason = join_reasons(run.failure_reason, msg)
+        run.compile_cache = launcher.compile_cache  # cold or warm: start times compare within one
+        box.smi.engine = None
+        box.engine_s = time.monotonic() - engine_started
+        if isinstance(probe, TreeProbe):
+            probe.pid = None
+        if box.sampler:
+            box.sampler.set_phase("after_stop")
+        if run.log_tail is None:  # the engine's last lines also when the suite crashed
+            run.log_tail = docker_engine.container_log_tail(None, launcher.log_path) or None
+        # what the engine's log says it allocated at load: C5's weights / KV / other on the Box;
+        # vLLM's KV cache sized for the same context when it could be (the launcher's log says
+        # why not), production's configured pool beside it
+        model = config.models[target.model]
+        ctx = model.context_length * model.parallel if launcher.spec.kind == "llamacpp" else None
+        record_breakdown(run, launcher.spec.kind, launcher.log_path, launcher.production_pool_bytes, ctx)
+        # the environment the engine got: sizing for the context drops VLLM_CPU_KVCACHE_SPACE
+        record_engine_env(run, launcher.spec.env)
+
+
+def _check_memory_back(r: RunInputs, box: _Box, baseline_bytes: Any) -> None:
+    """Memory back at the idle baseline after the engine stopped, or why it was not checked."""
+    run, host_cfg = r.result.run, r.config.hosts[r.target.host]
+    assert box.read is not None
+    try:
+        returned, _ = guards.after_stop(host_cfg, box.read, baseline_bytes)
+    except Exception as e:  # noqa: BLE001 - the host unreachable: not checked, and said so
+        returned = None
+        run.failure_reason = join_reasons(
+            run.failure_reason, f"memory after stop not checked: {docker_host.host_error(box.client, e)}"
+        )
+    if returned is False:
+        run.failure_reason = join_reasons(run.failure_reason, "memory did not return to baseline after stop")
+
+
+def _close(r: RunInputs, box: _Box) -> None:
+    """The run's end, whatever happened: the samples, the client, and production's outage and alerts."""
+    result, run, log, target = r.result, r.result.run, r.log, r.target
+    guard, production = box.guard, box.production
+    if box.sampler:
+        box.sampler.stop()
+        finish_memory(result, box.sampler, r.config.hosts[target.host].baseline_tolerance_gb)
+    if box.probe is not None:
+        box.probe.close()
+    box.client.close()
+    if box.night is not None and guard is not None:
+        box.night.ran(result)  # production's one start, at the night's end, is recorded on it then
+    if guard is not None and guard.production is not None:
+        result.production_restored = guard.restored is not False
+        record_outage(run, guard, box.engine_s, log)
+    if production is not None and production.alerts:  # the run's record says what the alerts said
+        run.failure_reason = join_reasons(run.failure_reason, *production.alerts)
+    if guard is not None and guard.restored is False:
+        msg = f"production on host {target.host} NOT restored: {guard.restore_error}"
+        log(f"[{run.run_id}] ERROR: {msg}; the next run refuses to start until it is healthy")
+        run.failure_reason = join_reasons(run.failure_reason, msg)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from strix_pipeline.config import StrixConfig
+from strix_pipeline.planning.estimate import Estimate
 from strix_pipeline.records import RunResult
 from strix_pipeline.runner.target import BenchmarkTarget, Log
 
@@ -24,3 +25,6 @@ class RunInputs:
     # the image digests some series still needs (the caller's plan): a Box short of disk prunes the
     # rest of its tracked images before a pull; None: nothing is pruned
     keep_images: frozenset[str] | None = None
+    # the run's expected duration, read by the caller before the run (a Box's window must hold it);
+    # None: the default estimate
+    estimate: Estimate | None = None

@@ -26,7 +26,6 @@ applies them.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,11 +37,11 @@ from strix_pipeline.fingerprint import run_fingerprint
 from strix_pipeline.hosts.production import held_for_night, pass_on_held, read_marker
 from strix_pipeline.planning.estimate import Estimate
 from strix_pipeline.planning.measured import Measured
-from strix_pipeline.planning.night import RESTART_S, PlannedRun, ordered, run_fit
+from strix_pipeline.planning.night import PlannedRun, admit_run, ordered
 from strix_pipeline.planning.priority import run_priority
 from strix_pipeline.planning.targets import BenchmarkTarget, canary_images
 from strix_pipeline.planning.week import run_name
-from strix_pipeline.planning.window import Fit, keeps_window, window_at
+from strix_pipeline.planning.window import Fit
 from strix_pipeline.records import RunResult
 from strix_pipeline.runner.record import join_reasons, new_record
 from strix_pipeline.runner.target import Log
@@ -224,18 +223,12 @@ class HostNight:
     # -- the window, before each run
 
     def admit(self, config: StrixConfig, est: Estimate, *, now: datetime | None = None, force: bool = False) -> Fit:  # fmt: skip
-        """The window checked again before a run (planning.night.run_fit): open, and ``est`` plus
-        production's restart (when this host has a production) inside what is left of it. ``force``:
-        a manual run, not checked; a host that keeps no window is not either."""
-        if force:
-            return Fit(True, est.seconds, math.inf, "forced: the window is not checked")
-        if not keeps_window(self.host_cfg):
-            return Fit(True, est.seconds, math.inf, f"host {self.host} keeps no maintenance window")
+        """The window checked again before a run: the one rule (planning.night.admit_run) the runner
+        applies too. ``force``: a manual run, not checked; a host that keeps no window is not either."""
         now = now or datetime.now(UTC)
-        check = window_at(self.host_cfg, config.project.schedule, now, config.project.timezone)
-        if not check.open or check.window is None:
-            return Fit(False, est.seconds, 0.0, check.reason)
-        return run_fit(est, check.window, now, RESTART_S if self.host_cfg.production is not None else 0.0)
+        return admit_run(
+            self.host_cfg, config.project.schedule, est, now, config.project.timezone, force=force
+        )
 
     def defer(self, config: StrixConfig, target: BenchmarkTarget, run_id: str, reason: str, dagster_run_id: str | None = None) -> RunResult:  # fmt: skip
         """A run the window did not hold: deferred to the next night by name, stored as ``deferred``."""
@@ -262,7 +255,8 @@ def night_order(
 ) -> list[BenchmarkTarget]:
     """The night's targets in the plan's order (planning.night.ordered): starved runs, the decision's
     and the canary, what an earlier night deferred, then the rest. ``deferred_since`` and ``waited``
-    are the warehouse's (window_plan.deferred_runs); ``images`` the known images (to tell the newest)."""
+    are the warehouse's (warehouse.past_runs.deferred_runs); ``images`` the known images (to tell the
+    newest)."""
     canary = {i.digest for i in canary_images(config, images)}
     by_run: dict[int, BenchmarkTarget] = {}
     planned: list[PlannedRun] = []

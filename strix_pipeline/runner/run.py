@@ -15,8 +15,10 @@ from strix_pipeline.config import StrixConfig
 from strix_pipeline.fingerprint import run_fingerprint
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.paths import inside
+from strix_pipeline.planning.estimate import Estimate
 from strix_pipeline.records import RunResult
 from strix_pipeline.runner.docker import run_docker
+from strix_pipeline.runner.estimates import read_estimate
 from strix_pipeline.runner.inputs import RunInputs
 from strix_pipeline.runner.local import run_local
 from strix_pipeline.runner.record import cancelled, join_reasons, new_record
@@ -33,10 +35,12 @@ def run_benchmark(
     scenarios: list[str] | None = None,
     force: bool = False,
     keep_images: frozenset[str] | None = None,
+    estimate: Estimate | None = None,
 ) -> RunResult:
     """Run one target and return everything it produced; never raises for an engine's failure.
     ``keep_images``: the digests some series still needs; on a Box short of disk the other tracked
-    images are pruned before the pull (None: none is)."""
+    images are pruned before the pull (None: none is). ``estimate``: the run's expected duration (the
+    night's, read before it); None: read here from the series' history, before the run starts."""
     host_cfg = config.hosts[target.host]
     run_id = run_id or new_run_id(target)
     log_dir = inside(config.artifacts_dir() / "logs", run_id)
@@ -48,7 +52,8 @@ def run_benchmark(
         if host_cfg.kind == "local":
             run_local(RunInputs(config, target, result, log_dir, log, scenarios, force))
         else:
-            run_docker(RunInputs(config, target, result, log_dir, log, scenarios, force, keep_images))
+            est = estimate or read_estimate(config, target)  # a Box keeps a window the run must fit
+            run_docker(RunInputs(config, target, result, log_dir, log, scenarios, force, keep_images, est))
     except EngineStartError as e:
         # notes recorded before the failure (leftovers removed, production not restored) stay
         run.status, run.failure_reason = e.status, join_reasons(e.reason, run.failure_reason)

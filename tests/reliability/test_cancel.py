@@ -31,8 +31,9 @@ from support.sigint import default_sigint
 
 from assets.partitions import image_versions
 from strix_dagster.definitions import build_definitions
-from strix_pipeline import plan
+from strix_pipeline import image_scan
 from strix_pipeline.config_load import load_config
+from strix_pipeline.planning.targets import partition_key
 from strix_pipeline.warehouse import Warehouse
 
 pytestmark = [pytest.mark.llama, pytest.mark.slow]
@@ -118,7 +119,7 @@ def test_terminated_dagster_run_is_recorded_cancelled_and_leaves_no_engine(
     monkeypatch.setenv("STRIX_CONFIG", str(path))  # what the code server's `defs` load
     config = load_config(path)
     defs = build_definitions(config, str(path))
-    key = plan.partition_key("llamacpp", plan.local_image("llamacpp"))
+    key = partition_key("llamacpp", image_scan.local_image("llamacpp"))
     home = tmp_path / "dagster-home"
     home.mkdir()
     with dg.instance_for_test(temp_dir=str(home)) as instance:

@@ -82,7 +82,7 @@ def test_benchmark_selection_reads_the_lakes_images(lake, monkeypatch: pytest.Mo
         seen.append(images)
         return None
 
-    monkeypatch.setattr(dagster_run.plan, "image_for_key", image_for_key)
+    monkeypatch.setattr(dagster_run.image_scan, "image_for_key", image_for_key)
     dagster_run.benchmark_selection(config, "llamacpp:b7000@sha256b7")
     assert seen == [[known]]
     assert not duckdb_file(config).exists()

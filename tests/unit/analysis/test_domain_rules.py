@@ -9,9 +9,9 @@ import pytest
 from support.notify import regression
 from support.pipeline_helpers import vllm_image
 
-from strix_pipeline import plan
 from strix_pipeline.analysis.decision import Decision
 from strix_pipeline.planning import due as planning_due
+from strix_pipeline.planning.due import due_images
 from strix_pipeline.records import CriterionResult
 
 NOW = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
@@ -47,13 +47,13 @@ def test_due_images_requests_each_digest_once_and_lets_closed_hosts_wait(
 ) -> None:
     a, b, c = vllm_image("v1.0.0", "a"), vllm_image("v1.1.0", "b"), vllm_image("latest", "c", floating=True)
     closed = {b.digest}
-    # the rule lives in planning.due (plan.py re-exports it): the window is patched where it is read
+    # the rule lives in planning.due: the window is patched where it is read
     monkeypatch.setattr(
         planning_due, "hosts_in_window", lambda config, image, now: image.digest not in closed
     )
-    due = plan.due_images(None, [a, b, c], {c.digest}, NOW)  # type: ignore[arg-type]
+    due = due_images(None, [a, b, c], {c.digest}, NOW)  # type: ignore[arg-type]
     assert due.now == [a] and due.waiting == [b]
     assert due.requested == {a.digest, c.digest}  # b stays unrequested: asked again on a later tick
     closed.clear()
-    again = plan.due_images(None, [a, b, c], due.requested, NOW)  # type: ignore[arg-type]
+    again = due_images(None, [a, b, c], due.requested, NOW)  # type: ignore[arg-type]
     assert again.now == [b] and again.waiting == []

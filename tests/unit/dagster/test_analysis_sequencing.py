@@ -22,8 +22,9 @@ from support.pipeline_helpers import resources_for, vllm_image, write_config
 from assets.analysis import EAGER
 from schedules import ANALYSIS_KEYS
 from strix_dagster.definitions import build_definitions
-from strix_pipeline import plan
+from strix_pipeline import image_scan
 from strix_pipeline.config_load import load_config
+from strix_pipeline.planning.targets import partition_key
 from strix_pipeline.registry.discovery import DiscoveryReport
 from strix_pipeline.warehouse import Warehouse
 
@@ -38,7 +39,7 @@ def box_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     binary = tmp_path / "llama-server"
     binary.write_bytes(b"a llama-server build")  # the local baseline's "image" is this file's digest
     monkeypatch.setenv("STRIX_LLAMA_SERVER", str(binary))
-    monkeypatch.setattr(plan, "refresh_images", lambda *a, **k: DiscoveryReport())
+    monkeypatch.setattr(image_scan, "refresh_images", lambda *a, **k: DiscoveryReport())
     path = write_config(tmp_path, box=True, schedule="0 3 * * 1", timezone="Europe/Berlin")
     config = load_config(path)
     config.warehouse_path().parent.mkdir(parents=True, exist_ok=True)
@@ -174,7 +175,7 @@ def _analysed_once_with_a_new_partition(box_config: Path):
             instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=key))
         assert automation.requested() == set()
         image = vllm_image("v0.26.0", "b")
-        key = plan.partition_key(image.engine, image)
+        key = partition_key(image.engine, image)
         instance.add_dynamic_partitions("image_versions", [key])
         yield instance, defs, automation, key
 

@@ -19,8 +19,9 @@ from support.warehouse import make_run
 
 from assets.partitions import image_versions
 from strix_dagster.definitions import build_definitions
-from strix_pipeline import plan
+from strix_pipeline import image_scan
 from strix_pipeline.config_load import load_config
+from strix_pipeline.planning.targets import partition_key
 from strix_pipeline.records import ImageRecord
 from strix_pipeline.registry.discovery import DiscoveryReport
 from strix_pipeline.warehouse import Warehouse
@@ -33,7 +34,7 @@ def box_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     def fake_refresh(config, store, **kwargs) -> DiscoveryReport:
         return DiscoveryReport(repositories=sum(len(e.images) for e in config.engines.values()))
 
-    monkeypatch.setattr(plan, "refresh_images", fake_refresh)  # what plan.scan_images calls
+    monkeypatch.setattr(image_scan, "refresh_images", fake_refresh)  # what image_scan.scan_images calls
     path = write_config(tmp_path, box=True, schedule="0 3 * * 1", timezone="Europe/Berlin")
     _seed(
         path,
@@ -51,11 +52,11 @@ def _seed(path: Path, images: list[ImageRecord]) -> None:
 
 
 def _key(image: ImageRecord) -> str:
-    return plan.partition_key(image.engine, image)
+    return partition_key(image.engine, image)
 
 
 def _local_key() -> str:
-    return plan.partition_key("llamacpp", plan.local_image("llamacpp"))
+    return partition_key("llamacpp", image_scan.local_image("llamacpp"))
 
 
 class SensorTicks:
@@ -100,7 +101,7 @@ def test_sensor_first_tick_requests_current_images_and_local_build(box_config: P
         ticks = SensorTicks(instance, box_config)
         first = ticks.tick()
         v26, latest = vllm_image("v0.26.0", "b"), vllm_image("latest", "c", floating=True)
-        local = plan.local_image("llamacpp")
+        local = image_scan.local_image("llamacpp")
         # the newest release (benchmark_latest = 1), the floating tag's digest, the local llama-server build
         assert sorted(r.run_key for r in first.run_requests) == sorted(
             [v26.digest, latest.digest, local.digest]
@@ -130,7 +131,7 @@ def _store_run(path: Path, run_id: str, host: str, digest: str, status: str = "o
 def test_sensor_does_not_request_a_digest_already_benchmarked(box_config: Path) -> None:
     """`make run` measured the local build and the UI opened on that instance: the sensor's run keys
     know nothing of that run, the warehouse does. A failed run of a digest does not count."""
-    local, v26 = plan.local_image("llamacpp"), vllm_image("v0.26.0", "b")
+    local, v26 = image_scan.local_image("llamacpp"), vllm_image("v0.26.0", "b")
     latest = vllm_image("latest", "c", floating=True)
     _store_run(box_config, "make-run-local", "local", local.digest)
     _store_run(box_config, "make-run-v26", "box", v26.digest, status="failed_start")
@@ -215,7 +216,7 @@ def test_schedule_requests_expected_runs(box_config: Path) -> None:
         assert by_key[_local_key()].asset_selection == [dg.AssetKey("benchmark_run_local")]
         assert by_key[_key(v26)].tags["strix/digest"] == v26.digest
         # the decision's runs first: the newest official vLLM release, then the baseline, then the rest --
-        # in the order requested and as the queue's priority (window_plan.run_priority)
+        # in the order requested and as the queue's priority (planning.priority.run_priority)
         assert [r.partition_key for r in bench] == [_key(v26), _local_key(), _key(latest)]
         assert [r.tags["dagster/priority"] for r in bench] == ["2", "1", "0"]
         assert len({r.run_key for r in requests}) == len(requests)
@@ -258,7 +259,7 @@ def test_sensor_waits_for_the_maintenance_window(box_config: Path) -> None:
     with dg.instance_for_test() as instance:
         ticks = SensorTicks(instance, box_config)
         first = ticks.tick()
-        local = plan.local_image("llamacpp")
+        local = image_scan.local_image("llamacpp")
         assert [r.run_key for r in first.run_requests] == [local.digest]  # only the local build
         assert ticks.tick().run_requests == []
         box_config.write_text(text)  # the window opens

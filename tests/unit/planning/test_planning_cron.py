@@ -11,10 +11,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from strix_pipeline import maintenance_window as window
 from strix_pipeline.config import HostConfig
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.production import check_maintenance_window
+from strix_pipeline.planning import cron as window
 
 BERLIN = "Europe/Berlin"
 TZ = ZoneInfo(BERLIN)

