@@ -111,7 +111,7 @@ class HostAccessResource(ConfigurableResource):
     """How the pipeline reaches the Box's Docker daemon over SSH.
 
     Both values are secrets, given as ``EnvVar`` (definitions.py). Every ssh connection
-    (strix_pipeline/hosts/ssh.py) reads the user from ``$ssh_user_env`` (it fills ``{user}`` in
+    (strix_pipeline/hosts/docker/ssh.py) reads the user from ``$ssh_user_env`` (it fills ``{user}`` in
     ``docker_host``) and the private key's path from ``$ssh_key_path_env`` (``ssh -i``), so the
     resource exports them under those names for the run's process when they are not set there yet.
     """

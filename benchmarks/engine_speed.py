@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from _host import cpu_model  # noqa: E402
 
-from strix_pipeline.hosts.local import LLAMA_SERVER_ENV, LocalLlamaServer  # noqa: E402
+from strix_pipeline.hosts.local.llama_server import LLAMA_SERVER_ENV, LocalLlamaServer  # noqa: E402
 from strix_pipeline.provision import llamacpp_build  # noqa: E402
 
 PROMPT_SENTENCE = "The quick brown fox jumps over the lazy dog while the engineers measure tokens. "

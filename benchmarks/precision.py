@@ -7,7 +7,7 @@ each a fresh llama-server with Gemma 3 270M measured exactly as one run of a com
 (runner/pair_runs.py: one warm-up request discarded, decode tok/s at one client as the fastest of 5
 requests of 64 tokens, prefill tok/s by llama-server's own timings over 3 requests, TTFT at 5 clients
 over 20 requests),
-with the host's noise per pass (hosts/host_noise.py). A pass on a busy host is marked, left out and
+with the host's noise per pass (hosts/probes/host_noise.py). A pass on a busy host is marked, left out and
 run again (at most ``--passes`` // 2 extra). It prints per metric the coefficient of variation and
 the smallest step detectable at alpha 0.05 with 80 % power over 3, 5 and 10 pairs
 (stats/paired.detectable_step), and saves the passes -- consecutive passes are the A/A pairs --

@@ -34,7 +34,7 @@ from _host import cpu_model  # noqa: E402
 from strix_pipeline.config import SLO, ScenarioProfile  # noqa: E402
 from strix_pipeline.engines import vllm_dtype as vd  # noqa: E402
 from strix_pipeline.hosts.errors import EngineStartError  # noqa: E402
-from strix_pipeline.hosts.local_vllm import LocalVllmServer  # noqa: E402
+from strix_pipeline.hosts.local.vllm_server import LocalVllmServer  # noqa: E402
 from strix_pipeline.loadgen import run_suite_sync  # noqa: E402
 from strix_pipeline.loadgen.profiles import QUICK_PROFILE  # noqa: E402
 from strix_pipeline.provision import vllm_env  # noqa: E402

@@ -1,6 +1,6 @@
 """Facts of the engine image that decide comparability: its ROCm version and the GPU firmware it sees.
 
-Pure parsing, no I/O: :class:`strix_pipeline.hosts.docker.DockerEngine` runs the commands inside the
+Pure parsing, no I/O: :class:`strix_pipeline.hosts.docker.launcher.DockerEngine` runs the commands inside the
 running engine container and hands the text here. "Not available" is ``None``, never ``""`` or a
 value read somewhere else (the controller's, another image's).
 """

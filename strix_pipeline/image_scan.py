@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from strix_pipeline.config import StrixConfig
-from strix_pipeline.hosts.local import LLAMA_SERVER_ENV, llama_server_binary
+from strix_pipeline.hosts.local.llama_server import LLAMA_SERVER_ENV, llama_server_binary
 from strix_pipeline.planning.targets import (
     find_image,
     local_engines,

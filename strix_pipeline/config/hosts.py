@@ -32,7 +32,7 @@ class ProductionEngine(_Strict):
     stop_command: list[str] | None = None
     start_command: list[str] | None = None
     # the systemd unit production runs as (e.g. "llama-server.service"): a process of it with a GPU
-    # device open is production's (hosts/device_openers.py); without it, by-commands production's
+    # device open is production's (hosts/box/device_openers.py); without it, by-commands production's
     # openers cannot be told from others' and are not checked
     unit: str | None = None
     health_url: HttpUrl
@@ -51,7 +51,7 @@ class HostConfig(_Strict):
     # docker: "unix:///var/run/docker.sock" or "ssh://{user}@box[:port]"; the user comes from ssh_user_env
     docker_host: DockerHost | None = None
     ssh_user_env: EnvName | None = None
-    # ssh:// hosts (strix_pipeline/hosts/ssh.py): the variable holding the private key's path (-i,
+    # ssh:// hosts (strix_pipeline/hosts/docker/ssh.py): the variable holding the private key's path (-i,
     # IdentitiesOnly); unset variable: ssh's own keys (agent, ~/.ssh/config)
     ssh_key_path_env: EnvName | None = None
     # a known_hosts file holding the Box's host key (host keys are checked strictly); None: ssh's own
@@ -75,7 +75,7 @@ class HostConfig(_Strict):
     # docker hosts: an image with python3 and numpy (the official vLLM ROCm image has both; busybox has
     # neither) in which one short-lived container per run, before the engine starts, measures the host's
     # copy bandwidth and reads the model file's header: decode efficiency's inputs
-    # (hosts/efficiency_probe.py). None: a Docker host's run stores its decode speed and no figure
+    # (hosts/probes/efficiency.py). None: a Docker host's run stores its decode speed and no figure
     efficiency_probe_image: ImageRef | None = None
     # the interpreter in that image: a command on its PATH or an absolute path
     efficiency_probe_python: Annotated[
@@ -92,7 +92,7 @@ class HostConfig(_Strict):
     # image already there): a ROCm engine image is tens of GB unpacked
     min_free_disk_gb: NonNegFloat = 40.0
     # GB the compile-cache volumes (one per engine image whose engine compiles at start) may hold: over
-    # it the oldest no planned run needs are removed before a run's disk check (hosts/cache_prune.py),
+    # it the oldest no planned run needs are removed before a run's disk check (hosts/cleanup/cache_prune.py),
     # and what is left of it is counted in that check as what the caches may still take
     compile_cache_budget_gb: NonNegFloat = 20.0
     video_gid: int | None = None  # numeric groups; read from the host when absent
@@ -116,7 +116,7 @@ class HostConfig(_Strict):
         None  # GB (10^9 bytes) in use on the idle host; else the reading before start
     )
     # GB (10^9 bytes): the most VRAM + GTT an idle Box may hold with production stopped (the field
-    # report's idle Box: ~0.6 GB); above it a run is refused, naming the holders (hosts/gpu_holders.py)
+    # report's idle Box: ~0.6 GB); above it a run is refused, naming the holders (hosts/box/gpu_holders.py)
     idle_ceiling_gb: NonNegFloat | None = None
     # host RAM and the GPU's memory are one pool (Strix Halo): SGLang's HiCache is refused at config load
     unified_memory: bool = False

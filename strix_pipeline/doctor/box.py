@@ -14,14 +14,10 @@ from strix_pipeline.config import HostConfig, StrixConfig
 from strix_pipeline.doctor.check import Check
 from strix_pipeline.engines import default_port
 from strix_pipeline.engines.base import container_model_path
-from strix_pipeline.hosts import (
-    device_openers,
-    docker_host,
-    gpu_holders,
-    model_files,
-    stop_checks,
-)
-from strix_pipeline.hosts.ssh import SshTarget
+from strix_pipeline.hosts.box import device_openers, gpu_holders, stop_checks
+from strix_pipeline.hosts.docker import host as docker_host
+from strix_pipeline.hosts.docker import model_files
+from strix_pipeline.hosts.docker.ssh import SshTarget
 from strix_pipeline.units import GB, gib_text
 
 
@@ -110,7 +106,7 @@ def _before_stop(
     client: docker.DockerClient,
     target: SshTarget | None,
 ) -> Iterator[Check]:
-    """What a run checks before it stops production (hosts/stop_checks.py), one line each; after the
+    """What a run checks before it stops production (hosts/box/stop_checks.py), one line each; after the
     models' line, one per model saying where it goes."""
     runs = config.runs.get(host, [])
     paths = {r.model: p for r in runs if (p := config.models[r.model].path)}

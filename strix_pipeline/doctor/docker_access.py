@@ -12,12 +12,10 @@ import docker
 from strix_pipeline.config import HostConfig, StrixConfig
 from strix_pipeline.doctor.box import _before_stop, _box_memory
 from strix_pipeline.doctor.check import Check
-from strix_pipeline.hosts import (
-    docker_host,
-    efficiency_probe,
-)
+from strix_pipeline.hosts.docker import host as docker_host
+from strix_pipeline.hosts.docker.ssh import SshTarget, SshUserUnset, is_ssh, ssh_target
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.ssh import SshTarget, SshUserUnset, is_ssh, ssh_target
+from strix_pipeline.hosts.probes import efficiency as efficiency_probe
 from strix_pipeline.units import GB
 
 
@@ -141,7 +139,7 @@ EFFICIENCY = "efficiency probe image"
 
 
 def _efficiency_image(host: str, cfg: HostConfig, client: docker.DockerClient) -> Check:
-    """The image the efficiency probe runs in (hosts/efficiency_probe.py): on the host or pullable, and
+    """The image the efficiency probe runs in (hosts/probes/efficiency.py): on the host or pullable, and
     able to run the probe -- its own argv, offline, a tiny buffer. Required when set: the configuration
     asks for the figure, and a broken image would cost it on every run (stored as efficiency_problem)."""
     image = cfg.efficiency_probe_image

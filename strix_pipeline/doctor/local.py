@@ -13,11 +13,9 @@ import httpx
 from strix_pipeline.config import HostConfig, StrixConfig
 from strix_pipeline.doctor.check import Check
 from strix_pipeline.engines import vllm_dtype
-from strix_pipeline.hosts import (
-    model_files,
-)
+from strix_pipeline.hosts.docker import model_files
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.local import (
+from strix_pipeline.hosts.local.llama_server import (
     LLAMA_SERVER_ENV,
     LocalLlamaServer,
     ensure_gemma_model,

@@ -39,7 +39,7 @@ KIND = "vllm"
 PRODUCTION_PORT = 8000
 DEFAULT_PORT = PRODUCTION_PORT + 10000
 # vLLM keeps the kernels it compiles (torch.compile, Triton) here: a volume of its own per image
-# (hosts/docker.py), so the next start of that image is warm, and each run records cold or warm
+# (hosts/docker/launcher.py), so the next start of that image is warm, and each run records cold or warm
 COMPILE_CACHE_DIR: str | None = "/root/.cache/vllm"
 DEFAULT_EXECUTABLE = ["vllm", "serve"]
 # Flags that say where the model is and where the engine listens, not how it computes: left out of
@@ -51,7 +51,7 @@ READY_PATHS = ("/health", "/v1/models")  # /health: process up; /v1/models: it s
 METRICS_PREFIX = "vllm:"
 VERSION_PATH = "/version"
 VERSION_KEY = "version"
-# The image's compiled GPU targets, printed without a GPU (the architecture gate, hosts/image_checks.py)
+# The image's compiled GPU targets, printed without a GPU (the architecture gate, hosts/docker/image_checks.py)
 ARCH_LIST_COMMAND = ["python3", "-c", TORCH_ARCH_SNIPPET]
 
 

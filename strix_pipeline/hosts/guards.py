@@ -17,8 +17,8 @@ from typing import Any
 
 from strix_pipeline.config import HostConfig
 from strix_pipeline.engines.base import EngineSpec, OverBudget, Reservation, check_budget
+from strix_pipeline.hosts.box.gpu_holders import check_idle_ceiling
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.gpu_holders import check_idle_ceiling
 from strix_pipeline.memory import wait_until
 from strix_pipeline.memory.smi import SmiRunner
 from strix_pipeline.units import GB

@@ -15,7 +15,7 @@ Two readers, each from the file's header alone (no tensor data is read):
   (layers, KV heads, head dim), a bf16 KV cache assumed unless ``kv_dtype_bytes`` says otherwise.
 
 The GGUF header itself is read by :mod:`.gguf_header`, the one module of the project this one imports:
-both travel as source to the efficiency probe's container (hosts/efficiency_probe.py).
+both travel as source to the efficiency probe's container (hosts/probes/efficiency.py).
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def _per_layer(name: str, key: str, value: Any, layers: int) -> list[int]:
     return values
 
 
-# llama.cpp's llama_split_path, "%s-%05d-of-%05d.gguf" (hosts/model_files.py reads the same names; this
+# llama.cpp's llama_split_path, "%s-%05d-of-%05d.gguf" (hosts/docker/model_files.py reads the same names; this
 # module runs on its own in the efficiency probe's container, so it spells the pattern itself)
 _SPLIT_NAME = re.compile(r"^(?P<prefix>.+)-(?P<no>[0-9]{5})-of-(?P<count>[0-9]{5})\.gguf$")
 

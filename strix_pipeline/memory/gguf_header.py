@@ -5,7 +5,7 @@ The gguf package is not a dependency of the project's environment (only of the v
 header is parsed here (the format: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md). Like
 :mod:`.bytes_per_token`, which reads a model's bytes per token from it, this module imports nothing
 but the standard library: both travel as source to the efficiency probe's container
-(hosts/efficiency_probe.py), where this one is registered under its own name first.
+(hosts/probes/efficiency.py), where this one is registered under its own name first.
 """
 
 from __future__ import annotations

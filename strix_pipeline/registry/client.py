@@ -226,7 +226,7 @@ class RegistryClient(RegistryTransport):
         """What a pull of ``reference`` downloads, from its manifest alone (no blob is fetched): the
         layers' and the config's ``size`` fields (OCI image manifest: each descriptor's size in bytes),
         of the linux/amd64 manifest when ``reference`` is an index. Compressed bytes: the disk holds
-        more once unpacked, which the disk check's margin covers (hosts/disk_budget.py)."""
+        more once unpacked, which the disk check's margin covers (hosts/cleanup/disk_budget.py)."""
         top_digest, manifest_digest, _, manifest = self._platform_manifest(repository, reference)
         parts = [manifest.get("config"), *(manifest.get("layers") or [])]
         sizes: list[int] = []

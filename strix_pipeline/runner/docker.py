@@ -13,24 +13,19 @@ from typing import Any
 
 from strix_pipeline.config import HostConfig, StrixConfig
 from strix_pipeline.engines import arch_list_command, comparable_flags, image_source
-from strix_pipeline.hosts import (
-    box_checks,
-    cache_prune,
-    disk_budget,
-    docker_engine,
-    docker_host,
-    efficiency_probe,
-    guards,
-    image_checks,
-    image_prune,
-    probe_images,
-    stop_checks,
-)
-from strix_pipeline.hosts import docker as dk
+from strix_pipeline.hosts import guards
+from strix_pipeline.hosts.box import checks as box_checks
+from strix_pipeline.hosts.box import stop_checks
+from strix_pipeline.hosts.box.production import ProductionGuard, check_maintenance_window
+from strix_pipeline.hosts.box.production_alerts import ProductionAlerts
+from strix_pipeline.hosts.cleanup import cache_prune, disk_budget, image_prune, probe_images
+from strix_pipeline.hosts.docker import engine as docker_engine
+from strix_pipeline.hosts.docker import host as docker_host
+from strix_pipeline.hosts.docker import image_checks
+from strix_pipeline.hosts.docker import launcher as dk
+from strix_pipeline.hosts.docker.ssh import client_transport
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.production import ProductionGuard, check_maintenance_window
-from strix_pipeline.hosts.production_alerts import ProductionAlerts
-from strix_pipeline.hosts.ssh import client_transport
+from strix_pipeline.hosts.probes import efficiency as efficiency_probe
 from strix_pipeline.memory import (
     MemorySampler,
     TreeProbe,

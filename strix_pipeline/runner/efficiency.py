@@ -6,7 +6,7 @@ KV once): the decode scenario's, else the concurrency sweep's first level's; the
 level's mean prompt plus half its mean output (the KV grows while a reply is generated). The bandwidth is a copy probe on the host
 benchmarked, with the engine's thread count, taken before the engine starts (memory/bandwidth.py; on a
 Docker host in a container of its ``efficiency_probe_image``, which reads the model file there too:
-hosts/efficiency_probe.py). A figure outside (0, 1] is not stored as a value: the run's
+hosts/probes/efficiency.py). A figure outside (0, 1] is not stored as a value: the run's
 ``efficiency_problem`` says why.
 """
 
@@ -22,7 +22,7 @@ from strix_pipeline.runner.target import Log
 
 # Why a Docker host's run has no figure when its host names no efficiency probe image: the copy probe
 # and the GGUF/safetensors header reader run in a container with python3 and numpy on the host
-# (hosts/efficiency_probe.py), and the memory probe's busybox has neither; the decode speed is stored.
+# (hosts/probes/efficiency.py), and the memory probe's busybox has neither; the decode speed is stored.
 DOCKER_HOST_EFFICIENCY = (
     "not measured on a Docker host without efficiency_probe_image: the bandwidth probe and the "
     "model-file reader need an image with python3 and numpy there (the vLLM ROCm image has both)"

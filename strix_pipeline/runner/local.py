@@ -11,14 +11,14 @@ from pathlib import Path
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.engines import comparable_flags
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.local import (
+from strix_pipeline.hosts.local.llama_server import (
     LLAMA_SERVER_ENV,
     LocalLlamaServer,
     compute_threads,
     local_gguf,
     log_tail,
 )
-from strix_pipeline.hosts.local_vllm import LocalVllmServer
+from strix_pipeline.hosts.local.vllm_server import LocalVllmServer
 from strix_pipeline.memory import (
     MemorySampler,
     SmiSource,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 
 from strix_pipeline.config import StrixConfig
-from strix_pipeline.hosts import docker_engine
-from strix_pipeline.hosts.local import LocalLlamaServer
-from strix_pipeline.hosts.local_vllm import LocalVllmServer
+from strix_pipeline.hosts.docker import engine as docker_engine
+from strix_pipeline.hosts.local.llama_server import LocalLlamaServer
+from strix_pipeline.hosts.local.vllm_server import LocalVllmServer
 from strix_pipeline.loadgen import run_suite_sync
 from strix_pipeline.memory import (
     MemorySampler,

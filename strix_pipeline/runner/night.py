@@ -4,7 +4,7 @@
 first run that reaches its stop (runner/docker.py, after its checks while production still serves)
 stops production through :meth:`HostNight.hold`; every later run of the night finds it down and
 runs at once; production starts again once, when the night ends (success, failure or cancellation
-alike) -- :class:`~strix_pipeline.hosts.production.ProductionGuard`'s own stop and restore, called
+alike) -- :class:`~strix_pipeline.hosts.box.production.ProductionGuard`'s own stop and restore, called
 once each. A night inside a night (the Dagster asset inside `strix run`'s loop over partitions)
 joins the outer one: only the outermost starts production again.
 
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from strix_pipeline.config import HostConfig, StrixConfig
 from strix_pipeline.fingerprint import run_fingerprint
-from strix_pipeline.hosts.production import held_for_night, pass_on_held, read_marker
+from strix_pipeline.hosts.box.marker import held_for_night, pass_on_held, read_marker
 from strix_pipeline.planning.estimate import Estimate
 from strix_pipeline.planning.measured import Measured
 from strix_pipeline.planning.night import PlannedRun, admit_run, ordered
@@ -48,7 +48,7 @@ from strix_pipeline.runner.target import Log
 from strix_pipeline.usable import DEFERRED
 
 if TYPE_CHECKING:
-    from strix_pipeline.hosts.production import ProductionGuard
+    from strix_pipeline.hosts.box.production import ProductionGuard
 
 # the nights being held in this process, by host: run_docker asks here whether production is held
 _HELD: dict[str, HostNight] = {}

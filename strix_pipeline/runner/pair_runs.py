@@ -22,9 +22,9 @@ The figures (issue 33, item 3):
 - ``ttft_p50_ms``, ``ttft_mean_ms``, ``ttft_p95_ms``: one concurrency level of ``ttft_clients`` (5)
   clients over ``ttft_requests`` (>= 20) short requests; the server gets a slot per client.
 
-Each run also records the host's noise while it measured (hosts/host_noise.py): CPU stolen, CPU
+Each run also records the host's noise while it measured (hosts/probes/host_noise.py): CPU stolen, CPU
 used outside the engine and the client, the CPU frequency, the slowdown of a fixed job timed before
-and after it (hosts/cpu_probe.py); a busy run's pair is dropped and re-run.
+and after it (hosts/probes/cpu.py); a busy run's pair is dropped and re-run.
 
 The warm-up is the suite's smoke request (one text request, its JSON check off): it runs first,
 its records are kept apart and its time is reported as the run's warm-up, never in a figure.
@@ -48,10 +48,11 @@ from strix_pipeline.config import (
     StrixConfig,
     SweepSpec,
 )
-from strix_pipeline.hosts import cpu_probe, host_noise
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.local import LocalLlamaServer
-from strix_pipeline.hosts.process import LocalProcess
+from strix_pipeline.hosts.local.llama_server import LocalLlamaServer
+from strix_pipeline.hosts.local.process import LocalProcess
+from strix_pipeline.hosts.probes import cpu as cpu_probe
+from strix_pipeline.hosts.probes import host_noise
 from strix_pipeline.loadgen import SuiteResult, run_suite_sync
 from strix_pipeline.provision import llamacpp_build
 from strix_pipeline.records import RequestRecord
@@ -253,8 +254,8 @@ def figures_of(result: SuiteResult, spec: PairSpec) -> RunFigures:
 
 @dataclass
 class HostWatch:
-    """The host around each run of one comparison (hosts/host_noise.py): its counters before and after,
-    and a fixed job timed on both sides against the fastest of the session (hosts/cpu_probe.py). A
+    """The host around each run of one comparison (hosts/probes/host_noise.py): its counters before and after,
+    and a fixed job timed on both sides against the fastest of the session (hosts/probes/cpu.py). A
     run on a busy host ([analysis] busy_steal_pct, busy_outside_pct, busy_probe_pct) is marked busy."""
 
     busy_steal_pct: float = 5.0

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal, Protocol
 
-from strix_pipeline.hosts.host_noise import HostNoise
+from strix_pipeline.hosts.probes.host_noise import HostNoise
 from strix_pipeline.stats import paired
 from strix_pipeline.warehouse.comparisons import ComparisonRecord, ComparisonRun
 
@@ -72,7 +72,7 @@ class RunFigures:
     values: dict[str, float]
     warmup_ms: float | None = None
     engine_build: str | None = None
-    # the host while it measured (hosts/host_noise.py); a busy one's pair is dropped and run again
+    # the host while it measured (hosts/probes/host_noise.py); a busy one's pair is dropped and run again
     host_noise: HostNoise | None = None
 
 

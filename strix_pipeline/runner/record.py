@@ -11,8 +11,8 @@ from pathlib import Path
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.engine_facts import append_firmware
 from strix_pipeline.fingerprint import env_json, workload_digest
-from strix_pipeline.hosts import docker_engine
-from strix_pipeline.hosts.production import ProductionGuard
+from strix_pipeline.hosts.box.production import ProductionGuard
+from strix_pipeline.hosts.docker import engine as docker_engine
 from strix_pipeline.loadgen import SuiteInterrupted, SuiteResult
 from strix_pipeline.memory import (
     MEMORY_UNRELIABLE,

@@ -28,9 +28,9 @@ from support.notify import Receiver
 from support.sshd import Sshd
 
 from strix_pipeline.config import HostConfig, ProductionEngine
-from strix_pipeline.hosts.production import ProductionGuard
-from strix_pipeline.hosts.production_alerts import ProductionAlerts
-from strix_pipeline.hosts.ssh import ssh_target
+from strix_pipeline.hosts.box.production import ProductionGuard
+from strix_pipeline.hosts.box.production_alerts import ProductionAlerts
+from strix_pipeline.hosts.docker.ssh import ssh_target
 
 pytestmark = [pytest.mark.docker, pytest.mark.sshd, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -99,8 +99,8 @@ CONTROLLER = textwrap.dedent(
     import json, sys, time
     from datetime import datetime
     from strix_pipeline.config import ProductionEngine
-    from strix_pipeline.hosts.production import ProductionGuard
-    from strix_pipeline.hosts.ssh import SshTarget
+    from strix_pipeline.hosts.box.production import ProductionGuard
+    from strix_pipeline.hosts.docker.ssh import SshTarget
     a = json.loads(sys.argv[1])
     g = ProductionGuard("box", ProductionEngine(**a["production"]), state_dir=a["state"],
         ssh=SshTarget(**a["ssh"]), run_id="killed", restore_by=datetime.fromisoformat(a["restore_by"]),

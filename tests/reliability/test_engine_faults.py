@@ -26,7 +26,7 @@ from support.synthetic_server import SyntheticServer
 
 from strix_pipeline.config import SLO
 from strix_pipeline.config_load import load_config
-from strix_pipeline.hosts.local import LLAMA_SERVER_ENV
+from strix_pipeline.hosts.local.llama_server import LLAMA_SERVER_ENV
 from strix_pipeline.loadgen import DatasetLoad, SuiteResult, client, run_load
 from strix_pipeline.loadgen.context import SuiteContext, request_body
 from strix_pipeline.loadgen.level import run_level

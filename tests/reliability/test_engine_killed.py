@@ -26,7 +26,7 @@ from support.synthetic_engine import SMALL, SyntheticEngine
 
 from strix_pipeline.config import SLO, StrixConfig
 from strix_pipeline.config_load import load_config
-from strix_pipeline.hosts.local_vllm import group_pids, listening_ports
+from strix_pipeline.hosts.local.vllm_server import group_pids, listening_ports
 from strix_pipeline.loadgen import DatasetLoad, client, run_load, run_suite_sync
 from strix_pipeline.loadgen.workloads import Prompt
 from strix_pipeline.records import RunResult

@@ -5,7 +5,7 @@ The sshd (tests/support/sshd.py, Debian openssh-server) accepts only a key the t
 ``$STRIX_TEST_SSH_KEY`` (the host's ``ssh_key_path_env``), the host key in the test's known_hosts
 file, the memory probe a busybox image. Every Docker call of the run -- pull, start, logs, the
 probe, the leftover guard, the cleanup -- goes through ``ssh … docker system dial-stdio``
-(strix_pipeline/hosts/ssh.py); the engine is the real llama-server image from the loopback
+(strix_pipeline/hosts/docker/ssh.py); the engine is the real llama-server image from the loopback
 registry (tests/support/llama_image.py), its HTTP port reached directly, as the Box's are.
 
 Faults: the ssh sessions killed in the middle of the suite (the server keeps listening), the whole
@@ -32,8 +32,8 @@ from support.llama_image import LlamaImage
 from support.sshd import Sshd, keygen, sshd_available, start_sshd
 
 from strix_pipeline.config import HostConfig, ProductionEngine, StrixConfig
-from strix_pipeline.hosts.production import ProductionGuard
-from strix_pipeline.hosts.ssh import ssh_target
+from strix_pipeline.hosts.box.production import ProductionGuard
+from strix_pipeline.hosts.docker.ssh import ssh_target
 from strix_pipeline.records import RunResult
 from strix_pipeline.runner import run_benchmark
 

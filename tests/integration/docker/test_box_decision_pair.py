@@ -33,7 +33,7 @@ from support.llama_image import LlamaImage, llama_rootfs
 from strix_pipeline.analysis.decision import evaluate
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.fingerprint import HOST_FIELDS
-from strix_pipeline.hosts.docker import DockerLauncher
+from strix_pipeline.hosts.docker.launcher import DockerLauncher
 from strix_pipeline.records import CriterionResult, RunResult
 from strix_pipeline.runner import BenchmarkTarget, run_benchmark
 from strix_pipeline.units import GIB

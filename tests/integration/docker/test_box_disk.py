@@ -22,8 +22,8 @@ from support.box_sim import KEY_ENV
 from support.infra import build_image, remove_image, start_registry
 
 from strix_pipeline.config import StrixConfig
-from strix_pipeline.hosts import probe_images
-from strix_pipeline.hosts.cache_prune import volume_name
+from strix_pipeline.hosts.cleanup import probe_images
+from strix_pipeline.hosts.cleanup.cache_prune import volume_name
 from strix_pipeline.registry.client import RegistryClient
 from strix_pipeline.runner import BenchmarkTarget, run_benchmark
 

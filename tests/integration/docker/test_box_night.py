@@ -99,7 +99,7 @@ def test_a_night_of_two_dagster_runs_hands_production_over_and_the_last_run_star
     the first run leaves production down for the second -- its restore still armed on the Box over the
     real sshd -- and the second joins it and starts it. Before, each Dagster run stopped and started
     production: running, exited, running, exited, running."""
-    from strix_pipeline.hosts.production import marker_path, read_marker
+    from strix_pipeline.hosts.box.marker import marker_path, read_marker
     from strix_pipeline.runner.docker import restore_held
 
     monkeypatch.setenv(KEY_ENV, str(box_sshd.key))

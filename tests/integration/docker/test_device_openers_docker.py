@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from support.infra import build_image, remove_image
 
-from strix_pipeline.hosts import device_openers as do
+from strix_pipeline.hosts.box import device_openers as do
 from strix_pipeline.hosts.errors import EngineStartError
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(120)]

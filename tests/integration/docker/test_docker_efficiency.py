@@ -24,7 +24,7 @@ from support.gguf_files import F32, write_split
 from support.python_image import python_numpy_image, python_parts
 
 from strix_pipeline.config import HostConfig, StrixConfig
-from strix_pipeline.hosts.efficiency_probe import PROBE_NAME, measure_on_host
+from strix_pipeline.hosts.probes.efficiency import PROBE_NAME, measure_on_host
 from strix_pipeline.memory.bytes_per_token import from_gguf
 from strix_pipeline.warehouse import Warehouse
 

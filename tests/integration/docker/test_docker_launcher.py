@@ -24,10 +24,10 @@ from support.paths import FIXTURES
 
 from strix_pipeline.config import EngineConfig, HostConfig, ModelProfile, ProductionEngine
 from strix_pipeline.hosts import guards
-from strix_pipeline.hosts.docker import DockerLauncher
-from strix_pipeline.hosts.docker_host import resolve_group_ids
+from strix_pipeline.hosts.box.production import ProductionGuard
+from strix_pipeline.hosts.docker.host import resolve_group_ids
+from strix_pipeline.hosts.docker.launcher import DockerLauncher
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.production import ProductionGuard
 from strix_pipeline.memory import DockerProbe, MemorySampler, summarize
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry, pytest.mark.timeout(240)]

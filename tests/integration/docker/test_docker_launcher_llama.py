@@ -15,7 +15,7 @@ from support.llama_image import llama_server_path, pushed_llama_image
 
 from strix_pipeline.config import SLO, DecodeSpec, EngineConfig, HostConfig, ModelProfile, SmokeSpec
 from strix_pipeline.hosts import guards
-from strix_pipeline.hosts.docker import DockerLauncher
+from strix_pipeline.hosts.docker.launcher import DockerLauncher
 from strix_pipeline.memory import MemorySampler, TreeProbe, summarize
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry, pytest.mark.llama, pytest.mark.timeout(420)]
@@ -35,7 +35,7 @@ def llama_image(
 def test_llama_server_image_full_cycle(llama_image, tmp_path):
     import docker
 
-    from strix_pipeline.hosts.local import ensure_gemma_model
+    from strix_pipeline.hosts.local.llama_server import ensure_gemma_model
     from strix_pipeline.loadgen import QUICK_PROFILE, run_suite_sync
 
     image_ref, binary = llama_image

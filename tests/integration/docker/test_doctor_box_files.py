@@ -20,7 +20,7 @@ from support.python_image import python_numpy_image, python_parts
 
 from strix_pipeline import doctor
 from strix_pipeline.config import HostConfig, StrixConfig
-from strix_pipeline.hosts import stop_checks
+from strix_pipeline.hosts.box import stop_checks
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 

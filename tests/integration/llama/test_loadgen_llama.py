@@ -55,7 +55,9 @@ def llama(request: pytest.FixtureRequest) -> Any:
         return request.getfixturevalue("llama_server")
     except pytest.FixtureLookupError:
         need(
-            False, "the llama_server fixture", "tests/conftest.py provides it with strix_pipeline.hosts.local"
+            False,
+            "the llama_server fixture",
+            "tests/conftest.py provides it with strix_pipeline.hosts.local.llama_server",
         )
 
 

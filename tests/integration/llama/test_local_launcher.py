@@ -12,7 +12,7 @@ from conftest import need
 from support.pipeline_helpers import llama_available
 
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.local import LocalLlamaServer, ensure_gemma_model, free_port
+from strix_pipeline.hosts.local.llama_server import LocalLlamaServer, ensure_gemma_model, free_port
 
 pytestmark = pytest.mark.llama
 

@@ -20,7 +20,7 @@ from support.pipeline_helpers import llama_available
 from support.prebuild import SECOND_LLAMA
 
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.local import LocalLlamaServer, ensure_gemma_model, llama_server_binary
+from strix_pipeline.hosts.local.llama_server import LocalLlamaServer, ensure_gemma_model, llama_server_binary
 from strix_pipeline.provision import llamacpp_build
 from strix_pipeline.provision.steps import file_sha256
 

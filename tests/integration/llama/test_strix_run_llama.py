@@ -10,7 +10,7 @@ from conftest import need
 from support.pipeline_helpers import llama_available, write_config
 from support.strix_run import run_checks_in, strix_run
 
-from strix_pipeline.hosts.local import LLAMA_SERVER_ENV
+from strix_pipeline.hosts.local.llama_server import LLAMA_SERVER_ENV
 
 pytestmark = [pytest.mark.llama, pytest.mark.slow]
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import pytest
 from support.infra import Registry, get_manifest, make_index, put_manifest, start_registry
 
-from strix_pipeline.hosts.disk_budget import Pull, pull_sizes
-from strix_pipeline.hosts.stop_checks import disk_budget
+from strix_pipeline.hosts.box.stop_checks import disk_budget
+from strix_pipeline.hosts.cleanup.disk_budget import Pull, pull_sizes
 from strix_pipeline.registry.client import OCI_INDEX, OCI_MANIFEST, RegistryClient
 
 pytestmark = [pytest.mark.registry]

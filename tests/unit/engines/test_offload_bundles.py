@@ -22,7 +22,7 @@ from conftest import need
 
 from strix_pipeline.engines import llamacpp, offload_bundles, sglang
 from strix_pipeline.engines.base import TORCH_ARCH_SNIPPET, parse_compiled_targets
-from strix_pipeline.hosts import image_checks
+from strix_pipeline.hosts.docker import image_checks
 from strix_pipeline.hosts.errors import EngineStartError
 
 

@@ -13,7 +13,7 @@ from support.warehouse import make_run
 from strix_pipeline.config import EngineConfig, HostConfig, ImageSource, ModelProfile
 from strix_pipeline.engines import build_spec, comparable_flags
 from strix_pipeline.fingerprint import differences, run_fingerprint
-from strix_pipeline.hosts import docker as dk
+from strix_pipeline.hosts.docker import launcher as dk
 from strix_pipeline.runner.record import record_engine_env, record_image_env
 
 DIGEST = "sha256:" + "ab" * 32

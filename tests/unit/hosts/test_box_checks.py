@@ -1,4 +1,4 @@
-"""The Box's own word before production stops (hosts/box_checks.py, hosts/gpu_holders.py): what device a
+"""The Box's own word before production stops (hosts/box/checks.py, hosts/box/gpu_holders.py): what device a
 pool is a fraction of, the weights' bytes as the probe lists them, which containers hold the GPU."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from strix_pipeline.config import EngineConfig, HostConfig
-from strix_pipeline.hosts.box_checks import device_memory, parse_sizes
+from strix_pipeline.hosts.box.checks import device_memory, parse_sizes
+from strix_pipeline.hosts.box.gpu_holders import _has_gpu_device, check_idle_ceiling
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.gpu_holders import _has_gpu_device, check_idle_ceiling
 from strix_pipeline.memory import HostFacts
 from strix_pipeline.units import GB, GIB
 

@@ -1,4 +1,4 @@
-"""The Box's own restore (hosts/restore_guard.py), run for real by a local sh: armed it fires after
+"""The Box's own restore (hosts/box/restore_guard.py), run for real by a local sh: armed it fires after
 its delay and records its attempts; disarmed it never fires; the systemd form's command line."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from strix_pipeline.hosts import restore_guard as rg
+from strix_pipeline.hosts.box import restore_guard as rg
 
 
 def sh(script: str, home: Path) -> str:

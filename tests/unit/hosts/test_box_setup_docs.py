@@ -8,7 +8,7 @@ from support.paths import REPO
 
 from strix_pipeline.config_load import load_config
 from strix_pipeline.engines import MODULES
-from strix_pipeline.hosts import stop_checks
+from strix_pipeline.hosts.box import stop_checks
 
 PAGE = (REPO / "docs" / "box.md").read_text()
 BOX = PAGE[PAGE.index("## What the Box's owner sets up") : PAGE.index("## A week that fits")]

@@ -1,4 +1,4 @@
-"""Compile-cache volumes held to a budget (hosts/cache_prune.py) over a docker-py stand-in: the oldest
+"""Compile-cache volumes held to a budget (hosts/cleanup/cache_prune.py) over a docker-py stand-in: the oldest
 go first, never one a planned run needs or a container mounts; what the budget still allows is what
 the disk check counts. The real volumes on dockerd: tests/integration/docker/test_box_disk.py."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from strix_pipeline.hosts import cache_prune
-from strix_pipeline.hosts.cache_prune import hold_to_budget, of_digests, volume_name
-from strix_pipeline.hosts.stop_checks import sized_pulls
+from strix_pipeline.hosts.box.stop_checks import sized_pulls
+from strix_pipeline.hosts.cleanup import cache_prune
+from strix_pipeline.hosts.cleanup.cache_prune import hold_to_budget, of_digests, volume_name
 from strix_pipeline.registry.errors import RegistryError
 
 MB = 10**6

@@ -14,7 +14,7 @@ import pytest
 from conftest import need
 from support.box_images import BUSYBOX
 
-from strix_pipeline.hosts import device_openers as do
+from strix_pipeline.hosts.box import device_openers as do
 from strix_pipeline.hosts.errors import EngineStartError
 
 CID = "4f1c2a9be07d" + "0" * 52

@@ -6,8 +6,9 @@ import pytest
 from support.paths import FIXTURES
 
 from strix_pipeline.config import EngineConfig, HostConfig, ModelProfile
-from strix_pipeline.hosts import docker as dk
-from strix_pipeline.hosts import docker_engine, docker_host
+from strix_pipeline.hosts.docker import engine as docker_engine
+from strix_pipeline.hosts.docker import host as docker_host
+from strix_pipeline.hosts.docker import launcher as dk
 from strix_pipeline.hosts.errors import EngineStartError
 
 DIGEST = "sha256:" + "ab" * 32

@@ -20,9 +20,9 @@ import pytest
 
 from strix_pipeline.config import EngineConfig, HostConfig, ModelProfile
 from strix_pipeline.engines.base import DeviceMemory, flag_value
-from strix_pipeline.hosts import docker as dk
+from strix_pipeline.hosts.docker import launcher as dk
+from strix_pipeline.hosts.docker.model_config import ModelConfig
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.model_config import ModelConfig
 from strix_pipeline.memory.bytes_per_token import ModelFileError
 from strix_pipeline.units import GB, GIB
 

@@ -16,7 +16,7 @@ import pytest
 from pydantic import ValidationError
 
 from strix_pipeline.config import HostConfig
-from strix_pipeline.hosts import efficiency_probe as ep
+from strix_pipeline.hosts.probes import efficiency as ep
 from strix_pipeline.memory.bandwidth import BandwidthProbe
 
 IMAGE = "strix-test/python-numpy:1"

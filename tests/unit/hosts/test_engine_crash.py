@@ -22,7 +22,7 @@ from support.strix_run import run_checks_in, strix_run
 
 from strix_pipeline.config_load import load_config
 from strix_pipeline.hosts.errors import EngineStartError, describe_exit
-from strix_pipeline.hosts.local import LLAMA_SERVER_ENV, LocalLlamaServer
+from strix_pipeline.hosts.local.llama_server import LLAMA_SERVER_ENV, LocalLlamaServer
 from strix_pipeline.runner import BenchmarkTarget, run_benchmark
 from strix_pipeline.warehouse import Warehouse
 

@@ -1,6 +1,6 @@
 """The host's share of a pass's noise (issue 33, item 4): /proc/stat steal and the CPU used outside
 the engine and the client, the CPU frequency, a Box's GPU clocks, temperature, power and profile from
-the fixture sysfs tree, a fixed job's slowdown (hosts/cpu_probe.py), and a busy pass named by what
+the fixture sysfs tree, a fixed job's slowdown (hosts/probes/cpu.py), and a busy pass named by what
 made it busy."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import os
 import pytest
 from support.paths import FIXTURES
 
-from strix_pipeline.hosts import cpu_probe, host_noise
-from strix_pipeline.hosts.host_noise import CpuTimes, Snapshot, noise_between
+from strix_pipeline.hosts.probes import cpu as cpu_probe
+from strix_pipeline.hosts.probes import host_noise
+from strix_pipeline.hosts.probes.host_noise import CpuTimes, Snapshot, noise_between
 
 ROOT = FIXTURES / "sysroot"
 

@@ -13,7 +13,7 @@ from strix_pipeline.engines import vllm as vllm_spec
 from strix_pipeline.engines import vllm_dtype
 from strix_pipeline.engines.base import flag_value
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.local_vllm import LocalVllmServer, default_profile
+from strix_pipeline.hosts.local.vllm_server import LocalVllmServer, default_profile
 from strix_pipeline.memory.kv_capacity import layout_from_config, vllm_kv_sizing
 
 GEMMA = Path(__file__).parents[2] / "fixtures" / "gemma3-270m-bf16"

@@ -15,7 +15,7 @@ from strix_pipeline.engines import build_spec, vllm_dtype
 from strix_pipeline.engines import vllm as vllm_spec
 from strix_pipeline.engines.base import flag_value
 from strix_pipeline.hosts.errors import EngineStartError, describe_exit
-from strix_pipeline.hosts.local_vllm import LocalVllmServer, default_profile
+from strix_pipeline.hosts.local.vllm_server import LocalVllmServer, default_profile
 
 
 @pytest.mark.parametrize(

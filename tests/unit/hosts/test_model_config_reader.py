@@ -13,7 +13,7 @@ from typing import Any
 import docker.errors
 import pytest
 
-from strix_pipeline.hosts import model_config
+from strix_pipeline.hosts.docker import model_config
 from strix_pipeline.hosts.guards import MANAGED_LABEL, RUN_LABEL
 from strix_pipeline.memory.bytes_per_token import ModelFileError
 from strix_pipeline.memory.kv_capacity import layout_from_config_json

@@ -1,4 +1,4 @@
-"""The files a model path needs on a host (hosts/model_files.py): every part of a split GGUF named by its
+"""The files a model path needs on a host (hosts/docker/model_files.py): every part of a split GGUF named by its
 first part, one file otherwise, and a path llama.cpp would refuse named as a problem."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import shlex
 import pytest
 
 from strix_pipeline.config import HostConfig
-from strix_pipeline.hosts.model_files import copy_hint, on_host, required_files
-from strix_pipeline.hosts.ssh import ssh_target
+from strix_pipeline.hosts.docker.model_files import copy_hint, on_host, required_files
+from strix_pipeline.hosts.docker.ssh import ssh_target
 
 GPT = "/srv/models/gpt-oss-120b-mxfp4-{}-of-00003.gguf"
 

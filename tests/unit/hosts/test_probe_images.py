@@ -1,5 +1,5 @@
 """Probe images an earlier configuration used are remembered and removed when the disk is short,
-never a configured one (hosts/probe_images.py), over a docker-py stand-in; on the Box simulator:
+never a configured one (hosts/cleanup/probe_images.py), over a docker-py stand-in; on the Box simulator:
 tests/integration/docker/test_box_disk.py."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import docker.errors
 
 from strix_pipeline.config import HostConfig
-from strix_pipeline.hosts import probe_images
+from strix_pipeline.hosts.cleanup import probe_images
 
 
 class Images:

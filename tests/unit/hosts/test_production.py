@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from strix_pipeline.config import HostConfig, ProductionEngine, validate_cron
-from strix_pipeline.hosts import production as prod
+from strix_pipeline.hosts.box import production as prod
+from strix_pipeline.hosts.docker.ssh import ssh_target
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.ssh import ssh_target
 from strix_pipeline.planning import cron as window
 
 # as in tests/reliability/test_ssh_transport.py: the key's variable, and a distinctive directory name
@@ -68,7 +68,7 @@ def test_commands_stop_then_restore_even_when_the_run_fails(tmp_path):
 
 
 def test_commands_run_over_ssh_for_an_ssh_host(tmp_path, monkeypatch):
-    from strix_pipeline.hosts.ssh import ssh_target
+    from strix_pipeline.hosts.docker.ssh import ssh_target
 
     key = tmp_path / "id_box"
     key.write_text("a key\n")

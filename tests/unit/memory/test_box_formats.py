@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from support.box_sim import BoxScenario, BoxSim, GpuProcess, smi_files
 
-from strix_pipeline.hosts.gpu_holders import parse_amd_smi_process, parse_rocm_smi_pids
+from strix_pipeline.hosts.box.gpu_holders import parse_amd_smi_process, parse_rocm_smi_pids
 from strix_pipeline.memory import (
     meminfo_disagreement,
     parse_amd_smi_json,
@@ -115,7 +115,7 @@ def test_the_probe_container_gets_the_gpu_devices_so_the_kfd_gpu_node_is_readabl
     """kfd_topology.c answers EPERM for the GPU node's properties unless the reader's device cgroup
     allows the GPU's render node: the probe is started with the host's devices."""
     from strix_pipeline.config import HostConfig
-    from strix_pipeline.hosts.docker_host import probe_for_host
+    from strix_pipeline.hosts.docker.host import probe_for_host
 
     seen: dict = {}
 

@@ -77,7 +77,7 @@ def test_bad_config_names_the_field(tmp_path: Path) -> None:
 
 
 def test_a_config_read_elsewhere_goes_through_the_same_parser() -> None:
-    """The Docker host reads config.json through the engine's image (hosts/model_config.py): the parsed
+    """The Docker host reads config.json through the engine's image (hosts/docker/model_config.py): the parsed
     JSON gives the directory's layout, and an error names where it was read."""
     parsed = json.loads((GEMMA / "config.json").read_text())
     assert layout_from_config_json(parsed, "elsewhere") == layout_from_config(GEMMA)

@@ -12,8 +12,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from strix_pipeline.config import HostConfig
+from strix_pipeline.hosts.box.production import check_maintenance_window
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.production import check_maintenance_window
 from strix_pipeline.planning import cron as window
 
 BERLIN = "Europe/Berlin"

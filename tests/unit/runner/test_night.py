@@ -211,7 +211,7 @@ class Box:
 
     def guard(self, state_dir, run_id: str, restore_by: datetime | None = None):
         from strix_pipeline.config import ProductionEngine
-        from strix_pipeline.hosts.production import ProductionGuard
+        from strix_pipeline.hosts.box.production import ProductionGuard
 
         prod = ProductionEngine(
             stop_command=["stop"], start_command=["start"], health_url="http://127.0.0.1:9/health",

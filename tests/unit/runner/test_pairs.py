@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from support.pair_standin import PairStandIn
 
-from strix_pipeline.hosts.host_noise import HostNoise
+from strix_pipeline.hosts.probes.host_noise import HostNoise
 from strix_pipeline.runner.pairs import THROUGHPUT_METRICS, Release, compare_releases, records
 from strix_pipeline.stats import paired
 from strix_pipeline.warehouse import Warehouse

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from strix_pipeline.hosts.box.gpu_holders import GPU_DEVICES, PROBE_LABEL, Holder, production_pids
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.gpu_holders import GPU_DEVICES, PROBE_LABEL, Holder, production_pids
 
 # busybox sh: the fd tables first (one ls for all), then each opener's command name and cgroup lines.
 # Arguments: the device paths (a path or a directory of devices).

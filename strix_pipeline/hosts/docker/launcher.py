@@ -24,30 +24,37 @@ import httpx
 from strix_pipeline.config import EngineConfig, HostConfig, ImageSource, ModelProfile
 from strix_pipeline.engines import build_spec, compile_cache_dir, vllm
 from strix_pipeline.engines.base import CONTAINER_MODELS_DIR, DeviceMemory, EngineSpec, container_model_path
-from strix_pipeline.hosts import cache_prune, guards, model_config
-from strix_pipeline.hosts.docker_engine import (
+from strix_pipeline.hosts import guards
+from strix_pipeline.hosts.cleanup import cache_prune
+from strix_pipeline.hosts.docker import model_config
+from strix_pipeline.hosts.docker.engine import (
     DockerEngine,
     LogStreamer,
     container_exit,
     container_log_tail,
 )
-from strix_pipeline.hosts.docker_host import (
+from strix_pipeline.hosts.docker.host import (
     make_client,
     resolve_group_ids,
     split_image_ref,
 )
-from strix_pipeline.hosts.docker_names import safe_name
+from strix_pipeline.hosts.docker.model_files import required_files
+from strix_pipeline.hosts.docker.names import safe_name
+from strix_pipeline.hosts.docker.readiness import (
+    VERSION_LABEL,
+    engine_build,
+    last_log_line,
+    ready_answer,
+    url_host,
+)
+from strix_pipeline.hosts.docker.ssh import client_transport
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.guards import MANAGED_LABEL, RUN_LABEL
-from strix_pipeline.hosts.model_files import required_files
-from strix_pipeline.hosts.ssh import client_transport
 from strix_pipeline.memory.bytes_per_token import ModelFileError
 from strix_pipeline.memory.kv_capacity import KvSizing, layout_from_config_json
 from strix_pipeline.units import MB, gib_text
 
 log = logging.getLogger(__name__)
-
-VERSION_LABEL = "org.opencontainers.image.version"
 
 
 class DockerLauncher:
@@ -59,7 +66,7 @@ class DockerLauncher:
     ``release``: the engine release the image holds (the image record's version), which says the flags
     it takes; None: the pulled image's version label, else unknown (taken as today's).
     ``read_config``: how the checkpoint's config.json is read (default: through the image,
-    hosts/model_config.py).
+    hosts/docker/model_config.py).
     """
 
     def __init__(
@@ -327,11 +334,11 @@ class DockerLauncher:
             ) from e
         self._streamer = LogStreamer(self.container, self.log_path)
         self._streamer.start()
-        base_url = f"http://{_url_host(self.host.address)}:{self.spec.port}"
+        base_url = f"http://{url_host(self.host.address)}:{self.spec.port}"
         self._wait_ready(base_url)
         self.container.reload()
         pid = self.container.attrs.get("State", {}).get("Pid") or None
-        build = self._engine_build(base_url, image)
+        build = engine_build(self.spec, base_url, image)
         return DockerEngine(
             base_url=base_url,
             model=self.spec.served_model_name,
@@ -425,10 +432,10 @@ class DockerLauncher:
                     tail = container_log_tail(self.container, self.log_path)
                     raise EngineStartError(
                         "failed_start",
-                        f"{container_exit(state, self.spec.kind)} before it was ready{_last_line(tail)}",
+                        f"{container_exit(state, self.spec.kind)} before it was ready{last_log_line(tail)}",
                         tail,
                     )
-                ok, last = _ready(http, base_url, self.spec.ready_paths)
+                ok, last = ready_answer(http, base_url, self.spec.ready_paths)
                 if ok:
                     self._log_line(f"ready: {base_url} ({', '.join(self.spec.ready_paths)})")
                     return
@@ -440,19 +447,6 @@ class DockerLauncher:
             f"not ready within {self.ready_timeout_s:g} s ({last})",
             container_log_tail(self.container, self.log_path),
         )
-
-    def _engine_build(self, base_url: str, image: Any) -> str | None:
-        if self.spec.version_path and self.spec.version_key:
-            try:
-                r = httpx.get(base_url + self.spec.version_path, timeout=5)
-                if r.status_code == 200:
-                    value = r.json().get(self.spec.version_key)
-                    if value:
-                        return str(value)
-            except (httpx.HTTPError, ValueError, AttributeError):
-                pass
-        labels = ((getattr(image, "attrs", None) or {}).get("Config") or {}).get("Labels") or {}
-        return labels.get(VERSION_LABEL) or labels.get("org.opencontainers.image.revision")
 
     def _cleanup(self) -> None:
         if self._streamer is not None:
@@ -488,30 +482,3 @@ class DockerLauncher:
                 f.write(f"[strix {time.strftime('%H:%M:%S')}] {text}\n")
         except OSError:
             pass
-
-
-def _ready(http: httpx.Client, base_url: str, paths: tuple[str, ...]) -> tuple[bool, str]:
-    """All readiness paths answer 200 in order; /v1/models must also list a model."""
-    for path in paths:
-        try:
-            r = http.get(base_url + path)
-        except httpx.HTTPError as e:
-            return False, f"{path}: {type(e).__name__}"
-        if r.status_code != 200:
-            return False, f"{path} -> {r.status_code}"
-        if path == "/v1/models":
-            try:
-                if not r.json().get("data"):
-                    return False, "/v1/models lists no model"
-            except (ValueError, AttributeError):
-                return False, "/v1/models is not JSON"
-    return True, "ready"
-
-
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("[strix ")]
-    return f": {lines[-1][:300]}" if lines else ""
-
-
-def _url_host(address: str) -> str:
-    return f"[{address}]" if ":" in address and not address.startswith("[") else address

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from strix_pipeline.config import HostConfig
+from strix_pipeline.hosts.docker.ssh import client_transport, docker_client, ssh_target
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.ssh import client_transport, docker_client, ssh_target
 from strix_pipeline.memory import DockerProbe, MemoryProbe, TreeProbe
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ def docker_url(host: HostConfig) -> str:
 
 def make_client(host: HostConfig, *, timeout_s: int = 300) -> Any:
     """A docker-py client of the host's daemon. ``ssh://`` goes through the system ssh with the
-    host's key, known_hosts and timeouts (hosts/ssh.py); the connection is checked at once, so a
+    host's key, known_hosts and timeouts (hosts/docker/ssh.py); the connection is checked at once, so a
     refused key or an unreachable Box is a ``failed_guard`` naming the host and the key variable."""
     target = ssh_target(host)
     if target is not None:

@@ -17,9 +17,9 @@ from typing import Any
 from strix_pipeline.config import EngineConfig, HostConfig
 from strix_pipeline.engines import unified_memory_problems
 from strix_pipeline.engines.base import DeviceMemory, EngineSpec, pool_fit_problem
-from strix_pipeline.hosts.device_openers import check_device_openers
+from strix_pipeline.hosts.box.device_openers import check_device_openers
+from strix_pipeline.hosts.box.gpu_holders import check_no_foreign_holders
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.gpu_holders import check_no_foreign_holders
 from strix_pipeline.memory import HostFacts
 from strix_pipeline.memory.smi import SmiRunner
 from strix_pipeline.units import GB

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from strix_pipeline.hosts import image_checks
+from strix_pipeline.hosts.docker import image_checks
 from strix_pipeline.memory.bytes_per_token import ModelFileError
 from strix_pipeline.memory.kv_capacity import parse_config
 

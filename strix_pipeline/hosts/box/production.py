@@ -6,7 +6,7 @@ starts it again and waits for its health URL. Production never depends on the co
 (issue 35):
 
 - before the stop a marker file is written here and a restore is armed on the Box itself
-  (hosts/restore_guard.py) for the window's end; the controller disarms it once it restored
+  (hosts/box/restore_guard.py) for the window's end; the controller disarms it once it restored
   production, so a controller killed mid-benchmark, an ssh link dropped at the restore or a failed
   start leave it armed and the Box starts production by itself;
 - production's own restart policy (a container's ``HostConfig.RestartPolicy``) is suspended for the
@@ -14,7 +14,7 @@ starts it again and waits for its health URL. Production never depends on the co
   one that came back anyway is said;
 - a later run that finds the marker restores production before anything else (when it is down) and
   says what happened; only when that restore fails does it refuse;
-- ``alert`` (hosts/production_alerts.py: the webhook and the run's log) is told when production is
+- ``alert`` (hosts/box/production_alerts.py: the webhook and the run's log) is told when production is
   down beyond its planned outage, when a restore failed and when the fallback restored it.
 
 Runs start only inside the maintenance window unless forced.
@@ -35,10 +35,10 @@ from typing import Any
 import httpx
 
 from strix_pipeline.config import HostConfig, ProductionEngine
-from strix_pipeline.hosts import restore_guard
+from strix_pipeline.hosts.box import restore_guard
+from strix_pipeline.hosts.box.marker import HELD_FOR_NIGHT, marker_path, when
+from strix_pipeline.hosts.docker.ssh import SshTarget
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.ssh import SshTarget
-from strix_pipeline.paths import inside
 from strix_pipeline.planning.window import window_at
 
 log = logging.getLogger(__name__)
@@ -75,51 +75,8 @@ def check_maintenance_window(
 
 def ssh_prefix(ssh: SshTarget | None, argv: list[str]) -> list[str]:
     """A production command run where the engine lives: over ssh (the host's key, known_hosts and
-    timeouts, hosts/ssh.py) for an ``ssh://`` host, else here as is."""
+    timeouts, hosts/docker/ssh.py) for an ``ssh://`` host, else here as is."""
     return ssh.argv(shlex.join(argv)) if ssh is not None else argv
-
-
-def marker_path(state_dir: str | Path, host_name: str) -> Path:
-    return inside(Path(state_dir), f"production-not-restored-{host_name}.json")
-
-
-HELD_FOR_NIGHT = "held_for_night"
-
-
-def read_marker(state_dir: str | Path, host_name: str) -> dict[str, Any] | None:
-    """The marker an earlier run left for ``host_name`` (None: none, or not readable JSON)."""
-    try:
-        info = json.loads(marker_path(state_dir, host_name).read_text())
-    except (OSError, ValueError):
-        return None
-    return info if isinstance(info, dict) else None
-
-
-def held_for_night(info: dict[str, Any] | None, night: str, now: datetime) -> bool:
-    """``info`` is production held down on purpose for the later runs of ``night``, its planned outage
-    not over: a run of that night joins it instead of restoring production first."""
-    if not info or info.get("state") != HELD_FOR_NIGHT or info.get("night") != night:
-        return False
-    try:
-        restore_by = datetime.fromisoformat(str(info.get("restore_by")))
-    except ValueError:
-        return False
-    return now < restore_by
-
-
-def pass_on_held(
-    state_dir: str | Path, host_name: str, info: dict[str, Any], *, done: list[str], remaining: int
-) -> None:
-    """A night's held marker passed on unchanged by a run that never touched production, its runs done
-    and still to come brought up to date (the guard's :meth:`ProductionGuard.hand_over` writes it first)."""
-    marker_path(state_dir, host_name).write_text(json.dumps({**info, "done": done, "remaining": remaining}))
-
-
-def _when(text: object) -> datetime | None:
-    try:
-        return datetime.fromisoformat(str(text)) if text else None
-    except ValueError:
-        return None
 
 
 def http_healthy(url: str, timeout_s: float = 5.0) -> bool:
@@ -157,7 +114,7 @@ class ProductionGuard:
     stop and start commands run there, and so does the fallback restore. ``state_dir`` holds the
     marker. ``restore_by``: the end of the planned outage (the window's end; default 6 h after the
     stop): the fallback starts production so that it answers by then. ``alert``: told every message a
-    person must hear (hosts/production_alerts.py); the messages are kept in ``alerts`` too.
+    person must hear (hosts/box/production_alerts.py); the messages are kept in ``alerts`` too.
     """
 
     def __init__(
@@ -496,8 +453,8 @@ class ProductionGuard:
     def adopt(self, info: dict[str, Any]) -> None:
         """Take over production as an earlier run of the night left it (stopped, its restore armed)."""
         self.stopped = True
-        self.stopped_at = _when(info.get("stopped_at"))
-        self.restore_by = _when(info.get("restore_by")) or self.restore_by
+        self.stopped_at = when(info.get("stopped_at"))
+        self.restore_by = when(info.get("restore_by")) or self.restore_by
         self.suspended_policy = info.get("restart_policy")
         self.armed = info.get("armed") or "armed by an earlier run of the night"
 

@@ -6,7 +6,7 @@ that name pattern in the same directory (llama.cpp's ``llama_get_list_splits``);
 refuses ("model must be loaded with the first split"). So a profile's path names the first part, and
 every part must be beside it -- a missing one would only show once production is stopped.
 
-Everything here is pure (names in, names out): ``hosts/stop_checks.py`` looks for the files on the
+Everything here is pure (names in, names out): ``hosts/box/stop_checks.py`` looks for the files on the
 host, ``strix doctor`` says where they go.
 """
 
@@ -17,7 +17,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from strix_pipeline.hosts.box_checks import model_host_path
+from strix_pipeline.hosts.box.checks import model_host_path
 
 # llama.cpp's llama_split_path: "%s-%05d-of-%05d.gguf"
 _SPLIT = re.compile(r"^(?P<prefix>.+)-(?P<no>[0-9]{5})-of-(?P<count>[0-9]{5})\.gguf$")

@@ -1,6 +1,6 @@
 """Who is told when production is not where the Box's users need it: the webhook and the run.
 
-:class:`ProductionAlerts` is the ``alert`` of a :class:`~strix_pipeline.hosts.production.ProductionGuard`:
+:class:`ProductionAlerts` is the ``alert`` of a :class:`~strix_pipeline.hosts.box.production.ProductionGuard`:
 each message goes to the run's log (the Dagster run's, through the runner's ``log``) as an ``ALERT``
 line, is kept for the run's record, and is POSTed to the webhook the configuration names
 (``decision.webhook_url_env``; the one Slack-compatible POST, webhook.py, that analysis/notify.py's

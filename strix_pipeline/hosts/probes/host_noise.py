@@ -9,7 +9,7 @@ Two snapshots, one before a pass and one after, and the difference between them:
   its session: vLLM's engine core and worker too) and the client's own (this process: the load
   generator runs in it), as a share of all CPU time;
 - **CPU frequency** where ``cpufreq`` is readable (a 2-core cloud guest usually has none);
-- **the probe's slowdown**: a fixed job timed before and after the pass (hosts/cpu_probe.py) against
+- **the probe's slowdown**: a fixed job timed before and after the pass (hosts/probes/cpu.py) against
   the fastest of the session: a neighbour on the same cores or memory, which no counter shows;
 - on a Box, each amdgpu card's clocks, temperature and power (hwmon) and its power profile
   (``power_dpm_force_performance_level``), read from the same tree: ``/`` here, or a fixture tree, or
@@ -242,7 +242,7 @@ def noise_between(
     probe_slowdown_pct: float | None = None,
     busy_probe_pct: float = 10.0,
 ) -> HostNoise:
-    """The pass's noise from its two snapshots (and its probes' slowdown, hosts/cpu_probe.py, when
+    """The pass's noise from its two snapshots (and its probes' slowdown, hosts/probes/cpu.py, when
     it was probed), and whether it counts as busy.
 
     The engine's ticks before the pass may be missing (the snapshot was taken before it started):

@@ -1,7 +1,7 @@
 """An engine on the embedded host `local`: a child process of this one, never outliving it.
 
-What every local launcher shares (llama-server in :mod:`~strix_pipeline.hosts.local`, vLLM in
-:mod:`~strix_pipeline.hosts.local_vllm`): a free loopback port no other launcher of this process got,
+What every local launcher shares (llama-server in :mod:`~strix_pipeline.hosts.local.llama_server`, vLLM in
+:mod:`~strix_pipeline.hosts.local.vllm_server`): a free loopback port no other launcher of this process got,
 a log file for the engine's output, a session (process group) of its own so signals reach everything
 it spawns, a wait until it serves, and a stop on every exit path of the ``with`` block -- and, as a
 last resort, at interpreter exit. Each launcher adds only its own: the command, what "ready" means

@@ -34,8 +34,9 @@ from typing import Any
 
 from strix_pipeline.config import HostConfig
 from strix_pipeline.engines.base import flag_value
-from strix_pipeline.hosts import box_checks, model_files
-from strix_pipeline.hosts.docker_host import split_image_ref
+from strix_pipeline.hosts.box import checks as box_checks
+from strix_pipeline.hosts.docker import model_files
+from strix_pipeline.hosts.docker.host import split_image_ref
 from strix_pipeline.memory import bandwidth as bandwidth_module
 from strix_pipeline.memory import bytes_per_token as bytes_module
 from strix_pipeline.memory import gguf_header as gguf_module

@@ -16,7 +16,7 @@ import httpx
 from strix_pipeline.engines import llamacpp
 from strix_pipeline.engines.base import flags_for_release
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.process import LocalProcess, free_port, log_tail
+from strix_pipeline.hosts.local.process import LocalProcess, free_port, log_tail
 from strix_pipeline.provision import bf16_gguf, gemma_model, llamacpp_build
 from strix_pipeline.provision.steps import ProvisionError
 

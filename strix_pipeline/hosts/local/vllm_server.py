@@ -30,8 +30,8 @@ from strix_pipeline.engines import build_spec, vllm_dtype
 from strix_pipeline.engines import vllm as vllm_spec
 from strix_pipeline.engines.base import EngineSpec
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.hosts.local import MODEL_ALIAS
-from strix_pipeline.hosts.process import LocalProcess
+from strix_pipeline.hosts.local.llama_server import MODEL_ALIAS
+from strix_pipeline.hosts.local.process import LocalProcess
 from strix_pipeline.memory.bytes_per_token import ModelFileError
 from strix_pipeline.memory.kv_capacity import KvSizing, layout_from_config
 from strix_pipeline.provision import vllm_env

@@ -6,7 +6,7 @@ refuses with ``failed_guard`` on the first that fails (:func:`refuse_unless`): a
 no outage, where after the stop it would cost up to ``ready_timeout_s`` of one.
 
 - :func:`models_present`: the model paths of the runs exist on the Box, every part of a split GGUF
-  (hosts/model_files.py) included (each directory mounted read-only as a bind mount, which Docker
+  (hosts/docker/model_files.py) included (each directory mounted read-only as a bind mount, which Docker
   refuses -- never creates -- when it is absent);
 - :func:`production_ready`: the production container exists and runs, its health URL answers 200;
 - :func:`port_reachable`: nothing else holds the engine's port, and a listener there (busybox httpd in
@@ -29,11 +29,12 @@ from typing import Any
 import httpx
 
 from strix_pipeline.config import HostConfig, ProductionEngine
-from strix_pipeline.hosts.disk_budget import Pull
-from strix_pipeline.hosts.docker_host import resolve_group_ids
+from strix_pipeline.hosts.cleanup.disk_budget import Pull
+from strix_pipeline.hosts.docker.host import resolve_group_ids
+from strix_pipeline.hosts.docker.model_files import ModelFiles, on_host
+from strix_pipeline.hosts.docker.readiness import url_host
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.guards import port_in_use
-from strix_pipeline.hosts.model_files import ModelFiles, on_host
 from strix_pipeline.registry.errors import RegistryError
 from strix_pipeline.units import GB
 
@@ -82,10 +83,6 @@ def _error(e: BaseException) -> str:
     return str(getattr(e, "explanation", None) or e)[:300]
 
 
-def _url_host(address: str) -> str:
-    return f"[{address}]" if ":" in address and not address.startswith("[") else address
-
-
 # ---------------------------------------------------------------- models
 
 
@@ -94,7 +91,7 @@ class ModelSeen:
     """One profile's files on the host, as the probe found them."""
 
     profile: str
-    files: ModelFiles  # what the engine opens (hosts/model_files.py): every part of a split GGUF
+    files: ModelFiles  # what the engine opens (hosts/docker/model_files.py): every part of a split GGUF
     absent: tuple[str, ...] = ()  # of files.files
     no_directory: bool = False  # Docker refused the bind mount: the directory itself is absent
 
@@ -268,7 +265,7 @@ def port_reachable(
         )  # fmt: skip
     except Exception as e:  # noqa: BLE001 - docker-py wraps socket, HTTP and image errors alike
         return _unchecked(name, f"could not listen there: {_error(e)}", "the probe image needs busybox")
-    url = f"http://{_url_host(host.address)}:{port}/"
+    url = f"http://{url_host(host.address)}:{port}/"
     said = "no answer"
     try:
         for _ in range(30):
@@ -352,7 +349,7 @@ def disk_free(
 ) -> Finding:
     """Free bytes of Docker's data root (``df`` in the probe image) against what the run's pulls need:
     with ``pulls`` (each sized from its manifest) their bytes, what the compile caches may still take
-    (``cache_bytes``) and ``min_free_disk_gb`` (hosts/disk_budget.py); without (``unsized`` says why)
+    (``cache_bytes``) and ``min_free_disk_gb`` (hosts/cleanup/disk_budget.py); without (``unsized`` says why)
     the largest image already there stands in for a pull's size, as before sizes were read."""
     name = DISK
     if not host.probe_image:
@@ -440,8 +437,8 @@ def before_stop(
     """The checks of one run, before its pull and production's stop: the first failure refuses the run
     (``failed_guard``); returns what could not be checked, for the run's log. ``pulls`` sizes the
     images the run will pull (its engine's and the probes' not on the host yet) and ``cache_bytes`` is
-    what the compile caches may still take (hosts/cache_prune.py): the disk must hold both and
-    ``min_free_disk_gb``. ``prune`` removes the images no series needs (hosts/image_prune.py, saying
+    what the compile caches may still take (hosts/cleanup/cache_prune.py): the disk must hold both and
+    ``min_free_disk_gb``. ``prune`` removes the images no series needs (hosts/cleanup/image_prune.py, saying
     what it removed) when the disk is short, and the disk is looked at again."""
     findings = [
         production_ready(client, host.production),

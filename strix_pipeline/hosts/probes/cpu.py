@@ -6,7 +6,7 @@ physical cores or memory shows in no counter the guest can read. What it does sh
 of a fixed job. The probe hashes a buffer larger than a core's cache (a single thread, CPU and memory
 both, like one decode thread) three times and keeps the fastest, so a one-off hiccup is not a slow
 host; a pass whose probe is slower than the fastest probe of its session by more than
-``[analysis] busy_probe_pct`` counts as busy (hosts/host_noise.py).
+``[analysis] busy_probe_pct`` counts as busy (hosts/probes/host_noise.py).
 """
 
 from __future__ import annotations

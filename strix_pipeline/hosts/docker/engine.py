@@ -14,8 +14,8 @@ from typing import Any
 from strix_pipeline.config import HostConfig
 from strix_pipeline.engine_facts import ROCM_VERSION_FILE, read_firmware, rocm_version_from
 from strix_pipeline.engines.base import EngineSpec
+from strix_pipeline.hosts.docker.ssh import LostConnection, SshTransport, client_transport
 from strix_pipeline.hosts.errors import describe_exit
-from strix_pipeline.hosts.ssh import LostConnection, SshTransport, client_transport
 from strix_pipeline.memory import DockerProbe, SmiSource
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ Each engine image whose engine compiles at start gets a named volume (``DockerLa
 image every week leaves last week's volume behind; nothing removed them. Before a run's disk check the
 volumes are held to ``compile_cache_budget_gb``: the oldest first, never one a planned run needs (its
 image's digest is kept) and never one a container still uses. What the budget still allows the caches
-to grow by is counted in the disk check (hosts/disk_budget.py).
+to grow by is counted in the disk check (hosts/cleanup/disk_budget.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from strix_pipeline.hosts.docker_names import safe_name
+from strix_pipeline.hosts.docker.names import safe_name
 from strix_pipeline.units import GB
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,1 @@
+"""The embedded host `local`: llama-server and vLLM as child processes of this one."""
