@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import duckdb
+from rich.markup import escape
 from rich.text import Text
 
 from strix_pipeline.config import DuckLakeTarget, StrixConfig
@@ -104,6 +105,13 @@ def visible(value: object) -> str:
     return "".join(
         ch if unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp") else ascii(ch)[1:-1] for ch in text
     )
+
+
+def as_markup(value: object) -> str:
+    """A string from outside (a server's reply, a file, the warehouse, the command line) to put into a
+    rich markup string: shown as it is, never read as markup (a model's "[/INST]" raised MarkupError,
+    "[link=...]" made a hyperlink) and with its control characters written as escapes (:func:`visible`)."""
+    return escape(visible(value))
 
 
 def shown(value: object | None) -> Text:
