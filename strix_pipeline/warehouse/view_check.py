@@ -78,7 +78,7 @@ def _changed_view(con: duckdb.DuckDBPyConnection, where: object) -> str | None:
                 "refused, nothing was read through it"
             )
         if key in views and (name != views[key] or sql not in expected.views[views[key]]):
-            return repr(name)
+            return name if name.isidentifier() else repr(name)
     for name in table_names(con):
         if name.lower() in views:
             raise ForeignView(
