@@ -68,6 +68,15 @@ def open_warehouse(
     )
 
 
+def open_reader(args: argparse.Namespace, *, read_only: bool, **kwargs: object) -> Warehouse:
+    """``open_warehouse`` for a command that reads the stored views: a read-only open of a DuckDB file
+    is sandboxed as `strix query` is (no file, network or extension reachable from a view's SQL, should
+    one ever pass the view check). A lake's are held to the project's at every open but not sandboxed:
+    the sandbox's private catalog copy reads inlined TIMESTAMPTZ values as NULL. A writer is not."""
+    lake = isinstance(warehouse_path(args), DuckLakeTarget)
+    return open_warehouse(args, read_only=read_only, sandbox=read_only and not lake, **kwargs)
+
+
 def on_warehouse(
     args: argparse.Namespace,
     action: Callable[[Warehouse], T],
