@@ -150,11 +150,22 @@ Address = Annotated[
 _MEMORY_SIZE = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
 
 
+# The largest size a bound may name (1 PB): beyond it a bound is no bound a person means, and a
+# 400-digit one overflowed turning into bytes.
+MAX_SIZE_BYTES = 10**15
+# The most rows a result or a terminal table may be bounded to.
+MAX_ROWS = 10**12
+
+
 def _memory_size(v: str) -> str:
-    if not _MEMORY_SIZE.fullmatch(v.strip()):
+    m = _MEMORY_SIZE.fullmatch(v.strip())
+    if not m:
         raise ValueError(
             f"{v!r} is not a memory size: a number and a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
         )
+    size = float(v.strip()[: m.start(2)].strip()) * _SIZE_UNITS[m.group(2).lower()]
+    if not math.isfinite(size) or size > MAX_SIZE_BYTES:
+        raise ValueError(f"{v!r} is more than any bound can be: give at most 1PB")
     return v.strip()
 
 
@@ -666,7 +677,7 @@ class QueryConfig(_Strict):
     ] = None
     # the most of a result a query hands over (a bigger one is cut, and that is said): DuckDB's
     # memory_limit bounds the query, not its result, which is held in this process
-    max_rows: PosInt = 1_000_000
+    max_rows: Annotated[int, Field(gt=0, le=MAX_ROWS)] = 1_000_000
     max_bytes: Annotated[str, AfterValidator(_memory_size)] = "256MB"
 
 
