@@ -14,6 +14,7 @@ import duckdb
 from rich.markup import escape
 from rich.text import Text
 
+from strix_pipeline.cli.formats import escape_controls
 from strix_pipeline.config import DuckLakeTarget, StrixConfig
 from strix_pipeline.config_load import load_config
 from strix_pipeline.warehouse import Warehouse, WarehouseError
@@ -102,7 +103,9 @@ def on_warehouse(
 
 
 def error(msg: str) -> int:
-    print(f"strix: {msg}", file=sys.stderr)
+    """One line (or a few) on stderr, ``strix: msg``; a message carries values from outside (a
+    warehouse's, a file's), so a control character in it is written as its escape, never acted on."""
+    print(f"strix: {escape_controls(msg, keep=chr(10) + chr(9))}", file=sys.stderr)
     return 1
 
 
