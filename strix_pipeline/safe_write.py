@@ -155,7 +155,8 @@ class Folder:
         where = self.path / name
         if self._existing(name) is not None and not replace:
             raise FileExistsError(f"{where}: the file exists")
-        tmp = f".{name[:100]}.{secrets.token_hex(6)}.tmp"
+        # cut by bytes, not characters: a file name is at most 255 bytes, and 100 characters may be 400
+        tmp = f".{os.fsencode(name)[:100].decode(errors='ignore')}.{secrets.token_hex(6)}.tmp"
         fd = os.open(
             tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=self.fd
         )

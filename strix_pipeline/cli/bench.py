@@ -23,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from strix_pipeline.cli.bench_out import result_json, vllm_doc, write_json
+from strix_pipeline.cli.common import as_markup
 from strix_pipeline.config import (
     SLO,
     ConfigError,
@@ -301,7 +302,7 @@ def handle(args: argparse.Namespace) -> int:
         try:
             prompts = load_dataset(args.dataset)
         except (OSError, ValueError) as e:
-            console.print(f"[red]strix bench: {e}[/]")
+            console.print(f"[red]strix bench: {as_markup(e)}[/]")
             return 2
     elif plan.mode == "scenario":
         scenarios = _scenarios(args.scenario)
@@ -351,7 +352,7 @@ def handle(args: argparse.Namespace) -> int:
 
     console.print(summary_table(result.aggregates))
     for e in result.errors:
-        console.print(f"[yellow]note:[/] {e}")
+        console.print(f"[yellow]note:[/] {as_markup(e)}")
     if result.smoke_ok is not None:
         console.print(f"smoke: {'[green]ok[/]' if result.smoke_ok else '[red]FAILED[/]'}")
     model = plan.model or result.model
@@ -361,7 +362,7 @@ def handle(args: argparse.Namespace) -> int:
     )  # fmt: skip
     if args.out:
         write_json(Path(args.out), doc)
-        console.print(f"wrote {args.out}")
+        console.print(f"wrote {as_markup(args.out)}")
     if plan.result_format is not None:
         vdoc = vllm_doc(result, plan, model or "unknown") if plan.result_format == "vllm" else None
         if vdoc is None:  # the strix JSON under vLLM's file name; the name's fields as vLLM would fill them
@@ -370,19 +371,19 @@ def handle(args: argparse.Namespace) -> int:
             plan.vllm.max_concurrency = plan.levels[0] if plan.levels and len(plan.levels) == 1 else None
         path = result_filename(plan.vllm, args.result_dir, args.result_filename)
         write_json(path, vdoc if vdoc is not None else doc, append=args.append_result)
-        console.print(f"wrote {path}" + (" (vLLM's result format)" if vdoc is not None else ""))
+        console.print(f"wrote {as_markup(path)}" + (" (vLLM's result format)" if vdoc is not None else ""))
         if vdoc is not None:
             console.print(summary(vdoc), highlight=False, markup=False)
             beside = path.with_name(path.stem + ".strix.json")
             write_json(beside, doc, append=args.append_result)
-            console.print(f"wrote {beside}")
+            console.print(f"wrote {as_markup(beside)}")
     if args.save:
         try:
             path = save_run(cfg, result, run_id=run_id, url=plan.url, model=model or "unknown", profile_name=args.profile, started=started, warehouse=args.warehouse, workload=workload_digest(profile))  # fmt: skip
         except RunNotStored as e:
             console.print(f"strix bench: {e}", style="red", soft_wrap=True, markup=False)
             return 4
-        console.print(f"saved run {run_id} to {path}")
+        console.print(f"saved run {as_markup(run_id)} to {as_markup(path)}")
     failed = sum(a.requests_failed for a in result.aggregates)
     ok = sum(a.requests_ok for a in result.aggregates)
     if ok == 0:

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import TypeVar
 
 import duckdb
+from rich.markup import escape
 from rich.text import Text
 
+from strix_pipeline.cli.formats import escape_controls
 from strix_pipeline.config import DuckLakeTarget, StrixConfig
 from strix_pipeline.config_load import load_config
 from strix_pipeline.warehouse import Warehouse, WarehouseError
@@ -67,6 +69,15 @@ def open_warehouse(
     )
 
 
+def open_reader(args: argparse.Namespace, *, read_only: bool, **kwargs: object) -> Warehouse:
+    """``open_warehouse`` for a command that reads the stored views: a read-only open of a DuckDB file
+    is sandboxed as `strix query` is (no file, network or extension reachable from a view's SQL, should
+    one ever pass the view check). A lake's are held to the project's at every open but not sandboxed:
+    the sandbox's private catalog copy reads inlined TIMESTAMPTZ values as NULL. A writer is not."""
+    lake = isinstance(warehouse_path(args), DuckLakeTarget)
+    return open_warehouse(args, read_only=read_only, sandbox=read_only and not lake, **kwargs)
+
+
 def on_warehouse(
     args: argparse.Namespace,
     action: Callable[[Warehouse], T],
@@ -92,7 +103,9 @@ def on_warehouse(
 
 
 def error(msg: str) -> int:
-    print(f"strix: {msg}", file=sys.stderr)
+    """One line (or a few) on stderr, ``strix: msg``; a message carries values from outside (a
+    warehouse's, a file's), so a control character in it is written as its escape, never acted on."""
+    print(f"strix: {escape_controls(msg, keep=chr(10) + chr(9))}", file=sys.stderr)
     return 1
 
 
@@ -104,6 +117,13 @@ def visible(value: object) -> str:
     return "".join(
         ch if unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp") else ascii(ch)[1:-1] for ch in text
     )
+
+
+def as_markup(value: object) -> str:
+    """A string from outside (a server's reply, a file, the warehouse, the command line) to put into a
+    rich markup string: shown as it is, never read as markup (a model's "[/INST]" raised MarkupError,
+    "[link=...]" made a hyperlink) and with its control characters written as escapes (:func:`visible`)."""
+    return escape(visible(value))
 
 
 def shown(value: object | None) -> Text:

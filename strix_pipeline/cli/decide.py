@@ -13,7 +13,7 @@ from strix_pipeline.analysis.bisect.steps import steps_text, summary
 from strix_pipeline.analysis.decision import Decision, evaluate, format_value, pair_rows, reproduce
 from strix_pipeline.analysis.floor import MEASURED, magnitude_floor, measured_noise_for
 from strix_pipeline.analysis.series import Series, detection_points, load_series
-from strix_pipeline.cli.common import config_of, error, on_warehouse, shown, warehouse_arg
+from strix_pipeline.cli.common import config_of, error, on_warehouse, open_reader, shown, warehouse_arg
 from strix_pipeline.cli.compare import comparison_table
 from strix_pipeline.config import ChangeDetectionConfig, StrixConfig
 from strix_pipeline.config_load import load_config
@@ -122,7 +122,7 @@ def run_decide(args: argparse.Namespace) -> int:
             wh.save_decision(d.criteria)
         return d
 
-    d, rc = on_warehouse(args, decide, read_only=not args.save)
+    d, rc = on_warehouse(args, decide, read_only=not args.save, opener=open_reader)
     if d is None:
         return rc
     if args.json:
@@ -143,7 +143,7 @@ def run_reproduce(args: argparse.Namespace, config: StrixConfig) -> int:
         except KeyError:
             return None
 
-    done, rc = on_warehouse(args, replay)
+    done, rc = on_warehouse(args, replay, opener=open_reader)
     if rc:
         return rc
     if done is None:
@@ -178,7 +178,7 @@ def run_changes(args: argparse.Namespace) -> int:
             wh.latest_noise() if "noise_figures" in wh.table_names() else [],
         )
 
-    got, rc = on_warehouse(args, read)
+    got, rc = on_warehouse(args, read, opener=open_reader)
     if got is None:
         return rc
     rows, series, searches, compared, noise = got

@@ -11,6 +11,8 @@ from strix_pipeline.cli.common import config_of, warehouse_path
 from strix_pipeline.config import DuckLakeTarget, config_path
 from strix_pipeline.warehouse.spool import spool_dir
 
+NAME_MAX = 255  # bytes of one file name (Linux's NAME_MAX, as most file systems)
+
 
 def protected(args: argparse.Namespace) -> list[tuple[Path, str]]:
     """The files and folders --out must never be (or be inside): the warehouse and its WAL and spill
@@ -48,6 +50,9 @@ def within(path: Path, folder: Path) -> bool:
 def check_out(args: argparse.Namespace) -> str | None:
     """Why ``--out`` cannot be written (one line), or None."""
     out = Path(args.out)
+    size = len(os.fsencode(out.name))
+    if size > NAME_MAX:  # checked before any look at the path: the system refuses it with a traceback
+        return f"--out: the file name is {size} bytes; a file name is at most {NAME_MAX} bytes"
     for place, what in protected(args):
         if within(out, place):
             return f"--out {out}: that is {what} ({place}); choose another file"

@@ -39,7 +39,7 @@ from strix_pipeline.cli.common import (
 )
 from strix_pipeline.cli.formats import escape_controls, print_table, render_chunks
 from strix_pipeline.cli.out_guard import check_out, protected
-from strix_pipeline.config import QueryConfig, check_timeout, memory_bytes
+from strix_pipeline.config import MAX_ROWS, QueryConfig, check_timeout, memory_bytes
 from strix_pipeline.peers import FORMATS as PEER_FORMATS
 from strix_pipeline.peers import ImportOptions, PeerFormatError, load_peer_file
 from strix_pipeline.records import RunRecord
@@ -101,7 +101,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     q.add_argument(
         "--limit",
-        type=int,
+        type=_rows_shown,
         default=200,
         help="rows shown by --format table (default 200); the other formats give every row",
     )
@@ -165,14 +165,22 @@ def _timeout(text: str) -> float:
         ) from None
 
 
-def _positive(text: str) -> int:
+def _count(text: str, least: int) -> int:
     try:
         n = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{n}: give 1 or more")
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number") from None
+    if not least <= n <= MAX_ROWS:
+        raise argparse.ArgumentTypeError(f"{text[:40]}: give a whole number from {least} to {MAX_ROWS:,}")
     return n
+
+
+def _positive(text: str) -> int:
+    return _count(text, 1)
+
+
+def _rows_shown(text: str) -> int:
+    return _count(text, 0)
 
 
 def _size(text: str) -> str:

@@ -10,12 +10,10 @@ from strix_pipeline.cli.common import (
     config_of,
     error,
     on_warehouse,
-    open_warehouse,
+    open_reader,
     warehouse_arg,
-    warehouse_path,
 )
 from strix_pipeline.cli.out_guard import protected, within
-from strix_pipeline.config import DuckLakeTarget
 from strix_pipeline.report import ReportFolderError, ReportSite, write_report
 from strix_pipeline.safe_write import UnsafeTarget
 from strix_pipeline.warehouse import Warehouse
@@ -42,16 +40,8 @@ def run_report(args: argparse.Namespace) -> int:
     def write(wh: Warehouse) -> ReportSite:
         return write_report(wh, config, out)
 
-    def sandboxed(args: argparse.Namespace, *, read_only: bool) -> Warehouse:
-        # A DuckDB file is read as `strix query` reads it: no file, network or extension reachable from
-        # the SQL the report runs. On a lake the views are held to the project's (warehouse.view_check,
-        # at every open) but the query sandbox is not used: its private catalog copy reads inlined
-        # TIMESTAMPTZ values as NULL (decisions.evaluated_at) and DuckDB then crashes in the report.
-        lake = isinstance(warehouse_path(args), DuckLakeTarget)
-        return open_warehouse(args, read_only=True, sandbox=not lake)
-
     try:
-        site, code = on_warehouse(args, write, "strix report", opener=sandboxed)
+        site, code = on_warehouse(args, write, "strix report", opener=open_reader)
     except ReportFolderError as e:
         return error(f"--out {e}")
     except (

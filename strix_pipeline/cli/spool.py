@@ -14,8 +14,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
-from strix_pipeline.cli.common import lock_wait_arg, open_warehouse, warehouse_arg
+from strix_pipeline.cli.common import as_markup, lock_wait_arg, open_warehouse, shown, visible, warehouse_arg
 from strix_pipeline.config_load import load_config
 from strix_pipeline.warehouse import WarehouseError
 from strix_pipeline.warehouse.spool import Spooled, drain, pending, spool_dir
@@ -26,9 +27,9 @@ def load_spool(args: argparse.Namespace) -> int:
     directory = Path(args.spool) if args.spool else spool_dir(load_config(args.config).artifacts_dir())
     files = pending(directory)
     if not files:
-        console.print(f"no spooled runs in {directory}")
+        console.print(f"no spooled runs in {directory}", markup=False)
         return 0
-    rows: list[tuple[str, str, str]] = []
+    rows: list[tuple[Text, Text, Text]] = []
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
     ) as progress:  # fmt: skip
@@ -38,14 +39,14 @@ def load_spool(args: argparse.Namespace) -> int:
             progress.advance(task)
             if spooled is not None:
                 r = spooled.result
-                rows.append((r.run.run_id, r.run.status, f"{len(r.requests)} requests"))
+                rows.append((shown(r.run.run_id), shown(r.run.status), Text(f"{len(r.requests)} requests")))
 
         try:
             wh = open_warehouse(
                 args,
                 read_only=False,
                 lock_retry_s=args.lock_wait,
-                on_wait=lambda m: progress.console.print(f"[yellow]{m}[/]"),
+                on_wait=lambda m: progress.console.print(f"[yellow]{as_markup(m)}[/]"),
             )
             with wh:
                 report = drain(wh, directory, on_file=on_file)
@@ -53,14 +54,14 @@ def load_spool(args: argparse.Namespace) -> int:
             console.print(f"strix load-spool: {e}", style="red", soft_wrap=True, markup=False)
             console.print(f"{len(rows)} loaded; the rest stay in {directory}", markup=False)
             return 1
-    table = Table(title=f"loaded from {directory}")
+    table = Table(title=f"loaded from {as_markup(directory)}")
     for col in ("run", "status", "rows"):
         table.add_column(col)
     for row in rows:
         table.add_row(*row)
     Console().print(table)
     for _, why in report.unreadable:
-        console.print(f"strix load-spool: {why} (left in place)", style="red", soft_wrap=True, markup=False)
+        console.print(f"strix load-spool: {visible(why)}", style="red", soft_wrap=True, markup=False)
     return 1 if report.unreadable else 0
 
 

@@ -34,6 +34,8 @@ from strix_pipeline.config.project import (
     resolve_path,
 )
 from strix_pipeline.config.rules import (
+    MAX_ROWS,
+    MAX_SIZE_BYTES,
     MAX_TIMEOUT_S,
     NAME_RULE,
     Address,
@@ -71,6 +73,8 @@ from strix_pipeline.config.suite import (
 )
 
 __all__ = [
+    "MAX_ROWS",
+    "MAX_SIZE_BYTES",
     "Address",
     "AnalysisConfig",
     "CANARY_PATTERN",

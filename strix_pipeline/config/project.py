@@ -11,9 +11,9 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from strix_pipeline.config.rules import (
+    MAX_ROWS,
     ConfigPath,
     EnvName,
-    PosInt,
     Version,
     _memory_size,
     _Strict,
@@ -89,7 +89,7 @@ class QueryConfig(_Strict):
     ] = None
     # the most of a result a query hands over (a bigger one is cut, and that is said): DuckDB's
     # memory_limit bounds the query, not its result, which is held in this process
-    max_rows: PosInt = 1_000_000
+    max_rows: Annotated[int, Field(gt=0, le=MAX_ROWS)] = 1_000_000
     max_bytes: Annotated[str, AfterValidator(_memory_size)] = "256MB"
 
 

@@ -105,16 +105,25 @@ Address = Annotated[
 _MEMORY_SIZE = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
 
 
+_SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_SIZE_UNITS |= {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+# The largest size a bound may name (1 PB): beyond it a bound is no bound a person means, and a
+# 400-digit one overflowed turning into bytes.
+MAX_SIZE_BYTES = 10**15
+# The most rows a result or a terminal table may be bounded to.
+MAX_ROWS = 10**12
+
+
 def _memory_size(v: str) -> str:
-    if not _MEMORY_SIZE.fullmatch(v.strip()):
+    m = _MEMORY_SIZE.fullmatch(v.strip())
+    if not m:
         raise ValueError(
             f"{v!r} is not a memory size: a number and a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
         )
+    size = float(v.strip()[: m.start(2)].strip()) * _SIZE_UNITS[m.group(2).lower()]
+    if not math.isfinite(size) or size > MAX_SIZE_BYTES:
+        raise ValueError(f"{v!r} is more than any bound can be: give at most 1PB")
     return v.strip()
-
-
-_SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
-_SIZE_UNITS |= {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 
 def memory_bytes(v: str) -> int:

@@ -13,6 +13,7 @@ from strix_pipeline.analysis.charts.marks import note_chart
 from strix_pipeline.analysis.charts.page import json_for_html
 from strix_pipeline.report.markup import esc
 from strix_pipeline.report.names import run_page
+from strix_pipeline.report.unreadable import refuse_unreadable
 
 if TYPE_CHECKING:
     from strix_pipeline.analysis.changepoints import Change
@@ -126,6 +127,7 @@ def report_charts(
         try:
             chart, note = builders[name]()
         except Exception as e:  # noqa: BLE001 - one broken chart must not take the report with it
+            refuse_unreadable(e)
             log.exception("chart %s failed", name)
             note = f"this chart could not be drawn: {type(e).__name__}: {e}"
             chart = note_chart(title, note)

@@ -9,6 +9,8 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from strix_pipeline.report.unreadable import refuse_unreadable
+
 if TYPE_CHECKING:
     from strix_pipeline.warehouse import Warehouse
 
@@ -47,6 +49,7 @@ def _rows(wh: Warehouse, sql: str) -> list[dict[str, Any]]:
     try:
         return list(wh.query_df(sql).iter_rows(named=True))
     except Exception as e:  # noqa: BLE001 - a warehouse before schema v8 has neither: nothing to show
+        refuse_unreadable(e)
         log.debug("report extras not in this warehouse: %s", e)
         return []
 

@@ -20,6 +20,7 @@ from strix_pipeline.analysis.decision import (
 )
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.report.extras import ChangeExtras, change_extras
+from strix_pipeline.report.unreadable import refuse_unreadable
 
 if TYPE_CHECKING:
     from strix_pipeline.warehouse import Warehouse
@@ -146,6 +147,7 @@ def _rows(wh: Warehouse, sql: str, params: list[Any] | None = None) -> list[dict
     try:
         return list(wh.query_df(sql, params).iter_rows(named=True))
     except Exception as e:  # noqa: BLE001 - a part the warehouse cannot give is shown as missing
+        refuse_unreadable(e)
         log.warning("report query failed: %s", e)
         return []
 
@@ -163,6 +165,7 @@ def gather(wh: Warehouse, config: StrixConfig, *, now: datetime | None = None) -
     try:
         changes = [c for c in stored_changes(wh) if c.detected_at is None or c.detected_at <= as_of]
     except Exception as e:  # noqa: BLE001 - a warehouse without changes: none to show
+        refuse_unreadable(e)
         log.warning("could not read stored changes: %s", e)
         changes = []
     runs = _rows(wh, REPORT_RUNS_SQL, [as_of])

@@ -38,6 +38,7 @@ from strix_pipeline.warehouse.connection import (
     open_connection,
 )
 from strix_pipeline.warehouse.faults import explain
+from strix_pipeline.warehouse.sql_names import quoted
 from strix_pipeline.warehouse.view_check import check_views
 
 
@@ -138,12 +139,14 @@ class Warehouse:
         return schema.table_names(self.con)
 
     def count(self, table: str, run_id: str | None = None) -> int:
-        if table not in self.table_names():
+        """Rows of the project's table ``table`` (of one run, given ``run_id``)."""
+        if table not in schema.project_schema().tables or table not in self.table_names():
             raise WarehouseError(f"no table {table!r}")
+        name = quoted(table)
         if run_id is None:
-            rows = self.con.execute(f'SELECT count(*) FROM "{table}"').fetchall()
+            rows = self.con.execute(f"SELECT count(*) FROM {name}").fetchall()
         else:
-            rows = self.con.execute(f'SELECT count(*) FROM "{table}" WHERE run_id = ?', [run_id]).fetchall()
+            rows = self.con.execute(f"SELECT count(*) FROM {name} WHERE run_id = ?", [run_id]).fetchall()
         return int(rows[0][0])
 
     def query_df(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> pl.DataFrame:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
@@ -12,17 +13,28 @@ from strix_pipeline.records import VALUE_RULES
 from strix_pipeline.safe_write import Folder, fd_path
 from strix_pipeline.warehouse.connection import WarehouseError, in_transaction
 from strix_pipeline.warehouse.decisions import replace_decisions_from
+from strix_pipeline.warehouse.extensions import sql_str
 from strix_pipeline.warehouse.hosts import refresh_hosts
 from strix_pipeline.warehouse.images import upsert_images_from
 from strix_pipeline.warehouse.runs import RUN_TABLES
-from strix_pipeline.warehouse.schema import table_names
+from strix_pipeline.warehouse.schema import project_schema, table_names
+from strix_pipeline.warehouse.sql_names import quoted
+
+log = logging.getLogger(__name__)
 
 
 def export_parquet(
     con: duckdb.DuckDBPyConnection, directory: str | Path, tables: Iterable[str] | None = None
 ) -> dict[str, Path]:
-    """Write every table (or the named ones) to DIR/<table>.parquet; works on a read-only open."""
-    known = table_names(con)
+    """Write every table of the project (or the named ones) to DIR/<table>.parquet; works on a
+    read-only open. A table the project does not define is named in the log and left out: its name is
+    the writer's choice and never goes into SQL."""
+    ours = project_schema().tables
+    present = table_names(con)
+    known = [name for name in present if name in ours]
+    for name in present:
+        if name not in ours:
+            log.warning("the table %r is not the project's; not exported", name)
     names = list(tables) if tables is not None else known
     for name in names:
         if name not in known:
@@ -35,7 +47,8 @@ def export_parquet(
 
             def copy(f: BinaryIO, table: str = name) -> None:
                 con.execute(
-                    f'''COPY (SELECT * FROM "{table}") TO '{fd_path(f)}' (FORMAT parquet, USE_TMP_FILE false)'''
+                    f"COPY (SELECT * FROM {quoted(table)}) TO {sql_str(fd_path(f))} "
+                    "(FORMAT parquet, USE_TMP_FILE false)"
                 ).fetchall()
 
             written[name] = out.write(f"{name}.parquet", copy)

@@ -24,6 +24,7 @@ from strix_pipeline.warehouse.extensions import (
     extension_file,
     sql_str,
 )
+from strix_pipeline.warehouse.sql_names import quoted
 
 # DuckDB settings of a sandboxed reader, given when the database instance is created (DuckDB shares one
 # instance per file and process, so they can neither leak to nor be missing from another connection:
@@ -198,8 +199,7 @@ def _copy_catalog(target: DuckLakeTarget, dest: Path, data_path: str) -> None:
                 ).fetchall()
             ]
             for t in tables:
-                q = '"' + t.replace('"', '""') + '"'
-                s = '"' + schemas[0].replace('"', '""') + '"'
+                q, s = quoted(t), quoted(schemas[0])  # a name with a quote is refused, never escaped
                 con.execute(f"CREATE TABLE cat.main.{q} AS SELECT * FROM pg.{s}.{q}").fetchall()
             con.execute("COMMIT").fetchall()
             con.execute(

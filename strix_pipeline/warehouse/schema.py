@@ -9,13 +9,17 @@ editable) package finds them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import logging
 import re
+import tempfile
 import warnings
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from importlib.resources.abc import Traversable
+from pathlib import Path
 
 import duckdb
 
@@ -27,6 +31,9 @@ from strix_pipeline.warehouse.connection import Target, in_transaction, is_confl
 from strix_pipeline.warehouse.errors import WarehouseError, WarehouseUnavailable
 from strix_pipeline.warehouse.noise import NoiseRecord
 from strix_pipeline.warehouse.runs import RUN_TABLES
+from strix_pipeline.warehouse.sql_names import quoted
+
+log = logging.getLogger(__name__)
 
 SQL_DIR: Traversable = resources.files("strix_pipeline.warehouse") / "sql"
 MIGRATIONS_DIR: Traversable = SQL_DIR / "migrations"
@@ -83,6 +90,58 @@ def current_schema_version() -> int:
 
 def views_sql() -> str:
     return VIEWS_FILE.read_text()
+
+
+@dataclass(frozen=True)
+class ProjectSchema:
+    # view name -> the texts DuckDB gives for the project's definition: as created, and as read back
+    # from a file (storing a view re-writes some of it: UNPIVOT's column names come back as strings)
+    views: dict[str, frozenset[str]]
+    tables: frozenset[str]
+
+
+@functools.cache
+def project_schema() -> ProjectSchema:
+    """The views and tables the project's SQL package makes (migrations, then views.sql)."""
+
+    with tempfile.TemporaryDirectory(prefix="strix-views-") as scratch:
+        path = str(Path(scratch) / "views.duckdb")
+        con = duckdb.connect(path)
+        try:
+            for m in migrations():
+                con.execute(m.sql).fetchall()
+            con.execute(views_sql()).fetchall()
+            created = dict(stored_views(con))
+            tables = frozenset(
+                r[0]
+                for r in con.execute(
+                    "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
+                    "AND schema_name = 'main'"
+                ).fetchall()
+            )
+        finally:
+            con.close()
+        con = duckdb.connect(path, read_only=True)
+        try:
+            stored = dict(stored_views(con))
+        finally:
+            con.close()
+    return ProjectSchema(
+        views={name: frozenset({sql, stored.get(name, sql)}) for name, sql in created.items()}, tables=tables
+    )
+
+
+def stored_views(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
+    rows = con.execute(
+        "SELECT view_name, sql FROM duckdb_views() WHERE database_name = current_database() "
+        "AND schema_name = 'main' AND NOT internal ORDER BY view_name"
+    ).fetchall()
+    return [(name, _normal(sql)) for name, sql in rows]
+
+
+def _normal(sql: str | None) -> str:
+    # DuckDB writes its own text for a view; a lake's catalog may keep it without the final ";"
+    return (sql or "").strip().rstrip(";").strip()
 
 
 def _main_schema(con: duckdb.DuckDBPyConnection, catalog: str, name: str, where: str = "TRUE") -> list[str]:
@@ -186,8 +245,16 @@ def _digest(sql: str) -> str:
 
 
 def _drop_views(con: duckdb.DuckDBPyConnection) -> None:
-    for name in user_views(con):
-        con.execute(f'DROP VIEW IF EXISTS "{name}"').fetchall()
+    # Only the project's own views, by the names views.sql gives them (DuckDB matches them whatever the
+    # stored case): a name read from the catalog is whatever its writer chose, SQL included.
+    for name in sorted(project_schema().views):
+        con.execute(f"DROP VIEW IF EXISTS {quoted(name)}").fetchall()
+
+
+def foreign_views(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The stored views that are not the project's (by name, whatever the case): left alone, named."""
+    ours = {name.lower() for name in project_schema().views}
+    return [name for name in user_views(con) if name.lower() not in ours]
 
 
 def views_outdated(con: duckdb.DuckDBPyConnection, digest: str) -> bool:
@@ -202,6 +269,10 @@ def install_views(con: duckdb.DuckDBPyConnection, path: Target) -> None:
     digest = _digest(sql)
     if not views_outdated(con, digest):
         return
+    for name in foreign_views(con):
+        log.warning(
+            "%s: the stored view %r is not the project's; left alone (nothing here reads it)", path, name
+        )
     try:
         _drop_views(con)
         con.execute(sql).fetchall()

@@ -10,8 +10,12 @@ run, written atomically), idempotence and lock waits: docs/warehouse.md ("The sp
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import json
-from collections.abc import Callable, Collection
+import os
+import stat
+from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,6 +33,7 @@ from strix_pipeline.records import (
     RunRecord,
     RunResult,
     ServerMetricSample,
+    refused_value,
 )
 from strix_pipeline.safe_write import write_file
 from strix_pipeline.warehouse import arrow
@@ -38,6 +43,7 @@ from strix_pipeline.warehouse.facade import Warehouse
 
 SPOOL_VERSION = 1
 SPOOL_SUFFIX = ".spool.arrow"
+REFUSED_SUFFIX = ".refused"  # a spool file that cannot be loaded, moved aside under this name
 _META_KEY = b"strix.spool"
 
 # The run tables in a spool file, with the RunResult field each one comes from (runs: the one RunRecord).
@@ -100,10 +106,7 @@ class StoreReport:
         out = []
         if self.drained.loaded:
             out.append("loaded runs spooled earlier: " + ", ".join(rid for _, rid in self.drained.loaded))
-        out += [
-            f"spool file {p} cannot be loaded and stays where it is: {why}"
-            for p, why in self.drained.unreadable
-        ]
+        out += [f"spool file {p} cannot be loaded: {why}" for p, why in self.drained.unreadable]
         if self.spool_error:
             out.append(f"run {self.run_id} was loaded but could not be spooled first: {self.spool_error}")
         return out
@@ -119,11 +122,19 @@ def spool_path(directory: Path, run_id: str) -> Path:
 
 
 def pending(directory: Path) -> list[Path]:
-    """The complete spool files in ``directory``, oldest first (temporary files are not complete)."""
+    """The complete spool files in ``directory``, oldest first (temporary files are not complete). Not
+    followed: a link is listed by its own time and refused when read (:func:`read_spool`)."""
     if not directory.is_dir():
         return []
-    files = [p for p in directory.iterdir() if p.name.endswith(SPOOL_SUFFIX) and not p.name.startswith(".")]
-    return sorted(files, key=lambda p: (p.stat().st_mtime_ns, p.name))
+    found = []
+    for p in directory.iterdir():
+        if not p.name.endswith(SPOOL_SUFFIX) or p.name.startswith("."):
+            continue
+        try:
+            found.append((p.lstat().st_mtime_ns, p.name, p))
+        except FileNotFoundError:  # another writer loaded it meanwhile
+            continue
+    return [p for _, _, p in sorted(found)]
 
 
 def write_spool(result: RunResult, directory: Path, host: HostFacts | None = None) -> Path:
@@ -162,11 +173,21 @@ def write_spool(result: RunResult, directory: Path, host: HostFacts | None = Non
 def read_spool(path: Path) -> Spooled:
     """The run a spool file holds, exactly as written; :class:`SpoolUnreadable` when it is not one."""
     try:
-        with pa.OSFile(str(path), "rb") as f:
-            reader = pa.ipc.open_file(f)
+        # a regular file only: no link followed, and a FIFO neither opened for good nor read (it would block)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with open(fd, "rb", closefd=True) as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise SpoolUnreadable(
+                    f"{path}: not a regular file (a link, a FIFO, a folder): not a spool file"
+                )
+            reader = pa.ipc.open_file(pa.BufferReader(f.read()))
             table = reader.read_all()
             raw = (reader.schema.metadata or {}).get(_META_KEY)
-    except (OSError, pa.ArrowException) as e:
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise SpoolUnreadable(f"{path}: a symbolic link, not a spool file") from e
+        raise SpoolUnreadable(f"{path}: not a readable spool file ({type(e).__name__}: {e})") from e
+    except pa.ArrowException as e:
         raise SpoolUnreadable(f"{path}: not a readable spool file ({type(e).__name__}: {e})") from e
     if raw is None:
         raise SpoolUnreadable(f"{path}: no {_META_KEY.decode()} metadata: not a strix spool file")
@@ -191,6 +212,14 @@ def read_spool(path: Path) -> Spooled:
             raise SpoolUnreadable(f"{path}: the {name} rows do not match {cls.__name__}: {e}") from e
     if len(parts["runs"]) != 1:
         raise SpoolUnreadable(f"{path}: {len(parts['runs'])} runs rows; a spool file holds one run")
+    for name, rows in parts.items():  # the value rules of `strix import`, the same for a spool file
+        for row in rows:
+            refused = refused_value(row)
+            if refused is not None:
+                field_name, value, says = refused
+                raise SpoolUnreadable(
+                    f"{path}: {name}: {field_name} = {value!r} is refused: {field_name} must be {says}"
+                )
     host = meta.get("host")
     result = RunResult(
         run=parts["runs"][0],
@@ -221,28 +250,70 @@ def drain(
     on_file: Callable[[Path, Spooled | None], None] | None = None,
 ) -> DrainReport:
     """Load every pending spool file in ``directory`` into the open writer ``wh``, oldest first, each
-    deleted once its load committed. A file that cannot be read stays where it is and is reported; a
-    warehouse failure raises (what was loaded so far is committed and deleted, the rest stays)."""
+    deleted once its load committed. A file that is not a spool file this code can load (a link, a
+    FIFO, a damaged file, a value the import rules refuse) is moved aside (``<name>.refused``) and
+    reported; a warehouse failure raises (what was loaded so far is committed and deleted, the rest
+    stays). One writer drains a folder at a time: while another holds its lock, this one loads none."""
     report = DrainReport()
-    for path in pending(directory):
-        if path in skip:
-            continue
-        try:
-            spooled = read_spool(path)
-            load_one(wh, spooled.result, spooled.host)
-        except WarehouseUnavailable:
-            raise  # the warehouse itself: no other file would load either
-        except WarehouseError as e:
-            # this file's rows (or what it is) -- one bad file must not block every load after it
-            report.unreadable.append((path, str(e)))
+    with _drain_lock(directory) as held:
+        if not held:
+            return report
+        for path in pending(directory):
+            if path in skip:
+                continue
+            try:
+                spooled = read_spool(path)
+            except SpoolUnreadable as e:
+                report.unreadable.append((path, f"{e}; {_aside(path)}"))
+                if on_file is not None:
+                    on_file(path, None)
+                continue
+            try:
+                load_one(wh, spooled.result, spooled.host)
+            except WarehouseUnavailable:
+                raise  # the warehouse itself: no other file would load either
+            except WarehouseError as e:
+                # this file's rows -- one bad file must not block every load after it
+                report.unreadable.append((path, f"{e}; it stays where it is"))
+                if on_file is not None:
+                    on_file(path, None)
+                continue
+            path.unlink(missing_ok=True)
+            report.loaded.append((path, spooled.result.run.run_id))
             if on_file is not None:
-                on_file(path, None)
-            continue
-        path.unlink(missing_ok=True)
-        report.loaded.append((path, spooled.result.run.run_id))
-        if on_file is not None:
-            on_file(path, spooled)
+                on_file(path, spooled)
     return report
+
+
+def _aside(path: Path) -> str:
+    """Move a file that is no spool file out of the way (renamed, a link itself, never what it points
+    to); what was done, as words for the report."""
+    aside = path.with_name(path.name + REFUSED_SUFFIX)
+    try:
+        os.rename(path, aside)
+    except OSError as e:
+        return f"it could not be moved aside ({e}) and stays where it is"
+    return f"moved aside to {aside}"
+
+
+@contextlib.contextmanager
+def _drain_lock(directory: Path) -> Iterator[bool]:
+    """Whether this process holds the folder's drain lock, a lock on the folder itself (not waited
+    for: the holder loads the files); on a DuckLake several writers may drain one shared folder."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        yield True  # no folder (nothing to drain), or one this process cannot open: as before
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
 
 
 def store_run(

@@ -7,8 +7,11 @@ macro that shadows a built-in function the views call (a stored ``lower`` wins o
 every open compares what is stored with what the project's migrations and ``views.sql`` make:
 
 - a stored view of a project view's name whose definition differs is refused, named;
-- a view standing where the project has a table is refused, named;
+- a view standing where the project has a table, or a table where it has a view, is refused, named;
 - any stored macro is refused, named (the project stores none).
+
+Names are compared as DuckDB resolves them, without regard to case: a view stored as ``"V_RUN_BASE"``
+is what ``v_run_base`` reads, so it is held to the project's ``v_run_base``.
 
 A writer re-creates a changed view from views.sql instead (it is this code). Views the project does
 not define are left alone: nothing of the project reads them. A project view
@@ -20,75 +23,19 @@ own normalised text (``duckdb_views().sql``), whatever spacing or comments views
 
 from __future__ import annotations
 
-import functools
 import logging
-import tempfile
-from dataclasses import dataclass
-from pathlib import Path
 
 import duckdb
 
 from strix_pipeline.warehouse.connection import in_transaction
 from strix_pipeline.warehouse.errors import WarehouseError
-from strix_pipeline.warehouse.schema import install_views, migrations, views_sql
+from strix_pipeline.warehouse.schema import install_views, project_schema, stored_views, table_names
 
 log = logging.getLogger(__name__)
 
 
 class ForeignView(WarehouseError):
     """A stored view or macro that is not the project's; the message names it."""
-
-
-@dataclass(frozen=True)
-class ProjectSchema:
-    # view name -> the texts DuckDB gives for the project's definition: as created, and as read back
-    # from a file (storing a view re-writes some of it: UNPIVOT's column names come back as strings)
-    views: dict[str, frozenset[str]]
-    tables: frozenset[str]
-
-
-@functools.cache
-def project_schema() -> ProjectSchema:
-    """The views and tables the project's SQL package makes (migrations, then views.sql)."""
-
-    with tempfile.TemporaryDirectory(prefix="strix-views-") as scratch:
-        path = str(Path(scratch) / "views.duckdb")
-        con = duckdb.connect(path)
-        try:
-            for m in migrations():
-                con.execute(m.sql).fetchall()
-            con.execute(views_sql()).fetchall()
-            created = dict(_stored_views(con))
-            tables = frozenset(
-                r[0]
-                for r in con.execute(
-                    "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
-                    "AND schema_name = 'main'"
-                ).fetchall()
-            )
-        finally:
-            con.close()
-        con = duckdb.connect(path, read_only=True)
-        try:
-            stored = dict(_stored_views(con))
-        finally:
-            con.close()
-    return ProjectSchema(
-        views={name: frozenset({sql, stored.get(name, sql)}) for name, sql in created.items()}, tables=tables
-    )
-
-
-def _stored_views(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
-    rows = con.execute(
-        "SELECT view_name, sql FROM duckdb_views() WHERE database_name = current_database() "
-        "AND schema_name = 'main' AND NOT internal ORDER BY view_name"
-    ).fetchall()
-    return [(name, _normal(sql)) for name, sql in rows]
-
-
-def _normal(sql: str | None) -> str:
-    # DuckDB writes its own text for a view; a lake's catalog may keep it without the final ";"
-    return (sql or "").strip().rstrip(";").strip()
 
 
 def check_views(con: duckdb.DuckDBPyConnection, where: object, *, writable: bool = False) -> None:
@@ -121,14 +68,23 @@ def check_views(con: duckdb.DuckDBPyConnection, where: object, *, writable: bool
 
 def _changed_view(con: duckdb.DuckDBPyConnection, where: object) -> str | None:
     expected = project_schema()
-    for name, sql in _stored_views(con):
-        if name in expected.tables:
+    views = {name.lower(): name for name in expected.views}
+    tables = {name.lower() for name in expected.tables}
+    for name, sql in stored_views(con):
+        key = name.lower()
+        if key in tables:
             raise ForeignView(
-                f"{where}: {name} is a view in the warehouse, where the project has a table; refused, "
-                "nothing was read through it"
+                f"{where}: {name!r} is a view in the warehouse, where the project has the table {key}; "
+                "refused, nothing was read through it"
             )
-        if name in expected.views and sql not in expected.views[name]:
-            return name
+        if key in views and (name != views[key] or sql not in expected.views[views[key]]):
+            return name if name.isidentifier() else repr(name)
+    for name in table_names(con):
+        if name.lower() in views:
+            raise ForeignView(
+                f"{where}: {name!r} is a table in the warehouse, where the project has the view "
+                f"{views[name.lower()]}; refused, nothing was read through it"
+            )
     return None
 
 

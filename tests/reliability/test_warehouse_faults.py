@@ -116,18 +116,21 @@ def test_a_spooled_run_reads_back_equal_to_what_was_measured(tmp_path: Path) -> 
     assert not [p for p in (tmp_path / "spool").iterdir() if p.name.startswith(".")]  # no temporary left
 
 
-def test_a_damaged_spool_file_is_refused_by_name_and_kept(tmp_path: Path) -> None:
+def test_a_damaged_spool_file_is_refused_by_name_and_moved_aside(tmp_path: Path) -> None:
     path = write_spool(measured("r1"), tmp_path)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(SpoolUnreadable, match=str(path)):
         read_spool(path)
-    # the next writer reports it, loads the rest, and leaves it where it is
+    # the next writer reports it, loads the rest, and moves it aside whole (a later load skips it)
     target = tmp_path / "w.duckdb"
     report = store_run(
         measured("r2"), spool_directory=tmp_path, open_writer=writer(target), warehouse_path=target
     )
-    assert [p for p, _ in report.drained.unreadable] == [path] and path.read_bytes() == data[: len(data) // 2]
+    assert [p for p, _ in report.drained.unreadable] == [path]
+    aside = path.with_name(path.name + ".refused")
+    assert "moved aside to" in report.drained.unreadable[0][1] and not path.exists()
+    assert aside.read_bytes() == data[: len(data) // 2] and pending(tmp_path) == []
     with Warehouse.open(target, read_only=True) as wh:
         assert wh.run_ids() == ["r2"]
 
