@@ -22,7 +22,7 @@ from strix_pipeline.analysis.decision.criteria import PAIRS
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.planning.measured import week_start
 from strix_pipeline.planning.targets import canaries
-from strix_pipeline.runner.engine_pairs import METRICS, compare_engines, engine_records, engine_sides
+from strix_pipeline.runner.engine_comparison import METRICS, compare_engines, engine_records, engine_sides
 from strix_pipeline.runner.pair_runs import PAIR_HOST, pair_log_dir, release_to_run
 from strix_pipeline.runner.pairs import PairsResult, compare_releases, records
 

@@ -20,11 +20,11 @@ from strix_pipeline.analysis.decision import (
 from strix_pipeline.records import CriterionResult
 from strix_pipeline.report.charts import BOOT_JS, ReportChart
 from strix_pipeline.report.forest import criterion_rows, forest_chart
-from strix_pipeline.report.gather import ReportData
 from strix_pipeline.report.markup import esc, link, local_time, memory, number, page, table, with_interval
 from strix_pipeline.report.names import FEED, run_page
 from strix_pipeline.report.page_parts import or_none, run_link, when_text
 from strix_pipeline.report.since import Since
+from strix_pipeline.report.site_data import ReportData
 
 MATRIX_WORDS = {
     "serves": "serves",

@@ -52,7 +52,7 @@ class ComparisonRecord:
     dropped_pairs: int
     started_at: datetime
     ended_at: datetime
-    # the decision pair an engine comparison is of ("production" | "equal_weights", runner/engine_pairs.py);
+    # the decision pair an engine comparison is of ("production" | "equal_weights", runner/engine_comparison.py);
     # None: two releases of one engine
     decision_pair: str | None = None
 

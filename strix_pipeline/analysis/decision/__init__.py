@@ -44,6 +44,7 @@ from strix_pipeline.analysis.decision.gather import (
     evidence_versions,
     gather_evidence,
 )
+from strix_pipeline.analysis.decision.matchup_table import PairRow, decision_markdown, format_value, pair_rows
 from strix_pipeline.analysis.decision.outcome import Decision
 from strix_pipeline.analysis.decision.replay import (
     REPRODUCED_FIELDS,
@@ -52,7 +53,6 @@ from strix_pipeline.analysis.decision.replay import (
     reproduce,
     stored_decision,
 )
-from strix_pipeline.analysis.decision.report import PairRow, decision_markdown, format_value, pair_rows
 from strix_pipeline.analysis.decision.sentence import (
     Wording,
     criterion_title,

@@ -72,7 +72,7 @@ class ReleaseImage:
 
 
 def side_tag(engine: str, version: str | None, model: str) -> str:
-    """How a comparison of engines by pairs names a side (runner/engine_pairs.py): engine, release,
+    """How a comparison of engines by pairs names a side (runner/engine_comparison.py): engine, release,
     model profile -- the one spelling C3 matches its runs against."""
     return f"{engine} {version} {model}"
 

@@ -19,7 +19,7 @@ from strix_pipeline.analysis.decision.criteria.runs import (
     _stale_reason,
 )
 from strix_pipeline.analysis.decision.evidence import Evidence, RunFacts
-from strix_pipeline.analysis.decision.report import pair_name, ratio_text
+from strix_pipeline.analysis.decision.matchup_table import pair_name, ratio_text
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.fingerprint import pair_differences
 from strix_pipeline.records import CriterionResult

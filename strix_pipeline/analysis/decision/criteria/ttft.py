@@ -16,7 +16,7 @@ from strix_pipeline.analysis.decision.criteria.runs import (
     _result,
 )
 from strix_pipeline.analysis.decision.evidence import Evidence, PairedTtft, RunFacts, side_tag
-from strix_pipeline.analysis.decision.report import pair_name, ratio_text
+from strix_pipeline.analysis.decision.matchup_table import pair_name, ratio_text
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import CriterionResult
 from strix_pipeline.stats.quantiles import min_samples_for_ci, quantile_ratio_ci
@@ -122,7 +122,7 @@ def _ttft_on(ev: Evidence, config: StrixConfig, pair: str) -> CriterionResult:
 
 def _paired_ttft(ev: Evidence, pair: str, c: RunFacts, b: RunFacts) -> PairedTtft | str | None:
     """The pair's comparison by interleaved pairs when it ran the very releases and models of the runs
-    C3 compares (runner/engine_pairs.py); else why it is not taken; None: there is none (fresh)."""
+    C3 compares (runner/engine_comparison.py); else why it is not taken; None: there is none (fresh)."""
     got = ev.paired_ttft.get(pair)
     if got is None:
         return None

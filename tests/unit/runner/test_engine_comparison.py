@@ -8,7 +8,7 @@ from support.pair_standin import PairStandIn
 
 from strix_pipeline.config import DEFAULT_CONFIG
 from strix_pipeline.config_load import load_config
-from strix_pipeline.runner.engine_pairs import (
+from strix_pipeline.runner.engine_comparison import (
     METRICS,
     compare_engines,
     engine_records,
