@@ -24,9 +24,9 @@ from strix_pipeline.planning.targets import BenchmarkTarget, local_tag
 from strix_pipeline.runner.local import local_server
 from strix_pipeline.runner.pair_runs import MIN_TTFT_REQUESTS, HostWatch, PairSpec, measure_run
 from strix_pipeline.runner.pairs import (
+    ComparedRelease,
     PairsResult,
     Progress,
-    Release,
     RunFailed,
     RunFigures,
     RunOne,
@@ -54,9 +54,9 @@ class EngineSides:
         """The comparison's ``engine`` column: both engines, baseline first."""
         return f"{self.baseline.engine} vs {self.candidate.engine}"
 
-    def release(self, target: BenchmarkTarget, config: StrixConfig) -> Release:
+    def release(self, target: BenchmarkTarget, config: StrixConfig) -> ComparedRelease:
         """A side as the comparison names it: engine, the release the host installs, model profile."""
-        return Release(side_tag(target.engine, local_tag(target.engine, config), target.model))
+        return ComparedRelease(side_tag(target.engine, local_tag(target.engine, config), target.model))
 
 
 def engine_sides(config: StrixConfig, pair: str) -> EngineSides | str:
@@ -118,7 +118,7 @@ class LocalEngineRuns:
     watch: HostWatch = field(default_factory=HostWatch)
     count: int = 0
 
-    def __call__(self, release: Release, label: str) -> RunFigures:
+    def __call__(self, release: ComparedRelease, label: str) -> RunFigures:
         self.count += 1
         by_tag = {
             self.sides.release(t, self.config).tag: t for t in (self.sides.baseline, self.sides.candidate)
