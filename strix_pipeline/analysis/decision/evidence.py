@@ -79,8 +79,8 @@ def side_tag(engine: str, version: str | None, model: str) -> str:
 
 @dataclass(frozen=True)
 class PairedTtft:
-    """The newest comparison by interleaved pairs of one of the decision's pairs (table ``comparisons``,
-    ``decision_pair`` set): the candidate's TTFT p95 over the baseline's, per pair of runs."""
+    """The newest comparison by interleaved pairs of one of the decision's match-ups (table ``comparisons``,
+    ``matchup`` set): the candidate's TTFT p95 over the baseline's, per pair of runs."""
 
     comparison_id: str
     release_a: str  # the baseline side (side_tag)
@@ -107,7 +107,7 @@ class Evidence:
     # run id -> its measured, successful TTFTs at the decision concurrency (C3's interval); the
     # warehouse's mapping reads a run's only when a criterion asks for it
     ttfts: Mapping[str, Sequence[float]] = field(default_factory=dict)
-    # decision pair ("production" | "equal_weights") -> its newest fresh comparison by interleaved pairs
+    # match-up ("production" | "equal_weights") -> its newest fresh comparison by interleaved pairs
     paired_ttft: Mapping[str, PairedTtft] = field(default_factory=dict)
 
     def fresh(self, r: RunFacts) -> bool:

@@ -70,5 +70,5 @@ def test_a_candidate_three_times_as_fast_is_different_by_pairs_and_stored_with_i
     # AB / BA, a fresh "server" per run: three pairs, six starts, both sides three times
     assert sorted(c.split()[0] for c in engines.calls) == ["llamacpp"] * 3 + ["vllm"] * 3
     rows, runs = engine_records(result, "production")
-    assert {r.decision_pair for r in rows} == {"production"} and len(runs) == 6
+    assert {r.matchup for r in rows} == {"production"} and len(runs) == 6
     assert rows[0].engine == "llamacpp vs vllm"
