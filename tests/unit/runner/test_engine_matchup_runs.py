@@ -1,5 +1,6 @@
-"""The decision's pairs by interleaved runs (issue 34, item 4), without a server: which configured runs
-make each pair's sides, what each run sends, and the comparison by pairs over the stand-in engine."""
+"""The decision's match-ups by interleaved runs (issue 34, item 4), without a server: which configured
+runs make each match-up's sides, what each run sends, and the comparison by pairs over the stand-in
+engine."""
 
 from __future__ import annotations
 
