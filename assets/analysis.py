@@ -372,7 +372,7 @@ def trend_charts(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg
 @dg.asset(
     group_name="decision",
     kinds={"duckdb"},
-    # and the decision's pairs by interleaved runs, when host local has compared them (C3 decides on them)
+    # and the decision's match-ups by interleaved runs, when host local has compared them (C3 decides on them)
     deps=[run_aggregates, regressions, "engine_comparison"],
     automation_condition=EAGER,
     check_specs=[

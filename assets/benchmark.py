@@ -304,7 +304,7 @@ def night_metadata(
     return {
         "dagster/row_count": sum(len(r.requests) for r in results),
         "runs": dg.MetadataValue.json({r.run.run_id: r.run.status for r in results}),
-        # deferred to the next night by name (runner/night.py), and the night's one stop
+        # deferred to the next night by name (runner/night_hold.py), and the night's one stop
         "deferred": dg.MetadataValue.json(outcome.deferred),
         "production_stops": outcome.stops,
         # production left down for this many later runs of the weekly night (0: started here)

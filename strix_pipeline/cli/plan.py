@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 from strix_pipeline.cli.common import config_of, visible, warehouse_arg, warehouse_path
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.planning import measured as account
-from strix_pipeline.planning import night as fit
+from strix_pipeline.planning import night_fit as fit
 from strix_pipeline.planning.cron import fires_between
 from strix_pipeline.planning.priority import STARVE_WEEKS
 from strix_pipeline.planning.week import Series, standard_images, this_week, week_runs

@@ -190,7 +190,7 @@ def flag_gb(flags: list[str], name: str, unit: int = GB) -> float | None:
 
 @dataclass(frozen=True)
 class DeviceMemory:
-    """The device a pool fraction is a fraction of, as the host reports it (memory.HostFacts)."""
+    """The device a pool fraction is a fraction of, as the host reports it (memory.HostMemoryFacts)."""
 
     total_gb: float | None = None  # HIP's device total (the KFD topology), GB; None: not read
     cpu: bool = False  # no GPU device at all: vLLM's CPU backend, which reserves its KV bytes

@@ -84,7 +84,7 @@ def this_cpu(path: Path = Path("/proc/cpuinfo")) -> CpuId:
 
 
 @dataclass(frozen=True)
-class Measured:
+class DtypeMeasurement:
     """One dtype as benchmarks/vllm_dtype.py measured it (TTFT at 5 clients decides)."""
 
     dtype: str
@@ -99,7 +99,7 @@ class MeasuredTable:
     cpu: str  # the model name, for people reading the file
     vllm_version: str
     measured_at: str
-    rows: tuple[Measured, ...]
+    rows: tuple[DtypeMeasurement, ...]
     emulated: str | None = None
 
 
@@ -193,7 +193,7 @@ def load_table(cpu: CpuId, vllm_version: str) -> MeasuredTable | None:
         data = json.loads(path.read_text())
         if data.get("version") != TABLE_VERSION:
             return None  # an older layout: measure again rather than misread it
-        rows = tuple(Measured(**r) for r in data["rows"])
+        rows = tuple(DtypeMeasurement(**r) for r in data["rows"])
         return MeasuredTable(
             data["cpu"], data["vllm_version"], data["measured_at"], rows, data.get("emulated")
         )

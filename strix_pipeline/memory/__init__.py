@@ -37,7 +37,7 @@ from strix_pipeline.memory.summary import (
 from strix_pipeline.memory.tree import (
     PAGE_SIZE,
     SYSFS_FILES,
-    HostFacts,
+    HostMemoryFacts,
     Reading,
     parse_meminfo,
     read_amdgpu_sysfs,
@@ -60,7 +60,7 @@ __all__ = [
     "SmiRead",
     "SmiSource",
     "DockerProbe",
-    "HostFacts",
+    "HostMemoryFacts",
     "MemoryProbe",
     "MemorySampler",
     "MemorySummary",

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol
 
-from strix_pipeline.memory.tree import HostFacts, Reading, read_host_facts, read_tree
+from strix_pipeline.memory.tree import HostMemoryFacts, Reading, read_host_facts, read_tree
 
 log = logging.getLogger(__name__)
 
@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 class MemoryProbe(Protocol):
     def read(self) -> list[Reading]: ...
 
-    def host_facts(self) -> HostFacts: ...
+    def host_facts(self) -> HostMemoryFacts: ...
 
     def close(self) -> None: ...
 
@@ -31,7 +31,7 @@ class TreeProbe:
     def read(self) -> list[Reading]:
         return read_tree(self.root, self.pid)
 
-    def host_facts(self) -> HostFacts:
+    def host_facts(self) -> HostMemoryFacts:
         return read_host_facts(self.root)
 
     def close(self) -> None:
@@ -148,7 +148,7 @@ class DockerProbe:
         with tempfile.TemporaryDirectory(prefix="strix-probe-") as tmp:
             return read_tree(lay_out_tree(self.files(), Path(tmp)))
 
-    def host_facts(self) -> HostFacts:
+    def host_facts(self) -> HostMemoryFacts:
         with tempfile.TemporaryDirectory(prefix="strix-probe-") as tmp:
             return read_host_facts(lay_out_tree(self.files(), Path(tmp)))
 

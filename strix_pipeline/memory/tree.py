@@ -36,7 +36,7 @@ class Reading:
 
 
 @dataclass(frozen=True)
-class HostFacts:
+class HostMemoryFacts:
     """Recorded with every run: what decides how much memory the engines may take."""
 
     kernel_cmdline: str | None
@@ -240,13 +240,13 @@ def read_vbios(root: Path = Path("/")) -> str | None:
     return ", ".join(found) or None
 
 
-def read_host_facts(root: Path = Path("/")) -> HostFacts:
+def read_host_facts(root: Path = Path("/")) -> HostMemoryFacts:
     try:
         release = (Path(root) / "proc/sys/kernel/osrelease").read_text().strip() or None
     except OSError:
         release = None
     limits = read_ttm_limits(root)
-    return HostFacts(
+    return HostMemoryFacts(
         read_kernel_cmdline(root),
         read_ttm_pages_limit(root),
         release,

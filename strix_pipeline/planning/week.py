@@ -19,7 +19,7 @@ from strix_pipeline.planning.due import benchmarked
 from strix_pipeline.planning.estimate import estimate
 from strix_pipeline.planning.measured import Measured, MeasuredRun
 from strix_pipeline.planning.measured import measured as measured_since
-from strix_pipeline.planning.night import PlannedRun, pair_slot
+from strix_pipeline.planning.night_fit import PlannedRun, pair_slot
 from strix_pipeline.planning.priority import run_priority
 from strix_pipeline.planning.targets import (
     BenchmarkTarget,

@@ -1,7 +1,7 @@
 """A host's maintenance window as values: whether it is open, and whether the next run fits in it.
 
 Both checks return a value and never raise for "closed" or "does not fit": the sensor, the plan and
-`strix plan --week` read the value; the runner (hosts/box/production.py, runner/docker.py) turns a
+`strix plan --week` read the value; the runner (hosts/box/production.py, runner/docker_run.py) turns a
 refusal into its ``failed_guard`` or ``deferred`` status. One rule each, defined here once.
 """
 

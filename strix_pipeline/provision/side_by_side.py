@@ -55,7 +55,7 @@ CHAINS: dict[str, tuple[Step, ...]] = {
 
 
 @dataclass
-class Outcome:
+class StepOutcome:
     step: Step
     log: Path
     seconds: float = 0.0
@@ -75,9 +75,9 @@ class _Chains:
         self.running: dict[str, subprocess.Popen] = {}
         self.started: dict[str, tuple[float, Path]] = {}  # the running steps: start time, log
 
-    def run_chain(self, steps: tuple[Step, ...], outcomes: list[Outcome]) -> None:
+    def run_chain(self, steps: tuple[Step, ...], outcomes: list[StepOutcome]) -> None:
         for step in steps:
-            outcome = Outcome(step, self.logs / step.log)
+            outcome = StepOutcome(step, self.logs / step.log)
             outcomes.append(outcome)
             if self.failed.is_set():
                 return
@@ -99,7 +99,7 @@ class _Chains:
             self._stop_others(step.name)
             return
 
-    def _run(self, outcome: Outcome) -> None:
+    def _run(self, outcome: StepOutcome) -> None:
         step = outcome.step
         self.say(f"provision: {step.name} … (log {outcome.log})")
         started = time.monotonic()
@@ -165,13 +165,13 @@ def _last_line(log: Path) -> str:
 
 def provision(
     targets: list[str], logs: Path, verbose: bool = False, say=print, heartbeat_s: float = 60.0
-) -> list[Outcome]:
+) -> list[StepOutcome]:
     """Run the chains of ``targets`` side by side; every step's outcome, in the order they started.
     Unless ``verbose``, a line every ``heartbeat_s`` says what is still running."""
     logs.mkdir(parents=True, exist_ok=True)
     chains = _Chains(logs, verbose, say)
     ordered = [t for t in CHAINS if t in targets]  # the download-heavy chain first
-    results: list[list[Outcome]] = [[] for _ in ordered]
+    results: list[list[StepOutcome]] = [[] for _ in ordered]
     threads = [
         threading.Thread(target=chains.run_chain, args=(CHAINS[t], results[i]), name=t, daemon=True)
         for i, t in enumerate(ordered)
@@ -188,7 +188,7 @@ def provision(
     return [o for r in results for o in r]
 
 
-def report(outcomes: list[Outcome], seconds: float, say=print) -> int:
+def report(outcomes: list[StepOutcome], seconds: float, say=print) -> int:
     """The closing line (or the failed step, its log and its last lines); the exit status."""
     failed = [o for o in outcomes if o.returncode not in (0, None) and not (o.stopped or o.step.optional)]
     first = failed[0] if failed else None

@@ -248,10 +248,10 @@ class CriterionResult:
     first_held_at: datetime | None
     # schema v5: the verdict is `switch` but rests on one candidate run (see analysis.decision)
     provisional: bool = False
-    # schema v15: C3 / C5 judged on two pairs (analysis.decision.criteria.PAIRS): the pair the fields
-    # above are of (decision.decided_by), and the criterion on the other pair, shown, never deciding
-    pair: str | None = None
-    other_pair: str | None = None
+    # schema v15: C3 / C5 judged on two match-ups (analysis.decision.criteria.MATCHUPS): the match-up the
+    # fields above are of (decision.decided_by), and the criterion on the other one, shown, never deciding
+    matchup: str | None = None
+    other_matchup: str | None = None
     other_status: str | None = None
     other_value: float | None = None
     other_threshold: float | None = None

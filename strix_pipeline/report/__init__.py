@@ -8,9 +8,9 @@ when present, ``since`` what changed since the last report, ``charts`` the linke
 """
 
 from strix_pipeline.report.feed import FEED_ID, Entry, feed_entries, feed_xml
-from strix_pipeline.report.gather import Evaluation, ReportData, gather
 from strix_pipeline.report.names import FEED, INDEX, RUNS_DIR, STATE, run_page
 from strix_pipeline.report.site import ReportFolderError, ReportSite, check_folder, write_report
+from strix_pipeline.report.site_data import Evaluation, ReportData, gather
 
 __all__ = [
     "FEED",

@@ -9,9 +9,9 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from strix_pipeline.report.gather import ReportData, verdict_changes
 from strix_pipeline.report.markup import local_time
 from strix_pipeline.report.names import FEED, INDEX, run_page, stable_key
+from strix_pipeline.report.site_data import ReportData, verdict_changes
 
 ATOM = "http://www.w3.org/2005/Atom"
 FEED_ID = "tag:strix-pipeline,2026:weekly-report"

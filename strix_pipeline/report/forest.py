@@ -15,7 +15,7 @@ from typing import Any
 import altair as alt
 
 from strix_pipeline.analysis.charts.marks import STATUS_COLORS, note_chart
-from strix_pipeline.analysis.decision import Decision, PairRow, Wording, pair_rows, ratio_x
+from strix_pipeline.analysis.decision import Decision, MatchupRow, Wording, matchup_rows, ratio_x
 from strix_pipeline.report.charts import ReportChart, linked
 
 TITLE = "The week's comparisons: candidate / baseline, with 95 % intervals"
@@ -38,14 +38,14 @@ class ForestRow:
 
 def criterion_rows(d: Decision | None, held: Mapping[str, float | None], w: Wording) -> list[ForestRow]:
     """C3's TTFT ratio and, where both runs have a held figure (``held``: run id -> bytes), C5's
-    memory ratio, each with its status as the verdict: on the deciding pair, then on the other
-    (equal weights or production), labelled with its pair."""
+    memory ratio, each with its status as the verdict: on the deciding match-up, then on the
+    other (equal weights or production), labelled with its match-up."""
     if d is None:
         return []
     rows = []
-    paired = pair_rows(d)
-    for p in paired or _unpaired(d):
-        suffix = f" · {p.label}" if paired else ""
+    matchups = matchup_rows(d)
+    for p in matchups or _unpaired(d):
+        suffix = f" · {p.label}" if matchups else ""
         if p.criterion == "C3" and p.value is not None and p.value > 0:
             has_ci = bool(p.ci_low and p.ci_high)
             ci = f", 95 % interval {ratio_x(p.ci_low)}–{ratio_x(p.ci_high)}×" if has_ci else ""
@@ -79,11 +79,11 @@ def criterion_rows(d: Decision | None, held: Mapping[str, float | None], w: Word
     return rows
 
 
-def _unpaired(d: Decision) -> list[PairRow]:
-    """An evaluation stored before the two pairs (schema < 15): its C3 and C5 as they were judged."""
+def _unpaired(d: Decision) -> list[MatchupRow]:
+    """An evaluation stored before the two match-ups (schema < 15): its C3 and C5 as they were judged."""
     return [
-        PairRow(c.criterion, "production", True, c.status, c.value, c.threshold, c.ci_low, c.ci_high, c.unit,
-                tuple(c.evidence_run_ids))
+        MatchupRow(c.criterion, "production", True, c.status, c.value, c.threshold, c.ci_low, c.ci_high,
+                   c.unit, tuple(c.evidence_run_ids))
         for c in d.criteria
         if c.criterion in ("C3", "C5")
     ]  # fmt: skip

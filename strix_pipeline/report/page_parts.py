@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from strix_pipeline.report.gather import ReportData
 from strix_pipeline.report.markup import esc, link, local_time
 from strix_pipeline.report.names import run_page
+from strix_pipeline.report.site_data import ReportData
 
 
 def or_none(items: Iterable[Any], body: str) -> str:

@@ -13,18 +13,18 @@ from strix_pipeline.analysis.decision import (
     criterion_title,
     engine_name,
     format_value,
+    matchup_rows,
     no_evaluation_sentence,
-    pair_rows,
     verdict_sentence,
 )
 from strix_pipeline.records import CriterionResult
 from strix_pipeline.report.charts import BOOT_JS, ReportChart
 from strix_pipeline.report.forest import criterion_rows, forest_chart
-from strix_pipeline.report.gather import ReportData
 from strix_pipeline.report.markup import esc, link, local_time, memory, number, page, table, with_interval
 from strix_pipeline.report.names import FEED, run_page
 from strix_pipeline.report.page_parts import or_none, run_link, when_text
 from strix_pipeline.report.since import Since
+from strix_pipeline.report.site_data import ReportData
 
 MATRIX_WORDS = {
     "serves": "serves",
@@ -102,15 +102,15 @@ def _criteria(data: ReportData, d: Decision) -> str:
     return f"<table class='criteria'><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 
-PAIR_COLUMNS = ["criterion", "pair", "status", "value", "95 % interval", "runs"]
+MATCHUP_COLUMNS = ["criterion", "match-up", "status", "value", "95 % interval", "runs"]
 
 
-def _pairs(data: ReportData, d: Decision) -> str:
-    """C3 and C5 on both pairs, the deciding one marked: the engine's effect (equal weights) beside
+def _matchups(data: ReportData, d: Decision) -> str:
+    """C3 and C5 on both match-ups, the deciding one marked: the engine's effect (equal weights) beside
     the deployment's (each engine's production format). Laid out as the criteria are: a table on a
     wide screen, a labelled card per row on a phone (nothing scrolls sideways)."""
     rows = []
-    for p in pair_rows(d):
+    for p in matchup_rows(d):
         cells = [
             esc(p.criterion),
             esc(p.label) + (" <strong>(decides)</strong>" if p.decides else ""),
@@ -121,16 +121,17 @@ def _pairs(data: ReportData, d: Decision) -> str:
         ]
         tds = "".join(
             f"<td data-label='{esc(label)}'>{cell}</td>"
-            for label, cell in zip(PAIR_COLUMNS, cells, strict=True)
+            for label, cell in zip(MATCHUP_COLUMNS, cells, strict=True)
         )
-        rows.append(f"<tr class='pair status-{esc(p.status)}'>{tds}</tr>")
+        rows.append(f"<tr class='matchup status-{esc(p.status)}'>{tds}</tr>")
     if not rows:
         return ""
-    head = "".join(f"<th scope='col'>{esc(h)}</th>" for h in PAIR_COLUMNS)
+    head = "".join(f"<th scope='col'>{esc(h)}</th>" for h in MATCHUP_COLUMNS)
     return (
-        "<h3 id='pairs'>C3 and C5 on both pairs</h3><p class='muted'>production: each engine in its "
+        "<h3 id='matchups'>C3 and C5 on both match-ups</h3><p class='muted'>production: each engine in its "
         "production format; equal weights: the baseline serving the candidate's own weights.</p>"
-        f"<table class='criteria pairs'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        f"<table class='criteria matchups'><thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
     )
 
 
@@ -167,7 +168,7 @@ def _verdict(data: ReportData) -> str:
         + (f"<p>{esc(d.reason)}</p>" if d.reason else "")
         + "<h3>The five criteria</h3>"
         + _criteria(data, d)
-        + _pairs(data, d)
+        + _matchups(data, d)
         + _forest(data)
         + "</section>"
     )

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from strix_pipeline.report.gather import ReportData
 from strix_pipeline.report.markup import esc, memory, number, page, table, with_interval
 from strix_pipeline.report.names import INDEX
 from strix_pipeline.report.page_parts import or_none, when_text
+from strix_pipeline.report.site_data import ReportData
 
 # a run page runs no script and loads nothing: the policy says so
 RUN_PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"

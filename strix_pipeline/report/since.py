@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from strix_pipeline.analysis.changepoints import Change
-from strix_pipeline.report.gather import ReportData
 from strix_pipeline.report.names import STATE
+from strix_pipeline.report.site_data import ReportData
 from strix_pipeline.safe_write import write_file
 
 log = logging.getLogger(__name__)

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.report.charts import report_charts
 from strix_pipeline.report.feed import Entry, feed_entries, feed_xml
-from strix_pipeline.report.gather import gather
 from strix_pipeline.report.names import FEED, INDEX, RUNS_DIR, STATE, run_page
 from strix_pipeline.report.pages import index_html
 from strix_pipeline.report.run_detail import run_html
 from strix_pipeline.report.since import read_seen, seen_now, since_last, write_seen
+from strix_pipeline.report.site_data import gather
 from strix_pipeline.safe_write import Folder
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """A night of one host's runs, start to end, in plain Python: what the benchmark asset calls.
 
-The targets in the plan's order (:func:`~strix_pipeline.runner.night.night_order`), production stopped
-once for all of them (:class:`~strix_pipeline.runner.night.HostNight`), the window checked again
+The targets in the plan's order (:func:`~strix_pipeline.runner.night_hold.night_order`), production stopped
+once for all of them (:class:`~strix_pipeline.runner.night_hold.HostNight`), the window checked again
 before each with its estimate (the one rule, planning.night.admit_run), what does not fit deferred to
 the next night by name; each run spooled at once (a controller that dies later in the night loses
 nothing measured), then stored after the night, each carrying the night's one stop and start of
@@ -22,8 +22,8 @@ from strix_pipeline.planning.measured import DeferredRun, deferral_ages
 from strix_pipeline.planning.targets import BenchmarkTarget
 from strix_pipeline.planning.week import Series
 from strix_pipeline.records import ImageRecord, RunResult
-from strix_pipeline.runner.docker import restore_held
-from strix_pipeline.runner.night import HostNight, night_order
+from strix_pipeline.runner.docker_run import restore_held
+from strix_pipeline.runner.night_hold import HostNight, night_order
 from strix_pipeline.runner.run import run_benchmark
 from strix_pipeline.runner.target import RunCancelled
 from strix_pipeline.warehouse import spool

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING
 
 from strix_pipeline.analysis.bisect.search import Search, Verdict, pair_side, runs_bound
 from strix_pipeline.runner.pairs import (
+    ComparedRelease,
     MetricResult,
     PairsResult,
     Progress,
-    Release,
     RunOne,
     compare_releases,
     records,
@@ -68,9 +68,9 @@ def bisection_id(engine: str, metric: str, before: str, after: str, started: dat
 
 def bisect_by_pairs(
     run_one: RunOne,
-    before: Release,
-    after: Release,
-    between: Sequence[Release],
+    before: ComparedRelease,
+    after: ComparedRelease,
+    between: Sequence[ComparedRelease],
     *,
     metric: str,
     host: str = "local",
@@ -158,9 +158,9 @@ def _finish(
     out: PairBisection,
     search: Search,
     exhausted: bool,
-    before: Release,
-    after: Release,
-    between: Sequence[Release],
+    before: ComparedRelease,
+    after: ComparedRelease,
+    between: Sequence[ComparedRelease],
     at: datetime,
 ) -> None:
     r = out.record

@@ -57,7 +57,7 @@ from strix_pipeline.loadgen import SuiteResult, run_suite_sync
 from strix_pipeline.provision import llamacpp_build
 from strix_pipeline.records import RequestRecord
 from strix_pipeline.runner.local import installed_llama_release
-from strix_pipeline.runner.pairs import Progress, Release, RunFailed, RunFigures, RunOne
+from strix_pipeline.runner.pairs import ComparedRelease, Progress, RunFailed, RunFigures, RunOne
 
 MIN_PREFILL_REQUESTS = 3  # issue 33: the engine's prefill figure from at least three requests
 MIN_DECODE_TOKENS = 64  # the fastest of MIN_DECODE_REQUESTS short requests beats one long one (above)
@@ -96,14 +96,14 @@ def cached_releases() -> list[str]:
     return [tag_of(v) for v in sorted(set(found), key=lambda v: int(v.split(".")[0]), reverse=True)]
 
 
-def release_to_run(tag: str) -> Release:
+def release_to_run(tag: str) -> ComparedRelease:
     """The release a tag names, run from the installed build when it is that one, else built for this
     CPU into the cache on its first start (a bisection's releases are rarely built yet)."""
     version = package_version(tag)
-    return Release(tag_of(version), None if version == installed_llama_release() else version)
+    return ComparedRelease(tag_of(version), None if version == installed_llama_release() else version)
 
 
-def resolve_release(tag: str) -> Release:
+def resolve_release(tag: str) -> ComparedRelease:
     """The release a tag names, if this machine can run it: the installed build (``package_version``
     None) or a cached build; else :class:`UnknownRelease` naming what there is."""
     release = release_to_run(tag)
@@ -313,7 +313,7 @@ class LocalLlamaRuns:
     count: int = 0
     watch: HostWatch = field(default_factory=HostWatch)
 
-    def __call__(self, release: Release, label: str) -> RunFigures:
+    def __call__(self, release: ComparedRelease, label: str) -> RunFigures:
         self.count += 1
         # a slot per TTFT client; the decode figure is still at one client (one request at a time)
         parallel = max(1, self.spec.ttft_clients if self.spec.ttft_requests else 1)

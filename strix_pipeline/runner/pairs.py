@@ -57,7 +57,7 @@ THROUGHPUT_METRICS = ("decode_tokens_per_s", "prefill_tokens_per_s")
 
 
 @dataclass(frozen=True)
-class Release:
+class ComparedRelease:
     """One side of a comparison: the tag people say (``b11434``) and what the engine needs to run it
     (``package_version`` ``11434.0.0``; None: the build installed here)."""
 
@@ -82,14 +82,14 @@ class RunFailed(Exception):
 
 
 class RunOne(Protocol):
-    def __call__(self, release: Release, label: str) -> RunFigures:
+    def __call__(self, release: ComparedRelease, label: str) -> RunFigures:
         """Start a fresh server of ``release``, warm it up with one request, measure, stop it.
         ``label`` names the run in progress lines and logs. Raises :class:`RunFailed`."""
         ...
 
 
 @dataclass(frozen=True)
-class RunRecord:
+class PairRun:
     """One engine start of the comparison, in the order they ran."""
 
     run: int  # 1-based
@@ -143,12 +143,12 @@ class PairsResult:
     comparison_id: str
     host: str
     engine: str
-    release_a: Release
-    release_b: Release
+    release_a: ComparedRelease
+    release_b: ComparedRelease
     seed: int
     cap: int
     metrics: tuple[MetricResult, ...]
-    runs: tuple[RunRecord, ...]
+    runs: tuple[PairRun, ...]
     dropped_pairs: int
     started_at: datetime
     ended_at: datetime
@@ -169,8 +169,8 @@ def _first_look(pairs: int | None, cap: int) -> tuple[int, ...]:
 
 def compare_releases(
     run_one: RunOne,
-    a: Release,
-    b: Release,
+    a: ComparedRelease,
+    b: ComparedRelease,
     *,
     metrics: Sequence[str] = tuple(METRICS),
     host: str = "local",
@@ -207,7 +207,7 @@ def compare_releases(
     order = paired.pair_order(cap, seed)  # the plan of the whole cap; the ladder runs prefixes of it
     done = 0  # pairs of `order` attempted
     kept: list[tuple[paired.Order, dict[Side, RunFigures]]] = []
-    runs: list[RunRecord] = []
+    runs: list[PairRun] = []
     dropped = 0
     attempted = 0
 
@@ -240,13 +240,13 @@ def compare_releases(
                     # never averaged in: the pair goes and is run again, within the drop budget
                     raise RunFailed(f"busy host: {figs.host_noise.busy}")
             except RunFailed as e:
-                runs.append(RunRecord(len(runs) + 1, attempted, side, rel.tag, None, str(e), t0, now(), kept=False))  # fmt: skip
+                runs.append(PairRun(len(runs) + 1, attempted, side, rel.tag, None, str(e), t0, now(), kept=False))  # fmt: skip
                 for i in mine:  # the partner's figures go with the pair
                     runs[i] = _drop(runs[i])
                 progress(f"{label}: failed, pair dropped: {e}")
                 return None
             mine.append(len(runs))
-            runs.append(RunRecord(len(runs) + 1, attempted, side, rel.tag, figs, None, t0, now()))
+            runs.append(PairRun(len(runs) + 1, attempted, side, rel.tag, figs, None, t0, now()))
             got[side] = figs
             progress(f"{label}: " + _figures_text(figs, metrics))
         return got
@@ -304,7 +304,7 @@ def _usable(v: float | None) -> bool:
     return v is not None and math.isfinite(v) and v > 0
 
 
-def _drop(r: RunRecord) -> RunRecord:
+def _drop(r: PairRun) -> PairRun:
     return replace(r, kept=False)
 
 
@@ -316,8 +316,8 @@ def _figures_text(figs: RunFigures, metrics: Sequence[str]) -> str:
 
 
 def _metric_result(
-    a: Release,
-    b: Release,
+    a: ComparedRelease,
+    b: ComparedRelease,
     name: str,
     s: paired.LadderResult,
     kept: list[tuple[paired.Order, dict[Side, RunFigures]]],

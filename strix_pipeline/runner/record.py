@@ -17,7 +17,7 @@ from strix_pipeline.loadgen import SuiteInterrupted, SuiteResult
 from strix_pipeline.memory import (
     MEMORY_UNRELIABLE,
     PAGE_SIZE,
-    HostFacts,
+    HostMemoryFacts,
     MemoryProbe,
     MemorySampler,
     counter_disagreements,
@@ -34,7 +34,7 @@ def new_record(
     config: StrixConfig, target: BenchmarkTarget, run_id: str, dagster_run_id: str | None
 ) -> RunRecord:
     """The record a run of ``target`` starts with (status ``error`` until it says otherwise); a night
-    that defers a run stores one too (runner/night.py)."""
+    that defers a run stores one too (runner/night_hold.py)."""
     model = config.models[target.model]
     engine = config.engines[target.engine]
     image = target.image
@@ -121,7 +121,7 @@ def cancelled(result: RunResult, e: BaseException) -> BaseException:
     return interrupt
 
 
-def record_host_facts(run: RunRecord, probe: MemoryProbe | None) -> HostFacts | None:
+def record_host_facts(run: RunRecord, probe: MemoryProbe | None) -> HostMemoryFacts | None:
     """Kernel release, command line, TTM limit and amdgpu VBIOS of the host that ran the engine, read through its
     probe (the local tree on `local`, the probe container on a Docker host); without a probe they stay
     None ("not available"), never the controller's values. Returns the facts (None: not read)."""
@@ -145,7 +145,7 @@ def record_host_facts(run: RunRecord, probe: MemoryProbe | None) -> HostFacts | 
     return facts
 
 
-def describe_host_memory(facts: HostFacts | None) -> str | None:
+def describe_host_memory(facts: HostMemoryFacts | None) -> str | None:
     """The limits that size the engines' memory on this host, in one line for the run's log."""
     if facts is None:
         return None

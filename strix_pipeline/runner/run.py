@@ -17,7 +17,7 @@ from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.paths import inside
 from strix_pipeline.planning.estimate import Estimate
 from strix_pipeline.records import RunResult
-from strix_pipeline.runner.docker import run_docker
+from strix_pipeline.runner.docker_run import run_docker
 from strix_pipeline.runner.estimates import read_estimate
 from strix_pipeline.runner.inputs import RunInputs
 from strix_pipeline.runner.local import run_local

@@ -1,5 +1,5 @@
 """Comparisons by pairs (tables ``comparisons`` and ``comparison_runs``): release B against release A,
-or the candidate engine against the baseline on one of the decision's pairs.
+or the candidate engine against the baseline on one of the decision's match-ups.
 
 :class:`ComparisonRecord` and :class:`ComparisonRun` are the tables' columns, in order. One
 comparison (one `strix compare`) is saved whole when it ends: a row per metric it judged, and a row
@@ -52,9 +52,9 @@ class ComparisonRecord:
     dropped_pairs: int
     started_at: datetime
     ended_at: datetime
-    # the decision pair an engine comparison is of ("production" | "equal_weights", runner/engine_pairs.py);
-    # None: two releases of one engine
-    decision_pair: str | None = None
+    # the decision's match-up an engine comparison is of ("production" | "equal_weights",
+    # runner/engine_comparison.py); None: two releases of one engine
+    matchup: str | None = None
 
 
 @dataclass
@@ -172,9 +172,9 @@ def compared_with_itself_since(
     return con.execute(SELF_COMPARED_SQL, [host, engine, release, release, since]).fetchone()[0] > 0
 
 
-ENGINE_PAIRS_SQL = f"""
+ENGINE_MATCHUPS_SQL = f"""
 SELECT {", ".join(COMPARISON_COLUMNS)} FROM comparisons
-WHERE host = ? AND decision_pair IS NOT NULL AND metric = ? AND started_at >= ? AND ended_at <= ?
+WHERE host = ? AND matchup IS NOT NULL AND metric = ? AND started_at >= ? AND ended_at <= ?
 ORDER BY started_at DESC, comparison_id
 """
 
@@ -182,11 +182,11 @@ ORDER BY started_at DESC, comparison_id
 def engine_comparisons(
     con: duckdb.DuckDBPyConnection, host: str, metric: str, since: datetime, until: datetime | None = None
 ) -> dict[str, ComparisonRecord]:
-    """The newest engine comparison's row of ``metric`` per decision pair on ``host`` since ``since``
+    """The newest engine comparison's row of ``metric`` per decision match-up on ``host`` since ``since``
     (and ended by ``until``: what an evaluation at that moment could see)."""
     out: dict[str, ComparisonRecord] = {}
     bound = until or datetime.max.replace(tzinfo=since.tzinfo)
-    for row in con.execute(ENGINE_PAIRS_SQL, [host, metric, since, bound]).fetchall():
+    for row in con.execute(ENGINE_MATCHUPS_SQL, [host, metric, since, bound]).fetchall():
         rec = ComparisonRecord(*row)
-        out.setdefault(rec.decision_pair or "", rec)
+        out.setdefault(rec.matchup or "", rec)
     return out

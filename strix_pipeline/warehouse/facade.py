@@ -280,7 +280,7 @@ class Warehouse:
     def engine_comparisons(
         self, host: str, metric: str, since: datetime, until: datetime | None = None
     ) -> dict[str, ComparisonRecord]:
-        """The newest engine comparison's ``metric`` per decision pair on ``host`` since ``since``."""
+        """The newest engine comparison's ``metric`` per decision match-up on ``host`` since ``since``."""
         return comparisons.engine_comparisons(self.con, host, metric, since, until)
 
     def list_comparisons(

@@ -75,12 +75,12 @@ def test_strix_bench_quick_plans_the_suite_make_run_measures(
     quick = [p for name, p in ran if name == "quick"]
     assert quick and all(p == quick[0] for p in quick)
     assert levels(quick[0]) == [(1, 4, 90.0), (2, 4, 90.0), (4, 4, 90.0), (5, 90, 2025.0)]
-    # the equal-weights run's `pair` profile (issue 34) measures quick's decision level alike: the same
+    # the equal-weights run's `decision` profile (issue 34) measures quick's decision level alike: the same
     # 90 requests at 5 clients, nothing else of the suite
-    pair = [p for name, p in ran if name == "pair"]
-    assert {name for name, _ in ran} == {"quick", "pair"}
+    decision = [p for name, p in ran if name == "decision"]
+    assert {name for name, _ in ran} == {"quick", "decision"}
     assert all(
-        levels(p) == levels(quick[0])[-1:] and p.scenarios == ["smoke", "concurrency_sweep"] for p in pair
+        levels(p) == levels(quick[0])[-1:] and p.scenarios == ["smoke", "concurrency_sweep"] for p in decision
     )
     seen = bench_quick(monkeypatch)
     assert seen["scenarios"] is None  # --scenario all: the profile's own list, as make run

@@ -14,7 +14,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from strix_pipeline.runner.pairs import Release, RunFailed, RunFigures
+from strix_pipeline.runner.pairs import ComparedRelease, RunFailed, RunFigures
 
 TRUE = {"decode_tokens_per_s": 50.0, "prefill_tokens_per_s": 1200.0}
 # latencies: a release `factor` times as fast takes 1 / factor as long
@@ -41,7 +41,7 @@ class PairStandIn:
         self.rng = random.Random(self.seed)
         self.latency_rng = random.Random(f"latency/{self.seed}")
 
-    def __call__(self, release: Release, label: str) -> RunFigures:
+    def __call__(self, release: ComparedRelease, label: str) -> RunFigures:
         self.calls.append(f"{release.tag} {label}")
         if len(self.calls) in self.fail_runs or release.tag in self.broken:
             raise RunFailed(

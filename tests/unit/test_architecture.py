@@ -8,6 +8,7 @@
   no circle: every room sits on a floor above the rooms it imports.
 - Nor do the packages: a package (the first name under strix_pipeline/, a top-level module being its
   own) imports no package that imports it back, through any number of others.
+- Each class name is defined once: one name, one meaning.
 """
 
 from __future__ import annotations
@@ -265,3 +266,14 @@ def test_the_walk_finds_a_hidden_import() -> None:
     ]
     assert len(hidden) == 1
     assert _resolve("strix_pipeline.engines.build_spec") == "strix_pipeline.engines"
+
+
+def test_every_class_name_is_defined_once() -> None:
+    """One meaning per word: two classes of one name in two rooms read as one thing and are not."""
+    where: dict[str, list[str]] = {}
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(module)
+    twice = {name: modules for name, modules in where.items() if len(modules) > 1}
+    assert not twice, twice

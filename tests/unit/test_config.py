@@ -20,7 +20,7 @@ def test_default_config_is_the_embedded_local_host():
     c = load_config(DEFAULT)
     assert c.hosts["local"].kind == "local"
     # both real engines on the same model family, each with the quantization it serves, and
-    # llama-server at vLLM's weights too (the equal-weights pair)
+    # llama-server at vLLM's weights too (the equal-weights match-up)
     assert [(r.engine, r.model) for r in c.runs["local"]] == [
         ("llamacpp", "gemma3-270m"),
         ("vllm", "gemma3-270m-bf16"),

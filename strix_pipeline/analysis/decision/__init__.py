@@ -44,6 +44,12 @@ from strix_pipeline.analysis.decision.gather import (
     evidence_versions,
     gather_evidence,
 )
+from strix_pipeline.analysis.decision.matchup_table import (
+    MatchupRow,
+    decision_markdown,
+    format_value,
+    matchup_rows,
+)
 from strix_pipeline.analysis.decision.outcome import Decision
 from strix_pipeline.analysis.decision.replay import (
     REPRODUCED_FIELDS,
@@ -52,7 +58,6 @@ from strix_pipeline.analysis.decision.replay import (
     reproduce,
     stored_decision,
 )
-from strix_pipeline.analysis.decision.report import PairRow, decision_markdown, format_value, pair_rows
 from strix_pipeline.analysis.decision.sentence import (
     Wording,
     criterion_title,
@@ -81,7 +86,7 @@ __all__ = [
     "REPRODUCED_FIELDS",
     "Decision",
     "Evidence",
-    "PairRow",
+    "MatchupRow",
     "Wording",
     "ReleaseImage",
     "RunFacts",
@@ -100,7 +105,7 @@ __all__ = [
     "memory_not_above_llamacpp",
     "no_evaluation_sentence",
     "official_image_starts",
-    "pair_rows",
+    "matchup_rows",
     "previous_decision",
     "provisional",
     "ratio_x",

@@ -72,15 +72,15 @@ class ReleaseImage:
 
 
 def side_tag(engine: str, version: str | None, model: str) -> str:
-    """How a comparison of engines by pairs names a side (runner/engine_pairs.py): engine, release,
+    """How a comparison of engines by pairs names a side (runner/engine_comparison.py): engine, release,
     model profile -- the one spelling C3 matches its runs against."""
     return f"{engine} {version} {model}"
 
 
 @dataclass(frozen=True)
 class PairedTtft:
-    """The newest comparison by interleaved pairs of one of the decision's pairs (table ``comparisons``,
-    ``decision_pair`` set): the candidate's TTFT p95 over the baseline's, per pair of runs."""
+    """The newest comparison by interleaved pairs of one of the decision's match-ups (table ``comparisons``,
+    ``matchup`` set): the candidate's TTFT p95 over the baseline's, per pair of runs."""
 
     comparison_id: str
     release_a: str  # the baseline side (side_tag)
@@ -107,7 +107,7 @@ class Evidence:
     # run id -> its measured, successful TTFTs at the decision concurrency (C3's interval); the
     # warehouse's mapping reads a run's only when a criterion asks for it
     ttfts: Mapping[str, Sequence[float]] = field(default_factory=dict)
-    # decision pair ("production" | "equal_weights") -> its newest fresh comparison by interleaved pairs
+    # match-up ("production" | "equal_weights") -> its newest fresh comparison by interleaved pairs
     paired_ttft: Mapping[str, PairedTtft] = field(default_factory=dict)
 
     def fresh(self, r: RunFacts) -> bool:

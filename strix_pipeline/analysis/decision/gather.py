@@ -118,9 +118,9 @@ def gather_evidence(wh: Warehouse, config: StrixConfig, now: datetime) -> Eviden
     except Exception:  # noqa: BLE001 - a warehouse without the images table: no image facts
         images = []
     window_start = now - timedelta(days=d.freshness_days)
-    # C3's comparisons by interleaved pairs (runner/engine_pairs.py): each pair's newest fresh one
+    # C3's comparisons by interleaved pairs (runner/engine_comparison.py): each match-up's newest fresh one
     found = wh.engine_comparisons(d.host, "ttft_p95_ms", window_start, until=now)
-    paired = {pair: from_row(PairedTtft, vars(rec)) for pair, rec in found.items()}
+    paired = {matchup: from_row(PairedTtft, vars(rec)) for matchup, rec in found.items()}
     return Evidence(
         now=now,
         window_start=window_start,

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from strix_pipeline.analysis.decision.matchup_table import format_value
 from strix_pipeline.analysis.decision.outcome import Decision
-from strix_pipeline.analysis.decision.report import format_value
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import CriterionResult
 

@@ -1,6 +1,6 @@
 """Refusals a Box run makes from what the Box itself says, before production stops (issue 27).
 
-- the device total HIP reports (the KFD topology, read by the probe: ``memory.HostFacts``) is what
+- the device total HIP reports (the KFD topology, read by the probe: ``memory.HostMemoryFacts``) is what
   vLLM's ``--gpu-memory-utilization`` and SGLang's ``--mem-fraction-static`` take their share of, so
   the pool is sized from it (:func:`device_memory`) and a model whose weights do not fit that pool is
   refused with the numbers (:func:`check_pool_fits`; the weights' size read on the Box);
@@ -20,7 +20,7 @@ from strix_pipeline.engines.base import DeviceMemory, EngineSpec, pool_fit_probl
 from strix_pipeline.hosts.box.device_openers import check_device_openers
 from strix_pipeline.hosts.box.gpu_holders import check_no_foreign_holders
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.memory import HostFacts
+from strix_pipeline.memory import HostMemoryFacts
 from strix_pipeline.memory.smi import SmiRunner
 from strix_pipeline.units import GB
 
@@ -31,7 +31,7 @@ WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".bin", ".pt", ".pth")
 MODEL_MOUNT = "/strix-model"
 
 
-def device_memory(host: HostConfig, engine: EngineConfig, facts: HostFacts | None) -> DeviceMemory:
+def device_memory(host: HostConfig, engine: EngineConfig, facts: HostMemoryFacts | None) -> DeviceMemory:
     """The device a pool engine's fraction is of on this host: HIP's total when the probe read one; a
     host with no GPU device and no KFD GPU node is a CPU host (vLLM's CPU backend)."""
     total = facts.hip_device_total_bytes if facts is not None else None
@@ -103,7 +103,7 @@ def before_production_stops(
     host: HostConfig,
     spec: EngineSpec,
     run_smi: SmiRunner | None,
-    facts: HostFacts | None,
+    facts: HostMemoryFacts | None,
     host_model_path: str,
     *,
     what: str,

@@ -442,7 +442,7 @@ class ProductionGuard:
             self._write_marker("not_restored", reason=self.restore_error)
             return False
 
-    # -- a night carried from one Dagster run to the next (runner/night.py)
+    # -- a night carried from one Dagster run to the next (runner/night_hold.py)
 
     def hand_over(self, night: str, done: list[str], remaining: int) -> None:
         """Leave production down for ``night``'s later runs: the marker says so (a run of that night

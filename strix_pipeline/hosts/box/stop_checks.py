@@ -1,7 +1,7 @@
 """What would fail only after production is stopped, checked while it still serves.
 
 Each check returns a :class:`Finding` (ok or not, what was seen, how to fix it). ``strix doctor``
-shows each as a line; a run makes the same checks before it stops production (runner/docker.py) and
+shows each as a line; a run makes the same checks before it stops production (runner/docker_run.py) and
 refuses with ``failed_guard`` on the first that fails (:func:`refuse_unless`): a failure here costs
 no outage, where after the stop it would cost up to ``ready_timeout_s`` of one.
 

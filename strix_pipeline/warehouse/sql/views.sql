@@ -257,19 +257,19 @@ SELECT
     evaluated_at = max(evaluated_at) OVER (PARTITION BY host) AS latest
 FROM decisions;
 
--- C3 and C5 on both pairs (issue 34): a row per evaluation, criterion and pair -- "production" (each
--- engine's production format) and "equal_weights" (the baseline serving the candidate's weights);
--- `decides` marks the pair the verdict took (decision.decided_by).
-CREATE OR REPLACE VIEW v_decision_pairs AS
-SELECT evaluated_at, host, criterion, pair, true AS decides, status, value, threshold, ci_low, ci_high,
+-- C3 and C5 on both match-ups (issue 34): a row per evaluation, criterion and match-up -- "production"
+-- (each engine's production format) and "equal_weights" (the baseline serving the candidate's weights);
+-- `decides` marks the match-up the verdict took (decision.decided_by).
+CREATE OR REPLACE VIEW v_decision_matchups AS
+SELECT evaluated_at, host, criterion, matchup, true AS decides, status, value, threshold, ci_low, ci_high,
        unit, evidence_run_ids AS run_ids, reason, evaluation_id,
        evaluated_at = max(evaluated_at) OVER (PARTITION BY host) AS latest
-FROM decisions WHERE pair IS NOT NULL
+FROM decisions WHERE matchup IS NOT NULL
 UNION ALL
-SELECT evaluated_at, host, criterion, other_pair, false, other_status, other_value, other_threshold,
+SELECT evaluated_at, host, criterion, other_matchup, false, other_status, other_value, other_threshold,
        other_ci_low, other_ci_high, unit, other_run_ids, other_reason, evaluation_id,
        evaluated_at = max(evaluated_at) OVER (PARTITION BY host) AS latest
-FROM decisions WHERE other_pair IS NOT NULL;
+FROM decisions WHERE other_matchup IS NOT NULL;
 
 -- Aggregates in long form (one row per run, scenario, level and metric) for comparisons.
 CREATE OR REPLACE VIEW v_metrics_long AS
@@ -440,7 +440,7 @@ ORDER BY b.started_at DESC, b.bisection_id, s.step;
 -- Every comparison by pairs, newest first, one row per metric: B against A as a percentage with its
 -- interval beside the verdict, and the runs each one started (failed and dropped included).
 CREATE OR REPLACE VIEW v_comparisons AS
-SELECT c.comparison_id, c.host, c.engine, c.release_a, c.release_b, c.decision_pair, c.metric, c.verdict,
+SELECT c.comparison_id, c.host, c.engine, c.release_a, c.release_b, c.matchup, c.metric, c.verdict,
        (c.ratio - 1) * 100 AS change_pct, (c.low - 1) * 100 AS low_pct, (c.high - 1) * 100 AS high_pct,
        c.ratio, c.low, c.high, c.pairs, c.looks, c.cap, c.target, c.alpha, c.dropped_pairs,
        coalesce(r.runs, 0) AS runs, c.started_at, c.ended_at

@@ -331,7 +331,7 @@ def test_no_run_of_productions_image_is_unknown_naming_the_missing_side(pair_run
     config = with_pair(pair_runs.config, **{**PAIR, "baseline_image": NEVER_RUN_IMAGE})
     c = criteria(pair_runs, config)[cid]
     assert c.status == "unknown", c.reason
-    decided, _, beside = c.reason.partition("; beside it, the equal-weights pair: ")
+    decided, _, beside = c.reason.partition("; beside it, the equal-weights match-up: ")
     assert decided == f"llamacpp (production's image {NEVER_RUN_IMAGE}, model gemma) runs with {what}: none"
     assert beside.startswith("unknown") and c.other_status == "unknown", (
         c.reason

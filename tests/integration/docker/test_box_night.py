@@ -2,11 +2,11 @@
 production once, not once per run.
 
 Two real llama-server runs of two model profiles on the simulated Box (this machine's dockerd behind a
-real sshd), inside one :class:`~strix_pipeline.runner.night.HostNight` as the benchmark asset makes
+real sshd), inside one :class:`~strix_pipeline.runner.night_hold.HostNight` as the benchmark asset makes
 them: production (a busybox httpd container answering its health URL) is watched throughout the
 night and is seen stopped once, before the first run's engine starts, and running again once, after
 the second run's engine is gone. The second run's pre-stop checks find production down on purpose
-(not "unhealthy"), and both runs record the night's one outage. Before runner/night.py each run
+(not "unhealthy"), and both runs record the night's one outage. Before runner/night_hold.py each run
 stopped and started production itself: the watch saw running, exited, running, exited, running.
 """
 
@@ -21,7 +21,7 @@ from support.box_sim import KEY_ENV, BoxSim, box_config
 
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.runner import BenchmarkTarget, run_benchmark
-from strix_pipeline.runner.night import HostNight
+from strix_pipeline.runner.night_hold import HostNight
 
 pytestmark = [
     pytest.mark.docker,
@@ -100,7 +100,7 @@ def test_a_night_of_two_dagster_runs_hands_production_over_and_the_last_run_star
     real sshd -- and the second joins it and starts it. Before, each Dagster run stopped and started
     production: running, exited, running, exited, running."""
     from strix_pipeline.hosts.box.marker import marker_path, read_marker
-    from strix_pipeline.runner.docker import restore_held
+    from strix_pipeline.runner.docker_run import restore_held
 
     monkeypatch.setenv(KEY_ENV, str(box_sshd.key))
     sim = BoxSim.build(tmp_path / "box")

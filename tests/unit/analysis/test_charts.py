@@ -179,7 +179,7 @@ def test_efficiency_chart_plots_the_stored_share_and_names_runs_without_one(tmp_
 
 
 def test_a_panel_of_runs_without_a_figure_still_renders(tmp_path):
-    """`make run`'s equal-weights run (profile pair) measures no decode: its panel holds no point, and
+    """`make run`'s equal-weights run (profile decision) measures no decode: its panel holds no point, and
     an empty layer made Vega-Lite fail the whole chart ("Unrecognized signal name concat_1_width")."""
     runs = trend_runs()[:2]
     runs[0].run.decode_efficiency, runs[0].run.decode_tok_s = 0.42, 30.0

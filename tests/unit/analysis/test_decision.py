@@ -63,7 +63,7 @@ def _imports(path: Path) -> set[str]:
 def test_the_criteria_and_the_verdict_read_no_warehouse():
     """Judging is pure: only gather and replay run SQL, so the criteria are tested on plain evidence."""
     root = Path(decision_package.__file__).parent
-    files = [root / f"{name}.py" for name in ("evidence", "verdict", "outcome", "report")]
+    files = [root / f"{name}.py" for name in ("evidence", "verdict", "outcome", "matchup_table")]
     files += sorted((root / "criteria").glob("*.py"))  # one module per criterion
     assert len(files) > 5
     for path in files:
@@ -285,12 +285,14 @@ def test_verdict_rules(statuses, required, verdict):
 def test_markdown_renders():
     md = decision_markdown(judge_runs(september_runs(), make_config(), SEPT + timedelta(days=1)))
     assert "**Verdict: `evaluate`**" in md
-    criteria, pairs = md.split("**C3 and C5 on both pairs**")
+    criteria, matchups = md.split("**C3 and C5 on both match-ups**")
     rows = [line for line in criteria.splitlines() if line.startswith("| C")]
     assert [r.split("|")[1].strip() for r in rows] == ["C1", "C2", "C3", "C4", "C5"]
     assert "820 ms" in md and "0.57x" in md and "⚠️ yes" in md and "vllm-qwen" in md
-    # C3 and C5 again, on each pair: the production pair decides
-    rows = [[cell.strip() for cell in r.split("|")[1:5]] for r in pairs.splitlines() if r.startswith("| C")]
+    # C3 and C5 again, on each match-up: the production match-up decides
+    rows = [
+        [cell.strip() for cell in r.split("|")[1:5]] for r in matchups.splitlines() if r.startswith("| C")
+    ]
     assert [r[:3] for r in rows] == [
         ["C3", "production", "yes"],
         ["C3", "equal weights", "no"],

@@ -52,7 +52,7 @@ def test_pairs_of_other_releases_are_not_taken_and_the_reason_says_so() -> None:
     got = c3({"production": pairs(1.02, 1.10, b="vllm v0.10.2 qwen3-30b-a3b")})
     assert got.status == "pass"  # the single runs', faster with confidence
     assert "not by its interleaved pairs (cmp-0123456789ab: vllm v0.10.2 qwen3-30b-a3b against" in got.reason
-    # the equal-weights pair's comparison never stands in for the production pair's
+    # the equal-weights match-up's comparison never stands in for the production match-up's
     assert "two single runs" in c3({"equal_weights": pairs(1.02, 1.10)}).reason
 
 
@@ -60,6 +60,6 @@ def test_without_pairs_c3_says_it_stands_on_two_single_runs() -> None:
     got = c3({})
     assert got.status == "pass"
     assert (
-        "two single runs: no fresh comparison of the production pair by interleaved pairs on strix-halo"
+        "two single runs: no fresh comparison of the production match-up by interleaved pairs on strix-halo"
         in got.reason
     )

@@ -13,11 +13,18 @@ from strix_pipeline.warehouse import schema as wschema
 
 def old_warehouse(path):
     """A warehouse as the code before v18 left it: schema v17 and the views of its day (v_run_base
-    without the workload column)."""
+    without the workload column; the match-ups under their names of then, `pair` and `decision_pair`)."""
     wh = create_at_version(path, 17)
     old_views = wschema.views_sql().replace(
         "    r.workload,  -- what the profile asks (fingerprint.workload_digest): in the series\n", ""
     )
+    for new, old in (
+        ("v_decision_matchups", "v_decision_pairs"),
+        ("c.matchup", "c.decision_pair"),
+        ("other_matchup", "other_pair"),
+        ("matchup", "pair"),
+    ):
+        old_views = old_views.replace(new, old)
     assert old_views != wschema.views_sql()
     wh.con.execute(old_views).fetchall()
     wh.close()
@@ -31,14 +38,16 @@ def test_a_reader_refuses_the_old_views_and_strix_migrate_brings_them_up(tmp_pat
         warnings.simplefilter("ignore")  # the read-only open's "schema is v17" warning
         assert main(query) != 0
     refused = capsys.readouterr().err
-    assert "v_run_base is not the project's definition" in refused and "strix migrate" in refused
+    # the first of the changed views it meets (v_comparisons, v_decision_pairs, v_run_base)
+    assert "v_comparisons is not the project's definition" in refused and "strix migrate" in refused
 
     assert main(["migrate", "--warehouse", str(path)]) == 0
     said = capsys.readouterr().err
-    assert f"migrated to schema v{wschema.current_schema_version()} (v18 workload)" in said, said
+    now = wschema.current_schema_version()
+    assert f"migrated to schema v{now} (v18 workload, v19 matchup_columns)" in said, said
 
     assert main(query) == 0
     assert capsys.readouterr().out.split() == ["n", "0"]
     # again: nothing left to do, and it says so
     assert main(["migrate", "--warehouse", str(path)]) == 0
-    assert "already at schema v18" in capsys.readouterr().err
+    assert f"already at schema v{now}" in capsys.readouterr().err

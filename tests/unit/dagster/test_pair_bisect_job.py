@@ -20,7 +20,7 @@ from support.warehouse import local_release
 
 from assets.resources import PairRunnerResource, StrixConfigResource, WarehouseResource
 from strix_dagster.definitions import build_definitions
-from strix_dagster.pair_bisect import pair_bisect_job
+from strix_dagster.pair_bisect_job import pair_bisect_job
 from strix_pipeline.config_load import load_config
 from strix_pipeline.runner.pair_bisect import STEP_KEY_PREFIX
 from strix_pipeline.warehouse import Warehouse

@@ -57,7 +57,7 @@ def test_the_container_starts_with_the_sources_env_and_flags():
 
 
 def _recorded(source: ImageSource):
-    """A run as runner/docker.py records it from the launcher's spec."""
+    """A run as runner/docker_run.py records it from the launcher's spec."""
     spec = build_spec(ENGINE, PROFILE, "/models/q", source=source)
     run = make_run("r").run
     run.engine_flags = json.dumps(comparable_flags(spec.kind, spec.flags))

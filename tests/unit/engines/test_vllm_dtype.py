@@ -25,7 +25,11 @@ def test_a_measured_table_overrides_the_flags() -> None:
         "cpu",
         "0.32.0",
         "2026-12-04",
-        (vd.Measured("bfloat16", 17600.0), vd.Measured("float16", 9000.0), vd.Measured("float32", 4100.0)),
+        (
+            vd.DtypeMeasurement("bfloat16", 17600.0),
+            vd.DtypeMeasurement("float16", 9000.0),
+            vd.DtypeMeasurement("float32", 4100.0),
+        ),
     )
     choice = vd.choose_dtype(AVX2, table)
     assert (
@@ -34,10 +38,10 @@ def test_a_measured_table_overrides_the_flags() -> None:
         and "bfloat16 17.60 s" in choice.reason
     )
     faster_bf16 = vd.MeasuredTable(
-        "cpu", "0.32.0", "d", (vd.Measured("bfloat16", 900.0), vd.Measured("float32", 1500.0))
+        "cpu", "0.32.0", "d", (vd.DtypeMeasurement("bfloat16", 900.0), vd.DtypeMeasurement("float32", 1500.0))
     )
     assert vd.choose_dtype(AVX2, faster_bf16).dtype == "bfloat16"
-    unsupported = vd.MeasuredTable("cpu", "0.32.0", "d", (vd.Measured("int4", 1.0),))
+    unsupported = vd.MeasuredTable("cpu", "0.32.0", "d", (vd.DtypeMeasurement("int4", 1.0),))
     assert vd.choose_dtype(AVX2, unsupported).dtype == "float32"  # not a dtype vLLM's CPU takes: ignored
 
 
@@ -45,7 +49,10 @@ def test_the_table_is_cached_per_cpu_and_release(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("STRIX_CACHE_DIR", str(tmp_path))
     cpu = vd.parse_cpuinfo("model name\t: AMD EPYC\nflags\t\t: " + " ".join(sorted(AVX512_BF16)) + "\n")
     table = vd.MeasuredTable(
-        "AMD EPYC", "0.32.0", "d", (vd.Measured("float32", 100.0), vd.Measured("bfloat16", 200.0))
+        "AMD EPYC",
+        "0.32.0",
+        "d",
+        (vd.DtypeMeasurement("float32", 100.0), vd.DtypeMeasurement("bfloat16", 200.0)),
     )
     vd.save_table(cpu, table)
     assert vd.load_table(cpu, "0.32.0") == table
@@ -75,6 +82,6 @@ def test_for_launch_adds_the_choice_unless_the_configuration_gives_one(
     flags, choice = vd.for_launch(["--dtype", "float16"], avx2, "0.32.0")
     assert flags == [] and choice.dtype == "float16" and choice.reason.startswith("configured")
     # a table measured on this CPU for this release decides over the flags
-    vd.save_table(avx2, vd.MeasuredTable("AMD EPYC", "0.32.0", "d", (vd.Measured("bfloat16", 1.0), vd.Measured("float32", 2.0))))  # fmt: skip
+    vd.save_table(avx2, vd.MeasuredTable("AMD EPYC", "0.32.0", "d", (vd.DtypeMeasurement("bfloat16", 1.0), vd.DtypeMeasurement("float32", 2.0))))  # fmt: skip
     flags, choice = vd.for_launch([], avx2, "0.32.0")
     assert flags == ["--dtype", "bfloat16"] and "fastest measured" in choice.reason

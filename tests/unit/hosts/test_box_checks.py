@@ -9,12 +9,12 @@ from strix_pipeline.config import EngineConfig, HostConfig
 from strix_pipeline.hosts.box.checks import device_memory, parse_sizes
 from strix_pipeline.hosts.box.gpu_holders import _has_gpu_device, check_idle_ceiling
 from strix_pipeline.hosts.errors import EngineStartError
-from strix_pipeline.memory import HostFacts
+from strix_pipeline.memory import HostMemoryFacts
 from strix_pipeline.units import GB, GIB
 
 
-def facts(total: int | None) -> HostFacts:
-    return HostFacts(None, None, None, hip_device_total_bytes=total)
+def facts(total: int | None) -> HostMemoryFacts:
+    return HostMemoryFacts(None, None, None, hip_device_total_bytes=total)
 
 
 def test_the_device_is_hips_total_when_read_and_a_host_without_gpu_is_a_cpu_host():

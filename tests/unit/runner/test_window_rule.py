@@ -11,9 +11,9 @@ from support.paths import REPO
 from strix_pipeline.config_load import load_config
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.planning.estimate import Estimate
-from strix_pipeline.planning.night import RESTART_S
-from strix_pipeline.runner.docker import admit
-from strix_pipeline.runner.night import HostNight
+from strix_pipeline.planning.night_fit import RESTART_S
+from strix_pipeline.runner.docker_run import admit
+from strix_pipeline.runner.night_hold import HostNight
 from strix_pipeline.runner.target import BenchmarkTarget
 
 EXAMPLE = REPO / "config" / "strix-halo.example.toml"

@@ -110,7 +110,7 @@ def test_the_one_list_is_what_the_fingerprint_hashes_and_the_warehouse_stores(wh
 def test_the_workload_is_what_the_profile_asks_not_its_name_or_timeout() -> None:
     quick = default_profile("quick")
     assert workload_digest(quick) != workload_digest(ScenarioProfile())  # quick and standard never mix
-    assert workload_digest(quick) != workload_digest(default_profile("pair"))
+    assert workload_digest(quick) != workload_digest(default_profile("decision"))
     sweep = quick.concurrency_sweep.model_copy(
         update={"input_tokens": quick.concurrency_sweep.input_tokens + 32}
     )

@@ -3,20 +3,20 @@
 Each criterion is named as in :data:`CRITERIA` and judges :class:`.evidence.Evidence` alone; the
 verdict on their results is :mod:`..verdict`'s. One module per criterion -- ``starts`` (C1), ``serves``
 (C2 and C4, one rule), ``ttft`` (C3), ``memory`` (C5) -- on what they share: ``runs`` (which runs a
-criterion looks at, and its result) and ``pairing`` (the pairs C3 and C5 are judged on);
+criterion looks at, and its result) and ``pairing`` (the runs C3 and C5 compare, on each match-up);
 ``functions`` maps each id to its function.
 """
 
 from strix_pipeline.analysis.decision.criteria.functions import CRITERION_FUNCTIONS
 from strix_pipeline.analysis.decision.criteria.memory import SAME_CONTEXT_TOLERANCE, memory_not_above_llamacpp
-from strix_pipeline.analysis.decision.criteria.pairing import pair_summary
+from strix_pipeline.analysis.decision.criteria.pairing import matchup_summary
 from strix_pipeline.analysis.decision.criteria.runs import (
     CONFIDENCE,
     CRITERIA,
     FORBIDDEN_IN_LAUNCH,
     GPT_OSS_QUANTIZATION,
+    MATCHUPS,
     NOT_A_START_ATTEMPT,
-    PAIRS,
     READY_STATUSES,
 )
 from strix_pipeline.analysis.decision.criteria.serves import serves_gpt_oss_120b_mxfp4, serves_medium_moe
@@ -30,12 +30,12 @@ __all__ = [
     "FORBIDDEN_IN_LAUNCH",
     "GPT_OSS_QUANTIZATION",
     "NOT_A_START_ATTEMPT",
-    "PAIRS",
+    "MATCHUPS",
     "READY_STATUSES",
     "SAME_CONTEXT_TOLERANCE",
     "memory_not_above_llamacpp",
     "official_image_starts",
-    "pair_summary",
+    "matchup_summary",
     "serves_gpt_oss_120b_mxfp4",
     "serves_medium_moe",
     "ttft_p95_beats_llamacpp_at_5",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from strix_pipeline.analysis.decision.criteria.pairing import _measured_pair, _on_both_pairs, _quant_note
+from strix_pipeline.analysis.decision.criteria.pairing import _measured_pair, _on_both_matchups, _quant_note
 from strix_pipeline.analysis.decision.criteria.runs import (
     _baseline_runs,
     _candidate_runs,
@@ -84,18 +84,25 @@ def _production_pool_note(c: RunFacts) -> str:
 
 def memory_not_above_llamacpp(ev: Evidence, config: StrixConfig) -> CriterionResult:
     """C5: the candidate holds no more after load than the baseline (within the tolerance), on both
-    pairs (:func:`_on_both_pairs`)."""
-    return _on_both_pairs(lambda pair: _memory_on(ev, config, pair), config)
+    match-ups (:func:`_on_both_matchups`)."""
+    return _on_both_matchups(lambda matchup: _memory_on(ev, config, matchup), config)
 
 
-def _memory_on(ev: Evidence, config: StrixConfig, pair: str) -> CriterionResult:
+def _memory_on(ev: Evidence, config: StrixConfig, matchup: str) -> CriterionResult:
     d = config.decision
 
     def measured(runs: list[RunFacts]) -> list[RunFacts]:
         return [r for r in runs if ev.fresh(r) and _ready(r) and r.held_bytes is not None]
 
     found = _measured_pair(
-        "C5", ev, config, measured, lambda r: r.held_bytes is not None, "held memory", "memory reading", pair
+        "C5",
+        ev,
+        config,
+        measured,
+        lambda r: r.held_bytes is not None,
+        "held memory",
+        "memory reading",
+        matchup,
     )
     if isinstance(found, CriterionResult):
         return _unreliable_memory(ev, config, found)

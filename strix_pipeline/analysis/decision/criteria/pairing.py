@@ -1,6 +1,6 @@
-"""The pairs C3 and C5 are judged on, made on purpose: the baseline run of the same host, model family,
-backend and host state closest in time to the candidate's; a criterion judged on both pairs, and
-the other pair's result in one clause."""
+"""The runs C3 and C5 compare, paired on purpose: the baseline run of the same host, model family,
+backend and host state closest in time to the candidate's; a criterion judged on both match-ups, and
+the other match-up's result in one clause."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from strix_pipeline.analysis.decision.criteria.runs import (
     CONFIDENCE,
-    PAIRS,
+    MATCHUPS,
     _baseline_runs,
     _candidate_runs,
     _family,
@@ -19,7 +19,7 @@ from strix_pipeline.analysis.decision.criteria.runs import (
     _stale_reason,
 )
 from strix_pipeline.analysis.decision.evidence import Evidence, RunFacts
-from strix_pipeline.analysis.decision.report import pair_name, ratio_text
+from strix_pipeline.analysis.decision.matchup_table import matchup_name, ratio_text
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.fingerprint import pair_differences
 from strix_pipeline.records import CriterionResult
@@ -46,23 +46,25 @@ def _pair(
     config: StrixConfig,
     base_name: str,
     reading: str,
-    pair: str = "production",
+    matchup: str = "production",
 ) -> tuple[RunFacts, RunFacts, str] | str:
     """The pair C3 / C5 compare, made on purpose: the newest candidate run (then the next) with a
     baseline run of the same model family, backend and host state (fingerprint.pair_differences), the
     one closest in time to it within ``decision.pair_within_hours`` ("the same night"). Returns the
     pair with a note for the reason (empty, or that another night's run stood in: the latest such one,
     only under ``decision.pair_other_night``), else why the newest candidate run has no pair. On the
-    equal-weights ``pair`` the baseline run also serves the candidate's quantization."""
+    equal-weights ``matchup`` the baseline run also serves the candidate's quantization."""
     d = config.decision
     within = timedelta(hours=d.pair_within_hours)
     why: str | None = None
     for c in sorted(cand, key=_order, reverse=True):
         fam = _family(c, config)
         same = [
-            b for b in base if _family(b, config) == fam and (pair != "equal_weights" or _same_weights(c, b))
+            b
+            for b in base
+            if _family(b, config) == fam and (matchup != "equal_weights" or _same_weights(c, b))
         ]
-        if pair == "equal_weights":
+        if matchup == "equal_weights":
             fam = f"{fam} at the candidate's {c.quantization or 'unrecorded'} weights"
         alike = [b for b in same if not pair_differences(c, b)]
         tonight = [b for b in alike if abs(b.started_at - c.started_at) <= within]
@@ -127,12 +129,12 @@ def _no_pair(
 
 
 def _paired_sides(
-    ev: Evidence, config: StrixConfig, pair: str = "production"
+    ev: Evidence, config: StrixConfig, matchup: str = "production"
 ) -> tuple[list[RunFacts], list[RunFacts], str, str]:
     """The runs each side of C3 / C5 may take, with how each side is named in a reason: the
     candidate's of ``decision.candidate_model``, and the baseline's of production's image and model
     (``decision.baseline_image`` / ``baseline_model``) -- so the pair never follows whichever image or
-    model ran last. On the equal-weights ``pair`` the baseline is production's image serving any model
+    model ran last. On the equal-weights ``matchup`` the baseline is production's image serving any model
     profile (``_pair`` keeps the ones at the candidate's weights)."""
     d = config.decision
     cand, base = _candidate_runs(ev, config), _baseline_runs(ev, config)
@@ -144,12 +146,12 @@ def _paired_sides(
     if d.baseline_image:
         base = [r for r in base if _same_repository(d.baseline_image, r.image_repository)]
         production.append(f"image {d.baseline_image}")
-    if d.baseline_model and pair == "production":
+    if d.baseline_model and matchup == "production":
         base = [r for r in base if r.model_profile == d.baseline_model]
         production.append(f"model {d.baseline_model}")
     if production:
         base_name = f"{d.baseline_engine} (production's {', '.join(production)})"
-    if pair == "equal_weights":
+    if matchup == "equal_weights":
         base_name = f"{base_name} at the candidate's weights"
     return cand, base, cand_name, base_name
 
@@ -168,20 +170,20 @@ def _measured_pair(
     has: Callable[[RunFacts], bool],
     what: str,
     reading: str,
-    pair: str = "production",
+    matchup: str = "production",
 ) -> tuple[RunFacts, RunFacts, str] | CriterionResult:
     """The candidate and baseline runs C3 / C5 compare (see ``_pair``) among the ``measured`` ones,
     with the pair's note, or the "unknown" result saying which side has none: its runs that ``has``
     the reading but are stale, or no such run at all; or no baseline ``reading`` paired with the
     candidate's run, saying what each one lacked."""
     d = config.decision
-    cand, base, cand_name, base_name = _paired_sides(ev, config, pair)
+    cand, base, cand_name, base_name = _paired_sides(ev, config, matchup)
     c_ok, b_ok = measured(cand), measured(base)
     for side, runs, ok in ((cand_name, cand, c_ok), (base_name, base, b_ok)):
         if not ok:
             stale = [r for r in runs if has(r)]
             return _result(cid, "unknown", _stale_reason(f"{side} runs with {what}", stale, d.freshness_days))
-    found = _pair(c_ok, b_ok, config, base_name, reading, pair)
+    found = _pair(c_ok, b_ok, config, base_name, reading, matchup)
     if isinstance(found, str):
         return _result(cid, "unknown", found)
     return found
@@ -198,13 +200,13 @@ def _run_ci(ttfts: list[float]) -> str:
     return "n/a" if lo is None or hi is None else f"{lo:.0f}-{hi:.0f}"
 
 
-def _on_both_pairs(judge: Callable[[str], CriterionResult], config: StrixConfig) -> CriterionResult:
-    """A criterion judged on each of :data:`PAIRS`: the result of the pair ``decision.decided_by``
-    names, carrying the other pair's beside it (its own fields and a clause of the reason)."""
+def _on_both_matchups(judge: Callable[[str], CriterionResult], config: StrixConfig) -> CriterionResult:
+    """A criterion judged on each of :data:`MATCHUPS`: the result of the match-up ``decision.decided_by``
+    names, carrying the other match-up's beside it (its own fields and a clause of the reason)."""
     decides = config.decision.decided_by
-    other = next(p for p in PAIRS if p != decides)
+    other = next(m for m in MATCHUPS if m != decides)
     r, o = judge(decides), judge(other)
-    r.pair, r.other_pair, r.other_status, r.other_reason = decides, other, o.status, o.reason
+    r.matchup, r.other_matchup, r.other_status, r.other_reason = decides, other, o.status, o.reason
     r.other_value, r.other_threshold, r.other_ci_low, r.other_ci_high = (
         o.value,
         o.threshold,
@@ -212,14 +214,13 @@ def _on_both_pairs(judge: Callable[[str], CriterionResult], config: StrixConfig)
         o.ci_high,
     )
     r.other_run_ids = list(o.evidence_run_ids)
-    r.reason = (
-        f"{r.reason}; beside it, the {pair_name(other)}: {pair_summary(o, same_runs=r.evidence_run_ids)}"
-    )
+    beside = matchup_summary(o, same_runs=r.evidence_run_ids)
+    r.reason = f"{r.reason}; beside it, the {matchup_name(other)}: {beside}"
     return r
 
 
-def pair_summary(o: CriterionResult, same_runs: Sequence[str] = ()) -> str:
-    """The other pair's result in one clause: its status and figures, or why it has none."""
+def matchup_summary(o: CriterionResult, same_runs: Sequence[str] = ()) -> str:
+    """The other match-up's result in one clause: its status and figures, or why it has none."""
     if o.status == "unknown" and o.value is None:
         return f"unknown ({o.reason})"
     if list(o.evidence_run_ids) == list(same_runs):

@@ -26,11 +26,12 @@ FORBIDDEN_IN_LAUNCH = GFX_OVERRIDE  # C1 means "starts with no override"
 GPT_OSS_QUANTIZATION = "MXFP4"
 CONFIDENCE = 0.95  # C3's interval of the ratio of the two p95s
 READY_STATUSES = ("ok", "partial", "failed_serve")  # reached ready (failed_serve: then served nothing)
-# The two pairs C3 and C5 are judged on; decision.decided_by names the one the verdict takes. The
-# production pair is each engine in its production format (the baseline as decision.baseline_model
-# names it); the equal-weights pair is a baseline run at the candidate's own quantization -- the same
-# weights -- so what is left between them is the engine.
-PAIRS = ("production", "equal_weights")
+# The two match-ups of the baseline engine against the candidate that C3 and C5 are judged on;
+# decision.decided_by names the one the verdict takes. The production match-up is each engine in its
+# production format (the baseline as decision.baseline_model names it); the equal-weights match-up is a
+# baseline run at the candidate's own quantization -- the same weights -- so what is left between them
+# is the engine.
+MATCHUPS = ("production", "equal_weights")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from strix_pipeline.analysis.decision.criteria.pairing import (
     _measured_pair,
-    _on_both_pairs,
+    _on_both_matchups,
     _quant_note,
     _run_ci,
 )
@@ -16,7 +16,7 @@ from strix_pipeline.analysis.decision.criteria.runs import (
     _result,
 )
 from strix_pipeline.analysis.decision.evidence import Evidence, PairedTtft, RunFacts, side_tag
-from strix_pipeline.analysis.decision.report import pair_name, ratio_text
+from strix_pipeline.analysis.decision.matchup_table import matchup_name, ratio_text
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import CriterionResult
 from strix_pipeline.stats.quantiles import min_samples_for_ci, quantile_ratio_ci
@@ -24,16 +24,16 @@ from strix_pipeline.stats.quantiles import min_samples_for_ci, quantile_ratio_ci
 
 def ttft_p95_beats_llamacpp_at_5(ev: Evidence, config: StrixConfig) -> CriterionResult:
     """C3: the ratio candidate / baseline TTFT p95 at the decision concurrency, with confidence, on
-    both pairs (:func:`_on_both_pairs`).
+    both match-ups (:func:`_on_both_matchups`).
 
     Its 95 % interval comes from both runs' raw TTFTs (:func:`quantile_ratio_ci`, distribution-free):
     pass when wholly below 1 - margin, fail when wholly above, unknown ("inconclusive") otherwise --
     also when a run has too few requests for the interval to exist.
     """
-    return _on_both_pairs(lambda pair: _ttft_on(ev, config, pair), config)
+    return _on_both_matchups(lambda matchup: _ttft_on(ev, config, matchup), config)
 
 
-def _ttft_on(ev: Evidence, config: StrixConfig, pair: str) -> CriterionResult:
+def _ttft_on(ev: Evidence, config: StrixConfig, matchup: str) -> CriterionResult:
     d = config.decision
     n = d.concurrency
 
@@ -59,7 +59,7 @@ def _ttft_on(ev: Evidence, config: StrixConfig, pair: str) -> CriterionResult:
         lambda r: r.run_id in ev.sweep,
         f"a {n}-client sweep",
         f"run at {n} clients",
-        pair,
+        matchup,
     )
     if isinstance(found, CriterionResult):
         return found
@@ -96,7 +96,7 @@ def _ttft_on(ev: Evidence, config: StrixConfig, pair: str) -> CriterionResult:
     failed = ""
     if ca.requests_failed or ba.requests_failed:
         failed = f"; failed requests {ca.requests_failed} vs {ba.requests_failed}"
-    by_pairs = _paired_ttft(ev, pair, c, b)
+    by_pairs = _paired_ttft(ev, matchup, c, b)
     if isinstance(by_pairs, PairedTtft) and by_pairs.low is not None and by_pairs.high is not None:
         # the interleaved pairs decide; the two single runs are shown beside them
         status, verdict = _by_pairs(by_pairs, threshold)
@@ -105,7 +105,10 @@ def _ttft_on(ev: Evidence, config: StrixConfig, pair: str) -> CriterionResult:
     elif by_pairs is not None:
         paired += f"; {by_pairs if isinstance(by_pairs, str) else _no_interval(by_pairs)}"
     else:
-        paired += f"; two single runs: no fresh comparison of the {pair_name(pair)} by interleaved pairs on {c.host or config.decision.host}"  # fmt: skip
+        paired += (
+            f"; two single runs: no fresh comparison of the {matchup_name(matchup)} by interleaved pairs "
+            f"on {c.host or config.decision.host}"
+        )
     reason = f"{verdict}; {numbers}, family {_family(c, config)}{failed}{_quant_note(c, b)}{paired}"
     return _result(
         "C3",
@@ -120,10 +123,10 @@ def _ttft_on(ev: Evidence, config: StrixConfig, pair: str) -> CriterionResult:
     )
 
 
-def _paired_ttft(ev: Evidence, pair: str, c: RunFacts, b: RunFacts) -> PairedTtft | str | None:
-    """The pair's comparison by interleaved pairs when it ran the very releases and models of the runs
-    C3 compares (runner/engine_pairs.py); else why it is not taken; None: there is none (fresh)."""
-    got = ev.paired_ttft.get(pair)
+def _paired_ttft(ev: Evidence, matchup: str, c: RunFacts, b: RunFacts) -> PairedTtft | str | None:
+    """The match-up's comparison by interleaved pairs when it ran the very releases and models of the runs
+    C3 compares (runner/engine_comparison.py); else why it is not taken; None: there is none (fresh)."""
+    got = ev.paired_ttft.get(matchup)
     if got is None:
         return None
     want = (

@@ -18,7 +18,7 @@ from support.pipeline_helpers import llama_available
 
 from strix_pipeline.config import DEFAULT_CONFIG
 from strix_pipeline.config_load import load_config
-from strix_pipeline.runner.engine_pairs import (
+from strix_pipeline.runner.engine_comparison import (
     METRICS,
     LocalEngineRuns,
     compare_engines,

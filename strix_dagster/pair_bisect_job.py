@@ -13,7 +13,7 @@ from assets.resources import PairRunnerResource, StrixConfigResource, WarehouseR
 from strix_pipeline.analysis.bisect.steps import releases_between
 from strix_pipeline.runner import pair_bisect
 from strix_pipeline.runner.pair_runs import PAIR_HOST, pair_log_dir, release_to_run
-from strix_pipeline.runner.pairs import METRICS, Release
+from strix_pipeline.runner.pairs import METRICS, ComparedRelease
 
 
 class PairBisectConfig(dg.Config):
@@ -32,7 +32,7 @@ class PairBisectConfig(dg.Config):
     seed: int = 0
 
 
-def _between(config: PairBisectConfig, known: list) -> list[Release]:
+def _between(config: PairBisectConfig, known: list) -> list[ComparedRelease]:
     if config.between:
         return [release_to_run(t) for t in config.between]
     by_tag = {i.tag: i for i in known}

@@ -1,4 +1,4 @@
-"""The decision's pairs by interleaved runs (issue 34, item 4): baseline against candidate engine.
+"""The decision's match-ups by interleaved runs (issue 34, item 4): baseline against candidate engine.
 
 C3 compares two runs that each ran once, minutes or days apart; a slower hour on the host lands on
 one side only. Here the two engines run as the weekly runs configure them on a local host, in
@@ -6,10 +6,10 @@ balanced random AB/BA pairs, a fresh server per run (runner/pairs.compare_releas
 release comparison), each run measuring TTFT at the decision's concurrency; the paired ratio
 candidate / baseline with its interval is what C3 then decides on (analysis/decision).
 
-The sides are configured runs, never new configurations: on the production pair the baseline runs
-``decision.baseline_model``, on the equal-weights pair the baseline runs the candidate's own
-quantization of the same model family (the two pairs of analysis/decision/criteria/). Only a local
-host runs pairs: the Box's runs go through Docker, one partition at a time.
+The sides are configured runs, never new configurations: on the production match-up the baseline runs
+``decision.baseline_model``, on the equal-weights match-up the baseline runs the candidate's own
+quantization of the same model family (the two match-ups of analysis/decision/criteria/). Only a
+local host runs pairs: the Box's runs go through Docker, one partition at a time.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from strix_pipeline.planning.targets import BenchmarkTarget, local_tag
 from strix_pipeline.runner.local import local_server
 from strix_pipeline.runner.pair_runs import MIN_TTFT_REQUESTS, HostWatch, PairSpec, measure_run
 from strix_pipeline.runner.pairs import (
+    ComparedRelease,
     PairsResult,
     Progress,
-    Release,
     RunFailed,
     RunFigures,
     RunOne,
@@ -43,9 +43,9 @@ TARGET = 0.10
 
 @dataclass(frozen=True)
 class EngineSides:
-    """One of the decision's pairs as two configured runs on one local host."""
+    """One of the decision's match-ups as two configured runs on one local host."""
 
-    pair: str  # "production" | "equal_weights" (analysis/decision/criteria.PAIRS)
+    matchup: str  # "production" | "equal_weights" (analysis/decision/criteria.MATCHUPS)
     baseline: BenchmarkTarget
     candidate: BenchmarkTarget
 
@@ -54,13 +54,13 @@ class EngineSides:
         """The comparison's ``engine`` column: both engines, baseline first."""
         return f"{self.baseline.engine} vs {self.candidate.engine}"
 
-    def release(self, target: BenchmarkTarget, config: StrixConfig) -> Release:
+    def release(self, target: BenchmarkTarget, config: StrixConfig) -> ComparedRelease:
         """A side as the comparison names it: engine, the release the host installs, model profile."""
-        return Release(side_tag(target.engine, local_tag(target.engine, config), target.model))
+        return ComparedRelease(side_tag(target.engine, local_tag(target.engine, config), target.model))
 
 
-def engine_sides(config: StrixConfig, pair: str) -> EngineSides | str:
-    """The decision host's configured baseline and candidate runs of ``pair``, or why there are none."""
+def engine_sides(config: StrixConfig, matchup: str) -> EngineSides | str:
+    """The decision host's configured baseline and candidate runs of ``matchup``, or why there are none."""
     d = config.decision
     host = config.hosts.get(d.host)
     if host is None or host.kind != "local":
@@ -73,7 +73,7 @@ def engine_sides(config: StrixConfig, pair: str) -> EngineSides | str:
         return f"host {d.host} runs no {d.candidate_engine}{f' with model {d.candidate_model}' if d.candidate_model else ''}"  # fmt: skip
     family = config.models[cand.model].family
     base_runs = [r for r in runs if r.engine == d.baseline_engine and config.models[r.model].family == family]
-    if pair == "production":
+    if matchup == "production":
         base = next((r for r in base_runs if d.baseline_model in (None, r.model)), None)
         wanted = f"model {d.baseline_model}" if d.baseline_model else f"model family {family}"
     else:
@@ -86,7 +86,7 @@ def engine_sides(config: StrixConfig, pair: str) -> EngineSides | str:
     def target(r) -> BenchmarkTarget:
         return BenchmarkTarget(d.host, r.engine, r.model, r.profile, None)
 
-    return EngineSides(pair, target(base), target(cand))
+    return EngineSides(matchup, target(base), target(cand))
 
 
 def pair_spec(config: StrixConfig, sides: EngineSides) -> PairSpec:
@@ -118,7 +118,7 @@ class LocalEngineRuns:
     watch: HostWatch = field(default_factory=HostWatch)
     count: int = 0
 
-    def __call__(self, release: Release, label: str) -> RunFigures:
+    def __call__(self, release: ComparedRelease, label: str) -> RunFigures:
         self.count += 1
         by_tag = {
             self.sides.release(t, self.config).tag: t for t in (self.sides.baseline, self.sides.candidate)
@@ -144,7 +144,7 @@ def compare_engines(
     )  # fmt: skip
 
 
-def engine_records(result: PairsResult, pair: str) -> tuple[list[ComparisonRecord], list[ComparisonRun]]:
-    """The warehouse's rows of an engine comparison: every comparison's, its decision pair named."""
+def engine_records(result: PairsResult, matchup: str) -> tuple[list[ComparisonRecord], list[ComparisonRun]]:
+    """The warehouse's rows of an engine comparison: every comparison's, its match-up named."""
     rows, runs = records(result)
-    return [replace(r, decision_pair=pair) for r in rows], runs
+    return [replace(r, matchup=matchup) for r in rows], runs

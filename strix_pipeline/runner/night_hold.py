@@ -1,7 +1,7 @@
 """A night of runs on one host: production stopped once for all of them, started once after the last.
 
 ``with HostNight(host, host_cfg) as night`` holds the host's production for the runs inside it. The
-first run that reaches its stop (runner/docker.py, after its checks while production still serves)
+first run that reaches its stop (runner/docker_run.py, after its checks while production still serves)
 stops production through :meth:`HostNight.hold`; every later run of the night finds it down and
 runs at once; production starts again once, when the night ends (success, failure or cancellation
 alike) -- :class:`~strix_pipeline.hosts.box.production.ProductionGuard`'s own stop and restore, called
@@ -37,7 +37,7 @@ from strix_pipeline.fingerprint import run_fingerprint
 from strix_pipeline.hosts.box.marker import held_for_night, pass_on_held, read_marker
 from strix_pipeline.planning.estimate import Estimate
 from strix_pipeline.planning.measured import Measured
-from strix_pipeline.planning.night import PlannedRun, admit_run, ordered
+from strix_pipeline.planning.night_fit import PlannedRun, admit_run, ordered
 from strix_pipeline.planning.priority import run_priority
 from strix_pipeline.planning.targets import BenchmarkTarget, canary_images
 from strix_pipeline.planning.week import run_name

@@ -7,21 +7,21 @@ from dataclasses import dataclass
 from strix_pipeline.analysis.decision.outcome import Decision
 from strix_pipeline.units import gib_text
 
-PAIR_LABELS = {"production": "production", "equal_weights": "equal weights"}
+MATCHUP_LABELS = {"production": "production", "equal_weights": "equal weights"}
 
 
-def pair_name(pair: str) -> str:
-    """A pair named in a sentence: "the production pair", "the equal-weights pair" (the label as a
-    compound adjective)."""
-    return PAIR_LABELS.get(pair, pair).replace(" ", "-") + " pair"
+def matchup_name(matchup: str) -> str:
+    """A match-up named in a sentence: "the production match-up", "the equal-weights match-up" (the label
+    as a compound adjective)."""
+    return MATCHUP_LABELS.get(matchup, matchup).replace(" ", "-") + " match-up"
 
 
 @dataclass(frozen=True)
-class PairRow:
-    """C3 or C5 on one pair: the deciding pair's figures, or the other pair's shown beside them."""
+class MatchupRow:
+    """C3 or C5 on one match-up: the deciding match-up's figures, or the other one's shown beside them."""
 
     criterion: str
-    pair: str  # "production" | "equal_weights"
+    matchup: str  # "production" | "equal_weights"
     decides: bool
     status: str
     value: float | None
@@ -33,7 +33,7 @@ class PairRow:
 
     @property
     def label(self) -> str:
-        return PAIR_LABELS.get(self.pair, self.pair)
+        return MATCHUP_LABELS.get(self.matchup, self.matchup)
 
     @property
     def interval(self) -> str:
@@ -42,20 +42,21 @@ class PairRow:
         return f"{format_value(self.ci_low, self.unit)} – {format_value(self.ci_high, self.unit)}"
 
 
-def pair_rows(d: Decision) -> list[PairRow]:
-    """Each criterion judged on two pairs, the deciding pair first (none before schema v15)."""
+def matchup_rows(d: Decision) -> list[MatchupRow]:
+    """Each criterion judged on two match-ups, the deciding one first (none before schema v15)."""
     rows = []
     for c in d.criteria:
-        if c.pair is None:
+        if c.matchup is None:
             continue
         rows.append(
-            PairRow(c.criterion, c.pair, True, c.status, c.value, c.threshold, c.ci_low, c.ci_high, c.unit,
-                    tuple(c.evidence_run_ids))
+            MatchupRow(c.criterion, c.matchup, True, c.status, c.value, c.threshold, c.ci_low, c.ci_high,
+                       c.unit, tuple(c.evidence_run_ids))
         )  # fmt: skip
-        if c.other_pair is not None:
+        if c.other_matchup is not None:
             rows.append(
-                PairRow(c.criterion, c.other_pair, False, c.other_status or "unknown", c.other_value,
-                        c.other_threshold, c.other_ci_low, c.other_ci_high, c.unit, tuple(c.other_run_ids or ()))
+                MatchupRow(c.criterion, c.other_matchup, False, c.other_status or "unknown", c.other_value,
+                           c.other_threshold, c.other_ci_low, c.other_ci_high, c.unit,
+                           tuple(c.other_run_ids or ()))
             )  # fmt: skip
     return rows
 
@@ -124,20 +125,20 @@ def decision_markdown(d: Decision) -> str:
             )
             + " |"
         )
-    pairs = pair_rows(d)
-    if pairs:
+    matchups = matchup_rows(d)
+    if matchups:
         lines += [
             "",
-            "**C3 and C5 on both pairs** (production: each engine's production format; equal weights: "
+            "**C3 and C5 on both match-ups** (production: each engine's production format; equal weights: "
             "the baseline serving the candidate's weights)",
             "",
-            "| criterion | pair | decides | status | value | threshold | CI | runs |",
+            "| criterion | match-up | decides | status | value | threshold | CI | runs |",
             "|---|---|---|---|---|---|---|---|",
         ]
         lines += [
             f"| {p.criterion} | {p.label} | {'yes' if p.decides else 'no'} | {icon.get(p.status, p.status)} | "
             f"{format_value(p.value, p.unit)} | {format_value(p.threshold, p.unit)} | {p.interval} | "
             f"{_table_cell(', '.join(f'`{r}`' for r in p.run_ids) or '–')} |"
-            for p in pairs
+            for p in matchups
         ]
     return "\n".join(lines) + "\n"

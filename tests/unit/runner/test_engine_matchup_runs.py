@@ -1,5 +1,6 @@
-"""The decision's pairs by interleaved runs (issue 34, item 4), without a server: which configured runs
-make each pair's sides, what each run sends, and the comparison by pairs over the stand-in engine."""
+"""The decision's match-ups by interleaved runs (issue 34, item 4), without a server: which configured
+runs make each match-up's sides, what each run sends, and the comparison by pairs over the stand-in
+engine."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from support.pair_standin import PairStandIn
 
 from strix_pipeline.config import DEFAULT_CONFIG
 from strix_pipeline.config_load import load_config
-from strix_pipeline.runner.engine_pairs import (
+from strix_pipeline.runner.engine_comparison import (
     METRICS,
     compare_engines,
     engine_records,
@@ -70,5 +71,5 @@ def test_a_candidate_three_times_as_fast_is_different_by_pairs_and_stored_with_i
     # AB / BA, a fresh "server" per run: three pairs, six starts, both sides three times
     assert sorted(c.split()[0] for c in engines.calls) == ["llamacpp"] * 3 + ["vllm"] * 3
     rows, runs = engine_records(result, "production")
-    assert {r.decision_pair for r in rows} == {"production"} and len(runs) == 6
+    assert {r.matchup for r in rows} == {"production"} and len(runs) == 6
     assert rows[0].engine == "llamacpp vs vllm"

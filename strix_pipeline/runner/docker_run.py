@@ -32,12 +32,12 @@ from strix_pipeline.memory import (
     current_in_use,
 )
 from strix_pipeline.planning.estimate import Estimate, estimate, estimate_error
-from strix_pipeline.planning.night import admit_run
+from strix_pipeline.planning.night_fit import admit_run
 from strix_pipeline.registry.client import RegistryClient
 from strix_pipeline.registry.discovery import default_client
 from strix_pipeline.registry.names import pull_reference
 from strix_pipeline.registry.transport import RetryPolicy
-from strix_pipeline.runner import night as nights
+from strix_pipeline.runner import night_hold as nights
 from strix_pipeline.runner.efficiency import (
     DOCKER_HOST_EFFICIENCY,
     bandwidth_line,
@@ -214,7 +214,7 @@ def _open_box(r: RunInputs, image_ref: str) -> _Box:
         MemorySampler(probe, run.run_id, interval_s=host_cfg.sample_interval_s, smi=smi) if probe else None
     )
     read = (lambda: current_in_use(probe)) if probe else None
-    # a night holding this host's production (runner/night.py): stopped once by its first run,
+    # a night holding this host's production (runner/night_hold.py): stopped once by its first run,
     # started once when the night ends; a run alone stops and starts it itself
     return _Box(client, probe, smi, facts, sampler, read, nights.held(r.target.host))
 
