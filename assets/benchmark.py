@@ -146,10 +146,24 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
         kinds={"duckdb", "docker"} if host != "local" else {"duckdb", "python"},
         deps=["engine_images"],
         check_specs=[
-            dg.AssetCheckSpec(ENGINE_SERVED, asset=key, description="the engine started and served measured requests (a run that measured nothing fails here, with its reason)"),
-            dg.AssetCheckSpec(COMPLETENESS, asset=key, description="every level has its requests or a recorded failure"),
-            dg.AssetCheckSpec(MEMORY_RETURNED, asset=key, description="memory returned to the idle baseline after the engine stopped"),
-            dg.AssetCheckSpec(PRODUCTION_RESTORED, asset=key, description="the host's production engine is running and healthy again after the benchmark"),
+            dg.AssetCheckSpec(
+                ENGINE_SERVED,
+                asset=key,
+                description="the engine started and served measured requests (a run that measured nothing fails here, with its reason)",
+            ),
+            dg.AssetCheckSpec(
+                COMPLETENESS, asset=key, description="every level has its requests or a recorded failure"
+            ),
+            dg.AssetCheckSpec(
+                MEMORY_RETURNED,
+                asset=key,
+                description="memory returned to the idle baseline after the engine stopped",
+            ),
+            dg.AssetCheckSpec(
+                PRODUCTION_RESTORED,
+                asset=key,
+                description="the host's production engine is running and healthy again after the benchmark",
+            ),
         ],
         tags={"strix/host": host},
         description=(
@@ -160,7 +174,7 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
             "replaces its rows while a new materialisation of the partition adds a repeat run (the evidence "
             "that confirms a provisional change). Failures are stored as runs with their reason. Runs in pool `{host_pool(host)}` (limit 1): one engine at a time per host."
         ),
-    )  # fmt: skip
+    )
     def _asset(
         context: dg.AssetExecutionContext,
         config: BenchmarkRunConfig,
@@ -251,13 +265,21 @@ def night_checks(
     comp = [completeness(config, r) for r in results]
     mem = [(r.run.run_id, *memory_back(r)) for r in results]
     checks = [
-        _check(ENGINE_SERVED, all(ok for _, ok, _ in served_by), severity,
-               "\n".join(f"- `{r.run.run_id}`: {why}" for r, _, why in served_by)),
+        _check(
+            ENGINE_SERVED,
+            all(ok for _, ok, _ in served_by),
+            severity,
+            "\n".join(f"- `{r.run.run_id}`: {why}" for r, _, why in served_by),
+        ),
         _check(COMPLETENESS, all(ok for ok, _ in comp), severity, "\n".join(f"- {m}" for _, m in comp)),
-        _check(MEMORY_RETURNED, all(ok for _, ok, _ in mem), dg.AssetCheckSeverity.WARN,
-               "\n".join(f"- `{rid}`: {why}" for rid, _, why in mem)),
+        _check(
+            MEMORY_RETURNED,
+            all(ok for _, ok, _ in mem),
+            dg.AssetCheckSeverity.WARN,
+            "\n".join(f"- `{rid}`: {why}" for rid, _, why in mem),
+        ),
         _production_check(results, outcome.handed_over),
-    ]  # fmt: skip
+    ]
     if any(r.production_restored is False for r in results):
         log.error(
             f"PRODUCTION NOT RESTORED on host {host}: the next run refuses to start until it is healthy"

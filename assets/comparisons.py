@@ -71,9 +71,15 @@ def release_comparisons(
         )
     previous, newest = due
     result = _compare_and_store(
-        context, config, warehouse, pair_runner, previous, newest, _seed(previous, newest),
+        context,
+        config,
+        warehouse,
+        pair_runner,
+        previous,
+        newest,
+        _seed(previous, newest),
         f"{newest} against {previous}",
-    )  # fmt: skip
+    )
     return dg.MaterializeResult(
         metadata={
             "compared": f"{newest} against {previous}",
@@ -100,9 +106,16 @@ def _compare_and_store(
     log_dir = pair_log_dir(config)
     say(f"{what} on {PAIR_HOST} by pairs; engine logs in {log_dir}")
     result = compare_releases(
-        pair_runner.run_one(config, log_dir, say), release_to_run(a), release_to_run(b), host=PAIR_HOST,
-        engine=ENGINE, cap=config.analysis.compare_max_pairs, target=TARGET, seed=seed, progress=say,
-    )  # fmt: skip
+        pair_runner.run_one(config, log_dir, say),
+        release_to_run(a),
+        release_to_run(b),
+        host=PAIR_HOST,
+        engine=ENGINE,
+        cap=config.analysis.compare_max_pairs,
+        target=TARGET,
+        seed=seed,
+        progress=say,
+    )
     with warehouse.writer() as wh:
         wh.save_comparison(*records(result))
     return result
@@ -169,9 +182,15 @@ def canary_comparison(
             metadata={"compared": f"nothing new: {release} was compared with itself this week"}
         )
     result = _compare_and_store(
-        context, config, warehouse, pair_runner, release, release, _seed(release, f"{release}@{since:%G-W%V}"),
+        context,
+        config,
+        warehouse,
+        pair_runner,
+        release,
+        release,
+        _seed(release, f"{release}@{since:%G-W%V}"),
         f"the canary {release} against itself (A/A)",
-    )  # fmt: skip
+    )
     not_same = [m.metric for m in result.metrics if m.verdict != "same"]
     if not_same:
         context.log.warning(
@@ -211,7 +230,11 @@ def engine_comparison(
     done: dict[str, str] = {}
     tables: dict[str, dg.TableMetadataValue] = {}
     with warehouse.reader() as wh:
-        stored = wh.engine_comparisons(config.decision.host, METRICS[0], since) if "comparisons" in wh.table_names() else {}  # fmt: skip
+        stored = (
+            wh.engine_comparisons(config.decision.host, METRICS[0], since)
+            if "comparisons" in wh.table_names()
+            else {}
+        )
     for matchup in MATCHUPS:
         sides = engine_sides(config, matchup)
         if isinstance(sides, str):
@@ -229,9 +252,12 @@ def engine_comparison(
             f"engine logs in {log_dir}"
         )
         result = compare_engines(
-            config, sides, pair_runner.engine_runs(config, sides, log_dir, context.log.info),
-            seed=_seed(a.tag, f"{b.tag}@{since:%G-W%V}"), progress=context.log.info,
-        )  # fmt: skip
+            config,
+            sides,
+            pair_runner.engine_runs(config, sides, log_dir, context.log.info),
+            seed=_seed(a.tag, f"{b.tag}@{since:%G-W%V}"),
+            progress=context.log.info,
+        )
         with warehouse.writer() as wh:
             wh.save_comparison(*engine_records(result, matchup))
         done[matchup] = f"{b.tag} against {a.tag}: {result.comparison_id}, {len(result.runs)} engine starts"

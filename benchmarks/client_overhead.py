@@ -124,7 +124,9 @@ def server_stamps(chunks: list[tuple[int, bytes]]) -> dict | None:
 # --- the three clients: each returns a function sending one request -------------------------------------
 
 
-async def strix_client(url: str) -> tuple[Callable[[int], Awaitable[object]], Callable[[object], Sample], Callable[[], Awaitable[None]]]:  # fmt: skip
+async def strix_client(
+    url: str,
+) -> tuple[Callable[[int], Awaitable[object]], Callable[[object], Sample], Callable[[], Awaitable[None]]]:
     session = make_session()
 
     async def send(i: int) -> object:
@@ -137,7 +139,9 @@ async def strix_client(url: str) -> tuple[Callable[[int], Awaitable[object]], Ca
     return send, finish, session.close
 
 
-async def aiohttp_naive(url: str) -> tuple[Callable[[int], Awaitable[object]], Callable[[object], Sample], Callable[[], Awaitable[None]]]:  # fmt: skip
+async def aiohttp_naive(
+    url: str,
+) -> tuple[Callable[[int], Awaitable[object]], Callable[[object], Sample], Callable[[], Awaitable[None]]]:
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
 
     async def send(i: int) -> object:
@@ -159,7 +163,9 @@ async def aiohttp_naive(url: str) -> tuple[Callable[[int], Awaitable[object]], C
     return send, lambda s: s, session.close  # type: ignore[return-value]
 
 
-async def httpx_naive(url: str) -> tuple[Callable[[int], Awaitable[object]], Callable[[object], Sample], Callable[[], Awaitable[None]]]:  # fmt: skip
+async def httpx_naive(
+    url: str,
+) -> tuple[Callable[[int], Awaitable[object]], Callable[[object], Sample], Callable[[], Awaitable[None]]]:
     client = httpx.AsyncClient(
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=None), timeout=60
     )
@@ -221,10 +227,21 @@ async def run_level(name: str, url: str, streams: int, requests: int) -> LevelRe
 
 def start_server(cpus: list[int] | None = None) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "support" / "synthetic_server.py"), "--port", "0", "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            str(ROOT / "tests" / "support" / "synthetic_server.py"),
+            "--port",
+            "0",
+            "--ttft-ms",
+            str(TTFT_MS),
+            "--itl-ms",
+            str(ITL_MS),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
         preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
-    )  # fmt: skip
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line.startswith("PORT "):
@@ -278,8 +295,32 @@ def main() -> int:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
-    head = ("client", "streams", "requests", "failed", "added TTFT p50 ms", "added TTFT p95 ms", "send p50 ms", "recv p50 ms", "ITL err p50 ms", "ITL err p95 ms", "CPU us/token")  # fmt: skip
-    keys = ("client", "streams", "requests", "failed", "added_ttft_p50_ms", "added_ttft_p95_ms", "send_p50_ms", "recv_p50_ms", "itl_err_p50_ms", "itl_err_p95_ms", "cpu_us_per_token")  # fmt: skip
+    head = (
+        "client",
+        "streams",
+        "requests",
+        "failed",
+        "added TTFT p50 ms",
+        "added TTFT p95 ms",
+        "send p50 ms",
+        "recv p50 ms",
+        "ITL err p50 ms",
+        "ITL err p95 ms",
+        "CPU us/token",
+    )
+    keys = (
+        "client",
+        "streams",
+        "requests",
+        "failed",
+        "added_ttft_p50_ms",
+        "added_ttft_p95_ms",
+        "send_p50_ms",
+        "recv_p50_ms",
+        "itl_err_p50_ms",
+        "itl_err_p95_ms",
+        "cpu_us_per_token",
+    )
     loop = "asyncio" if args.asyncio else loop_name()
     print(
         f"server: TTFT {TTFT_MS:g} ms, ITL {ITL_MS:g} ms, {TOKENS} tokens/request, separate process; client loop: {loop}; {priority}\n"

@@ -302,7 +302,7 @@ def make_run(rng: random.Random, week: int, engine: str, vidx: int, slot: int, s
                     [1, 1, 1, 1],
                     None,
                     f"ladder-{n}",
-                )  # fmt: skip
+                )
             )
         hand_over(reqs, level_records)
         aggs.append(
@@ -317,7 +317,7 @@ def make_run(rng: random.Random, week: int, engine: str, vidx: int, slot: int, s
                 ttft_p50_ms=n / speed * 1000,
                 ttft_p95_ms=n / speed * 1000,
                 prefill_tokens_per_s=speed,
-            )  # fmt: skip
+            )
         )
     mem = [
         MemorySample(run_id, started + timedelta(seconds=s), phase, src, metric, int(v * GIB))
@@ -371,7 +371,7 @@ def images(weeks: int) -> list[ImageRecord]:
                     key,
                     seen,
                     seen,
-                )  # fmt: skip
+                )
             )
     return out
 
@@ -521,8 +521,10 @@ def concurrent_writers(target: DuckLakeTarget, counts: list[int]) -> None:
     import subprocess
 
     print()
-    print(f"| writers at once (each loads {WRITER_RUNS} runs, one open + transaction per run) | "
-          "wall s | load_run median / max ms | request rows/s, all writers | conflicts retried |")  # fmt: skip
+    print(
+        f"| writers at once (each loads {WRITER_RUNS} runs, one open + transaction per run) | "
+        "wall s | load_run median / max ms | request rows/s, all writers | conflicts retried |"
+    )
     print("|---|---|---|---|---|")
     env = {**os.environ, LAKE_DSN_ENV: target.catalog_dsn}
     box = 0

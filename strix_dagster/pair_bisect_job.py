@@ -67,10 +67,19 @@ def pair_bisection(
     say = context.log.info
     say(f"{len(between)} releases between {config.before} and {config.after}; engine logs in {log_dir}")
     found = pair_bisect.bisect_by_pairs(
-        pair_runner.run_one(cfg, log_dir, say), release_to_run(config.before), release_to_run(config.after), between, metric=config.metric, host=PAIR_HOST,
-        engine=config.engine, cap=config.cap or cfg.analysis.compare_max_pairs, target=config.target,
-        seed=config.seed, max_steps=config.max_steps, progress=say,
-    )  # fmt: skip
+        pair_runner.run_one(cfg, log_dir, say),
+        release_to_run(config.before),
+        release_to_run(config.after),
+        between,
+        metric=config.metric,
+        host=PAIR_HOST,
+        engine=config.engine,
+        cap=config.cap or cfg.analysis.compare_max_pairs,
+        target=config.target,
+        seed=config.seed,
+        max_steps=config.max_steps,
+        progress=say,
+    )
     with warehouse.writer() as wh:
         pair_bisect.store(wh, found)
     r = found.record

@@ -117,7 +117,9 @@ def _own_vllm_record(engine: str, tag: str, now: datetime, why: str) -> ImageRec
     return _local_record(engine, vllm_env.PACKAGE, tag, digest, created, now, why)
 
 
-def _local_record(engine: str, repository: str, tag: str, digest: str, created: datetime, now: datetime, why: str) -> ImageRecord:  # fmt: skip
+def _local_record(
+    engine: str, repository: str, tag: str, digest: str, created: datetime, now: datetime, why: str
+) -> ImageRecord:
     return ImageRecord(
         engine=engine,
         registry=LOCAL_REGISTRY,

@@ -161,6 +161,17 @@ def canary_noise(
     if fig is None or not math.isfinite(fig.cv):
         return None
     return NoiseRecord(
-        computed_at, series.host, series.engine, canary.version, series.fingerprint, series.scenario,
-        series.level, series.metric, fig.n, fig.mean, fig.cv, *fig.steps, [p.run_id for p in points],
-    )  # fmt: skip
+        computed_at,
+        series.host,
+        series.engine,
+        canary.version,
+        series.fingerprint,
+        series.scenario,
+        series.level,
+        series.metric,
+        fig.n,
+        fig.mean,
+        fig.cv,
+        *fig.steps,
+        [p.run_id for p in points],
+    )

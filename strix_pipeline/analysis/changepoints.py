@@ -91,9 +91,17 @@ def changes_in_series(
     floor = magnitude_floor(points, cfg, measured.cv if measured else None)
     by = f" (canary {measured.engine} {measured.version})" if floor.source == MEASURED and measured else ""
     log.info(
-        "%s %s %s@%d %s: %d points from %d runs, %s%s", series.host, series.engine, series.scenario,
-        series.level, series.metric, len(points), len(series.points), floor.text(), by,
-    )  # fmt: skip
+        "%s %s %s@%d %s: %d points from %d runs, %s%s",
+        series.host,
+        series.engine,
+        series.scenario,
+        series.level,
+        series.metric,
+        len(points),
+        len(series.points),
+        floor.text(),
+        by,
+    )
     cps = find_change_points(values, max_pvalue=cfg.max_pvalue, min_magnitude_pct=floor.pct)
     cps = holds_in_runs(points, cps, cfg.max_pvalue)
     bounds = [c.index for c in cps] + [len(values)]

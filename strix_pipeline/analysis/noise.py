@@ -28,8 +28,13 @@ class NoiseFigure:
     steps: tuple[float, ...]  # detectable step over PAIRS pairs (0.05: 5 %)
 
     def as_dict(self) -> dict:
-        return {"metric": self.metric, "n": self.n, "mean": self.mean, "cv": self.cv,
-                "steps": dict(zip(map(str, PAIRS), self.steps, strict=True))}  # fmt: skip
+        return {
+            "metric": self.metric,
+            "n": self.n,
+            "mean": self.mean,
+            "cv": self.cv,
+            "steps": dict(zip(map(str, PAIRS), self.steps, strict=True)),
+        }
 
 
 def noise_figure(metric: str, values: Sequence[float]) -> NoiseFigure | None:
@@ -37,8 +42,9 @@ def noise_figure(metric: str, values: Sequence[float]) -> NoiseFigure | None:
     if len(values) < 2:
         return None
     c = paired.cv(values)
-    return NoiseFigure(metric, len(values), sum(values) / len(values), c,
-                       tuple(paired.detectable_step(c, n) for n in PAIRS))  # fmt: skip
+    return NoiseFigure(
+        metric, len(values), sum(values) / len(values), c, tuple(paired.detectable_step(c, n) for n in PAIRS)
+    )
 
 
 def noise_figures(samples: Mapping[str, Sequence[float]]) -> list[NoiseFigure]:

@@ -104,9 +104,14 @@ def _mean_point(group: list[SeriesPoint]) -> SeriesPoint:
     values = tuple(v for p in group for v in p.values)
     run_ids = tuple(r for p in group for r in (p.run_ids or (p.run_id,)))
     return SeriesPoint(
-        latest.run_id, latest.version, latest.sort_key, latest.started_at,
-        float(np.mean(values)), run_ids, values,
-    )  # fmt: skip
+        latest.run_id,
+        latest.version,
+        latest.sort_key,
+        latest.started_at,
+        float(np.mean(values)),
+        run_ids,
+        values,
+    )
 
 
 def _version_label(version: str | None, tag: str | None, digest: str | None) -> str:

@@ -180,7 +180,9 @@ def _profile_and_slo(args: argparse.Namespace) -> tuple[ScenarioProfile, SLO, St
     return profile, (cfg.slo if cfg else SLO()), cfg
 
 
-def apply_overrides(profile: ScenarioProfile, args: argparse.Namespace, plan: Plan | None = None) -> ScenarioProfile:  # fmt: skip
+def apply_overrides(
+    profile: ScenarioProfile, args: argparse.Namespace, plan: Plan | None = None
+) -> ScenarioProfile:
     """The command line's levels, requests, warm-up, timeout and seed over the profile's."""
     upd: dict[str, Any] = {}
     sweep: dict[str, Any] = {}
@@ -221,7 +223,21 @@ def _fmt(v: float | None, digits: int = 1) -> str:
 
 def summary_table(aggs: list[LevelAggregate]) -> Table:
     t = Table(title="strix bench", show_lines=False)
-    for col in ("scenario", "level", "ok", "fail", "TTFT p50", "TTFT p95 [95% CI]", "TPOT p50", "ITL p50", "E2E p95", "out tok/s", "req/s", "goodput", "prefill/decode tok/s"):  # fmt: skip
+    for col in (
+        "scenario",
+        "level",
+        "ok",
+        "fail",
+        "TTFT p50",
+        "TTFT p95 [95% CI]",
+        "TPOT p50",
+        "ITL p50",
+        "E2E p95",
+        "out tok/s",
+        "req/s",
+        "goodput",
+        "prefill/decode tok/s",
+    ):
         t.add_column(col, justify="left" if col == "scenario" else "right")
     for a in aggs:
         level = ("cold" if a.level == 0 else "warm") if a.level_kind == "phase" else str(a.level)
@@ -232,10 +248,20 @@ def summary_table(aggs: list[LevelAggregate]) -> Table:
         )
         rate = a.prefill_tokens_per_s or a.decode_tokens_per_s
         t.add_row(
-            a.scenario, level, str(a.requests_ok), str(a.requests_failed) if a.requests_failed == 0 else f"[red]{a.requests_failed}[/]",
-            _fmt(a.ttft_p50_ms), _fmt(a.ttft_p95_ms) + ci, _fmt(a.tpot_p50_ms, 2), _fmt(a.itl_p50_ms, 2), _fmt(a.e2e_p95_ms),
-            _fmt(a.output_tokens_per_s), _fmt(a.requests_per_s, 2), _fmt(a.goodput_requests_per_s, 2), _fmt(rate, 0),
-        )  # fmt: skip
+            a.scenario,
+            level,
+            str(a.requests_ok),
+            str(a.requests_failed) if a.requests_failed == 0 else f"[red]{a.requests_failed}[/]",
+            _fmt(a.ttft_p50_ms),
+            _fmt(a.ttft_p95_ms) + ci,
+            _fmt(a.tpot_p50_ms, 2),
+            _fmt(a.itl_p50_ms, 2),
+            _fmt(a.e2e_p95_ms),
+            _fmt(a.output_tokens_per_s),
+            _fmt(a.requests_per_s, 2),
+            _fmt(a.goodput_requests_per_s, 2),
+            _fmt(rate, 0),
+        )
     return t
 
 
@@ -247,18 +273,45 @@ def _engine_kind(result: Any) -> str:
     return "unknown"
 
 
-def save_run(cfg: StrixConfig | None, result: Any, *, run_id: str, url: str, model: str, profile_name: str, started: datetime, warehouse: str | None = None, workload: str | None = None) -> Path | DuckLakeTarget:  # fmt: skip
+def save_run(
+    cfg: StrixConfig | None,
+    result: Any,
+    *,
+    run_id: str,
+    url: str,
+    model: str,
+    profile_name: str,
+    started: datetime,
+    warehouse: str | None = None,
+    workload: str | None = None,
+) -> Path | DuckLakeTarget:
 
     kind = _engine_kind(result)
     run = RunRecord(
-        run_id=run_id, host="adhoc", engine=kind, engine_kind=kind, image_repository=None, image_tag=None,
-        image_digest=None, model_profile="adhoc", model=model, quantization="unknown", suite="standard",
-        profile=profile_name, fingerprint="", harness_version=HARNESS_VERSION, engine_build=None,
-        launch_command=f"strix bench --url {url}", engine_flags=None,
+        run_id=run_id,
+        host="adhoc",
+        engine=kind,
+        engine_kind=kind,
+        image_repository=None,
+        image_tag=None,
+        image_digest=None,
+        model_profile="adhoc",
+        model=model,
+        quantization="unknown",
+        suite="standard",
+        profile=profile_name,
+        fingerprint="",
+        harness_version=HARNESS_VERSION,
+        engine_build=None,
+        launch_command=f"strix bench --url {url}",
+        engine_flags=None,
         status="ok" if all(a.requests_failed == 0 for a in result.aggregates) else "partial",
-        failure_reason="; ".join(result.errors)[:2000] or None, log_tail=None, started_at=started,
-        ended_at=datetime.now(UTC), workload=workload,
-    )  # fmt: skip
+        failure_reason="; ".join(result.errors)[:2000] or None,
+        log_tail=None,
+        started_at=started,
+        ended_at=datetime.now(UTC),
+        workload=workload,
+    )
     run.fingerprint = run_fingerprint(run)
     # --warehouse FILE, else the config's warehouse (its file or its DuckLake), else the default file
     path = (
@@ -309,9 +362,15 @@ def handle(args: argparse.Namespace) -> int:
 
     tasks: dict[tuple[str, int], TaskID] = {}
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,
-        transient=False, refresh_per_second=2, disable=args.disable_tqdm,  # rendering holds the GIL: keep it off the streams' timestamps
-    ) as progress:  # fmt: skip
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+        refresh_per_second=2,
+        disable=args.disable_tqdm,  # rendering holds the GIL: keep it off the streams' timestamps
+    ) as progress:
 
         def on_request(scenario: str, level: int, done: int, total: int) -> None:
             key = (scenario, level)
@@ -329,23 +388,40 @@ def handle(args: argparse.Namespace) -> int:
         }
         if plan.mode == "scenario":
             coro = run_suite(
-                plan.url, plan.model or "", profile, slo, run_id, scenarios=scenarios,
-                context_length=args.context_length, **observe,
-            )  # fmt: skip
+                plan.url,
+                plan.model or "",
+                profile,
+                slo,
+                run_id,
+                scenarios=scenarios,
+                context_length=args.context_length,
+                **observe,
+            )
         else:
             load: DatasetLoad | RandomLoad
             if plan.mode == "dataset":
                 load = DatasetLoad(
-                    prompts, levels=plan.levels or [1], requests=plan.requests, warmup=plan.warmup or 0,
-                    rate=plan.rate, burstiness=args.burstiness, seed=profile.seed,
-                )  # fmt: skip
+                    prompts,
+                    levels=plan.levels or [1],
+                    requests=plan.requests,
+                    warmup=plan.warmup or 0,
+                    rate=plan.rate,
+                    burstiness=args.burstiness,
+                    seed=profile.seed,
+                )
                 timeout_s = profile.request_timeout_s
             else:
                 load = RandomLoad(
-                    plan.input_lens, plan.output_lens, chat=plan.chat, path=plan.endpoint,
-                    warmups=plan.warmup or 0, rate=plan.rate, burstiness=args.burstiness,
-                    max_concurrency=plan.levels[0] if plan.levels else None, seed=profile.seed,
-                )  # fmt: skip
+                    plan.input_lens,
+                    plan.output_lens,
+                    chat=plan.chat,
+                    path=plan.endpoint,
+                    warmups=plan.warmup or 0,
+                    rate=plan.rate,
+                    burstiness=args.burstiness,
+                    max_concurrency=plan.levels[0] if plan.levels else None,
+                    seed=profile.seed,
+                )
                 timeout_s = args.timeout or VLLM_TIMEOUT_S
             coro = run_load(plan.url, plan.model or "", slo, run_id, load, timeout_s=timeout_s, **observe)
         result = run_async(coro)
@@ -357,9 +433,16 @@ def handle(args: argparse.Namespace) -> int:
         console.print(f"smoke: {'[green]ok[/]' if result.smoke_ok else '[red]FAILED[/]'}")
     model = plan.model or result.model
     doc = result_json(
-        result, run_id=run_id, url=plan.url, model=model, profile_name=args.profile, slo=slo, started=started,
-        metadata=dict(plan.vllm.metadata), vllm_compat=plan.compat,
-    )  # fmt: skip
+        result,
+        run_id=run_id,
+        url=plan.url,
+        model=model,
+        profile_name=args.profile,
+        slo=slo,
+        started=started,
+        metadata=dict(plan.vllm.metadata),
+        vllm_compat=plan.compat,
+    )
     if args.out:
         write_json(Path(args.out), doc)
         console.print(f"wrote {as_markup(args.out)}")
@@ -379,7 +462,17 @@ def handle(args: argparse.Namespace) -> int:
             console.print(f"wrote {as_markup(beside)}")
     if args.save:
         try:
-            path = save_run(cfg, result, run_id=run_id, url=plan.url, model=model or "unknown", profile_name=args.profile, started=started, warehouse=args.warehouse, workload=workload_digest(profile))  # fmt: skip
+            path = save_run(
+                cfg,
+                result,
+                run_id=run_id,
+                url=plan.url,
+                model=model or "unknown",
+                profile_name=args.profile,
+                started=started,
+                warehouse=args.warehouse,
+                workload=workload_digest(profile),
+            )
         except RunNotStored as e:
             console.print(f"strix bench: {e}", style="red", soft_wrap=True, markup=False)
             return 4

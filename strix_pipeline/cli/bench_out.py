@@ -17,7 +17,13 @@ from strix_pipeline.loadgen.vllm_result import vllm_result
 from strix_pipeline.records import HARNESS_VERSION, LevelAggregate, RequestRecord
 
 OUT_SCHEMA_VERSION = 1
-LEVEL_KEY = {"concurrency": "concurrency", "input_tokens": "input_tokens", "phase": "phase", "rate": "rate_per_min", "single": "level"}  # fmt: skip
+LEVEL_KEY = {
+    "concurrency": "concurrency",
+    "input_tokens": "input_tokens",
+    "phase": "phase",
+    "rate": "rate_per_min",
+    "single": "level",
+}
 
 
 def _stats(a: LevelAggregate, name: str) -> dict[str, float | None]:
@@ -76,7 +82,18 @@ def level_records(result: Any, a: LevelAggregate) -> list[RequestRecord]:
     ]
 
 
-def result_json(result: Any, *, run_id: str, url: str, model: str | None, profile_name: str, slo: SLO, started: datetime, metadata: dict[str, str] | None = None, vllm_compat: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+def result_json(
+    result: Any,
+    *,
+    run_id: str,
+    url: str,
+    model: str | None,
+    profile_name: str,
+    slo: SLO,
+    started: datetime,
+    metadata: dict[str, str] | None = None,
+    vllm_compat: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     scenarios: dict[str, dict[str, Any]] = {}
     for a in result.aggregates:
         scenarios.setdefault(a.scenario, {"levels": []})["levels"].append(

@@ -53,9 +53,17 @@ def bisect(args: argparse.Namespace) -> int:
     try:
         with Warehouse.open(config.warehouse_target()) as wh:
             b = start(
-                wh, config, host=host, engine=args.engine, metric=args.metric, scenario=scenario,
-                level=level, before=before, after=after, max_runs=args.max_runs,
-            )  # fmt: skip
+                wh,
+                config,
+                host=host,
+                engine=args.engine,
+                metric=args.metric,
+                scenario=scenario,
+                level=level,
+                before=before,
+                after=after,
+                max_runs=args.max_runs,
+            )
     except (BisectError, WarehouseError) as e:
         console.print(f"[red]strix bisect: {shown(e)}[/]")
         return 2
@@ -71,7 +79,11 @@ def bisect(args: argparse.Namespace) -> int:
     with Warehouse.open(config.warehouse_target(), read_only=True) as wh:
         b = next(x for x in wh.list_bisections() if x.bisection_id == b.bisection_id)
         steps = steps_text(wh, b)
-    console.print(shown(f"{b.engine} on {b.host}: {b.metric} {b.scenario}@{b.level}, {b.version_before} -> {b.version_after}"))  # fmt: skip
+    console.print(
+        shown(
+            f"{b.engine} on {b.host}: {b.metric} {b.scenario}@{b.level}, {b.version_before} -> {b.version_after}"
+        )
+    )
     for line in steps:
         console.print(shown(f"  {line}"))
     console.print(shown(f"result: {b.status}: {b.reason}"))
@@ -87,7 +99,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--metric", required=True, help="ttft_p95_ms, output_tokens_per_s, prefill_tokens_per_s, ..."
     )
-    p.add_argument("--between", nargs=2, metavar=("A", "B"), required=True, help="the version without the change, and the one with it")  # fmt: skip
+    p.add_argument(
+        "--between",
+        nargs=2,
+        metavar=("A", "B"),
+        required=True,
+        help="the version without the change, and the one with it",
+    )
     p.add_argument("--engine", default="llamacpp", help="the engine (default llamacpp)")
     p.add_argument("--host", help="the host (default: the decision's host)")
     p.add_argument("--scenario", help="where the metric is measured (default by metric)")

@@ -45,7 +45,9 @@ def compare(args: argparse.Namespace) -> int:
         return 2
 
     if args.engine != "llamacpp" or config.engines.get(args.engine, None) is None:
-        return fail(f"--engine {args.engine}: comparisons by pairs run llama-server releases on host local (engine llamacpp) so far")  # fmt: skip
+        return fail(
+            f"--engine {args.engine}: comparisons by pairs run llama-server releases on host local (engine llamacpp) so far"
+        )
     if HOST not in config.hosts:
         return fail(f"the configuration has no host {HOST!r}")
     profile = pair_profile(config, args.profile)
@@ -66,14 +68,25 @@ def compare(args: argparse.Namespace) -> int:
         console.print(shown(line))
 
     log_dir = pair_log_dir(config)
-    say(f"strix compare {a.tag} {b.tag} on {HOST}: pairs of runs, each the fastest of "
+    say(
+        f"strix compare {a.tag} {b.tag} on {HOST}: pairs of runs, each the fastest of "
         f"{spec.decode_requests} {spec.decode_output_tokens}-token decodes and {spec.prefill_requests} prefills of {spec.prefill_tokens} tokens, seed {seed}, cap {cap} pairs, "
-        f"target {args.target:.0%}; engine logs in {log_dir}")  # fmt: skip
+        f"target {args.target:.0%}; engine logs in {log_dir}"
+    )
     try:
         result = compare_releases(
-            local_runs(config, spec, log_dir, say), a, b, metrics=metrics, host=HOST, engine=args.engine,
-            pairs=args.pairs, cap=cap, target=args.target, seed=seed, progress=say,
-        )  # fmt: skip
+            local_runs(config, spec, log_dir, say),
+            a,
+            b,
+            metrics=metrics,
+            host=HOST,
+            engine=args.engine,
+            pairs=args.pairs,
+            cap=cap,
+            target=args.target,
+            seed=seed,
+            progress=say,
+        )
     except ValueError as e:
         return fail(str(e))
     rows, runs = records(result)
@@ -131,9 +144,11 @@ def print_result(console: Console, result: PairsResult) -> None:
     )
     console.print(comparison_table(rows, title))
     console.print(
-        shown(f"B/A: the paired ratio (exp of the mean log ratio); interval: the last look's, at the part of "
-              f"alpha {paired.ALPHA if not rows else rows[0].alpha:.2f} that look spent (docs/precision.md)")
-    )  # fmt: skip
+        shown(
+            f"B/A: the paired ratio (exp of the mean log ratio); interval: the last look's, at the part of "
+            f"alpha {paired.ALPHA if not rows else rows[0].alpha:.2f} that look spent (docs/precision.md)"
+        )
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -158,6 +173,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a metric to judge (repeatable; default all: " + ", ".join(METRICS) + ")",
     )
     p.add_argument("--seed", type=int, help="of the AB/BA order (default from the clock; stored either way)")
-    p.add_argument("--profile", help="the profile whose decode and prefill sizes the runs take (default: host local's)")  # fmt: skip
+    p.add_argument(
+        "--profile", help="the profile whose decode and prefill sizes the runs take (default: host local's)"
+    )
     warehouse_arg(p)
     p.set_defaults(func=compare)

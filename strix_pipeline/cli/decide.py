@@ -102,9 +102,14 @@ def print_decision(d: Decision, console: Console | None = None) -> None:
             both.add_column(col, overflow="fold")
         for p in matchups:
             both.add_row(
-                p.criterion, p.label, "yes" if p.decides else "no", f"[{STATUS_STYLE.get(p.status, '')}]{p.status}[/]",
-                format_value(p.value, p.unit), p.interval, "\n".join(p.run_ids) or "–",
-            )  # fmt: skip
+                p.criterion,
+                p.label,
+                "yes" if p.decides else "no",
+                f"[{STATUS_STYLE.get(p.status, '')}]{p.status}[/]",
+                format_value(p.value, p.unit),
+                p.interval,
+                "\n".join(p.run_ids) or "–",
+            )
         console.print(both)
     if d.previous_verdict is not None:
         note = " (changed)" if d.verdict_changed else ""
@@ -303,7 +308,9 @@ def print_no_changes(
     console = Console()
     what = "unacknowledged change points" if unacknowledged_only else "change points"
     looked = [s for s in series if len({p.version for p in s.points}) >= 2]
-    console.print(f"No {what} found in {len(looked)} series with two or more versions ({len(series)} series in all).")  # fmt: skip
+    console.print(
+        f"No {what} found in {len(looked)} series with two or more versions ({len(series)} series in all)."
+    )
     if not looked:
         console.print("A change point needs a series with runs of at least two versions: run strix history.")
         return
@@ -325,9 +332,15 @@ def print_no_changes(
         floor = magnitude_floor(detection_points(s.points), cfg, measured.cv if measured else None)
         from_canary += floor.source == MEASURED
         table.add_row(
-            s.engine, s.host, s.scenario, str(s.level), s.metric, str(len({p.version for p in s.points})),
-            f"{floor.noise_pct:.1f}%", f"{floor.pct:.1f}%",
-        )  # fmt: skip
+            s.engine,
+            s.host,
+            s.scenario,
+            str(s.level),
+            s.metric,
+            str(len({p.version for p in s.points})),
+            f"{floor.noise_pct:.1f}%",
+            f"{floor.pct:.1f}%",
+        )
     # a column more would fold the figures on an 80-column terminal: which noise is which, in words
     table.caption = (
         "noise of one point (the mean of one release's runs in one week; a run while a series has "

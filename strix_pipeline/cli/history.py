@@ -42,7 +42,9 @@ def chosen_partitions(config: StrixConfig, args: argparse.Namespace) -> list[tup
     engines = args.engine or list(local)
     unknown = [e for e in engines if e not in local]
     if unknown:
-        raise HistoryError(f"engine(s) {', '.join(unknown)} not configured on a local host (have: {', '.join(local)})")  # fmt: skip
+        raise HistoryError(
+            f"engine(s) {', '.join(unknown)} not configured on a local host (have: {', '.join(local)})"
+        )
     out = []
     for engine in engines:
         versions = VersionChoice.parse(getattr(args, f"versions_{engine}", None) or args.versions)
@@ -122,7 +124,17 @@ def print_history(console: Console, config: StrixConfig, digests: list[str]) -> 
     except WarehouseMissing:
         return []
     table = Table(title="strix history: at 5 clients, and the single-client share of the bandwidth limit")
-    for col in ("engine", "release", "uploaded", "status", "TTFT p95 ms", "tok/s", "efficiency", "held GiB", "reason"):  # fmt: skip
+    for col in (
+        "engine",
+        "release",
+        "uploaded",
+        "status",
+        "TTFT p95 ms",
+        "tok/s",
+        "efficiency",
+        "held GiB",
+        "reason",
+    ):
         table.add_column(col)
 
     def num(v, fmt: str) -> str:

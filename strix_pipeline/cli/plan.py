@@ -28,11 +28,30 @@ from strix_pipeline.warehouse.past_runs import deferred_runs, history_durations,
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plan", help="the week's benchmark runs night by night, and what is deferred", description=__doc__)  # fmt: skip
+    p = sub.add_parser(
+        "plan", help="the week's benchmark runs night by night, and what is deferred", description=__doc__
+    )
     p.add_argument("--week", action="store_true", help="plan the week (the only plan there is, for now)")
-    p.add_argument("--from", dest="start", metavar="YYYY-MM-DD", help="the week starting at the schedule's first fire on or after this day (default: the next one)")  # fmt: skip
-    p.add_argument("--pair-runs", type=int, default=0, metavar="N", help="extra runs per comparison by pairs on a Box (default 0: comparisons by pairs run on host local, which keeps no window)")  # fmt: skip
-    p.add_argument("--starve-weeks", type=int, default=STARVE_WEEKS, metavar="N", help=f"a run deferred N weeks goes first (default {STARVE_WEEKS})")  # fmt: skip
+    p.add_argument(
+        "--from",
+        dest="start",
+        metavar="YYYY-MM-DD",
+        help="the week starting at the schedule's first fire on or after this day (default: the next one)",
+    )
+    p.add_argument(
+        "--pair-runs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="extra runs per comparison by pairs on a Box (default 0: comparisons by pairs run on host local, which keeps no window)",
+    )
+    p.add_argument(
+        "--starve-weeks",
+        type=int,
+        default=STARVE_WEEKS,
+        metavar="N",
+        help=f"a run deferred N weeks goes first (default {STARVE_WEEKS})",
+    )
     warehouse_arg(p)
     p.set_defaults(func=run_plan)
 
@@ -69,7 +88,9 @@ def run_plan(args: argparse.Namespace) -> int:
         print("strix plan: say --week (the week's plan night by night)")
         return 2
     config = config_of(args)
-    for line in week_text(config, _read(args, config), _week_start(config, args.start), args.pair_runs, args.starve_weeks):  # fmt: skip
+    for line in week_text(
+        config, _read(args, config), _week_start(config, args.start), args.pair_runs, args.starve_weeks
+    ):
         print(visible(line))
     return 0
 
@@ -148,7 +169,9 @@ def _night_text(n: int, night: fit.Night, host, tz: ZoneInfo, more: bool) -> lis
                 f"  ({s.run.estimate.seconds / 60:.0f} min, {s.run.estimate.basis})"
             )
         last = night.slots[-1].end.astimezone(tz)
-        out.append(f"    {last:%H:%M}        start {prod} again, healthy by {night.production_up.astimezone(tz):%H:%M}")  # type: ignore[union-attr]  # fmt: skip
+        out.append(
+            f"    {last:%H:%M}        start {prod} again, healthy by {night.production_up.astimezone(tz):%H:%M}"
+        )  # type: ignore[union-attr]
     if night.deferred:
         where = "the next night" if more else "next week"
         out.append(

@@ -139,7 +139,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument(
         "--host", default="adhoc", help="host the run is recorded on (default adhoc, as strix bench --save)"
     )
-    i.add_argument("--engine", help="engine kind that served the run, e.g. llamacpp, vllm (default: from the file, else unknown)")  # fmt: skip
+    i.add_argument(
+        "--engine",
+        help="engine kind that served the run, e.g. llamacpp, vllm (default: from the file, else unknown)",
+    )
     i.add_argument("--model", help="model name (default: from the file)")
     i.add_argument("--quantization", help="quantization (default: from the file, else unknown)")
     i.add_argument("--scenario", help="scenario name of the run's levels (default: per tool, e.g. random)")

@@ -31,8 +31,12 @@ def load_spool(args: argparse.Namespace) -> int:
         return 0
     rows: list[tuple[Text, Text, Text]] = []
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
-    ) as progress:  # fmt: skip
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    ) as progress:
         task = progress.add_task(f"loading {len(files)} spooled runs", total=len(files))
 
         def on_file(path: Path, spooled: Spooled | None) -> None:

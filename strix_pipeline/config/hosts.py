@@ -125,7 +125,9 @@ class HostConfig(_Strict):
     # (provision/engine_cache.py), never the baseline, a pinned release or the one a run uses
     engine_cache_gb: Annotated[float, Field(gt=0)] = 30.0
     # releases kept in the engine cache whatever the budget (a canary: "b11401", "v0.31.0")
-    pinned_releases: list[Annotated[str, _pattern(r"[bv][0-9][0-9A-Za-z.+-]{0,63}", "a release tag such as b11434 or v0.32.0")]] = Field(default_factory=list)  # fmt: skip
+    pinned_releases: list[
+        Annotated[str, _pattern(r"[bv][0-9][0-9A-Za-z.+-]{0,63}", "a release tag such as b11434 or v0.32.0")]
+    ] = Field(default_factory=list)
 
     @field_validator("maintenance_window")
     @classmethod

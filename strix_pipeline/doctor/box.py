@@ -53,26 +53,38 @@ def _box_memory(host: str, cfg: HostConfig, client: docker.DockerClient) -> Iter
         shown = "no sysfs reading" if in_use is None else f"VRAM + GTT held now {in_use / GB:.2f} GB"
         prod = f", production's own {prod_held / GB:.2f} GB (amd-smi/rocm-smi)" if prod_held else ""
         yield Check(
-            host, "idle ceiling", ok, True, f"{shown}{prod}; idle_ceiling_gb {cfg.idle_ceiling_gb:g} GB",
+            host,
+            "idle ceiling",
+            ok,
+            True,
+            f"{shown}{prod}; idle_ceiling_gb {cfg.idle_ceiling_gb:g} GB",
             None if ok else "find what holds the GPU's memory (amd-smi process) and stop it",
-        )  # fmt: skip
+        )
     named = "; ".join(h.describe() for h in holders)
     yield Check(
-        host, "foreign GPU holders", not holders, True,
-        (named or "none (containers with /dev/kfd or /dev/dri, processes the SMI tools list)") + (f"; {note}" if note else ""),
+        host,
+        "foreign GPU holders",
+        not holders,
+        True,
+        (named or "none (containers with /dev/kfd or /dev/dri, processes the SMI tools list)")
+        + (f"; {note}" if note else ""),
         "stop them before the window: a run refuses while they hold GPU memory" if holders else None,
-    )  # fmt: skip
+    )
     yield _device_openers(host, cfg, client)
 
     budget = cfg.memory_budget_gb
     total = facts.hip_device_total_bytes
     vs = f" vs memory_budget_gb {budget:g} GB" if budget is not None else ""
     yield Check(
-        host, "device total (HIP)", total is not None, False,
+        host,
+        "device total (HIP)",
+        total is not None,
+        False,
         f"{gib_text(total)} as HIP sees it (KFD topology){vs}: vLLM's and SGLang's fractions are of it"
-        if total else "no KFD GPU node in /sys/class/kfd: pool fractions are counted against the budget",
+        if total
+        else "no KFD GPU node in /sys/class/kfd: pool fractions are counted against the budget",
         None if total else "load amdgpu with KFD (ROCm), or expect pools sized against the budget",
-    )  # fmt: skip
+    )
     limits = {"ttm": facts.ttm_module_pages_limit, "amdttm": facts.amdttm_pages_limit}
     shown = [
         f"{k}.pages_limit {v} ({gib_text(v * memory.PAGE_SIZE)})" for k, v in limits.items() if v is not None
@@ -81,10 +93,15 @@ def _box_memory(host: str, cfg: HostConfig, client: docker.DockerClient) -> Iter
     ok = force is not None and (budget is None or force * memory.PAGE_SIZE >= budget * GB)
     in_force = "amdttm (DKMS driver)" if limits["amdttm"] is not None else "ttm"
     yield Check(
-        host, "GTT/TTM limit", ok, False,
-        ("; ".join(shown) + f"; in force: {in_force}{vs}") if shown else "no ttm or amdttm pages_limit readable",
+        host,
+        "GTT/TTM limit",
+        ok,
+        False,
+        ("; ".join(shown) + f"; in force: {in_force}{vs}")
+        if shown
+        else "no ttm or amdttm pages_limit readable",
         None if ok else "raise ttm.pages_limit (amdttm.pages_limit with amdgpu-dkms) to cover the budget",
-    )  # fmt: skip
+    )
 
 
 def _device_openers(host: str, cfg: HostConfig, client: docker.DockerClient) -> Check:
@@ -93,10 +110,13 @@ def _device_openers(host: str, cfg: HostConfig, client: docker.DockerClient) -> 
     holders, note = device_openers.device_opener_holders(client, cfg.probe_image, cfg.production)
     named = "; ".join(h.describe() for h in holders)
     return Check(
-        host, "GPU device openers", not holders, True,
+        host,
+        "GPU device openers",
+        not holders,
+        True,
         named or note or "none besides production (every /proc/<pid>/fd read)",
         "stop them before the window: a run refuses while they hold the GPU" if holders else None,
-    )  # fmt: skip
+    )
 
 
 def _before_stop(
@@ -153,9 +173,12 @@ def _model_place(
         return Check(host, name, True, True, detail)
     gone = ", ".join(PurePosixPath(x).name for x in seen.absent)
     fix = model_files.copy_hint(
-        files, list(seen.absent), _scp_destination(target), port=target.port if target else None,
+        files,
+        list(seen.absent),
+        _scp_destination(target),
+        port=target.port if target else None,
         make_dir=seen.no_directory,
-    )  # fmt: skip
+    )
     return Check(host, name, False, True, f"absent: {gone}; {detail}", fix)
 
 

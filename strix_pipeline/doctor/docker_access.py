@@ -177,11 +177,18 @@ def _efficiency_pullable(host: str, client: docker.DockerClient, image: str, sug
     except Exception as e:  # noqa: BLE001 - docker-py wraps a registry's refusal, socket and HTTP errors alike
         said = " ".join(str(getattr(e, "explanation", None) or e).split())[:300]
         return Check(
-            host, EFFICIENCY, False, True, f"{image}: not on the host, and not pullable: {said}",
+            host,
+            EFFICIENCY,
+            False,
+            True,
+            f"{image}: not on the host, and not pullable: {said}",
             f"check the name and the host's registry login, or {suggest}",
-        )  # fmt: skip
+        )
     return Check(
-        host, EFFICIENCY, True, True,
+        host,
+        EFFICIENCY,
+        True,
+        True,
         f"{image}: not on the host yet, pullable ({digest[:19]}…); the first run pulls it before production stops",
         f"docker pull {image} on the host, then strix doctor checks the probe runs in it",
-    )  # fmt: skip
+    )

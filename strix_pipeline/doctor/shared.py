@@ -70,9 +70,14 @@ def _registries(config: StrixConfig, *, required: bool) -> list[Check]:
             code = httpx.get(url, timeout=httpx.Timeout(4.0, connect=3.0)).status_code
         except httpx.HTTPError as e:
             return Check(
-                "all", f"registry {registry}", False, required, f"{url}: {type(e).__name__}: {e}",
-                "check the network or proxy to the registry" + ("" if required else " (needed only to discover images)"),
-            )  # fmt: skip
+                "all",
+                f"registry {registry}",
+                False,
+                required,
+                f"{url}: {type(e).__name__}: {e}",
+                "check the network or proxy to the registry"
+                + ("" if required else " (needed only to discover images)"),
+            )
         # 401 is the OCI challenge of a registry that answers: reachable
         ok = code in (200, 401)
         return Check(

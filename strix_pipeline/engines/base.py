@@ -123,12 +123,17 @@ class PoolFlags:
 
     def argv(self, profile: ModelProfile, model_path: str) -> list[str]:
         return [
-            self.model, model_path,
-            "--served-model-name", served_name(profile),
-            self.context_length, str(profile.context_length),
-            self.memory_fraction, str(profile.memory_fraction),
-            self.parallel, str(profile.parallel),
-        ]  # fmt: skip
+            self.model,
+            model_path,
+            "--served-model-name",
+            served_name(profile),
+            self.context_length,
+            str(profile.context_length),
+            self.memory_fraction,
+            str(profile.memory_fraction),
+            self.parallel,
+            str(profile.parallel),
+        ]
 
 
 def without_flags(flags: list[str], names: frozenset[str]) -> list[str]:

@@ -74,11 +74,15 @@ def flags(profile: ModelProfile, model_path: str, extras: list[str]) -> list[str
     # --max-model-len), so every slot can take a full-length prompt.
     total_ctx = profile.context_length * profile.parallel
     out = [
-        "-m", model_path,
-        "--alias", served_name(profile),
-        "-c", str(total_ctx),
-        "-np", str(profile.parallel),
-    ]  # fmt: skip
+        "-m",
+        model_path,
+        "--alias",
+        served_name(profile),
+        "-c",
+        str(total_ctx),
+        "-np",
+        str(profile.parallel),
+    ]
     # llama.cpp renames flags over time (``--no-mmap`` became ``--load-mode none``; ``-fa`` took a
     # value): a default is left out when the config names the same option itself.
     for aliases, argv in OVERRIDABLE_DEFAULTS:

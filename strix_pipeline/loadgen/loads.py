@@ -39,15 +39,31 @@ async def dataset(ctx: SuiteContext, load: DatasetLoad) -> None:
     if load.rate is not None:
         level = round(load.rate * 60)  # requests per minute: an integer level that still reads as a rate
         await run_level(
-            ctx, "dataset", level, "rate", pick(n), rate=load.rate, burstiness=load.burstiness, seed=load.seed,
-            max_duration_s=load.max_duration_s, label=f"dataset rate={load.rate:g}/s", warmup=pick(load.warmup),
-        )  # fmt: skip
+            ctx,
+            "dataset",
+            level,
+            "rate",
+            pick(n),
+            rate=load.rate,
+            burstiness=load.burstiness,
+            seed=load.seed,
+            max_duration_s=load.max_duration_s,
+            label=f"dataset rate={load.rate:g}/s",
+            warmup=pick(load.warmup),
+        )
         return
     for c in load.levels:
         await run_level(
-            ctx, "dataset", c, "concurrency", pick(n), concurrency=c, warmup=pick(load.warmup),
-            max_duration_s=load.max_duration_s, label=f"dataset c={c}",
-        )  # fmt: skip
+            ctx,
+            "dataset",
+            c,
+            "concurrency",
+            pick(n),
+            concurrency=c,
+            warmup=pick(load.warmup),
+            max_duration_s=load.max_duration_s,
+            label=f"dataset c={c}",
+        )
 
 
 @dataclass(frozen=True)
@@ -87,7 +103,16 @@ async def random_dataset(ctx: SuiteContext, wl: Workload, load: RandomLoad) -> N
         )
         return
     await run_level(
-        ctx, "random", round(load.rate * 60), "rate", plan, concurrency=cap or max(1, len(warm)), warmup=warm,
-        rate=load.rate, burstiness=load.burstiness, seed=load.seed, max_concurrency=cap,
+        ctx,
+        "random",
+        round(load.rate * 60),
+        "rate",
+        plan,
+        concurrency=cap or max(1, len(warm)),
+        warmup=warm,
+        rate=load.rate,
+        burstiness=load.burstiness,
+        seed=load.seed,
+        max_concurrency=cap,
         label=f"random rate={load.rate:g}/s" + (f" max_concurrency={cap}" if cap else ""),
-    )  # fmt: skip
+    )

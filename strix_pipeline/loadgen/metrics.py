@@ -72,7 +72,9 @@ def percentile_key(p: float) -> str:
     return "p" + (str(int(p)) if int(p) == p else str(p))
 
 
-def value_stats(values: Sequence[float], percentiles: Sequence[float] = PERCENTILES) -> dict[str, float | int | None]:  # fmt: skip
+def value_stats(
+    values: Sequence[float], percentiles: Sequence[float] = PERCENTILES
+) -> dict[str, float | int | None]:
     """count, mean, std (population), min, max and the percentiles (``p50``, ``p99.9``, ...) of values;
     every statistic but ``count`` is None when there are no values (never 0)."""
     keys = [percentile_key(p) for p in percentiles]

@@ -79,9 +79,16 @@ async def concurrency_sweep(
             for _ in range(spec.requests_for(c))
         ]
         await run_level(
-            ctx, "concurrency_sweep", c, "concurrency", planned, concurrency=c, warmup=warm,
-            max_duration_s=spec.max_duration_for(c), label=f"concurrency_sweep c={c}",
-        )  # fmt: skip
+            ctx,
+            "concurrency_sweep",
+            c,
+            "concurrency",
+            planned,
+            concurrency=c,
+            warmup=warm,
+            max_duration_s=spec.max_duration_for(c),
+            label=f"concurrency_sweep c={c}",
+        )
 
 
 # a cap this close above the longest level that fits measures nothing new (see ladder_levels)

@@ -121,9 +121,17 @@ async def _run(
             model = await detect_model(session, base_url) or "default"
         result.model = model
         ctx = SuiteContext(
-            session, base_url, model, run_id, slo, timeout_s, scraper, observe.get("on_progress"),
-            track, observe.get("engine_exit"),
-        )  # fmt: skip
+            session,
+            base_url,
+            model,
+            run_id,
+            slo,
+            timeout_s,
+            scraper,
+            observe.get("on_progress"),
+            track,
+            observe.get("engine_exit"),
+        )
         # the same lists the levels append to: a suite interrupted mid-way still shows what it measured
         result.requests, result.aggregates, result.server_metrics = (
             ctx.requests,

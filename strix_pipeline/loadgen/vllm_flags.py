@@ -24,19 +24,33 @@ from strix_pipeline.loadgen.workloads import random_lengths
 
 # vLLM's flags that only shape the random dataset run, by dest: refused with --scenario or --dataset.
 RANDOM_ONLY = {
-    "input_len": "--input-len", "output_len": "--output-len", "random_input_len": "--random-input-len",
-    "random_output_len": "--random-output-len", "random_range_ratio": "--random-range-ratio",
-    "random_prefix_len": "--random-prefix-len", "endpoint": "--endpoint",
-}  # fmt: skip
+    "input_len": "--input-len",
+    "output_len": "--output-len",
+    "random_input_len": "--random-input-len",
+    "random_output_len": "--random-output-len",
+    "random_range_ratio": "--random-range-ratio",
+    "random_prefix_len": "--random-prefix-len",
+    "endpoint": "--endpoint",
+}
 # Any of these (by dest) without --scenario or --dataset asks for the vLLM-style random run.
 VLLM_RUN = RANDOM_ONLY | {
-    "dataset_name": "--dataset-name", "base_url": "--base-url", "host": "--host", "port": "--port",
-    "backend": "--backend", "num_prompts": "--num-prompts", "max_concurrency": "--max-concurrency",
-    "request_rate": "--request-rate", "num_warmups": "--num-warmups", "save_result": "--save-result",
-    "append_result": "--append-result", "percentile_metrics": "--percentile-metrics",
-    "metric_percentiles": "--metric-percentiles", "label": "--label", "tokenizer": "--tokenizer",
+    "dataset_name": "--dataset-name",
+    "base_url": "--base-url",
+    "host": "--host",
+    "port": "--port",
+    "backend": "--backend",
+    "num_prompts": "--num-prompts",
+    "max_concurrency": "--max-concurrency",
+    "request_rate": "--request-rate",
+    "num_warmups": "--num-warmups",
+    "save_result": "--save-result",
+    "append_result": "--append-result",
+    "percentile_metrics": "--percentile-metrics",
+    "metric_percentiles": "--metric-percentiles",
+    "label": "--label",
+    "tokenizer": "--tokenizer",
     "served_model_name": "--served-model-name",
-}  # fmt: skip
+}
 RANDOM_DEFAULTS = {"num_prompts": 1000, "input_len": 1024, "output_len": 128}  # vLLM's
 VLLM_TIMEOUT_S = 6 * 60 * 60  # vLLM's client timeout; the random run uses it unless --timeout
 
@@ -169,9 +183,12 @@ def plan_run(args: argparse.Namespace) -> Plan:
         if mode == "random":
             requests = requests or RANDOM_DEFAULTS["num_prompts"]
             input_lens, output_lens = random_lengths(
-                requests, input_len or RANDOM_DEFAULTS["input_len"], output_len or RANDOM_DEFAULTS["output_len"],
-                args.random_range_ratio or 0.0, args.seed if args.seed is not None else 0,
-            )  # fmt: skip
+                requests,
+                input_len or RANDOM_DEFAULTS["input_len"],
+                output_len or RANDOM_DEFAULTS["output_len"],
+                args.random_range_ratio or 0.0,
+                args.seed if args.seed is not None else 0,
+            )
     except ValueError as e:
         raise ConfigError(str(e)) from None
 
@@ -195,25 +212,52 @@ def plan_run(args: argparse.Namespace) -> Plan:
     compat: dict[str, Any] = {}
     if mode == "random" or any(_given(args, d) for d in VLLM_RUN):
         compat = {
-            "backend": backend, "endpoint": endpoint, "dataset_name": "random" if mode == "random" else None,
+            "backend": backend,
+            "endpoint": endpoint,
+            "dataset_name": "random" if mode == "random" else None,
             "num_prompts": requests if mode == "random" else None,
             "random_input_len": (input_len or RANDOM_DEFAULTS["input_len"]) if mode == "random" else None,
             "random_output_len": (output_len or RANDOM_DEFAULTS["output_len"]) if mode == "random" else None,
             "random_range_ratio": (args.random_range_ratio or 0.0) if mode == "random" else None,
-            "request_rate": rate if rate is not None else "inf", "max_concurrency": args.max_concurrency,
-            "ignore_eos": True, "tokenizer": args.tokenizer, "served_model_name": args.served_model_name,
-            "label": args.label, "goodput": goodput or None, "percentile_metrics": pmetrics,
-            "metric_percentiles": percentiles, "seed": args.seed,
-        }  # fmt: skip
+            "request_rate": rate if rate is not None else "inf",
+            "max_concurrency": args.max_concurrency,
+            "ignore_eos": True,
+            "tokenizer": args.tokenizer,
+            "served_model_name": args.served_model_name,
+            "label": args.label,
+            "goodput": goodput or None,
+            "percentile_metrics": pmetrics,
+            "metric_percentiles": percentiles,
+            "seed": args.seed,
+        }
     vllm = VllmOptions(
-        backend=backend, label=args.label, tokenizer_id=args.tokenizer, metadata=metadata,
-        burstiness=args.burstiness, goodput=goodput, percentile_metrics=pmetrics, metric_percentiles=percentiles,
-    )  # fmt: skip
+        backend=backend,
+        label=args.label,
+        tokenizer_id=args.tokenizer,
+        metadata=metadata,
+        burstiness=args.burstiness,
+        goodput=goodput,
+        percentile_metrics=pmetrics,
+        metric_percentiles=percentiles,
+    )
     return Plan(
-        mode=mode, url=url, model=args.served_model_name or args.model, model_id=model_id, levels=levels,
-        requests=requests, rate=rate, warmup=warmup, seed=args.seed, endpoint=endpoint, chat=chat,
-        input_lens=input_lens, output_lens=output_lens, result_format=result_format, vllm=vllm, compat=compat,
-    )  # fmt: skip
+        mode=mode,
+        url=url,
+        model=args.served_model_name or args.model,
+        model_id=model_id,
+        levels=levels,
+        requests=requests,
+        rate=rate,
+        warmup=warmup,
+        seed=args.seed,
+        endpoint=endpoint,
+        chat=chat,
+        input_lens=input_lens,
+        output_lens=output_lens,
+        result_format=result_format,
+        vllm=vllm,
+        compat=compat,
+    )
 
 
 def parse_levels(text: str | None) -> list[int] | None:

@@ -20,12 +20,37 @@ import aiohttp
 
 # Long-lived stdlib modules, so the corpus barely moves between Python versions.
 CORPUS_MODULES = (
-    "argparse.py", "difflib.py", "textwrap.py", "csv.py", "json/decoder.py", "json/encoder.py",
-    "heapq.py", "bisect.py", "fractions.py", "statistics.py", "dataclasses.py", "string.py",
-    "shlex.py", "calendar.py", "ipaddress.py", "pprint.py", "configparser.py", "tarfile.py",
-    "zipfile.py", "functools.py", "collections/__init__.py", "enum.py", "typing.py", "inspect.py",
-    "pathlib.py", "datetime.py", "decimal.py", "_pydecimal.py", "email/message.py", "http/client.py",
-)  # fmt: skip
+    "argparse.py",
+    "difflib.py",
+    "textwrap.py",
+    "csv.py",
+    "json/decoder.py",
+    "json/encoder.py",
+    "heapq.py",
+    "bisect.py",
+    "fractions.py",
+    "statistics.py",
+    "dataclasses.py",
+    "string.py",
+    "shlex.py",
+    "calendar.py",
+    "ipaddress.py",
+    "pprint.py",
+    "configparser.py",
+    "tarfile.py",
+    "zipfile.py",
+    "functools.py",
+    "collections/__init__.py",
+    "enum.py",
+    "typing.py",
+    "inspect.py",
+    "pathlib.py",
+    "datetime.py",
+    "decimal.py",
+    "_pydecimal.py",
+    "email/message.py",
+    "http/client.py",
+)
 CHARS_PER_TOKEN = 3.6  # code through a BPE tokenizer; only used when the server cannot tokenize
 CODE_TASKS = (
     "Review the following Python code and explain what it does.",

@@ -119,8 +119,10 @@ def _level(f: Field, cfg: Mapping[str, Any]) -> tuple[int, str, float | None]:
             raise f.fail(f"{where}.rate", f"expected a positive rate, got {rate!r}")
         level, level_kind = level_for(max_concurrency=None, rate=rate)
         return level, level_kind, rate
-    raise f.fail(f"{where}.type", f"phase type {kind!r} is not one this reader levels (concurrency, "
-                 f"{', '.join(_RATE_PHASES)})")  # fmt: skip
+    raise f.fail(
+        f"{where}.type",
+        f"phase type {kind!r} is not one this reader levels (concurrency, {', '.join(_RATE_PHASES)})",
+    )
 
 
 def _scenario(cfg: Mapping[str, Any]) -> str:

@@ -114,8 +114,11 @@ def _level(f: Field, b: Any, where: str, scenario: str) -> tuple[LevelAggregate,
         if rate <= 0:
             raise f.fail(f"{sw}.rate", f"expected a positive rate, got {rate!r}")
     else:
-        raise f.fail(f"{sw}.type_", f"strategy {kind!r} is not one this reader levels (synchronous, concurrent, "
-                     "throughput, constant, poisson)")  # fmt: skip
+        raise f.fail(
+            f"{sw}.type_",
+            f"strategy {kind!r} is not one this reader levels (synchronous, concurrent, "
+            "throughput, constant, poisson)",
+        )
     level, level_kind = level_for(max_concurrency=conc, rate=rate)
     agg = LevelAggregate(
         run_id="",

@@ -110,8 +110,11 @@ def load(path: Path, opts: ImportOptions) -> RunResult:
             first = row
         for k in (*_RUN_FIELDS, *_FLAGS):
             if row.get(k) != first.get(k):
-                raise f.fail(f"{w}.{k}", f"{row.get(k)!r} differs from the first row's {first.get(k)!r}: "
-                             "one file must be one build, model and configuration")  # fmt: skip
+                raise f.fail(
+                    f"{w}.{k}",
+                    f"{row.get(k)!r} differs from the first row's {first.get(k)!r}: "
+                    "one file must be one build, model and configuration",
+                )
         n_prompt = f.count(row, "n_prompt", w)
         n_gen = f.count(row, "n_gen", w)
         depth = f.count(row, "n_depth", w)

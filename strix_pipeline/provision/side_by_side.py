@@ -109,8 +109,10 @@ class _Chains:
             proc = subprocess.Popen(
                 [sys.executable, "-m", step.module, *step.args],
                 stdout=subprocess.PIPE if self.verbose else out,
-                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            )  # fmt: skip
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
             with self.lock:
                 self.running[step.name] = proc
                 self.started[step.name] = (started, outcome.log)

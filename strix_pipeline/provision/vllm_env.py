@@ -275,8 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.check or args.print:
         found = find_env(args.version)
         if found is None:
-            print(f"{PACKAGE} {args.version} is not installed (python -m strix_pipeline.provision.vllm_env)",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"{PACKAGE} {args.version} is not installed (python -m strix_pipeline.provision.vllm_env)",
+                file=sys.stderr,
+            )
             return 1
         if args.print:
             print(json.dumps(found.record | {"python": str(found.python)}, indent=2))

@@ -423,7 +423,12 @@ def refresh_images(
                 continue
             if source.registry in unreachable:
                 why = f"not tried: {unreachable[source.registry]}"
-                _fail(report, store, RegistryFailure(name, source.registry, source.repository, why, "RegistryUnavailable"), now)  # fmt: skip
+                _fail(
+                    report,
+                    store,
+                    RegistryFailure(name, source.registry, source.repository, why, "RegistryUnavailable"),
+                    now,
+                )
                 continue
             try:
                 with factory(source) as client, client.deadline(repository_budget_s):
@@ -431,11 +436,21 @@ def refresh_images(
             except RegistryError as e:
                 if isinstance(e, RegistryUnavailable) and e.unreachable:
                     unreachable[source.registry] = f"{source.registry} unreachable earlier in this refresh"
-                _fail(report, store, RegistryFailure(name, source.registry, source.repository, str(e), type(e).__name__), now)  # fmt: skip
+                _fail(
+                    report,
+                    store,
+                    RegistryFailure(name, source.registry, source.repository, str(e), type(e).__name__),
+                    now,
+                )
                 continue
             except Exception as e:  # noqa: BLE001 - a bug or an unforeseen body must not cost the other repositories
                 why = f"unexpected {type(e).__name__}: {e}"
-                _fail(report, store, RegistryFailure(name, source.registry, source.repository, why, type(e).__name__), now)  # fmt: skip
+                _fail(
+                    report,
+                    store,
+                    RegistryFailure(name, source.registry, source.repository, why, type(e).__name__),
+                    now,
+                )
                 continue
             _take(report, store, source, outcome, outcome.skipped, now)
     return report
@@ -455,8 +470,10 @@ def _refresh_index(
     index_name = "package index"
     package = INDEX_PACKAGES.get(kind)
     if package is None or canonicalize_name(source.repository) != package:
-        why = f"registry 'local' holds the releases of {', '.join(INDEX_PACKAGES.values())}; engine kind {kind} has none named {source.repository!r}"  # fmt: skip
-        _fail(report, store, RegistryFailure(engine, source.registry, source.repository, why, "NotFound"), now)  # fmt: skip
+        why = f"registry 'local' holds the releases of {', '.join(INDEX_PACKAGES.values())}; engine kind {kind} has none named {source.repository!r}"
+        _fail(
+            report, store, RegistryFailure(engine, source.registry, source.repository, why, "NotFound"), now
+        )
         return
     try:
         with (index_factory or default_index)() as idx:
@@ -464,11 +481,23 @@ def _refresh_index(
             releases = idx.releases(package)
         outcome = classify_releases(engine, kind, releases, known, now, lambda t: tag_selected(source, t))
     except RegistryError as e:
-        _fail(report, store, RegistryFailure(engine, source.registry, source.repository, f"{index_name}: {e}", type(e).__name__), now)  # fmt: skip
+        _fail(
+            report,
+            store,
+            RegistryFailure(
+                engine, source.registry, source.repository, f"{index_name}: {e}", type(e).__name__
+            ),
+            now,
+        )
         return
     except Exception as e:  # noqa: BLE001 - an unforeseen page must not cost the other repositories
         why = f"{index_name}: unexpected {type(e).__name__}: {e}"
-        _fail(report, store, RegistryFailure(engine, source.registry, source.repository, why, type(e).__name__), now)  # fmt: skip
+        _fail(
+            report,
+            store,
+            RegistryFailure(engine, source.registry, source.repository, why, type(e).__name__),
+            now,
+        )
         return
     skipped = [
         SkippedTag(engine, source.registry, source.repository, v, None, why) for v, why in outcome.skipped

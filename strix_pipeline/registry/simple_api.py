@@ -174,7 +174,9 @@ def _parse_json(
     if not isinstance(name, str) or not isinstance(files, list):
         raise MalformedResponse(f"{url}: a Simple API project page needs a string 'name' and a list 'files'")
     versions = doc.get("versions")
-    if versions is not None and not (isinstance(versions, list) and all(isinstance(v, str) for v in versions)):  # fmt: skip
+    if versions is not None and not (
+        isinstance(versions, list) and all(isinstance(v, str) for v in versions)
+    ):
         raise MalformedResponse(f"{url}: 'versions' is not a list of strings (PEP 700)")
     entries = [_json_entry(f, i, page_url, url) for i, f in enumerate(files)]
     return name, "json " + meta["api-version"], entries, tuple(versions) if versions is not None else None
@@ -188,7 +190,9 @@ def _json_entry(f: object, i: int, page_url: str, url: str) -> _Entry:
     if not isinstance(filename, str) or not isinstance(file_url, str):
         raise MalformedResponse(f"{where} needs string 'filename' and 'url'")
     where = f"{url}: file {filename!r}"
-    if not isinstance(hashes, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in hashes.items()):  # fmt: skip
+    if not isinstance(hashes, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in hashes.items()
+    ):
         raise MalformedResponse(f"{where}: 'hashes' is not an object of strings")
     yanked = f.get("yanked", False)
     if not isinstance(yanked, (bool, str)):
@@ -331,7 +335,7 @@ def parse_project_page(
             raise MalformedResponse(f"{shown}: the page is project {name!r}, not {canonical!r}")
     elif media in HTML_TYPES:
         api, entries = _parse_html(body, page_url, m.group(1) if m else None, shown)
-        if api == "html" and not any(not isinstance(_file_version(e, canonical), Skipped) for e in entries):  # fmt: skip
+        if api == "html" and not any(not isinstance(_file_version(e, canonical), Skipped) for e in entries):
             # Neither PEP 629's meta tag nor one file of the project: a web page, not the Simple API.
             raise MalformedResponse(
                 f"{shown}: not a Simple API project page (no pypi:repository-version meta and no "

@@ -64,7 +64,11 @@ def regression_entries(data: ReportData) -> list[Entry]:
         extras = data.extras.get(c.change_id)
         if not c.is_confirmed_regression or (extras and extras.host_drift):  # the host's: not an engine's
             continue
-        bisected = f"; first release showing it: {extras.bisected_release}" if extras and extras.bisected_release else ""  # fmt: skip
+        bisected = (
+            f"; first release showing it: {extras.bisected_release}"
+            if extras and extras.bisected_release
+            else ""
+        )
         size = f"{c.magnitude_pct:+.1f} %" if c.magnitude_pct is not None else "a step"
         out.append(
             Entry(

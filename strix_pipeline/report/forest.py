@@ -82,11 +82,21 @@ def criterion_rows(d: Decision | None, held: Mapping[str, float | None], w: Word
 def _unpaired(d: Decision) -> list[MatchupRow]:
     """An evaluation stored before the two match-ups (schema < 15): its C3 and C5 as they were judged."""
     return [
-        MatchupRow(c.criterion, "production", True, c.status, c.value, c.threshold, c.ci_low, c.ci_high,
-                   c.unit, tuple(c.evidence_run_ids))
+        MatchupRow(
+            c.criterion,
+            "production",
+            True,
+            c.status,
+            c.value,
+            c.threshold,
+            c.ci_low,
+            c.ci_high,
+            c.unit,
+            tuple(c.evidence_run_ids),
+        )
         for c in d.criteria
         if c.criterion in ("C3", "C5")
-    ]  # fmt: skip
+    ]
 
 
 def _domain(rows: list[ForestRow]) -> list[float]:

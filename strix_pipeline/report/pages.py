@@ -373,7 +373,11 @@ def _latest(data: ReportData) -> str:
                 continue
             sweep = _figure(data, r["run_id"], "concurrency_sweep", level)
             decode = _figure(data, r["run_id"], "decode")
-            prefill = [a["prefill_tokens_per_s"] for a in data.figures.get(r["run_id"], []) if a["scenario"] == "prefill_ladder" and a["prefill_tokens_per_s"] is not None]  # fmt: skip
+            prefill = [
+                a["prefill_tokens_per_s"]
+                for a in data.figures.get(r["run_id"], [])
+                if a["scenario"] == "prefill_ladder" and a["prefill_tokens_per_s"] is not None
+            ]
             eff = r["decode_efficiency"]
             rows.append(
                 [
@@ -390,7 +394,7 @@ def _latest(data: ReportData) -> str:
                         )
                     )
                     if sweep
-                    else "–",  # fmt: skip
+                    else "–",
                     esc(number(sweep["output_tokens_per_s"], "tok/s")) if sweep else "–",
                     esc(number(decode["decode_tokens_per_s"], "tok/s")) if decode else "–",
                     esc(number(max(prefill), "tok/s", 0)) if prefill else "–",

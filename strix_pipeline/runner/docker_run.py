@@ -229,10 +229,16 @@ def _before_stop(r: RunInputs, box: _Box, image_ref: str, window: datetime | Non
     client = box.client
     source = image_source(engine, target.image.registry, target.image.repository)
     launcher = dk.DockerLauncher(
-        host_cfg, engine, config.models[target.model], image_ref, run.run_id, r.log_dir, client,
+        host_cfg,
+        engine,
+        config.models[target.model],
+        image_ref,
+        run.run_id,
+        r.log_dir,
+        client,
         source=source,
         release=target.image.version,  # whether vLLM takes --kv-cache-memory-bytes (engines/vllm.py)
-    )  # fmt: skip
+    )
     launcher.size_pools(box_checks.device_memory(host_cfg, engine, box.facts))
     record_engine_env(run, launcher.spec.env)
     what = f"{launcher.spec.kind} '{launcher.spec.served_model_name}'"

@@ -70,7 +70,7 @@ def engine_sides(config: StrixConfig, matchup: str) -> EngineSides | str:
         (r for r in runs if r.engine == d.candidate_engine and d.candidate_model in (None, r.model)), None
     )
     if cand is None:
-        return f"host {d.host} runs no {d.candidate_engine}{f' with model {d.candidate_model}' if d.candidate_model else ''}"  # fmt: skip
+        return f"host {d.host} runs no {d.candidate_engine}{f' with model {d.candidate_model}' if d.candidate_model else ''}"
     family = config.models[cand.model].family
     base_runs = [r for r in runs if r.engine == d.baseline_engine and config.models[r.model].family == family]
     if matchup == "production":
@@ -138,10 +138,17 @@ def compare_engines(
     """Baseline (A) against candidate (B) by pairs, the ladder as every comparison's, cap
     ``[analysis] compare_max_pairs``."""
     return compare_releases(
-        run_one, sides.release(sides.baseline, config), sides.release(sides.candidate, config),
-        metrics=METRICS, host=sides.baseline.host, engine=sides.engines,
-        cap=config.analysis.compare_max_pairs, target=TARGET, seed=seed, progress=progress,
-    )  # fmt: skip
+        run_one,
+        sides.release(sides.baseline, config),
+        sides.release(sides.candidate, config),
+        metrics=METRICS,
+        host=sides.baseline.host,
+        engine=sides.engines,
+        cap=config.analysis.compare_max_pairs,
+        target=TARGET,
+        seed=seed,
+        progress=progress,
+    )
 
 
 def engine_records(result: PairsResult, matchup: str) -> tuple[list[ComparisonRecord], list[ComparisonRun]]:

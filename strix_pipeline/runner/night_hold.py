@@ -222,7 +222,9 @@ class HostNight:
 
     # -- the window, before each run
 
-    def admit(self, config: StrixConfig, est: Estimate, *, now: datetime | None = None, force: bool = False) -> Fit:  # fmt: skip
+    def admit(
+        self, config: StrixConfig, est: Estimate, *, now: datetime | None = None, force: bool = False
+    ) -> Fit:
         """The window checked again before a run: the one rule (planning.night.admit_run) the runner
         applies too. ``force``: a manual run, not checked; a host that keeps no window is not either."""
         now = now or datetime.now(UTC)
@@ -230,7 +232,14 @@ class HostNight:
             self.host_cfg, config.project.schedule, est, now, config.project.timezone, force=force
         )
 
-    def defer(self, config: StrixConfig, target: BenchmarkTarget, run_id: str, reason: str, dagster_run_id: str | None = None) -> RunResult:  # fmt: skip
+    def defer(
+        self,
+        config: StrixConfig,
+        target: BenchmarkTarget,
+        run_id: str,
+        reason: str,
+        dagster_run_id: str | None = None,
+    ) -> RunResult:
         """A run the window did not hold: deferred to the next night by name, stored as ``deferred``."""
         name = run_name(target)
         run = new_record(config, target, run_id, dagster_run_id)

@@ -97,14 +97,28 @@ def bisect_by_pairs(
     budget = max_steps if max_steps is not None else runs_bound(len(between))
     out = PairBisection(
         BisectionRecord(
-            bisection_id=bid, change_id=change_id, host=host, engine=engine, fingerprint=fingerprint,
-            metric=metric, scenario=scenario, level=level, version_before=before.tag,
+            bisection_id=bid,
+            change_id=change_id,
+            host=host,
+            engine=engine,
+            fingerprint=fingerprint,
+            metric=metric,
+            scenario=scenario,
+            level=level,
+            version_before=before.tag,
             version_after=after.tag,
             candidates=json.dumps([{"version": r.tag, "key": r.package_version} for r in between]),
-            status="running" if between else "nothing_between", first_release=None, last_without=None,
-            next_key=None, runs_used=0, max_runs=budget, reason=None, started_at=started, updated_at=started,
+            status="running" if between else "nothing_between",
+            first_release=None,
+            last_without=None,
+            next_key=None,
+            runs_used=0,
+            max_runs=budget,
+            reason=None,
+            started_at=started,
+            updated_at=started,
         )
-    )  # fmt: skip
+    )
     search = Search(len(between))
     exhausted = False
     while (i := search.next_index()) is not None:
@@ -130,7 +144,7 @@ def bisect_by_pairs(
                 seed=seed + 2 * len(out.steps) + k,
                 progress=progress,
                 now=now,
-            )  # fmt: skip
+            )
             for k, (a, b) in enumerate(((before, mid), (after, mid)))
         ]
         out.comparisons += results
@@ -144,12 +158,19 @@ def bisect_by_pairs(
         progress(f"[{bid}] {mid.tag}: {side}: {note}")
         out.steps.append(
             BisectionStep(
-                bisection_id=bid, step=len(out.steps) + 1, version=mid.tag,
-                partition_key=STEP_KEY_PREFIX + ",".join(r.comparison_id for r in results), run_id=None,
-                value=vs_before.ratio, low=vs_before.low, high=vs_before.high, side=side, note=note,
+                bisection_id=bid,
+                step=len(out.steps) + 1,
+                version=mid.tag,
+                partition_key=STEP_KEY_PREFIX + ",".join(r.comparison_id for r in results),
+                run_id=None,
+                value=vs_before.ratio,
+                low=vs_before.low,
+                high=vs_before.high,
+                side=side,
+                note=note,
                 decided_at=now(),
             )
-        )  # fmt: skip
+        )
     _finish(out, search, exhausted, before, after, between, now())
     return out
 

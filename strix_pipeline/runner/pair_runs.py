@@ -157,15 +157,18 @@ class PairSpec:
             self.prefill_tokens + 2 if self.prefill_requests else 0,
             self.decode_input_tokens + self.decode_output_tokens if self.decode_requests else 0,
             self.ttft_input_tokens + self.ttft_output_tokens if self.ttft_requests else 0,
-        )  # fmt: skip
+        )
         return 256 * -(-(need + 64) // 256)  # room for the chat template, in whole 256-token blocks
 
     def profile(self) -> ScenarioProfile:
         """The suite's profile that sends exactly this: smoke (the warm-up), one level of 5 clients
         (no warm-up of its own: the one per start is the smoke request), one prefill level, decode;
         a part with no requests (0) is left out."""
-        parts = {"concurrency_sweep": self.ttft_requests, "prefill_ladder": self.prefill_requests,
-                 "decode": self.decode_requests}  # fmt: skip
+        parts = {
+            "concurrency_sweep": self.ttft_requests,
+            "prefill_ladder": self.prefill_requests,
+            "decode": self.decode_requests,
+        }
         return ScenarioProfile(
             scenarios=["smoke", *(name for name, n in parts.items() if n)],
             request_timeout_s=self.request_timeout_s,
@@ -210,9 +213,15 @@ def fastest_decode(records: list[RequestRecord]) -> float | None:
     rates = [
         (r.output_tokens - 1) / ((r.e2e_ms - r.ttft_ms) / 1000)
         for r in records
-        if r.scenario == "decode" and not r.warmup and r.ok and r.output_tokens and r.output_tokens > 1
-        and r.e2e_ms is not None and r.ttft_ms is not None and r.e2e_ms > r.ttft_ms
-    ]  # fmt: skip
+        if r.scenario == "decode"
+        and not r.warmup
+        and r.ok
+        and r.output_tokens
+        and r.output_tokens > 1
+        and r.e2e_ms is not None
+        and r.ttft_ms is not None
+        and r.e2e_ms > r.ttft_ms
+    ]
     return max(rates) if rates else None
 
 
@@ -226,7 +235,9 @@ def figures_of(result: SuiteResult, spec: PairSpec) -> RunFigures:
     ]
     bad = [r for r in measured if not r.ok]
     if bad:
-        raise RunFailed(f"{len(bad)} of {len(measured)} measured requests failed ({bad[0].error_class}: {bad[0].error_message})")  # fmt: skip
+        raise RunFailed(
+            f"{len(bad)} of {len(measured)} measured requests failed ({bad[0].error_class}: {bad[0].error_message})"
+        )
     warm = [r for r in rows if r.scenario == "smoke"]
     if not warm or not warm[0].ok:
         raise RunFailed(
@@ -244,7 +255,10 @@ def figures_of(result: SuiteResult, spec: PairSpec) -> RunFigures:
         pre = agg.prefill_tokens_per_s if agg else None
     if pre is not None:
         values["prefill_tokens_per_s"] = pre
-    sweep = next((a for a in result.aggregates if a.scenario == "concurrency_sweep" and a.level == spec.ttft_clients), None)  # fmt: skip
+    sweep = next(
+        (a for a in result.aggregates if a.scenario == "concurrency_sweep" and a.level == spec.ttft_clients),
+        None,
+    )
     for name in ("ttft_p50_ms", "ttft_mean_ms", "ttft_p95_ms"):
         v = getattr(sweep, name) if sweep is not None else None
         if v:
@@ -270,13 +284,20 @@ class HostWatch:
         a = config.analysis
         return cls(a.busy_steal_pct, a.busy_outside_pct, a.busy_probe_pct)
 
-    def noise(self, before: host_noise.Snapshot, after: host_noise.Snapshot, probes: list[float]) -> host_noise.HostNoise:  # fmt: skip
+    def noise(
+        self, before: host_noise.Snapshot, after: host_noise.Snapshot, probes: list[float]
+    ) -> host_noise.HostNoise:
         self.fastest_probe_ms = min([self.fastest_probe_ms, *probes])
         return host_noise.noise_between(
-            before, after, busy_steal_pct=self.busy_steal_pct, busy_outside_pct=self.busy_outside_pct,
-            probe_slowdown_pct=cpu_probe.slowdown_pct(tuple(probes), self.fastest_probe_ms) if probes else None,
+            before,
+            after,
+            busy_steal_pct=self.busy_steal_pct,
+            busy_outside_pct=self.busy_outside_pct,
+            probe_slowdown_pct=cpu_probe.slowdown_pct(tuple(probes), self.fastest_probe_ms)
+            if probes
+            else None,
             busy_probe_pct=self.busy_probe_pct,
-        )  # fmt: skip
+        )
 
 
 def measure_run(
@@ -289,8 +310,13 @@ def measure_run(
             probes = [watch.probe()] if watch.probe else []
             before = host_noise.snapshot(server.pid, watch.root)
             result = run_suite_sync(
-                server.base_url, server.model, spec.profile(), slo, run_name, engine_exit=server.exit_description
-            )  # fmt: skip
+                server.base_url,
+                server.model,
+                spec.profile(),
+                slo,
+                run_name,
+                engine_exit=server.exit_description,
+            )
             after = host_noise.snapshot(server.pid, watch.root)
             probes += [watch.probe()] if watch.probe else []
             build = server.engine_build

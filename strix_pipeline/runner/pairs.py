@@ -201,7 +201,12 @@ def compare_releases(
     paired.looks_of(ladder, cap)  # refuses a cap below 2 before any server starts
     max_dropped = max(2, cap // 2) if max_dropped is None else max_dropped
     started = now()
-    comparison_id = "cmp-" + hashlib.sha256(f"{host}|{engine}|{a.tag}|{b.tag}|{seed}|{started.isoformat()}".encode()).hexdigest()[:12]  # fmt: skip
+    comparison_id = (
+        "cmp-"
+        + hashlib.sha256(
+            f"{host}|{engine}|{a.tag}|{b.tag}|{seed}|{started.isoformat()}".encode()
+        ).hexdigest()[:12]
+    )
     side_release = {"A": a, "B": b}
 
     order = paired.pair_order(cap, seed)  # the plan of the whole cap; the ladder runs prefixes of it
@@ -217,9 +222,15 @@ def compare_releases(
             va = [figs["A"].values[name] for _, figs in kept]
             vb = [figs["B"].values[name] for _, figs in kept]
             out[name] = paired.sequential(
-                va, vb, target=METRICS[name].target(target), alpha=alpha, higher_is_better=METRICS[name].higher_is_better,
-                ladder=ladder, cap=cap, exhausted=exhausted,
-            )  # fmt: skip
+                va,
+                vb,
+                target=METRICS[name].target(target),
+                alpha=alpha,
+                higher_is_better=METRICS[name].higher_is_better,
+                ladder=ladder,
+                cap=cap,
+                exhausted=exhausted,
+            )
         return out
 
     def run_pair(o: paired.Order) -> dict[Side, RunFigures] | None:
@@ -240,7 +251,9 @@ def compare_releases(
                     # never averaged in: the pair goes and is run again, within the drop budget
                     raise RunFailed(f"busy host: {figs.host_noise.busy}")
             except RunFailed as e:
-                runs.append(PairRun(len(runs) + 1, attempted, side, rel.tag, None, str(e), t0, now(), kept=False))  # fmt: skip
+                runs.append(
+                    PairRun(len(runs) + 1, attempted, side, rel.tag, None, str(e), t0, now(), kept=False)
+                )
                 for i in mine:  # the partner's figures go with the pair
                     runs[i] = _drop(runs[i])
                 progress(f"{label}: failed, pair dropped: {e}")
@@ -276,7 +289,9 @@ def compare_releases(
         ):  # a metric decided earlier replays the same decision: said once
             progress(f"look {state[name].looks} at {len(kept)} pairs, {name}: {state[name].describe()}")
         if exhausted:
-            progress(f"{dropped} pairs dropped for failed runs (at most {max_dropped}): the ladder ends on the {len(kept)} kept")  # fmt: skip
+            progress(
+                f"{dropped} pairs dropped for failed runs (at most {max_dropped}): the ladder ends on the {len(kept)} kept"
+            )
             break
 
     kept_orders = tuple(_order_text(k) for k, _ in kept)
@@ -334,12 +349,23 @@ def _metric_result(
     finite = c is not None and math.isfinite(c.ratio)
     look_alpha = s.alphas[s.looks - 1] if s.looks else None
     return MetricResult(
-        a.tag, b.tag, name, METRICS[name].higher_is_better, c.n_pairs if c else len(kept),
+        a.tag,
+        b.tag,
+        name,
+        METRICS[name].higher_is_better,
+        c.n_pairs if c else len(kept),
         c.ratio if finite else None,
         c.low if finite and math.isfinite(c.low) else None,
         c.high if finite and math.isfinite(c.high) else None,
-        s.verdict, s.looks, METRICS[name].target(target), alpha, look_alpha, cap, values, s,
-    )  # fmt: skip
+        s.verdict,
+        s.looks,
+        METRICS[name].target(target),
+        alpha,
+        look_alpha,
+        cap,
+        values,
+        s,
+    )
 
 
 def records(result: PairsResult) -> tuple[list[ComparisonRecord], list[ComparisonRun]]:

@@ -79,7 +79,9 @@ def save_bisection(
         )
     for s in new_steps:
         if s.side not in STEP_SIDES or s.bisection_id != bisection.bisection_id:
-            raise WarehouseError(f"bisection step {s.bisection_id}#{s.step}: side must be one of {STEP_SIDES} (got {s.side!r})")  # fmt: skip
+            raise WarehouseError(
+                f"bisection step {s.bisection_id}#{s.step}: side must be one of {STEP_SIDES} (got {s.side!r})"
+            )
     row = records_table(BisectionRecord, [bisection])
     steps = records_table(BisectionStep, list(new_steps)) if new_steps else None
 

@@ -56,9 +56,16 @@ def engine(name: str, url: str, start: list[str] | None = None) -> ProductionEng
 
 def guard(sshd, production, state, restore_by, alerts, run_id) -> ProductionGuard:
     return ProductionGuard(
-        "box", production, state_dir=state, ssh=ssh_target(host(sshd)), run_id=run_id,
-        restore_by=restore_by, alert=alerts, poll_interval_s=0.2, fallback_min_delay_s=1,
-    )  # fmt: skip
+        "box",
+        production,
+        state_dir=state,
+        ssh=ssh_target(host(sshd)),
+        run_id=run_id,
+        restore_by=restore_by,
+        alert=alerts,
+        poll_interval_s=0.2,
+        fallback_min_delay_s=1,
+    )
 
 
 def wait_back(url: str, by: datetime) -> datetime:
@@ -125,9 +132,12 @@ def test_a_controller_killed_mid_benchmark_leaves_production_to_the_box_which_re
         "restore_by": restore_by.isoformat(),
     }
     child = subprocess.Popen(
-        [sys.executable, "-c", CONTROLLER, json.dumps(args)], stdout=subprocess.PIPE, text=True,
-        env={**os.environ}, start_new_session=True,
-    )  # fmt: skip
+        [sys.executable, "-c", CONTROLLER, json.dumps(args)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
+        start_new_session=True,
+    )
     try:
         assert child.stdout.readline().strip() == "stopped"
         assert not healthy(url)  # production is down for the benchmark
@@ -184,9 +194,13 @@ def test_production_restored_by_the_controller_disarms_the_box_restore(
 ):
     name, url = production
     g = guard(
-        box_sshd, engine(name, url), tmp_path, datetime.now(UTC) + timedelta(seconds=8),
-        ProductionAlerts(hook.url), "fine",
-    )  # fmt: skip
+        box_sshd,
+        engine(name, url),
+        tmp_path,
+        datetime.now(UTC) + timedelta(seconds=8),
+        ProductionAlerts(hook.url),
+        "fine",
+    )
     with g:
         assert not healthy(url)
     assert g.restored is True and not g.marker.exists() and hook.bodies == []

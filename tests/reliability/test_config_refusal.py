@@ -63,9 +63,13 @@ def test_unknown_key_is_refused_with_its_path(tmp_path: Path, old: str, new: str
 BAD_CRONS = [
     ('schedule = "0 3 * * 1"', 'schedule = "0 3 * *"', "project.schedule", "0 3 * *"),
     ('schedule = "0 3 * * 1"', 'schedule = "61 3 * * 1"', "project.schedule", "61 3 * * 1"),
-    ('maintenance_window = "0 3 * * *"', 'maintenance_window = "every monday"',
-     "hosts.strix-halo.maintenance_window", "every monday"),
-]  # fmt: skip
+    (
+        'maintenance_window = "0 3 * * *"',
+        'maintenance_window = "every monday"',
+        "hosts.strix-halo.maintenance_window",
+        "every monday",
+    ),
+]
 
 
 @pytest.mark.parametrize(("old", "new", "key_path", "value"), BAD_CRONS, ids=[c[3] for c in BAD_CRONS])

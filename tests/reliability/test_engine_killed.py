@@ -303,9 +303,14 @@ def test_vllm_killed_mid_sweep(tmp_path: Path, killer_for) -> None:
 def test_a_dead_engine_stops_the_suite_where_it_is_noticed(when: tuple[int, int], where: str) -> None:
     with SyntheticEngine(("concurrency_sweep", *when)) as engine:
         res = run_suite_sync(
-            engine.url, "synthetic/normal", SMALL, SLO(), "killed",
-            on_request=engine.on_request, engine_exit=engine.exit_description,
-        )  # fmt: skip
+            engine.url,
+            "synthetic/normal",
+            SMALL,
+            SLO(),
+            "killed",
+            on_request=engine.on_request,
+            engine_exit=engine.exit_description,
+        )
     assert res.engine_gone and res.engine_gone.startswith("synthetic was killed by SIGKILL")
     assert res.engine_gone.endswith(f"{where}; not run: decode"), res.engine_gone
     sweep1 = [q.ok for q in res.requests if q.scenario == "concurrency_sweep" and q.level == 1]
@@ -321,9 +326,14 @@ def test_prefix_cache_stops_at_the_pair_the_engine_died_in() -> None:
     profile = SMALL.model_copy(update={"scenarios": ["smoke", "prefix_cache"]})
     with SyntheticEngine(("prefix_cache", 0, 1)) as engine:  # after the first pair's cold request
         res = run_suite_sync(
-            engine.url, "synthetic/normal", profile, SLO(), "killed",
-            on_request=engine.on_request, engine_exit=engine.exit_description,
-        )  # fmt: skip
+            engine.url,
+            "synthetic/normal",
+            profile,
+            SLO(),
+            "killed",
+            on_request=engine.on_request,
+            engine_exit=engine.exit_description,
+        )
     assert res.engine_gone and res.engine_gone.endswith("during prefix_cache (2 of 6 requests sent)"), (
         res.engine_gone
     )
@@ -338,11 +348,15 @@ def test_an_open_loop_sends_nothing_more_once_the_engine_is_dead() -> None:
     with SyntheticEngine(("dataset", 600, 3)) as engine:  # rate 10/s is level 600 (requests per minute)
         res = asyncio.run(
             run_load(
-                engine.url, "synthetic/normal", SLO(), "killed",
+                engine.url,
+                "synthetic/normal",
+                SLO(),
+                "killed",
                 DatasetLoad([Prompt("p", "x", None, None, 4)], requests=40, rate=10.0),
-                on_request=engine.on_request, engine_exit=engine.exit_description,
+                on_request=engine.on_request,
+                engine_exit=engine.exit_description,
             )
-        )  # fmt: skip
+        )
     assert res.engine_gone and "during dataset level 600 (" in res.engine_gone, res.engine_gone
     (agg,) = res.aggregates
     sent = agg.requests_ok + agg.requests_failed

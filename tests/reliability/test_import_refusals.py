@@ -204,12 +204,26 @@ def test_a_file_at_the_size_limit_is_still_read(tmp_path: Path, warehouse: Path)
 def decision(evaluation_id: str) -> list[CriterionResult]:
     return [
         CriterionResult(
-            evaluation_id=evaluation_id, evaluated_at=T0, host="strix-halo", verdict="stay", criterion="C1",
-            name="official_image_starts", required=True, status="pass", value=1.0, threshold=1.0, ci_low=None,
-            ci_high=None, unit=None, evidence_run_ids=["kept"], image_digests=[], quantization_mismatch=False,
-            reason="it started", first_held_at=None,
+            evaluation_id=evaluation_id,
+            evaluated_at=T0,
+            host="strix-halo",
+            verdict="stay",
+            criterion="C1",
+            name="official_image_starts",
+            required=True,
+            status="pass",
+            value=1.0,
+            threshold=1.0,
+            ci_low=None,
+            ci_high=None,
+            unit=None,
+            evidence_run_ids=["kept"],
+            image_digests=[],
+            quantization_mismatch=False,
+            reason="it started",
+            first_held_at=None,
         )
-    ]  # fmt: skip
+    ]
 
 
 @pytest.fixture

@@ -100,9 +100,13 @@ def _cli(words: list[str], *argv: str) -> list[str]:
 
 def _writer_of_another_process(words: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(STRIX), *_cli(words, "migrate")], cwd=cwd, capture_output=True, text=True, timeout=180,
+        [str(STRIX), *_cli(words, "migrate")],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=180,
         env=os.environ.copy(),
-    )  # fmt: skip
+    )
 
 
 def _views(where: Path | DuckLakeTarget) -> list[str]:
@@ -228,9 +232,13 @@ def test_export_leaves_out_a_table_named_as_sql(
     work.mkdir()
     out = tmp_path / "export"
     done = subprocess.run(
-        [str(STRIX), *_cli(words, "export", "--parquet", str(out))], cwd=work, capture_output=True,
-        text=True, timeout=180, env=os.environ.copy(),
-    )  # fmt: skip
+        [str(STRIX), *_cli(words, "export", "--parquet", str(out))],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=os.environ.copy(),
+    )
     assert done.returncode == 0, done.stderr
     assert os.listdir(work) == [], "a file was written from the table's name"
     assert (out / "runs.parquet").is_file() and (out / "hosts.parquet").is_file()

@@ -224,8 +224,22 @@ def test_strix_bench_save_with_the_warehouse_held_keeps_the_run(
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
-        argv = ["bench", "--url", llama_server.base_url, "--model", llama_server.model, "--scenario", "decode",
-                "--requests", "2", "--run-id", "bench-held", "--save", "--warehouse", str(target)]  # fmt: skip
+        argv = [
+            "bench",
+            "--url",
+            llama_server.base_url,
+            "--model",
+            llama_server.model,
+            "--scenario",
+            "decode",
+            "--requests",
+            "2",
+            "--run-id",
+            "bench-held",
+            "--save",
+            "--warehouse",
+            str(target),
+        ]
         t = time.monotonic()
         assert cli.main(argv) == 4
         assert time.monotonic() - t < 120

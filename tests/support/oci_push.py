@@ -68,9 +68,12 @@ class _Upload:
         self.buf.clear()
         end = self.size + len(chunk) - 1
         self.location = self._request(
-            "PATCH", self.location, chunk, 202,
+            "PATCH",
+            self.location,
+            chunk,
+            202,
             **{"Content-Type": "application/octet-stream", "Content-Range": f"{self.size}-{end}"},
-        )  # fmt: skip
+        )
         self.sha.update(chunk)
         self.size += len(chunk)
 

@@ -51,7 +51,10 @@ class PairStandIn:
         scale = self.factor if stepped else 1.0
         sigma = math.sqrt(math.log1p(self.cv**2))  # log-normal with this coefficient of variation
         values = {m: v * scale * math.exp(self.rng.gauss(-(sigma**2) / 2, sigma)) for m, v in TRUE.items()}
-        values |= {m: v / scale * math.exp(self.latency_rng.gauss(-(sigma**2) / 2, sigma)) for m, v in TRUE_LATENCY.items()}  # fmt: skip
+        values |= {
+            m: v / scale * math.exp(self.latency_rng.gauss(-(sigma**2) / 2, sigma))
+            for m, v in TRUE_LATENCY.items()
+        }
         return RunFigures(values, warmup_ms=900.0, engine_build=f"{release.tag}-standin")
 
 

@@ -75,21 +75,32 @@ def build(version: str, command: Command, budget: float) -> Prebuilt:
     started = time.monotonic()
     # its own process group: on overrun pip, cmake and the compilers go with it
     proc = subprocess.Popen(
-        command(version), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        command(version),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,
-    )  # fmt: skip
+    )
     try:
         out, err = proc.communicate(timeout=budget)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
-        return Prebuilt(version, None, f"the build of {version} exceeded its budget of {budget:g} s ({BUDGET_ENV})", time.monotonic() - started)  # fmt: skip
+        return Prebuilt(
+            version,
+            None,
+            f"the build of {version} exceeded its budget of {budget:g} s ({BUDGET_ENV})",
+            time.monotonic() - started,
+        )
     seconds = time.monotonic() - started
     lines = out.strip().splitlines()
     binary = Path(lines[-1]) if lines else None
     if proc.returncode != 0 or binary is None or not binary.is_file():
         tail = "\n".join(err.strip().splitlines()[-15:])
-        return Prebuilt(version, None, f"the build of {version} failed (exit {proc.returncode}):\n{tail}", seconds)  # fmt: skip
+        return Prebuilt(
+            version, None, f"the build of {version} failed (exit {proc.returncode}):\n{tail}", seconds
+        )
     return Prebuilt(version, binary, None, seconds)
 
 

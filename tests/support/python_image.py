@@ -108,12 +108,22 @@ def python_rootfs(parts: PythonParts, links: Path) -> RootFs:
 def imports_numpy(tag: str) -> str:
     """The numpy version ``python3`` in the image imports (offline, as the probe runs)."""
     out = subprocess.run(
-        ["docker", "run", "--rm", "--network", "none", tag, "python3", "-c", "import numpy; print(numpy.__version__)"],
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            tag,
+            "python3",
+            "-c",
+            "import numpy; print(numpy.__version__)",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
-    )  # fmt: skip
+    )
     if out.returncode != 0:
         raise RuntimeError(f"python3 in {tag} does not import numpy: {out.stderr[-1000:]}")
     return out.stdout.strip()
@@ -125,7 +135,12 @@ def python_numpy_image(parts: PythonParts, tag: str = TAG, progress=print) -> It
     try:
         with tempfile.TemporaryDirectory(prefix="strix-python-image-") as d:
             fs = python_rootfs(parts, Path(d))
-            import_image(tag, fs, labels={"org.opencontainers.image.title": "python3 + numpy (strix tests)"}, env={"PATH": PATH})  # fmt: skip
+            import_image(
+                tag,
+                fs,
+                labels={"org.opencontainers.image.title": "python3 + numpy (strix tests)"},
+                env={"PATH": PATH},
+            )
         found = imports_numpy(tag)
         if found != parts.numpy_version:
             raise RuntimeError(

@@ -181,10 +181,21 @@ def box_user() -> str:
     except KeyError:
         groups = ["-G", "docker"] if _group_exists("docker") else []
         subprocess.run(
-            ["useradd", "--system", "--shell", "/bin/sh", "--home-dir", f"/var/lib/{BOX_USER}",
-             "--create-home", *groups, BOX_USER],
-            check=True, capture_output=True, timeout=30,
-        )  # fmt: skip
+            [
+                "useradd",
+                "--system",
+                "--shell",
+                "/bin/sh",
+                "--home-dir",
+                f"/var/lib/{BOX_USER}",
+                "--create-home",
+                *groups,
+                BOX_USER,
+            ],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
     # no password, but not "locked" (useradd's "!"): sshd without PAM refuses a locked account's keys
     subprocess.run(["usermod", "-p", "*", BOX_USER], check=True, capture_output=True, timeout=30)
     return BOX_USER

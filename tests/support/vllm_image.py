@@ -403,9 +403,13 @@ def pushed_vllm_image(tmp_dir: Path, parts: VllmParts, progress=print) -> Iterat
         timings["assemble_s"] = time.monotonic() - t
         t = time.monotonic()
         pushed = push_tar_image(
-            reg.url, REPOSITORY, TAG, lambda out: _tar_stream(fs, out),
-            labels=image_labels(parts), env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
-        )  # fmt: skip
+            reg.url,
+            REPOSITORY,
+            TAG,
+            lambda out: _tar_stream(fs, out),
+            labels=image_labels(parts),
+            env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
+        )
         digest = pushed.digest
         timings["push_s"] = time.monotonic() - t
         progress(

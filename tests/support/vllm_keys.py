@@ -16,10 +16,21 @@ VLLM_TRAFFIC_KEYS = ["request_rate", "burstiness", "max_concurrency"]
 # itls, generated_texts and errors (main_async deletes them unless --save-detailed; latencies and
 # queue_times stay).
 VLLM_RESULT_KEYS = [
-    "duration", "completed", "failed", "total_input_tokens", "total_output_tokens", "request_throughput",
-    "request_goodput", "output_throughput", "total_token_throughput", "latencies", "queue_times",
-    "max_output_tokens_per_s", "max_concurrent_requests", "rtfx",
-]  # fmt: skip
+    "duration",
+    "completed",
+    "failed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "request_goodput",
+    "output_throughput",
+    "total_token_throughput",
+    "latencies",
+    "queue_times",
+    "max_output_tokens_per_s",
+    "max_concurrent_requests",
+    "rtfx",
+]
 
 
 def vllm_metric_keys(metrics: list[str], percentiles: list[str]) -> list[str]:

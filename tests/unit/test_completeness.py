@@ -18,19 +18,44 @@ def _result(
 ) -> RunResult:
     quick = load_config().profiles["quick"].concurrency_sweep
     run = RunRecord(
-        "r1", "local", "llamacpp", "llamacpp", None, None, None, "gemma3-270m", "Gemma 3 270M", "Q4_K_M",
-        "standard", "quick", "fp", "0.1.0", None, None, None, status, reason, None,
-        datetime.now(UTC), datetime.now(UTC),
-    )  # fmt: skip
+        "r1",
+        "local",
+        "llamacpp",
+        "llamacpp",
+        None,
+        None,
+        None,
+        "gemma3-270m",
+        "Gemma 3 270M",
+        "Q4_K_M",
+        "standard",
+        "quick",
+        "fp",
+        "0.1.0",
+        None,
+        None,
+        None,
+        status,
+        reason,
+        None,
+        datetime.now(UTC),
+        datetime.now(UTC),
+    )
     aggs = [LevelAggregate("r1", "smoke", 1, "single", 2, 0, 1.0, requests_planned=2)]
     aggs += [
         LevelAggregate(
-            "r1", "concurrency_sweep", lvl, "concurrency", n, 0, 1.0,
+            "r1",
+            "concurrency_sweep",
+            lvl,
+            "concurrency",
+            n,
+            0,
+            1.0,
             requests_planned=quick.requests_for(lvl) if planned == "profile" else planned,
             stopped_reason=(stopped or {}).get(lvl),
         )
         for lvl, n in counts.items()
-    ]  # fmt: skip
+    ]
     for s in ("prefill_ladder", "decode", "prefix_cache"):
         aggs.append(LevelAggregate("r1", s, 128, "input_tokens", 1, 0, 1.0))
     return RunResult(run=run, aggregates=aggs)

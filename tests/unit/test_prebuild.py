@@ -70,8 +70,12 @@ def _session(tmp_path: Path, sleep: float, budget: float, **more_env: str) -> su
     }
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_a_build_longer_than_the_tests_timeout_leaves_its_tests_green(tmp_path) -> None:

@@ -123,7 +123,10 @@ def pair_side(vs_before: Verdict, vs_after: Verdict) -> tuple[Side, str]:
     (the brackets' step is below the target, or the noise beyond the budget of pairs)."""
     if vs_before == "different":
         if vs_after == "different":
-            return "after", "different from both brackets: the change begins at or before it (a gradual change, or a second one)"  # fmt: skip
+            return (
+                "after",
+                "different from both brackets: the change begins at or before it (a gradual change, or a second one)",
+            )
         return "after", f"different from the release without the change, {vs_after} against the one with it"
     if vs_before == "same":
         if vs_after == "same":

@@ -78,7 +78,10 @@ def run_figure(wh: Warehouse, run_id: str, version: str, series: Series, config:
     value = float(r["value"])
     if series.metric == "ttft_p95_ms" and r["ci_low"] is not None and r["ci_high"] is not None:
         return Figure(version, value, float(r["ci_low"]), float(r["ci_high"]), run_id)
-    half_pct = max(NOISE_Z * series_noise_pct([p.value for p in series.points]), config.change_detection.min_magnitude_pct / 2)  # fmt: skip
+    half_pct = max(
+        NOISE_Z * series_noise_pct([p.value for p in series.points]),
+        config.change_detection.min_magnitude_pct / 2,
+    )
     half = abs(value) * half_pct / 100
     return Figure(version, value, value - half, value + half, run_id)
 
@@ -207,16 +210,30 @@ def start(
     (``loaded``: the warehouse's series when the caller has read them already)."""
     now = now or datetime.now(UTC)
     series = find_series(
-        wh, host=host, engine=engine, metric=metric, scenario=scenario, level=level, fingerprint=fingerprint,
+        wh,
+        host=host,
+        engine=engine,
+        metric=metric,
+        scenario=scenario,
+        level=level,
+        fingerprint=fingerprint,
         loaded=loaded,
-    )  # fmt: skip
+    )
     b_point, a_point, fig_b, fig_a = bracket_figures(wh, config, series, before, after)
     images = wh.known_images(engine)
     b_image, a_image = _image_of(wh, b_point.run_id, images), _image_of(wh, a_point.run_id, images)
     if b_image is None or a_image is None:
-        raise BisectError(f"{engine}: the image of {before if b_image is None else after} is not among the known images (refresh engine_images)")  # fmt: skip
+        raise BisectError(
+            f"{engine}: the image of {before if b_image is None else after} is not among the known images (refresh engine_images)"
+        )
     candidates = releases_between(images, b_image, a_image, {p.version for p in series.points})
-    key = change_id or "manual-" + hashlib.sha256(f"{host}|{series.fingerprint}|{metric}|{level}|{before}|{after}|{now.isoformat()}".encode()).hexdigest()[:12]  # fmt: skip
+    key = (
+        change_id
+        or "manual-"
+        + hashlib.sha256(
+            f"{host}|{series.fingerprint}|{metric}|{level}|{before}|{after}|{now.isoformat()}".encode()
+        ).hexdigest()[:12]
+    )
     record = BisectionRecord(
         bisection_id=key,
         change_id=change_id,
@@ -240,17 +257,31 @@ def start(
         updated_at=now,
     )
     if not candidates:
-        record = replace(record, status="nothing_between", first_release=after, last_without=before, reason=f"no release between {before} and {after} was left unbenchmarked: {after} is the first that shows the change")  # fmt: skip
+        record = replace(
+            record,
+            status="nothing_between",
+            first_release=after,
+            last_without=before,
+            reason=f"no release between {before} and {after} was left unbenchmarked: {after} is the first that shows the change",
+        )
     elif isinstance(fig_b, str) or isinstance(fig_a, str):
-        record = replace(record, status="inconclusive", reason=f"a bracket has no figure: {fig_b if isinstance(fig_b, str) else fig_a}")  # fmt: skip
+        record = replace(
+            record,
+            status="inconclusive",
+            reason=f"a bracket has no figure: {fig_b if isinstance(fig_b, str) else fig_a}",
+        )
     elif fig_b.overlaps(fig_a):
-        record = replace(record, status="inconclusive", reason=f"the brackets' intervals overlap ({_fig(fig_b)} vs {_fig(fig_a)}): no side to put a release on")  # fmt: skip
+        record = replace(
+            record,
+            status="inconclusive",
+            reason=f"the brackets' intervals overlap ({_fig(fig_b)} vs {_fig(fig_a)}): no side to put a release on",
+        )
     else:
         nxt = candidates[Search(len(candidates)).next_index() or 0]
         record = replace(
             record,
             next_key=nxt.key,
-            reason=f"{len(candidates)} release(s) between {before} and {after}; at most {runs_bound(len(candidates))} run(s); next: {nxt.version}",  # fmt: skip
+            reason=f"{len(candidates)} release(s) between {before} and {after}; at most {runs_bound(len(candidates))} run(s); next: {nxt.version}",
         )
     wh.save_bisection(record)
     return record
@@ -350,14 +381,28 @@ def advance(
         if isinstance(fig_b, Figure) and isinstance(fig_a, Figure):
             figures = {fig_b.version: fig_b, fig_a.version: fig_a, **figures}
         pair = "; ".join(_fig(figures[v]) for v in (without, shows) if v in figures)
-        done = replace(done, status="found", first_release=shows, last_without=without, reason=f"{shows} is the first release that shows the change ({without} does not), after {used} run(s): {pair}")  # fmt: skip
+        done = replace(
+            done,
+            status="found",
+            first_release=shows,
+            last_without=without,
+            reason=f"{shows} is the first release that shows the change ({without} does not), after {used} run(s): {pair}",
+        )
     elif search.stopped:
         done = replace(done, status="inconclusive", reason=f"stopped at {cand.version}: {search.stopped}")
     elif used >= b.max_runs or search.next_index() is None:
         lo, hi = search.lo, search.hi
         span = [c.version for c in candidates[lo:hi]] + ([b.version_after] if hi == len(candidates) else [])
-        why = f"bisect_max_runs ({b.max_runs}) spent" if used >= b.max_runs else "every release left could not be measured"  # fmt: skip
-        done = replace(done, status="exhausted", reason=f"{why}; the first release that shows the change is one of {', '.join(span[:6])}{' …' if len(span) > 6 else ''}")  # fmt: skip
+        why = (
+            f"bisect_max_runs ({b.max_runs}) spent"
+            if used >= b.max_runs
+            else "every release left could not be measured"
+        )
+        done = replace(
+            done,
+            status="exhausted",
+            reason=f"{why}; the first release that shows the change is one of {', '.join(span[:6])}{' …' if len(span) > 6 else ''}",
+        )
     else:
         nxt = candidates[search.next_index()]  # type: ignore[index]
         done = replace(

@@ -40,7 +40,11 @@ FROM v_run_base
 
 def efficiency_by_version_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
     title = "Share of the memory-bandwidth limit reached by the single-client decode, by version"
-    rows = [r for r in chart_rows(wh, CHART_EFFICIENCY_SQL) if r["decode_efficiency"] is not None or not r["usable"] or r["efficiency_problem"]]  # fmt: skip
+    rows = [
+        r
+        for r in chart_rows(wh, CHART_EFFICIENCY_SQL)
+        if r["decode_efficiency"] is not None or not r["usable"] or r["efficiency_problem"]
+    ]
     if not any(r["decode_efficiency"] is not None or r["efficiency_problem"] for r in rows):
         note = "no run has a decode efficiency yet (local runs record one)"
         return note_chart(title, note), note
@@ -113,7 +117,11 @@ def switch_metric_chart(
     """C3's metric for every engine on one time axis, with intervals, versions and the verdicts."""
     roles = roles or {}
     title = f"C3: TTFT p95 at {concurrency} clients, baseline and candidate over time"
-    rows = [r for r in chart_rows(wh, CHART_TTFT_SQL, [concurrency]) if r["usable"] and r["ttft_p95_ms"] is not None]  # fmt: skip
+    rows = [
+        r
+        for r in chart_rows(wh, CHART_TTFT_SQL, [concurrency])
+        if r["usable"] and r["ttft_p95_ms"] is not None
+    ]
     if not rows:
         note = f"no run has a {concurrency}-client sweep yet"
         return note_chart(title, note), note

@@ -49,15 +49,34 @@ def matchup_rows(d: Decision) -> list[MatchupRow]:
         if c.matchup is None:
             continue
         rows.append(
-            MatchupRow(c.criterion, c.matchup, True, c.status, c.value, c.threshold, c.ci_low, c.ci_high,
-                       c.unit, tuple(c.evidence_run_ids))
-        )  # fmt: skip
+            MatchupRow(
+                c.criterion,
+                c.matchup,
+                True,
+                c.status,
+                c.value,
+                c.threshold,
+                c.ci_low,
+                c.ci_high,
+                c.unit,
+                tuple(c.evidence_run_ids),
+            )
+        )
         if c.other_matchup is not None:
             rows.append(
-                MatchupRow(c.criterion, c.other_matchup, False, c.other_status or "unknown", c.other_value,
-                           c.other_threshold, c.other_ci_low, c.other_ci_high, c.unit,
-                           tuple(c.other_run_ids or ()))
-            )  # fmt: skip
+                MatchupRow(
+                    c.criterion,
+                    c.other_matchup,
+                    False,
+                    c.other_status or "unknown",
+                    c.other_value,
+                    c.other_threshold,
+                    c.other_ci_low,
+                    c.other_ci_high,
+                    c.unit,
+                    tuple(c.other_run_ids or ()),
+                )
+            )
     return rows
 
 

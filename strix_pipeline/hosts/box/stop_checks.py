@@ -209,18 +209,21 @@ def production_ready(
             state = client.containers.get(production.container).status
         except docker.errors.NotFound:
             return Finding(
-                name, False, f"no container {production.container} on the host",
+                name,
+                False,
+                f"no container {production.container} on the host",
                 "set production.container to the name `docker ps` shows",
-            )  # fmt: skip
+            )
         if state != "running":
             return Finding(name, False, f"container {production.container} is {state}", "start it first")
     said = status(url)
     if said is not None:
         return Finding(
-            name, False,
+            name,
+            False,
             f"{url} does not answer 200 while production serves ({said}): its restore could not be seen",
             "fix production.health_url (reachable from this controller)",
-        )  # fmt: skip
+        )
     what = f"container {production.container} running" if production.container else "stop/start commands"
     return Finding(name, True, f"{what}, {url} answers 200")
 
@@ -244,14 +247,17 @@ def port_reachable(
     if port_in_use(host.address, port):
         if port == production_port:
             return Finding(
-                name, True,
+                name,
+                True,
                 f"{host.address}:{port} is production's: users' clients reach the benchmark there",
                 "give the engine another port and fence it (docs/box.md)",
-            )  # fmt: skip
+            )
         return Finding(
-            name, False, f"{host.address}:{port} is already in use on the host: the engine could not bind it",
+            name,
+            False,
+            f"{host.address}:{port} is already in use on the host: the engine could not bind it",
             "stop what listens there or give the engine another port",
-        )  # fmt: skip
+        )
     if not host.probe_image:
         return _unchecked(name, "no probe_image", "set hosts.<name>.probe_image (busybox)")
     script = (
@@ -260,9 +266,12 @@ def port_reachable(
     )
     try:
         c = client.containers.run(
-            host.probe_image, ["busybox", "sh", "-c", script, "sh", str(port)],
-            detach=True, network_mode="host", labels=PROBE_LABELS,
-        )  # fmt: skip
+            host.probe_image,
+            ["busybox", "sh", "-c", script, "sh", str(port)],
+            detach=True,
+            network_mode="host",
+            labels=PROBE_LABELS,
+        )
     except Exception as e:  # noqa: BLE001 - docker-py wraps socket, HTTP and image errors alike
         return _unchecked(name, f"could not listen there: {_error(e)}", "the probe image needs busybox")
     url = f"http://{url_host(host.address)}:{port}/"
@@ -291,9 +300,11 @@ def port_reachable(
         except Exception:  # noqa: BLE001 - removed already, or the daemon is gone: nothing to keep
             pass
     return Finding(
-        name, False, f"a listener on the host's port {port} is not reached at {url} ({said})",
+        name,
+        False,
+        f"a listener on the host's port {port} is not reached at {url} ({said})",
         f"open port {port}/tcp from this controller in the host's firewall",
-    )  # fmt: skip
+    )
 
 
 # ---------------------------------------------------------------- the GPU in a container
@@ -309,21 +320,29 @@ def gpu_seen(client: Any, host: HostConfig, group_ids: list[int]) -> Finding:
         return _unchecked(name, "no rocm_probe_image", ROCM_PROBE_FIX)
     try:
         out = _run(
-            client, host.rocm_probe_image, ["rocminfo"],
-            devices=[f"{d}:{d}:rwm" for d in host.devices], group_add=[int(g) for g in group_ids],
-            security_opt=["seccomp=unconfined"], network_mode="host",
-        )  # fmt: skip
+            client,
+            host.rocm_probe_image,
+            ["rocminfo"],
+            devices=[f"{d}:{d}:rwm" for d in host.devices],
+            group_add=[int(g) for g in group_ids],
+            security_opt=["seccomp=unconfined"],
+            network_mode="host",
+        )
     except Exception as e:  # noqa: BLE001 - docker-py wraps a failed rocminfo (ContainerError) and the rest alike
         return Finding(
-            name, False, f"rocminfo in {host.rocm_probe_image} failed: {_error(e)}",
+            name,
+            False,
+            f"rocminfo in {host.rocm_probe_image} failed: {_error(e)}",
             "check /dev/kfd and /dev/dri, the video/render groups and the amdgpu driver",
-        )  # fmt: skip
+        )
     agents = list(dict.fromkeys(_AGENT.findall(out)))
     if target not in agents:
         return Finding(
-            name, False, f"rocminfo lists {', '.join(agents) or 'no GPU agent'}, not {target}",
+            name,
+            False,
+            f"rocminfo lists {', '.join(agents) or 'no GPU agent'}, not {target}",
             "check the amdgpu driver and firmware; never HSA_OVERRIDE_GFX_VERSION on gfx1151",
-        )  # fmt: skip
+        )
     return Finding(name, True, f"rocminfo in {host.rocm_probe_image}: {', '.join(agents)}")
 
 
@@ -359,9 +378,11 @@ def disk_free(
     root = str(client.info().get("DockerRootDir") or "/var/lib/docker")
     try:
         out = _run(
-            client, host.probe_image, ["busybox", "df", "-Pk", "/d"],
+            client,
+            host.probe_image,
+            ["busybox", "df", "-Pk", "/d"],
             mounts=[docker.types.Mount("/d", root, type="bind", read_only=True)],
-        )  # fmt: skip
+        )
         free = int(out.strip().splitlines()[-1].split()[3]) * 1024
     except Exception as e:  # noqa: BLE001 - df absent or its output not as POSIX says: not checked
         return _unchecked(name, f"could not read the free space of {root}: {_error(e)}")
@@ -393,9 +414,11 @@ def disk_budget(free_bytes: int, pulls: list[Pull], *, cache_bytes: int, min_fre
     )
     if free_bytes < need:
         return Finding(
-            DISK, False, f"short by {need - free_bytes:,} bytes: {detail}",
+            DISK,
+            False,
+            f"short by {need - free_bytes:,} bytes: {detail}",
             "prune unused images and compile caches (strix prune budget), or grow the disk",
-        )  # fmt: skip
+        )
     return Finding(DISK, True, detail)
 
 

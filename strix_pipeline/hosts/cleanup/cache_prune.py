@@ -64,7 +64,10 @@ class CachePrune:
     def describe(self) -> str:
         head = f"compile caches {self.total_bytes / GB:.2f} GB of their {self.budget_bytes / GB:g} GB budget"
         if self.removed:
-            head += f"; removed {len(self.removed)} no planned run needs ({self.freed_bytes / GB:.2f} GB): " + ", ".join(self.removed)  # fmt: skip
+            head += (
+                f"; removed {len(self.removed)} no planned run needs ({self.freed_bytes / GB:.2f} GB): "
+                + ", ".join(self.removed)
+            )
         if self.over_kept:
             head += "; over budget but kept (needed or in use): " + ", ".join(self.over_kept)
         return head

@@ -151,9 +151,13 @@ class SmiReader(SmiSource):
         ``containers.run`` would leave it behind, created)."""
         devices = [f"{d}:{d}" for d in self.host.devices]
         c = self.client.containers.create(
-            self.image_ref, argv, entrypoint=[], network_mode="host", devices=devices,
+            self.image_ref,
+            argv,
+            entrypoint=[],
+            network_mode="host",
+            devices=devices,
             labels={"strix.probe": "true"},
-        )  # fmt: skip
+        )
         try:
             c.start()
             code = int(c.wait(timeout=120).get("StatusCode", -1))

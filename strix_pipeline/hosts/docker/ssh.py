@@ -63,12 +63,17 @@ class SshTarget:
     def options(self) -> list[str]:
         """The ssh options every connection to this host uses (no destination, no command)."""
         opts = [
-            "-o", "BatchMode=yes",
-            "-o", f"ConnectTimeout={self.connect_timeout_s}",
-            "-o", f"ServerAliveInterval={self.alive_interval_s}",
-            "-o", f"ServerAliveCountMax={ALIVE_COUNT_MAX}",
-            "-o", "StrictHostKeyChecking=yes",
-        ]  # fmt: skip
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            f"ConnectTimeout={self.connect_timeout_s}",
+            "-o",
+            f"ServerAliveInterval={self.alive_interval_s}",
+            "-o",
+            f"ServerAliveCountMax={ALIVE_COUNT_MAX}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+        ]
         if self.known_hosts:
             opts += ["-o", f"UserKnownHostsFile={self.known_hosts}"]
         if self.key_path:

@@ -129,18 +129,25 @@ class LocalLlamaServer(LocalProcess):
         threads = compute_threads(self.threads)
         self.command = [
             str(self.provision()),
-            "-m", str(model),
-            "--alias", self.alias,
-            "--host", self.host,
-            "--port", str(self.port),
-            "-c", str(self.ctx_size),
-            "-np", str(self.parallel),
-            "-t", str(threads),
+            "-m",
+            str(model),
+            "--alias",
+            self.alias,
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "-c",
+            str(self.ctx_size),
+            "-np",
+            str(self.parallel),
+            "-t",
+            str(threads),
             "--metrics",
             "--no-webui",
             *llamacpp.LOG_VERBOSITY,  # its load-time allocations in its log: C5's breakdown
             *self.extra_args,
-        ]  # fmt: skip
+        ]
         if self.release is not None:  # an older release may spell a flag otherwise (engines/llamacpp.py)
             flags, _notes = flags_for_release(llamacpp.RELEASE_CHANGES, self.release, self.command[1:])
             self.command = [self.command[0], *flags]

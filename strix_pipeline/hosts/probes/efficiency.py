@@ -295,9 +295,14 @@ def measure_on_host(
     container = None
     try:
         container = client.containers.create(
-            image, argv[1:], entrypoint=argv[:1], name=PROBE_NAME, network_disabled=True,
-            mounts=mounts, labels=PROBE_LABELS,
-        )  # fmt: skip
+            image,
+            argv[1:],
+            entrypoint=argv[:1],
+            name=PROBE_NAME,
+            network_disabled=True,
+            mounts=mounts,
+            labels=PROBE_LABELS,
+        )
         container.start()
     except Exception as e:  # noqa: BLE001 - no interpreter at that name (exit 127 at start), no image, no model
         if container is not None:

@@ -272,7 +272,11 @@ def noise_between(
     if steal is not None and steal > busy_steal_pct:
         reasons.append(f"{steal:.1f} % CPU stolen (threshold {busy_steal_pct:g} %)")
     if outside is not None and outside > busy_outside_pct:
-        reasons.append(f"{outside:.1f} % CPU used outside the engine and client (threshold {busy_outside_pct:g} %)")  # fmt: skip
+        reasons.append(
+            f"{outside:.1f} % CPU used outside the engine and client (threshold {busy_outside_pct:g} %)"
+        )
     if probe_slowdown_pct is not None and probe_slowdown_pct > busy_probe_pct:
-        reasons.append(f"the CPU probe ran {probe_slowdown_pct:.1f} % slower than the session's fastest (threshold {busy_probe_pct:g} %)")  # fmt: skip
+        reasons.append(
+            f"the CPU probe ran {probe_slowdown_pct:.1f} % slower than the session's fastest (threshold {busy_probe_pct:g} %)"
+        )
     return HostNoise(steal, outside, engine, mhz, after.gpus, "; ".join(reasons) or None, probe_slowdown_pct)

@@ -92,10 +92,20 @@ def image() -> ImageRecord:
 
     now = datetime.now(UTC)
     return ImageRecord(
-        engine="llamacpp", registry="127.0.0.1:1", repository="strix-test/never-pulled", tag="b1",
-        digest="sha256:" + "1" * 64, floating=False, created=None, version="b1", revision=None,
-        labels=None, sort_key="b1", first_seen=now, last_seen=now,
-    )  # fmt: skip
+        engine="llamacpp",
+        registry="127.0.0.1:1",
+        repository="strix-test/never-pulled",
+        tag="b1",
+        digest="sha256:" + "1" * 64,
+        floating=False,
+        created=None,
+        version="b1",
+        revision=None,
+        labels=None,
+        sort_key="b1",
+        first_seen=now,
+        last_seen=now,
+    )
 
 
 def states_of(checks: list, names: list[str]) -> dict[str, str]:
@@ -120,10 +130,15 @@ def test_doctor_lists_every_check_before_the_stop_with_ok_or_missing(
         holder.bind(("127.0.0.1", port))
         holder.listen()
         bad = box_config(
-            tmp_path, tmp_path / "absent.gguf", box_sshd, busybox,
-            (production[0], f"http://127.0.0.1:{free_port()}/health"), rocm_probes["gfx1100"],
-            engine_port=port, min_free_disk_gb=10**6,
-        )  # fmt: skip
+            tmp_path,
+            tmp_path / "absent.gguf",
+            box_sshd,
+            busybox,
+            (production[0], f"http://127.0.0.1:{free_port()}/health"),
+            rocm_probes["gfx1100"],
+            engine_port=port,
+            min_free_disk_gb=10**6,
+        )
         checks = doctor.run_checks(bad, start_engines=False)
     found = {c.name: c for c in checks if c.host == HOST}
     assert states_of(checks, CHECKS) == {**dict.fromkeys(CHECKS, "missing"), f"engine port {port}": "missing"}
@@ -178,9 +193,13 @@ def test_a_run_that_would_fail_after_the_stop_is_refused_with_production_never_s
             holder.listen()
         with ProductionWatch(name) as watch:
             result = run_benchmark(
-                config, BenchmarkTarget(HOST, "llamacpp", "gemma", "tiny", image()),
-                run_id=f"stop-{fault.replace(' ', '-')}", log=lambda _: None, force=True, scenarios=["smoke"],
-            )  # fmt: skip
+                config,
+                BenchmarkTarget(HOST, "llamacpp", "gemma", "tiny", image()),
+                run_id=f"stop-{fault.replace(' ', '-')}",
+                log=lambda _: None,
+                force=True,
+                scenarios=["smoke"],
+            )
     r = result.run
     assert r.status == "failed_guard", (r.status, r.failure_reason)
     assert expect in (r.failure_reason or "") and "production was not stopped" in r.failure_reason, (

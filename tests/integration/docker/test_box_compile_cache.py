@@ -39,8 +39,10 @@ def standin(registry_binary: str, docker_engine: None, tmp_path_factory: pytest.
     reg.stop()
     volumes = subprocess.run(
         ["docker", "volume", "ls", "-q", "--filter", "name=strix-compile-cache-vllm-"],
-        capture_output=True, text=True, check=False,
-    ).stdout.split()  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
     for v in volumes:
         subprocess.run(["docker", "volume", "rm", "-f", v], capture_output=True, check=False)
 
@@ -67,9 +69,13 @@ def test_the_first_start_of_an_image_is_cold_and_the_next_warm(
     runs = []
     for i in range(2):
         result = run_benchmark(
-            config, BenchmarkTarget(HOST, "vllm", "gemma", "tiny", standin.record("vllm")),
-            run_id=f"cache-{i}", log=lambda _: None, force=True, scenarios=["smoke"],
-        )  # fmt: skip
+            config,
+            BenchmarkTarget(HOST, "vllm", "gemma", "tiny", standin.record("vllm")),
+            run_id=f"cache-{i}",
+            log=lambda _: None,
+            force=True,
+            scenarios=["smoke"],
+        )
         assert managed(f"cache-{i}") == []
         runs.append(result.run)
     assert [r.compile_cache for r in runs] == ["cold", "warm"], [(r.status, r.failure_reason) for r in runs]

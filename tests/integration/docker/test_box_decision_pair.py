@@ -204,19 +204,31 @@ def pair_runs(
         candidate = [
             run_result(
                 run_record(
-                    CANDIDATE, "vllm", started_at=at - timedelta(hours=2), host=HOST, profile="gemma-bf16",
-                    quant="BF16", family="gemma3-270m", held_gib=CANDIDATE_HELD_GIB,
+                    CANDIDATE,
+                    "vllm",
+                    started_at=at - timedelta(hours=2),
+                    host=HOST,
+                    profile="gemma-bf16",
+                    quant="BF16",
+                    family="gemma3-270m",
+                    held_gib=CANDIDATE_HELD_GIB,
                 ),
                 ttft5=(CANDIDATE_P95_MS, CANDIDATE_P95_MS * 0.9, CANDIDATE_P95_MS * 1.1),
             ),
             run_result(
                 run_record(
-                    OTHER_PROFILE, "vllm", started_at=at - timedelta(hours=1), host=HOST, profile="gemma",
-                    quant="Q4_K_M", family="gemma3-270m", held_gib=5.0,
+                    OTHER_PROFILE,
+                    "vllm",
+                    started_at=at - timedelta(hours=1),
+                    host=HOST,
+                    profile="gemma",
+                    quant="Q4_K_M",
+                    family="gemma3-270m",
+                    held_gib=5.0,
                 ),
                 ttft5=(4 * CANDIDATE_P95_MS, 3.6 * CANDIDATE_P95_MS, 4.4 * CANDIDATE_P95_MS),
             ),
-        ]  # fmt: skip
+        ]
         # the candidate ran on the same Box in the same state (kernel, command line, TTM limit,
         # harness): the pairing rule (fingerprint.pair_differences) compares those facts
         same_host = {f: getattr(prod.run, f) for f in HOST_FIELDS}

@@ -59,7 +59,19 @@ def caches(busybox: str):
     for name in names.values():
         docker("volume", "rm", "-f", name)
         assert docker("volume", "create", name).returncode == 0
-        fill = docker("run", "--rm", "-v", f"{name}:/d", busybox, "busybox", "dd", "if=/dev/zero", "of=/d/f", "bs=1000000", "count=3")  # fmt: skip
+        fill = docker(
+            "run",
+            "--rm",
+            "-v",
+            f"{name}:/d",
+            busybox,
+            "busybox",
+            "dd",
+            "if=/dev/zero",
+            "of=/d/f",
+            "bs=1000000",
+            "count=3",
+        )
         assert fill.returncode == 0, fill.stderr
         time.sleep(1.1)  # Docker's CreatedAt is in seconds: the order is the test's
     holder = docker(
@@ -86,7 +98,9 @@ def next_image(registry_binary: str, docker_engine: None, tmp_path: Path):
     """The run's image, in a loopback registry and not on the host: about 2 MB of compressed layers to pull."""
     need(BUSYBOX.is_file(), "a static busybox at /bin/busybox", "apt-get install busybox-static")
     reg = start_registry(tmp_path)
-    pushed = push_image(reg, REPO, "rocm-next", {"/bin/busybox": BUSYBOX, "/bin/sh": BUSYBOX, "/blob": b"\x01" * (3 * MB)})  # fmt: skip
+    pushed = push_image(
+        reg, REPO, "rocm-next", {"/bin/busybox": BUSYBOX, "/bin/sh": BUSYBOX, "/blob": b"\x01" * (3 * MB)}
+    )
     yield pushed
     pushed.remove()
     remove_image(f"{reg.host}/{REPO}@{pushed.digest}")
@@ -102,13 +116,15 @@ def test_caches_are_held_to_their_budget_and_the_pull_is_counted_by_its_manifest
     data = make_config(tmp_path, next_image, model_path).model_dump()
     data["hosts"][HOST].update(
         {
-            "docker_host": box_sshd.url, "ssh_key_path_env": KEY_ENV, "ssh_known_hosts": str(box_sshd.known_hosts),
+            "docker_host": box_sshd.url,
+            "ssh_key_path_env": KEY_ENV,
+            "ssh_known_hosts": str(box_sshd.known_hosts),
             "probe_image": busybox,
             "min_free_disk_gb": 10**6,  # the disk is short whatever is pruned: refused before the pull
             "compile_cache_budget_gb": 0.005,  # 5 MB: of 9 MB of caches, the old one's 3 MB must go
             "production": {"container": production[0], "health_url": production[1], "health_timeout_s": 30},
         }
-    )  # fmt: skip
+    )
     data["engines"]["llamacpp"]["images"] = [
         {"registry": next_image.registry.host, "repository": REPO, "insecure": True}
     ]
@@ -120,10 +136,14 @@ def test_caches_are_held_to_their_budget_and_the_pull_is_counted_by_its_manifest
     lines: list[str] = []
     with ProductionWatch(production[0]) as watch:
         result = run_benchmark(
-            config, BenchmarkTarget(HOST, "llamacpp", "gemma", "tiny", next_image.record()),
-            run_id="disk-short", log=lines.append, force=True, scenarios=["smoke"],
+            config,
+            BenchmarkTarget(HOST, "llamacpp", "gemma", "tiny", next_image.record()),
+            run_id="disk-short",
+            log=lines.append,
+            force=True,
+            scenarios=["smoke"],
             keep_images=frozenset({needed_digest}),
-        )  # fmt: skip
+        )
     # the caches: the oldest no planned run needs went; the needed and the mounted one stay, said so
     assert not volume_exists(caches["old"])
     assert volume_exists(caches["needed"]) and volume_exists(caches["mounted"])

@@ -154,10 +154,18 @@ def test_the_32k_level_is_measured_on_the_box_and_64k_recorded_as_beyond_the_mod
     assert longest == [32768, 65536], ladder.input_tokens
     run_id = RUN_PREFIX + "ladder"
     config, result = box_run(
-        tmp_path, llama, model_path, box_sshd, box_probe_image, monkeypatch, run_id, ["prefill_ladder"],
-        ladder=longest, context_length=context,
+        tmp_path,
+        llama,
+        model_path,
+        box_sshd,
+        box_probe_image,
+        monkeypatch,
+        run_id,
+        ["prefill_ladder"],
+        ladder=longest,
+        context_length=context,
         extra_flags={"llamacpp": ["--override-kv", f"{key}=int:{context}"]},
-    )  # fmt: skip
+    )
     r = result.run
     reason = r.failure_reason or ""
     measured = [q for q in result.requests if q.scenario == "prefill_ladder" and not q.warmup]
@@ -221,8 +229,16 @@ def test_an_engine_serving_less_than_the_profiles_context_is_named_in_the_run(
     context = twin_context(native)
     assert context > native
     _, result = box_run(
-        tmp_path, llama, model_path, box_sshd, box_probe_image, monkeypatch, RUN_PREFIX + "as-is", ["smoke"],
-        profile="tiny", context_length=context,
-    )  # fmt: skip
+        tmp_path,
+        llama,
+        model_path,
+        box_sshd,
+        box_probe_image,
+        monkeypatch,
+        RUN_PREFIX + "as-is",
+        ["smoke"],
+        profile="tiny",
+        context_length=context,
+    )
     reason = result.run.failure_reason or ""
     assert f"context: the server serves {native} tokens per request, not {context}" in reason, reason

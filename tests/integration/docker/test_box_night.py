@@ -50,9 +50,12 @@ def test_a_night_of_two_runs_stops_production_once_and_starts_it_once(
     sim.install(monkeypatch, box_probe_image)
     with production_httpd(client, busybox, "strix-test-night-production") as (name, url):
         config = box_config(
-            tmp_path, llama, model_path, box_sshd,
+            tmp_path,
+            llama,
+            model_path,
+            box_sshd,
             production={"container": name, "health_url": url, "health_timeout_s": 30},
-        )  # fmt: skip
+        )
         data = config.model_dump()
         data["models"]["gemma-1slot"] = {**data["models"]["gemma"], "parallel": 1}
         config = StrixConfig.model_validate(data)
@@ -107,9 +110,12 @@ def test_a_night_of_two_dagster_runs_hands_production_over_and_the_last_run_star
     sim.install(monkeypatch, box_probe_image)
     with production_httpd(client, busybox, "strix-test-night2-production") as (name, url):
         config = box_config(
-            tmp_path, llama, model_path, box_sshd,
+            tmp_path,
+            llama,
+            model_path,
+            box_sshd,
             production={"container": name, "health_url": url, "health_timeout_s": 30},
-        )  # fmt: skip
+        )
         state = config.artifacts_dir() / "state"
         queue = ["dagster-a", "dagster-b"]  # the night's runs on the Box, as the instance lists them
         lines: list[str] = []
@@ -117,10 +123,15 @@ def test_a_night_of_two_dagster_runs_hands_production_over_and_the_last_run_star
         with ProductionWatch(name) as watch:
             for member in queue:
                 night = HostNight(
-                    HOST, config.hosts[HOST], log=lines.append, night_id="2026-12-07", member=member,
-                    state_dir=state, more_to_come=lambda done: len([m for m in queue if m not in done]),
+                    HOST,
+                    config.hosts[HOST],
+                    log=lines.append,
+                    night_id="2026-12-07",
+                    member=member,
+                    state_dir=state,
+                    more_to_come=lambda done: len([m for m in queue if m not in done]),
                     restore_held=restore_held(config, HOST, member, lines.append),
-                )  # fmt: skip
+                )
                 with night:
                     run_id = f"{RUN_PREFIX}{member}"
                     run_benchmark(

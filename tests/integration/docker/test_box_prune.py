@@ -50,8 +50,10 @@ def versions(registry_binary: str, docker_engine: None, tmp_path: Path):
         subprocess.run(["docker", "pull", refs[tag]], capture_output=True, check=True, timeout=120)
     holder = subprocess.run(
         ["docker", "create", "--name", "strix-test-prune-holder", refs["rocm-used"], "true"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     yield pushed, refs
     subprocess.run(["docker", "rm", "-f", holder], capture_output=True, check=False)
     for p in pushed.values():
@@ -68,21 +70,28 @@ def test_a_short_disk_prunes_what_no_series_needs_and_keeps_production_serving(
     data = make_config(tmp_path, pushed["rocm-next"], model_path).model_dump()
     data["hosts"][HOST].update(
         {
-            "docker_host": box_sshd.url, "ssh_key_path_env": KEY_ENV, "ssh_known_hosts": str(box_sshd.known_hosts),
-            "probe_image": busybox, "min_free_disk_gb": 10**6,  # no prune frees that much: still refused
+            "docker_host": box_sshd.url,
+            "ssh_key_path_env": KEY_ENV,
+            "ssh_known_hosts": str(box_sshd.known_hosts),
+            "probe_image": busybox,
+            "min_free_disk_gb": 10**6,  # no prune frees that much: still refused
             "production": {"container": production[0], "health_url": production[1], "health_timeout_s": 30},
         }
-    )  # fmt: skip
+    )
     source = {"registry": pushed["rocm-next"].registry.host, "repository": REPO, "insecure": True}
     data["engines"]["llamacpp"]["images"] = [source]
     config = StrixConfig.model_validate(data)
     lines: list[str] = []
     with ProductionWatch(production[0]) as watch:
         result = run_benchmark(
-            config, BenchmarkTarget(HOST, "llamacpp", "gemma", "tiny", pushed["rocm-next"].record()),
-            run_id="prune-short", log=lines.append, force=True, scenarios=["smoke"],
+            config,
+            BenchmarkTarget(HOST, "llamacpp", "gemma", "tiny", pushed["rocm-next"].record()),
+            run_id="prune-short",
+            log=lines.append,
+            force=True,
+            scenarios=["smoke"],
             keep_images=frozenset({pushed["rocm-needed"].digest}),
-        )  # fmt: skip
+        )
     r = result.run
     assert r.status == "failed_guard" and "disk for images: " in (r.failure_reason or ""), r.failure_reason
     assert any(

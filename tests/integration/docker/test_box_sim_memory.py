@@ -195,9 +195,15 @@ def test_a_bf16_model_that_does_not_fit_hips_device_total_is_refused_before_prod
         }
     }
     config = config_for(
-        tmp_path, llama, model_path, box_sshd, production, engines=engine_as("vllm", llama), models=models,
+        tmp_path,
+        llama,
+        model_path,
+        box_sshd,
+        production,
+        engines=engine_as("vllm", llama),
+        models=models,
         memory_budget_gb=120,
-    )  # fmt: skip
+    )
     lines: list[str] = []
     with ProductionWatch(production[0]) as watch:
         result = bench(config, llama, "bf16", engine="vllm", model="qwen-bf16", log=lines.append)

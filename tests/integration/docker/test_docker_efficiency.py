@@ -42,9 +42,22 @@ def python_numpy(docker_engine: None) -> Iterator[str]:
 
 def probes_named() -> list[str]:
     out = subprocess.run(
-        ["docker", "ps", "-a", "--format", "{{.Names}}", "--filter", "label=strix.probe=true", "--filter", f"name={PROBE_NAME}"],
-        capture_output=True, text=True, timeout=30, check=True,
-    ).stdout  # fmt: skip
+        [
+            "docker",
+            "ps",
+            "-a",
+            "--format",
+            "{{.Names}}",
+            "--filter",
+            "label=strix.probe=true",
+            "--filter",
+            f"name={PROBE_NAME}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
     return out.split()
 
 
@@ -60,11 +73,27 @@ def no_probe_left(docker_engine: None) -> Iterator[None]:
 def probe_events(since: float) -> list[tuple[str, str]]:
     """(action, image) of the efficiency probe's container events since ``since`` (unix seconds)."""
     out = subprocess.run(
-        ["docker", "events", "--since", f"{since:.3f}", "--until", f"{time.time() + 1:.3f}",
-         "--filter", "type=container", "--filter", "label=strix.probe=true", "--filter", f"container={PROBE_NAME}",
-         "--format", "{{json .}}"],
-        capture_output=True, text=True, timeout=60, check=True,
-    ).stdout  # fmt: skip
+        [
+            "docker",
+            "events",
+            "--since",
+            f"{since:.3f}",
+            "--until",
+            f"{time.time() + 1:.3f}",
+            "--filter",
+            "type=container",
+            "--filter",
+            "label=strix.probe=true",
+            "--filter",
+            f"container={PROBE_NAME}",
+            "--format",
+            "{{json .}}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     events = [json.loads(line) for line in out.splitlines() if line.strip()]
     return [(e["Action"], e["Actor"]["Attributes"].get("image", "")) for e in events]
 
@@ -104,7 +133,10 @@ def test_a_docker_hosts_run_stores_the_bandwidth_the_model_bytes_and_the_figure(
         ).to_dicts()
     assert row["bandwidth_bytes_per_s"] > 1e9, row  # any DRAM copies more than 1 GB/s
     assert row["bandwidth_threads"] == 2, row  # llama-server's -t 2 (support/bench_docker.py GOOD_FLAGS)
-    assert (row["model_weight_bytes"], row["kv_bytes_per_token"]) == (expected.weight_bytes, expected.kv_bytes_per_token)  # fmt: skip
+    assert (row["model_weight_bytes"], row["kv_bytes_per_token"]) == (
+        expected.weight_bytes,
+        expected.kv_bytes_per_token,
+    )
     assert row["decode_tok_s"] > 0 and row["decode_context_tokens"] > 0, row
     figure = (
         row["decode_tok_s"]
@@ -146,15 +178,22 @@ def test_the_probe_reads_every_part_of_a_split_gguf(python_numpy, tmp_path):
     models = tmp_path / "models"
     models.mkdir()
     meta = {
-        "general.architecture": "toy", "toy.block_count": 2, "toy.embedding_length": 64,
-        "toy.attention.head_count": 4, "toy.attention.head_count_kv": 2,
-    }  # fmt: skip
+        "general.architecture": "toy",
+        "toy.block_count": 2,
+        "toy.embedding_length": 64,
+        "toy.attention.head_count": 4,
+        "toy.attention.head_count_kv": 2,
+    }
     tensors = [(f"blk.{i}.ffn.weight", [64, 64], F32) for i in range(6)]
     first, *_ = write_split(models, meta, tensors, parts=3)
     host = HostConfig.model_validate(
-        {"kind": "docker", "docker_host": DOCKER_HOST, "models_dir": str(models),
-         "efficiency_probe_image": python_numpy}
-    )  # fmt: skip
+        {
+            "kind": "docker",
+            "docker_host": DOCKER_HOST,
+            "models_dir": str(models),
+            "efficiency_probe_image": python_numpy,
+        }
+    )
     client = docker.DockerClient(base_url=DOCKER_HOST)
     try:
         _, found, why = measure_on_host(client, host, 1, first.name, size_mib=8, time_budget_s=0.5)

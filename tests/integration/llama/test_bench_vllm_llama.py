@@ -36,9 +36,12 @@ def test_the_same_line_runs_unchanged_against_the_embedded_llama_server(llama_se
     assert bench(words[3:]) == 0
     doc = json.loads((tmp_path / "llama.json").read_text())
     expected = (
-        VLLM_SETUP_KEYS + ["box"] + VLLM_TRAFFIC_KEYS + VLLM_RESULT_KEYS
+        VLLM_SETUP_KEYS
+        + ["box"]
+        + VLLM_TRAFFIC_KEYS
+        + VLLM_RESULT_KEYS
         + vllm_metric_keys(["ttft", "tpot", "itl", "e2el"], ["50", "99"])
-    )  # fmt: skip
+    )
     assert list(doc) == expected
     assert doc["completed"] == 6 and doc["failed"] == 0 and doc["total_output_tokens"] == 6 * 8
     assert 0 < doc["p50_ttft_ms"] <= doc["p99_ttft_ms"] < doc["p99_e2el_ms"]

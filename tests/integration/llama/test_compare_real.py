@@ -35,9 +35,13 @@ def test_the_installed_llama_server_against_itself_is_not_different(tmp_path) ->
     # not their precision (the weekly default is 20 requests; issue 37: nothing sent beyond the assertion)
     # and the fastest of two decodes, not five: the figure is made the same way
     spec = PairSpec(
-        decode_requests=2, decode_input_tokens=32, prefill_tokens=256, request_timeout_s=60,
-        ttft_requests=5, ttft_output_tokens=4,
-    )  # fmt: skip
+        decode_requests=2,
+        decode_input_tokens=32,
+        prefill_tokens=256,
+        request_timeout_s=60,
+        ttft_requests=5,
+        ttft_output_tokens=4,
+    )
     lines: list[str] = []
     # the host is probed before and after each run; a busy CI neighbour's minute is not what this
     # test asserts (the busy rule has its unit test), so only a host twice as slow drops a pair here

@@ -102,9 +102,12 @@ def test_doctor_names_the_converted_file_and_says_when_it_is_not_converted_yet(
 ) -> None:
     path = write_config(tmp_path)
     path.write_text(
-        path.read_text().replace('profile = "tiny" }]', 'profile = "tiny" }, '
-        '{ engine = "llamacpp", model = "gemma3-270m-bf16-gguf", profile = "tiny" }]') + PROFILE
-    )  # fmt: skip
+        path.read_text().replace(
+            'profile = "tiny" }]',
+            'profile = "tiny" }, { engine = "llamacpp", model = "gemma3-270m-bf16-gguf", profile = "tiny" }]',
+        )
+        + PROFILE
+    )
     config = load_config(path)
 
     def line() -> doctor.Check:

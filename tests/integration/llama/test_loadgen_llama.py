@@ -103,9 +103,15 @@ def test_ttft_at_least_server_prompt_time(suite: tuple[SuiteResult, float]) -> N
 def test_each_level_has_the_requested_successes(suite: tuple[SuiteResult, float]) -> None:
     res, _ = suite
     want = {
-        ("smoke", 1): 2, ("concurrency_sweep", 1): 2, ("concurrency_sweep", 2): 2, ("prefill_ladder", 64): 1,
-        ("prefill_ladder", 256): 1, ("decode", 1): 1, ("prefix_cache", 0): 1, ("prefix_cache", 1): 1,
-    }  # fmt: skip
+        ("smoke", 1): 2,
+        ("concurrency_sweep", 1): 2,
+        ("concurrency_sweep", 2): 2,
+        ("prefill_ladder", 64): 1,
+        ("prefill_ladder", 256): 1,
+        ("decode", 1): 1,
+        ("prefix_cache", 0): 1,
+        ("prefix_cache", 1): 1,
+    }
     got = {(a.scenario, a.level): a.requests_ok for a in res.aggregates}
     assert got == want
     assert all(a.requests_failed == 0 for a in res.aggregates)

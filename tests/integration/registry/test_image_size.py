@@ -45,9 +45,11 @@ def upload_blob(reg: Registry, data: bytes) -> dict[str, object]:
         location = r.headers["Location"]
     url = location if location.startswith("http") else reg.url + location
     put = urllib.request.Request(
-        f"{url}{'&' if '?' in url else '?'}digest={digest}", data=data, method="PUT",
+        f"{url}{'&' if '?' in url else '?'}digest={digest}",
+        data=data,
+        method="PUT",
         headers={"Content-Type": "application/octet-stream"},
-    )  # fmt: skip
+    )
     with urllib.request.urlopen(put, timeout=30) as r:
         assert r.status == 201
     return {"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": digest, "size": len(data)}

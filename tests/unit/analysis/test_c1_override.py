@@ -24,10 +24,18 @@ def c1(runs):
     ("field", "value", "where"),
     [
         ("image_env", json.dumps(IMAGE_ENV), "its image's own ENV"),
-        ("engine_env", json.dumps({"HSA_OVERRIDE_GFX_VERSION": "11.0.0"}), "the environment its configuration gave it"),
-        ("launch_command", "docker run -e HSA_OVERRIDE_GFX_VERSION=11.0.0 vllm/vllm-openai-rocm", "its launch command"),
+        (
+            "engine_env",
+            json.dumps({"HSA_OVERRIDE_GFX_VERSION": "11.0.0"}),
+            "the environment its configuration gave it",
+        ),
+        (
+            "launch_command",
+            "docker run -e HSA_OVERRIDE_GFX_VERSION=11.0.0 vllm/vllm-openai-rocm",
+            "its launch command",
+        ),
     ],
-)  # fmt: skip
+)
 def test_an_override_anywhere_a_run_starts_with_fails_c1_saying_where(field, value, where):
     runs = september_runs()
     assert c1(runs).status == "pass"  # the same run without it: it reached ready

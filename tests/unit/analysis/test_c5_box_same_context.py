@@ -35,10 +35,15 @@ def vllm_log(tmp_path: Path, release: str) -> tuple[Path, int | None]:
     production pool it recorded: its own lines, the launch line, then vLLM's at load."""
     config = make_config()
     launcher = dk.DockerLauncher(
-        config.hosts["strix-halo"], config.engines["vllm"], config.models["qwen3-30b-a3b"],
-        "vllm/vllm-openai-rocm@sha256:" + "a" * 64, f"box-{release}", tmp_path, release=release,
+        config.hosts["strix-halo"],
+        config.engines["vllm"],
+        config.models["qwen3-30b-a3b"],
+        "vllm/vllm-openai-rocm@sha256:" + "a" * 64,
+        f"box-{release}",
+        tmp_path,
+        release=release,
         read_config=lambda d: ModelConfig(QWEN3_30B, f"{d}/config.json"),
-    )  # fmt: skip
+    )
     launcher.size_pools(DeviceMemory(total_gb=HIP_TOTAL / GB))
     launcher.size_for_context()
     sized = launcher.kv_sizing is not None
@@ -67,9 +72,15 @@ def candidate(tmp_path: Path, held_gib: float, release: str = "v0.11.0") -> RunR
 
 def baseline(tmp_path: Path) -> RunResult:
     run = run_record(
-        "llama-box", "llamacpp", started_at=SEPT - timedelta(hours=2), tag="server-rocm-b6500",
-        profile="qwen3-30b-a3b-q4", quant="Q4_K_M", held_gib=19.0, digest="sha256:" + "b" * 64,
-    )  # fmt: skip
+        "llama-box",
+        "llamacpp",
+        started_at=SEPT - timedelta(hours=2),
+        tag="server-rocm-b6500",
+        profile="qwen3-30b-a3b-q4",
+        quant="Q4_K_M",
+        held_gib=19.0,
+        digest="sha256:" + "b" * 64,
+    )
     log = tmp_path / "llama-box-llamacpp.log"
     log.write_text(
         "load_tensors:        ROCm0 model buffer size = 16384.00 MiB\n"

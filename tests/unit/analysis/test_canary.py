@@ -17,8 +17,26 @@ CANARY = Canary("local", "llamacpp", "b100")
 
 
 def change(before: str, after: str, tb: datetime, ta: datetime, host: str = "local") -> Change:
-    return Change("", "f/s", "llamacpp", host, "ttft_p95_ms", "s", 5, before, after, after, 30.0, 1e-4,
-                  "confirmed", "active", None, T, started_before=tb, started_after=ta)  # fmt: skip
+    return Change(
+        "",
+        "f/s",
+        "llamacpp",
+        host,
+        "ttft_p95_ms",
+        "s",
+        5,
+        before,
+        after,
+        after,
+        30.0,
+        1e-4,
+        "confirmed",
+        "active",
+        None,
+        T,
+        started_before=tb,
+        started_after=ta,
+    )
 
 
 def window(start: datetime, end: datetime) -> DriftWindow:

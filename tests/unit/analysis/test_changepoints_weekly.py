@@ -46,10 +46,18 @@ def series_of(points: list[SeriesPoint], host: str = "local", metric: str = "dec
     return Series(FP, "llamacpp", host, "decode", 1, metric, points)
 
 
-def figure(cv: float, *, host: str = "local", engine: str = "llamacpp", fingerprint: str = FP,
-           metric: str = "decode_tokens_per_s", version: str = "b100") -> NoiseRecord:  # fmt: skip
-    return NoiseRecord(MONDAY, host, engine, version, fingerprint, "decode", 1, metric, 10, 100.0, cv,
-                       0.1, 0.05, 0.03, [])  # fmt: skip
+def figure(
+    cv: float,
+    *,
+    host: str = "local",
+    engine: str = "llamacpp",
+    fingerprint: str = FP,
+    metric: str = "decode_tokens_per_s",
+    version: str = "b100",
+) -> NoiseRecord:
+    return NoiseRecord(
+        MONDAY, host, engine, version, fingerprint, "decode", 1, metric, 10, 100.0, cv, 0.1, 0.05, 0.03, []
+    )
 
 
 # ---- (a) weekly means -------------------------------------------------------------------------------
@@ -76,7 +84,9 @@ def test_the_week_is_the_iso_week_in_utc() -> None:
     # Monday 01:00 at UTC+2 is Sunday 23:00 UTC: still the week of the Sunday run
     monday_east = datetime(2026, 9, 7, 1, 0, tzinfo=timezone(timedelta(hours=2)))
     monday_utc = datetime(2026, 9, 7, 0, 30, tzinfo=UTC)
-    means = weekly_means([run("s", "v1", sunday_night, 1.0), run("e", "v1", monday_east, 3.0), run("m", "v1", monday_utc, 5.0)])  # fmt: skip
+    means = weekly_means(
+        [run("s", "v1", sunday_night, 1.0), run("e", "v1", monday_east, 3.0), run("m", "v1", monday_utc, 5.0)]
+    )
     assert [(p.n, p.value) for p in means] == [(2, 2.0), (1, 5.0)]
 
 
@@ -93,11 +103,15 @@ CV, STEP, RUNS_A_WEEK, RELEASES = 0.03, 0.05, 10, 20
 def weekly_releases(seed: int) -> Series:
     rng = np.random.default_rng(seed)
     points = [
-        run(f"r{i}-{j}", f"v{i:02d}", MONDAY + timedelta(weeks=i, hours=j),
-            100.0 * (1 + STEP * (i >= RELEASES // 2)) * (1 + CV * rng.standard_normal()))
+        run(
+            f"r{i}-{j}",
+            f"v{i:02d}",
+            MONDAY + timedelta(weeks=i, hours=j),
+            100.0 * (1 + STEP * (i >= RELEASES // 2)) * (1 + CV * rng.standard_normal()),
+        )
         for i in range(RELEASES)
         for j in range(RUNS_A_WEEK)
-    ]  # fmt: skip
+    ]
     return series_of(points)
 
 
@@ -129,8 +143,11 @@ def test_a_step_below_the_noise_of_one_run_is_found_on_weekly_means() -> None:
 
 def test_the_floor_is_the_measured_cv_over_sqrt_n_else_the_series_own_noise() -> None:
     # four releases, each the mean of 4 runs; one release with 9 runs does not move the median
-    points = [run(f"r{i}-{j}", f"v{i}", MONDAY + timedelta(weeks=i, hours=j), 100.0 + (-1) ** i * 2 + j)
-              for i, n in enumerate((4, 4, 9, 4)) for j in range(n)]  # fmt: skip
+    points = [
+        run(f"r{i}-{j}", f"v{i}", MONDAY + timedelta(weeks=i, hours=j), 100.0 + (-1) ** i * 2 + j)
+        for i, n in enumerate((4, 4, 9, 4))
+        for j in range(n)
+    ]
     means = weekly_means(points)
     assert [p.n for p in means] == [4, 4, 9, 4]
     measured = magnitude_floor(means, CFG, 0.05)
@@ -178,7 +195,12 @@ def test_detection_says_which_floor_each_series_had(tmp_path: Path, caplog) -> N
     with Warehouse.open(tmp_path / "w.duckdb") as wh:
         wh.load_runs(canary + releases + elsewhere)
         with caplog.at_level(logging.INFO, logger="strix_pipeline.analysis.changepoints"):
-            detect_changes(wh, make_config("local"), now=t + timedelta(weeks=9), canaries=[Canary("local", "llamacpp", "b100")])  # fmt: skip
+            detect_changes(
+                wh,
+                make_config("local"),
+                now=t + timedelta(weeks=9),
+                canaries=[Canary("local", "llamacpp", "b100")],
+            )
         (fig,) = [f for f in wh.latest_noise() if f.metric == "output_tokens_per_s"]
     lines = [r.getMessage() for r in caplog.records if "output_tokens_per_s" in r.getMessage()]
     local = [x for x in lines if x.startswith("local llamacpp concurrency_sweep@1")]
@@ -199,10 +221,12 @@ def test_the_canarys_figure_starts_after_its_latest_step(tmp_path: Path) -> None
     canary = Canary("local", "llamacpp", "b100")
     before, after = [100.0, 100.5, 99.5, 100.0], [150.0, 150.6, 149.4, 150.3]
     results = [
-        run_result(run_record(f"c{w}", "llamacpp", host="local", tag="b100", started_at=t + timedelta(weeks=w)),
-                   sweep={1: (200.0, v)})
+        run_result(
+            run_record(f"c{w}", "llamacpp", host="local", tag="b100", started_at=t + timedelta(weeks=w)),
+            sweep={1: (200.0, v)},
+        )
         for w, v in enumerate(before + after)
-    ]  # fmt: skip
+    ]
     with Warehouse.open(tmp_path / "w.duckdb") as wh:
         wh.load_runs(results)
         found = detect_changes(wh, make_config("local"), now=t + timedelta(weeks=9), canaries=[canary])
@@ -216,8 +240,14 @@ def test_the_canarys_figure_starts_after_its_latest_step(tmp_path: Path) -> None
 
 def test_too_few_weekly_means_leave_the_runs_to_read() -> None:
     # two releases, three runs each, each in one week: two means, where E-divisive places nothing
-    s = series_of([run(f"{v}-{j}", v, MONDAY + timedelta(days=j), base * (1 + 0.002 * j))
-                   for v, base in (("v1", 100.0), ("v2", 130.0)) for j in range(3)], metric="ttft_p95_ms")  # fmt: skip
+    s = series_of(
+        [
+            run(f"{v}-{j}", v, MONDAY + timedelta(days=j), base * (1 + 0.002 * j))
+            for v, base in (("v1", 100.0), ("v2", 130.0))
+            for j in range(3)
+        ],
+        metric="ttft_p95_ms",
+    )
     assert len(weekly_means(s.points)) == 2
     (c,) = changes_in_series(s, CFG, now=MONDAY)
     assert (c.version_before, c.version_after, c.status) == ("v1", "v2", "confirmed")

@@ -19,11 +19,18 @@ CONFIG = make_config(baseline_model="qwen3-30b-a3b-q4")
 RUNS = [
     run_result(run_record("cand", "vllm", digest="sha256:" + "a" * 64), ttft5=(1000.0, 950.0, 1050.0)),
     run_result(
-        run_record("llama-q4", "llamacpp", started_at=SEPT - timedelta(minutes=30), tag="server-rocm-b6500",
-                   profile="qwen3-30b-a3b-q4", quant="Q4_K_M", family="qwen3-30b-a3b"),
+        run_record(
+            "llama-q4",
+            "llamacpp",
+            started_at=SEPT - timedelta(minutes=30),
+            tag="server-rocm-b6500",
+            profile="qwen3-30b-a3b-q4",
+            quant="Q4_K_M",
+            family="qwen3-30b-a3b",
+        ),
         ttft5=(1800.0, 1710.0, 1890.0),
     ),
-]  # fmt: skip
+]
 BASE, CAND = "llamacpp server-rocm-b6500 qwen3-30b-a3b-q4", "vllm v0.11.0 qwen3-30b-a3b"
 
 

@@ -28,20 +28,32 @@ def with_later_runs():
         *september_runs(),
         run_result(
             run_record(
-                "llama-toolbox", "llamacpp", started_at=SEPT + timedelta(hours=3),
-                repo="kyuz0/amd-strix-halo-toolboxes", tag="vulkan-radv", profile="qwen3-30b-a3b-q4",
-                quant="Q4_K_M", held_gib=60.0, digest="sha256:" + "c" * 64,
+                "llama-toolbox",
+                "llamacpp",
+                started_at=SEPT + timedelta(hours=3),
+                repo="kyuz0/amd-strix-halo-toolboxes",
+                tag="vulkan-radv",
+                profile="qwen3-30b-a3b-q4",
+                quant="Q4_K_M",
+                held_gib=60.0,
+                digest="sha256:" + "c" * 64,
             ),
             ttft5=(3000.0, 2900.0, 3100.0),
         ),
         run_result(
             run_record(
-                "vllm-gguf", "vllm", started_at=SEPT + timedelta(hours=4), tag="v0.12.0",
-                profile="qwen3-30b-a3b-q4", quant="Q4_K_M", held_gib=10.0, digest="sha256:" + "d" * 64,
+                "vllm-gguf",
+                "vllm",
+                started_at=SEPT + timedelta(hours=4),
+                tag="v0.12.0",
+                profile="qwen3-30b-a3b-q4",
+                quant="Q4_K_M",
+                held_gib=10.0,
+                digest="sha256:" + "d" * 64,
             ),
             ttft5=(5000.0, 4900.0, 5100.0),
         ),
-    ]  # fmt: skip
+    ]
 
 
 def test_without_the_pair_configured_the_newest_candidate_meets_its_nearest_rocm_baseline():

@@ -39,11 +39,18 @@ def baseline(run_id, at, *, repo=None, tag="server-rocm-b6500", **kw):
     """llama-server on the medium MoE's GGUF (the candidate's model family), a ROCm build unless told."""
     return run_result(
         run_record(
-            run_id, "llamacpp", started_at=at, repo=repo, tag=tag, profile="qwen3-30b-a3b-q4",
-            quant="Q4_K_M", held_gib=19.0, **kw,
+            run_id,
+            "llamacpp",
+            started_at=at,
+            repo=repo,
+            tag=tag,
+            profile="qwen3-30b-a3b-q4",
+            quant="Q4_K_M",
+            held_gib=19.0,
+            **kw,
         ),
         ttft5=(1400.0, 1350.0, 1450.0),
-    )  # fmt: skip
+    )
 
 
 def judged(runs, **decision):

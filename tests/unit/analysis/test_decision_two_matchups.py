@@ -28,11 +28,17 @@ def llama(run_id: str, quant: str, p95: float, held: float, minutes: int):
     profile = "qwen3-30b-a3b-q4" if quant == "Q4_K_M" else "qwen3-30b-a3b"
     return run_result(
         run_record(
-            run_id, "llamacpp", started_at=SEPT - timedelta(minutes=minutes), tag="server-rocm-b6500",
-            profile=profile, quant=quant, family="qwen3-30b-a3b", held_gib=held,
+            run_id,
+            "llamacpp",
+            started_at=SEPT - timedelta(minutes=minutes),
+            tag="server-rocm-b6500",
+            profile=profile,
+            quant=quant,
+            family="qwen3-30b-a3b",
+            held_gib=held,
         ),
         ttft5=(p95, p95 * 0.95, p95 * 1.05),
-    )  # fmt: skip
+    )
 
 
 # production: llama-server Q4_K_M slower (1800 ms) and holding more (19 GiB); equal weights: llama-server

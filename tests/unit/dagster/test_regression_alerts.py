@@ -94,8 +94,25 @@ def test_confirmed_since_is_the_window_between_evaluations():
     t = datetime(2026, 9, 1, tzinfo=UTC)
 
     def ch(at, status="confirmed"):
-        return Change("x", "f", "e", "h", "ttft_p95_ms", "s", 5, "a", "b", "b", 30.0, 1e-4, status,
-                      "active", None, t, confirmed_at=at)  # fmt: skip
+        return Change(
+            "x",
+            "f",
+            "e",
+            "h",
+            "ttft_p95_ms",
+            "s",
+            5,
+            "a",
+            "b",
+            "b",
+            30.0,
+            1e-4,
+            status,
+            "active",
+            None,
+            t,
+            confirmed_at=at,
+        )
 
     old, new, later, prov = (
         ch(t),

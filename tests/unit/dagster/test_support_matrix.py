@@ -54,27 +54,72 @@ def matrix_runs() -> list[RunResult]:
 
     return [
         r("v10-qwen", "vllm", "v0.10.0", 0 * DAY),
-        r("v10-gpt", "vllm", "v0.10.0", 0 * DAY, profile="gpt-oss-120b", status="failed_start",
-          reason="MXFP4 MoE kernels unavailable on gfx1151"),
+        r(
+            "v10-gpt",
+            "vllm",
+            "v0.10.0",
+            0 * DAY,
+            profile="gpt-oss-120b",
+            status="failed_start",
+            reason="MXFP4 MoE kernels unavailable on gfx1151",
+        ),
         # v0.12.0 ran before v0.11.0
         r("v12-qwen", "vllm", "v0.12.0", 1 * DAY, status="partial", reason="3 request(s) failed"),
-        r("v12-gpt-1", "vllm", "v0.12.0", 1 * DAY, profile="gpt-oss-120b", status="failed_serve",
-          reason="no request succeeded"),
+        r(
+            "v12-gpt-1",
+            "vllm",
+            "v0.12.0",
+            1 * DAY,
+            profile="gpt-oss-120b",
+            status="failed_serve",
+            reason="no request succeeded",
+        ),
         # a later repeat that served: the newest attempt is the cell
         r("v12-gpt-2", "vllm", "v0.12.0", 2 * DAY, profile="gpt-oss-120b"),
         # ... but a guard refusal after it says nothing about the engine and does not replace it
-        r("v12-gpt-3", "vllm", "v0.12.0", 3 * DAY, profile="gpt-oss-120b", status="failed_guard",
-          reason="outside the maintenance window"),
+        r(
+            "v12-gpt-3",
+            "vllm",
+            "v0.12.0",
+            3 * DAY,
+            profile="gpt-oss-120b",
+            status="failed_guard",
+            reason="outside the maintenance window",
+        ),
         r("v11-qwen", "vllm", "v0.11.0", 4 * DAY, status="error", reason="harness: connection reset | retry"),
         # only ever refused by a guard: not_run
-        r("v11-gpt", "vllm", "v0.11.0", 4 * DAY, profile="gpt-oss-120b", status="failed_guard",
-          reason="reservations 130 GB over the host's memory_budget_gb 120 GB"),
+        r(
+            "v11-gpt",
+            "vllm",
+            "v0.11.0",
+            4 * DAY,
+            profile="gpt-oss-120b",
+            status="failed_guard",
+            reason="reservations 130 GB over the host's memory_budget_gb 120 GB",
+        ),
         # an ok run may carry a note in failure_reason: not a failure, kept out of the cell's text
-        r("l-qwen", "llamacpp", "server-rocm-b6500", 0 * DAY, profile="qwen3-30b-a3b-q4", quant="Q4_K_M",
-          reason="client: one connection per request was used"),
-        r("local-1", "llamacpp", "b6600", 0 * DAY, profile="gemma3-270m", host="local", repo=None,
-          digest="local:b6600", version="b6600", sort_key="b6600"),
-    ]  # fmt: skip
+        r(
+            "l-qwen",
+            "llamacpp",
+            "server-rocm-b6500",
+            0 * DAY,
+            profile="qwen3-30b-a3b-q4",
+            quant="Q4_K_M",
+            reason="client: one connection per request was used",
+        ),
+        r(
+            "local-1",
+            "llamacpp",
+            "b6600",
+            0 * DAY,
+            profile="gemma3-270m",
+            host="local",
+            repo=None,
+            digest="local:b6600",
+            version="b6600",
+            sort_key="b6600",
+        ),
+    ]
 
 
 @pytest.fixture

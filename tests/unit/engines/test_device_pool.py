@@ -112,9 +112,12 @@ def test_a_gpu_spec_sized_in_kv_bytes_keeps_its_fraction_as_the_start_gate():
         3 * GIB / GB,
     )
     both = build_spec(
-        EngineConfig(kind="vllm"), profile(extra_flags={"vllm": ["--kv-cache-memory-bytes", "5"]}), "/m",
-        budget_gb=120, device=device,
-    )  # fmt: skip
+        EngineConfig(kind="vllm"),
+        profile(extra_flags={"vllm": ["--kv-cache-memory-bytes", "5"]}),
+        "/m",
+        budget_gb=120,
+        device=device,
+    )
     assert gb(both) == pytest.approx(0.85 * HIP_TOTAL / GB)
     # the CPU backend's pool as configured: its KV bytes, VLLM_CPU_KVCACHE_SPACE GiB, else unknown
     env = DeviceMemory(cpu=True, env={"VLLM_CPU_KVCACHE_SPACE": "2"})

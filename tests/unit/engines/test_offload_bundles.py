@@ -152,8 +152,11 @@ def test_sglangs_command_reads_compressed_kernels_too(tmp_path) -> None:
     rest = command.removeprefix(TORCH_ARCH_SNIPPET)  # the torch part needs torch; the rest runs here
     assert rest != command and offload_bundles.READER in rest
     out = subprocess.run(
-        [sys.executable, "-c", rest], env={"PYTHONPATH": str(tmp_path / "site")},
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [sys.executable, "-c", rest],
+        env={"PYTHONPATH": str(tmp_path / "site")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert parse_compiled_targets(out.stdout).components == {"sgl_kernel/common_ops.so": ("gfx942",)}

@@ -13,7 +13,14 @@ AVX512_BF16 = AVX2 | {"avx512f", "avx512_bf16"}
 AMX = AVX2 | {"avx512f", "amx_tile", "amx_bf16"}
 
 
-@pytest.mark.parametrize(("flags", "dtype", "word"), [(AVX2, "float32", "no avx512_bf16"), (AVX512_BF16, "bfloat16", "avx512_bf16"), (AMX, "bfloat16", "amx_bf16")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("flags", "dtype", "word"),
+    [
+        (AVX2, "float32", "no avx512_bf16"),
+        (AVX512_BF16, "bfloat16", "avx512_bf16"),
+        (AMX, "bfloat16", "amx_bf16"),
+    ],
+)
 def test_flags_decide_without_a_table(flags: frozenset[str], dtype: str, word: str) -> None:
     choice = vd.choose_dtype(flags)
     assert choice.dtype == dtype and word in choice.reason
@@ -82,6 +89,14 @@ def test_for_launch_adds_the_choice_unless_the_configuration_gives_one(
     flags, choice = vd.for_launch(["--dtype", "float16"], avx2, "0.32.0")
     assert flags == [] and choice.dtype == "float16" and choice.reason.startswith("configured")
     # a table measured on this CPU for this release decides over the flags
-    vd.save_table(avx2, vd.MeasuredTable("AMD EPYC", "0.32.0", "d", (vd.DtypeMeasurement("bfloat16", 1.0), vd.DtypeMeasurement("float32", 2.0))))  # fmt: skip
+    vd.save_table(
+        avx2,
+        vd.MeasuredTable(
+            "AMD EPYC",
+            "0.32.0",
+            "d",
+            (vd.DtypeMeasurement("bfloat16", 1.0), vd.DtypeMeasurement("float32", 2.0)),
+        ),
+    )
     flags, choice = vd.for_launch([], avx2, "0.32.0")
     assert flags == ["--dtype", "bfloat16"] and "fastest measured" in choice.reason

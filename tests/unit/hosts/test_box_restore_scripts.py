@@ -52,7 +52,11 @@ def test_a_disarmed_fallback_never_fires(tmp_path):
 def test_the_systemd_form_is_a_transient_timer_at_the_delay():
     argv = rg.systemd_run_argv(rg.Fallback("strix halo", "docker start llama-prod", delay_s=1234), user=True)
     assert argv[:6] == [
-        "systemd-run", "--user", "--unit=strix-restore-strix_halo", "--on-active=1234s",
-        "--timer-property=AccuracySec=1s", "--collect",
-    ]  # fmt: skip
+        "systemd-run",
+        "--user",
+        "--unit=strix-restore-strix_halo",
+        "--on-active=1234s",
+        "--timer-property=AccuracySec=1s",
+        "--collect",
+    ]
     assert argv[6:8] == ["/bin/sh", "-c"] and "docker start llama-prod" in argv[8]

@@ -42,9 +42,20 @@ def test_the_probe_script_finds_a_process_with_a_device_open(holder: tuple[subpr
     need(BUSYBOX.is_file(), "a static busybox at /bin/busybox", "apt-get install busybox-static")
     proc, dri = holder
     out = subprocess.run(
-        [str(BUSYBOX), "sh", "-c", do.OPENERS_SCRIPT.replace("busybox ", f"{BUSYBOX} "), "sh", "/nonexistent/kfd", str(dri)],
-        capture_output=True, text=True, timeout=60, check=True,
-    ).stdout  # fmt: skip
+        [
+            str(BUSYBOX),
+            "sh",
+            "-c",
+            do.OPENERS_SCRIPT.replace("busybox ", f"{BUSYBOX} "),
+            "sh",
+            "/nonexistent/kfd",
+            str(dri),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     found = {o.pid: o for o in do.parse_openers(out)}
     assert proc.pid in found, out[-2000:]
     mine = found[proc.pid]
@@ -58,12 +69,16 @@ def test_the_probe_script_finds_a_process_with_a_device_open(holder: tuple[subpr
     [
         ([f"0::/system.slice/docker-{CID}.scope"], "container", "Docker container 4f1c2a9be07d"),
         ([f"12:devices:/docker/{CID}", "0::/"], "container", "Docker container 4f1c2a9be07d"),
-        ([f"0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-{CID}.scope/container"], "podman", "podman container 4f1c2a9be07d"),
+        (
+            [f"0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-{CID}.scope/container"],
+            "podman",
+            "podman container 4f1c2a9be07d",
+        ),
         (["0::/system.slice/ollama.service"], "unit", "systemd unit ollama.service"),
         (["0::/user.slice/user-1000.slice/session-3.scope"], "session", "user session (session-3.scope)"),
         (["0::/machine.slice/vm"], "other", "cgroup /machine.slice/vm"),
     ],
-)  # fmt: skip
+)
 def test_the_cgroup_says_who_runs_the_process(lines: list[str], kind: str, shown: str) -> None:
     owner = do.owner_of(lines)
     assert owner.kind == kind and owner.describe() == shown

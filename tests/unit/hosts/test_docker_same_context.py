@@ -70,9 +70,15 @@ def launcher(
     )
     engine = EngineConfig(kind="vllm", env=env or {})
     return dk.DockerLauncher(
-        host, engine, profile, f"vllm/vllm-openai-rocm@{DIGEST}", "run-1", tmp_path, release=release,
+        host,
+        engine,
+        profile,
+        f"vllm/vllm-openai-rocm@{DIGEST}",
+        "run-1",
+        tmp_path,
+        release=release,
         read_config=reader,
-    )  # fmt: skip
+    )
 
 
 def on_gpu(ln: dk.DockerLauncher) -> dk.DockerLauncher:

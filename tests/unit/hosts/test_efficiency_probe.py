@@ -25,14 +25,20 @@ BOX = HostConfig(
 )
 GOOD = {
     "python": "3.12.3",
-    "bandwidth": {"bytes_per_s": 8.5e10, "threads": 16, "buffer_bytes": 268435456, "repeats": 5, "method": "copy"},
+    "bandwidth": {
+        "bytes_per_s": 8.5e10,
+        "threads": 16,
+        "buffer_bytes": 268435456,
+        "repeats": 5,
+        "method": "copy",
+    },
     "model": {
         "weight_bytes": 246587904,
         "kv_bytes_per_token": 18432,
         "source": "gguf:g.gguf",
         "details": {"file": "/strix-model/g.gguf", "architecture": "gemma3"},
     },
-}  # fmt: skip
+}
 
 
 # ---------------------------------------------------------------- threads and the model's path
@@ -121,7 +127,9 @@ def test_the_script_names_a_file_that_is_no_model(tmp_path):
 
 
 def test_good_output_gives_both_inputs_with_the_hosts_model_path():
-    probe, model, problems = ep.parse_output("numpy says hi\n" + json.dumps(GOOD) + "\n", image=IMAGE, host_model_path="/srv/models/g.gguf")  # fmt: skip
+    probe, model, problems = ep.parse_output(
+        "numpy says hi\n" + json.dumps(GOOD) + "\n", image=IMAGE, host_model_path="/srv/models/g.gguf"
+    )
     assert problems == []
     assert probe == BandwidthProbe(8.5e10, 16, 268435456, 5, "copy")
     assert model.weight_bytes == 246587904 and model.kv_bytes_per_token == 18432
@@ -137,18 +145,18 @@ def test_good_output_gives_both_inputs_with_the_hosts_model_path():
         (
             json.dumps({**GOOD, "bandwidth": {**GOOD["bandwidth"], "bytes_per_s": -1}}),
             "bandwidth_bytes_per_s=-1 is not a positive number",
-        ),  # fmt: skip
+        ),
         (json.dumps({**GOOD, "bandwidth": {**GOOD["bandwidth"], "threads": 0}}), "are not counts >= 1"),
         (json.dumps({**GOOD, "bandwidth": {"bytes_per_s": 1.0}}), "missing 4 required positional arguments"),
         (json.dumps({**GOOD, "model": {**GOOD["model"], "weight_bytes": "many"}}), "weight_bytes='many'"),
         (
             json.dumps({"bandwidth": GOOD["bandwidth"]}),
             f"efficiency probe in {IMAGE}: no model bytes in its output",
-        ),  # fmt: skip
+        ),
         (
             json.dumps({"model": GOOD["model"]}),
             f"bandwidth probe in {IMAGE} failed: no bandwidth in its output",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_output_that_does_not_give_an_input_is_a_reason(stdout, problem):
@@ -236,9 +244,17 @@ def test_one_container_offline_with_the_model_read_only_gives_both_inputs_and_is
     assert kw["image"] == IMAGE and kw["name"] == ep.PROBE_NAME and kw["labels"] == {"strix.probe": "true"}
     assert kw["network_disabled"] is True and "network_mode" not in kw
     [mount] = kw["mounts"]
-    assert (mount["Source"], mount["Target"], mount["ReadOnly"], mount["Type"]) == ("/srv/models/gemma/g.gguf", "/strix-model/g.gguf", True, "bind")  # fmt: skip
+    assert (mount["Source"], mount["Target"], mount["ReadOnly"], mount["Type"]) == (
+        "/srv/models/gemma/g.gguf",
+        "/strix-model/g.gguf",
+        True,
+        "bind",
+    )
     assert kw["entrypoint"] == ["python3"] and kw["command"][0] == "-c"
-    assert json.loads(kw["command"][-1])["threads"] == 2 and json.loads(kw["command"][-1])["model"] == "/strix-model/g.gguf"  # fmt: skip
+    assert (
+        json.loads(kw["command"][-1])["threads"] == 2
+        and json.loads(kw["command"][-1])["model"] == "/strix-model/g.gguf"
+    )
     assert "def measure_copy_bandwidth" in kw["command"][2] and "def read_gguf_header" in kw["command"][3]
     assert "def from_gguf" in kw["command"][4]
     assert c.removed
@@ -299,7 +315,12 @@ def test_the_image_is_pulled_only_when_missing_and_a_failed_pull_is_a_reason():
 def test_the_probe_image_is_a_docker_hosts_setting_and_the_interpreter_a_command_or_path():
     with pytest.raises(ValidationError, match="efficiency_probe_image` is for hosts of kind 'docker'"):
         HostConfig(kind="local", efficiency_probe_image=IMAGE)
-    assert HostConfig(kind="docker", docker_host="unix:///d.sock", efficiency_probe_python="/opt/venv/bin/python3").efficiency_probe_python == "/opt/venv/bin/python3"  # fmt: skip
+    assert (
+        HostConfig(
+            kind="docker", docker_host="unix:///d.sock", efficiency_probe_python="/opt/venv/bin/python3"
+        ).efficiency_probe_python
+        == "/opt/venv/bin/python3"
+    )
     for bad in ("python3 -c x", "../bin/python3", "/usr/../bin/python3", "python3;id"):
         with pytest.raises(ValidationError, match="a command such as python3 or an absolute path"):
             HostConfig(kind="docker", docker_host="unix:///d.sock", efficiency_probe_python=bad)

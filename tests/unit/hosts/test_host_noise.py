@@ -19,7 +19,11 @@ ROOT = FIXTURES / "sysroot"
 
 def test_the_fixture_tree_reads_a_boxs_gpu_cpu_and_engine() -> None:
     cpu = host_noise.read_cpu_times(ROOT)
-    assert cpu == CpuTimes(total=10132153 + 290696 + 3084719 + 46828483 + 16683 + 0 + 25195 + 512, idle=46828483 + 16683, steal=512)  # fmt: skip
+    assert cpu == CpuTimes(
+        total=10132153 + 290696 + 3084719 + 46828483 + 16683 + 0 + 25195 + 512,
+        idle=46828483 + 16683,
+        steal=512,
+    )
     # the command name holds a space and a parenthesis: utime 7300 + stime 1200 all the same
     assert host_noise.read_process_ticks(4242, ROOT) == 8500
     assert host_noise.read_process_ticks(99999, ROOT) is None  # gone
@@ -36,7 +40,9 @@ def snap(total: int, idle: int, steal: int, engine: int | None, client: int | No
 
 def test_steal_and_outside_are_shares_of_all_cpu_time_in_the_pass() -> None:
     # 1000 ticks in the pass: 300 idle, 50 stolen, the engine 500, the client 100 -> 50 elsewhere
-    n = noise_between(snap(0, 0, 0, None, 10), snap(1000, 300, 50, 500, 110), busy_steal_pct=5, busy_outside_pct=15)  # fmt: skip
+    n = noise_between(
+        snap(0, 0, 0, None, 10), snap(1000, 300, 50, 500, 110), busy_steal_pct=5, busy_outside_pct=15
+    )
     assert n.steal_pct == pytest.approx(5.0)
     assert n.outside_pct == pytest.approx(5.0)
     assert n.engine_pct == pytest.approx(50.0)
@@ -46,7 +52,9 @@ def test_steal_and_outside_are_shares_of_all_cpu_time_in_the_pass() -> None:
 
 def test_a_busy_host_is_named_by_what_made_it_busy() -> None:
     # a neighbour took 300 of 1000 ticks beside an engine of 400 and a client of 50
-    n = noise_between(snap(0, 0, 0, 0, 0), snap(1000, 180, 70, 400, 50), busy_steal_pct=5, busy_outside_pct=15)  # fmt: skip
+    n = noise_between(
+        snap(0, 0, 0, 0, 0), snap(1000, 180, 70, 400, 50), busy_steal_pct=5, busy_outside_pct=15
+    )
     assert n.outside_pct == pytest.approx(30.0)
     assert n.busy is not None
     assert "7.0 % CPU stolen (threshold 5 %)" in n.busy
@@ -83,7 +91,13 @@ def test_a_slow_probe_makes_a_pass_busy_that_no_counter_shows() -> None:
     )
     assert n.busy == "the CPU probe ran 15.0 % slower than the session's fastest (threshold 10 %)"
     assert n.as_dict()["probe_slowdown_pct"] == pytest.approx(15.0)
-    ok = noise_between(*quiet, busy_steal_pct=5, busy_outside_pct=15, probe_slowdown_pct=cpu_probe.slowdown_pct((40.0, 43.0), 40.0), busy_probe_pct=10)  # fmt: skip
+    ok = noise_between(
+        *quiet,
+        busy_steal_pct=5,
+        busy_outside_pct=15,
+        probe_slowdown_pct=cpu_probe.slowdown_pct((40.0, 43.0), 40.0),
+        busy_probe_pct=10,
+    )
     assert ok.busy is None and "probe +7.5 %" in ok.describe()
     assert noise_between(*quiet, busy_steal_pct=5, busy_outside_pct=15).probe_slowdown_pct is None
 

@@ -63,7 +63,12 @@ class FakeContainer:
         if entry is None:
             return iter([b""]), {"name": name, "size": 4096, "mode": DIR_MODE, "linkTarget": ""}
         data = tar_of(name, entry)
-        return iter([data[:100], data[100:]]), {"name": name, "size": len(entry), "mode": 0o644, "linkTarget": ""}  # fmt: skip
+        return iter([data[:100], data[100:]]), {
+            "name": name,
+            "size": len(entry),
+            "mode": 0o644,
+            "linkTarget": "",
+        }
 
     def remove(self, force: bool = False) -> None:
         self.removed = force

@@ -224,9 +224,15 @@ def test_all_edge_cases_together_under_concurrency() -> None:
     for r in records:
         by.setdefault(r.prompt_id, []).append(r)
     assert {k: [x.ok for x in v] for k, v in by.items()} == {
-        "normal": [True, True], "split": [True, True], "http500": [False, False], "cut": [False, False],
-        "stall": [False, False], "multi": [True, True], "keepalive": [True, True], "error_event": [False, False],
-    }  # fmt: skip
+        "normal": [True, True],
+        "split": [True, True],
+        "http500": [False, False],
+        "cut": [False, False],
+        "stall": [False, False],
+        "multi": [True, True],
+        "keepalive": [True, True],
+        "error_event": [False, False],
+    }
 
 
 def test_connection_refused_is_recorded() -> None:

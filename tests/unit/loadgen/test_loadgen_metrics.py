@@ -13,14 +13,42 @@ from strix_pipeline.loadgen.metrics import aggregate_level
 from strix_pipeline.records import RequestRecord
 
 
-def rec(i: int, ttft: float | None, events: list[float], out: int | None, *, ok: bool = True, tokens: list[int] | None = None, warmup: bool = False, sent: float = 0.0, inp: int = 100) -> RequestRecord:  # fmt: skip
+def rec(
+    i: int,
+    ttft: float | None,
+    events: list[float],
+    out: int | None,
+    *,
+    ok: bool = True,
+    tokens: list[int] | None = None,
+    warmup: bool = False,
+    sent: float = 0.0,
+    inp: int = 100,
+) -> RequestRecord:
     return RequestRecord(
-        run_id="r", scenario="concurrency_sweep", level=2, level_kind="concurrency", request_index=i, warmup=warmup,
-        sent_at=datetime.now(UTC), sent_offset_ms=sent, queue_ms=1.0, ttfb_ms=1.0, ttft_ms=ttft,
-        e2e_ms=events[-1] if events else None, input_tokens=inp, input_tokens_estimated=False, output_tokens=out,
-        output_tokens_estimated=False, cached_tokens=None, ok=ok, error_class=None if ok else "http_500",
-        error_message=None, event_offsets_ms=events, event_tokens=tokens or [],
-    )  # fmt: skip
+        run_id="r",
+        scenario="concurrency_sweep",
+        level=2,
+        level_kind="concurrency",
+        request_index=i,
+        warmup=warmup,
+        sent_at=datetime.now(UTC),
+        sent_offset_ms=sent,
+        queue_ms=1.0,
+        ttfb_ms=1.0,
+        ttft_ms=ttft,
+        e2e_ms=events[-1] if events else None,
+        input_tokens=inp,
+        input_tokens_estimated=False,
+        output_tokens=out,
+        output_tokens_estimated=False,
+        cached_tokens=None,
+        ok=ok,
+        error_class=None if ok else "http_500",
+        error_message=None,
+        event_offsets_ms=events,
+        event_tokens=tokens or [],
+    )
 
 
 def test_tpot_itl_and_failures() -> None:
@@ -30,7 +58,15 @@ def test_tpot_itl_and_failures() -> None:
         rec(2, None, [], None, ok=False),  # failed: counted, contributes no latency
         rec(3, 1.0, [1.0, 2.0], 2, warmup=True),  # warm-up: excluded entirely
     ]
-    a = aggregate_level(records, run_id="r", scenario="concurrency_sweep", level=2, level_kind="concurrency", slo=SLO(), duration_s=2.0)  # fmt: skip
+    a = aggregate_level(
+        records,
+        run_id="r",
+        scenario="concurrency_sweep",
+        level=2,
+        level_kind="concurrency",
+        slo=SLO(),
+        duration_s=2.0,
+    )
     assert (a.requests_ok, a.requests_failed) == (2, 1)
     assert a.ttft_mean_ms == 150 and a.ttft_p50_ms == 150
     assert a.tpot_mean_ms == pytest.approx(17.5)
@@ -49,7 +85,15 @@ def test_goodput_counts_requests_meeting_every_slo() -> None:
         rec(2, 100, [100, 400], 2),  # TPOT 300 > 100
         rec(3, 100, [100], 1),  # one token: no TPOT, meets the rest
     ]
-    a = aggregate_level(records, run_id="r", scenario="s", level=1, level_kind="concurrency", slo=SLO(ttft_ms=2000, tpot_ms=100, e2e_ms=60000), duration_s=4.0)  # fmt: skip
+    a = aggregate_level(
+        records,
+        run_id="r",
+        scenario="s",
+        level=1,
+        level_kind="concurrency",
+        slo=SLO(ttft_ms=2000, tpot_ms=100, e2e_ms=60000),
+        duration_s=4.0,
+    )
     assert a.goodput_requests_per_s == pytest.approx(2 / 4.0)
     assert a.requests_per_s == pytest.approx(1.0)
 

@@ -56,10 +56,16 @@ def test_full_suite_shapes() -> None:
     assert res.smoke_ok is True and res.smoke_output and res.smoke_output.startswith(" t0")
     levels = [(a.scenario, a.level) for a in res.aggregates]
     assert levels == [
-        ("smoke", 1), ("concurrency_sweep", 1), ("concurrency_sweep", 3),
-        ("prefill_ladder", 64), ("prefill_ladder", 128), ("prefill_ladder", 2012),
-        ("decode", 1), ("prefix_cache", 0), ("prefix_cache", 1),
-    ]  # fmt: skip
+        ("smoke", 1),
+        ("concurrency_sweep", 1),
+        ("concurrency_sweep", 3),
+        ("prefill_ladder", 64),
+        ("prefill_ladder", 128),
+        ("prefill_ladder", 2012),
+        ("decode", 1),
+        ("prefix_cache", 0),
+        ("prefix_cache", 1),
+    ]
     # The ladder was capped at the per-request context, with a note, not an exception.
     assert any("4096, 8192 > context 2048, capped at 2012" in e for e in res.errors)
     sweep = [a for a in res.aggregates if a.scenario == "concurrency_sweep"]
@@ -76,8 +82,10 @@ def test_full_suite_shapes() -> None:
     phases = {(m.scenario, m.phase) for m in res.server_metrics}
     assert ("concurrency_sweep", "before") in phases and ("concurrency_sweep", "after") in phases
     assert {m.name for m in res.server_metrics} == {
-        "llamacpp:tokens_predicted_total", "llamacpp:prompt_tokens_total", "llamacpp:requests_processing",
-    }  # fmt: skip
+        "llamacpp:tokens_predicted_total",
+        "llamacpp:prompt_tokens_total",
+        "llamacpp:requests_processing",
+    }
     assert len(lines) == len(res.aggregates)  # one progress line per level
 
 
@@ -121,9 +129,22 @@ def test_cli_bench_writes_the_documented_json(tmp_path: Path, monkeypatch: pytes
             parser.add_argument("--config")
             cli_bench.register(parser.add_subparsers())
             args = parser.parse_args(
-                ["--config", str(tmp_path / "absent.toml"), "bench", "--url", srv.base_url + "/v1",
-                 "--scenario", "smoke,concurrency_sweep", "--concurrency", "1,2", "--requests", "3", "--out", str(out)]
-            )  # fmt: skip
+                [
+                    "--config",
+                    str(tmp_path / "absent.toml"),
+                    "bench",
+                    "--url",
+                    srv.base_url + "/v1",
+                    "--scenario",
+                    "smoke,concurrency_sweep",
+                    "--concurrency",
+                    "1,2",
+                    "--requests",
+                    "3",
+                    "--out",
+                    str(out),
+                ]
+            )
             return await asyncio.to_thread(args.func, args)
 
     with pytest.raises(
@@ -138,9 +159,20 @@ def test_cli_bench_writes_the_documented_json(tmp_path: Path, monkeypatch: pytes
             parser.add_argument("--config")
             cli_bench.register(parser.add_subparsers())
             args = parser.parse_args(
-                ["bench", "--url", srv.base_url + "/v1", "--scenario", "smoke,concurrency_sweep",
-                 "--concurrency", "1,2", "--requests", "3", "--out", str(out)]
-            )  # fmt: skip
+                [
+                    "bench",
+                    "--url",
+                    srv.base_url + "/v1",
+                    "--scenario",
+                    "smoke,concurrency_sweep",
+                    "--concurrency",
+                    "1,2",
+                    "--requests",
+                    "3",
+                    "--out",
+                    str(out),
+                ]
+            )
             return await asyncio.to_thread(args.func, args)
 
     assert asyncio.run(again()) == 0
@@ -185,9 +217,21 @@ def test_cli_bench_save_loads_the_run_into_a_warehouse(
             parser.add_argument("--config")
             cli_bench.register(parser.add_subparsers())
             args = parser.parse_args(
-                ["bench", "--url", srv.base_url, "--scenario", "decode", "--requests", "2", "--run-id", "bench-t",
-                 "--save", "--warehouse", str(db)]
-            )  # fmt: skip
+                [
+                    "bench",
+                    "--url",
+                    srv.base_url,
+                    "--scenario",
+                    "decode",
+                    "--requests",
+                    "2",
+                    "--run-id",
+                    "bench-t",
+                    "--save",
+                    "--warehouse",
+                    str(db),
+                ]
+            )
             return await asyncio.to_thread(args.func, args)
 
     assert asyncio.run(bench()) == 0
@@ -220,9 +264,29 @@ def test_a_level_cut_at_its_max_duration_records_its_plan_and_why(tmp_path: Path
     assert any(agg.stopped_reason in e for e in res.errors)
     # and the warehouse keeps both
     run = RunRecord(
-        "cut", "local", "synthetic", "llamacpp", None, None, None, "m", "M", "Q4_K_M", "standard", "quick",
-        "fp", "0.1.0", None, None, None, "partial", None, None, res.requests[0].sent_at, None,
-    )  # fmt: skip
+        "cut",
+        "local",
+        "synthetic",
+        "llamacpp",
+        None,
+        None,
+        None,
+        "m",
+        "M",
+        "Q4_K_M",
+        "standard",
+        "quick",
+        "fp",
+        "0.1.0",
+        None,
+        None,
+        None,
+        "partial",
+        None,
+        None,
+        res.requests[0].sent_at,
+        None,
+    )
     with Warehouse.open(tmp_path / "w.duckdb") as wh:
         wh.load_run(RunResult(run=run, requests=res.requests, aggregates=res.aggregates))
         got = wh.con.execute(
@@ -243,8 +307,12 @@ def test_inputs_that_overflow_the_context_are_capped_with_a_note() -> None:
     # what the server counted (the chat template's tokens included) still leaves room for the output
     assert sweep and all(r.ok and r.input_tokens is not None and r.input_tokens + 6 <= 96 for r in sweep)
     assert {(a.scenario, a.level) for a in res.aggregates} == {
-        ("concurrency_sweep", 1), ("concurrency_sweep", 3), ("decode", 1), ("prefix_cache", 0), ("prefix_cache", 1),
-    }  # fmt: skip
+        ("concurrency_sweep", 1),
+        ("concurrency_sweep", 3),
+        ("decode", 1),
+        ("prefix_cache", 0),
+        ("prefix_cache", 1),
+    }
 
 
 def test_the_ladder_replaces_lengths_that_do_not_fit_by_the_cap_unless_a_level_already_measures_it() -> None:

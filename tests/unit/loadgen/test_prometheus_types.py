@@ -170,13 +170,19 @@ def _scrapes(before: str, after: str) -> list[Scrape]:
 
 def test_samples_are_stored_with_type_and_help_and_read_by_type(wh: Warehouse) -> None:
     after = (
-        VLLM.replace("vllm:prompt_tokens_total{engine=\"0\",model_name=\"gemma3-270m\"} 1536.0",
-                     "vllm:prompt_tokens_total{engine=\"0\",model_name=\"gemma3-270m\"} 2048.0")
-        .replace("vllm:num_requests_running{engine=\"0\",model_name=\"gemma3-270m\"} 2.0",
-                 "vllm:num_requests_running{engine=\"0\",model_name=\"gemma3-270m\"} 0.0")
-        .replace("_count{engine=\"0\",model_name=\"gemma3-270m\"} 12.0",
-                 "_count{engine=\"0\",model_name=\"gemma3-270m\"} 20.0")
-    )  # fmt: skip
+        VLLM.replace(
+            'vllm:prompt_tokens_total{engine="0",model_name="gemma3-270m"} 1536.0',
+            'vllm:prompt_tokens_total{engine="0",model_name="gemma3-270m"} 2048.0',
+        )
+        .replace(
+            'vllm:num_requests_running{engine="0",model_name="gemma3-270m"} 2.0',
+            'vllm:num_requests_running{engine="0",model_name="gemma3-270m"} 0.0',
+        )
+        .replace(
+            '_count{engine="0",model_name="gemma3-270m"} 12.0',
+            '_count{engine="0",model_name="gemma3-270m"} 20.0',
+        )
+    )
     samples = to_samples(_scrapes(VLLM, after), run_id="r1", scenario="concurrency_sweep", level=2)
     assert all(isinstance(s, ServerMetricSample) for s in samples)
     run = make_run("r1", engine="vllm")

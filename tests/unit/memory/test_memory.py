@@ -148,9 +148,17 @@ def _samples(phase_values: list[tuple[str, int]], source="sysfs:card1", metric="
 def test_summary_baseline_idle_held_peak_after_stop():
     g = 1024**3
     samples = _samples(
-        [("baseline", 2 * g), ("baseline", 2 * g), ("loading", 9 * g), ("idle", 10 * g), ("idle", 10 * g),
-         ("bench", 13 * g), ("after_stop", 5 * g), ("after_stop", 2 * g + 1)]
-    )  # fmt: skip
+        [
+            ("baseline", 2 * g),
+            ("baseline", 2 * g),
+            ("loading", 9 * g),
+            ("idle", 10 * g),
+            ("idle", 10 * g),
+            ("bench", 13 * g),
+            ("after_stop", 5 * g),
+            ("after_stop", 2 * g + 1),
+        ]
+    )
     # meminfo samples beside them must not leak into the gpu basis
     samples += _samples([("bench", 50 * g)], source="meminfo", metric="mem_used")
     s = summarize(samples, tolerance_bytes=g)

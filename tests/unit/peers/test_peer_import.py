@@ -41,17 +41,46 @@ class Printed:
 
 
 FIXTURES = [
-    Printed("vllm-bench/vllm-bench-serve.json", "vllm", "vllm-bench 0.32.0", "0.32.0", 1,
-            {("random", 2): (767.15, 16.04)}, 2),
-    Printed("guidellm/benchmarks.json", "guidellm", "guidellm 0.8.1", None, 1,
-            {("random", 2): (1279.0, 9.5)}, 1),
-    Printed("aiperf/profile_export_aiperf.json", "aiperf", "aiperf 0.13.0", None, 1,
-            {("random", 2): (646.17, 17.66)}, 2),
-    Printed("llama-bench/llama-bench.json", "llama-bench", "llama-bench 11434.0.0", "11434.0.0", 4,
-            {("tg16", 0): (None, 23.75), ("tg16", 256): (None, 27.36)}, 2),
-    Printed("llama-bench/llama-bench.jsonl", "llama-bench", "llama-bench 11434.0.0", "11434.0.0", 4,
-            {("tg16", 0): (None, 28.04), ("tg16", 256): (None, 27.57)}, 2),
-]  # fmt: skip
+    Printed(
+        "vllm-bench/vllm-bench-serve.json",
+        "vllm",
+        "vllm-bench 0.32.0",
+        "0.32.0",
+        1,
+        {("random", 2): (767.15, 16.04)},
+        2,
+    ),
+    Printed(
+        "guidellm/benchmarks.json", "guidellm", "guidellm 0.8.1", None, 1, {("random", 2): (1279.0, 9.5)}, 1
+    ),
+    Printed(
+        "aiperf/profile_export_aiperf.json",
+        "aiperf",
+        "aiperf 0.13.0",
+        None,
+        1,
+        {("random", 2): (646.17, 17.66)},
+        2,
+    ),
+    Printed(
+        "llama-bench/llama-bench.json",
+        "llama-bench",
+        "llama-bench 11434.0.0",
+        "11434.0.0",
+        4,
+        {("tg16", 0): (None, 23.75), ("tg16", 256): (None, 27.36)},
+        2,
+    ),
+    Printed(
+        "llama-bench/llama-bench.jsonl",
+        "llama-bench",
+        "llama-bench 11434.0.0",
+        "11434.0.0",
+        4,
+        {("tg16", 0): (None, 28.04), ("tg16", 256): (None, 27.57)},
+        2,
+    ),
+]
 IDS = [f.file for f in FIXTURES]
 
 
@@ -69,18 +98,43 @@ def import_argv(fx: Printed, warehouse: Path, *extra: str) -> list[str]:
 def strix_run(run_id: str = "strix-bench-1") -> RunResult:
     """A run as `strix bench --save` records the same vLLM command line against the same server."""
     run = RunRecord(
-        run_id=run_id, host="adhoc", engine="llamacpp", engine_kind="llamacpp", image_repository=None,
-        image_tag=None, image_digest=None, model_profile="adhoc", model="gemma3-270m", quantization="unknown",
-        suite="standard", profile="quick", fingerprint="", harness_version=HARNESS_VERSION, engine_build=None,
-        launch_command="strix bench --url http://127.0.0.1:8080", engine_flags=None, status="ok",
-        failure_reason=None, log_tail=None, started_at=datetime(2026, 12, 1, 8, 30, tzinfo=UTC),
+        run_id=run_id,
+        host="adhoc",
+        engine="llamacpp",
+        engine_kind="llamacpp",
+        image_repository=None,
+        image_tag=None,
+        image_digest=None,
+        model_profile="adhoc",
+        model="gemma3-270m",
+        quantization="unknown",
+        suite="standard",
+        profile="quick",
+        fingerprint="",
+        harness_version=HARNESS_VERSION,
+        engine_build=None,
+        launch_command="strix bench --url http://127.0.0.1:8080",
+        engine_flags=None,
+        status="ok",
+        failure_reason=None,
+        log_tail=None,
+        started_at=datetime(2026, 12, 1, 8, 30, tzinfo=UTC),
         ended_at=datetime(2026, 12, 1, 8, 31, tzinfo=UTC),
-    )  # fmt: skip
+    )
     run.fingerprint = run_fingerprint(run)
     agg = LevelAggregate(
-        run_id=run_id, scenario="random", level=2, level_kind="concurrency", requests_ok=8, requests_failed=0,
-        duration_s=10.0, ttft_p50_ms=800.0, ttft_p95_ms=950.0, output_tokens_per_s=15.0, requests_per_s=0.9,
-    )  # fmt: skip
+        run_id=run_id,
+        scenario="random",
+        level=2,
+        level_kind="concurrency",
+        requests_ok=8,
+        requests_failed=0,
+        duration_s=10.0,
+        ttft_p50_ms=800.0,
+        ttft_p95_ms=950.0,
+        output_tokens_per_s=15.0,
+        requests_per_s=0.9,
+    )
     return RunResult(run=run, aggregates=[agg])
 
 
@@ -195,13 +249,23 @@ def _guidellm_no_benchmarks(doc: dict) -> None:
 
 MALFORMED = [
     ("vllm-bench/vllm-bench-serve.json", _vllm_ttft, ["--tool-version", "0.32.0"], "$.median_ttft_ms"),
-    ("guidellm/benchmarks.json", _guidellm_ttft, [], "$.benchmarks[0].metrics.time_to_first_token_ms.successful.median"),
+    (
+        "guidellm/benchmarks.json",
+        _guidellm_ttft,
+        [],
+        "$.benchmarks[0].metrics.time_to_first_token_ms.successful.median",
+    ),
     ("guidellm/benchmarks.json", _guidellm_strategy, [], "$.benchmarks[0].config.strategy.type_"),
-    ("guidellm/benchmarks.json", _guidellm_no_benchmarks, [], "$.benchmarks[0].metrics.output_tokens_per_second.total"),
+    (
+        "guidellm/benchmarks.json",
+        _guidellm_no_benchmarks,
+        [],
+        "$.benchmarks[0].metrics.output_tokens_per_second.total",
+    ),
     ("aiperf/profile_export_aiperf.json", _aiperf_unit, [], "$.output_token_throughput.unit"),
     ("aiperf/profile_export_aiperf.json", _aiperf_no_version, [], "$.aiperf_version"),
     ("llama-bench/llama-bench.json", _llama_null, ["--tool-version", "11434.0.0"], "$[1].avg_ts"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("src", "mutate", "extra", "field"), MALFORMED, ids=[m[3] for m in MALFORMED])

@@ -16,7 +16,18 @@ EXAMPLE = REPO / "config" / "strix-halo.example.toml"
 def test_the_example_week_fits_over_four_nights_with_one_production_cycle_each(
     tmp_path, capsys: pytest.CaptureFixture[str]
 ):
-    code = main(["--config", str(EXAMPLE), "plan", "--week", "--from", "2026-12-07", "--warehouse", str(tmp_path / "none.duckdb")])  # fmt: skip
+    code = main(
+        [
+            "--config",
+            str(EXAMPLE),
+            "plan",
+            "--week",
+            "--from",
+            "2026-12-07",
+            "--warehouse",
+            str(tmp_path / "none.duckdb"),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     assert "week of Mon 2026-12-07 03:00 (Europe/Berlin): the configuration's standard week" in out
@@ -44,8 +55,21 @@ def test_a_weekly_window_cannot_hold_the_week_and_says_what_is_left(
     tmp_path, capsys: pytest.CaptureFixture[str]
 ):
     weekly = tmp_path / "weekly.toml"
-    weekly.write_text(EXAMPLE.read_text().replace('maintenance_window = "0 3 * * *"', 'maintenance_window = "0 3 * * 1"'))  # fmt: skip
-    main(["--config", str(weekly), "plan", "--week", "--from", "2026-12-07", "--warehouse", str(tmp_path / "none.duckdb")])  # fmt: skip
+    weekly.write_text(
+        EXAMPLE.read_text().replace('maintenance_window = "0 3 * * *"', 'maintenance_window = "0 3 * * 1"')
+    )
+    main(
+        [
+            "--config",
+            str(weekly),
+            "plan",
+            "--week",
+            "--from",
+            "2026-12-07",
+            "--warehouse",
+            str(tmp_path / "none.duckdb"),
+        ]
+    )
     out = capsys.readouterr().out
     assert "week: 7 of 23 runs over 1 night(s)" in out
     assert "deferred to next week (16)" in out

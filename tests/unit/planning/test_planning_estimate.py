@@ -25,10 +25,20 @@ def test_the_estimate_error_is_said_in_minutes_and_share():
 def image(engine: str, repo: str, sort_key: str) -> ImageRecord:
     now = datetime.now(UTC)
     return ImageRecord(
-        engine=engine, registry="docker.io", repository=repo, tag=sort_key, digest=f"sha256:{engine}{sort_key}",
-        floating=False, created=None, version=sort_key, revision=None, labels=None, sort_key=sort_key,
-        first_seen=now, last_seen=now,
-    )  # fmt: skip
+        engine=engine,
+        registry="docker.io",
+        repository=repo,
+        tag=sort_key,
+        digest=f"sha256:{engine}{sort_key}",
+        floating=False,
+        created=None,
+        version=sort_key,
+        revision=None,
+        labels=None,
+        sort_key=sort_key,
+        first_seen=now,
+        last_seen=now,
+    )
 
 
 def test_the_newest_official_candidate_runs_first_then_the_baseline():

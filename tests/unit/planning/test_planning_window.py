@@ -12,7 +12,9 @@ from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.planning import due, measured
 from strix_pipeline.planning.window import window_at, windows
 
-BOX = HostConfig(kind="docker", docker_host="unix:///x.sock", maintenance_window="0 3 * * *", maintenance_window_hours=6)  # fmt: skip
+BOX = HostConfig(
+    kind="docker", docker_host="unix:///x.sock", maintenance_window="0 3 * * *", maintenance_window_hours=6
+)
 
 
 def test_window_at_says_open_or_closed_and_why_without_raising():

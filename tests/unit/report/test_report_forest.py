@@ -20,9 +20,24 @@ def crit(
     cid: str, status: str, value: float | None, threshold: float | None, ci=(None, None)
 ) -> CriterionResult:
     return CriterionResult(
-        "e1", SEPT, "local", "stay", cid, CRITERIA[cid], True, status, value, threshold, *ci, None,
-        ["cand", "base"], [], False, "why", None,
-    )  # fmt: skip
+        "e1",
+        SEPT,
+        "local",
+        "stay",
+        cid,
+        CRITERIA[cid],
+        True,
+        status,
+        value,
+        threshold,
+        *ci,
+        None,
+        ["cand", "base"],
+        [],
+        False,
+        "why",
+        None,
+    )
 
 
 def test_c3_and_c5_give_one_row_each_with_interval_threshold_and_verdict() -> None:

@@ -66,9 +66,17 @@ def config():
 
 def image() -> ImageRecord:
     return warehouse_image(
-        "server-b11434", "sha256:" + "a" * 64, datetime.now(UTC), engine="llamacpp", registry="ghcr.io",
-        repository="ggml-org/llama.cpp", version="b11434", sort_key="11434", labels=None, created=None,
-    )  # fmt: skip
+        "server-b11434",
+        "sha256:" + "a" * 64,
+        datetime.now(UTC),
+        engine="llamacpp",
+        registry="ghcr.io",
+        repository="ggml-org/llama.cpp",
+        version="b11434",
+        sort_key="11434",
+        labels=None,
+        created=None,
+    )
 
 
 def target(config, model: str) -> BenchmarkTarget:
@@ -214,24 +222,39 @@ class Box:
         from strix_pipeline.hosts.box.production import ProductionGuard
 
         prod = ProductionEngine(
-            stop_command=["stop"], start_command=["start"], health_url="http://127.0.0.1:9/health",
+            stop_command=["stop"],
+            start_command=["start"],
+            health_url="http://127.0.0.1:9/health",
             health_timeout_s=1,
-        )  # fmt: skip
+        )
         return ProductionGuard(
-            HOST, prod, state_dir=state_dir, run_id=run_id, runner=self.run,
-            healthy=lambda _url: self.up, poll_interval_s=0.01, fallback=False,
+            HOST,
+            prod,
+            state_dir=state_dir,
+            run_id=run_id,
+            runner=self.run,
+            healthy=lambda _url: self.up,
+            poll_interval_s=0.01,
+            fallback=False,
             restore_by=restore_by or datetime.now(UTC) + timedelta(hours=5),
-        )  # fmt: skip
+        )
 
 
-def a_dagster_run(config, box, state_dir, member, queued, *, model="qwen3-30b-a3b-gguf", night=NIGHT, runs=True, log=None):  # fmt: skip
+def a_dagster_run(
+    config, box, state_dir, member, queued, *, model="qwen3-30b-a3b-gguf", night=NIGHT, runs=True, log=None
+):
     """One Dagster run of the night in its own process: its HostNight, one benchmark (the guard held
     as run_docker holds it) unless ``runs`` is False (every run of it deferred)."""
     night_obj = HostNight(
-        HOST, config.hosts[HOST], log=(log if log is not None else lambda _: None), night_id=night, member=member,
-        state_dir=state_dir, more_to_come=lambda done: len([r for r in queued if r not in done]),
+        HOST,
+        config.hosts[HOST],
+        log=(log if log is not None else lambda _: None),
+        night_id=night,
+        member=member,
+        state_dir=state_dir,
+        more_to_come=lambda done: len([r for r in queued if r not in done]),
         restore_held=lambda info: _restored(box, state_dir, member, info),
-    )  # fmt: skip
+    )
     with night_obj as n:
         if runs:
             guard = box.guard(state_dir, f"{member}-run")
@@ -305,9 +328,14 @@ def test_a_run_of_another_night_or_after_the_planned_outage_restores_production_
 def test_a_run_that_ends_by_an_exception_starts_production_even_with_runs_to_come(config, tmp_path):
     box = Box()
     night = HostNight(
-        HOST, config.hosts[HOST], log=lambda _: None, night_id=NIGHT, member="A", state_dir=tmp_path,
+        HOST,
+        config.hosts[HOST],
+        log=lambda _: None,
+        night_id=NIGHT,
+        member="A",
+        state_dir=tmp_path,
         more_to_come=lambda done: 1,
-    )  # fmt: skip
+    )
     with pytest.raises(KeyboardInterrupt), night:
         night.hold(box.guard(tmp_path, "A-run"))
         raise KeyboardInterrupt
@@ -322,9 +350,14 @@ def test_a_night_whose_later_runs_cannot_be_read_starts_production(config, tmp_p
         raise RuntimeError("instance unreachable")
 
     with HostNight(
-        HOST, config.hosts[HOST], log=lines.append, night_id=NIGHT, member="A", state_dir=tmp_path,
+        HOST,
+        config.hosts[HOST],
+        log=lines.append,
+        night_id=NIGHT,
+        member="A",
+        state_dir=tmp_path,
         more_to_come=unreadable,
-    ) as night:  # fmt: skip
+    ) as night:
         night.hold(box.guard(tmp_path, "A-run"))
     assert box.made == ["stop", "start"]
     assert any("not read (instance unreachable): production is started now" in ln for ln in lines)

@@ -53,8 +53,14 @@ def test_only_a_release_with_a_build_here_may_be_compared(tmp_path: Path, monkey
 
 
 def test_a_profile_gives_enough_tokens_and_requests() -> None:
-    spec = PairSpec.of(ScenarioProfile.model_validate({"decode": {"output_tokens": 32, "requests": 1},
-                                                      "prefill_ladder": {"input_tokens": [256, 128], "requests_per_level": 1}}))  # fmt: skip
+    spec = PairSpec.of(
+        ScenarioProfile.model_validate(
+            {
+                "decode": {"output_tokens": 32, "requests": 1},
+                "prefill_ladder": {"input_tokens": [256, 128], "requests_per_level": 1},
+            }
+        )
+    )
     assert (spec.decode_requests, spec.decode_output_tokens) == (5, 64)
     assert (spec.prefill_tokens, spec.prefill_requests) == (128, 3)
     profile = spec.profile()
@@ -70,12 +76,28 @@ def request(
     scenario: str, i: int, *, ok: bool = True, timings: dict | None = None, e2e: float = 500.0, out: int = 2
 ) -> RequestRecord:
     return RequestRecord(
-        run_id="r", scenario=scenario, level=1, level_kind="single", request_index=i, warmup=False,
-        sent_at=T0, sent_offset_ms=0.0, queue_ms=0.0, ttfb_ms=10.0, ttft_ms=100.0, e2e_ms=e2e,
-        input_tokens=128, input_tokens_estimated=False, output_tokens=out, output_tokens_estimated=False,
-        cached_tokens=None, ok=ok, error_class=None if ok else "http_500", error_message=None if ok else "boom",
+        run_id="r",
+        scenario=scenario,
+        level=1,
+        level_kind="single",
+        request_index=i,
+        warmup=False,
+        sent_at=T0,
+        sent_offset_ms=0.0,
+        queue_ms=0.0,
+        ttfb_ms=10.0,
+        ttft_ms=100.0,
+        e2e_ms=e2e,
+        input_tokens=128,
+        input_tokens_estimated=False,
+        output_tokens=out,
+        output_tokens_estimated=False,
+        cached_tokens=None,
+        ok=ok,
+        error_class=None if ok else "http_500",
+        error_message=None if ok else "boom",
         server_timings=json.dumps(timings) if timings else None,
-    )  # fmt: skip
+    )
 
 
 def suite(prefill_ok: bool = True, gone: str | None = None) -> SuiteResult:

@@ -21,7 +21,16 @@ def result_with(*aggs: LevelAggregate):
 
 
 def agg(scenario: str, level: int, **kw) -> LevelAggregate:
-    return LevelAggregate(run_id="eff", scenario=scenario, level=level, level_kind="concurrency", requests_ok=4, requests_failed=0, duration_s=1.0, **kw)  # fmt: skip
+    return LevelAggregate(
+        run_id="eff",
+        scenario=scenario,
+        level=level,
+        level_kind="concurrency",
+        requests_ok=4,
+        requests_failed=0,
+        duration_s=1.0,
+        **kw,
+    )
 
 
 def test_the_figure_is_decode_speed_times_bytes_per_token_over_bandwidth() -> None:
@@ -36,18 +45,27 @@ def test_the_figure_is_decode_speed_times_bytes_per_token_over_bandwidth() -> No
     expected = 40.0 * (250_000_000 + 18_432 * 264.0) / 30e9
     assert run.decode_efficiency == pytest.approx(expected) and 0 < run.decode_efficiency <= 1
     assert run.efficiency_problem is None
-    assert (run.bandwidth_bytes_per_s, run.bandwidth_threads, run.model_weight_bytes, run.kv_bytes_per_token) == (30e9, 1, 250_000_000, 18_432)  # fmt: skip
+    assert (
+        run.bandwidth_bytes_per_s,
+        run.bandwidth_threads,
+        run.model_weight_bytes,
+        run.kv_bytes_per_token,
+    ) == (30e9, 1, 250_000_000, 18_432)
 
 
 def test_without_the_decode_scenario_the_sweeps_first_level_gives_the_speed() -> None:
-    result = result_with(agg("concurrency_sweep", 1, tpot_mean_ms=50.0, input_tokens_mean=100.0, output_tokens_total=8))  # fmt: skip
+    result = result_with(
+        agg("concurrency_sweep", 1, tpot_mean_ms=50.0, input_tokens_mean=100.0, output_tokens_total=8)
+    )
     assert single_client_decode(result)[1] == 20.0
     record_efficiency(result, PROBE, MODEL, None)
     assert result.run.decode_efficiency == pytest.approx(20.0 * (250e6 + 18_432 * 101.0) / 30e9)
 
 
 def test_above_one_is_not_stored_as_a_value_and_says_why() -> None:
-    result = result_with(agg("decode", 1, decode_tokens_per_s=500.0, input_tokens_mean=10.0, output_tokens_total=40))  # fmt: skip
+    result = result_with(
+        agg("decode", 1, decode_tokens_per_s=500.0, input_tokens_mean=10.0, output_tokens_total=40)
+    )
     record_efficiency(result, PROBE, MODEL, None)
     assert result.run.decode_efficiency is None
     assert result.run.efficiency_problem.startswith("above 1 (4.17")
@@ -57,7 +75,10 @@ def test_above_one_is_not_stored_as_a_value_and_says_why() -> None:
 def test_missing_inputs_are_named() -> None:
     result = result_with(agg("concurrency_sweep", 2, tpot_mean_ms=50.0))
     record_efficiency(result, PROBE, MODEL, None)
-    assert result.run.efficiency_problem == "no single-client decode speed measured (decode or concurrency_sweep level 1)"  # fmt: skip
+    assert (
+        result.run.efficiency_problem
+        == "no single-client decode speed measured (decode or concurrency_sweep level 1)"
+    )
     result = result_with(agg("decode", 1, decode_tokens_per_s=40.0, output_tokens_total=8))
     record_efficiency(result, None, None, "model bytes unknown: x.gguf: not a GGUF file")
     assert result.run.decode_efficiency is None

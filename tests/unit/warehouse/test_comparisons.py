@@ -15,21 +15,49 @@ T0 = datetime(2026, 12, 4, 20, 0, tzinfo=UTC)
 
 def row(cid: str = "cmp-1", metric: str = "decode_tokens_per_s", at: datetime = T0, **kw) -> ComparisonRecord:
     base = dict(
-        comparison_id=cid, host="local", engine="llamacpp", release_a="b11401", release_b="b11434",
-        metric=metric, higher_is_better=True, pairs=3, ratio=0.95, low=0.93, high=0.97,
-        verdict="different", looks=1, target=0.05, alpha=0.05, look_alpha=0.0045, cap=10, seed=7,
-        values_a=[50.0, 51.0, 49.5], values_b=[47.5, 48.4, 47.1], orders=["AB", "BA", "AB"],
-        dropped_pairs=1, started_at=at, ended_at=at + timedelta(minutes=2),
-    )  # fmt: skip
+        comparison_id=cid,
+        host="local",
+        engine="llamacpp",
+        release_a="b11401",
+        release_b="b11434",
+        metric=metric,
+        higher_is_better=True,
+        pairs=3,
+        ratio=0.95,
+        low=0.93,
+        high=0.97,
+        verdict="different",
+        looks=1,
+        target=0.05,
+        alpha=0.05,
+        look_alpha=0.0045,
+        cap=10,
+        seed=7,
+        values_a=[50.0, 51.0, 49.5],
+        values_b=[47.5, 48.4, 47.1],
+        orders=["AB", "BA", "AB"],
+        dropped_pairs=1,
+        started_at=at,
+        ended_at=at + timedelta(minutes=2),
+    )
     return ComparisonRecord(**(base | kw))
 
 
 def run(cid: str = "cmp-1", n: int = 1, **kw) -> ComparisonRun:
     base = dict(
-        comparison_id=cid, run=n, pair=(n + 1) // 2, side="A" if n % 2 else "B", release="b11401",
-        kept=True, warmup_ms=812.5, figures='{"decode_tokens_per_s": 50.0}', engine_build="b11401-abc",
-        error=None, started_at=T0, ended_at=T0 + timedelta(seconds=20),
-    )  # fmt: skip
+        comparison_id=cid,
+        run=n,
+        pair=(n + 1) // 2,
+        side="A" if n % 2 else "B",
+        release="b11401",
+        kept=True,
+        warmup_ms=812.5,
+        figures='{"decode_tokens_per_s": 50.0}',
+        engine_build="b11401-abc",
+        error=None,
+        started_at=T0,
+        ended_at=T0 + timedelta(seconds=20),
+    )
     return ComparisonRun(**(base | kw))
 
 

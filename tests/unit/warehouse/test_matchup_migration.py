@@ -18,22 +18,61 @@ V18_NAMES = {"matchup": "pair", "other_matchup": "other_pair"}
 
 def c3() -> CriterionResult:
     return CriterionResult(
-        "e1", T0, "local", "stay", "C3", "ttft_p95_beats_llamacpp_at_5", True, "fail", 1.4, 0.9,
-        1.2, 1.6, "ratio", ["cand", "llama-q4"], [], False, "slower", None,
-        matchup="production", other_matchup="equal_weights", other_status="fail", other_value=1.3,
-        other_run_ids=["cand", "llama-bf16"], other_reason="slower too",
-    )  # fmt: skip
+        "e1",
+        T0,
+        "local",
+        "stay",
+        "C3",
+        "ttft_p95_beats_llamacpp_at_5",
+        True,
+        "fail",
+        1.4,
+        0.9,
+        1.2,
+        1.6,
+        "ratio",
+        ["cand", "llama-q4"],
+        [],
+        False,
+        "slower",
+        None,
+        matchup="production",
+        other_matchup="equal_weights",
+        other_status="fail",
+        other_value=1.3,
+        other_run_ids=["cand", "llama-bf16"],
+        other_reason="slower too",
+    )
 
 
 def engine_comparison() -> ComparisonRecord:
     return ComparisonRecord(
-        comparison_id="cmp-1", host="local", engine="llamacpp vs vllm", release_a="llamacpp b1 gemma3-270m",
-        release_b="vllm 0.1 gemma3-270m-bf16", metric="ttft_p95_ms", higher_is_better=False, pairs=3,
-        ratio=1.4, low=1.2, high=1.6, verdict="different", looks=1, target=0.1, alpha=0.05,
-        look_alpha=0.0045, cap=10, seed=7, values_a=[900.0, 910.0, 905.0], values_b=[1260.0, 1270.0, 1265.0],
-        orders=["AB", "BA", "AB"], dropped_pairs=0, started_at=T0, ended_at=T0 + timedelta(minutes=2),
+        comparison_id="cmp-1",
+        host="local",
+        engine="llamacpp vs vllm",
+        release_a="llamacpp b1 gemma3-270m",
+        release_b="vllm 0.1 gemma3-270m-bf16",
+        metric="ttft_p95_ms",
+        higher_is_better=False,
+        pairs=3,
+        ratio=1.4,
+        low=1.2,
+        high=1.6,
+        verdict="different",
+        looks=1,
+        target=0.1,
+        alpha=0.05,
+        look_alpha=0.0045,
+        cap=10,
+        seed=7,
+        values_a=[900.0, 910.0, 905.0],
+        values_b=[1260.0, 1270.0, 1265.0],
+        orders=["AB", "BA", "AB"],
+        dropped_pairs=0,
+        started_at=T0,
+        ended_at=T0 + timedelta(minutes=2),
         matchup="production",
-    )  # fmt: skip
+    )
 
 
 def test_a_v18_warehouse_keeps_its_match_ups_under_the_new_column_names(tmp_path: Path) -> None:

@@ -17,16 +17,34 @@ def image(
     tag: str, *, floating: bool = False, gone: bool = False, repo: str = "ggml-org/llama.cpp"
 ) -> ImageRecord:
     return ImageRecord(
-        engine="llamacpp", registry="ghcr.io", repository=repo, tag=tag,
-        digest="sha256:" + hashlib.sha256(f"{repo}:{tag}".encode()).hexdigest(), floating=floating,
-        created=AT, version=None if floating else tag, revision=None, labels=None,
-        sort_key=version_sort_key(tag, AT), first_seen=AT, last_seen=AT, gone=gone,
-    )  # fmt: skip
+        engine="llamacpp",
+        registry="ghcr.io",
+        repository=repo,
+        tag=tag,
+        digest="sha256:" + hashlib.sha256(f"{repo}:{tag}".encode()).hexdigest(),
+        floating=floating,
+        created=AT,
+        version=None if floating else tag,
+        revision=None,
+        labels=None,
+        sort_key=version_sort_key(tag, AT),
+        first_seen=AT,
+        last_seen=AT,
+        gone=gone,
+    )
 
 
 def test_the_box_tags_between_two_rocm_builds_in_build_number_order() -> None:
-    tags = ["server-rocm-b6500", "server-rocm-b6512", "server-rocm-b6499", "server-rocm-b6600",
-            "server-rocm-b6530", "server-vulkan-b6520", "server-rocm", "server-rocm-b6550"]  # fmt: skip
+    tags = [
+        "server-rocm-b6500",
+        "server-rocm-b6512",
+        "server-rocm-b6499",
+        "server-rocm-b6600",
+        "server-rocm-b6530",
+        "server-vulkan-b6520",
+        "server-rocm",
+        "server-rocm-b6550",
+    ]
     images = [image(t, floating=t == "server-rocm") for t in tags]
     images.append(image("server-rocm-b6540", gone=True))
     images.append(image("server-rocm-b6545", repo="someone/llama.cpp"))
