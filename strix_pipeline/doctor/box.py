@@ -186,7 +186,10 @@ def _path_fix(profile: str, files: model_files.ModelFiles, cfg: HostConfig) -> s
     if files.split and files.path != files.files[0]:  # a later part: the engine must be given the first
         return f"set models.{profile}.path to {files.files[0]}"
     if files.split:
-        return f"put all {len(files.files)} parts under models_dir ({cfg.models_dir or 'unset'}) and point models.{profile}.path there"
+        return (
+            f"put all {len(files.files)} parts under models_dir ({cfg.models_dir or 'unset'}) "
+            f"and point models.{profile}.path there"
+        )
     return f"set models.{profile}.path to the model's absolute path on the host (or set models_dir)"
 
 

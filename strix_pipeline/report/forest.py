@@ -72,7 +72,8 @@ def criterion_rows(d: Decision | None, held: Mapping[str, float | None], w: Word
                         high=None,
                         threshold=p.threshold / base,
                         verdict=p.status,
-                        detail=f"{w.candidate} / {w.baseline_engine} ({p.label}): {ratio_x(p.value / base)}× held after load",
+                        detail=f"{w.candidate} / {w.baseline_engine} ({p.label}): "
+                        f"{ratio_x(p.value / base)}× held after load",
                         run_id=p.run_ids[0],
                     )
                 )

@@ -179,7 +179,8 @@ class HostNight:
                 f"{self.night_id} after {len(self.runs)} run(s) here; the last one starts it, the restore "
                 f"armed on the Box by {guard.restore_by:%H:%M} UTC if none does"
                 if guard.restore_by
-                else f"production on {self.host} stays down for {remaining} more run(s) of night {self.night_id}"
+                else f"production on {self.host} stays down for {remaining} more run(s) of night "
+                f"{self.night_id}"
             )
             for result in self.runs:  # down since the night's stop, up when its last run ends
                 result.run.production_down_at = guard.stopped_at

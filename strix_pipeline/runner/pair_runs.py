@@ -236,7 +236,8 @@ def figures_of(result: SuiteResult, spec: PairSpec) -> RunFigures:
     bad = [r for r in measured if not r.ok]
     if bad:
         raise RunFailed(
-            f"{len(bad)} of {len(measured)} measured requests failed ({bad[0].error_class}: {bad[0].error_message})"
+            f"{len(bad)} of {len(measured)} measured requests failed ({bad[0].error_class}: "
+            f"{bad[0].error_message})"
         )
     warm = [r for r in rows if r.scenario == "smoke"]
     if not warm or not warm[0].ok:

@@ -290,7 +290,8 @@ def compare_releases(
             progress(f"look {state[name].looks} at {len(kept)} pairs, {name}: {state[name].describe()}")
         if exhausted:
             progress(
-                f"{dropped} pairs dropped for failed runs (at most {max_dropped}): the ladder ends on the {len(kept)} kept"
+                f"{dropped} pairs dropped for failed runs (at most {max_dropped}): the ladder ends "
+                f"on the {len(kept)} kept"
             )
             break
 

@@ -58,7 +58,8 @@ def refresh_hosts(con: duckdb.DuckDBPyConnection, hosts: list[str]) -> None:
     # does not overwrite them).
     merge_duplicates(con, hosts)
     con.execute(
-        "MERGE INTO hosts USING (SELECT host AS name, min(started_at) AS first_seen, max(started_at) AS last_seen, "
+        "MERGE INTO hosts USING (SELECT host AS name, min(started_at) AS first_seen, "
+        "max(started_at) AS last_seen, "
         + ", ".join(f"arg_max_null({f}, started_at) AS {f}" for f in _FACTS)
         + " FROM runs WHERE list_contains(?, host) GROUP BY host) AS s ON hosts.name = s.name "
         "WHEN MATCHED THEN UPDATE SET first_seen = least(hosts.first_seen, s.first_seen), "

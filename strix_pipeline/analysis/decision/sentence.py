@@ -107,7 +107,10 @@ def _clip(text: str) -> str:
 def _ttft(c: CriterionResult, w: Wording, whose: str) -> str:
     """``vLLM 0.32.0's TTFT p95 at 5 clients is 2.9× llama-server's (95 % interval 2.6–3.3×)``."""
     if c.value is None:
-        return f"{whose} TTFT p95 at {w.concurrency} clients has no ratio to {w.baseline_engine}'s ({_clip(c.reason)})"
+        return (
+            f"{whose} TTFT p95 at {w.concurrency} clients has no ratio to "
+            f"{w.baseline_engine}'s ({_clip(c.reason)})"
+        )
     ci = interval_text(c)
     return (
         f"{whose} TTFT p95 at {w.concurrency} clients is {ratio_x(c.value, c.threshold)}× "

@@ -277,6 +277,7 @@ def noise_between(
         )
     if probe_slowdown_pct is not None and probe_slowdown_pct > busy_probe_pct:
         reasons.append(
-            f"the CPU probe ran {probe_slowdown_pct:.1f} % slower than the session's fastest (threshold {busy_probe_pct:g} %)"
+            f"the CPU probe ran {probe_slowdown_pct:.1f} % slower than the session's fastest "
+            f"(threshold {busy_probe_pct:g} %)"
         )
     return HostNoise(steal, outside, engine, mhz, after.gpus, "; ".join(reasons) or None, probe_slowdown_pct)
