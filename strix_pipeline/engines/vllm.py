@@ -51,7 +51,8 @@ READY_PATHS = ("/health", "/v1/models")  # /health: process up; /v1/models: it s
 METRICS_PREFIX = "vllm:"
 VERSION_PATH = "/version"
 VERSION_KEY = "version"
-# The image's compiled GPU targets, printed without a GPU (the architecture gate, hosts/docker/image_checks.py)
+# The image's compiled GPU targets, printed without a GPU (the architecture gate,
+# hosts/docker/image_checks.py)
 ARCH_LIST_COMMAND = ["python3", "-c", TORCH_ARCH_SNIPPET]
 
 

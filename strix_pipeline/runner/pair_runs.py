@@ -382,7 +382,8 @@ def pair_log_dir(config: StrixConfig, kind: str = "compare") -> Path:
 
 
 def pair_profile(config: StrixConfig, asked: str | None = None) -> str:
-    """The profile whose decode and prefill sizes a comparison's runs take: ``asked``, else host local's llama-server run's."""
+    """The profile whose decode and prefill sizes a comparison's runs take: ``asked``, else host
+    local's llama-server run's."""
     if asked:
         return asked
     return next((r.profile for r in config.runs.get(PAIR_HOST, []) if r.engine == "llamacpp"), "quick")

@@ -10,8 +10,9 @@ from strix_pipeline.warehouse.connection import in_transaction
 
 # No key constraint backs hosts.name (DuckLake has none): every write is a MERGE on the name. Two
 # writers of a DuckLake that insert the same NEW name at once both commit (concurrent inserts do not
-# conflict there; tests/integration/postgres/test_ducklake.py provokes it), leaving two rows; every write of a name first
-# folds its rows back into one (merge_duplicates), so such a pair lives until that host's next write.
+# conflict there; tests/integration/postgres/test_ducklake.py provokes it), leaving two rows; every
+# write of a name first folds its rows back into one (merge_duplicates), so such a pair lives until
+# that host's next write.
 
 _FACTS = ("rocm_version", "kernel", "firmware", "kernel_cmdline", "ttm_pages_limit")
 

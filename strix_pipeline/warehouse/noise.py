@@ -40,7 +40,8 @@ class NoiseRecord:
 
     @property
     def steps_text(self) -> str:
-        """ "14.8% / 7.6% / 4.4%": the steps 3 / 5 / 10 pairs detect, as `strix changes` and the asset show them."""
+        """ "14.8% / 7.6% / 4.4%": the steps 3 / 5 / 10 pairs detect, as `strix changes` and the asset
+        show them."""
         return " / ".join(f"{x:.1%}" for x in (self.step_3_pairs, self.step_5_pairs, self.step_10_pairs))
 
 

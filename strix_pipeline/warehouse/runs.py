@@ -2,7 +2,8 @@
 
 A load converts everything to Arrow first (a bad value fails before anything is touched), then in ONE
 transaction deletes any earlier load of the same run_ids and inserts the new rows; the hosts' rows
-are refreshed from the runs in a second, small transaction (see load_runs for why). A load that replaced or a delete that removed rows checkpoints with vacuuming afterwards
+are refreshed from the runs in a second, small transaction (see load_runs for why). A load that
+replaced or a delete that removed rows checkpoints with vacuuming afterwards
 (:func:`~strix_pipeline.warehouse.connection.reclaim`), so the space comes back.
 """
 

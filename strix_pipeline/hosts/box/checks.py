@@ -109,9 +109,9 @@ def before_production_stops(
     what: str,
 ) -> list[str]:
     """Every Box refusal that needs no stopped production, in order: HiCache on unified memory, foreign
-    holders of GPU memory, processes with a GPU device open, a model that does not fit its pool. ``run_smi`` runs the SMI tools on the
-    host (the probe's, else the engine image's: ``docker_engine.SmiReader.run``). Returns notes of
-    what could not be checked (the run logs them)."""
+    holders of GPU memory, processes with a GPU device open, a model that does not fit its pool.
+    ``run_smi`` runs the SMI tools on the host (the probe's, else the engine image's:
+    ``docker_engine.SmiReader.run``). Returns notes of what could not be checked (the run logs them)."""
     check_unified_memory(host, spec, what=what)
     notes = []
     production = host.production

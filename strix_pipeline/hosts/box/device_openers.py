@@ -82,7 +82,8 @@ class Owner:
 
 
 def parse_openers(text: str) -> list[Opener]:
-    """The probe's lines (``fd PID PATH``, ``comm PID NAME``, ``cgroup PID LINE``) as openers, in pid order."""
+    """The probe's lines (``fd PID PATH``, ``comm PID NAME``, ``cgroup PID LINE``) as openers, in pid
+    order."""
     found: dict[int, Opener] = {}
     for line in text.splitlines():
         kind, _, rest = line.partition(" ")

@@ -16,7 +16,8 @@ Two snapshots, one before a pass and one after, and the difference between them:
   the files a Box's probe laid out (memory/probes.py ``lay_out_tree``).
 
 A pass is *busy* when steal, outside or the probe's slowdown exceeds the thresholds of ``[analysis]``
-(``busy_steal_pct``, ``busy_outside_pct``, ``busy_probe_pct``): the runner marks it, keeps it out of the verdicts and runs its pair again.
+(``busy_steal_pct``, ``busy_outside_pct``, ``busy_probe_pct``): the runner marks it, keeps it out of
+the verdicts and runs its pair again.
 Pure readers over a root path; nothing here starts or stops a process.
 """
 
