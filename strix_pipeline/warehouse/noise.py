@@ -1,4 +1,4 @@
-"""A series' run-to-run noise as measured (table ``noise_figures``, issue 33 item 1).
+"""A series' run-to-run noise as measured (table ``noise_figures``).
 
 :class:`NoiseRecord` is the table's columns, in order. The weekly analysis (analysis/changes.py)
 computes one row per canary series from the canary's latest runs of its one release

@@ -1,5 +1,5 @@
 """The week's answer in one sentence a person can act on: the verdict, the criterion that decided it,
-its figure with the interval, and what would change it (issue 36). Pure: a :class:`.Decision` and how
+its figure with the interval, and what would change it. Pure: a :class:`.Decision` and how
 to name its two sides (:class:`Wording`).
 
 One definition for every place the answer is read: the report's page and its Atom entry, the

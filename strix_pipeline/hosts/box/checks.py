@@ -1,4 +1,4 @@
-"""Refusals a Box run makes from what the Box itself says, before production stops (issue 27).
+"""Refusals a Box run makes from what the Box itself says, before production stops.
 
 - the device total HIP reports (the KFD topology, read by the probe: ``memory.HostMemoryFacts``) is what
   vLLM's ``--gpu-memory-utilization`` and SGLang's ``--mem-fraction-static`` take their share of, so

@@ -2,8 +2,7 @@
 
 ``with ProductionGuard(...)`` stops the host's production engine (a container, or stop/start
 commands such as a systemd unit) and, on every exit path -- success, failure, cancellation --
-starts it again and waits for its health URL. Production never depends on the controller alone
-(issue 35):
+starts it again and waits for its health URL. Production never depends on the controller alone:
 
 - before the stop a marker file is written here and a restore is armed on the Box itself
   (hosts/box/restore_guard.py) for the window's end; the controller disarms it once it restored

@@ -1,4 +1,4 @@
-"""The host's share of a pass's noise (issue 33, item 4): what else the machine did while it measured.
+"""The host's share of a pass's noise: what else the machine did while it measured.
 
 Two snapshots, one before a pass and one after, and the difference between them:
 
