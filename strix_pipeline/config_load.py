@@ -51,7 +51,8 @@ def unified_memory_problems(config: StrixConfig) -> list[str]:
             spec = build_spec(config.engines[r.engine], config.models[r.model], "")
             for p in engines.unified_memory_problems(h.unified_memory, spec.kind, spec.flags):
                 problems.append(
-                    f"runs.{host}[{i}] (engine {r.engine!r}, model {r.model!r}): {p} (hosts.{host}.unified_memory)"
+                    f"runs.{host}[{i}] (engine {r.engine!r}, model {r.model!r}): {p} "
+                    f"(hosts.{host}.unified_memory)"
                 )
     return problems
 

@@ -1,4 +1,4 @@
-"""What a series' run-to-run noise lets a comparison by pairs see (issue 33, items 1 and 6).
+"""What a series' run-to-run noise lets a comparison by pairs see.
 
 Pure: per metric, the values of repeated passes of one and the same release in, the coefficient of
 variation and the smallest step detectable at alpha 0.05 with 80 % power over 3, 5 and 10 pairs out
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from strix_pipeline.stats import paired
 
 PAIRS = (3, 5, 10)
-# Issue 33's goals for a 2-core VM: the per-run CV each figure should reach
+# The precision goals on a 2-core VM: the per-run CV each figure should reach
 GOALS = {"decode_tokens_per_s": 0.02, "prefill_tokens_per_s": 0.03, "ttft_p50_ms": 0.05}
 
 

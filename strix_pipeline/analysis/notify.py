@@ -63,7 +63,10 @@ def regression_alerts(wh: Warehouse, previous: Decision | None, current: Decisio
 
 def bisection_text(b: BisectionRecord) -> str:
     if b.status in ("found", "nothing_between"):
-        return f"first release that shows it: {b.first_release} (not {b.last_without}; {b.runs_used} bisection run(s))"
+        return (
+            f"first release that shows it: {b.first_release} (not {b.last_without}; "
+            f"{b.runs_used} bisection run(s))"
+        )
     if b.status == "running":
         return f"bisecting: {b.reason}"
     return f"bisection {b.status}: {b.reason}"

@@ -69,12 +69,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     what.add_argument(
         "--scenario",
         action="append",
-        help="smoke, concurrency_sweep, prefill_ladder, decode, prefix_cache, or all (repeat or comma-separate)",
+        help="smoke, concurrency_sweep, prefill_ladder, decode, prefix_cache, or all (repeat or "
+        "comma-separate)",
     )
     what.add_argument("--dataset", help='JSONL file: one {"prompt": ..., "output_tokens_count": N} a line')
     what.add_argument(
         "--dataset-name",
-        help="vLLM's dataset name; strix generates 'random' (the run when neither --scenario nor --dataset is given)",
+        help="vLLM's dataset name; strix generates 'random' (the run when neither --scenario nor "
+        "--dataset is given)",
     )
     p.add_argument("--profile", default="quick", help="scenario profile from the config (quick | standard)")
     p.add_argument(

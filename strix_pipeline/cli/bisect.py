@@ -81,7 +81,8 @@ def bisect(args: argparse.Namespace) -> int:
         steps = steps_text(wh, b)
     console.print(
         shown(
-            f"{b.engine} on {b.host}: {b.metric} {b.scenario}@{b.level}, {b.version_before} -> {b.version_after}"
+            f"{b.engine} on {b.host}: {b.metric} {b.scenario}@{b.level}, {b.version_before} -> "
+            f"{b.version_after}"
         )
     )
     for line in steps:

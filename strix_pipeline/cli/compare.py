@@ -46,7 +46,8 @@ def compare(args: argparse.Namespace) -> int:
 
     if args.engine != "llamacpp" or config.engines.get(args.engine, None) is None:
         return fail(
-            f"--engine {args.engine}: comparisons by pairs run llama-server releases on host local (engine llamacpp) so far"
+            f"--engine {args.engine}: comparisons by pairs run llama-server releases on host local "
+            "(engine llamacpp) so far"
         )
     if HOST not in config.hosts:
         return fail(f"the configuration has no host {HOST!r}")
@@ -70,7 +71,9 @@ def compare(args: argparse.Namespace) -> int:
     log_dir = pair_log_dir(config)
     say(
         f"strix compare {a.tag} {b.tag} on {HOST}: pairs of runs, each the fastest of "
-        f"{spec.decode_requests} {spec.decode_output_tokens}-token decodes and {spec.prefill_requests} prefills of {spec.prefill_tokens} tokens, seed {seed}, cap {cap} pairs, "
+        f"{spec.decode_requests} {spec.decode_output_tokens}-token decodes and "
+        f"{spec.prefill_requests} prefills of {spec.prefill_tokens} tokens, seed {seed}, cap {cap} "
+        "pairs, "
         f"target {args.target:.0%}; engine logs in {log_dir}"
     )
     try:

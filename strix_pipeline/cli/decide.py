@@ -165,7 +165,8 @@ def run_reproduce(args: argparse.Namespace, config: StrixConfig) -> int:
                 print(f"  {line}")
         else:
             print(
-                f"evaluation {stored.evaluation_id} ({stored.evaluated_at:%Y-%m-%d %H:%M:%S} UTC) reproduces: "
+                f"evaluation {stored.evaluation_id} ({stored.evaluated_at:%Y-%m-%d %H:%M:%S} UTC) "
+                "reproduces: "
                 f"verdict {stored.label}, every criterion equal"
             )
     return 1 if diffs else 0

@@ -30,7 +30,8 @@ def doctor(args: argparse.Namespace) -> int:
     bad = failed(checks)
     if bad:
         console.print(
-            f"[red]strix doctor: {len(bad)} required piece(s) missing: {', '.join(f'{c.host}/{c.name}' for c in bad)}[/]"
+            f"[red]strix doctor: {len(bad)} required piece(s) missing: "
+            f"{', '.join(f'{c.host}/{c.name}' for c in bad)}[/]"
         )
         return 1
     console.print("[green]strix doctor: everything required is there[/]")

@@ -167,7 +167,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--versions",
         default=DEFAULT_VERSIONS,
-        help="how many releases (newest, oldest and evenly spaced between; default 4) or which: b10333,b11434",
+        help="how many releases (newest, oldest and evenly spaced between; default 4) or which: "
+        "b10333,b11434",
     )
     for engine in ("llamacpp", "vllm"):
         p.add_argument(

@@ -43,7 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="extra runs per comparison by pairs on a Box (default 0: comparisons by pairs run on host local, which keeps no window)",
+        help="extra runs per comparison by pairs on a Box (default 0: comparisons by pairs run on "
+        "host local, which keeps no window)",
     )
     p.add_argument(
         "--starve-weeks",
@@ -170,7 +171,8 @@ def _night_text(n: int, night: fit.Night, host, tz: ZoneInfo, more: bool) -> lis
             )
         last = night.slots[-1].end.astimezone(tz)
         out.append(
-            f"    {last:%H:%M}        start {prod} again, healthy by {night.production_up.astimezone(tz):%H:%M}"
+            f"    {last:%H:%M}        start {prod} again, healthy by "
+            f"{night.production_up.astimezone(tz):%H:%M}"
         )  # type: ignore[union-attr]
     if night.deferred:
         where = "the next night" if more else "next week"

@@ -58,7 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "query",
         help="run read-only SQL against the warehouse",
         description="Run SQL against the warehouse, opened read-only; the SQL can read no other file, write "
-        "none, attach no database, load no extension and change no setting. Views: v_runs, v_latest_by_engine, "
+        "none, attach no database, load no extension and change no setting. Views: v_runs, "
+        "v_latest_by_engine, "
         "v_ttft_at_concurrency, v_prefill_ladder, v_memory, v_decisions, v_compare, v_support_matrix, "
         "v_server_metrics (see docs/warehouse.md). Formats as in the DuckDB CLI: table (wide results hide "
         "middle columns, never change shape), csv, json, jsonl, markdown, line; and parquet.",
@@ -90,13 +91,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--max-bytes",
         type=_size,
         metavar="SIZE",
-        help=f"the most memory a result may hold in this process, e.g. 1GB; a bigger one is cut, said, exit 1 "
+        help="the most memory a result may hold in this process, e.g. 1GB; a bigger one is cut, "
+        "said, exit 1 "
         f"(default: [query] max_bytes, {QueryConfig().max_bytes} unless set)",
     )
     q.add_argument(
         "--memory-limit",
         metavar="SIZE",
-        help="DuckDB memory limit for the query, e.g. 2GB (default: [query] memory_limit, else DuckDB's: 80%% "
+        help="DuckDB memory limit for the query, e.g. 2GB (default: [query] memory_limit, else "
+        "DuckDB's: 80%% "
         "of RAM); a query needing more fails (it has no spill directory)",
     )
     q.add_argument(
@@ -117,7 +120,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     i = sub.add_parser(
         "import",
         help="load a `strix export --parquet` directory, or another tool's result file, into the warehouse",
-        description="Load a `strix export --parquet` directory (e.g. from another Box), or one result file of "
+        description="Load a `strix export --parquet` directory (e.g. from another Box), or one "
+        "result file of "
         "another tool as a run: vLLM `bench serve --save-result` JSON, GuideLLM 0.8 benchmarks JSON, AIPerf "
         "0.13 profile_export_aiperf.json, `llama-bench -o json`/`jsonl`. A peer run records the tool and its "
         "version as its harness_version, so its fingerprint is its own and it never joins a strix series; "
@@ -369,7 +373,8 @@ def run_import_peer(args: argparse.Namespace) -> int:
         # may name any run, a strix benchmark's included
         if opts.run_id is not None and not args.replace and wh.count("runs", opts.run_id):
             raise WarehouseError(
-                f"run {opts.run_id} is already in the warehouse; give --replace to replace it with {args.file}"
+                f"run {opts.run_id} is already in the warehouse; give --replace to replace it with "
+                f"{args.file}"
             )
         wh.load_run(result)
         return result.run
@@ -388,7 +393,8 @@ def run_import_peer(args: argparse.Namespace) -> int:
         out = "-" if a.output_tokens_per_s is None else f"{a.output_tokens_per_s:.2f} tok/s"
         pre = "" if a.prefill_tokens_per_s is None else f"  prefill {a.prefill_tokens_per_s:.2f} tok/s"
         print(
-            f"  {shown(a.scenario):<12} {shown(a.level_kind)} {shown(a.level):<6} TTFT p50 {ttft:<12} output {out}{pre}"
+            f"  {shown(a.scenario):<12} {shown(a.level_kind)} {shown(a.level):<6} TTFT p50 "
+            f"{ttft:<12} output {out}{pre}"
         )
     return 0
 

@@ -73,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
             for r in runs:
                 table.add_row(
                     "run",
-                    f"{r['run_id']}: {r['status']}, {r['measured_ok']} measured ok {r['failure_reason'] or ''}",
+                    f"{r['run_id']}: {r['status']}, {r['measured_ok']} measured ok "
+                    f"{r['failure_reason'] or ''}",
                 )
     except WarehouseMissing:
         pass  # nothing was loaded: nothing_measured says so

@@ -42,7 +42,7 @@ class DecisionConfig(_Strict):
     # given up.
     pair_within_hours: Annotated[float, Field(gt=0, le=168)] = 12.0
     pair_other_night: bool = False
-    # C3 and C5 are judged on two match-ups (issue 34): "production" -- the baseline as production serves
+    # C3 and C5 are judged on two match-ups: "production" -- the baseline as production serves
     # it (baseline_image / baseline_model, e.g. Q4_K_M) against the candidate -- and "equal_weights" --
     # a baseline run at the candidate's own quantization (the same weights), which isolates the
     # engine. Both are stored and shown; this one decides the verdict.

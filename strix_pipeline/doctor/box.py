@@ -22,7 +22,7 @@ from strix_pipeline.units import GB, gib_text
 
 
 def _box_memory(host: str, cfg: HostConfig, client: docker.DockerClient) -> Iterator[Check]:
-    """The Box's memory as a run will meet it, read through its probe (issue 27): what is held now
+    """The Box's memory as a run will meet it, read through its probe: what is held now
     against the idle ceiling, foreign holders of GPU memory, the device total as HIP sees it and the
     GTT/TTM limits (ttm and amdttm) against the budget."""
     if not cfg.probe_image:
@@ -186,7 +186,10 @@ def _path_fix(profile: str, files: model_files.ModelFiles, cfg: HostConfig) -> s
     if files.split and files.path != files.files[0]:  # a later part: the engine must be given the first
         return f"set models.{profile}.path to {files.files[0]}"
     if files.split:
-        return f"put all {len(files.files)} parts under models_dir ({cfg.models_dir or 'unset'}) and point models.{profile}.path there"
+        return (
+            f"put all {len(files.files)} parts under models_dir ({cfg.models_dir or 'unset'}) "
+            f"and point models.{profile}.path there"
+        )
     return f"set models.{profile}.path to the model's absolute path on the host (or set models_dir)"
 
 

@@ -144,7 +144,10 @@ def _efficiency_image(host: str, cfg: HostConfig, client: docker.DockerClient) -
     asks for the figure, and a broken image would cost it on every run (stored as efficiency_problem)."""
     image = cfg.efficiency_probe_image
     setting = f"hosts.{host}.efficiency_probe_image"
-    suggest = f"set {setting} to an image with {cfg.efficiency_probe_python} and numpy (the official vLLM ROCm image has both; busybox neither)"
+    suggest = (
+        f"set {setting} to an image with {cfg.efficiency_probe_python} and numpy (the "
+        "official vLLM ROCm image has both; busybox neither)"
+    )
     if not image:
         detail = "not set: runs here store their decode speed but no decode efficiency (no bandwidth probe)"
         return Check(host, EFFICIENCY, False, False, detail, suggest)
@@ -189,6 +192,7 @@ def _efficiency_pullable(host: str, client: docker.DockerClient, image: str, sug
         EFFICIENCY,
         True,
         True,
-        f"{image}: not on the host yet, pullable ({digest[:19]}…); the first run pulls it before production stops",
+        f"{image}: not on the host yet, pullable ({digest[:19]}…); the first run pulls it before "
+        "production stops",
         f"docker pull {image} on the host, then strix doctor checks the probe runs in it",
     )

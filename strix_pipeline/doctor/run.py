@@ -12,7 +12,8 @@ from strix_pipeline.doctor.shared import _registries, _warehouse
 def run_checks(
     config: StrixConfig, *, start_engines: bool = True, engines: list[str] | None = None
 ) -> list[Check]:
-    """Every check for every host with configured runs (of ``engines`` only, when given), in a stable order."""
+    """Every check for every host with configured runs (of ``engines`` only, when given), in a stable
+    order."""
     checks: list[Check] = [_warehouse(config)]
     hosts = [h for h, runs in config.runs.items() if runs]
     for host in hosts:

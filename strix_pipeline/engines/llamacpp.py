@@ -33,7 +33,8 @@ READY_PATHS = ("/health", "/v1/models")  # /health is 503 while loading, 200 whe
 METRICS_PREFIX = "llamacpp:"
 VERSION_PATH = "/props"
 VERSION_KEY = "build_info"
-# The image's compiled GPU targets, printed without a GPU (the architecture gate, hosts/docker/image_checks.py):
+# The image's compiled GPU targets, printed without a GPU (the architecture gate,
+# hosts/docker/image_checks.py):
 # the offload targets named in each HIP backend library (clang's bundle entries
 # "hipv4-amdgcn-amd-amdhsa--gfx1151"; every other byte a line break, so each entry is a line of its own
 # whatever grep's -o does with several on one line). A Vulkan build has no HIP library and prints nothing: no

@@ -37,7 +37,10 @@ def _zstd(data):
     try:
         out = subprocess.run(["zstd", "-d", "-c", "-q"], input=data, capture_output=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired):
-        return None, "zstd-compressed and the image has no zstd decoder (python3 compression.zstd, zstandard or the zstd command)"
+        return None, (
+            "zstd-compressed and the image has no zstd decoder "
+            "(python3 compression.zstd, zstandard or the zstd command)"
+        )
     # a bundle cut out of a library may carry trailing bytes: zstd still writes the whole frame
     return (out.stdout, None) if out.stdout else (None, "zstd could not decompress it")
 
@@ -75,7 +78,14 @@ def targets_of(data):
                 else:
                     plain, why = None, "compressed with unknown method " + str(method)
                 if plain is None:
-                    problem = problem or "a compressed offload bundle (CCOB v" + str(version) + ", " + _METHODS.get(method, "?") + ") is " + why
+                    problem = problem or (
+                        "a compressed offload bundle (CCOB v"
+                        + str(version)
+                        + ", "
+                        + _METHODS.get(method, "?")
+                        + ") is "
+                        + why
+                    )
                 else:
                     found += [m.decode() for m in _ID.findall(plain)]
         at = data.find(b"CCOB", at + 4)

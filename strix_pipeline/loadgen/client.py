@@ -1,12 +1,13 @@
 """The streaming HTTP client: aiohttp, one shared session, raw chunks timestamped on arrival.
 
-Why aiohttp and not httpx: DESIGN.md ("Measured facts"). Bytes are stamped where they arrive: the
-response's payload reader is switched to a subclass whose ``feed_data`` -- called by aiohttp's HTTP
-parser inside the socket's ``data_received`` callback -- records ``(perf_counter_ns(), bytes)`` and
-keeps nothing else. The request's coroutine then sleeps until end of stream instead of waking once
-per chunk, and a chunk's time does not wait for the other streams' coroutines to run first. When the
-tap cannot be fitted (another aiohttp layout) the client falls back to a plain ``readany`` loop
-stamping on resume. SSE framing and JSON decoding happen in ``parse_exchange``, after the level.
+Why aiohttp and not httpx: httpx adds far more to the TTFT it measures (docs/benchmarks.md,
+``benchmarks/client_overhead.py``). Bytes are stamped where they arrive: the response's payload reader
+is switched to a subclass whose ``feed_data`` -- called by aiohttp's HTTP parser inside the socket's
+``data_received`` callback -- records ``(perf_counter_ns(), bytes)`` and keeps nothing else. The
+request's coroutine then sleeps until end of stream instead of waking once per chunk, and a chunk's time
+does not wait for the other streams' coroutines to run first. When the tap cannot be fitted (another
+aiohttp layout) the client falls back to a plain ``readany`` loop stamping on resume. SSE framing and
+JSON decoding happen in ``parse_exchange``, after the level.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Every aggregate of a level, in one function, with each definition next to the code computing it.
 
-Definitions (DESIGN.md "Metric definitions"), over the non-warm-up requests of one level:
+Definitions (docs/bench-output.md, "Metric definitions"), over the non-warm-up requests of one level:
 - TTFT, E2E: per request, from send; TPOT = (E2E - TTFT) / (output tokens - 1), requests with > 1 token.
 - ITL: every gap between consecutive content events of a request, pooled over the level's requests;
   ITL per token: each such gap divided by the tokens the later event carried (known from the server,

@@ -1,7 +1,8 @@
 """Scrape an engine's Prometheus ``/metrics`` before, during and after each level.
 
-httpx (the control-plane client, DESIGN.md) fetches the text; scrapes are stored raw with their time
-and parsed only when the level is over, so a large vLLM exposition never competes with the streams.
+httpx (the control-plane client; only the streams use aiohttp) fetches the text; scrapes are stored
+raw with their time and parsed only when the level is over, so a large vLLM exposition never competes
+with the streams.
 Only engine samples are kept: ``llamacpp:*``, ``vllm:*``, ``sglang:*``.
 
 Each sample keeps what the exposition says about its family: the ``# TYPE`` (counter, gauge, histogram,

@@ -96,7 +96,8 @@ def plan_run(args: argparse.Namespace) -> Plan:
     mode = "scenario" if args.scenario else "dataset" if args.dataset else "random"
     if mode == "random" and not any(_given(args, d) for d in VLLM_RUN):
         raise ConfigError(
-            "give --scenario NAME, --dataset FILE.jsonl, or vLLM's --dataset-name random (with --num-prompts, ...)"
+            "give --scenario NAME, --dataset FILE.jsonl, or vLLM's --dataset-name random (with "
+            "--num-prompts, ...)"
         )
     if args.dataset_path is not None:
         raise ConfigError("--dataset-path: not supported; replay your own prompts with --dataset FILE.jsonl")
@@ -127,7 +128,8 @@ def plan_run(args: argparse.Namespace) -> Plan:
             or (not chat and args.endpoint.endswith("chat/completions"))
         ):
             raise ConfigError(
-                f"--endpoint {args.endpoint}: --backend {backend} sends to a path ending in /{BACKENDS[backend]}"
+                f"--endpoint {args.endpoint}: --backend {backend} sends to a path ending in "
+                f"/{BACKENDS[backend]}"
                 + ("" if chat else " (use --backend openai-chat for chat/completions)")
             )
 

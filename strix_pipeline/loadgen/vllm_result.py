@@ -95,7 +95,8 @@ def parse_percentile_metrics(text: str | None) -> list[str]:
     bad = [n for n in names if n not in PERCENTILE_METRICS]
     if bad or not names:
         raise ValueError(
-            f"--percentile-metrics: unknown {', '.join(bad) or '(empty)'} (known: {', '.join(PERCENTILE_METRICS)})"
+            f"--percentile-metrics: unknown {', '.join(bad) or '(empty)'} (known: "
+            f"{', '.join(PERCENTILE_METRICS)})"
         )
     return names
 

@@ -161,7 +161,8 @@ def _part_sizes(path: Path, tensors: list[dict[str, Any]], data_start: int) -> d
         end = data_start + t["offset"] + sizes[t["name"]]
         if end > file_size:
             raise ModelFileError(
-                f"{name}: tensor {t['name']} ends at byte {end}, beyond the file's {file_size} (truncated file?)"
+                f"{name}: tensor {t['name']} ends at byte {end}, beyond the file's {file_size} "
+                "(truncated file?)"
             )
     return sizes
 

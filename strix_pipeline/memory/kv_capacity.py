@@ -102,7 +102,8 @@ def parse_config(text: str, where: str) -> dict:
 
 
 def layout_from_config(directory: Path, dtype_bytes: int = BF16_CACHE_BYTES) -> KvLayout:
-    """The KV layout of a Hugging Face checkpoint directory on this machine (:func:`layout_from_config_json`)."""
+    """The KV layout of a Hugging Face checkpoint directory on this machine
+    (:func:`layout_from_config_json`)."""
     path = Path(directory) / "config.json"
     try:
         text = path.read_text()

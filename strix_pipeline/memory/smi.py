@@ -107,7 +107,7 @@ def parse_amd_smi_json(text: str) -> list[Reading]:
 
 
 # The tools that read the GPU's memory themselves: the cross-check of the sysfs counters, since one
-# counter alone is not to be trusted on unified memory (DESIGN.md, strix-halo-facts.md).
+# counter alone is not to be trusted on unified memory.
 SMI_COMMANDS: dict[str, tuple[list[str], Callable[[str], list[Reading]]]] = {
     "rocm-smi": (["rocm-smi", "--showmeminfo", "vram", "gtt", "--json"], parse_rocm_smi_json),
     "amd-smi": (["amd-smi", "metric", "--mem-usage", "--json"], parse_amd_smi_json),

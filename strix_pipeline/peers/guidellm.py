@@ -4,7 +4,8 @@ Read from ``$.benchmarks[i].metrics`` the way GuideLLM's console prints them
 (``benchmark/outputs/console.py``): latencies over the ``successful`` requests (TTFT p50 =
 ``time_to_first_token_ms.successful.median``; ``request_latency`` is in seconds), throughputs as the
 ``total`` mean of the Server Throughput table (output tok/s = ``output_tokens_per_second.total.mean``,
-req/s = ``requests_per_second.total.mean``); GuideLLM's ITL is strix's TPOT (see ``_LATENCIES``). The version is ``$.metadata.guidellm_version``. Levels
+req/s = ``requests_per_second.total.mean``); GuideLLM's ITL is strix's TPOT (see ``_LATENCIES``).
+The version is ``$.metadata.guidellm_version``. Levels
 follow the strategy: ``synchronous`` is concurrency 1, ``concurrent`` its ``streams``, ``throughput``
 its ``max_concurrency`` (every request at once without one), ``constant`` and ``poisson`` their
 ``rate`` (level ``rate x 60`` of kind ``rate``, as strix levels an open loop). The scenario is

@@ -93,7 +93,8 @@ def last_fire_time(expr: str, now: datetime, timezone: str = "UTC", *, within: t
 
 
 def window_start(expr: str, hours: float, now: datetime, timezone: str = "UTC") -> datetime | None:
-    """The start of the window open at ``now`` (a fire time less than ``hours`` elapsed hours ago), or None."""
+    """The start of the window open at ``now`` (a fire time less than ``hours`` elapsed hours ago), or
+    None."""
     return last_fire_time(expr, now, timezone, within=timedelta(hours=hours))
 
 

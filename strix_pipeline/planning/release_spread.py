@@ -41,7 +41,8 @@ class VersionChoice:
 
 
 def _tag_forms(name: str) -> set[str]:
-    """The tags a user's name of a release may mean: ``b11434``, ``11434``, ``11434.0.0``; ``0.31.0``, ``v0.31.0``."""
+    """The tags a user's name of a release may mean: ``b11434``, ``11434``, ``11434.0.0``; ``0.31.0``,
+    ``v0.31.0``."""
     bare = name.removeprefix("b").removeprefix("v")
     forms = {name, f"b{bare}", f"v{bare}"}
     if bare.endswith(".0.0") and bare[:-4].isdigit():

@@ -7,7 +7,7 @@ The project's own environment has no torch or transformers; the vLLM venv
 imports nothing from strix_pipeline. It prints one JSON line with the facts it found (the last line
 of stdout).
 
-What it does (``../shared/reference/local-engines-facts.md``):
+What it does:
 1. load with ``GgufConfig(dequantize=True)`` -> full-precision weights, cast to bf16;
 2. drop the quantizer (``model.hf_quantizer``, ``config.quantization_config``) so the saved checkpoint
    is plain bf16 and vLLM does not look for a GGUF quantization method;

@@ -179,7 +179,8 @@ def _convert(
         proc_env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME")}
         proc_env |= {"PYTHONPATH": str(tree / "gguf-py"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         progress(
-            f"[bf16-gguf] converting {ckpt.path.name} to a BF16 GGUF with {PACKAGE} {release}'s converter, log {log}"
+            f"[bf16-gguf] converting {ckpt.path.name} to a BF16 GGUF with {PACKAGE} {release}'s "
+            f"converter, log {log}"
         )
         run_step(cmd, log, "BF16 GGUF", "convert_hf_to_gguf.py", env=proc_env, error=GgufConversionError)
         if not out.is_file():

@@ -124,7 +124,8 @@ def make_room(
         if e.path.resolve() in kept or _busy(e.path):
             continue
         progress(
-            f"engine cache over its budget ({total / GB:.1f} of {budget_bytes / GB:.0f} GB): evicting {e.describe()}"
+            f"engine cache over its budget ({total / GB:.1f} of {budget_bytes / GB:.0f} GB): "
+            f"evicting {e.describe()}"
         )
         shutil.rmtree(e.path, ignore_errors=True)
         total -= e.bytes

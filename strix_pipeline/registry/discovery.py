@@ -272,7 +272,8 @@ def _refresh_source(
                     repo,
                     info.name,
                     info.digest,
-                    f"not a valid tag name {info.name!r} (the OCI grammar is [a-zA-Z0-9_][a-zA-Z0-9._-]{{0,127}})",
+                    f"not a valid tag name {info.name!r} (the OCI grammar is "
+                    f"[a-zA-Z0-9_][a-zA-Z0-9._-]{{0,127}})",
                 )
             )
     selected = [i for i in infos if tag_selected(source, i.name)]
@@ -470,7 +471,10 @@ def _refresh_index(
     index_name = "package index"
     package = INDEX_PACKAGES.get(kind)
     if package is None or canonicalize_name(source.repository) != package:
-        why = f"registry 'local' holds the releases of {', '.join(INDEX_PACKAGES.values())}; engine kind {kind} has none named {source.repository!r}"
+        why = (
+            f"registry 'local' holds the releases of {', '.join(INDEX_PACKAGES.values())}; "
+            f"engine kind {kind} has none named {source.repository!r}"
+        )
         _fail(
             report, store, RegistryFailure(engine, source.registry, source.repository, why, "NotFound"), now
         )

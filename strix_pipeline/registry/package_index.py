@@ -138,7 +138,8 @@ class PackageIndex:
         page = path / "index.html" if path.is_dir() else path
         if not page.is_file():
             raise NotFound(
-                f"no such package {canonicalize_name(package)!r} on {self.setting.display} ({page} does not exist)",
+                f"no such package {canonicalize_name(package)!r} on {self.setting.display} ({page} "
+                "does not exist)",
                 **self._error_kw(package),
             )
         try:

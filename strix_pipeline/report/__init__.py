@@ -1,8 +1,8 @@
 """The weekly report: a static site (verdict and what changed, trend charts, support matrix, latest
 figures, a page per run) and an Atom feed, written from the warehouse.
 
-Re-exports only: ``gather`` reads the warehouse, ``extras`` what issue 26's bisection and canary add
-when present, ``since`` what changed since the last report, ``charts`` the linked trend charts,
+Re-exports only: ``gather`` reads the warehouse, ``extras`` what the bisection and the canary
+add when present, ``since`` what changed since the last report, ``charts`` the linked trend charts,
 ``markup`` escaping and formats, ``pages`` the HTML, ``feed`` the Atom feed, ``names`` the file names,
 ``site`` writes it all.
 """

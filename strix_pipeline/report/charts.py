@@ -53,8 +53,10 @@ class ReportChart:
         """The chart's box and its spec as a JSON block (parsed, never run: any string stays data)."""
         spec = json_for_html(json.dumps(self.spec))
         return (
-            f"<div class='scroll'><div id='{self.element_id}' role='img' aria-label='{esc(self.title)}'></div></div>"
-            f"<script type='application/json' class='strix-chart' data-target='{self.element_id}'>{spec}</script>"
+            f"<div class='scroll'><div id='{self.element_id}' role='img' "
+            f"aria-label='{esc(self.title)}'></div></div>"
+            "<script type='application/json' class='strix-chart' "
+            f"data-target='{self.element_id}'>{spec}</script>"
         )
 
 

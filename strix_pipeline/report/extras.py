@@ -1,5 +1,5 @@
 """What a change may carry beyond its first stored columns, read only where the warehouse has it
-(schema v8, issue 26): the canary's ``changes.host_drift`` (why the host, not the engine, is
+(schema v8): the canary's ``changes.host_drift`` (why the host, not the engine, is
 suspected) and the ``bisections`` that looked for the first release showing it. An older warehouse
 gives none, never an error: the report shows "none" / "not bisected"."""
 

@@ -1,5 +1,5 @@
 """The week's comparisons drawn as a forest plot: one row per ratio (candidate / baseline) with its
-interval, the line at 1.0 (equal) and each row's threshold (issue 36).
+interval, the line at 1.0 (equal) and each row's threshold.
 
 The chart's data is a plain list of :class:`ForestRow`: the criteria give C3's TTFT ratio and C5's
 memory ratio today; a paired comparison (different / same / unknown) is one more row with its
@@ -72,7 +72,8 @@ def criterion_rows(d: Decision | None, held: Mapping[str, float | None], w: Word
                         high=None,
                         threshold=p.threshold / base,
                         verdict=p.status,
-                        detail=f"{w.candidate} / {w.baseline_engine} ({p.label}): {ratio_x(p.value / base)}× held after load",
+                        detail=f"{w.candidate} / {w.baseline_engine} ({p.label}): "
+                        f"{ratio_x(p.value / base)}× held after load",
                         run_id=p.run_ids[0],
                     )
                 )

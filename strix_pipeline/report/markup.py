@@ -58,7 +58,8 @@ table.criteria,.criteria tbody,.criteria tr,.criteria td{display:block;width:aut
 .criteria td::before{content:attr(data-label) ": ";font-weight:600;color:var(--muted)}
 .criteria td.c-0::before{content:none}
 }
-@media (max-width:40rem){body{padding:0 .5rem 2rem}.verdict{font-size:1.15rem}.verdict-sentence{font-size:1.1rem}}
+@media (max-width:40rem){body{padding:0 .5rem 2rem}.verdict{font-size:1.15rem}
+.verdict-sentence{font-size:1.1rem}}
 """
 
 

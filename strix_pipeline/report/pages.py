@@ -81,7 +81,8 @@ def _criterion_row(data: ReportData, c: CriterionResult) -> str:
     evidence = "<br>".join(_evidence_link(data, r) for r in c.evidence_run_ids) or "–"
     cells = [
         f"<strong>{esc(c.criterion)}</strong> {esc(criterion_title(c.criterion, data.wording))}"
-        f"<br><span class='muted'><code>{esc(c.name)}</code> · {'required' if c.required else 'not required'}</span>{held}",
+        f"<br><span class='muted'><code>{esc(c.name)}</code> · "
+        f"{'required' if c.required else 'not required'}</span>{held}",
         f"<strong class='status'>{esc(c.status)}</strong>",
         f"<strong>{esc(format_value(c.value, c.unit))}</strong>",
         esc(format_value(c.threshold, c.unit)),
@@ -158,12 +159,15 @@ def _verdict(data: ReportData) -> str:
     if d is None:
         return (
             "<section id='verdict' aria-labelledby='verdict-h'><h2 id='verdict-h'>Verdict</h2>"
-            f"<p class='verdict'>No evaluation of host {esc(data.host)} yet: <strong>unknown</strong></p></section>"
+            f"<p class='verdict'>No evaluation of host {esc(data.host)} yet: "
+            "<strong>unknown</strong></p></section>"
         )
     return (
         "<section id='verdict' aria-labelledby='verdict-h'><h2 id='verdict-h'>Verdict</h2>"
-        f"<p class='verdict'>Verdict on host {esc(d.host)}: <strong id='verdict-value'>{esc(d.label)}</strong>"
-        f"<br><span class='muted'>evaluated <time id='verdict-date' datetime='{esc(d.evaluated_at.isoformat())}'>"
+        f"<p class='verdict'>Verdict on host {esc(d.host)}: <strong "
+        f"id='verdict-value'>{esc(d.label)}</strong>"
+        "<br><span class='muted'>evaluated <time id='verdict-date' "
+        f"datetime='{esc(d.evaluated_at.isoformat())}'>"
         f"{when_text(data, d.evaluated_at)}</time> · evaluation {esc(d.evaluation_id)}</span></p>"
         + (f"<p>{esc(d.reason)}</p>" if d.reason else "")
         + "<h3>The five criteria</h3>"
@@ -270,7 +274,8 @@ def _figure(data: ReportData, run_id: str, scenario: str, level: int | None = No
 def _trends(data: ReportData, charts: list[ReportChart]) -> str:
     parts = [
         "<section id='trends' aria-labelledby='trends-h'><h2 id='trends-h'>Trends</h2>",
-        "<p class='muted'>Each point opens its run's page; the table under the charts gives the same runs as text.</p>",
+        "<p class='muted'>Each point opens its run's page; the table under the charts gives the "
+        "same runs as text.</p>",
     ]
     for c in charts:
         note = f"<p class='muted'>{esc(c.note)}</p>" if c.note else ""
@@ -345,7 +350,10 @@ def _matrix(data: ReportData) -> str:
                 if c["status"] != "ok" and c["reason"]:
                     text += f"<br><span class='muted'>{esc(c['reason'][:200])}</span>"
                 if c["attempts"] and c["attempts"] > 1:
-                    text += f"<br><span class='muted'>{esc(c['attempts_served'])} of {esc(c['attempts'])} runs served</span>"
+                    text += (
+                        f"<br><span class='muted'>{esc(c['attempts_served'])} of "
+                        f"{esc(c['attempts'])} runs served</span>"
+                    )
                 line.append(text)
             body.append(line)
         parts.append(f"<h3>{esc(engine)} on {esc(host)}</h3>" + table(["image version", *profiles], body))
@@ -445,7 +453,8 @@ def index_html(data: ReportData, since: Since, charts: list[ReportChart]) -> str
     )
     body = (
         "<a class='skip' href='#verdict'>Skip to the verdict</a>"
-        f"<header><h1>{esc(title)}</h1>{_sentence(data)}<p class='muted'>Written {when_text(data, data.as_of)} from the warehouse; "
+        f"<header><h1>{esc(title)}</h1>{_sentence(data)}<p class='muted'>Written "
+        f"{when_text(data, data.as_of)} from the warehouse; "
         f"times in {esc(data.timezone)}.</p>{nav}</header><main>"
         + _verdict(data)
         + _news(data, since)

@@ -3,11 +3,11 @@
 decode efficiency = decode tok/s x bytes read per token / measured bandwidth (memory/efficiency.py).
 The decode speed is the single-client one (batch 1: every step reads all weights and the context's
 KV once): the decode scenario's, else the concurrency sweep's first level's; the context is that
-level's mean prompt plus half its mean output (the KV grows while a reply is generated). The bandwidth is a copy probe on the host
-benchmarked, with the engine's thread count, taken before the engine starts (memory/bandwidth.py; on a
-Docker host in a container of its ``efficiency_probe_image``, which reads the model file there too:
-hosts/probes/efficiency.py). A figure outside (0, 1] is not stored as a value: the run's
-``efficiency_problem`` says why.
+level's mean prompt plus half its mean output (the KV grows while a reply is generated). The
+bandwidth is a copy probe on the host benchmarked, with the engine's thread count, taken before the
+engine starts (memory/bandwidth.py; on a Docker host in a container of its
+``efficiency_probe_image``, which reads the model file there too: hosts/probes/efficiency.py). A
+figure outside (0, 1] is not stored as a value: the run's ``efficiency_problem`` says why.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The decision's match-ups by interleaved runs (issue 34, item 4): baseline against candidate engine.
+"""The decision's match-ups by interleaved runs: baseline against candidate engine.
 
 C3 compares two runs that each ran once, minutes or days apart; a slower hour on the host lands on
 one side only. Here the two engines run as the weekly runs configure them on a local host, in
@@ -70,7 +70,10 @@ def engine_sides(config: StrixConfig, matchup: str) -> EngineSides | str:
         (r for r in runs if r.engine == d.candidate_engine and d.candidate_model in (None, r.model)), None
     )
     if cand is None:
-        return f"host {d.host} runs no {d.candidate_engine}{f' with model {d.candidate_model}' if d.candidate_model else ''}"
+        return (
+            f"host {d.host} runs no "
+            f"{d.candidate_engine}{f' with model {d.candidate_model}' if d.candidate_model else ''}"
+        )
     family = config.models[cand.model].family
     base_runs = [r for r in runs if r.engine == d.baseline_engine and config.models[r.model].family == family]
     if matchup == "production":

@@ -17,11 +17,11 @@ starts it (``restore_held`` when that run never got as far as a guard: all of it
 another night, or one after the planned outage, finds a marker to restore first, as before.
 
 Before each run the window is checked again as a value (:meth:`HostNight.admit`: the window open,
-and the run's estimate plus production's restart inside what is left of it, as the plan checks it); a run that does not
-fit is deferred to the next night by name (:meth:`HostNight.defer`: a ``deferred`` run record whose
-reason names it and the window), and the next night takes it first after the decision's runs and
-the canary (:func:`night_order`, planning.priority.rank). The rules are planning's; this only
-applies them.
+and the run's estimate plus production's restart inside what is left of it, as the plan checks
+it); a run that does not fit is deferred to the next night by name (:meth:`HostNight.defer`: a
+``deferred`` run record whose reason names it and the window), and the next night takes it first
+after the decision's runs and the canary (:func:`night_order`, planning.priority.rank). The rules
+are planning's; this only applies them.
 """
 
 from __future__ import annotations
@@ -179,7 +179,8 @@ class HostNight:
                 f"{self.night_id} after {len(self.runs)} run(s) here; the last one starts it, the restore "
                 f"armed on the Box by {guard.restore_by:%H:%M} UTC if none does"
                 if guard.restore_by
-                else f"production on {self.host} stays down for {remaining} more run(s) of night {self.night_id}"
+                else f"production on {self.host} stays down for {remaining} more run(s) of night "
+                f"{self.night_id}"
             )
             for result in self.runs:  # down since the night's stop, up when its last run ends
                 result.run.production_down_at = guard.stopped_at

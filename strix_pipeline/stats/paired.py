@@ -1,5 +1,5 @@
 """Comparisons by pairs: two releases A and B run back to back, in a balanced random order, and
-judged on the paired ratios B/A (Chromium Pinpoint's method, issue 33).
+judged on the paired ratios B/A (Chromium Pinpoint's method).
 
 Pure: lists of numbers in, typed results out; the runner, the bisection, the CLI and the warehouse
 call it (docs/precision.md says what it decides and why).
@@ -177,7 +177,7 @@ def compare(
     and its interval does not exist there. Run-to-run noise of throughput is close to log-normal,
     which makes the log ratios close to normal and the t interval close to exact; an outlier
     widens it (fewer verdicts, not false ones), and a pass on a busy host is excluded before it
-    gets here (issue 33, item 4).
+    gets here (hosts/probes/host_noise.py).
     """
     if not 0 < target < 1:
         raise ValueError(f"target is a relative step in (0, 1), not {target}")

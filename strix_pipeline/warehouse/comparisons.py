@@ -86,11 +86,13 @@ def _check(rows: list[ComparisonRecord], runs: list[ComparisonRun]) -> str:
     for r in rows:
         if r.verdict not in COMPARISON_VERDICTS:
             raise WarehouseError(
-                f"comparison {r.comparison_id} {r.metric}: verdict must be one of {COMPARISON_VERDICTS} (got {r.verdict!r})"
+                f"comparison {r.comparison_id} {r.metric}: verdict must be one of "
+                f"{COMPARISON_VERDICTS} (got {r.verdict!r})"
             )
         if not len(r.values_a) == len(r.values_b) == len(r.orders) or any(o not in ORDERS for o in r.orders):
             raise WarehouseError(
-                f"comparison {r.comparison_id} {r.metric}: one value of A, one of B and an order ({ORDERS}) per pair"
+                f"comparison {r.comparison_id} {r.metric}: one value of A, one of B and an order "
+                f"({ORDERS}) per pair"
             )
     for x in runs:
         if x.side not in RUN_SIDES:
@@ -133,7 +135,10 @@ def list_comparisons(
             "ORDER BY max(started_at) DESC, comparison_id LIMIT ?)"
         )
         params = [limit]
-    sql = f"SELECT {', '.join(COMPARISON_COLUMNS)} FROM comparisons {where} ORDER BY started_at DESC, comparison_id, metric"
+    sql = (
+        f"SELECT {', '.join(COMPARISON_COLUMNS)} FROM comparisons {where} ORDER BY started_at "
+        "DESC, comparison_id, metric"
+    )
     return [ComparisonRecord(*r) for r in con.execute(sql, params).fetchall()]
 
 

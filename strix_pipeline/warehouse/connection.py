@@ -211,7 +211,8 @@ def connect(
                     mode += " and sandboxed"
                 raise WarehouseLocked(
                     f"{path}: this process already has the warehouse open in the other mode, so it cannot "
-                    f"also open it {mode} (waited {lock_retry_s:g}s); use the open Warehouse, or close it first"
+                    f"also open it {mode} (waited {lock_retry_s:g}s); use the open Warehouse, or "
+                    "close it first"
                 ) from e
         if on_wait is not None and not told:
             told = True
@@ -261,7 +262,8 @@ def open_ducklake(
         data.mkdir(parents=True, exist_ok=True)
     elif not data.is_dir():
         raise WarehouseMissing(
-            f"{target}: no data directory {data} yet; it is created by the first writer that opens the warehouse"
+            f"{target}: no data directory {data} yet; it is created by the first writer that opens "
+            "the warehouse"
         )
     con = duckdb.connect(":memory:", config=dict(LAKE_CONFIG))
     try:

@@ -33,7 +33,8 @@ def extension_file(module: str, name: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         pkg = module.replace("_", "-")
         raise WarehouseError(
-            f"the DuckLake warehouse needs the {name} DuckDB extension: pip install {pkg}=={duckdb.__version__}"
+            f"the DuckLake warehouse needs the {name} DuckDB extension: pip install "
+            f"{pkg}=={duckdb.__version__}"
         )
     root = Path(next(iter(spec.submodule_search_locations))) / "extensions"
     f = root / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"

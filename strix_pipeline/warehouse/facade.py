@@ -195,7 +195,8 @@ class Warehouse:
     # ---- images ---------------------------------------------------------------------------------
 
     def upsert_images(self, images: list[ImageRecord]) -> None:
-        """Insert or refresh images keyed by (registry, repository, tag); first_seen keeps its oldest value."""
+        """Insert or refresh images keyed by (registry, repository, tag); first_seen keeps its oldest
+        value."""
         self._writable()
         _images.upsert_images(self.con, images)
 

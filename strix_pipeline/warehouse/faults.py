@@ -34,7 +34,8 @@ class WarehouseTooNew(WarehouseUnavailable):
     the DuckLake extensions): DuckDB cannot open a newer storage version, so it is left as it is."""
 
     fix = (
-        "export it with the DuckDB that wrote it (the release before the change: `strix export --parquet DIR`), "
+        "export it with the DuckDB that wrote it (the release before the change: `strix export "
+        "--parquet DIR`), "
         "then `strix import --parquet DIR` here; or move it aside so a new warehouse is created"
     )
 

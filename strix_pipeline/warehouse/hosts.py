@@ -10,8 +10,9 @@ from strix_pipeline.warehouse.connection import in_transaction
 
 # No key constraint backs hosts.name (DuckLake has none): every write is a MERGE on the name. Two
 # writers of a DuckLake that insert the same NEW name at once both commit (concurrent inserts do not
-# conflict there; tests/integration/postgres/test_ducklake.py provokes it), leaving two rows; every write of a name first
-# folds its rows back into one (merge_duplicates), so such a pair lives until that host's next write.
+# conflict there; tests/integration/postgres/test_ducklake.py provokes it), leaving two rows; every
+# write of a name first folds its rows back into one (merge_duplicates), so such a pair lives until
+# that host's next write.
 
 _FACTS = ("rocm_version", "kernel", "firmware", "kernel_cmdline", "ttm_pages_limit")
 
@@ -58,7 +59,8 @@ def refresh_hosts(con: duckdb.DuckDBPyConnection, hosts: list[str]) -> None:
     # does not overwrite them).
     merge_duplicates(con, hosts)
     con.execute(
-        "MERGE INTO hosts USING (SELECT host AS name, min(started_at) AS first_seen, max(started_at) AS last_seen, "
+        "MERGE INTO hosts USING (SELECT host AS name, min(started_at) AS first_seen, "
+        "max(started_at) AS last_seen, "
         + ", ".join(f"arg_max_null({f}, started_at) AS {f}" for f in _FACTS)
         + " FROM runs WHERE list_contains(?, host) GROUP BY host) AS s ON hosts.name = s.name "
         "WHEN MATCHED THEN UPDATE SET first_seen = least(hosts.first_seen, s.first_seen), "

@@ -1,4 +1,4 @@
-"""A series' run-to-run noise as measured (table ``noise_figures``, issue 33 item 1).
+"""A series' run-to-run noise as measured (table ``noise_figures``).
 
 :class:`NoiseRecord` is the table's columns, in order. The weekly analysis (analysis/changes.py)
 computes one row per canary series from the canary's latest runs of its one release
@@ -40,7 +40,8 @@ class NoiseRecord:
 
     @property
     def steps_text(self) -> str:
-        """ "14.8% / 7.6% / 4.4%": the steps 3 / 5 / 10 pairs detect, as `strix changes` and the asset show them."""
+        """ "14.8% / 7.6% / 4.4%": the steps 3 / 5 / 10 pairs detect, as `strix changes` and the asset
+        show them."""
         return " / ".join(f"{x:.1%}" for x in (self.step_3_pairs, self.step_5_pairs, self.step_10_pairs))
 
 

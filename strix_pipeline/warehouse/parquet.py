@@ -146,7 +146,8 @@ def _check_values(con: duckdb.DuckDBPyConnection, file: Path, source: str, cls: 
         if bad:
             run_id, value = bad[0]
             raise WarehouseError(
-                f"{file}: run {run_id!r}: {rule.field} = {value!r} is refused: {rule.field} must be {rule.says()}"
+                f"{file}: run {run_id!r}: {rule.field} = {value!r} is refused: {rule.field} must "
+                f"be {rule.says()}"
             )
 
 

@@ -2,7 +2,8 @@
 
 A load converts everything to Arrow first (a bad value fails before anything is touched), then in ONE
 transaction deletes any earlier load of the same run_ids and inserts the new rows; the hosts' rows
-are refreshed from the runs in a second, small transaction (see load_runs for why). A load that replaced or a delete that removed rows checkpoints with vacuuming afterwards
+are refreshed from the runs in a second, small transaction (see load_runs for why). A load that
+replaced or a delete that removed rows checkpoints with vacuuming afterwards
 (:func:`~strix_pipeline.warehouse.connection.reclaim`), so the space comes back.
 """
 
@@ -90,7 +91,8 @@ def load_runs(con: duckdb.DuckDBPyConnection, results: Sequence[RunResult]) -> N
             # The same class with the context added: a commit conflict or a full disk stays one (the
             # spool drain stops on WarehouseUnavailable), a DuckDB error stays for explain() to name.
             raise type(e)(
-                f"run(s) {', '.join(ids)} loaded, but refreshing the rows of host(s) {', '.join(hosts)} failed "
+                f"run(s) {', '.join(ids)} loaded, but refreshing the rows of host(s) "
+                f"{', '.join(hosts)} failed "
                 f"(the next load of the host refreshes them; loading these runs again replaces them): {e}"
             ) from e
     if replaced:
@@ -135,6 +137,7 @@ def _with_fingerprint(run: RunRecord) -> RunRecord:
 def measured_digests(con: duckdb.DuckDBPyConnection) -> set[tuple[str, str, str]]:
     """(host, model profile, image digest) of every stored run that measured its suite (status ok)."""
     rows = con.execute(
-        "SELECT DISTINCT host, model_profile, image_digest FROM runs WHERE status = 'ok' AND image_digest IS NOT NULL"
+        "SELECT DISTINCT host, model_profile, image_digest FROM runs WHERE status = 'ok' AND "
+        "image_digest IS NOT NULL"
     ).fetchall()
     return {(h, m, d) for h, m, d in rows}

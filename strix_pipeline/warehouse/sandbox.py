@@ -142,7 +142,8 @@ def open_lake_sandbox(
     data = target.data_path
     if not data.is_dir():
         raise WarehouseMissing(
-            f"{target}: no data directory {data} yet; it is created by the first writer that opens the warehouse"
+            f"{target}: no data directory {data} yet; it is created by the first writer that opens "
+            "the warehouse"
         )
     scratch = Path(tempfile.mkdtemp(prefix="strix-query-"))
     try:

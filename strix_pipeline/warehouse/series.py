@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 # Runs that produced numbers (the read model's `usable`); a failed run is a result elsewhere, never a
 # point in a trend. A bisection's runs are probes of one release each, not points of the series they
-# search (bisection.py): they would move the change they are bisecting.
+# search (analysis/bisect/): they would move the change they are bisecting.
 SERIES_AGGREGATES_SQL = """
 SELECT run_id, host, engine, fingerprint, image_version, image_tag, image_digest,
        version_order, started_at, scenario, level,

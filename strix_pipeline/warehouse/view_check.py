@@ -1,4 +1,4 @@
-"""The warehouse's stored views and macros held to the project's own SQL (issue 38).
+"""The warehouse's stored views and macros held to the project's own SQL.
 
 The report, the charts and the decision read the views (``v_run_base`` and those built on it). A view is
 SQL stored in the warehouse: whoever can write the warehouse -- on a shared DuckLake, any Box's writer

@@ -125,7 +125,8 @@ def pair_side(vs_before: Verdict, vs_after: Verdict) -> tuple[Side, str]:
         if vs_after == "different":
             return (
                 "after",
-                "different from both brackets: the change begins at or before it (a gradual change, or a second one)",
+                "different from both brackets: the change begins at or before it (a gradual "
+                "change, or a second one)",
             )
         return "after", f"different from the release without the change, {vs_after} against the one with it"
     if vs_before == "same":

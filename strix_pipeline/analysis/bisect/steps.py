@@ -224,7 +224,8 @@ def start(
     b_image, a_image = _image_of(wh, b_point.run_id, images), _image_of(wh, a_point.run_id, images)
     if b_image is None or a_image is None:
         raise BisectError(
-            f"{engine}: the image of {before if b_image is None else after} is not among the known images (refresh engine_images)"
+            f"{engine}: the image of {before if b_image is None else after} is not among the known "
+            "images (refresh engine_images)"
         )
     candidates = releases_between(images, b_image, a_image, {p.version for p in series.points})
     key = (
@@ -262,7 +263,8 @@ def start(
             status="nothing_between",
             first_release=after,
             last_without=before,
-            reason=f"no release between {before} and {after} was left unbenchmarked: {after} is the first that shows the change",
+            reason=f"no release between {before} and {after} was left unbenchmarked: {after} is "
+            "the first that shows the change",
         )
     elif isinstance(fig_b, str) or isinstance(fig_a, str):
         record = replace(
@@ -274,14 +276,16 @@ def start(
         record = replace(
             record,
             status="inconclusive",
-            reason=f"the brackets' intervals overlap ({_fig(fig_b)} vs {_fig(fig_a)}): no side to put a release on",
+            reason=f"the brackets' intervals overlap ({_fig(fig_b)} vs {_fig(fig_a)}): no side to "
+            "put a release on",
         )
     else:
         nxt = candidates[Search(len(candidates)).next_index() or 0]
         record = replace(
             record,
             next_key=nxt.key,
-            reason=f"{len(candidates)} release(s) between {before} and {after}; at most {runs_bound(len(candidates))} run(s); next: {nxt.version}",
+            reason=f"{len(candidates)} release(s) between {before} and {after}; at most "
+            f"{runs_bound(len(candidates))} run(s); next: {nxt.version}",
         )
     wh.save_bisection(record)
     return record
@@ -386,7 +390,8 @@ def advance(
             status="found",
             first_release=shows,
             last_without=without,
-            reason=f"{shows} is the first release that shows the change ({without} does not), after {used} run(s): {pair}",
+            reason=f"{shows} is the first release that shows the change ({without} does not), "
+            f"after {used} run(s): {pair}",
         )
     elif search.stopped:
         done = replace(done, status="inconclusive", reason=f"stopped at {cand.version}: {search.stopped}")
@@ -401,7 +406,8 @@ def advance(
         done = replace(
             done,
             status="exhausted",
-            reason=f"{why}; the first release that shows the change is one of {', '.join(span[:6])}{' …' if len(span) > 6 else ''}",
+            reason=f"{why}; the first release that shows the change is one of "
+            f"{', '.join(span[:6])}{' …' if len(span) > 6 else ''}",
         )
     else:
         nxt = candidates[search.next_index()]  # type: ignore[index]

@@ -1,4 +1,4 @@
-"""The switch decision: five criteria, each with its evidence, and a verdict (DESIGN.md "switch criteria").
+"""The switch decision: five criteria, each with its evidence, and a verdict (docs/decision.md).
 
 Every criterion is pass, fail or unknown; unknown means "no fresh evidence" (or an inconclusive
 interval) and carries the reason, never quietly a pass or a fail. Evidence comes from the decision

@@ -113,7 +113,8 @@ def decision_markdown(d: Decision) -> str:
         lines.append(f"Previous verdict: `{d.previous_verdict}`{moved}")
     lines += [
         "",
-        "| id | criterion | required | status | value | threshold | CI | quant. mismatch | first held | evidence | reason |",
+        "| id | criterion | required | status | value | threshold | CI | quant. mismatch | first "
+        "held | evidence | reason |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in d.criteria:
@@ -155,7 +156,8 @@ def decision_markdown(d: Decision) -> str:
             "|---|---|---|---|---|---|---|---|",
         ]
         lines += [
-            f"| {p.criterion} | {p.label} | {'yes' if p.decides else 'no'} | {icon.get(p.status, p.status)} | "
+            f"| {p.criterion} | {p.label} | {'yes' if p.decides else 'no'} | "
+            f"{icon.get(p.status, p.status)} | "
             f"{format_value(p.value, p.unit)} | {format_value(p.threshold, p.unit)} | {p.interval} | "
             f"{_table_cell(', '.join(f'`{r}`' for r in p.run_ids) or '–')} |"
             for p in matchups

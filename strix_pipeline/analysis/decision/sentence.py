@@ -1,5 +1,5 @@
 """The week's answer in one sentence a person can act on: the verdict, the criterion that decided it,
-its figure with the interval, and what would change it (issue 36). Pure: a :class:`.Decision` and how
+its figure with the interval, and what would change it. Pure: a :class:`.Decision` and how
 to name its two sides (:class:`Wording`).
 
 One definition for every place the answer is read: the report's page and its Atom entry, the
@@ -107,7 +107,10 @@ def _clip(text: str) -> str:
 def _ttft(c: CriterionResult, w: Wording, whose: str) -> str:
     """``vLLM 0.32.0's TTFT p95 at 5 clients is 2.9× llama-server's (95 % interval 2.6–3.3×)``."""
     if c.value is None:
-        return f"{whose} TTFT p95 at {w.concurrency} clients has no ratio to {w.baseline_engine}'s ({_clip(c.reason)})"
+        return (
+            f"{whose} TTFT p95 at {w.concurrency} clients has no ratio to "
+            f"{w.baseline_engine}'s ({_clip(c.reason)})"
+        )
     ci = interval_text(c)
     return (
         f"{whose} TTFT p95 at {w.concurrency} clients is {ratio_x(c.value, c.threshold)}× "

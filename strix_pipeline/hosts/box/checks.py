@@ -1,4 +1,4 @@
-"""Refusals a Box run makes from what the Box itself says, before production stops (issue 27).
+"""Refusals a Box run makes from what the Box itself says, before production stops.
 
 - the device total HIP reports (the KFD topology, read by the probe: ``memory.HostMemoryFacts``) is what
   vLLM's ``--gpu-memory-utilization`` and SGLang's ``--mem-fraction-static`` take their share of, so
@@ -109,9 +109,9 @@ def before_production_stops(
     what: str,
 ) -> list[str]:
     """Every Box refusal that needs no stopped production, in order: HiCache on unified memory, foreign
-    holders of GPU memory, processes with a GPU device open, a model that does not fit its pool. ``run_smi`` runs the SMI tools on the
-    host (the probe's, else the engine image's: ``docker_engine.SmiReader.run``). Returns notes of
-    what could not be checked (the run logs them)."""
+    holders of GPU memory, processes with a GPU device open, a model that does not fit its pool.
+    ``run_smi`` runs the SMI tools on the host (the probe's, else the engine image's:
+    ``docker_engine.SmiReader.run``). Returns notes of what could not be checked (the run logs them)."""
     check_unified_memory(host, spec, what=what)
     notes = []
     production = host.production

@@ -1,4 +1,4 @@
-"""Every process on the Box that has a GPU device open, whoever started it (issue 35, item 3).
+"""Every process on the Box that has a GPU device open, whoever started it.
 
 Docker's own list of containers with a device misses what a podman toolbox, a CDI device, a systemd
 service or a shell holds, and the SMI tools list only the processes that hold KFD memory now. The
@@ -82,7 +82,8 @@ class Owner:
 
 
 def parse_openers(text: str) -> list[Opener]:
-    """The probe's lines (``fd PID PATH``, ``comm PID NAME``, ``cgroup PID LINE``) as openers, in pid order."""
+    """The probe's lines (``fd PID PATH``, ``comm PID NAME``, ``cgroup PID LINE``) as openers, in pid
+    order."""
     found: dict[int, Opener] = {}
     for line in text.splitlines():
         kind, _, rest = line.partition(" ")

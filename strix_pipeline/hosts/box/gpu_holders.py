@@ -1,6 +1,6 @@
 """Who holds the Box's GPU memory before a benchmark, and whether the idle Box is idle enough.
 
-Checked while production still serves (issue 27, point 1): containers of any label with a GPU device
+Checked while production still serves: containers of any label with a GPU device
 (``/dev/kfd``, ``/dev/dri``) other than production, the pipeline's probe and its own managed engines
 (removed as leftovers), and the processes the SMI tools list (``amd-smi process --json``, else
 ``rocm-smi --showpids --json``) other than production's. A holder found refuses the run before

@@ -2,8 +2,7 @@
 
 ``with ProductionGuard(...)`` stops the host's production engine (a container, or stop/start
 commands such as a systemd unit) and, on every exit path -- success, failure, cancellation --
-starts it again and waits for its health URL. Production never depends on the controller alone
-(issue 35):
+starts it again and waits for its health URL. Production never depends on the controller alone:
 
 - before the stop a marker file is written here and a restore is armed on the Box itself
   (hosts/box/restore_guard.py) for the window's end; the controller disarms it once it restored
@@ -267,11 +266,15 @@ class ProductionGuard:
             info = json.loads(self.marker.read_text())
         except (OSError, ValueError):
             info = {}
-        before = f"run {info.get('run_id', '?')} stopped production on host {self.host_name} at {info.get('stopped_at') or info.get('at', '?')}"
+        before = (
+            f"run {info.get('run_id', '?')} stopped production on host {self.host_name} at "
+            f"{info.get('stopped_at') or info.get('at', '?')}"
+        )
         why = info.get("reason") or (
             "its controller never came back"
             if info.get("state") == "stopped"
-            else f"it was left down for night {info.get('night')}'s {info.get('remaining', '?')} later run(s), which did not all come"
+            else f"it was left down for night {info.get('night')}'s {info.get('remaining', '?')} "
+            "later run(s), which did not all come"
             if info.get("state") == HELD_FOR_NIGHT
             else "unknown reason"
         )
@@ -279,11 +282,13 @@ class ProductionGuard:
         if self.healthy(self.production.health_url):
             if fired is not None and fired.ok:
                 self._alert(
-                    f"production on host {self.host_name} was restored by the fallback on the Box at {fired.at} ({before}; {why}; {fired.describe()})"
+                    f"production on host {self.host_name} was restored by the fallback on the Box "
+                    f"at {fired.at} ({before}; {why}; {fired.describe()})"
                 )
             elif info.get("state") in ("stopped", HELD_FOR_NIGHT):
                 self._alert(
-                    f"production on host {self.host_name} is healthy again, restored by neither the run nor the fallback ({before}; {why})"
+                    f"production on host {self.host_name} is healthy again, restored by neither "
+                    f"the run nor the fallback ({before}; {why})"
                 )
             self._put_policy_back(info.get("restart_policy"))
             self.disarm()
@@ -292,7 +297,9 @@ class ProductionGuard:
             return
         said = f"; the fallback on the Box tried: {fired.describe()}" if fired is not None else ""
         self._alert(
-            f"production on host {self.host_name} is DOWN beyond its planned outage (until {info.get('restore_by') or '?'}): {before}; {why}{said}. Restoring it before anything else."
+            f"production on host {self.host_name} is DOWN beyond its planned outage (until "
+            f"{info.get('restore_by') or '?'}): {before}; {why}{said}. Restoring it before "
+            "anything else."
         )
         self.stopped, self.suspended_policy = True, info.get("restart_policy")
         self.stopped_at = None  # this run did not stop it: its outage is not this run's
@@ -306,7 +313,8 @@ class ProductionGuard:
             "failed_guard",
             f"production on host {self.host_name} was not restored after run {info.get('run_id', '?')} "
             f"at {info.get('at', '?')} ({why}); restoring it now failed too ({self.restore_error}); it is "
-            f"still not healthy at {self.production.health_url}. Restore it, then run again (marker {self.marker}).",
+            f"still not healthy at {self.production.health_url}. Restore it, then run again "
+            f"(marker {self.marker}).",
         )
 
     # -- stop / start
@@ -398,7 +406,9 @@ class ProductionGuard:
         try:
             if self.stopped_at is not None and self._came_back_by_itself():
                 self._alert(
-                    f"production on host {self.host_name} came back by itself during run {self.run_id}'s benchmark (a restart policy or another service started it): the run measured beside it"
+                    f"production on host {self.host_name} came back by itself during run "
+                    f"{self.run_id}'s benchmark (a restart policy or another service started it): "
+                    "the run measured beside it"
                 )
             if p.container:
                 c = self.client.containers.get(p.container)
@@ -417,7 +427,9 @@ class ProductionGuard:
                     self.marker.unlink(missing_ok=True)
                     if self.restore_by is not None and self.restored_at > self.restore_by:
                         self._alert(
-                            f"production on host {self.host_name} was down beyond its planned outage: back at {self.restored_at:%H:%M:%S} UTC, planned by {self.restore_by:%H:%M:%S} UTC (run {self.run_id})"
+                            f"production on host {self.host_name} was down beyond its planned "
+                            f"outage: back at {self.restored_at:%H:%M:%S} UTC, planned by "
+                            f"{self.restore_by:%H:%M:%S} UTC (run {self.run_id})"
                         )
                     return True
                 if time.monotonic() >= deadline:
@@ -437,7 +449,8 @@ class ProductionGuard:
                 else ""
             )
             self._alert(
-                f"PRODUCTION NOT RESTORED on host {self.host_name} after run {self.run_id}: {self.restore_error}{fallback}"
+                f"PRODUCTION NOT RESTORED on host {self.host_name} after run {self.run_id}: "
+                f"{self.restore_error}{fallback}"
             )
             self._write_marker("not_restored", reason=self.restore_error)
             return False

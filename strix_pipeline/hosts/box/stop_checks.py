@@ -155,7 +155,10 @@ def models_finding(seen: list[ModelSeen], could_not: Finding | None = None) -> F
     name = MODELS
     if not seen:
         return Finding(name, True, "no model profile with a path runs here")
-    fix = "put each model at its profile's path, every part of a split GGUF beside the first (strix doctor says where)"
+    fix = (
+        "put each model at its profile's path, every part of a split GGUF beside the first "
+        "(strix doctor says where)"
+    )
     problems = [f"{s.profile}: {s.files.problem}" for s in seen if s.files.problem]
     if problems:
         return Finding(name, False, "; ".join(problems), fix)

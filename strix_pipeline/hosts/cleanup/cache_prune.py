@@ -1,4 +1,4 @@
-"""The compile-cache volumes on a Docker host, held to a budget (issue 35, item 4).
+"""The compile-cache volumes on a Docker host, held to a budget.
 
 Each engine image whose engine compiles at start gets a named volume (``DockerLauncher``'s
 ``compile_cache_volume``: one per image digest), reused by every later start of that image. A new

@@ -8,7 +8,8 @@ cancellation -- stops and removes the container. A start that fails raises
 clean. The host's client and facts are in ``docker_host``, the running engine in ``docker_engine``.
 
 vLLM's KV cache is sized for the profile's token capacity once the image is there
-(:meth:`DockerLauncher.size_for_context`, issue 34: C5 at the same context on the Box too).
+(:meth:`DockerLauncher.size_for_context`), so C5 compares the engines at the same context on the Box
+too.
 """
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ class DockerLauncher:
 
     def size_for_context(self) -> None:
         """vLLM's KV cache sized for the profile's token capacity (context per slot x slots: what
-        llama-server's ``-c`` holds), so C5 compares the engines at the same context (issue 34):
+        llama-server's ``-c`` holds), so C5 compares the engines at the same context:
         ``--kv-cache-memory-bytes N`` replaces the pool fraction, N from the checkpoint's config.json
         as the engine will see it, in vLLM's block rounding for the device (GPU or CPU backend). Once,
         after the pull (the config is read through the image), before production stops: the sized

@@ -1,5 +1,5 @@
-"""The served checkpoint's ``config.json``, read where the engine will see it (issue 34: C5 at the same
-context on a Docker host, where vLLM's KV cache is sized from the model's per-token KV bytes).
+"""The served checkpoint's ``config.json``, read where the engine will see it (C5 at the same context
+on a Docker host, where vLLM's KV cache is sized from the model's per-token KV bytes).
 
 The engine's container sees the model at ``/models/...``: the host's models directory mounted
 read-only, a model outside it mounted on its own, or a model baked into the image. The reader here

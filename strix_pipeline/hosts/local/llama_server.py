@@ -46,7 +46,8 @@ def llama_server_binary() -> Path:
     except ImportError as e:  # the `local` extra is not installed
         raise EngineStartError(
             "failed_start",
-            "llama-server is not built here: python -m strix_pipeline.provision.llamacpp_build (make run does this)",
+            "llama-server is not built here: python -m strix_pipeline.provision.llamacpp_build "
+            "(make run does this)",
         ) from e
     return Path(get_binary_path())
 

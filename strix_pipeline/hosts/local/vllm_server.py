@@ -163,7 +163,8 @@ class LocalVllmServer(LocalProcess):
     max_num_seqs: int = 4  # used when no profile is given
     # the production pool (as a configuration chose it): shown beside the same-context figures (C5)
     kv_cache_gib: int = DEFAULT_KV_CACHE_GIB
-    # size the KV cache for the profile's token capacity, as llama-server's -c (issue 34, C5)
+    # size the KV cache for the profile's token capacity, as llama-server's -c, so C5 compares the
+    # engines at the same context
     same_context: bool = True
     extra_args: list[str] = field(default_factory=list)
     extra_env: dict[str, str] = field(default_factory=dict)

@@ -1,7 +1,7 @@
 """A fixed piece of work timed before and after each pass: the host's speed as the engine met it.
 
 On the project's 2-core cloud guests a decode ran 15-25 % slower for a minute and more while
-``/proc/stat`` showed no steal and nothing else running (issue 33, item 4): a neighbour on the same
+``/proc/stat`` showed no steal and nothing else running: a neighbour on the same
 physical cores or memory shows in no counter the guest can read. What it does show in is the time
 of a fixed job. The probe hashes a buffer larger than a core's cache (a single thread, CPU and memory
 both, like one decode thread) three times and keeps the fastest, so a one-off hiccup is not a slow

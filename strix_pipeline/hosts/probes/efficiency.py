@@ -72,7 +72,9 @@ out = {"python": sys.version.split()[0]}
 try:
     bandwidth = load("strix_bandwidth", sys.argv[1])
     threads = args["threads"] or len(os.sched_getaffinity(0))
-    probe = bandwidth.measure_copy_bandwidth(threads, args["size_mib"], args["repeats"], args["time_budget_s"])
+    probe = bandwidth.measure_copy_bandwidth(
+        threads, args["size_mib"], args["repeats"], args["time_budget_s"]
+    )
     out["bandwidth"] = probe.as_dict()
 except Exception as e:
     out["bandwidth_error"] = error(e)
@@ -270,7 +272,8 @@ def measure_on_host(
 ) -> tuple[BandwidthProbe | None, ModelBytes | None, str | None]:
     """(bandwidth, model bytes, why either is missing) from one probe container on the host.
     ``model_path``: the profile's path (relative to ``models_dir`` or absolute; None: the bandwidth
-    alone); ``threads`` None: every CPU the container may use. Never raises for the host's or the image's sake."""
+    alone); ``threads`` None: every CPU the container may use. Never raises for the host's or the
+    image's sake."""
     import docker.types
 
     image = host.efficiency_probe_image

@@ -1,4 +1,4 @@
-"""The host's share of a pass's noise (issue 33, item 4): what else the machine did while it measured.
+"""The host's share of a pass's noise: what else the machine did while it measured.
 
 Two snapshots, one before a pass and one after, and the difference between them:
 
@@ -16,7 +16,8 @@ Two snapshots, one before a pass and one after, and the difference between them:
   the files a Box's probe laid out (memory/probes.py ``lay_out_tree``).
 
 A pass is *busy* when steal, outside or the probe's slowdown exceeds the thresholds of ``[analysis]``
-(``busy_steal_pct``, ``busy_outside_pct``, ``busy_probe_pct``): the runner marks it, keeps it out of the verdicts and runs its pair again.
+(``busy_steal_pct``, ``busy_outside_pct``, ``busy_probe_pct``): the runner marks it, keeps it out of
+the verdicts and runs its pair again.
 Pure readers over a root path; nothing here starts or stops a process.
 """
 
@@ -277,6 +278,7 @@ def noise_between(
         )
     if probe_slowdown_pct is not None and probe_slowdown_pct > busy_probe_pct:
         reasons.append(
-            f"the CPU probe ran {probe_slowdown_pct:.1f} % slower than the session's fastest (threshold {busy_probe_pct:g} %)"
+            f"the CPU probe ran {probe_slowdown_pct:.1f} % slower than the session's fastest "
+            f"(threshold {busy_probe_pct:g} %)"
         )
     return HostNoise(steal, outside, engine, mhz, after.gpus, "; ".join(reasons) or None, probe_slowdown_pct)

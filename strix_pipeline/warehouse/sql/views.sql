@@ -257,7 +257,7 @@ SELECT
     evaluated_at = max(evaluated_at) OVER (PARTITION BY host) AS latest
 FROM decisions;
 
--- C3 and C5 on both match-ups (issue 34): a row per evaluation, criterion and match-up -- "production"
+-- C3 and C5 on both match-ups: a row per evaluation, criterion and match-up -- "production"
 -- (each engine's production format) and "equal_weights" (the baseline serving the candidate's weights);
 -- `decides` marks the match-up the verdict took (decision.decided_by).
 CREATE OR REPLACE VIEW v_decision_matchups AS

@@ -12,7 +12,8 @@ from strix_pipeline.analysis.decision.evidence import Evidence
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import CriterionResult
 
-# In CRITERIA's order; each function is named as its criterion (tests/unit/analysis/test_decision.py holds that).
+# In CRITERIA's order; each function is named as its criterion (tests/unit/analysis/test_decision.py
+# holds that).
 CRITERION_FUNCTIONS: dict[str, Callable[[Evidence, StrixConfig], CriterionResult]] = {
     "C1": official_image_starts,
     "C2": serves_medium_moe,

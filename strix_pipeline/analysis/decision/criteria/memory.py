@@ -70,7 +70,10 @@ def _same_context_note(c: RunFacts, b: RunFacts) -> str:
         return ""
     if abs(ct - bt) <= SAME_CONTEXT_TOLERANCE * max(ct, bt):
         return "; at the same context"
-    return f"; not at the same context ({ct:,} vs {bt:,} KV tokens): a configuration's difference, not an engine's"
+    return (
+        f"; not at the same context ({ct:,} vs {bt:,} KV tokens): a configuration's "
+        "difference, not an engine's"
+    )
 
 
 def _production_pool_note(c: RunFacts) -> str:

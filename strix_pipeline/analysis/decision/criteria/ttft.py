@@ -143,7 +143,10 @@ def _paired_ttft(ev: Evidence, matchup: str, c: RunFacts, b: RunFacts) -> Paired
 
 def _by_pairs(p: PairedTtft, threshold: float) -> tuple[str, str]:
     """C3's status and verdict on the interleaved pairs: the paired ratio's interval against the threshold."""
-    ci = f"by {p.pairs} interleaved pairs of fresh runs ({p.comparison_id}): ratio {ratio_text(p.ratio)}, interval {ratio_text(p.low)}-{ratio_text(p.high)}"
+    ci = (
+        f"by {p.pairs} interleaved pairs of fresh runs ({p.comparison_id}): ratio "
+        f"{ratio_text(p.ratio)}, interval {ratio_text(p.low)}-{ratio_text(p.high)}"
+    )
     if p.high is not None and p.high < threshold:
         return "pass", f"{ci}, wholly below {ratio_text(threshold)}: faster with confidence"
     if p.low is not None and p.low > threshold:
