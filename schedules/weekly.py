@@ -25,7 +25,8 @@ def build_schedule(config: StrixConfig, bench_keys: list[dg.AssetKey]) -> dg.Sch
         default_status=dg.DefaultScheduleStatus.RUNNING,
         description=(
             "Weekly: refresh images, benchmark each engine's current images, each host's llama-server "
-            "baseline and the canary (`[analysis] canary`). The trends and the decision follow once those benchmarks have landed "
+            "baseline and the canary (`[analysis] canary`). The trends and the decision follow once those "
+            "benchmarks have landed "
             "(analysis_automation), not on this tick."
         ),
     )
