@@ -179,10 +179,12 @@ OVERFLOW = """() => {
   for (const row of document.querySelectorAll('[data-criterion]')) {
     const r = row.getBoundingClientRect();
     if (r.right > vw + 1 || r.left < -1)
-      out.push(`criterion ${row.dataset.criterion}: ${Math.round(r.left)}..${Math.round(r.right)} outside 0..${vw}`);
+      out.push(
+        `criterion ${row.dataset.criterion}: ${Math.round(r.left)}..${Math.round(r.right)} outside 0..${vw}`);
     for (const cell of row.children) {
       if (cell.scrollWidth > cell.clientWidth + 1)
-        out.push(`criterion ${row.dataset.criterion} ${name(cell)}: content ${cell.scrollWidth} wider than ${cell.clientWidth}`);
+        out.push(`criterion ${row.dataset.criterion} ${name(cell)}: content ${cell.scrollWidth} `
+                 + `wider than ${cell.clientWidth}`);
     }
   }
   return out;

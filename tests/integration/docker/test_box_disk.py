@@ -95,7 +95,8 @@ def old_probe(docker_engine: None):
 
 @pytest.fixture
 def next_image(registry_binary: str, docker_engine: None, tmp_path: Path):
-    """The run's image, in a loopback registry and not on the host: about 2 MB of compressed layers to pull."""
+    """The run's image, in a loopback registry and not on the host: about 2 MB of compressed layers to
+    pull."""
     need(BUSYBOX.is_file(), "a static busybox at /bin/busybox", "apt-get install busybox-static")
     reg = start_registry(tmp_path)
     pushed = push_image(

@@ -116,7 +116,7 @@ def engine_as(kind: str, llama: LlamaImage, *flags: str) -> dict:
     }
 
 
-# ------------------------------------------------------------------ 1. the idle baseline is not whatever is there
+# -------------------------------------------------------------- 1. the idle baseline is not whatever is there
 
 
 def test_a_foreign_engine_holding_51_gb_is_refused_before_production_stops_and_named(
