@@ -1,4 +1,5 @@
-"""The code location tests/integration/postgres/test_dagster_postgres.py deploys: the project's Definitions for $STRIX_CONFIG,
+"""The code location tests/integration/postgres/test_dagster_postgres.py deploys: the project's Definitions
+for $STRIX_CONFIG,
 with the engine replaced by tests/support/engine_standin.py in every process that loads it (code servers, run
 workers, step processes).
 

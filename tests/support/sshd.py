@@ -2,7 +2,8 @@
 
 ``start_sshd(dir)`` makes a host key and a user key (ssh-keygen, ed25519), writes an sshd_config
 that accepts only that key (AuthorizedKeysFile, no passwords, no PAM) for the Box's user (``box_user``:
-``strix-box`` when the tests run as root, else the test's user), a known_hosts file with the host key, and runs ``/usr/sbin/sshd -D -e`` on a
+``strix-box`` when the tests run as root, else the test's user), a known_hosts file with the host key, and
+runs ``/usr/sbin/sshd -D -e`` on a
 free 127.0.0.1 port. The ``docker`` CLI of a session reaches the default daemon (or ``$DOCKER_HOST``,
 passed on with SetEnv), so ``ssh … docker system dial-stdio`` is the Box path on this machine.
 

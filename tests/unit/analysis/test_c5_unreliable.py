@@ -24,7 +24,10 @@ def facts(run_id: str, engine: str, held_gib: float | None, reason: str | None =
 
 
 def test_c5_is_unknown_and_names_the_run_whose_memory_is_unreliable():
-    why = "the GPU counters missed memory the host lost: sysfs VRAM+GTT 0.10 GiB vs MemTotal-MemAvailable 47.50 GiB"
+    why = (
+        "the GPU counters missed memory the host lost: "
+        "sysfs VRAM+GTT 0.10 GiB vs MemTotal-MemAvailable 47.50 GiB"
+    )
     blind = facts(
         "cand-blind", "vllm", None, f"{MEMORY_UNRELIABLE}: {why}; SMI output not read: amd-smi exited 1"
     )

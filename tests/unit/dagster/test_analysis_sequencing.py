@@ -5,7 +5,8 @@ The schedule's tick is evaluated as the daemon does; its run requests are turned
 inside its run for the host's pool slot), then finished one by one. The
 analysis automation condition is evaluated between the steps, carrying its cursor like the
 `analysis_automation` sensor: nothing is requested while any of the tick's benchmarks is still
-running (or waiting for its host's pool), and the whole analysis is requested once, when the last one has landed.
+running (or waiting for its host's pool), and the whole analysis is requested once, when the last one has
+landed.
 """
 
 from __future__ import annotations
