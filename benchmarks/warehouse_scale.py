@@ -468,9 +468,8 @@ class Measured:
 @contextlib.contextmanager
 def throwaway_lake(out: Path) -> Iterator[tuple[DuckLakeTarget, Any]]:
     """A PostgreSQL cluster on loopback made for this run (the tests' own helper:
-    tests/support/postgres_server.py,
-    so the benchmark measures the same setup the concurrency tests prove), a fresh database for the
-    catalog and a fresh data directory beside ``out``; all of it removed afterwards."""
+    tests/support/postgres_server.py, so the benchmark measures the same setup the concurrency tests prove), a
+    fresh database for the catalog and a fresh data directory beside ``out``; all of it removed afterwards."""
     if postgres_binaries() is None:
         raise SystemExit("the DuckLake backend needs a PostgreSQL server here: apt-get install postgresql")
     data = Path(str(out) + ".lake")

@@ -1,4 +1,4 @@
-"""`strix query` sealed for real (issue 23): what got through the sandbox of issue 16, each on a real
+"""`strix query` sealed for real: what got through the first, read-only sandbox, each on a real
 DuckDB file or a real DuckLake on the PostgreSQL test cluster.
 
 1. DuckLake: no write to the lake's data files, no postgres_* function, no DSN (password) in any output.

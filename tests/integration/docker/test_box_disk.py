@@ -1,4 +1,4 @@
-"""Issue 35 (item 4) on the Box simulator (dockerd behind a real sshd, every Docker call over
+"""Disk budgets on the Box simulator (dockerd behind a real sshd, every Docker call over
 ``ssh://``): before anything is pulled or stopped, the compile-cache volumes are held to their budget
 -- the oldest no planned run needs goes; the one a planned run needs and the one a container mounts
 stay -- and the disk check counts the run's pull by its manifest's bytes, naming the image and them;

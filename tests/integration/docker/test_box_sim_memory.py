@@ -1,4 +1,4 @@
-"""Issue 27 part A on the Box simulator over the real ``ssh://`` path: this machine's dockerd behind a
+"""Memory measured on the Box simulator over the real ``ssh://`` path: this machine's dockerd behind a
 real sshd, the probe container reading a simulated Strix Halo (tests/support/box_sim.py: sysfs, ttm and
 amdttm, the KFD topology, meminfo, stand-in amd-smi / rocm-smi), a production container watched for
 the whole run (support/box_images.py ``ProductionWatch``).

@@ -1,4 +1,4 @@
-"""Done when (issue 18): two Dagster runs for the same Box queue through the pool even when launched from
+"""Two Dagster runs for the same Box queue through the pool even when launched from
 two processes, on an instance whose run and event storage are a real PostgreSQL.
 
 The instance is strix_dagster/dagster-postgres.yaml as shipped, copied into a fresh $DAGSTER_HOME, its

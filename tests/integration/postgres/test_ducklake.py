@@ -1,5 +1,5 @@
 """The shared warehouse (DuckLake: catalog in a real PostgreSQL on loopback, data files in a directory)
-under concurrency: several real processes load, reload and query one warehouse at once (issue 18).
+under concurrency: several real processes load, reload and query one warehouse at once.
 
 Each test gets its own PostgreSQL database (and data directory) in the session's throwaway cluster
 (``postgres`` fixture). The writers are separate Python processes, as two Dagster run workers or two

@@ -1,4 +1,4 @@
-"""C5 at the same context on the Box (issue 34, item 1): two Docker-host runs recorded as the Docker
+"""C5 at the same context on the Box: two Docker-host runs recorded as the Docker
 runner records them -- vLLM's launch sized by the launcher for the profile's token capacity (its KV
 bytes on the launch line of its log, the tokens its KV cache holds from vLLM's own line, production's
 configured pool beside), llama-server's ``-c`` -- make C5 say "at the same context" and decide on what

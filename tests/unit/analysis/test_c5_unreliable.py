@@ -1,4 +1,4 @@
-"""C5 when a run's memory counters contradicted each other (issue 27, point 8): unknown, saying why,
+"""C5 when a run's memory counters contradicted each other: unknown, saying why,
 never a pass or a fail on a figure the host's own memory contradicts."""
 
 from __future__ import annotations

@@ -4,11 +4,10 @@ The expected keys are written out from vLLM's own source in tests/support/vllm_k
 writer, so the two are checked against each other: vllm-project/vllm ``vllm/benchmarks/serve.py``
 (``main_async``: the setup, ``--metadata`` and traffic keys, then ``benchmark()``'s result dict less the
 per-request lists that only ``--save-detailed`` keeps; ``process_one_metric``:
-mean_/median_/std_/p<N>_<metric>_ms
-for each ``--percentile-metrics`` name at each ``--metric-percentiles`` value, client_queue_time only with
-``--max-concurrency``, e2el_including_client_queue only with it and a finite ``--request-rate``;
-``compute_result_filename``: the default file name). The same line against the real llama-server is in
-tests/integration/llama/test_bench_vllm_llama.py.
+mean_/median_/std_/p<N>_<metric>_ms for each ``--percentile-metrics`` name at each ``--metric-percentiles``
+value, client_queue_time only with ``--max-concurrency``, e2el_including_client_queue only with it and a
+finite ``--request-rate``; ``compute_result_filename``: the default file name). The same line against the real
+llama-server is in tests/integration/llama/test_bench_vllm_llama.py.
 """
 
 from __future__ import annotations

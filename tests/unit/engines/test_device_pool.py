@@ -1,4 +1,4 @@
-"""Pool engines sized against the device total HIP reports (issue 27, point 2), size flags in their own
+"""Pool engines sized against the device total HIP reports, size flags in their own
 units, vLLM's CPU backend reserving its KV bytes, and SGLang's HiCache refused on unified memory."""
 
 from __future__ import annotations

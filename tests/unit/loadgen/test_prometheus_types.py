@@ -1,4 +1,4 @@
-"""Prometheus as it is (issue 17, item 6): every engine sample keeps its family's `# TYPE` and `# HELP`,
+"""Prometheus as it is: every engine sample keeps its family's `# TYPE` and `# HELP`,
 stored beside the sample (schema v4), so a counter is read as a running total and never as a level.
 
 The exposition texts are in the shapes the engines really write: vLLM's comes from prometheus_client
