@@ -49,7 +49,7 @@ def build_schedule(config: StrixConfig, bench_keys: list[dg.AssetKey]) -> dg.Sch
         start = account.week_start(cfg.project.schedule, now, cfg.project.timezone)
         wanted = this_week(cfg, images, local, rows, start).due(cfg)
         # the decision's runs first (the newest official candidate, then the baseline): a window too
-        # short for the week defers the rest (planning.night.admit_run), not these
+        # short for the week defers the rest (planning.night_fit.admit_run), not these
         priority = {i.digest: run_priority(cfg, i, wanted) for i in wanted}
         wanted.sort(key=lambda i: -priority[i.digest])
         existing = set(context.instance.get_dynamic_partitions(image_versions.name))

@@ -7,9 +7,9 @@ b11393 written with figures ten times faster (output tokens/s) than any CPU give
 fingerprint, so only the after side can be b11401's. Output throughput is the metric: with two requests per
 level, TTFT p95's own interval is too wide to put anything on a side (a real bisection on it says
 "inconclusive", rightly). The step runs as the pipeline runs it: ``bisect_job`` through Dagster, the real
-local runner building and starting b11401, the real suite, the warehouse, then bisection.advance putting the
-figure on a side by its interval. The warehouse knows only these three releases, so the search is one step
-long.
+local runner building and starting b11401, the real suite, the warehouse, then
+analysis/bisect/steps.advance putting the figure on a side by its interval. The warehouse knows only these
+three releases, so the search is one step long.
 """
 
 from __future__ import annotations
