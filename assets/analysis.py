@@ -188,7 +188,8 @@ def noise_markdown(rows: list[NoiseRecord]) -> str:
     ]
     for r in rows:
         lines.append(
-            f"| {r.host} | {r.engine} {r.version} | {r.metric} · {r.scenario}@{r.level} | {r.runs} | {r.cv:.1%} | {r.steps_text} |"
+            f"| {r.host} | {r.engine} {r.version} | {r.metric} · {r.scenario}@{r.level} | {r.runs} | "
+            f"{r.cv:.1%} | {r.steps_text} |"
         )
     return "\n".join(lines)
 
@@ -464,7 +465,8 @@ def switch_decision(strix: StrixConfigResource, warehouse: WarehouseResource) ->
         "The weekly report: a static site under artifacts/report (index.html: the verdict and what changed "
         "since the last report, the trend charts, the support matrix, the latest figures per engine with "
         "intervals; a page per run; an Atom feed.xml of verdict changes, confirmed regressions and new "
-        "support-matrix cells). Self-contained: it opens from a file. `strix report --out DIR` writes the same."
+        "support-matrix cells). Self-contained: it opens from a file. `strix report --out DIR` writes the "
+        "same."
     ),
 )
 def weekly_report(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.MaterializeResult:

@@ -78,7 +78,10 @@ def _outage(run: RunRecord, handed_over: int = 0) -> str:
     if run.production_down_at is None:
         return ""
     if run.production_up_at is None and handed_over:
-        return f"; production down since {run.production_down_at:%H:%M:%S} for the night's {handed_over} more run(s)"
+        return (
+            f"; production down since {run.production_down_at:%H:%M:%S} "
+            f"for the night's {handed_over} more run(s)"
+        )
     if run.production_up_at is None:
         return f"; production DOWN since {run.production_down_at:%H:%M:%S}, not back"
     offline = (run.production_up_at - run.production_down_at).total_seconds()
@@ -149,7 +152,10 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
             dg.AssetCheckSpec(
                 ENGINE_SERVED,
                 asset=key,
-                description="the engine started and served measured requests (a run that measured nothing fails here, with its reason)",
+                description=(
+                    "the engine started and served measured requests "
+                    "(a run that measured nothing fails here, with its reason)"
+                ),
             ),
             dg.AssetCheckSpec(
                 COMPLETENESS, asset=key, description="every level has its requests or a recorded failure"
@@ -167,12 +173,14 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
         ],
         tags={"strix/host": host},
         description=(
-            f"The standard suite (smoke, concurrency sweep, prefill ladder, decode, prefix cache, memory) for one "
+            "The standard suite (smoke, concurrency sweep, prefill ladder, decode, prefix cache, memory) "
+            "for one "
             f"image version on host `{host}`, for every model profile configured for that engine there; raw "
             "requests, aggregates, memory samples and server metrics loaded into the warehouse in one "
             "transaction per run. A run's id derives from the Dagster run, so re-executing that Dagster run "
             "replaces its rows while a new materialisation of the partition adds a repeat run (the evidence "
-            "that confirms a provisional change). Failures are stored as runs with their reason. Runs in pool `{host_pool(host)}` (limit 1): one engine at a time per host."
+            "that confirms a provisional change). Failures are stored as runs with their reason. Runs in "
+            "pool `{host_pool(host)}` (limit 1): one engine at a time per host."
         ),
     )
     def _asset(

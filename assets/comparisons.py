@@ -1,6 +1,6 @@
-"""The week's comparisons by pairs on host local (issue 33, item 2): ``release_comparisons``, the new
+"""The week's comparisons by pairs on host local: ``release_comparisons``, the new
 release against the previous one, ``canary_comparison``, the canary against itself (an A/A), and
-``engine_comparison``, the decision's baseline against its candidate engine (issue 34, item 4).
+``engine_comparison``, the decision's baseline against its candidate engine.
 
 After new results, when the two newest llama-server releases measured on host local have not been
 compared yet, they are run in balanced random AB/BA pairs (runner/pairs.compare_releases, a fresh
@@ -27,7 +27,7 @@ from strix_pipeline.runner.pair_runs import PAIR_HOST, pair_log_dir, release_to_
 from strix_pipeline.runner.pairs import PairsResult, compare_releases, records
 
 ENGINE = "llamacpp"  # the engine comparisons by pairs can start on host local
-TARGET = 0.05  # the step the week's comparison chases (issue 33: a 5 % change)
+TARGET = 0.05  # the step the week's comparison chases: a 5 % change
 
 
 def comparison_asset(description: str):

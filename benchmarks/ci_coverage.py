@@ -158,7 +158,8 @@ def render(cells: list[Cell]) -> str:
     for c in cells:
         width = f"{c.width:.2f}x" if c.width is not None else "n/a"
         lines.append(
-            f"{c.dist:<18} {c.method:<17} {c.n:>5} {c.coverage:>8.1%} {c.undefined / c.trials:>6.0%} {width:>7}"
+            f"{c.dist:<18} {c.method:<17} {c.n:>5} {c.coverage:>8.1%} {c.undefined / c.trials:>6.0%} "
+            f"{width:>7}"
         )
     return "\n".join(lines)
 

@@ -283,7 +283,8 @@ def main() -> int:
                 r = run(run_level(name, url, n, requests), use_uvloop=not args.asyncio).row()
                 rows.append(r)
                 print(
-                    f"  {name:>13} x{n:<4} added TTFT p50 {fmt(r['added_ttft_p50_ms'])} p95 {fmt(r['added_ttft_p95_ms'])} ms,"
+                    f"  {name:>13} x{n:<4} added TTFT p50 {fmt(r['added_ttft_p50_ms'])} p95 "
+                    f"{fmt(r['added_ttft_p95_ms'])} ms,"
                     f" CPU {fmt(r['cpu_us_per_token'], 1)} us/token ({r['wall_s']:.1f}s)",
                     file=sys.stderr,
                     flush=True,
@@ -323,7 +324,8 @@ def main() -> int:
     )
     loop = "asyncio" if args.asyncio else loop_name()
     print(
-        f"server: TTFT {TTFT_MS:g} ms, ITL {ITL_MS:g} ms, {TOKENS} tokens/request, separate process; client loop: {loop}; {priority}\n"
+        f"server: TTFT {TTFT_MS:g} ms, ITL {ITL_MS:g} ms, {TOKENS} tokens/request, separate process; client "
+        f"loop: {loop}; {priority}\n"
     )
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -337,7 +339,8 @@ def main() -> int:
             ok = p95 is not None and p95 <= target and r["failed"] == 0
             verdict |= not ok
             print(
-                f"target at {r['streams']} streams: added TTFT p95 {fmt(p95)} ms <= {target} ms: {'PASS' if ok else 'FAIL'}"
+                f"target at {r['streams']} streams: added TTFT p95 {fmt(p95)} ms <= {target} ms: "
+                f"{'PASS' if ok else 'FAIL'}"
             )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))

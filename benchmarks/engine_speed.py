@@ -6,9 +6,9 @@ Starts llama-server (the build ``make`` made for this CPU, or ``--binary``/``$ST
 with Gemma 3 270M Q4_K_M on a loopback port and sends, ``--repeats`` times each, an ~867-token prompt
 with ``cache_prompt: false`` (prefill) and a 64-token completion with ``ignore_eos`` (decode). The
 speeds are llama-server's own ``timings`` (``prompt_per_second``, ``predicted_per_second``), so the
-client does not enter them. The defaults repeat the measurement of
-``../shared/reference/local-engines-facts.md`` (one thread, two requests each), where the portable
-AVX2 build gave prefill 152-156 tok/s and decode 23 tok/s on this project's machine type.
+client does not enter them. The defaults repeat the earlier measurement docs/benchmarks.md cites (one
+thread, two requests each), where the portable AVX2 build gave prefill 152-156 tok/s and decode 23 tok/s
+on this project's machine type.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""How precisely one pass measures: an A/A experiment on the installed llama-server (issue 33, item 1).
+"""How precisely one pass measures: an A/A experiment on the installed llama-server.
 
     .venv/bin/python benchmarks/precision.py [--passes 16] [--out benchmarks/data/precision_aa.json]
 

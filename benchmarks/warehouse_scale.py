@@ -87,8 +87,10 @@ PEOPLE_QUERIES = {
     # literal run ids (here through DuckDB variables) let the filter reach the scans; scalar
     # subqueries in the WHERE clause take ~8x longer on this data
     "people: v_compare newest llamacpp vs newest vllm": """
-        SET VARIABLE a = (SELECT run_id FROM v_latest_by_engine WHERE host = 'strix-halo' AND engine = 'llamacpp');
-        SET VARIABLE b = (SELECT run_id FROM v_latest_by_engine WHERE host = 'strix-halo' AND engine = 'vllm');
+        SET VARIABLE a = (SELECT run_id FROM v_latest_by_engine
+                          WHERE host = 'strix-halo' AND engine = 'llamacpp');
+        SET VARIABLE b = (SELECT run_id FROM v_latest_by_engine
+                          WHERE host = 'strix-halo' AND engine = 'vllm');
         SELECT scenario, level, metric, a_value, b_value, ratio, b_better, quantization_differs
         FROM v_compare WHERE a_run_id = getvariable('a') AND b_run_id = getvariable('b')
         ORDER BY scenario, level, metric
@@ -96,7 +98,8 @@ PEOPLE_QUERIES = {
     "people: v_runs last 20": "SELECT * FROM v_runs ORDER BY started_at DESC LIMIT 20",
     "people: p99 TTFT from raw requests, newest vllm run": """
         SELECT level, quantile_cont(ttft_ms, 0.99) AS p99, count(*) FILTER (WHERE NOT ok) AS failed
-        FROM requests WHERE run_id = (SELECT run_id FROM v_latest_by_engine WHERE host = $host AND engine = $candidate)
+        FROM requests
+        WHERE run_id = (SELECT run_id FROM v_latest_by_engine WHERE host = $host AND engine = $candidate)
         GROUP BY level ORDER BY level
     """,
 }
@@ -397,7 +400,10 @@ def main(argv: list[str] | None = None) -> int:
         "--batch",
         type=int,
         default=240,
-        help="runs per transaction in the bulk load (default 240: ~124k request rows, past DuckDB's row-group size, so the rows go straight to the data file instead of the WAL)",
+        help=(
+            "runs per transaction in the bulk load (default 240: ~124k request rows, past DuckDB's "
+            "row-group size, so the rows go straight to the data file instead of the WAL)"
+        ),
     )
     ap.add_argument("--single", type=int, default=60, help="runs loaded one per transaction afterwards")
     ap.add_argument("--repeat", type=int, default=5, help="timings per query (median reported)")
@@ -417,7 +423,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--writers",
         default="1,2,4,8",
-        help="DuckLake only: numbers of writer processes (Boxes) loading at once, 3 runs each (default 1,2,4,8)",
+        help=(
+            "DuckLake only: numbers of writer processes (Boxes) loading at once, 3 runs each "
+            "(default 1,2,4,8)"
+        ),
     )
     ap.add_argument("--writer-child", help=argparse.SUPPRESS)  # internal: one writer process
     args = ap.parse_args(argv)
@@ -458,9 +467,9 @@ class Measured:
 
 @contextlib.contextmanager
 def throwaway_lake(out: Path) -> Iterator[tuple[DuckLakeTarget, Any]]:
-    """A PostgreSQL cluster on loopback made for this run (the tests' own helper: tests/support/postgres_server.py,
-    so the benchmark measures the same setup the concurrency tests prove), a fresh database for the
-    catalog and a fresh data directory beside ``out``; all of it removed afterwards."""
+    """A PostgreSQL cluster on loopback made for this run (the tests' own helper:
+    tests/support/postgres_server.py, so the benchmark measures the same setup the concurrency tests prove), a
+    fresh database for the catalog and a fresh data directory beside ``out``; all of it removed afterwards."""
     if postgres_binaries() is None:
         raise SystemExit("the DuckLake backend needs a PostgreSQL server here: apt-get install postgresql")
     data = Path(str(out) + ".lake")
@@ -597,7 +606,8 @@ def measure(args: argparse.Namespace, target: Path | DuckLakeTarget, pg: Any = N
 
     total_runs = args.weeks * len(ENGINES) * args.images
     print(
-        f"generating and loading {total_runs} runs ({args.weeks} weeks x {len(ENGINES)} engines x {args.images} images)"
+        f"generating and loading {total_runs} runs ({args.weeks} weeks x {len(ENGINES)} engines x "
+        f"{args.images} images)"
     )
     gen_s = load_s = load_cpu_s = 0.0
     load_before = os.getloadavg()[0]
@@ -732,11 +742,13 @@ def measure(args: argparse.Namespace, target: Path | DuckLakeTarget, pg: Any = N
         f"{1e6 * convert[1] / n_req:.2f} / {1e6 * (load_cpu_s - convert[1]) / n_req:.2f} CPU-us |"
     )
     print(
-        f"| producer's share, not in the load time: appending requests to their RequestTable (the load generator does it as each level ends) | "
+        "| producer's share, not in the load time: appending requests to their RequestTable (the load "
+        "generator does it as each level ends) | "
         f"{1e6 * HANDOVER[0] / n_req:.2f} us wall, {1e6 * HANDOVER[1] / n_req:.2f} CPU-us per request |"
     )
     print(
-        f"| end to end from RequestRecord objects (handover + bulk load) | {n_req / (HANDOVER[0] + load_s):,.0f} request rows/s |"
+        "| end to end from RequestRecord objects (handover + bulk load) | "
+        f"{n_req / (HANDOVER[0] + load_s):,.0f} request rows/s |"
     )
     print(f"| load average before / after | {load_before:.1f} / {os.getloadavg()[0]:.1f} |")
     print(f"| per transaction | {1000 * load_s / loads:.1f} ms |")
@@ -746,14 +758,17 @@ def measure(args: argparse.Namespace, target: Path | DuckLakeTarget, pg: Any = N
     )
     print(
         f"| single-run path, reload replacing a run | {1000 * single_reload_s / len(singles):.1f} ms/run, "
-        f"{single_rows / single_reload_s:,.0f} request rows/s ({single_rows / single_reload_cpu:,.0f} per CPU-s) |"
+        f"{single_rows / single_reload_s:,.0f} request rows/s ({single_rows / single_reload_cpu:,.0f} per "
+        "CPU-s) |"
     )
     print(
-        f"| generation (not in load time) / checkpoint / wall | {gen_s:.1f} s / {checkpoint_s:.1f} s / {wall_s:.1f} s |"
+        f"| generation (not in load time) / checkpoint / wall | {gen_s:.1f} s / {checkpoint_s:.1f} s / "
+        f"{wall_s:.1f} s |"
     )
     print(f"| stored size | {size / 2**20:,.0f} MiB ({where}) |")
     print(
-        f"| columnar path: export to Parquet / import into an empty warehouse | {export_s:.1f} s / {import_s:.1f} s "
+        f"| columnar path: export to Parquet / import into an empty warehouse | {export_s:.1f} s / "
+        f"{import_s:.1f} s "
         f"= {counts['requests'] / import_s:,.0f} request rows/s ({all_rows / import_s:,.0f} all rows/s) |"
     )
 
@@ -774,7 +789,8 @@ def measure(args: argparse.Namespace, target: Path | DuckLakeTarget, pg: Any = N
         )["run_id"][0]
         print()
         print(
-            "| the pipeline's own SQL (query + rows as dicts, as its modules read them) | first ms | median ms | rows |"
+            "| the pipeline's own SQL (query + rows as dicts, as its modules read them) | first ms | median "
+            "ms | rows |"
         )
         print("|---|---|---|---|")
         for name, (sql, qparams) in pipeline_queries(since + timedelta(days=14), newest).items():
@@ -799,7 +815,8 @@ def measure(args: argparse.Namespace, target: Path | DuckLakeTarget, pg: Any = N
     ok_query = worst_decision < 200
     print()
     print(
-        f"ingestion target {'met' if ok_load else 'MISSED'}; decision query target {'met' if ok_query else 'MISSED'}"
+        f"ingestion target {'met' if ok_load else 'MISSED'}; decision query target "
+        f"{'met' if ok_query else 'MISSED'}"
     )
     return Measured(
         runs=counts["runs"],

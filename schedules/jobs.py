@@ -64,8 +64,8 @@ def main_job_for(benchmark_keys: list[str]):
 
 def bisect_job_for(benchmark_keys: list[str]):
     """One step of a bisection: the benchmark of one release between a change's brackets
-    (strix_pipeline/analysis/bisect/steps.py). Requested by ``bisect_sensor`` (or run by `strix bisect`); its runs
-    carry ``strix/bisect=<bisection id>``."""
+    (strix_pipeline/analysis/bisect/steps.py). Requested by ``bisect_sensor`` (or run by `strix bisect`); its
+    runs carry ``strix/bisect=<bisection id>``."""
     return dg.define_asset_job(
         "bisect_job",
         selection=dg.AssetSelection.assets(*benchmark_keys),

@@ -46,7 +46,8 @@ def build_sensor(benchmark_job, interval_s: int = 3600) -> dg.SensorDefinition:
         default_status=dg.DefaultSensorStatus.RUNNING,
         description=(
             "Looks for new image versions (a new release tag, or a floating tag at a new digest), adds "
-            "them as partitions of benchmark_run and requests each digest's benchmark once (run key = digest)."
+            "them as partitions of benchmark_run and requests each digest's benchmark once (run key = "
+            "digest)."
         ),
     )
     def new_image_sensor(

@@ -25,7 +25,8 @@ def build_schedule(config: StrixConfig, bench_keys: list[dg.AssetKey]) -> dg.Sch
         default_status=dg.DefaultScheduleStatus.RUNNING,
         description=(
             "Weekly: refresh images, benchmark each engine's current images, each host's llama-server "
-            "baseline and the canary (`[analysis] canary`). The trends and the decision follow once those benchmarks have landed "
+            "baseline and the canary (`[analysis] canary`). The trends and the decision follow once those "
+            "benchmarks have landed "
             "(analysis_automation), not on this tick."
         ),
     )
@@ -48,7 +49,7 @@ def build_schedule(config: StrixConfig, bench_keys: list[dg.AssetKey]) -> dg.Sch
         start = account.week_start(cfg.project.schedule, now, cfg.project.timezone)
         wanted = this_week(cfg, images, local, rows, start).due(cfg)
         # the decision's runs first (the newest official candidate, then the baseline): a window too
-        # short for the week defers the rest (planning.night.admit_run), not these
+        # short for the week defers the rest (planning.night_fit.admit_run), not these
         priority = {i.digest: run_priority(cfg, i, wanted) for i in wanted}
         wanted.sort(key=lambda i: -priority[i.digest])
         existing = set(context.instance.get_dynamic_partitions(image_versions.name))

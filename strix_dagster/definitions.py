@@ -82,7 +82,9 @@ def build_definitions(config: StrixConfig, path: str) -> dg.Definitions:
                 target=dg.AssetSelection.groups("analysis", "decision"),
                 default_status=dg.DefaultSensorStatus.RUNNING,
                 minimum_interval_seconds=60,
-                description="Recomputes aggregates, change points, charts and the decision after new results.",
+                description=(
+                    "Recomputes aggregates, change points, charts and the decision after new results."
+                ),
             ),
         ],
         schedules=[build_schedule(config, [a.key for a in benchmark_assets])],

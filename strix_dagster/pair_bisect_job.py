@@ -1,4 +1,4 @@
-"""``pair_bisect_job``: a bisection the way Pinpoint does it, launched from the UI (issue 33, item 5).
+"""``pair_bisect_job``: a bisection the way Pinpoint does it, launched from the UI.
 
 One op over plain library code: the releases between the brackets (given, or the engine's image
 versions the warehouse knows between them), then runner/pair_bisect.bisect_by_pairs with the engine

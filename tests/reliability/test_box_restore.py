@@ -1,4 +1,4 @@
-"""Production always comes back, or someone is told (issue 35, 1), on the Box simulator: this machine's
+"""Production always comes back, or someone is told, on the Box simulator: this machine's
 dockerd behind a real sshd, production a busybox httpd container stopped and started by ``docker``
 commands run over that ssh, a webhook receiver on loopback.
 

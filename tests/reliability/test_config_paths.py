@@ -1,4 +1,4 @@
-"""Configuration values never become paths outside their folder or shell text (issue 23, finding 6).
+"""Configuration values never become paths outside their folder or shell text.
 
 Every name, version and path is checked when the file loads (the error names the field, the value and
 the characters allowed); and where a path is still built from such a value (a run id, an engine

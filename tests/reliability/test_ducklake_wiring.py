@@ -1,4 +1,4 @@
-"""One name for the warehouse (issue 24, move 6): with ``[warehouse] backend = "ducklake"`` every path
+"""One name for the warehouse: with ``[warehouse] backend = "ducklake"`` every path
 that opens the warehouse opens the config's target, the DuckLake, and none reads or writes the DuckDB
 file ``project.warehouse`` (which nobody reads then). Each on a real DuckLake on the PostgreSQL test
 cluster: `strix doctor`'s "warehouse writable", `strix_dagster.run`'s benchmark selection, `strix

@@ -297,7 +297,10 @@ def test_a_faulty_engine_run_is_partial_with_each_fault_named(
 def _hold_idle_keepalive(port: int, n: int) -> list[socket.socket]:
     """Another tool's connections: a completed request each, then left open (cpp-httplib keeps them 5 s)."""
     body = b'{"content": "hello"}'
-    head = f"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    head = (
+        "POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
     out = []
     for _ in range(n):
         s = socket.create_connection(("127.0.0.1", port), timeout=30)
@@ -311,7 +314,8 @@ def _hold_idle_keepalive(port: int, n: int) -> list[socket.socket]:
 @pytest.mark.slow
 def test_back_to_back_runs_on_the_real_llama_server_lose_nothing(llama_server) -> None:
     """The issue's setting: runs straight after one another (and after another client's connections)
-    on one llama-server, levels c=4, 1, 4. Measured before the fix: 1 of 60 lost in 3 of 6 such runs, 0 of 320 after."""
+    on one llama-server, levels c=4, 1, 4. Measured before the fix: 1 of 60 lost in 3 of 6 such runs, 0 of 320
+    after."""
 
     async def go() -> list[SuiteResult]:
         out = []

@@ -1,5 +1,5 @@
 """Every import path refuses bad input with the file, field and value named, and a refused import
-changes nothing in the warehouse (issue 23, finding 8).
+changes nothing in the warehouse.
 
 Real parts: the `strix` CLI entry point, a real DuckDB warehouse file seeded with a run, the peer
 fixtures the real tools wrote (tests/fixtures/peers/), a `strix export --parquet` directory of a real

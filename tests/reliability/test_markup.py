@@ -1,4 +1,4 @@
-"""Strings from a registry are shown as text by `strix images list` (issue 23, finding 7): never read as
+"""Strings from a registry are shown as text by `strix images list`: never read as
 rich markup ("v9.9.9[/]" raised MarkupError, "[link=...]" made a spoofed hyperlink), and control
 characters (an ANSI or OSC 8 escape in an image label) written visibly, not sent to the terminal.
 

@@ -1,4 +1,4 @@
-"""Docker Hub's aliases and the memory units each known in one place (issue 24, move 4).
+"""Docker Hub's aliases and the memory units each known in one place.
 
 Before: the runner pulled ``index.docker.io/...`` by its registry name while the decision's criteria
 and the client took it for Docker Hub; ``memory.summarize`` judged "returned to baseline" within 1 GiB

@@ -1,6 +1,6 @@
 """One quick suite: `strix bench --profile quick` plans the suite `make run` measures.
 
-Issue 24: `loadgen.QUICK_PROFILE` (levels 1/2/4, 60 s) was not default.toml's `[profiles.quick]`
+There used to be two: `loadgen.QUICK_PROFILE` (levels 1/2/4, 60 s) was not default.toml's `[profiles.quick]`
 (levels 1/2/4/5, 90 requests at 5): `strix bench` used it whenever the configuration in use named no
 quick profile, so the two "quick" suites measured different levels.
 """
@@ -75,7 +75,7 @@ def test_strix_bench_quick_plans_the_suite_make_run_measures(
     quick = [p for name, p in ran if name == "quick"]
     assert quick and all(p == quick[0] for p in quick)
     assert levels(quick[0]) == [(1, 4, 90.0), (2, 4, 90.0), (4, 4, 90.0), (5, 90, 2025.0)]
-    # the equal-weights run's `decision` profile (issue 34) measures quick's decision level alike: the same
+    # the equal-weights run's `decision` profile measures quick's decision level alike: the same
     # 90 requests at 5 clients, nothing else of the suite
     decision = [p for name, p in ran if name == "decision"]
     assert {name for name, _ in ran} == {"quick", "decision"}

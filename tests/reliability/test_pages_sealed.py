@@ -1,7 +1,6 @@
 """Every page the project writes (the chart pages and their index) shows any string from the warehouse
-as text: loaded in a real headless Chromium, no injected script runs and the chart still draws
-(issue 23, finding 4). And an imported peer run, which has no image version, leaves the support matrix
-drawable (finding 9).
+as text: loaded in a real headless Chromium, no injected script runs and the chart still draws.
+And an imported peer run, which has no image version, leaves the support matrix drawable.
 
 The strings arrive the way an attacker's would: through the warehouse's own load functions (an image
 label, a failure reason, llama-bench's model type). Each payload, if it ever ran, would set an attribute

@@ -1,5 +1,5 @@
 """`strix query` is read-only in every sense: it writes no file, reads nothing but the warehouse, attaches
-no database, loads no extension and changes none of its own settings (issue 16).
+no database, loads no extension and changes none of its own settings.
 
 The boundary is DuckDB's own (``Warehouse.open(..., sandbox=True)``: enable_external_access=false, no
 spill directory, no extension autoload, lock_configuration=true), not a check on the SQL text; these
@@ -498,7 +498,7 @@ def test_the_sandbox_holds_on_a_ducklake_warehouse(
     for sql in ("INSERT INTO runs SELECT * FROM runs", "DELETE FROM requests", "DROP VIEW v_runs"):
         rc, _, err = lake_query(sql)
         assert rc == 1 and "read-only" in err, (sql, err)
-    # no PostgreSQL connection at all: the postgres extension is not loaded in a query (issue 23)
+    # no PostgreSQL connection at all: the postgres extension is not loaded in a query
     rc, _, err = lake_query(
         "CALL postgres_execute('__ducklake_metadata_strix_lake', 'DROP TABLE ducklake_snapshot')"
     )

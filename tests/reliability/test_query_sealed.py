@@ -1,4 +1,4 @@
-"""`strix query` sealed for real (issue 23): what got through the sandbox of issue 16, each on a real
+"""`strix query` sealed for real: what got through the first, read-only sandbox, each on a real
 DuckDB file or a real DuckLake on the PostgreSQL test cluster.
 
 1. DuckLake: no write to the lake's data files, no postgres_* function, no DSN (password) in any output.
@@ -92,7 +92,8 @@ def test_lake_data_files_cannot_be_written_by_a_query(lake, capsys) -> None:
         f"COPY (SELECT 1 AS x) TO {q(runs)} (FORMAT parquet, USE_TMP_FILE false)",
         f"COPY (SELECT 1 AS x) TO {q('strixlake://' + str(runs))} (FORMAT parquet)",
         f"COPY (SELECT 1 AS x) TO {q(target.data_path / 'main' / 'new.parquet')} (FORMAT parquet)",
-        f"COPY (SELECT 1 AS x) TO {q('strixlake://' + str(target.data_path) + '/new.parquet')} (FORMAT parquet)",
+        f"COPY (SELECT 1 AS x) TO {q('strixlake://' + str(target.data_path) + '/new.parquet')} (FORMAT "
+        "parquet)",
     ):
         rc, out, err = lake_query(config, capsys, sql)
         assert rc == 1, (sql, out, err)
@@ -107,12 +108,14 @@ def test_lake_data_files_cannot_be_written_by_a_query(lake, capsys) -> None:
 @pytest.mark.parametrize(
     "sql",
     [
-        "SELECT * FROM postgres_query('__ducklake_metadata_strix_lake', 'SELECT pg_read_file(''/etc/hostname'')')",
+        "SELECT * FROM postgres_query('__ducklake_metadata_strix_lake', 'SELECT "
+        "pg_read_file(''/etc/hostname'')')",
         "SELECT * FROM postgres_query('__ducklake_metadata_strix_lake', 'SELECT rolname FROM pg_authid')",
         "SELECT * FROM postgres_scan({dsn}, 'pg_catalog', 'pg_authid')",
         "CALL postgres_execute('__ducklake_metadata_strix_lake', 'SELECT 1')",
         "SELECT * FROM postgres_attach({dsn})",
-        "CALL postgres_configure_pool(catalog_name => '__ducklake_metadata_strix_lake', max_connections => 1)",
+        "CALL postgres_configure_pool(catalog_name => '__ducklake_metadata_strix_lake', max_connections => "
+        "1)",
         "ATTACH {dsn} AS pg (TYPE postgres, READ_ONLY)",
     ],
 )
@@ -339,7 +342,8 @@ def test_memory_limit_can_be_lowered_and_is_locked(seeded: Path, capsys) -> None
     assert out.splitlines()[1] in ("190.7 MiB", "200.0 MB", "200MB"), out
     rc = query(
         seeded,
-        "SELECT max(length(s)) FROM (SELECT repeat('x', 1000) || i AS s, i FROM range(3000000) t(i) ORDER BY s)",
+        "SELECT max(length(s)) FROM (SELECT repeat('x', 1000) || i AS s, i FROM range(3000000) t(i) ORDER BY "
+        "s)",
         "--memory-limit",
         "50MB",
         "--format",

@@ -3,9 +3,9 @@ from its file with no console error and no request outside the site, shows the w
 and date, every link it has (the HTML's and the charts' SVG's) is a file of the site, a run page shows
 its command line, and no string from the warehouse runs as script (each payload would mark <html>).
 
-At 1280 and 390 pixels (issue 36), on the seeded history and on a `make run`-like stay: the verdict
-sentence is under the title, each criterion is a row (a card on the phone) with its reason in full, the
-forest plot drew, and nothing is wider than the screen outside a box that scrolls on its own."""
+At 1280 and 390 pixels (a desktop's and a phone's width), on the seeded history and on a `make run`-like stay:
+the verdict sentence is under the title, each criterion is a row (a card on the phone) with its reason in
+full, the forest plot drew, and nothing is wider than the screen outside a box that scrolls on its own."""
 
 from __future__ import annotations
 
@@ -144,7 +144,7 @@ def test_the_report_opens_offline_with_the_warehouses_verdict_and_links_inside(
     hostile.close()
 
 
-# ---- layout: the answer first, readable at a desktop's and a phone's width (issue 36) -----------------
+# ---- layout: the answer first, readable at a desktop's and a phone's width -----------------
 
 WIDTHS = (1280, 390)
 # Every element that sticks out of the viewport and is not inside a box that scrolls on its own
@@ -179,10 +179,12 @@ OVERFLOW = """() => {
   for (const row of document.querySelectorAll('[data-criterion]')) {
     const r = row.getBoundingClientRect();
     if (r.right > vw + 1 || r.left < -1)
-      out.push(`criterion ${row.dataset.criterion}: ${Math.round(r.left)}..${Math.round(r.right)} outside 0..${vw}`);
+      out.push(
+        `criterion ${row.dataset.criterion}: ${Math.round(r.left)}..${Math.round(r.right)} outside 0..${vw}`);
     for (const cell of row.children) {
       if (cell.scrollWidth > cell.clientWidth + 1)
-        out.push(`criterion ${row.dataset.criterion} ${name(cell)}: content ${cell.scrollWidth} wider than ${cell.clientWidth}`);
+        out.push(`criterion ${row.dataset.criterion} ${name(cell)}: content ${cell.scrollWidth} `
+                 + `wider than ${cell.clientWidth}`);
     }
   }
   return out;

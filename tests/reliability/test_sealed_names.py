@@ -114,7 +114,8 @@ def _views(where: Path | DuckLakeTarget) -> list[str]:
         return [
             row[0]
             for row in r.con.execute(
-                "SELECT view_name FROM duckdb_views() WHERE database_name = current_database() AND NOT internal"
+                "SELECT view_name FROM duckdb_views() WHERE database_name = current_database() AND NOT "
+                "internal"
             ).fetchall()
         ]
 

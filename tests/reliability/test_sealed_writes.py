@@ -1,4 +1,4 @@
-"""Sealed, second round (issue 38), each on a real DuckDB file or a real DuckLake on the PostgreSQL
+"""Sealed against writes, second round, each on a real DuckDB file or a real DuckLake on the PostgreSQL
 test cluster:
 
 1. ``strix query --out FILE --force``: a link to the warehouse swapped in while a real slow query runs

@@ -1,12 +1,13 @@
 """Soak: the local pipeline's benchmark 20 times in a row leaks nothing and loses nothing.
 
-Each iteration is what benchmark_run does for one target on `local`: run_benchmark (a real
-llama-server started and stopped, a tiny profile: the smoke request and one level of two requests)
-and the run's store into one warehouse file (spool.store_run: spooled, then loaded), all in a fresh
-Python process the test starts (this file run as a script), so that nothing of the test session is
-counted. After the first five iterations (warm-up: imports, caches, the warehouse's first opens) the
-open file descriptors, Python threads and child processes of that process are the baseline; after
-the last they must be the same (OS threads: at most one more, a native pool's lazily started worker), and the warehouse must hold exactly 20 runs with the planned rows each.
+Each iteration is what benchmark_run does for one target on `local`: run_benchmark (a real llama-server
+started and stopped, a tiny profile: the smoke request and one level of two requests) and the run's store into
+one warehouse file (spool.store_run: spooled, then loaded), all in a fresh Python process the test starts
+(this file run as a script), so that nothing of the test session is counted. After the first five iterations
+(warm-up: imports, caches, the warehouse's first opens) the open file descriptors, Python threads and child
+processes of that process are the baseline; after the last they must be the same (OS threads: at most one
+more, a native pool's lazily started worker), and the warehouse must hold exactly 20 runs with the planned
+rows each.
 """
 
 from __future__ import annotations

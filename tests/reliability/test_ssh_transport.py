@@ -1,12 +1,12 @@
 """The Box path over a real ``ssh://`` transport: an sshd on loopback in front of this machine's dockerd.
 
 The sshd (tests/support/sshd.py, Debian openssh-server) accepts only a key the test made; the host is
-``kind = "docker"``, ``docker_host = "ssh://strix-box@127.0.0.1:<port>"`` (the test user of tests/support/sshd.py), the key in
-``$STRIX_TEST_SSH_KEY`` (the host's ``ssh_key_path_env``), the host key in the test's known_hosts
-file, the memory probe a busybox image. Every Docker call of the run -- pull, start, logs, the
-probe, the leftover guard, the cleanup -- goes through ``ssh … docker system dial-stdio``
-(strix_pipeline/hosts/docker/ssh.py); the engine is the real llama-server image from the loopback
-registry (tests/support/llama_image.py), its HTTP port reached directly, as the Box's are.
+``kind = "docker"``, ``docker_host = "ssh://strix-box@127.0.0.1:<port>"`` (the test user of
+tests/support/sshd.py), the key in ``$STRIX_TEST_SSH_KEY`` (the host's ``ssh_key_path_env``), the host key
+in the test's known_hosts file, the memory probe a busybox image. Every Docker call of the run -- pull,
+start, logs, the probe, the leftover guard, the cleanup -- goes through ``ssh … docker system dial-stdio``
+(strix_pipeline/hosts/docker/ssh.py); the engine is the real llama-server image from the loopback registry
+(tests/support/llama_image.py), its HTTP port reached directly, as the Box's are.
 
 Faults: the ssh sessions killed in the middle of the suite (the server keeps listening), the whole
 sshd stopped in the middle of the suite and started again after the run, a key the server does
@@ -102,7 +102,8 @@ def nothing_left_behind(docker_engine: None, sshd: Sshd) -> Iterator[None]:
 def ssh_config(
     tmp_path: Path, llama: LlamaImage, model_path: Path, sshd: Sshd, **host: object
 ) -> StrixConfig:
-    """The Docker-host test config (tests/integration/docker/test_benchmark_docker.py) with its host behind the sshd."""
+    """The Docker-host test config (tests/integration/docker/test_benchmark_docker.py) with its host behind
+    the sshd."""
     data = make_config(tmp_path, llama, model_path).model_dump()
     data["hosts"][HOST].update(
         {

@@ -50,7 +50,7 @@ KEY_ENV = "STRIX_TEST_SSH_KEY"
 SIM_SMI_DIR = "/opt/box-sim/smi"  # where the stand-in tools read the scenario's outputs in the probe
 SIM_BIN_DIR = "/usr/local/bin"  # on the probe's PATH (Docker's default PATH has it first)
 PROBE_TAG = "strix-test/box-sim-probe:1"
-# the libdrm warning amd-smi and rocm-smi print on stderr on many hosts (strix-halo-facts.md)
+# the libdrm warning amd-smi and rocm-smi print on stderr on many hosts, Strix Halo among them
 LIBDRM_WARNING = "amdgpu_device_initialize: amdgpu_get_auth (1) failed (-1)"
 
 

@@ -8,7 +8,8 @@ from typing import Any
 
 
 def chart_points(spec: dict[str, Any] | str | Path) -> list[dict[str, Any]]:
-    """Every data record in a Vega-Lite spec (top-level datasets and inline values): tests read charts back."""
+    """Every data record in a Vega-Lite spec (top-level datasets and inline values): tests read charts
+    back."""
     if isinstance(spec, Path):
         spec = spec.read_text()
     if isinstance(spec, str):

@@ -1,6 +1,6 @@
-"""The code location tests/integration/postgres/test_dagster_postgres.py deploys: the project's Definitions for $STRIX_CONFIG,
-with the engine replaced by tests/support/engine_standin.py in every process that loads it (code servers, run
-workers, step processes).
+"""The code location tests/integration/postgres/test_dagster_postgres.py deploys: the project's Definitions
+for $STRIX_CONFIG, with the engine replaced by tests/support/engine_standin.py in every process that loads it
+(code servers, run workers, step processes).
 
 Only the jobs and assets: the sensor and the schedule are left out because the daemon would tick them
 and request runs of its own (the local llama-server build, discovered images) into the very pools the

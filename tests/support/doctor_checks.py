@@ -26,7 +26,8 @@ def doctor_config(
     if box:
         text = text.replace(
             "[engines.llamacpp]",
-            '[hosts.box]\nkind = "docker"\ndocker_host = "unix:///nonexistent/docker.sock"\ndevices = []\n\n[engines.llamacpp]',
+            '[hosts.box]\nkind = "docker"\ndocker_host = "unix:///nonexistent/docker.sock"\ndevices = '
+            "[]\n\n[engines.llamacpp]",
         )
         text = text.replace(
             "[runs]\n", '[runs]\nbox = [{ engine = "llamacpp", model = "gemma3-270m", profile = "tiny" }]\n'

@@ -90,7 +90,8 @@ def _as_owner(cmd: list[str]) -> list[str]:
 
 
 def start_postgres(base: Path, *, timeout_s: float = 60.0) -> Postgres:
-    """initdb a new cluster (under ``base``, or in /tmp when running as root) and start it on a free loopback port; raise with its log."""
+    """initdb a new cluster (under ``base``, or in /tmp when running as root) and start it on a free loopback
+    port; raise with its log."""
     bindir = postgres_binaries()
     if bindir is None:
         raise RuntimeError("PostgreSQL server binaries not found (apt-get install postgresql)")

@@ -33,7 +33,10 @@ TAG = "strix-test/python-numpy:1"
 PATH = "/usr/local/bin:/usr/bin:/bin"
 # of the interpreter's prefix: the binary, libpython and the standard library (relative to the prefix)
 _KEEP = r"bin|bin/python3(\.\d+)?|lib|lib/libpython3[^/]*|lib/python3\.\d+(/.*)?"
-_LEFT_OUT = r"^lib/python3\.\d+/(site-packages/.+|test|idlelib|tkinter|turtledemo|ensurepip|lib2to3|config-[^/]+)(/|$)"
+_LEFT_OUT = (
+    r"^lib/python3\.\d+/"
+    r"(site-packages/.+|test|idlelib|tkinter|turtledemo|ensurepip|lib2to3|config-[^/]+)(/|$)"
+)
 _SKIP = re.compile(rf"^(?!(?:{_KEEP})$)|{_LEFT_OUT}")
 
 

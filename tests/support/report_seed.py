@@ -113,7 +113,7 @@ def report_warehouse(path: Path, *, hostile: bool = False) -> tuple[Warehouse, S
     return wh, cfg
 
 
-# issue 26's facts on a change: its bisection found the first release, and a second regression the
+# a change's own facts: its bisection found the first release, and a second regression the
 # canary blames on the host (tests/unit/report/test_report_extras.py, the layout test)
 BISECTION = """
 INSERT INTO bisections VALUES (?, ?, 'strix-halo', 'llamacpp', 'fp', 'ttft_p95_ms', 'concurrency_sweep', 5,

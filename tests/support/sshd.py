@@ -1,10 +1,11 @@
 """A throwaway OpenSSH server on loopback in front of this machine's dockerd (Debian openssh-server).
 
-``start_sshd(dir)`` makes a host key and a user key (ssh-keygen, ed25519), writes an sshd_config
-that accepts only that key (AuthorizedKeysFile, no passwords, no PAM) for the Box's user (``box_user``:
-``strix-box`` when the tests run as root, else the test's user), a known_hosts file with the host key, and runs ``/usr/sbin/sshd -D -e`` on a
-free 127.0.0.1 port. The ``docker`` CLI of a session reaches the default daemon (or ``$DOCKER_HOST``,
-passed on with SetEnv), so ``ssh … docker system dial-stdio`` is the Box path on this machine.
+``start_sshd(dir)`` makes a host key and a user key (ssh-keygen, ed25519), writes an sshd_config that accepts
+only that key (AuthorizedKeysFile, no passwords, no PAM) for the Box's user (``box_user``: ``strix-box`` when
+the tests run as root, else the test's user), a known_hosts file with the host key, and runs
+``/usr/sbin/sshd -D -e`` on a free 127.0.0.1 port. The ``docker`` CLI of a session reaches the default
+daemon (or ``$DOCKER_HOST``, passed on with SetEnv), so ``ssh … docker system dial-stdio`` is the Box path
+on this machine.
 
 Faults: :meth:`Sshd.drop_sessions` kills the per-connection processes (every ssh client of it sees
 "closed by remote host" while the server keeps listening); :meth:`Sshd.stop` and

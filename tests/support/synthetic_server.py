@@ -169,7 +169,9 @@ class SyntheticServer:
     ) -> None:
         reason = {200: "OK", 404: "Not Found", 500: "Internal Server Error"}.get(status, "X")
         writer.write(
-            f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            (
+                f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n\r\n"
+            ).encode()
             + body
         )
 

@@ -258,7 +258,7 @@ def vllm_rootfs(parts: VllmParts) -> RootFs:
     return fs
 
 
-# ---------------------------------------------------------------- the tar stream (a registry, or docker import)
+# ------------------------------------------------------------- the tar stream (a registry, or docker import)
 
 
 def _tar_stream(fs: RootFs, out: IO[bytes]) -> int:

@@ -1,4 +1,4 @@
-"""The budget rule at config load on a CPU Docker host (issue 27, point 2): vLLM's CPU backend reserves
+"""The budget rule at config load on a CPU Docker host: vLLM's CPU backend reserves
 its KV bytes, not --gpu-memory-utilization of the budget."""
 
 from __future__ import annotations

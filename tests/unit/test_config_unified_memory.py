@@ -1,4 +1,4 @@
-"""Issue 27, point 3: the field report's HiCache setting passes the budget (0.55 x 120 + 20 = 86 GB) and
+"""The field report's HiCache setting passes the budget (0.55 x 120 + 20 = 86 GB) and
 OOM-looped the Box; on a unified-memory host it is refused when the file is read, naming the run."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The engine image's facts: ROCm version sources in order, firmware summaries from amd-smi / rocm-smi JSON."""
+"""The engine image's facts: ROCm version sources in order, firmware summaries from amd-smi / rocm-smi
+JSON."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ def test_amd_smi_firmware_fixture_gives_a_sorted_compact_summary_without_absent_
     assert len(gpus) == 1 and ("CP_ME", "35") in gpus[0]
     summary = ef.firmware_summary(gpus)
     assert summary == (
-        "fw CP_ME=35,CP_MEC1=61,CP_PFP=55,PM=00.100.64.00,PSP_SOSDRV=00.36.01.35,RLC=108,SDMA0=14,VCN=0x09118012"
+        "fw "
+        "CP_ME=35,CP_MEC1=61,CP_PFP=55,PM=00.100.64.00,PSP_SOSDRV=00.36.01.35,RLC=108,SDMA0=14,VCN=0x09118012"
     )
     assert "ASD" not in summary  # "N/A" is left out
 

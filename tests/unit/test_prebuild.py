@@ -1,6 +1,6 @@
 """A build a test needs runs before the session's first test, within its own budget: a build that takes
 longer than a test's timeout leaves that test green, and one that overruns its budget fails the tests
-that need it with that reason (issue 37). Shown on a real pytest session in a subprocess whose
+that need it with that reason. Shown on a real pytest session in a subprocess whose
 "build" is a real process taking longer than the test's timeout."""
 
 from __future__ import annotations

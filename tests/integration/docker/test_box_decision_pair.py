@@ -1,4 +1,4 @@
-"""Issue 27 point 9 on the Box simulator over the real ``ssh://`` path: C3 and C5 compare the candidate
+"""The decision's pair on the Box simulator over the real ``ssh://`` path: C3 and C5 compare the candidate
 against what production serves, not whichever llama-server ran last.
 
 Two real llama-server runs of production's model profile on the simulated Box (this machine's dockerd
@@ -281,7 +281,7 @@ def test_the_real_runs_are_two_images_of_productions_profile_with_their_own_figu
 
 
 def test_each_box_run_records_what_its_engine_allocated_at_load(pair_runs):
-    """C5's breakdown on the Box as on host `local` (issue 34): llama-server runs there at log
+    """C5's breakdown on the Box as on host `local`: llama-server runs there at log
     verbosity 4 and the run reads its weights and KV cache from the container's log; its KV capacity
     is its -c (the profile's context x slots)."""
     for result in (pair_runs.production, pair_runs.toolbox):
@@ -299,9 +299,9 @@ def test_each_box_run_records_what_its_engine_allocated_at_load(pair_runs):
 
 def test_without_the_pair_configured_the_later_vulkan_toolbox_run_is_not_taken(pair_runs):
     """With no pair configured, the baseline is still a run of the candidate's backend family: the
-    later toolbox run is a Vulkan build (its tag says so) and is never compared with a ROCm vLLM
-    (issue 34, item 4); production's ROCm run of the same night is, against the newest candidate run
-    of the family. Before issue 34 this took the later toolbox run (the loose rule)."""
+    later toolbox run is a Vulkan build (its tag says so) and is never compared with a ROCm vLLM;
+    production's ROCm run of the same night is, against the newest candidate run of the family.
+    The loose rule (any later llama-server run) took the later toolbox run."""
     got = criteria(pair_runs, pair_runs.config)
     prod = pair_runs.production.run.run_id
     for cid in ("C3", "C5"):

@@ -1,4 +1,4 @@
-"""Issue 35 (item 4) on the Box simulator (dockerd behind a real sshd, every Docker call over
+"""Disk budgets on the Box simulator (dockerd behind a real sshd, every Docker call over
 ``ssh://``): before anything is pulled or stopped, the compile-cache volumes are held to their budget
 -- the oldest no planned run needs goes; the one a planned run needs and the one a container mounts
 stay -- and the disk check counts the run's pull by its manifest's bytes, naming the image and them;
@@ -95,7 +95,8 @@ def old_probe(docker_engine: None):
 
 @pytest.fixture
 def next_image(registry_binary: str, docker_engine: None, tmp_path: Path):
-    """The run's image, in a loopback registry and not on the host: about 2 MB of compressed layers to pull."""
+    """The run's image, in a loopback registry and not on the host: about 2 MB of compressed layers to
+    pull."""
     need(BUSYBOX.is_file(), "a static busybox at /bin/busybox", "apt-get install busybox-static")
     reg = start_registry(tmp_path)
     pushed = push_image(

@@ -1,4 +1,4 @@
-"""Issue 27 point 10 on the Box simulator over the real ``ssh://`` path: the example Box config's
+"""Long contexts on the Box simulator over the real ``ssh://`` path: the example Box config's
 ``standard`` prefill ladder measures the field report's long-context points. A model profile set the way
 the example sets it -- as far as the model allows natively, plus 1K -- gets its 32K level measured by a
 real llama-server (Gemma 3 270M, 32,768 tokens natively, like Qwen3-30B-A3B), the levels below it too,
@@ -10,7 +10,7 @@ model holds more), the run says so.
 With the example's old context (16,384 for every profile) the ladder stopped near 16K: the 32K level
 was never measured on any model and the 64K level never planned.
 
-What is sent is what is asserted (issue 37): the whole example ladder is planned against the context
+What is sent is what is asserted: the whole example ladder is planned against the context
 (``ladder_levels``, the function the suite itself plans with), and the engine is sent its two longest
 levels -- the 32K prefill, the point of the test, and the 64K level, which is refused. The levels below
 32K take the same path at lengths the other llama-server tests measure, and cost half as much again as

@@ -1,4 +1,4 @@
-"""Issue 35 (item 2) on the Box simulator over the real ``ssh://`` path: a night of runs stops
+"""Production held across a night, on the Box simulator over the real ``ssh://`` path: a night of runs stops
 production once, not once per run.
 
 Two real llama-server runs of two model profiles on the simulated Box (this machine's dockerd behind a

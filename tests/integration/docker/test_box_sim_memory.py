@@ -1,4 +1,4 @@
-"""Issue 27 part A on the Box simulator over the real ``ssh://`` path: this machine's dockerd behind a
+"""Memory measured on the Box simulator over the real ``ssh://`` path: this machine's dockerd behind a
 real sshd, the probe container reading a simulated Strix Halo (tests/support/box_sim.py: sysfs, ttm and
 amdttm, the KFD topology, meminfo, stand-in amd-smi / rocm-smi), a production container watched for
 the whole run (support/box_images.py ``ProductionWatch``).
@@ -116,7 +116,7 @@ def engine_as(kind: str, llama: LlamaImage, *flags: str) -> dict:
     }
 
 
-# ------------------------------------------------------------------ 1. the idle baseline is not whatever is there
+# -------------------------------------------------------------- 1. the idle baseline is not whatever is there
 
 
 def test_a_foreign_engine_holding_51_gb_is_refused_before_production_stops_and_named(

@@ -1,4 +1,4 @@
-"""The device-openers probe on a real dockerd (issue 35, item 3): a privileged busybox container in the
+"""The device-openers probe on a real dockerd: a privileged busybox container in the
 host's pid namespace finds a process outside Docker -- as a systemd service or a podman toolbox would
 be -- that holds a GPU device open (a stand-in device here: this machine has no /dev/kfd), names it,
 and refuses before production is stopped; production's own process passes."""

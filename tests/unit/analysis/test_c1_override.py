@@ -1,4 +1,4 @@
-"""C1 means "starts with no override" (issue 34, item 5): HSA_OVERRIDE_GFX_VERSION anywhere in what a
+"""C1 means "starts with no override": HSA_OVERRIDE_GFX_VERSION anywhere in what a
 run started with -- its launch command, the environment its configuration gave it (the engine's and
 its image source's), or its image's own ENV -- fails C1 with that reason, whatever else the run did."""
 

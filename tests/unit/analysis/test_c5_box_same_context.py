@@ -1,4 +1,4 @@
-"""C5 at the same context on the Box (issue 34, item 1): two Docker-host runs recorded as the Docker
+"""C5 at the same context on the Box: two Docker-host runs recorded as the Docker
 runner records them -- vLLM's launch sized by the launcher for the profile's token capacity (its KV
 bytes on the launch line of its log, the tokens its KV cache holds from vLLM's own line, production's
 configured pool beside), llama-server's ``-c`` -- make C5 say "at the same context" and decide on what
@@ -109,8 +109,10 @@ def test_two_box_runs_at_the_same_context_decide_on_what_each_holds(
     assert result.evidence_run_ids == ["vllm-box", "llama-box"]
     other = held - 16.0 - 3.0
     assert (
-        f"held after load {held:.1f} GiB (v0.11.0 (sha256:aaaaaaaaaaaa)) (weights 16.00 GiB / KV 3.00 GiB / other {other:.2f} GiB, "
-        "KV for 32,768 tokens) vs llamacpp 19.0 GiB (server-rocm-b6500 (sha256:bbbbbbbbbbbb)) (weights 16.00 GiB / KV 3.00 GiB / "
+        f"held after load {held:.1f} GiB (v0.11.0 (sha256:aaaaaaaaaaaa)) (weights 16.00 GiB / KV 3.00 GiB / "
+        f"other {other:.2f} GiB, "
+        "KV for 32,768 tokens) vs llamacpp 19.0 GiB (server-rocm-b6500 (sha256:bbbbbbbbbbbb)) (weights 16.00 "
+        "GiB / KV 3.00 GiB / "
         "other 0.00 GiB, KV for 32,768 tokens); at the same context; "
         "production's pool as configured: 53.46 GiB" in result.reason
     ), result.reason

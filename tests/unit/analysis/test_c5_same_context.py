@@ -1,4 +1,4 @@
-"""C5 at the same context (issue 34, item 1): the held figures of two engines whose KV caches hold the
+"""C5 at the same context: the held figures of two engines whose KV caches hold the
 same tokens decide, and the reason gives each engine's weights / KV / other and the production pool."""
 
 from __future__ import annotations

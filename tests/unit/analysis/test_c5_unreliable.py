@@ -1,4 +1,4 @@
-"""C5 when a run's memory counters contradicted each other (issue 27, point 8): unknown, saying why,
+"""C5 when a run's memory counters contradicted each other: unknown, saying why,
 never a pass or a fail on a figure the host's own memory contradicts."""
 
 from __future__ import annotations
@@ -24,7 +24,10 @@ def facts(run_id: str, engine: str, held_gib: float | None, reason: str | None =
 
 
 def test_c5_is_unknown_and_names_the_run_whose_memory_is_unreliable():
-    why = "the GPU counters missed memory the host lost: sysfs VRAM+GTT 0.10 GiB vs MemTotal-MemAvailable 47.50 GiB"
+    why = (
+        "the GPU counters missed memory the host lost: "
+        "sysfs VRAM+GTT 0.10 GiB vs MemTotal-MemAvailable 47.50 GiB"
+    )
     blind = facts(
         "cand-blind", "vllm", None, f"{MEMORY_UNRELIABLE}: {why}; SMI output not read: amd-smi exited 1"
     )

@@ -1,4 +1,4 @@
-"""Issue 33, item 6: change points on weekly means, the floor from the measured noise.
+"""Change points on weekly means, the floor from the measured noise.
 
 The runs of one release in one ISO week are one point (their mean, n runs); the floor is
 max(min_magnitude_pct, noise_multiple x CV of one run / sqrt(n)) when the canary measured the

@@ -1,4 +1,4 @@
-"""C3 by interleaved pairs (issue 34, item 4): when the decision's pair was compared by balanced AB/BA
+"""C3 by interleaved pairs: when the decision's pair was compared by balanced AB/BA
 pairs of fresh runs of the very releases and models C3 judges, the paired ratio's interval decides and
 the two single runs are shown beside it; pairs of other releases are not taken, saying so; without
 any, C3 says it stands on two single runs."""

@@ -1,4 +1,4 @@
-"""C3 and C5 compare pairs made on purpose (issue 34, item 4): the candidate run and the baseline run of
+"""C3 and C5 compare pairs made on purpose: the candidate run and the baseline run of
 the same host, model family, backend family (ROCm or Vulkan build), host state
 (fingerprint.HOST_FIELDS) and night -- the one closest in time within decision.pair_within_hours --
 and say what was missing when there is none."""

@@ -1,4 +1,4 @@
-"""The week's answer in one sentence (issue 36): the verdict, the criterion that decided it with its
+"""The week's answer in one sentence: the verdict, the criterion that decided it with its
 figure and interval, and what would change it; for an unknown verdict, which criterion lacks evidence
 and what run would give it."""
 

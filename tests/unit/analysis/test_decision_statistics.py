@@ -1,4 +1,4 @@
-"""Issue 15, items 4, 6, 7: C1 means starts, C3 with a checked interval, provisional switch, replays."""
+"""C1 means starts, C3 with a checked interval, provisional switch, replays."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""C3 and C5 on two match-ups (issue 34, item 2): the production match-up (llama-server's Q4_K_M against the
+"""C3 and C5 on two match-ups: the production match-up (llama-server's Q4_K_M against the
 candidate) and the equal-weights match-up (llama-server serving the candidate's own BF16 weights). One
 setting, decision.decided_by, says which decides; both are stored and shown."""
 

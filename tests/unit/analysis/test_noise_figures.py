@@ -1,4 +1,4 @@
-"""Issue 33, item 1: every weekly analysis keeps each series' run-to-run noise as its canary measured
+"""Every weekly analysis keeps each series' run-to-run noise as its canary measured
 it (table noise_figures: the coefficient of variation of one run and the smallest step 3 / 5 / 10
 pairs detect), and `strix changes` shows them."""
 

@@ -275,7 +275,7 @@ def test_pairs_that_ran_out_take_the_next_look_in_its_place() -> None:
     assert r.verdict == "inconclusive" and r.comparison is None and r.done
 
 
-# ---- power on synthetic noise (issue 33's "Done when", before real A/A pairs exist) -------------
+# ---- power on synthetic noise (the target's acceptance test, before real A/A pairs existed) -----
 
 # trials per cell: a share's standard error is then about 1.5 % at the step (true share ~88 % at
 # 3 % CV) and 0.4 % on A/A data (true share ~3.7 % at 3 % CV), so either bound fails only on a real change

@@ -3,11 +3,11 @@
 The expected keys are written out from vLLM's own source in tests/support/vllm_keys.py, not from strix's
 writer, so the two are checked against each other: vllm-project/vllm ``vllm/benchmarks/serve.py``
 (``main_async``: the setup, ``--metadata`` and traffic keys, then ``benchmark()``'s result dict less the
-per-request lists that only ``--save-detailed`` keeps; ``process_one_metric``: mean_/median_/std_/p<N>_<metric>_ms
-for each ``--percentile-metrics`` name at each ``--metric-percentiles`` value, client_queue_time only with
-``--max-concurrency``, e2el_including_client_queue only with it and a finite ``--request-rate``;
-``compute_result_filename``: the default file name). The same line against the real llama-server is in
-tests/integration/llama/test_bench_vllm_llama.py.
+per-request lists that only ``--save-detailed`` keeps; ``process_one_metric``:
+mean_/median_/std_/p<N>_<metric>_ms for each ``--percentile-metrics`` name at each ``--metric-percentiles``
+value, client_queue_time only with ``--max-concurrency``, e2el_including_client_queue only with it and a
+finite ``--request-rate``; ``compute_result_filename``: the default file name). The same line against the real
+llama-server is in tests/integration/llama/test_bench_vllm_llama.py.
 """
 
 from __future__ import annotations
@@ -168,7 +168,10 @@ def test_a_dataset_level_writes_the_vllm_shape_too(tmp_path: Path) -> None:
     ds.write_text(
         "".join(json.dumps({"prompt": f"hello {i}", "output_tokens_count": 3}) + "\n" for i in range(3))
     )
-    line = f"vllm bench serve --url {{url}} --dataset {ds} --num-prompts 6 --max-concurrency 2 --save-result --result-dir {tmp_path} --result-filename d.json"
+    line = (
+        f"vllm bench serve --url {{url}} --dataset {ds} --num-prompts 6 --max-concurrency 2 "
+        f"--save-result --result-dir {tmp_path} --result-filename d.json"
+    )
     assert run_against_server(line, ttft_ms=1, itl_ms=0) == 0
     doc = json.loads((tmp_path / "d.json").read_text())
     assert doc["backend"] == "openai-chat" and doc["completed"] == 6 and doc["max_concurrency"] == 2

@@ -1,4 +1,4 @@
-"""`strix query` keeps the DuckDB CLI's habits (issue 17, item 5): csv, json, jsonl, markdown and line
+"""`strix query` keeps the DuckDB CLI's habits: csv, json, jsonl, markdown and line
 output, and a table that hides middle columns of a wide result (behind one `…` column, as duckbox does)
 instead of switching to another shape. Through the real CLI entry point, on a seeded warehouse."""
 

@@ -1,11 +1,11 @@
 """Done when: the weekly tick's analysis runs after its benchmarks, not beside them.
 
-The schedule's tick is evaluated as the daemon does; its run requests are turned into started runs
-(each records its planned materialisations, as a launched run does; a second run on one host waits
-inside its run for the host's pool slot), then finished one by one. The
-analysis automation condition is evaluated between the steps, carrying its cursor like the
-`analysis_automation` sensor: nothing is requested while any of the tick's benchmarks is still
-running (or waiting for its host's pool), and the whole analysis is requested once, when the last one has landed.
+The schedule's tick is evaluated as the daemon does; its run requests are turned into started runs (each
+records its planned materialisations, as a launched run does; a second run on one host waits inside its run
+for the host's pool slot), then finished one by one. The analysis automation condition is evaluated between
+the steps, carrying its cursor like the `analysis_automation` sensor: nothing is requested while any of the
+tick's benchmarks is still running (or waiting for its host's pool), and the whole analysis is requested once,
+when the last one has landed.
 """
 
 from __future__ import annotations

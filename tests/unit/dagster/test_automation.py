@@ -221,7 +221,8 @@ def test_schedule_requests_expected_runs(box_config: Path) -> None:
         assert [r.tags["dagster/priority"] for r in bench] == ["2", "1", "0"]
         assert len({r.run_key for r in requests}) == len(requests)
         assert all(r.run_key.startswith("weekly-2026-11-30-") for r in requests)
-        # the tick's runs are one night on each host: production stopped once between them (runner/night_hold.py)
+        # the tick's runs are one night on each host: production stopped once between them
+        # (runner/night_hold.py)
         # (the Box's window opened at 03:00 Berlin; the local host keeps none, so its run has no night)
         assert by_key[_key(v26)].tags["strix/night"] == "2026-11-30T03:00"
         assert "strix/night" not in by_key[_local_key()].tags

@@ -1,4 +1,4 @@
-"""Issue 26: a confirmed change is bisected through Dagster to the first release that shows it.
+"""A confirmed change is bisected through Dagster to the first release that shows it.
 
 Everything is the pipeline's own but the engine (support/versioned_standin.py): the benchmark asset
 run as ``benchmark_job`` and ``bisect_job`` partitions, the spool and warehouse, the ``regressions``

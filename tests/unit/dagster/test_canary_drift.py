@@ -1,4 +1,4 @@
-"""Issue 26: the canary tells host drift from an engine change, and host drift is never alerted.
+"""The canary tells host drift from an engine change, and host drift is never alerted.
 
 The canary (llama.cpp b100, pinned) runs every week beside that week's new release. From week 3 the
 host is 1.5x slower for every release (the stand-in's ``host_slow_from``): the canary's series over

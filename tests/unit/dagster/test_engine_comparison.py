@@ -1,4 +1,4 @@
-"""Issue 34, item 4, in the pipeline: asset engine_comparison runs the decision's two match-ups by
+"""The decision's match-ups in the pipeline: asset engine_comparison runs the decision's two match-ups by
 interleaved runs over the pair stand-in (a candidate 3.5 times as fast), stores each with its
 match-up, runs nothing again in the same week, and the decision gathered from the warehouse
 decides C3 on the paired ratio."""

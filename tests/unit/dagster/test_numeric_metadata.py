@@ -1,4 +1,4 @@
-"""Dagster-native numbers (issue 17, item 4): the key figures are numeric metadata, so each asset's
+"""Dagster-native numbers: the key figures are numeric metadata, so each asset's
 plots in the UI show them over materialisations, and table metadata is typed (numbers as numbers,
 None when missing).
 
@@ -70,7 +70,7 @@ def test_switch_decision_figures_are_numbers_over_time(pipeline) -> None:
     assert [m["verdict"].value.split()[0] for m in metas] == ["evaluate", "switch"]
     assert isinstance(first["verdict_score"], dg.IntMetadataValue)
     assert [m["verdict_score"].value for m in metas] == [2, 3]
-    # the answer in one sentence, also at the head of the decision's markdown (issue 36)
+    # the answer in one sentence, also at the head of the decision's markdown
     assert first["sentence"].value.startswith(
         "Evaluate vLLM v0.11.0: it starts and its TTFT p95 at 5 clients"
     )

@@ -1,4 +1,4 @@
-"""Issue 33 (done when): an end-to-end bisection by pairs through Dagster over a stand-in engine with
+"""An end-to-end bisection by pairs through Dagster over a stand-in engine with
 a known 5 % step at a known release and noise drawn from the CV measured on this project's machines
 (benchmarks/data/precision_aa_avx512.json) names that release.
 

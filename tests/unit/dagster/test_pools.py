@@ -1,12 +1,12 @@
 """Done when: a test proves two runs in the same host pool never overlap (timestamps from both).
 
-Two Dagster runs of `benchmark_run` for the `local` host are started at once, each in its own process
-(as the run launcher does), against one instance configured with the `concurrency` section of the
-project's dagster.yaml (the one `make ui`/`make run` use). The engine itself is replaced by a stand-in that records when it held the
-host and holds it for a while; everything else -- the asset, its pool, the executor, the instance's
-slot accounting, the warehouse load -- is the real thing. The in-process executor honours op pools
-(dagster/_core/executor/in_process.py enters an InstanceConcurrencyContext), as the multiprocess
-executor the daemon's runs use does.
+Two Dagster runs of `benchmark_run` for the `local` host are started at once, each in its own process (as the
+run launcher does), against one instance configured with the `concurrency` section of the project's
+dagster.yaml (the one `make ui`/`make run` use). The engine itself is replaced by a stand-in that records when
+it held the host and holds it for a while; everything else -- the asset, its pool, the executor, the
+instance's slot accounting, the warehouse load -- is the real thing. The in-process executor honours op pools
+(dagster/_core/executor/in_process.py enters an InstanceConcurrencyContext), as the multiprocess executor the
+daemon's runs use does.
 
 A control shows the stand-in *can* overlap when nothing limits the pool, so the first test's result
 comes from the pool, not from the test harness serialising the runs.
@@ -78,7 +78,8 @@ def _one_run(
 
 
 def _run_two_at_once(tmp_path: Path, overrides: dict, rendezvous: bool = False):
-    """Two runs of the local partition started together: (intervals by run id, pool limits, runs that waited)."""
+    """Two runs of the local partition started together: (intervals by run id, pool limits, runs that
+    waited)."""
     seeded = local_partition(tmp_path)
     path, key, out = seeded.config_path, seeded.key, seeded.out
     ctx = multiprocessing.get_context("fork")

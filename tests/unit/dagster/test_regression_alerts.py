@@ -1,4 +1,4 @@
-"""Issue 15 item 8: a confirmed regression reaches the webhook through the pipeline's own path.
+"""A confirmed regression reaches the webhook through the pipeline's own path.
 
 The `regressions` asset detects and stores change points (with when each was first confirmed); the
 `switch_decision` asset evaluates, then alerts on the regressions confirmed since the previous

@@ -1,4 +1,4 @@
-"""Issue 33, item 2: the week's new release is compared with the previous one by pairs, in the pipeline
+"""The week's new release is compared with the previous one by pairs, in the pipeline
 (asset release_comparisons), over the pair stand-in: different when the new one is 5 % slower at the
 noise measured here, nothing run again once the two are compared, nothing with a single release."""
 

@@ -1,4 +1,4 @@
-"""The support matrix (issue 17, item 7): engine × image version × model profile -> serves / starts /
+"""The support matrix: engine × image version × model profile -> serves / starts /
 fails, with the reason and the run id in each cell, newest versions first -- the view, the chart, the
 markdown the trend_charts asset shows in the UI."""
 

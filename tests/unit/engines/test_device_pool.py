@@ -1,4 +1,4 @@
-"""Pool engines sized against the device total HIP reports (issue 27, point 2), size flags in their own
+"""Pool engines sized against the device total HIP reports, size flags in their own
 units, vLLM's CPU backend reserving its KV bytes, and SGLang's HiCache refused on unified memory."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from strix_pipeline.engines.base import DeviceMemory, flag_gb, pool_fit_problem
 from strix_pipeline.engines.sglang import unified_memory_problems
 from strix_pipeline.units import GB, GIB
 
-# Strix Halo, 128 GB, default TTM limit: PyTorch/HIP report about 62.9 GiB (strix-halo-facts.md;
+# Strix Halo, 128 GB, default TTM limit: PyTorch/HIP report about 62.9 GiB (docs/box.md;
 # kyuz0 vLLM toolbox docs, ROCm issue 6004), whatever the budget says
 HIP_TOTAL = int(62.9 * GIB)
 QWEN3_30B_BF16 = int(56.9 * GIB)  # 16 safetensors shards of Qwen3-30B-A3B in BF16

@@ -1,6 +1,6 @@
 """The architecture gate reads compressed offload bundles (CCOB): a HIP library whose device code was
 built with ``--offload-compress`` names its targets only inside the compressed data, and before this
-reader such a library passed the gate unread whatever it was built for (issue 35, item 5).
+reader such a library passed the gate unread whatever it was built for.
 
 The libraries are made here in LLVM's layout (OffloadBundler.cpp: an uncompressed bundle
 ``__CLANG_OFFLOAD_BUNDLE__`` with entry ids ``hipv4-amdgcn-amd-amdhsa--gfxNNNN``, wrapped as CCOB v2/v3

@@ -13,7 +13,8 @@ def test_vllm_before_0_10_2_has_no_cpu_kv_flag() -> None:
     flags, notes = vllm.release_flags("0.10.1.1", TODAY)
     assert flags == ["--model", "/m", "--max-num-seqs", "8"]
     assert notes == [
-        "before 0.10.2: no --kv-cache-memory-bytes: the KV cache is sized by VLLM_CPU_KVCACHE_SPACE on the CPU (set), by --gpu-memory-utilization on a GPU (kept)"
+        "before 0.10.2: no --kv-cache-memory-bytes: the KV cache is sized by VLLM_CPU_KVCACHE_SPACE on the "
+        "CPU (set), by --gpu-memory-utilization on a GPU (kept)"
     ]
     # the env that sizes it instead is always there
     assert vllm.cpu_env(1)["VLLM_CPU_KVCACHE_SPACE"] == "1"

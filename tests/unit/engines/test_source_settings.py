@@ -1,4 +1,4 @@
-"""An image source's own settings (issue 34, item 5): its `env` and `extra_flags` reach the engine's
+"""An image source's own settings: its `env` and `extra_flags` reach the engine's
 container and the run's fingerprint (a changed one starts another series, never a regression); the
 image's own ENV is read from its config (docker-py's ``image.attrs``, faked: nothing runs) and recorded."""
 

@@ -1,4 +1,4 @@
-"""Every opener of a GPU device, named by who runs it (issue 35, item 3): the probe's script run by the
+"""Every opener of a GPU device, named by who runs it: the probe's script run by the
 real busybox over this machine's /proc against a process holding a stand-in device open, the cgroup
 read as a Docker or podman container, a systemd unit or a session, and production told apart."""
 

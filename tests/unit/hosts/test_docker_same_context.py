@@ -1,4 +1,4 @@
-"""C5 at the same context on a Docker host (issue 34, item 1): the Docker launcher sizes vLLM's KV cache
+"""C5 at the same context on a Docker host: the Docker launcher sizes vLLM's KV cache
 for the profile's token capacity from the checkpoint's config.json as the engine's container sees it,
 replacing the pool fraction with ``--kv-cache-memory-bytes``; where it cannot, the fraction stays and
 the engine's log says why. The config is read by an injected reader here: no daemon.

@@ -1,4 +1,4 @@
-"""The host's share of a pass's noise (issue 33, item 4): /proc/stat steal and the CPU used outside
+"""The host's share of a pass's noise: /proc/stat steal and the CPU used outside
 the engine and the client, the CPU frequency, a Box's GPU clocks, temperature, power and profile from
 the fixture sysfs tree, a fixed job's slowdown (hosts/probes/cpu.py), and a busy pass named by what
 made it busy."""

@@ -1,5 +1,5 @@
-"""The files a model path needs on a host (hosts/docker/model_files.py): every part of a split GGUF named by its
-first part, one file otherwise, and a path llama.cpp would refuse named as a problem."""
+"""The files a model path needs on a host (hosts/docker/model_files.py): every part of a split GGUF named by
+its first part, one file otherwise, and a path llama.cpp would refuse named as a problem."""
 
 from __future__ import annotations
 

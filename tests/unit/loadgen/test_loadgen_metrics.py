@@ -1,4 +1,5 @@
-"""Aggregate definitions (DESIGN.md "Metric definitions") on hand-made records with known answers."""
+"""Aggregate definitions (docs/bench-output.md, "Metric definitions") on hand-made records with known
+answers."""
 
 from __future__ import annotations
 

@@ -327,7 +327,8 @@ def test_the_ladder_replaces_lengths_that_do_not_fit_by_the_cap_unless_a_level_a
     levels, note = ladder_levels(box, 33792, 4)
     assert levels == [2048, 4096, 8192, 16384, 32768]
     assert note == (
-        "prefill_ladder: 65536 > context 33792, not sent: the 32768-token level is the longest that fits (33756)"
+        "prefill_ladder: 65536 > context 33792, not sent: the 32768-token level is the longest that fits "
+        "(33756)"
     )
     # 48K: the cap is 48 % above 32768, a point of its own
     assert ladder_levels(box, 49152, 4)[0] == [2048, 4096, 8192, 16384, 32768, 49116]

@@ -1,4 +1,4 @@
-"""Prometheus as it is (issue 17, item 6): every engine sample keeps its family's `# TYPE` and `# HELP`,
+"""Prometheus as it is: every engine sample keeps its family's `# TYPE` and `# HELP`,
 stored beside the sample (schema v4), so a counter is read as a running total and never as a level.
 
 The exposition texts are in the shapes the engines really write: vLLM's comes from prometheus_client
@@ -29,7 +29,8 @@ from strix_pipeline.warehouse import Warehouse, current_schema_version
 
 T0 = datetime(2026, 9, 1, 3, 0, tzinfo=UTC)
 
-VLLM = r"""# HELP python_gc_objects_collected_total Objects collected during gc
+VLLM = (
+    r"""# HELP python_gc_objects_collected_total Objects collected during gc
 # TYPE python_gc_objects_collected_total counter
 python_gc_objects_collected_total{generation="0"} 12345.0
 # HELP vllm:num_requests_running Number of requests in model execution batches.
@@ -55,12 +56,14 @@ vllm:time_to_first_token_seconds_bucket{engine="0",le="0.5",model_name="gemma3-2
 vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="gemma3-270m"} 12.0
 vllm:time_to_first_token_seconds_count{engine="0",model_name="gemma3-270m"} 12.0
 vllm:time_to_first_token_seconds_sum{engine="0",model_name="gemma3-270m"} 1.873
-# HELP vllm:request_success_total Count of successfully processed requests.\nBy finish reason; a \\ is a backslash.
+# HELP vllm:request_success_total Count of successfully processed requests.\nBy finish reason; """
+    r"""a \\ is a backslash.
 # TYPE vllm:request_success_total counter
 vllm:request_success_total{engine="0",finished_reason="length",model_name="gemma3-270m"} 12.0
 vllm:request_success_total{engine="0",finished_reason="stop",model_name="gemma3-270m"} 0.0
 vllm:cache_config_info{block_size="16",engine="0"} 1.0
 """
+)
 
 # llama-server's own exposition (tools/server/server.cpp): a HELP and a TYPE line per metric.
 LLAMA = """# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.
@@ -237,7 +240,8 @@ def test_a_v3_warehouse_migrates_keeping_its_server_metrics(tmp_path: Path) -> N
         r[0] for r in old.con.execute("SELECT name FROM pragma_table_info('server_metrics')").fetchall()
     ]
     old.con.execute(
-        "INSERT INTO server_metrics VALUES ('old-run', 'smoke', 0, ?, 'after', 'llamacpp:prompt_tokens_total', '{}', 64)",
+        "INSERT INTO server_metrics VALUES ('old-run', 'smoke', 0, ?, 'after', "
+        "'llamacpp:prompt_tokens_total', '{}', 64)",
         [T0],
     ).fetchall()
     old.close()

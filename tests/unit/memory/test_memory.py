@@ -229,7 +229,11 @@ def test_engine_rss_counts_every_process_of_its_session(tmp_path) -> None:
     from strix_pipeline.memory import read_engine_rss, read_process_rss
 
     # a session leader with two children, as vLLM's API server, engine core and worker are
-    code = "import subprocess, sys, time; [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']) for _ in range(2)]; time.sleep(30)"
+    code = (
+        "import subprocess, sys, time; "
+        "[subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']) for _ in range(2)]; "
+        "time.sleep(30)"
+    )
     leader = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
     try:
         for _ in range(100):  # bounded: the children appear within a few seconds

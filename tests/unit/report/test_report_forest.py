@@ -1,4 +1,4 @@
-"""The forest plot's rows (issue 36): C3's TTFT ratio with its interval and C5's memory ratio where
+"""The forest plot's rows: C3's TTFT ratio with its interval and C5's memory ratio where
 both runs have a held figure, each with its threshold and verdict; a row of a paired comparison is
 drawn the same way, its verdict beside its point."""
 

@@ -1,4 +1,4 @@
-"""The decision's match-ups by interleaved runs (issue 34, item 4), without a server: which configured
+"""The decision's match-ups by interleaved runs, without a server: which configured
 runs make each match-up's sides, what each run sends, and the comparison by pairs over the stand-in
 engine."""
 

@@ -1,4 +1,4 @@
-"""Issue 33, item 5: a bisection the way Pinpoint does it -- each midpoint compared by pairs with both
+"""A bisection the way Pinpoint does it -- each midpoint compared by pairs with both
 brackets, pairs added only on *unknown* -- over a stand-in engine whose step is known (5 % at a known
 release) and whose noise is the CV measured on this project's machines (benchmarks/data)."""
 

@@ -1,4 +1,5 @@
-"""Comparisons by pairs in the warehouse (schema v11): saved whole, read back equal, refused when malformed."""
+"""Comparisons by pairs in the warehouse (schema v11): saved whole, read back equal, refused when
+malformed."""
 
 from __future__ import annotations
 

@@ -365,7 +365,8 @@ def test_v_ttft_at_concurrency(wh: Warehouse) -> None:
 def test_v_prefill_ladder(wh: Warehouse) -> None:
     seed(wh)
     df = wh.query_df(
-        "SELECT engine, input_tokens, prefill_tokens_per_s FROM v_prefill_ladder WHERE run_id IN ('l2', 'v2') "
+        "SELECT engine, input_tokens, prefill_tokens_per_s FROM v_prefill_ladder WHERE run_id IN ('l2', "
+        "'v2') "
         "ORDER BY engine, input_tokens"
     )
     assert df.rows() == [
@@ -418,7 +419,8 @@ def test_v_decisions_marks_the_latest_evaluation(wh: Warehouse) -> None:
     wh.save_decision(evaluation("e2", T0 + timedelta(days=1), "evaluate"))
     wh.save_decision(evaluation("e2", T0 + timedelta(days=1), "evaluate"))  # idempotent
     df = wh.query_df(
-        "SELECT evaluation_id, criterion, verdict, latest, evidence_run_ids FROM v_decisions ORDER BY evaluation_id, criterion"
+        "SELECT evaluation_id, criterion, verdict, latest, evidence_run_ids FROM v_decisions ORDER BY "
+        "evaluation_id, criterion"
     )
     assert df["latest"].to_list() == [False, False, True, True]
     assert df["verdict"].to_list() == ["stay", "stay", "evaluate", "evaluate"]
@@ -443,7 +445,8 @@ def test_v_compare_a_vs_b(wh: Warehouse) -> None:
     assert prefill["ratio"].to_list() == [1.5, 1.5] and all(prefill["b_better"])
     # a version-to-version comparison of one engine is one series and one quantization
     same = wh.query_df(
-        "SELECT DISTINCT quantization_differs, same_series FROM v_compare WHERE a_run_id='l1' AND b_run_id='l2'"
+        "SELECT DISTINCT quantization_differs, same_series FROM v_compare WHERE a_run_id='l1' AND "
+        "b_run_id='l2'"
     )
     assert same.rows() == [(False, True)]
 

@@ -1,4 +1,4 @@
-"""The series fingerprint: one function, the DESIGN.md inputs, and nothing else."""
+"""The series fingerprint: one function, the inputs docs/warehouse.md lists, and nothing else."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Which releases a bisection searches (analysis/bisect/steps.releases_between): registry tags on a Box as well as
-the package index's releases on host `local`."""
+"""Which releases a bisection searches (analysis/bisect/steps.releases_between): registry tags on a Box as
+well as the package index's releases on host `local`."""
 
 from __future__ import annotations
 
