@@ -173,14 +173,14 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
         ],
         tags={"strix/host": host},
         description=(
-            "The standard suite (smoke, concurrency sweep, prefill ladder, decode, prefix cache, memory) "
-            "for one "
-            f"image version on host `{host}`, for every model profile configured for that engine there; raw "
-            "requests, aggregates, memory samples and server metrics loaded into the warehouse in one "
-            "transaction per run. A run's id derives from the Dagster run, so re-executing that Dagster run "
-            "replaces its rows while a new materialisation of the partition adds a repeat run (the evidence "
-            "that confirms a provisional change). Failures are stored as runs with their reason. Runs in "
-            "pool `{host_pool(host)}` (limit 1): one engine at a time per host."
+            "The standard suite (smoke, concurrency sweep, prefill ladder, decode, prefix cache, "
+            f"memory) for one image version on host `{host}`, for every model profile configured for "
+            "that engine there; raw requests, aggregates, memory samples and server metrics loaded into "
+            "the warehouse in one transaction per run. A run's id derives from the Dagster run, so "
+            "re-executing that Dagster run replaces its rows while a new materialisation of the "
+            "partition adds a repeat run (the evidence that confirms a provisional change). Failures are "
+            f"stored as runs with their reason. Runs in pool `{host_pool(host)}` (limit 1): one engine "
+            "at a time per host."
         ),
     )
     def _asset(
