@@ -20,6 +20,7 @@ from support.python_image import python_numpy_image, python_parts
 
 from strix_pipeline import doctor
 from strix_pipeline.config import HostConfig, StrixConfig
+from strix_pipeline.doctor.docker_access import EFFICIENCY
 from strix_pipeline.hosts.box import stop_checks
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
@@ -129,7 +130,7 @@ def python_numpy(docker_engine: None) -> Iterator[str]:
 
 def efficiency_line(tmp_path: Path, image: str | None) -> doctor.Check:
     model = split_parts(tmp_path / "models", 1, 2, 3)
-    return by_name(checks_of(box(tmp_path, model, efficiency_probe_image=image)), HOST, doctor.EFFICIENCY)
+    return by_name(checks_of(box(tmp_path, model, efficiency_probe_image=image)), HOST, EFFICIENCY)
 
 
 def test_unset_the_efficiency_image_is_a_note_saying_how_to_set_it(docker_engine, tmp_path):
