@@ -28,7 +28,7 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-
 def escape_controls(s: str, keep: str = "") -> str:
     """``s`` with every character of ``_CONTROL`` but those in ``keep`` written out as ``\\xNN``/``\\uNNNN``.
 
-    Not :func:`strix_pipeline.cli.common.visible` (every Unicode control and format character, for the
+    Not :func:`strix_pipeline.outside_text.visible` (every Unicode control and format character, for the
     other commands' cells): `strix query` shows the data as stored, so a zero-width joiner in an emoji
     stays whole and only what a terminal would act on is escaped (the formats keep tab or newline)."""
 
