@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
 import duckdb
+import pyarrow as pa
+from pyarrow import parquet
 
 from strix_pipeline.records import VALUE_RULES
 from strix_pipeline.safe_write import Folder, fd_path
-from strix_pipeline.warehouse.connection import WarehouseError, in_transaction
+from strix_pipeline.warehouse.connection import WarehouseError, in_transaction, registered
 from strix_pipeline.warehouse.decisions import replace_decisions_from
 from strix_pipeline.warehouse.extensions import sql_str
 from strix_pipeline.warehouse.hosts import refresh_hosts
@@ -74,9 +77,20 @@ def import_parquet(
     if not runs_file.exists():
         raise WarehouseError(f"{src}: no runs.parquet (write one with `strix export --parquet DIR`)")
 
-    def pq(table: str) -> str | None:
+    # read here, in Python, and registered: the writer's connection reaches no file (connection._session)
+    tables = {}
+    for table in [*RUN_TABLES, "images", "decisions"]:
         f = src / f"{table}.parquet"
-        return "read_parquet('" + str(f).replace("'", "''") + "')" if f.exists() else None
+        if f.exists():
+            try:
+                tables[table] = parquet.read_table(f)
+            except (OSError, pa.ArrowException) as e:
+                raise WarehouseError(f"{f}: cannot be read as Parquet: {e}") from None
+
+    names: dict[str, str] = {}  # table -> the name its Arrow table is registered under
+
+    def pq(table: str) -> str | None:
+        return names.get(table)
 
     counts: dict[str, int] = {}
 
@@ -130,7 +144,10 @@ def import_parquet(
             counts["decisions"] = replace_decisions_from(con, source)
         con.execute("DROP TABLE _strix_import_ids").fetchall()
 
-    in_transaction(con, load)
+    with contextlib.ExitStack() as stack:
+        for table, data in tables.items():
+            names[table] = stack.enter_context(registered(con, f"import_{table}", data))
+        in_transaction(con, load)
     return counts
 
 

@@ -25,8 +25,9 @@ import threading
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
-from support.ducklake import CATALOG_ENV, strix_config
+from support.ducklake import CATALOG_ENV, planting_connection, strix_config
 from support.report_seed import report_config, report_warehouse
 
 from strix_pipeline.cli import common, main
@@ -194,14 +195,14 @@ def test_the_spool_and_an_export_write_through_no_link(seeded: Path, tmp_path: P
 # ---- 3. stored views that are not the project's -----------------------------------------------------
 
 
-def _plant(wh: Warehouse, secret: Path) -> None:
+def _plant(con: duckdb.DuckDBPyConnection, secret: Path) -> None:
     # the project's v_run_base with one more column: a local file's contents beside every run
     from strix_pipeline.warehouse.schema import views_sql
 
     base = views_sql().split("CREATE OR REPLACE VIEW v_run_base AS", 1)[1].split(";", 1)[0]
     evil = base.replace("r.run_id,", f"r.run_id || (SELECT content FROM read_text('{secret}')) AS run_id,", 1)
     assert evil != base
-    wh.con.execute(f"CREATE OR REPLACE VIEW v_run_base AS {evil}").fetchall()
+    con.execute(f"CREATE OR REPLACE VIEW v_run_base AS {evil}").fetchall()
 
 
 def _site_text(site: Path) -> str:
@@ -215,8 +216,8 @@ def _site_text(site: Path) -> str:
 def test_a_redefined_view_is_refused_by_name_on_a_file(seeded: Path, tmp_path: Path, capsys) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text(SECRET)
-    with Warehouse.open(seeded) as wh:
-        _plant(wh, secret)
+    with planting_connection(seeded) as con:
+        _plant(con, secret)
     site = tmp_path / "site"
     assert report(seeded, site) == 1
     err = capsys.readouterr().err
@@ -252,9 +253,9 @@ def test_a_redefined_view_is_refused_by_name_on_a_lake(lake, tmp_path: Path, cap
     target, config = lake
     secret = tmp_path / "secret.txt"
     secret.write_text(SECRET)
-    with Warehouse.open(target) as wh:  # any Box's writer of the shared lake
-        _plant(wh, secret)
-        assert SECRET in str(wh.query_df("SELECT run_id FROM v_run_base").rows())  # the plant works
+    with planting_connection(target) as con:  # any Box's writer of the shared lake
+        _plant(con, secret)
+        assert SECRET in str(con.execute("SELECT run_id FROM v_run_base").fetchall())  # the plant works
     site = tmp_path / "site"
     assert main(["--config", str(config), "report", "--out", str(site)]) == 1
     err = capsys.readouterr().err
