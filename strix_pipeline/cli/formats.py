@@ -8,8 +8,10 @@ import json
 import re
 import textwrap
 from collections.abc import Iterator
+from typing import BinaryIO
 
 import polars as pl
+from pyarrow import parquet
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -91,6 +93,24 @@ def render_chunks(df: pl.DataFrame, fmt: str, rows: int = CHUNK_ROWS) -> Iterato
             yield "".join(json.dumps(rec, default=str) + "\n" for rec in part.to_dicts())
         else:
             yield _lines(part)
+
+
+def write_parquet_chunks(df: pl.DataFrame, f: BinaryIO, rows: int = CHUNK_ROWS) -> Iterator[None]:
+    """``df`` as one Parquet file (zstd, as Polars writes it), a row group of about ``rows`` rows at a
+    time, yielding after each so a writer can stop between them: Polars' own writer to a Python file
+    holds the whole encoded file in memory first, another copy of the result."""
+    writer = None
+    try:
+        for start in range(0, max(df.height, 1), rows):
+            table = df.slice(start, rows).to_arrow()
+            if writer is None:
+                writer = parquet.ParquetWriter(f, table.schema, compression="zstd")
+            writer.write_table(table)
+            del table
+            yield
+    finally:
+        if writer is not None:
+            writer.close()
 
 
 def _text(v: object, null: str = "NULL") -> str:

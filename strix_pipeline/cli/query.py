@@ -37,7 +37,7 @@ from strix_pipeline.cli.common import (
     open_warehouse,
     warehouse_arg,
 )
-from strix_pipeline.cli.formats import escape_controls, print_table, render_chunks
+from strix_pipeline.cli.formats import escape_controls, print_table, render_chunks, write_parquet_chunks
 from strix_pipeline.cli.out_guard import check_out, protected
 from strix_pipeline.config import MAX_ROWS, QueryConfig, check_timeout, memory_bytes
 from strix_pipeline.peers import FORMATS as PEER_FORMATS
@@ -292,7 +292,8 @@ def _emit(got: Fetched, args: argparse.Namespace, limits: Bounds) -> int:
 
         def fill(f: BinaryIO) -> None:
             if args.format == "parquet":
-                df.write_parquet(f)
+                for _ in write_parquet_chunks(df, f):
+                    limits.check_time()
                 return
             for chunk in render_chunks(df, args.format):
                 limits.check_time()  # a slow write is stopped too; the file is then left as it was
