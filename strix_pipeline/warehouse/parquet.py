@@ -13,10 +13,9 @@ import pyarrow as pa
 from pyarrow import parquet
 
 from strix_pipeline.records import VALUE_RULES
-from strix_pipeline.safe_write import Folder, fd_path
+from strix_pipeline.safe_write import Folder
 from strix_pipeline.warehouse.connection import WarehouseError, in_transaction, registered
 from strix_pipeline.warehouse.decisions import replace_decisions_from
-from strix_pipeline.warehouse.extensions import sql_str
 from strix_pipeline.warehouse.hosts import refresh_hosts
 from strix_pipeline.warehouse.images import upsert_images_from
 from strix_pipeline.warehouse.runs import RUN_TABLES
@@ -24,6 +23,8 @@ from strix_pipeline.warehouse.schema import project_schema, table_names
 from strix_pipeline.warehouse.sql_names import quoted
 
 log = logging.getLogger(__name__)
+
+EXPORT_BATCH_ROWS = 100_000  # rows read and written at a time: an export holds one batch, not a table
 
 
 def export_parquet(
@@ -43,16 +44,16 @@ def export_parquet(
         if name not in known:
             raise WarehouseError(f"no table {name!r}")
     written: dict[str, Path] = {}
-    # DuckDB's COPY writes a path it opens itself, following links: it writes instead the temporary
-    # file safe_write made (named by its descriptor), which is then renamed into place
+    # read as Arrow batches and written by pyarrow into the temporary file safe_write made (renamed
+    # into place): no COPY, so a sandboxed reader, which reaches no file, exports too
     with Folder.open(directory, create=True) as out:
         for name in names:
 
             def copy(f: BinaryIO, table: str = name) -> None:
-                con.execute(
-                    f"COPY (SELECT * FROM {quoted(table)}) TO {sql_str(fd_path(f))} "
-                    "(FORMAT parquet, USE_TMP_FILE false)"
-                ).fetchall()
+                reader = con.execute(f"SELECT * FROM {quoted(table)}").fetch_record_batch(EXPORT_BATCH_ROWS)
+                with parquet.ParquetWriter(f, reader.schema, compression="zstd") as w:
+                    for batch in reader:
+                        w.write_batch(batch)
 
             written[name] = out.write(f"{name}.parquet", copy)
     return written

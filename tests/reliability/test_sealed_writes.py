@@ -473,3 +473,28 @@ def test_unreadable_numbers_and_text_are_refused_naming_file_field_and_value(
     assert rc == 1 and f"{src}: {field}: {says}" in err, err
     with Warehouse.open(warehouse, read_only=True) as wh:
         assert wh.count("runs") == 0
+
+
+def test_export_reads_through_the_sandbox_and_imports_back(
+    seeded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`strix export` on a DuckDB file opens it as `strix query` does (no file reachable from SQL)
+    and writes its Parquet files in Python; what it wrote imports into a new warehouse whole."""
+    opens: list[dict] = []
+    real = Warehouse.open.__func__  # type: ignore[attr-defined]
+
+    def spy(cls: type, *args: object, **kwargs: object) -> Warehouse:
+        opens.append(kwargs)
+        return real(cls, *args, **kwargs)
+
+    out = tmp_path / "export"
+    with monkeypatch.context() as m:
+        m.setattr(Warehouse, "open", classmethod(spy))
+        assert main(["export", "--parquet", str(out), "--warehouse", str(seeded)]) == 0
+    assert [k.get("sandbox") for k in opens] == [True]
+    fresh = tmp_path / "fresh.duckdb"
+    Warehouse.open(fresh).close()
+    assert main(["import", "--parquet", str(out), "--warehouse", str(fresh)]) == 0
+    with Warehouse.open(seeded, read_only=True) as a, Warehouse.open(fresh, read_only=True) as b:
+        for table in ("runs", "requests", "aggregates", "decisions"):
+            assert a.count(table) == b.count(table) > 0, table
