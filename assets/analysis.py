@@ -26,6 +26,7 @@ from strix_pipeline.analysis.decision import (
 )
 from strix_pipeline.analysis.notify import notify_changes, regression_alerts
 from strix_pipeline.config import StrixConfig
+from strix_pipeline.outside_text import markdown_text as _md
 from strix_pipeline.planning.targets import canaries
 from strix_pipeline.report import write_report
 from strix_pipeline.units import gib
@@ -171,10 +172,12 @@ def bisections_markdown(searches) -> str:
     lines = []
     for b, steps in searches:
         lines.append(
-            f"- `{b.bisection_id}` {b.engine} on {b.host} {b.metric} {b.scenario}@{b.level}, between "
-            f"{b.version_before} and {b.version_after}: **{b.status}** — {b.reason or ''}"
+            f"- {_md(b.bisection_id)} {_md(b.engine)} on {_md(b.host)} {_md(b.metric)} "
+            f"{_md(b.scenario)}@{b.level}, between {_md(b.version_before)} and {_md(b.version_after)}: "
+            f"**{_md(b.status)}** — {_md(b.reason or '')}"
         )
-        lines += [f"    {s}" for s in steps]
+        # "N. release: figure -> side": the step's number is the list's, the rest the warehouse's text
+        lines += [f"    {n}. {_md(rest)}" for n, _, rest in (s.partition(". ") for s in steps)]
     return "\n".join(lines) or "none"
 
 
@@ -188,8 +191,8 @@ def noise_markdown(rows: list[NoiseRecord]) -> str:
     ]
     for r in rows:
         lines.append(
-            f"| {r.host} | {r.engine} {r.version} | {r.metric} · {r.scenario}@{r.level} | {r.runs} | "
-            f"{r.cv:.1%} | {r.steps_text} |"
+            f"| {_md(r.host)} | {_md(r.engine)} {_md(r.version)} | {_md(r.metric)} · {_md(r.scenario)}@{r.level} "
+            f"| {r.runs} | {r.cv:.1%} | {_md(r.steps_text)} |"
         )
     return "\n".join(lines)
 
@@ -324,9 +327,9 @@ def _no_confirmed_regression(active: list, by_change: dict) -> dg.AssetCheckResu
         metadata={
             "confirmed_regressions": dg.MetadataValue.md(
                 "\n".join(
-                    f"- `{c.change_id}` {c.engine} {c.metric} {c.scenario}@{c.level}: "
-                    f"{c.version_before} → {c.version_after} ({c.magnitude_pct:+.1f} %); "
-                    + _bisection_cell(by_change.get(c.change_id))
+                    f"- {_md(c.change_id)} {_md(c.engine)} {_md(c.metric)} {_md(c.scenario)}@{c.level}: "
+                    f"{_md(c.version_before)} → {_md(c.version_after)} ({c.magnitude_pct:+.1f} %); "
+                    + _md(_bisection_cell(by_change.get(c.change_id)))
                     for c in confirmed_bad
                 )
                 or "none"
@@ -359,7 +362,7 @@ def trend_charts(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg
         matrix = support_matrix_rows(wh)
     md = [f"Open `{cs.index_html}` for the interactive charts.", ""]
     for name, files in cs.charts.items():
-        md += [f"### {name}", files.note or "", markdown_image(files.png, max_width=560), ""]
+        md += [f"### {name}", _md(files.note or ""), markdown_image(files.png, max_width=560), ""]
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": len(cs.charts),
@@ -438,7 +441,7 @@ def switch_decision(strix: StrixConfigResource, warehouse: WarehouseResource) ->
                 severity=dg.AssetCheckSeverity.WARN,
                 metadata={
                     "without_fresh_evidence": dg.MetadataValue.md(
-                        "\n".join(f"- {c.criterion} {c.name}: {c.reason}" for c in unknown) or "none"
+                        "\n".join(f"- {c.criterion} {c.name}: {_md(c.reason)}" for c in unknown) or "none"
                     )
                 },
             ),
@@ -481,7 +484,7 @@ def weekly_report(strix: StrixConfigResource, warehouse: WarehouseResource) -> d
             "verdict": site.verdict or "no evaluation yet",
             "feed_entries": len(site.entries),
             "new_feed_entries": dg.MetadataValue.md(
-                "\n".join(f"- {e.title}" for e in site.new_entries) or "none"
+                "\n".join(f"- {_md(e.title)}" for e in site.new_entries) or "none"
             ),
         }
     )

@@ -381,7 +381,7 @@ def handle(args: argparse.Namespace) -> int:
             progress.update(tasks[key], completed=done, total=total)
 
         def on_progress(line: str) -> None:
-            progress.console.print(line)
+            progress.console.print(as_markup(line))  # a line quotes a server, a scenario, a run id
 
         observe: Watchers = {
             "metrics_url": args.metrics_url,

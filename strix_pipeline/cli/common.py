@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -17,6 +16,7 @@ from rich.text import Text
 from strix_pipeline.cli.formats import escape_controls
 from strix_pipeline.config import DuckLakeTarget, StrixConfig
 from strix_pipeline.config_load import load_config
+from strix_pipeline.outside_text import visible
 from strix_pipeline.warehouse import Warehouse, WarehouseError
 
 T = TypeVar("T")
@@ -107,16 +107,6 @@ def error(msg: str) -> int:
     warehouse's, a file's), so a control character in it is written as its escape, never acted on."""
     print(f"strix: {escape_controls(msg, keep=chr(10) + chr(9))}", file=sys.stderr)
     return 1
-
-
-def visible(value: object) -> str:
-    """``value`` as text a terminal shows as it is: every control or format character (ESC starting an
-    ANSI or OSC 8 hyperlink sequence, a carriage return that overwrites the line, a right-to-left
-    override) written as its escape, ``\\x1b``, ``\\r``, ``\\u202e``."""
-    text = str(value)
-    return "".join(
-        ch if unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp") else ascii(ch)[1:-1] for ch in text
-    )
 
 
 def as_markup(value: object) -> str:

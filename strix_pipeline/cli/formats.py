@@ -8,8 +8,10 @@ import json
 import re
 import textwrap
 from collections.abc import Iterator
+from typing import BinaryIO
 
 import polars as pl
+from pyarrow import parquet
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -28,7 +30,7 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-
 def escape_controls(s: str, keep: str = "") -> str:
     """``s`` with every character of ``_CONTROL`` but those in ``keep`` written out as ``\\xNN``/``\\uNNNN``.
 
-    Not :func:`strix_pipeline.cli.common.visible` (every Unicode control and format character, for the
+    Not :func:`strix_pipeline.outside_text.visible` (every Unicode control and format character, for the
     other commands' cells): `strix query` shows the data as stored, so a zero-width joiner in an emoji
     stays whole and only what a terminal would act on is escaped (the formats keep tab or newline)."""
 
@@ -91,6 +93,24 @@ def render_chunks(df: pl.DataFrame, fmt: str, rows: int = CHUNK_ROWS) -> Iterato
             yield "".join(json.dumps(rec, default=str) + "\n" for rec in part.to_dicts())
         else:
             yield _lines(part)
+
+
+def write_parquet_chunks(df: pl.DataFrame, f: BinaryIO, rows: int = CHUNK_ROWS) -> Iterator[None]:
+    """``df`` as one Parquet file (zstd, as Polars writes it), a row group of about ``rows`` rows at a
+    time, yielding after each so a writer can stop between them: Polars' own writer to a Python file
+    holds the whole encoded file in memory first, another copy of the result."""
+    writer = None
+    try:
+        for start in range(0, max(df.height, 1), rows):
+            table = df.slice(start, rows).to_arrow()
+            if writer is None:
+                writer = parquet.ParquetWriter(f, table.schema, compression="zstd")
+            writer.write_table(table)
+            del table
+            yield
+    finally:
+        if writer is not None:
+            writer.close()
 
 
 def _text(v: object, null: str = "NULL") -> str:

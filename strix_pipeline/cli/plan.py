@@ -14,8 +14,9 @@ import argparse
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from strix_pipeline.cli.common import config_of, visible, warehouse_arg, warehouse_path
+from strix_pipeline.cli.common import config_of, warehouse_arg, warehouse_path
 from strix_pipeline.config import StrixConfig
+from strix_pipeline.outside_text import visible
 from strix_pipeline.planning import measured as account
 from strix_pipeline.planning import night_fit as fit
 from strix_pipeline.planning.cron import fires_between

@@ -6,8 +6,8 @@ Query and export open the file read-only, so a write statement fails inside Duck
 parsing of the SQL); all three wait briefly when a benchmark run is writing, then say why they cannot.
 Query's connection is also sandboxed by DuckDB's own settings (``Warehouse.open(sandbox=True)``): the
 SQL reads the warehouse and nothing else -- no COPY to or from files, no read_csv/read_text/glob of
-other files, no ATTACH, no INSTALL/LOAD, no SET/RESET. Export keeps a plain read-only connection
-(it COPYs to Parquet files); import a writable one.
+other files, no ATTACH, no INSTALL/LOAD, no SET/RESET. Export on a DuckDB file is sandboxed too (it
+reads Arrow batches and writes the Parquet files in Python); import opens a writable one.
 
 Output follows the DuckDB CLI's habits: ``--format`` table (duckbox-like: a result wider than the
 terminal keeps its first and last columns and hides the middle ones behind a ``…`` column, long
@@ -34,10 +34,11 @@ from strix_pipeline.cli.common import (
     error,
     lock_wait_arg,
     on_warehouse,
+    open_reader,
     open_warehouse,
     warehouse_arg,
 )
-from strix_pipeline.cli.formats import escape_controls, print_table, render_chunks
+from strix_pipeline.cli.formats import escape_controls, print_table, render_chunks, write_parquet_chunks
 from strix_pipeline.cli.out_guard import check_out, protected
 from strix_pipeline.config import MAX_ROWS, QueryConfig, check_timeout, memory_bytes
 from strix_pipeline.peers import FORMATS as PEER_FORMATS
@@ -299,7 +300,8 @@ def _emit(got: Fetched, args: argparse.Namespace, limits: Bounds) -> int:
 
         def fill(f: BinaryIO) -> None:
             if args.format == "parquet":
-                df.write_parquet(f)
+                for _ in write_parquet_chunks(df, f):
+                    limits.check_time()
                 return
             for chunk in render_chunks(df, args.format):
                 limits.check_time()  # a slow write is stopped too; the file is then left as it was
@@ -332,7 +334,12 @@ def run_export(args: argparse.Namespace) -> int:
             raise WarehouseError(str(e)) from e
         return written, {t: wh.count(t) for t in written}
 
-    done, rc = _on_warehouse(args, export, "export failed")
+    def reader(args: argparse.Namespace, *, read_only: bool) -> Warehouse:
+        # sandboxed as strix query is (on a file): the export reads through Arrow, never COPY
+        wait = lambda msg: print(f"strix: {msg}", file=sys.stderr)  # noqa: E731
+        return open_reader(args, read_only=read_only, lock_retry_s=args.lock_wait, on_wait=wait)
+
+    done, rc = on_warehouse(args, export, "export failed", opener=reader)
     if done is None:
         return rc
     written, counts = done

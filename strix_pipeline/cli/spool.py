@@ -16,8 +16,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from strix_pipeline.cli.common import as_markup, lock_wait_arg, open_warehouse, shown, visible, warehouse_arg
+from strix_pipeline.cli.common import as_markup, lock_wait_arg, open_warehouse, shown, warehouse_arg
 from strix_pipeline.config_load import load_config
+from strix_pipeline.outside_text import visible
 from strix_pipeline.warehouse import WarehouseError
 from strix_pipeline.warehouse.spool import Spooled, drain, pending, spool_dir
 

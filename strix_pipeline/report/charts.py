@@ -13,7 +13,7 @@ from strix_pipeline.analysis.charts.marks import note_chart
 from strix_pipeline.analysis.charts.page import json_for_html
 from strix_pipeline.report.markup import esc
 from strix_pipeline.report.names import run_page
-from strix_pipeline.report.unreadable import refuse_unreadable
+from strix_pipeline.warehouse.unreadable import refuse_unreadable
 
 if TYPE_CHECKING:
     from strix_pipeline.analysis.changepoints import Change

@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from strix_pipeline.report.unreadable import refuse_unreadable
+from strix_pipeline.warehouse.unreadable import refuse_unreadable
 
 if TYPE_CHECKING:
     from strix_pipeline.warehouse import Warehouse

@@ -20,7 +20,7 @@ from strix_pipeline.analysis.decision import (
 )
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.report.extras import ChangeExtras, change_extras
-from strix_pipeline.report.unreadable import refuse_unreadable
+from strix_pipeline.warehouse.unreadable import refuse_unreadable
 
 if TYPE_CHECKING:
     from strix_pipeline.warehouse import Warehouse

@@ -46,7 +46,12 @@ from strix_pipeline.warehouse.extensions import (
     extension_file,
     sql_str,
 )
-from strix_pipeline.warehouse.sandbox import SANDBOX_CONFIG, lock_sandbox, open_lake_sandbox
+from strix_pipeline.warehouse.sandbox import (
+    SANDBOX_CONFIG,
+    lock_sandbox,
+    no_external_access,
+    open_lake_sandbox,
+)
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -94,13 +99,17 @@ def _session(
     memory_limit: str | None = None,
 ) -> None:
     """What every open of either backend ends with: the sandbox locked (``strix query``) or UTC
-    timestamps, and a writer's settings."""
+    timestamps, and a writer's settings. A writer then drops its file-system access before anything
+    stored is touched (the schema's migrations, the view check, a load): its own files (and a lake's
+    data directory) stay reachable, no other; what it loads from a file is read in Python."""
     if sandbox:
         lock_sandbox(con, where, memory_limit=memory_limit)
     else:
         con.execute("SET TimeZone = 'UTC'").fetchall()
     if not read_only:
         writer_settings(con)
+        lake = [str(where.data_path).rstrip("/") + "/"] if isinstance(where, DuckLakeTarget) else []
+        no_external_access(con, where, allowed=lake, spill=True)
 
 
 def is_lock_error(e: Exception) -> bool:

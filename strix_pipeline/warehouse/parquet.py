@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
 import duckdb
+import pyarrow as pa
+from pyarrow import parquet
 
 from strix_pipeline.records import VALUE_RULES
-from strix_pipeline.safe_write import Folder, fd_path
-from strix_pipeline.warehouse.connection import WarehouseError, in_transaction
+from strix_pipeline.safe_write import Folder
+from strix_pipeline.warehouse.connection import WarehouseError, in_transaction, registered
 from strix_pipeline.warehouse.decisions import replace_decisions_from
-from strix_pipeline.warehouse.extensions import sql_str
 from strix_pipeline.warehouse.hosts import refresh_hosts
 from strix_pipeline.warehouse.images import upsert_images_from
 from strix_pipeline.warehouse.runs import RUN_TABLES
@@ -21,6 +23,8 @@ from strix_pipeline.warehouse.schema import project_schema, table_names
 from strix_pipeline.warehouse.sql_names import quoted
 
 log = logging.getLogger(__name__)
+
+EXPORT_BATCH_ROWS = 100_000  # rows read and written at a time: an export holds one batch, not a table
 
 
 def export_parquet(
@@ -40,16 +44,16 @@ def export_parquet(
         if name not in known:
             raise WarehouseError(f"no table {name!r}")
     written: dict[str, Path] = {}
-    # DuckDB's COPY writes a path it opens itself, following links: it writes instead the temporary
-    # file safe_write made (named by its descriptor), which is then renamed into place
+    # read as Arrow batches and written by pyarrow into the temporary file safe_write made (renamed
+    # into place): no COPY, so a sandboxed reader, which reaches no file, exports too
     with Folder.open(directory, create=True) as out:
         for name in names:
 
             def copy(f: BinaryIO, table: str = name) -> None:
-                con.execute(
-                    f"COPY (SELECT * FROM {quoted(table)}) TO {sql_str(fd_path(f))} "
-                    "(FORMAT parquet, USE_TMP_FILE false)"
-                ).fetchall()
+                reader = con.execute(f"SELECT * FROM {quoted(table)}").fetch_record_batch(EXPORT_BATCH_ROWS)
+                with parquet.ParquetWriter(f, reader.schema, compression="zstd") as w:
+                    for batch in reader:
+                        w.write_batch(batch)
 
             written[name] = out.write(f"{name}.parquet", copy)
     return written
@@ -74,9 +78,20 @@ def import_parquet(
     if not runs_file.exists():
         raise WarehouseError(f"{src}: no runs.parquet (write one with `strix export --parquet DIR`)")
 
-    def pq(table: str) -> str | None:
+    # read here, in Python, and registered: the writer's connection reaches no file (connection._session)
+    tables = {}
+    for table in [*RUN_TABLES, "images", "decisions"]:
         f = src / f"{table}.parquet"
-        return "read_parquet('" + str(f).replace("'", "''") + "')" if f.exists() else None
+        if f.exists():
+            try:
+                tables[table] = parquet.read_table(f)
+            except (OSError, pa.ArrowException) as e:
+                raise WarehouseError(f"{f}: cannot be read as Parquet: {e}") from None
+
+    names: dict[str, str] = {}  # table -> the name its Arrow table is registered under
+
+    def pq(table: str) -> str | None:
+        return names.get(table)
 
     counts: dict[str, int] = {}
 
@@ -130,7 +145,10 @@ def import_parquet(
             counts["decisions"] = replace_decisions_from(con, source)
         con.execute("DROP TABLE _strix_import_ids").fetchall()
 
-    in_transaction(con, load)
+    with contextlib.ExitStack() as stack:
+        for table, data in tables.items():
+            names[table] = stack.enter_context(registered(con, f"import_{table}", data))
+        in_transaction(con, load)
     return counts
 
 

@@ -44,6 +44,23 @@ SANDBOX_CONFIG: dict[str, str | bool] = {
 }
 
 
+def no_external_access(
+    con: duckdb.DuckDBPyConnection, where: Path | DuckLakeTarget, *, allowed: list[str], spill: bool
+) -> None:
+    """From here on the connection's SQL reaches no file but the database's own (its WAL and, given
+    ``spill``, its spill directory) and the directories ``allowed`` (a lake's data files), and no
+    network but what is already attached: the rule of a sandboxed reader, and of a writer once it has
+    opened what it needs, so a stored view's SQL cannot read or write a file while a writer runs
+    migrations or view checks. DuckDB refuses to turn it back on while the database is open."""
+    if allowed:
+        con.execute(f"SET allowed_directories = [{', '.join(sql_str(d) for d in allowed)}]").fetchall()
+    if not spill:
+        con.execute("SET temp_directory = ''").fetchall()  # refused once external access is off
+    con.execute("SET enable_external_access = false").fetchall()
+    if con.execute("SELECT current_setting('enable_external_access')").fetchall()[0][0] is not False:
+        raise WarehouseError(f"{where}: DuckDB did not turn off external access")
+
+
 def lock_sandbox(
     con: duckdb.DuckDBPyConnection, path: Path | DuckLakeTarget, *, memory_limit: str | None = None
 ) -> None:
@@ -157,9 +174,7 @@ def open_lake_sandbox(
             con.execute(f"LOAD {sql_str(extension_file(module, name))}").fetchall()
             con.execute(f"ATTACH {sql_str('ducklake:' + str(catalog))} AS {LAKE} (READ_ONLY)").fetchall()
             con.execute(f"USE {LAKE}").fetchall()
-            con.execute(f"SET allowed_directories = [{sql_str(lake_data)}]").fetchall()
-            con.execute("SET temp_directory = ''").fetchall()  # refused once external access is off
-            con.execute("SET enable_external_access = false").fetchall()
+            no_external_access(con, target, allowed=[lake_data], spill=False)
             lock_sandbox(con, target, memory_limit=memory_limit)
         except BaseException:
             con.close()

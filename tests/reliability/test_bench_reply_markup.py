@@ -15,6 +15,7 @@ import pytest
 from support.bench_cli import bench
 from support.synthetic_server import SyntheticServer
 
+from strix_pipeline.cli import bench as cli_bench
 from strix_pipeline.warehouse import Warehouse
 
 HOSTILE = "[/INST] Sure! [bold]{not json"
@@ -66,3 +67,23 @@ def test_a_reply_or_run_id_with_markup_is_text_and_the_run_is_saved(
     assert f"saved run {run_id}" in out
     with Warehouse.open(wh, read_only=True) as r:
         assert r.run_ids() == [run_id]
+
+
+def test_a_progress_line_is_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A progress line quotes the run id, a scenario and a server's errors: printed as text, never as
+    markup (a closing tag raised MarkupError mid-run, ``[link=...]`` made a hyperlink)."""
+    line = "[link=https://evil.example/]run-x[/link] aborted: y[/] \x1b[2J"
+    real = cli_bench.run_suite
+
+    def run_suite(*args: Any, **kw: Any) -> Any:
+        kw["on_progress"](line)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(cli_bench, "run_suite", run_suite)
+    wh = tmp_path / "w.duckdb"
+    assert _bench(["--scenario", "smoke", "--save", "--warehouse", str(wh), "--run-id", "p"]) == 3
+    out = capsys.readouterr().err
+    assert "[link=https://evil.example/]run-x[/link] aborted: y[/] \\x1b[2J" in out
+    assert "saved run p" in out

@@ -108,7 +108,7 @@ def test_no_hyperlink_or_raw_escape_from_a_registry_reaches_the_terminal(tmp_pat
 
 
 def test_visible_escapes_every_control_and_format_character() -> None:
-    from strix_pipeline.cli.common import visible
+    from strix_pipeline.outside_text import visible
 
     assert visible("ok ✅ é") == "ok ✅ é"
     assert visible("a\rb\x07\x9b\u202e\u2028\x00") == r"a\rb\x07\x9b\u202e\u2028\x00"

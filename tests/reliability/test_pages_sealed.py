@@ -27,6 +27,7 @@ from strix_pipeline.analysis.charts import (
     support_matrix_rows,
     write_charts,
 )
+from strix_pipeline.outside_text import markdown_text
 from strix_pipeline.peers import load_peer_file
 from strix_pipeline.warehouse import Warehouse
 
@@ -175,5 +176,5 @@ def test_an_imported_peer_run_leaves_the_support_matrix_drawable(tmp_path: Path)
     assert note == ""
     labels = {p["run_id"]: p["version"] for p in chart_points(spec)}
     assert labels[peer.run.run_id] == NO_VERSION
-    assert f"`{NO_VERSION}`" in md and f"`{peer.run.run_id}`" in md
+    assert f"| {markdown_text(NO_VERSION)} |" in md and f"({markdown_text(peer.run.run_id)})" in md
     assert not cs.charts["support_matrix"].note, cs.charts["support_matrix"].note

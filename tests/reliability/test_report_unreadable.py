@@ -1,17 +1,21 @@
 """A report that could not read the warehouse fails: rc 1, one line, and the last good site stays as it
 was -- never an emptied site published over it with rc 0. Here the sandbox refuses what a view reads
 (a local file), as it would should a view ever get past the view check; on a real DuckDB file, through
-`strix report` and through the Dagster resource's reader the `weekly_report` asset uses."""
+`strix report` and through the Dagster resource's reader the `weekly_report` asset uses. The trend
+charts likewise: the `trend_charts` asset fails and the last good charts stay as they were."""
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
 
+import dagster as dg
 import pytest
 from support.report_seed import report_config, report_warehouse
 
-from assets.resources import WarehouseResource
+from assets.analysis import trend_charts
+from assets.resources import StrixConfigResource, WarehouseResource
+from strix_pipeline.analysis.charts import write_charts
 from strix_pipeline.cli import common, main
 from strix_pipeline.report import write_report
 from strix_pipeline.warehouse import Warehouse, WarehouseError, facade
@@ -36,6 +40,8 @@ def planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     wh.close()
     site = tmp_path / "site"
     assert main(["report", "--warehouse", str(path), "--out", str(site)]) == 0  # the last good site
+    with Warehouse.open(path, read_only=True) as r:
+        write_charts(r, tmp_path / "artifacts" / "charts")  # and the last good charts
     secret = tmp_path / "secret.txt"
     secret.write_text(SECRET)
     base = views_sql().split("CREATE OR REPLACE VIEW v_run_base AS", 1)[1].split(";", 1)[0]
@@ -66,3 +72,30 @@ def test_the_dagster_reader_is_sandboxed_and_its_report_fails(planted: Path, tmp
         with WarehouseResource(path=str(planted), lock_retry_s=1).reader() as wh:
             write_report(wh, report_config(), site)
     assert _site(site) == before
+
+
+def test_charts_that_cannot_read_the_warehouse_fail_and_keep_the_last_charts(
+    planted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    charts = tmp_path / "artifacts" / "charts"
+    before = _site(charts)
+    assert "index.html" in before and "support_matrix.png" in before
+    with pytest.raises(WarehouseError, match="could not read the warehouse"):
+        with WarehouseResource(path=str(planted), lock_retry_s=1).reader() as wh:
+            write_charts(wh, charts)
+    assert _site(charts) == before
+    # the asset: it fails, publishing nothing
+    cfg = report_config()
+    config = cfg.model_copy(
+        update={"project": cfg.project.model_copy(update={"artifacts": str(tmp_path / "artifacts")})}
+    )
+    monkeypatch.setattr(StrixConfigResource, "get", lambda self: config)
+    resources = {
+        "strix": StrixConfigResource(config_path="in-code"),
+        "warehouse": WarehouseResource(path=str(planted), lock_retry_s=1),
+    }
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([trend_charts], resources=resources, instance=instance, raise_on_error=False)
+        assert not result.success
+        assert instance.fetch_materializations(dg.AssetKey("trend_charts"), limit=1).records == []
+    assert _site(charts) == before

@@ -21,8 +21,9 @@ import sys
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
-from support.ducklake import CATALOG_ENV, strix_config
+from support.ducklake import CATALOG_ENV, planting_connection, strix_config
 from support.report_seed import report_config, report_warehouse
 
 from assets.resources import WarehouseResource
@@ -151,14 +152,14 @@ def test_a_view_named_as_sql_is_left_alone_by_the_next_writer(
 # ---- 2. a project name under another case -----------------------------------------------------------
 
 
-def _upper_base(wh: Warehouse, secret: Path) -> None:
+def _upper_base(con: duckdb.DuckDBPyConnection, secret: Path) -> None:
     base = views_sql().split("CREATE OR REPLACE VIEW v_run_base AS", 1)[1].split(";", 1)[0]
     evil = base.replace(
         "r.run_id,", f"r.run_id || (SELECT content FROM read_text({q(secret)})) AS run_id,", 1
     )
     assert evil != base
-    wh.con.execute("DROP VIEW v_run_base").fetchall()
-    wh.con.execute(f'CREATE VIEW "V_RUN_BASE" AS {evil}').fetchall()
+    con.execute("DROP VIEW v_run_base").fetchall()
+    con.execute(f'CREATE VIEW "V_RUN_BASE" AS {evil}').fetchall()
 
 
 @pytest.mark.parametrize("backend", ["file", pytest.param("lake", marks=pytest.mark.postgres)])
@@ -171,9 +172,9 @@ def test_a_project_view_under_another_case_is_refused_by_every_reader(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     where, words = _where(request, backend)
-    with Warehouse.open(where) as wh:
-        _upper_base(wh, secret)
-        assert SECRET in str(wh.query_df("SELECT run_id FROM v_runs").rows())  # the plant works
+    with planting_connection(where) as con:
+        _upper_base(con, secret)
+        assert SECRET in str(con.execute("SELECT run_id FROM v_runs").fetchall())  # the plant works
 
     with pytest.raises(WarehouseError, match="V_RUN_BASE"):
         Warehouse.open(where, read_only=True)
@@ -203,11 +204,9 @@ def test_a_view_standing_for_a_project_table_under_another_case_is_refused(
     request: pytest.FixtureRequest, backend: str, secret: Path, tmp_path: Path
 ) -> None:
     where, words = _where(request, backend)
-    with Warehouse.open(where) as wh:
-        wh.con.execute("DROP TABLE hosts").fetchall()
-        wh.con.execute(
-            f'CREATE VIEW "HOSTS" AS SELECT content AS name FROM read_text({q(secret)})'
-        ).fetchall()
+    with planting_connection(where) as con:
+        con.execute("DROP TABLE hosts").fetchall()
+        con.execute(f'CREATE VIEW "HOSTS" AS SELECT content AS name FROM read_text({q(secret)})').fetchall()
     with pytest.raises(WarehouseError, match="HOSTS"):
         Warehouse.open(where, read_only=True)
     resource = _resource(backend, where, words)
@@ -245,3 +244,30 @@ def test_export_leaves_out_a_table_named_as_sql(
     assert (out / "runs.parquet").is_file() and (out / "hosts.parquet").is_file()
     assert "is not the project's; not exported" in done.stderr and "PWNED" in done.stderr
     assert not any("PWNED" in p.name for p in out.iterdir())
+
+
+# ---- a writer reaches no file -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["file", pytest.param("lake", marks=pytest.mark.postgres)])
+def test_a_writer_reaches_no_file_through_a_stored_view(
+    request: pytest.FixtureRequest, backend: str, secret: Path, tmp_path: Path
+) -> None:
+    """A view that is not the project's is left alone by writers, and one that reads a file cannot
+    read it in a writer's connection: a writer drops its file-system access once open, before it
+    runs a migration, the view check or a load (the Dagster resource's writer too)."""
+    where, words = _where(request, backend)
+    with planting_connection(where) as con:
+        con.execute(f"CREATE VIEW zz_leak AS SELECT content FROM read_text({q(secret)})").fetchall()
+        con.execute("DELETE FROM schema_meta WHERE key = 'views_sha256'").fetchall()
+        assert SECRET in str(con.execute("SELECT * FROM zz_leak").fetchall())  # the plant works
+    writers = [lambda: Warehouse.open(where), _resource(backend, where, words).writer]
+    for writer in writers:
+        with writer() as wh:
+            with pytest.raises(duckdb.PermissionException, match="disabled by configuration"):
+                wh.con.execute("SELECT * FROM zz_leak").fetchall()
+            with pytest.raises(duckdb.PermissionException):
+                wh.con.execute(f"COPY (SELECT 1) TO {q(tmp_path / 'out.csv')}").fetchall()
+            with pytest.raises(duckdb.Error, match="external access"):  # and it cannot be turned back on
+                wh.con.execute("SET enable_external_access = true").fetchall()
+    assert not (tmp_path / "out.csv").exists()

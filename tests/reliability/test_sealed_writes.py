@@ -25,8 +25,9 @@ import threading
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
-from support.ducklake import CATALOG_ENV, strix_config
+from support.ducklake import CATALOG_ENV, planting_connection, strix_config
 from support.report_seed import report_config, report_warehouse
 
 from strix_pipeline.cli import common, main
@@ -194,14 +195,14 @@ def test_the_spool_and_an_export_write_through_no_link(seeded: Path, tmp_path: P
 # ---- 3. stored views that are not the project's -----------------------------------------------------
 
 
-def _plant(wh: Warehouse, secret: Path) -> None:
+def _plant(con: duckdb.DuckDBPyConnection, secret: Path) -> None:
     # the project's v_run_base with one more column: a local file's contents beside every run
     from strix_pipeline.warehouse.schema import views_sql
 
     base = views_sql().split("CREATE OR REPLACE VIEW v_run_base AS", 1)[1].split(";", 1)[0]
     evil = base.replace("r.run_id,", f"r.run_id || (SELECT content FROM read_text('{secret}')) AS run_id,", 1)
     assert evil != base
-    wh.con.execute(f"CREATE OR REPLACE VIEW v_run_base AS {evil}").fetchall()
+    con.execute(f"CREATE OR REPLACE VIEW v_run_base AS {evil}").fetchall()
 
 
 def _site_text(site: Path) -> str:
@@ -215,8 +216,8 @@ def _site_text(site: Path) -> str:
 def test_a_redefined_view_is_refused_by_name_on_a_file(seeded: Path, tmp_path: Path, capsys) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text(SECRET)
-    with Warehouse.open(seeded) as wh:
-        _plant(wh, secret)
+    with planting_connection(seeded) as con:
+        _plant(con, secret)
     site = tmp_path / "site"
     assert report(seeded, site) == 1
     err = capsys.readouterr().err
@@ -252,9 +253,9 @@ def test_a_redefined_view_is_refused_by_name_on_a_lake(lake, tmp_path: Path, cap
     target, config = lake
     secret = tmp_path / "secret.txt"
     secret.write_text(SECRET)
-    with Warehouse.open(target) as wh:  # any Box's writer of the shared lake
-        _plant(wh, secret)
-        assert SECRET in str(wh.query_df("SELECT run_id FROM v_run_base").rows())  # the plant works
+    with planting_connection(target) as con:  # any Box's writer of the shared lake
+        _plant(con, secret)
+        assert SECRET in str(con.execute("SELECT run_id FROM v_run_base").fetchall())  # the plant works
     site = tmp_path / "site"
     assert main(["--config", str(config), "report", "--out", str(site)]) == 1
     err = capsys.readouterr().err
@@ -322,55 +323,74 @@ def test_the_configuration_bounds_a_result(
     assert "result cut at 7 rows" in out.err
 
 
+_PEAK_CODE = (
+    "import sys\n"
+    "from strix_pipeline.cli import main\n"
+    "rc = main(sys.argv[1:])\n"
+    # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across execve, so a child of a big pytest
+    # process reports the parent's size; the high-water mark belongs to the new address space
+    "hwm = [ln for ln in open('/proc/self/status') if ln.startswith('VmHWM:')][0].split()[1]\n"
+    "print(hwm, file=sys.stderr)\n"
+    "sys.exit(rc)\n"
+)
+BIG_SQL = "SELECT range AS i, repeat('x', 1000) AS s FROM range(300000)"  # ~300 MB of result
+
+
+def _peak(
+    seeded: Path, max_bytes: str, target: Path, fmt: str = "csv"
+) -> tuple[subprocess.CompletedProcess, float]:
+    """`strix query BIG_SQL --out target` in a process of its own: (its outcome, its peak RSS in MB)."""
+    argv = ["query", BIG_SQL, "--warehouse", str(seeded), "--format", fmt, "--out", str(target)]
+    argv += ["--memory-limit", "50MB", "--max-bytes", max_bytes]
+    clean_env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TMPDIR") if k in os.environ}
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK_CODE, *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=clean_env,  # nothing an earlier test left in this process's environment
+    )
+    return done, int(done.stderr.strip().splitlines()[-1]) / 1024
+
+
 def test_a_big_result_takes_bounded_memory_and_is_cut(seeded: Path, tmp_path: Path) -> None:
     """300 MB of result under --memory-limit 50MB took 1.8 GB: now it stops at --max-bytes."""
     out = tmp_path / "big.csv"
-    code = (
-        "import sys\n"
-        "from strix_pipeline.cli import main\n"
-        "rc = main(sys.argv[1:])\n"
-        # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across execve, so a child of a big pytest
-        # process reports the parent's size; the high-water mark belongs to the new address space
-        "hwm = [ln for ln in open('/proc/self/status') if ln.startswith('VmHWM:')][0].split()[1]\n"
-        "print(hwm, file=sys.stderr)\n"
-        "sys.exit(rc)\n"
-    )
-    sql = "SELECT range AS i, repeat('x', 1000) AS s FROM range(300000)"
-    argv = [
-        "query",
-        sql,
-        "--warehouse",
-        str(seeded),
-        "--format",
-        "csv",
-        "--out",
-        str(out),
-        "--memory-limit",
-        "50MB",
-    ]
-
-    clean_env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TMPDIR") if k in os.environ}
-
-    def peak(max_bytes: str, target: Path) -> tuple[subprocess.CompletedProcess, float]:
-        argv[argv.index("--out") + 1] = str(target)
-        done = subprocess.run(
-            [sys.executable, "-c", code, *argv, "--max-bytes", max_bytes],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=clean_env,  # nothing an earlier test left in this process's environment
-        )
-        return done, int(done.stderr.strip().splitlines()[-1]) / 1024
-
-    done, cut_mb = peak("50MB", out)
+    done, cut_mb = _peak(seeded, "50MB", out)
     assert done.returncode == 1, done.stderr
     assert "result cut at" in done.stderr and "max_bytes" in done.stderr, done.stderr
     assert out.stat().st_size < 60e6, out.stat().st_size
     # the same query read whole holds clearly more (here ~0.75 GB against ~0.5 GB; the code before
     # took 1.8 GB for the cut one)
-    whole, whole_mb = peak("2GB", tmp_path / "whole.csv")
+    whole, whole_mb = _peak(seeded, "2GB", tmp_path / "whole.csv")
     assert whole.returncode == 0 and "300000 rows" in whole.stderr, whole.stderr
     assert cut_mb < 0.85 * whole_mb and cut_mb < 900, (cut_mb, whole_mb)
+
+
+# what a bounded result costs the process beyond a fixed part, per byte of --max-bytes: measured here
+# ~1.1 for parquet, ~1.2 for csv (the result held once, written a chunk or row group at a time); the fixed
+# part (the imports, DuckDB's own --memory-limit, a chunk of text being written) is measured with a
+# BASE_CAP_MB cap, which already holds whole chunks (a 1 MB cap renders a tenth of one)
+PEAK_PER_CAP_BYTE = 2.0
+BASE_CAP_MB = 20
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_the_peak_memory_of_a_bounded_result_is_within_a_stated_factor_of_the_cap(
+    seeded: Path, tmp_path: Path, fmt: str
+) -> None:
+    """peak RSS <= (peak at BASE_CAP_MB) + PEAK_PER_CAP_BYTE x (cap - BASE_CAP_MB), at two caps: the cap
+    holds for the process, not only for the rows it keeps (the code before took 4-5x the result)."""
+    base, base_mb = _peak(seeded, f"{BASE_CAP_MB}MB", tmp_path / f"base.{fmt}", fmt)
+    assert base.returncode == 1 and "result cut at" in base.stderr, base.stderr
+    peaks = {}
+    for cap_mb in (100, 200):
+        done, peaks[cap_mb] = _peak(seeded, f"{cap_mb}MB", tmp_path / f"cap{cap_mb}.{fmt}", fmt)
+        assert done.returncode == 1 and "result cut at" in done.stderr, done.stderr
+        limit = base_mb + PEAK_PER_CAP_BYTE * (cap_mb - BASE_CAP_MB) * 1e6 / 2**20
+        assert peaks[cap_mb] <= limit, (fmt, cap_mb, peaks[cap_mb], base_mb)
+    # and at the margin: another 100 MB of cap costs at most PEAK_PER_CAP_BYTE x 100 MB
+    assert peaks[200] - peaks[100] <= PEAK_PER_CAP_BYTE * 100e6 / 2**20, (fmt, peaks, base_mb)
 
 
 def test_the_time_limit_covers_writing_the_output(seeded: Path, tmp_path: Path, capsys) -> None:
@@ -453,3 +473,28 @@ def test_unreadable_numbers_and_text_are_refused_naming_file_field_and_value(
     assert rc == 1 and f"{src}: {field}: {says}" in err, err
     with Warehouse.open(warehouse, read_only=True) as wh:
         assert wh.count("runs") == 0
+
+
+def test_export_reads_through_the_sandbox_and_imports_back(
+    seeded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`strix export` on a DuckDB file opens it as `strix query` does (no file reachable from SQL)
+    and writes its Parquet files in Python; what it wrote imports into a new warehouse whole."""
+    opens: list[dict] = []
+    real = Warehouse.open.__func__  # type: ignore[attr-defined]
+
+    def spy(cls: type, *args: object, **kwargs: object) -> Warehouse:
+        opens.append(kwargs)
+        return real(cls, *args, **kwargs)
+
+    out = tmp_path / "export"
+    with monkeypatch.context() as m:
+        m.setattr(Warehouse, "open", classmethod(spy))
+        assert main(["export", "--parquet", str(out), "--warehouse", str(seeded)]) == 0
+    assert [k.get("sandbox") for k in opens] == [True]
+    fresh = tmp_path / "fresh.duckdb"
+    Warehouse.open(fresh).close()
+    assert main(["import", "--parquet", str(out), "--warehouse", str(fresh)]) == 0
+    with Warehouse.open(seeded, read_only=True) as a, Warehouse.open(fresh, read_only=True) as b:
+        for table in ("runs", "requests", "aggregates", "decisions"):
+            assert a.count(table) == b.count(table) > 0, table

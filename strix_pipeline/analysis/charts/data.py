@@ -1,7 +1,9 @@
 """The charts' data: SQL on the read model's views, and rows grouped into panels with version labels.
 
 The views (warehouse/sql/views.sql) define "usable", "version order" and "series"; a query that fails
-gives no rows (a chart is never worth failing the pipeline over), and the chart says what is missing.
+gives no rows (a chart is never worth failing the pipeline over), and the chart says what is missing --
+unless the warehouse could not be read at all (the sandbox refused what a view reads, a damaged file):
+then the charts fail, so no emptied chart is published over the last good ones.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import logging
 from collections.abc import Iterable
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
+
+from strix_pipeline.warehouse.unreadable import refuse_unreadable
 
 if TYPE_CHECKING:
     from strix_pipeline.warehouse import Warehouse
@@ -57,6 +61,7 @@ def chart_rows(wh: Warehouse, sql: str, params: list[Any] | None = None) -> list
     try:
         return list(wh.query_df(sql, params).iter_rows(named=True))
     except Exception as e:  # noqa: BLE001 - a chart is never worth failing the pipeline over
+        refuse_unreadable(e)  # ... but an unreadable warehouse is: its charts would all be empty
         log.warning("chart query failed: %s", e)
         return []
 

@@ -9,6 +9,7 @@ import altair as alt
 
 from strix_pipeline.analysis.charts.data import by_engine, json_values, matrix_version, support_matrix_rows
 from strix_pipeline.analysis.charts.marks import OUTCOME_COLORS, OUTCOME_MARKS, note_chart, palette
+from strix_pipeline.outside_text import markdown_text
 
 if TYPE_CHECKING:
     from strix_pipeline.warehouse import Warehouse
@@ -84,10 +85,6 @@ def support_matrix_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
     return chart, ""
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
 def support_matrix_markdown(rows: list[dict[str, Any]], *, max_versions: int | None = 8) -> str:
     """The support matrix as markdown tables, one per host: a row per (engine, image version), newest
     version first, a column per model profile; each cell the outcome, its reason and its run id.
@@ -106,21 +103,25 @@ def support_matrix_markdown(rows: list[dict[str, Any]], *, max_versions: int | N
                 hidden[r["engine"]] = max(hidden.get(r["engine"], 0), r["version_rank"] - max_versions)
                 continue
             key = (r["engine"], matrix_version(r), r["version_rank"])
-            text = OUTCOME_MARKS.get(r["outcome"], r["outcome"])
+            # every value is the warehouse's (a run id or reason a server or file chose): text, never Markdown
+            text = OUTCOME_MARKS.get(r["outcome"]) or markdown_text(r["outcome"])
             if r["reason"] and r["status"] != "ok":  # on an ok run the reason is only a note
-                text += f": {_short_reason(r['reason'])}"
-            text += f" (`{r['run_id']}`)"
+                text += f": {markdown_text(_short_reason(r['reason']))}"
+            text += f" ({markdown_text(r['run_id'])})"
             if r["attempts"] and r["attempts"] > 1:
                 text += f", {r['attempts_served']}/{r['attempts']} served"
-            cells.setdefault(key, {})[r["model_profile"]] = _md_cell(text)
+            cells.setdefault(key, {})[r["model_profile"]] = text
         if len(hosts) > 1:
-            out += [f"**{host}**", ""]
-        out.append("| engine | image version | " + " | ".join(_md_cell(p) for p in profiles) + " |")
+            out += [f"**{markdown_text(host)}**", ""]
+        out.append("| engine | image version | " + " | ".join(markdown_text(p) for p in profiles) + " |")
         out.append("|---|---|" + "---|" * len(profiles))
         for (engine, version, _), by_profile in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][2])):
-            row = [_md_cell(engine), f"`{_md_cell(version)}`"] + [by_profile.get(p, "—") for p in profiles]
+            row = [markdown_text(engine), markdown_text(version), *(by_profile.get(p, "—") for p in profiles)]
             out.append("| " + " | ".join(row) + " |")
         for engine, n in sorted(hidden.items()):
-            out.append(f"\n_{engine}: {n} older version(s) not shown (`SELECT * FROM v_support_matrix`)._")
+            out.append(
+                f"\n_{markdown_text(engine)}: {n} older version(s) not shown "
+                "(`SELECT * FROM v_support_matrix`)._"
+            )
         out.append("")
     return "\n".join(out).rstrip() + "\n"

@@ -28,6 +28,7 @@ from strix_pipeline.analysis.charts.trends import (
     ttft_by_version_chart,
 )
 from strix_pipeline.safe_write import Folder, UnsafeTarget, write_file
+from strix_pipeline.warehouse.unreadable import refuse_unreadable
 
 if TYPE_CHECKING:
     from strix_pipeline.warehouse import Warehouse
@@ -131,6 +132,11 @@ def chart_builders(
     }
 
 
+def _broken(title: str, e: Exception) -> tuple[alt.TopLevelMixin, str]:
+    note = f"this chart could not be drawn: {type(e).__name__}: {e}"
+    return note_chart(title, note), note
+
+
 def write_charts(
     wh: Warehouse,
     out_dir: Path,
@@ -143,7 +149,9 @@ def write_charts(
     """Write every chart (JSON, HTML, PNG) and index.html into `out_dir`; returns their paths.
 
     `changes` None: the change points stored in the warehouse are annotated; `roles` (engine ->
-    baseline/candidate) names the engines of the switch chart."""
+    baseline/candidate) names the engines of the switch chart. Every chart is built (its rows read)
+    before the first file is written: a warehouse that cannot be read raises
+    ``WarehouseUnreadable`` with the folder as it was, never half of it emptied."""
     out_dir = Path(out_dir)
     Folder.open(out_dir, create=True).close()  # made here; a link in its place is refused by name
     cs = ChartSet(out_dir=out_dir)
@@ -151,18 +159,26 @@ def write_charts(
         try:
             changes = stored_changes(wh)
         except Exception as e:  # noqa: BLE001 - a chart without change markers beats no chart
+            refuse_unreadable(e)
             log.warning("could not read stored changes: %s", e)
             changes = []
+    built: dict[str, tuple[alt.TopLevelMixin, str]] = {}
     for name, build in chart_builders(wh, changes=changes, concurrency=concurrency, roles=roles).items():
+        try:
+            built[name] = build()
+        except Exception as e:  # one broken chart must not take the others (or the run) with it
+            refuse_unreadable(e)  # ... but an unreadable warehouse takes them all: nothing is written
+            log.exception("chart %s failed", name)
+            built[name] = _broken(chart_title(name, concurrency), e)
+    for name, (chart, note) in built.items():
         title = chart_title(name, concurrency)
         try:
-            chart, note = build()
             cs.charts[name] = _write(chart, out_dir, name, title, note)
         except UnsafeTarget:
             raise  # a link where a chart file goes: no chart is written there, the note neither
-        except Exception as e:  # one broken chart must not take the others (or the run) with it
+        except Exception as e:  # a chart that cannot be drawn says so in its place
             log.exception("chart %s failed", name)
-            note = f"this chart could not be drawn: {type(e).__name__}: {e}"
-            cs.charts[name] = _write(note_chart(title, note), out_dir, name, title, note)
+            chart, note = _broken(title, e)
+            cs.charts[name] = _write(chart, out_dir, name, title, note)
     cs.index_html = _index(cs, now or datetime.now(UTC))
     return cs

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from strix_pipeline.analysis.decision.outcome import Decision
+from strix_pipeline.outside_text import markdown_text
 from strix_pipeline.units import gib_text
 
 MATCHUP_LABELS = {"production": "production", "equal_weights": "equal weights"}
@@ -123,9 +124,9 @@ def decision_markdown(d: Decision) -> str:
             if c.ci_low is not None and c.ci_high is not None
             else "–"
         )
-        evidence = ", ".join(f"`{r}`" for r in c.evidence_run_ids) or "–"
+        evidence = ", ".join(markdown_text(r) for r in c.evidence_run_ids) or "–"
         if c.image_digests:
-            evidence += " · " + ", ".join(f"`{g[:19]}`" for g in c.image_digests)
+            evidence += " · " + ", ".join(markdown_text(g[:19]) for g in c.image_digests)
         lines.append(
             "| "
             + " | ".join(
@@ -139,7 +140,7 @@ def decision_markdown(d: Decision) -> str:
                     ci,
                     "⚠️ yes" if c.quantization_mismatch else "no",
                     f"{c.first_held_at:%Y-%m-%d}" if c.first_held_at else "–",
-                    _table_cell(evidence),
+                    evidence,  # run ids and digests are the warehouse's, escaped as Markdown text
                     _table_cell(c.reason),
                 ]
             )
@@ -159,7 +160,7 @@ def decision_markdown(d: Decision) -> str:
             f"| {p.criterion} | {p.label} | {'yes' if p.decides else 'no'} | "
             f"{icon.get(p.status, p.status)} | "
             f"{format_value(p.value, p.unit)} | {format_value(p.threshold, p.unit)} | {p.interval} | "
-            f"{_table_cell(', '.join(f'`{r}`' for r in p.run_ids) or '–')} |"
+            f"{', '.join(markdown_text(r) for r in p.run_ids) or '–'} |"
             for p in matchups
         ]
     return "\n".join(lines) + "\n"
