@@ -191,8 +191,8 @@ def noise_markdown(rows: list[NoiseRecord]) -> str:
     ]
     for r in rows:
         lines.append(
-            f"| {_md(r.host)} | {_md(r.engine)} {_md(r.version)} | {_md(r.metric)} · {_md(r.scenario)}@{r.level} "
-            f"| {r.runs} | {r.cv:.1%} | {_md(r.steps_text)} |"
+            f"| {_md(r.host)} | {_md(r.engine)} {_md(r.version)} | "
+            f"{_md(r.metric)} · {_md(r.scenario)}@{r.level} | {r.runs} | {r.cv:.1%} | {_md(r.steps_text)} |"
         )
     return "\n".join(lines)
 
