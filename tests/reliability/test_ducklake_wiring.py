@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import time
 import types
 from datetime import UTC, datetime
@@ -100,13 +99,13 @@ def test_strix_run_reports_the_runs_in_the_lake(
     with Warehouse.open(target) as wh:
         wh.load_run(stored)
 
-    def dagster_process(cmd: list[str], check: bool) -> subprocess.CompletedProcess:  # the Dagster run
+    def dagster_process(cmd: list[str], log: Path, verbose: bool = False) -> int:  # the Dagster run
         summary = Path(cmd[cmd.index("--summary") + 1])
         runs = [{"dagster_run_id": "dagster-run-1", "success": True, "partition": "llamacpp:b6000@x"}]
         summary.write_text(json.dumps({"runs": runs, "dagster_home": str(Path.cwd() / ".dagster")}))
-        return subprocess.CompletedProcess(cmd, 0)
+        return 0
 
-    monkeypatch.setattr(cli_run, "subprocess", types.SimpleNamespace(run=dagster_process))
+    monkeypatch.setattr(cli_run, "run_dagster", dagster_process)
     code = cli_run.run(argparse.Namespace(config=str(config_file), partition=None, engine=None))
     out = capsys.readouterr().out
     assert code == 0, out
