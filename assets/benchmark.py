@@ -140,6 +140,46 @@ class BenchmarkRunConfig(dg.Config):
     force: bool = False
 
 
+def _check_specs(key: str) -> list[dg.AssetCheckSpec]:
+    """The checks every run of the asset answers: served, complete, memory back, production back."""
+    return [
+        dg.AssetCheckSpec(
+            ENGINE_SERVED,
+            asset=key,
+            description=(
+                "the engine started and served measured requests "
+                "(a run that measured nothing fails here, with its reason)"
+            ),
+        ),
+        dg.AssetCheckSpec(
+            COMPLETENESS, asset=key, description="every level has its requests or a recorded failure"
+        ),
+        dg.AssetCheckSpec(
+            MEMORY_RETURNED,
+            asset=key,
+            description="memory returned to the idle baseline after the engine stopped",
+        ),
+        dg.AssetCheckSpec(
+            PRODUCTION_RESTORED,
+            asset=key,
+            description="the host's production engine is running and healthy again after the benchmark",
+        ),
+    ]
+
+
+def _description(host: str) -> str:
+    return (
+        "The standard suite (smoke, concurrency sweep, prefill ladder, decode, prefix cache, "
+        f"memory) for one image version on host `{host}`, for every model profile configured for "
+        "that engine there; raw requests, aggregates, memory samples and server metrics loaded into "
+        "the warehouse in one transaction per run. A run's id derives from the Dagster run, so "
+        "re-executing that Dagster run replaces its rows while a new materialisation of the "
+        "partition adds a repeat run (the evidence that confirms a provisional change). Failures are "
+        f"stored as runs with their reason. Runs in pool `{host_pool(host)}` (limit 1): one engine "
+        "at a time per host."
+    )
+
+
 def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDefinition:
     @dg.asset(
         name=key,
@@ -148,40 +188,9 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
         group_name="benchmark",
         kinds={"duckdb", "docker"} if host != "local" else {"duckdb", "python"},
         deps=["engine_images"],
-        check_specs=[
-            dg.AssetCheckSpec(
-                ENGINE_SERVED,
-                asset=key,
-                description=(
-                    "the engine started and served measured requests "
-                    "(a run that measured nothing fails here, with its reason)"
-                ),
-            ),
-            dg.AssetCheckSpec(
-                COMPLETENESS, asset=key, description="every level has its requests or a recorded failure"
-            ),
-            dg.AssetCheckSpec(
-                MEMORY_RETURNED,
-                asset=key,
-                description="memory returned to the idle baseline after the engine stopped",
-            ),
-            dg.AssetCheckSpec(
-                PRODUCTION_RESTORED,
-                asset=key,
-                description="the host's production engine is running and healthy again after the benchmark",
-            ),
-        ],
+        check_specs=_check_specs(key),
         tags={"strix/host": host},
-        description=(
-            "The standard suite (smoke, concurrency sweep, prefill ladder, decode, prefix cache, "
-            f"memory) for one image version on host `{host}`, for every model profile configured for "
-            "that engine there; raw requests, aggregates, memory samples and server metrics loaded into "
-            "the warehouse in one transaction per run. A run's id derives from the Dagster run, so "
-            "re-executing that Dagster run replaces its rows while a new materialisation of the "
-            "partition adds a repeat run (the evidence that confirms a provisional change). Failures are "
-            f"stored as runs with their reason. Runs in pool `{host_pool(host)}` (limit 1): one engine "
-            "at a time per host."
-        ),
+        description=_description(host),
     )
     def _asset(
         context: dg.AssetExecutionContext,

@@ -25,7 +25,8 @@ from strix_pipeline.config import ImageSource, StrixConfig
 from strix_pipeline.peers import common as peers_common
 from strix_pipeline.records import CriterionResult
 from strix_pipeline.registry.client import RegistryClient
-from strix_pipeline.registry.discovery import refresh_images, tag_selected
+from strix_pipeline.registry.discovery import refresh_images
+from strix_pipeline.registry.tag_rules import tag_selected
 from strix_pipeline.registry.transport import RetryPolicy
 from strix_pipeline.warehouse import Warehouse
 

@@ -16,15 +16,9 @@ from support.infra import free_port
 from strix_pipeline.config import ImageSource, StrixConfig
 from strix_pipeline.records import ImageRecord
 from strix_pipeline.registry.client import ImageDetails, RegistryClient, TagInfo
-from strix_pipeline.registry.discovery import (
-    DiscoveryReport,
-    literal_prefix,
-    refresh_images,
-    tag_prefixes,
-    tag_selected,
-    version_sort_key,
-)
+from strix_pipeline.registry.discovery import DiscoveryReport, refresh_images, version_sort_key
 from strix_pipeline.registry.errors import MalformedResponse, NoPlatform, NotFound, RegistryUnavailable
+from strix_pipeline.registry.tag_rules import literal_prefix, tag_prefixes, tag_selected
 from strix_pipeline.registry.transport import RetryPolicy
 
 T0 = datetime(2026, 11, 2, 3, 0, tzinfo=UTC)
