@@ -18,12 +18,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import duckdb
 import pytest
-from support.ducklake import CATALOG_ENV, planting_connection, strix_config
+from support.ducklake import planting_connection, report_lake
 from support.report_seed import report_config, report_warehouse
 
 from assets.resources import WarehouseResource
@@ -66,14 +65,7 @@ def seeded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def lake(postgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    db = postgres.create_database(f"names_{os.getpid()}_{time.monotonic_ns() % 10**9}")
-    target = DuckLakeTarget(
-        catalog_dsn=postgres.dsn(db), data_path=tmp_path / "lake", catalog_env=CATALOG_ENV
-    )
-    wh, _ = report_warehouse(target)  # type: ignore[arg-type]
-    wh.close()
-    monkeypatch.setenv(CATALOG_ENV, target.catalog_dsn)
-    return target, strix_config(tmp_path, target)
+    return report_lake(postgres, tmp_path, monkeypatch, "names")
 
 
 def _where(request: pytest.FixtureRequest, backend: str) -> tuple[Path | DuckLakeTarget, list[str]]:

@@ -27,11 +27,11 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from support.ducklake import CATALOG_ENV, planting_connection, strix_config
+from support.ducklake import planting_connection, report_lake
 from support.report_seed import report_config, report_warehouse
 
 from strix_pipeline.cli import common, main
-from strix_pipeline.config import DEFAULT_CONFIG, ConfigError, DuckLakeTarget
+from strix_pipeline.config import DEFAULT_CONFIG, ConfigError
 from strix_pipeline.config_load import load_config
 from strix_pipeline.warehouse import Warehouse, WarehouseError
 
@@ -239,14 +239,7 @@ def test_a_stored_macro_shadowing_a_builtin_is_refused_by_name(seeded: Path) -> 
 
 @pytest.fixture
 def lake(postgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    db = postgres.create_database(f"views_{os.getpid()}_{time.monotonic_ns() % 10**9}")
-    target = DuckLakeTarget(
-        catalog_dsn=postgres.dsn(db), data_path=tmp_path / "lake", catalog_env=CATALOG_ENV
-    )
-    wh, _ = report_warehouse(target)  # type: ignore[arg-type]
-    wh.close()
-    monkeypatch.setenv(CATALOG_ENV, target.catalog_dsn)
-    return target, strix_config(tmp_path, target)
+    return report_lake(postgres, tmp_path, monkeypatch, "views")
 
 
 def test_a_redefined_view_is_refused_by_name_on_a_lake(lake, tmp_path: Path, capsys) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import duckdb
@@ -14,6 +16,7 @@ from strix_pipeline.warehouse.extensions import (
     extension_file,
     sql_str,
 )
+from support.report_seed import report_warehouse
 
 CATALOG_ENV = "STRIX_TEST_LAKE_CATALOG"
 
@@ -44,3 +47,16 @@ def planting_connection(where: Path | DuckLakeTarget) -> duckdb.DuckDBPyConnecti
     con.execute(f"ATTACH {sql_str('ducklake:postgres:' + where.catalog_dsn)} AS {LAKE} (DATA_PATH {data})")
     con.execute(f"USE {LAKE}").fetchall()
     return con
+
+
+def report_lake(postgres, tmp_path: Path, monkeypatch, name: str) -> tuple[DuckLakeTarget, Path]:
+    """A DuckLake on a new database of the session's PostgreSQL, holding the report's seeded runs, its
+    catalog's address in the environment; with a strix configuration file that points at it."""
+    db = postgres.create_database(f"{name}_{os.getpid()}_{time.monotonic_ns() % 10**9}")
+    target = DuckLakeTarget(
+        catalog_dsn=postgres.dsn(db), data_path=tmp_path / "lake", catalog_env=CATALOG_ENV
+    )
+    wh, _ = report_warehouse(target)  # type: ignore[arg-type]
+    wh.close()
+    monkeypatch.setenv(CATALOG_ENV, target.catalog_dsn)
+    return target, strix_config(tmp_path, target)

@@ -193,13 +193,17 @@ def test_ducklake_has_the_file_schema_views_and_idempotent_loads(
             q = f'SELECT * FROM "{view}" ORDER BY ALL'
             assert d.con.execute(q).fetchall() == f.con.execute(q).fetchall(), view
         assert d.count("hosts") == 1 and d.count("runs") == 5
-        # the two extensions came from their PyPI packages' files, never installed or fetched
-        exts = d.con.execute(
+        # a writer reaches no file once open (a stored view's SQL cannot either)
+        assert d.con.execute("SELECT current_setting('enable_external_access')").fetchone() == (False,)
+    # the two extensions came from their PyPI packages' files, never installed or fetched (asked of a
+    # reader: listing them reads DuckDB's extension folder, which a writer no longer reaches)
+    with Warehouse.open(lake, read_only=True) as r:
+        exts = r.con.execute(
             "SELECT extension_name, loaded, installed FROM duckdb_extensions() "
             "WHERE extension_name IN ('ducklake', 'postgres_scanner') ORDER BY 1"
         ).fetchall()
         assert exts == [("ducklake", True, False), ("postgres_scanner", True, False)]
-        assert d.con.execute(
+        assert r.con.execute(
             "SELECT current_setting('autoinstall_known_extensions'), "
             "current_setting('autoload_known_extensions')"
         ).fetchall() == [(False, False)]
