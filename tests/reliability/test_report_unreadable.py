@@ -11,6 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from support.ducklake import planting_connection
 from support.report_seed import report_config, report_warehouse
 
 from assets.analysis import trend_charts
@@ -46,8 +47,9 @@ def planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     secret.write_text(SECRET)
     base = views_sql().split("CREATE OR REPLACE VIEW v_run_base AS", 1)[1].split(";", 1)[0]
     evil = base.replace("r.run_id,", f"r.run_id || (SELECT content FROM read_text('{secret}')) AS run_id,", 1)
-    with Warehouse.open(path) as w:
-        w.con.execute(f"CREATE OR REPLACE VIEW v_run_base AS {evil}").fetchall()
+    con = planting_connection(path)  # this code's writers reach no file, so plain DuckDB plants it
+    con.execute(f"CREATE OR REPLACE VIEW v_run_base AS {evil}").fetchall()
+    con.close()
     # a view the check did not catch: only the sandbox stands between it and the file
     monkeypatch.setattr(facade, "check_views", lambda *a, **k: None)
     return path
