@@ -177,7 +177,8 @@ def _efficiency_pullable(host: str, client: docker.DockerClient, image: str, sug
     production still serves (efficiency_probe.prepare_image)."""
     try:
         digest = client.images.get_registry_data(image).id
-    except Exception as e:  # noqa: BLE001 - docker-py wraps a registry's refusal, socket and HTTP errors alike
+    # docker-py wraps a registry's refusal, socket and HTTP errors alike
+    except Exception as e:  # noqa: BLE001
         said = " ".join(str(getattr(e, "explanation", None) or e).split())[:300]
         return Check(
             host,

@@ -116,7 +116,8 @@ def support_matrix_markdown(rows: list[dict[str, Any]], *, max_versions: int | N
         out.append("| engine | image version | " + " | ".join(markdown_text(p) for p in profiles) + " |")
         out.append("|---|---|" + "---|" * len(profiles))
         for (engine, version, _), by_profile in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][2])):
-            row = [markdown_text(engine), markdown_text(version), *(by_profile.get(p, "—") for p in profiles)]
+            cells = (by_profile.get(p, "—") for p in profiles)
+            row = [markdown_text(engine), markdown_text(version), *cells]
             out.append("| " + " | ".join(row) + " |")
         for engine, n in sorted(hidden.items()):
             out.append(

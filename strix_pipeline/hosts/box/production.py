@@ -173,8 +173,14 @@ class ProductionGuard:
 
     def _shell(self, script: str, what: str) -> str:
         """``script`` run by ``sh -c`` on the Box (over ssh) or here; its stdout, or RuntimeError."""
+        return self._checked(["sh", "-c", script], what)
+
+    def _checked(self, argv: list[str], what: str) -> str:
+        """``argv`` run where production lives (over ssh for an ``ssh://`` host); its stdout, or a
+        RuntimeError naming ``what``, where, the exit status and the end of stderr (ssh's secrets
+        redacted)."""
         result = self.runner(
-            ssh_prefix(self.ssh, ["sh", "-c", script]),
+            ssh_prefix(self.ssh, argv),
             capture_output=True,
             text=True,
             timeout=self.command_timeout_s,
@@ -320,19 +326,7 @@ class ProductionGuard:
     # -- stop / start
 
     def _run(self, argv: list[str], what: str) -> None:
-        result = self.runner(
-            ssh_prefix(self.ssh, argv),
-            capture_output=True,
-            text=True,
-            timeout=self.command_timeout_s,
-            check=False,
-        )
-        if result.returncode != 0:
-            where = f" on {self.ssh.display}" if self.ssh else ""
-            stderr = self.ssh.redact(result.stderr or "") if self.ssh else result.stderr or ""
-            raise RuntimeError(
-                f"{what} command {shlex.join(argv)}{where} exited {result.returncode}: {stderr[-500:]}"
-            )
+        self._checked(argv, f"{what} command {shlex.join(argv)}")
 
     def _put_policy_back(self, policy: dict[str, Any] | None) -> None:
         p = self.production

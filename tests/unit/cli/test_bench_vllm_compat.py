@@ -238,7 +238,11 @@ def test_random_lengths_follow_vllm_range_ratio() -> None:
 def _record(i: int, ok: bool, ttft: float | None, e2e: float | None, out: int | None) -> RequestRecord:
     from datetime import UTC, datetime
 
-    events = [ttft + k * (e2e - ttft) / (out - 1) for k in range(out)] if ok and ttft and e2e and out else []  # type: ignore[operator]
+    events = (
+        [ttft + k * (e2e - ttft) / (out - 1) for k in range(out)]  # type: ignore[operator]
+        if ok and ttft and e2e and out
+        else []
+    )
     return RequestRecord(
         run_id="r",
         scenario="random",

@@ -521,7 +521,8 @@ def test_pip_index_url_follows_pips_precedence(pip_env: Path, monkeypatch: pytes
     # A [install] section beats [global] whatever file holds it; `pip wheel` reads [wheel].
     conf(
         pip_env / "xdg" / "pip" / "pip.conf",
-        "[install]\nindex-url = https://install.example/simple\n[wheel]\nindex-url = https://wheel.example/simple\n",
+        "[install]\nindex-url = https://install.example/simple\n"
+        "[wheel]\nindex-url = https://wheel.example/simple\n",
     )
     assert pip_index_url(prefix=prefix).url == "https://install.example/simple"
     assert pip_index_url("wheel", prefix=prefix).url == "https://wheel.example/simple"
