@@ -115,4 +115,10 @@ def load_definitions(path: str | None = None) -> dg.Definitions:
     return build_definitions(load_config(path), path)
 
 
+def current_definitions() -> dg.Definitions:
+    """The definitions of the configuration ``$STRIX_CONFIG`` names now (not at import): what a run
+    started in this process loads its job from (strix_dagster/recorded.py)."""
+    return load_definitions()
+
+
 defs = load_definitions()

@@ -4,8 +4,9 @@ By default the versions are the local engine builds of the configuration (on the
 llama-server, and vLLM when it is configured). Each version is one run of ``main_job`` for its
 partition without the analysis (engine_images and the benchmark assets of the hosts that run it; one
 engine at a time, in the host's pool), then one run of ``analysis_job`` reads everything they wrote.
-Runs land in the persistent Dagster instance (``$DAGSTER_HOME``, default ``./.dagster``), so `make ui`
-shows them afterwards. A JSON summary (the Dagster run ids, success) is written for the CLI, which
+Runs land in the persistent Dagster instance (``$DAGSTER_HOME``, default ``./.dagster``) with the
+code location `make ui` loads (strix_dagster/recorded.py), so the UI lists them under their jobs and on
+its timeline afterwards. A JSON summary (the Dagster run ids, success) is written for the CLI, which
 reports from the warehouse.
 
     python -m strix_dagster.run --config FILE [--partition KEY ...] --summary FILE
@@ -29,6 +30,7 @@ from assets.partitions import image_versions
 from strix_dagster.bisect_run import run_bisection
 from strix_dagster.definitions import build_definitions
 from strix_dagster.history_backfill import HistoryBackfill
+from strix_dagster.recorded import execute_recorded
 from strix_pipeline import image_scan
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.config_load import load_config
@@ -99,10 +101,10 @@ def main(argv: list[str] | None = None) -> int:
             instance.add_dynamic_partitions(image_versions.name, [key])
         print(f"strix run: benchmarking {key} ({n} of {len(keys)})", flush=True)
         started = time.monotonic()
-        result = defs.resolve_job_def("main_job").execute_in_process(
-            instance=instance,
+        result = execute_recorded(
+            "main_job",
+            instance,
             partition_key=key,
-            raise_on_error=False,
             asset_selection=benchmark_selection(config, key),
             tags=backfill.tags if backfill else None,
         )
@@ -114,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         backfill.finish(instance, defs, all(r["success"] for r in runs))
     print("strix run: analysis (aggregates, change points, charts, decision)", flush=True)
     started = time.monotonic()
-    result = defs.resolve_job_def("analysis_job").execute_in_process(instance=instance, raise_on_error=False)
+    result = execute_recorded("analysis_job", instance)
     runs.append({"dagster_run_id": result.run_id, "success": result.success, "partition": None})
     print(
         f"strix run: analysis: {_outcome(result.success)} in {time.monotonic() - started:.0f} s", flush=True
@@ -133,7 +135,7 @@ def bisect_main(config: StrixConfig, args: argparse.Namespace) -> int:
     instance = dg.DagsterInstance.get()
     record, runs = run_bisection(defs, instance, config, args.bisect)
     print("strix run: analysis (aggregates, change points, charts, decision)", flush=True)
-    result = defs.resolve_job_def("analysis_job").execute_in_process(instance=instance, raise_on_error=False)
+    result = execute_recorded("analysis_job", instance)
     runs.append({"dagster_run_id": result.run_id, "success": result.success, "partition": None})
     summary = {"runs": runs, "dagster_home": os.environ["DAGSTER_HOME"], "bisection": record.status}
     Path(args.summary).write_text(json.dumps(summary))
