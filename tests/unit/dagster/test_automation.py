@@ -297,3 +297,27 @@ def test_the_runs_of_a_night_still_to_come_are_its_queued_and_running_runs_on_th
         assert night_runs_to_come(instance, "box", "2026-11-30", {"a", "b"}) == 1
         assert night_runs_to_come(instance, "box", "2026-11-30", {"a", "b", "c"}) == 0
         assert night_runs_to_come(instance, "box", "", {"a"}) == 0  # a manual run: no night
+
+
+def test_engine_images_adds_partitions_for_followed_releases_only(tmp_path, monkeypatch) -> None:
+    """A first scan sees every release a source lists; the partitions are the ones the week follows
+    (the newest release, the floating tag's digest, the local build), so the UI's fill figure counts
+    what is followed, not the index."""
+    releases = [vllm_image(f"v0.{n}.0", "0123456789"[n % 10]) for n in range(20, 27)]
+    latest = vllm_image("latest", "c", floating=True)
+
+    def first_scan(config, store, **kwargs) -> DiscoveryReport:
+        store.upsert_images([*releases, latest])
+        return DiscoveryReport(new=[*releases, latest], repositories=1)
+
+    monkeypatch.setattr(image_scan, "refresh_images", first_scan)
+    path = write_config(tmp_path, box=True)
+    load_config(path).warehouse_path().parent.mkdir(parents=True, exist_ok=True)
+    with dg.instance_for_test() as instance:
+        defs = build_definitions(load_config(path), str(path))
+        job = defs.resolve_implicit_global_asset_job_def()
+        assert job.execute_in_process(
+            instance=instance, asset_selection=[dg.AssetKey("engine_images")]
+        ).success
+        partitions = set(instance.get_dynamic_partitions(image_versions.name))
+    assert partitions == {_key(releases[-1]), _key(latest), _local_key()}
