@@ -105,8 +105,11 @@ def fingerprint_inputs(**fields: Any) -> dict[str, Any]:
 def workload_digest(profile: ScenarioProfile) -> str:
     """What a suite profile asks of an engine, as a short digest: every scenario's request shapes,
     counts, levels and seed. The request timeout is left out: it decides when a request is given up,
-    not what is asked."""
+    not what is asked. So is the evaluation set: it runs after every timed scenario and its answers
+    are checked, not timed (its own version is stored with each answer), so adding it to a profile
+    starts no new series."""
     spec = profile.model_dump(mode="json", exclude={"request_timeout_s"})
+    spec["scenarios"] = [s for s in spec["scenarios"] if s != "quality"]
     canonical = json.dumps(spec, sort_keys=True, separators=(",", ":"))
     return "wl-" + hashlib.sha256(canonical.encode()).hexdigest()[:12]
 

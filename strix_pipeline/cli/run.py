@@ -23,6 +23,7 @@ from rich.table import Table
 
 from strix_pipeline.config import config_path
 from strix_pipeline.config_load import load_config
+from strix_pipeline.quality.score import score
 from strix_pipeline.warehouse import Warehouse, WarehouseMissing
 from strix_pipeline.warehouse.spool import pending, spool_dir
 
@@ -71,9 +72,14 @@ def run(args: argparse.Namespace) -> int:
             runs = wh.query_df(RUNS_OF_DAGSTER_RUNS_SQL, [ids]).to_dicts()
             table.add_row("runs / requests", f"{wh.count('runs')} / {wh.count('requests')}")
             for r in runs:
+                quality = (
+                    f", evaluation set {score(r['quality_passed'], r['quality_items']).text()}"
+                    if r["quality_items"]
+                    else ""
+                )
                 table.add_row(
                     "run",
-                    f"{r['run_id']}: {r['status']}, {r['measured_ok']} measured ok "
+                    f"{r['run_id']}: {r['status']}, {r['measured_ok']} measured ok{quality} "
                     f"{r['failure_reason'] or ''}",
                 )
     except WarehouseMissing:
@@ -186,7 +192,10 @@ def decision_line(decision: dict | None) -> str:
 # The benchmark runs some Dagster runs produced, with what each measured (warm-up excluded).
 RUNS_OF_DAGSTER_RUNS_SQL = """
 SELECT r.run_id, r.engine, r.status, r.failure_reason,
-       (SELECT count(*) FROM requests q WHERE q.run_id = r.run_id AND q.ok AND NOT q.warmup) AS measured_ok
+       (SELECT count(*) FROM requests q WHERE q.run_id = r.run_id AND q.ok AND NOT q.warmup) AS measured_ok,
+       (SELECT count(*) FILTER (WHERE a.passed) FROM quality_answers a WHERE a.run_id = r.run_id)
+           AS quality_passed,
+       (SELECT count(*) FROM quality_answers a WHERE a.run_id = r.run_id) AS quality_items
 FROM runs r WHERE list_contains(?, r.dagster_run_id) ORDER BY r.started_at
 """
 

@@ -3,7 +3,7 @@ prefix cache), the latency objectives, and what the weekly schedule benchmarks o
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -78,12 +78,11 @@ class PrefixCacheSpec(_Strict):
     repeats: PosInt = 3
 
 
+ScenarioName = Literal["smoke", "concurrency_sweep", "prefill_ladder", "decode", "prefix_cache", "quality"]
+
+
 class ScenarioProfile(_Strict):
-    scenarios: list[Literal["smoke", "concurrency_sweep", "prefill_ladder", "decode", "prefix_cache"]] = (
-        Field(
-            default_factory=lambda: ["smoke", "concurrency_sweep", "prefill_ladder", "decode", "prefix_cache"]
-        )
-    )
+    scenarios: list[ScenarioName] = Field(default_factory=lambda: list(get_args(ScenarioName)))
     request_timeout_s: Annotated[float, Field(gt=0)] = 600
     seed: int = 1234
     smoke: SmokeSpec = SmokeSpec()

@@ -1,4 +1,4 @@
-"""The scenario catalogue: smoke, concurrency sweep, prefill ladder, decode, prefix cache.
+"""The scenario catalogue: smoke, concurrency sweep, prefill ladder, decode, prefix cache, quality.
 
 ``SCENARIOS`` names each one's function, in the order the suite runs them; each builds its requests
 from the profile and drives its levels (``loadgen.level``).
@@ -23,6 +23,7 @@ from strix_pipeline.loadgen.context import (
 )
 from strix_pipeline.loadgen.level import describe, run_level, stopped_after, to_record
 from strix_pipeline.loadgen.prometheus import Scrape
+from strix_pipeline.loadgen.quality import QualityResult, quality
 from strix_pipeline.loadgen.workloads import Prompt, Workload
 
 
@@ -207,11 +208,12 @@ async def prefix_cache(
 
 class Scenario(Protocol):
     """A scenario of the suite: it sends its levels through ``ctx`` (capping prompt lengths at
-    ``context_length``); the smoke answers whether the engine serves text."""
+    ``context_length``); the smoke answers whether the engine serves text, the quality scenario how
+    many items of the evaluation set it answers."""
 
     def __call__(
         self, ctx: SuiteContext, wl: Workload, profile: ScenarioProfile, *, context_length: int | None = None
-    ) -> Awaitable[SmokeResult | None]: ...
+    ) -> Awaitable[SmokeResult | QualityResult | None]: ...
 
 
 # name -> scenario, in the order the suite runs them (the names ScenarioProfile.scenarios accepts)
@@ -221,4 +223,5 @@ SCENARIOS: dict[str, Scenario] = {
     "prefill_ladder": prefill_ladder,
     "decode": decode,
     "prefix_cache": prefix_cache,
+    "quality": quality,
 }

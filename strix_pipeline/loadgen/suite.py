@@ -18,10 +18,11 @@ from strix_pipeline.loadgen.context import EngineExitFn, EngineGone, RequestProg
 from strix_pipeline.loadgen.loads import DatasetLoad, RandomLoad, dataset, random_dataset
 from strix_pipeline.loadgen.loop import run as run_async
 from strix_pipeline.loadgen.prometheus import MetricsScraper
+from strix_pipeline.loadgen.quality import QualityResult
 from strix_pipeline.loadgen.scenarios import SCENARIOS, SmokeResult
 from strix_pipeline.loadgen.server import detect_context_length, detect_model, normalize_base_url
 from strix_pipeline.loadgen.workloads import ServerTokenizer, Workload
-from strix_pipeline.records import LevelAggregate, RequestTable, ServerMetricSample
+from strix_pipeline.records import LevelAggregate, QualityAnswer, RequestTable, ServerMetricSample
 
 
 @dataclass
@@ -31,6 +32,7 @@ class SuiteResult:
     server_metrics: list[ServerMetricSample] = field(default_factory=list)
     smoke_ok: bool | None = None  # None if smoke not run
     smoke_output: str | None = None  # the text the smoke request produced (first 2000 chars)
+    quality: list[QualityAnswer] = field(default_factory=list)  # the evaluation set's answers
     errors: list[str] = field(default_factory=list)  # scenario-level problems
     model: str | None = None  # the model name sent (detected from /v1/models when none was given)
     # how and where the engine ended mid-suite ("llama-server was killed by SIGKILL ... during
@@ -205,6 +207,8 @@ async def run_suite(
                 answer = await SCENARIOS[name](ctx, wl, profile, context_length=ctx_len)
                 if isinstance(answer, SmokeResult):
                     result.smoke_ok, result.smoke_output = answer.ok, answer.output
+                elif isinstance(answer, QualityResult):
+                    result.quality = answer.answers
             except EngineGone as e:  # nothing more can be measured: stop here, say what was not run
                 if name == "smoke":
                     result.smoke_ok = False

@@ -204,6 +204,17 @@ class ServerMetricSample:
 
 
 @dataclass
+class QualityAnswer:
+    """One item of the evaluation set as a run answered it (table ``quality_answers``)."""
+
+    run_id: str
+    set_version: str  # quality.items.set_version(): scores compare only on the same set
+    item_id: str
+    passed: bool
+    answer: str  # the completion's first line, at most 200 characters
+
+
+@dataclass
 class ImageRecord:
     """One (repository, tag) as last seen in its registry (table ``images``)."""
 
@@ -271,6 +282,7 @@ class RunResult:
     aggregates: list[LevelAggregate] = field(default_factory=list)
     memory: list[MemorySample] = field(default_factory=list)
     server_metrics: list[ServerMetricSample] = field(default_factory=list)
+    quality: list[QualityAnswer] = field(default_factory=list)
     # None: the host has no production engine; False: it was stopped and could not be restored
     production_restored: bool | None = None
 

@@ -227,10 +227,11 @@ def any_ok(suite: SuiteResult) -> bool:
 
 
 def take_suite(result: RunResult, suite: SuiteResult) -> None:
-    result.requests, result.aggregates, result.server_metrics = (
+    result.requests, result.aggregates, result.server_metrics, result.quality = (
         suite.requests,
         suite.aggregates,
         suite.server_metrics,
+        suite.quality,
     )
 
 

@@ -20,6 +20,7 @@ from strix_pipeline.fingerprint import run_fingerprint
 from strix_pipeline.records import (
     LevelAggregate,
     MemorySample,
+    QualityAnswer,
     RequestRecord,
     RunRecord,
     RunResult,
@@ -37,6 +38,7 @@ RUN_TABLES: dict[str, type] = {
     "aggregates": LevelAggregate,
     "memory_samples": MemorySample,
     "server_metrics": ServerMetricSample,
+    "quality_answers": QualityAnswer,
 }
 
 # The RunResult field holding each run table's rows (runs and requests are built apart).
@@ -44,6 +46,7 @@ _RESULT_FIELD = {
     "aggregates": "aggregates",
     "memory_samples": "memory",
     "server_metrics": "server_metrics",
+    "quality_answers": "quality",
 }
 
 

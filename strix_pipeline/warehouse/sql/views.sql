@@ -448,3 +448,16 @@ FROM comparisons c
 LEFT JOIN (SELECT comparison_id, count(*) AS runs FROM comparison_runs GROUP BY comparison_id) r
   USING (comparison_id)
 ORDER BY c.started_at DESC, c.comparison_id, c.metric;
+
+-- Each run's score on the evaluation set (strix_pipeline/quality): items answered of items asked, per
+-- set version (scores compare only on the same set), beside the run's engine, release and weights.
+CREATE OR REPLACE VIEW v_run_quality AS
+SELECT r.host, r.engine, r.model_profile, r.quantization, r.image_version, r.run_id, r.started_at,
+       q.set_version, q.passed, q.items, q.passed / q.items AS score, q.missed
+FROM v_run_base r
+JOIN (
+    SELECT run_id, set_version, count(*) FILTER (WHERE passed) AS passed, count(*) AS items,
+           list(item_id ORDER BY item_id) FILTER (WHERE NOT passed) AS missed
+    FROM quality_answers
+    GROUP BY run_id, set_version
+) q ON q.run_id = r.run_id;

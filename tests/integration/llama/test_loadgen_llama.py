@@ -23,6 +23,8 @@ pytestmark = [pytest.mark.llama, pytest.mark.slow]
 # Small: the embedded llama-server on a shared 2-core machine manages a few tokens per second.
 PROFILE = ScenarioProfile.model_validate(
     {
+        # the timed scenarios; the evaluation set has its own test (test_quality_llama.py)
+        "scenarios": ["smoke", "concurrency_sweep", "prefill_ladder", "decode", "prefix_cache"],
         "request_timeout_s": 120,
         "seed": 7,
         "smoke": {"output_tokens": 8},

@@ -18,6 +18,8 @@ def old_warehouse(path):
     old_views = wschema.views_sql().replace(
         "    r.workload,  -- what the profile asks (fingerprint.workload_digest): in the series\n", ""
     )
+    # views over tables of later versions (v20's quality_answers) did not exist then
+    old_views = old_views.split("\n-- Each run's score on the evaluation set")[0]
     for new, old in (
         ("v_decision_matchups", "v_decision_pairs"),
         ("c.matchup", "c.decision_pair"),
@@ -44,7 +46,7 @@ def test_a_reader_refuses_the_old_views_and_strix_migrate_brings_them_up(tmp_pat
     assert main(["migrate", "--warehouse", str(path)]) == 0
     said = capsys.readouterr().err
     now = wschema.current_schema_version()
-    assert f"migrated to schema v{now} (v18 workload, v19 matchup_columns)" in said, said
+    assert f"migrated to schema v{now} (v18 workload, v19 matchup_columns" in said, said
 
     assert main(query) == 0
     assert capsys.readouterr().out.split() == ["n", "0"]

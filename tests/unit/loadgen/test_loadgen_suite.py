@@ -14,6 +14,7 @@ from strix_pipeline.cli import bench as cli_bench
 from strix_pipeline.config import SLO, ScenarioProfile
 from strix_pipeline.loadgen import DatasetLoad, SuiteResult, run_load, run_suite, run_suite_sync
 from strix_pipeline.loadgen.workloads import Prompt
+from strix_pipeline.quality.items import set_version
 from strix_pipeline.records import RunRecord, RunResult
 from strix_pipeline.warehouse import Warehouse
 
@@ -65,6 +66,7 @@ def test_full_suite_shapes() -> None:
         ("decode", 1),
         ("prefix_cache", 0),
         ("prefix_cache", 1),
+        ("quality", 1),  # the evaluation set, one item at a time, after every timed scenario
     ]
     # The ladder was capped at the per-request context, with a note, not an exception.
     assert any("4096, 8192 > context 2048, capped at 2012" in e for e in res.errors)
@@ -86,7 +88,9 @@ def test_full_suite_shapes() -> None:
         "llamacpp:prompt_tokens_total",
         "llamacpp:requests_processing",
     }
-    assert len(lines) == len(res.aggregates)  # one progress line per level
+    # one progress line per level, and the evaluation set's score after its level
+    assert len(lines) == len(res.aggregates) + 1
+    assert lines[-1].startswith("quality: ") and lines[-1].endswith(f"of 16 items answered ({set_version()})")
 
 
 def test_scenario_subset_and_unknown_names() -> None:
