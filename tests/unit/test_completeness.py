@@ -58,6 +58,7 @@ def _result(
     ]
     for s in ("prefill_ladder", "decode", "prefix_cache"):
         aggs.append(LevelAggregate("r1", s, 128, "input_tokens", 1, 0, 1.0))
+    aggs.append(LevelAggregate("r1", "quality", 1, "single", 16, 0, 1.0))
     return RunResult(run=run, aggregates=aggs)
 
 

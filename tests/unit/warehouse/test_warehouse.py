@@ -20,6 +20,7 @@ from strix_pipeline import warehouse as wmod
 from strix_pipeline.fingerprint import comparability, series_fingerprint
 from strix_pipeline.records import (
     CriterionResult,
+    QualityAnswer,
     RequestRecord,
     RunRecord,
     column_names,
@@ -182,8 +183,17 @@ def test_read_only_open_of_a_missing_file_says_so(tmp_path: Path) -> None:
 def test_reloading_a_run_gives_identical_counts_and_replaces_rows(wh: Warehouse) -> None:
     seed(wh)
     before = counts(wh)
-    assert before == {"runs": 5, "requests": 32, "aggregates": 16, "memory_samples": 12, "server_metrics": 4}
+    assert before == {
+        "runs": 5,
+        "requests": 32,
+        "aggregates": 16,
+        "memory_samples": 12,
+        "server_metrics": 4,
+        "quality_answers": 0,
+    }
     r = make_run("l2", engine="llamacpp", started_at=T0 + timedelta(days=7), ttft_p95_at_5=480.0)
+    r.quality = [QualityAnswer("l2", "quality-test", item, item == "a", "x") for item in ("a", "b")]
+    before = {**before, "quality_answers": 2}
     wh.load_run(r)
     wh.load_run(r)
     assert counts(wh) == before
