@@ -68,17 +68,28 @@ class Floor:
         return f"floor {self.pct:.2f}% (noise {self.noise_pct:.2f}% per point: {why})"
 
 
+# The fewest canary runs a measured CV may rest on to set a floor: the CV of n runs is itself uncertain
+# by about 1 / sqrt(2 (n - 1)) of its value (32 % at 6 runs, 53 % at 3), and a CV measured too low sets
+# a floor under the noise, where false steps are found.
+MIN_FIGURE_RUNS = 6
+
+
 def magnitude_floor(
-    points: Sequence[SeriesPoint], cfg: ChangeDetectionConfig, measured_cv: float | None = None
+    points: Sequence[SeriesPoint],
+    cfg: ChangeDetectionConfig,
+    measured_cv: float | None = None,
+    measured_runs: int | None = None,
 ) -> Floor:
     """max(min_magnitude_pct, noise_multiple x the noise of one point).
 
     ``measured_cv`` (a fraction: 0.05 is 5 %) is the coefficient of variation of one run as the canary
-    measured it; a mean of n runs has that over sqrt(n), n being the median runs behind a point.
-    Without it, the points' own successive differences are their noise.
+    measured it over ``measured_runs`` runs; a mean of n runs has that over sqrt(n), n being the median
+    runs behind a point. Without it, or when it rests on fewer than :data:`MIN_FIGURE_RUNS` runs, the
+    points' own successive differences are their noise.
     """
     per_point = float(np.median([p.n for p in points])) if points else 1.0
-    if measured_cv is not None and math.isfinite(measured_cv) and measured_cv >= 0:
+    enough = measured_runs is None or measured_runs >= MIN_FIGURE_RUNS
+    if measured_cv is not None and math.isfinite(measured_cv) and measured_cv >= 0 and enough:
         noise_pct, source = measured_cv * 100.0 / math.sqrt(per_point), MEASURED
     else:
         noise_pct, source = series_noise_pct([p.value for p in points]), OWN

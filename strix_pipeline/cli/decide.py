@@ -330,7 +330,12 @@ def print_no_changes(
     from_canary = 0
     for s in sorted(looked, key=lambda s: (s.engine, s.host, s.scenario, s.level, s.metric)):
         measured = measured_noise_for(s, noise)
-        floor = magnitude_floor(detection_points(s.points), cfg, measured.cv if measured else None)
+        floor = magnitude_floor(
+            detection_points(s.points),
+            cfg,
+            measured.cv if measured else None,
+            measured.runs if measured else None,
+        )
         from_canary += floor.source == MEASURED
         table.add_row(
             s.engine,

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import t as t_dist
 from scipy.stats import ttest_ind_from_stats
 
 try:  # the heavy extras of apache-otava (BigQuery, Postgres, Slack) are not needed for this module
@@ -163,3 +164,50 @@ def _own_change_points(x: list[float], max_pvalue: float, min_magnitude: float) 
                 break
         cps = stats([c.index for c in cps if c is not weakest])
     return cps
+
+
+# Dependence between successive points. Weekly figures of one host drift together (a kernel, the
+# room's temperature, a neighbour on the hypervisor): an AR(1) with phi 0.6 made E-divisive's t-test,
+# which takes the points as independent, confirm a false step in 10-13 % of 13-week quarters, against
+# 1 % for independent points. The test below takes the dependence into account.
+
+MAX_PHI = 0.95
+
+
+def lag1_dependence(values: Sequence[float], cuts: Sequence[int] = ()) -> float:
+    """The lag-1 autocorrelation of ``values`` around the means of the segments ``cuts`` delimit, with
+    Kendall's small-sample bias correction ((1 + 3 phi) / n: short series understate it), clipped to
+    [0, MAX_PHI]: negative dependence is not counted in a test's favour."""
+    x = np.asarray(values, dtype=float)
+    bounds = [0, *cuts, len(x)]
+    parts = [x[a:b] - x[a:b].mean() for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+    r = np.concatenate(parts) if parts else x
+    n = len(r)
+    denominator = float(np.dot(r, r))
+    if n < 4 or denominator == 0:
+        return 0.0
+    phi = float(np.dot(r[1:], r[:-1])) / denominator
+    phi += (1 + 3 * phi) / n
+    return min(max(phi, 0.0), MAX_PHI)
+
+
+def dependent_ttest(before: Sequence[float], after: Sequence[float], phi: float) -> float:
+    """The two-sided p-value of a step between two runs of AR(1)-dependent points: the pooled variance
+    inflated by (1 + phi) / (1 - phi) (the variance of a mean of AR(1) points), on n / sqrt(that) - 2
+    degrees of freedom. ``phi`` = 0 is Student's pooled t-test.
+
+    The degrees of freedom sit between n - 2 and those of the effective sample size: phi is estimated
+    from a dozen points, and with the full reduction a chance phi of 0.4 on independent points hid a
+    10-sigma step. Calibrated by simulation (analysis/changepoints.py says the figures)."""
+    a, b = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
+    if len(a) < 1 or len(b) < 1 or len(a) + len(b) < 3:
+        return 1.0
+    resid = np.concatenate([a - a.mean(), b - b.mean()])
+    var = float(np.dot(resid, resid)) / max(len(resid) - 2, 1)
+    inflation = (1 + phi) / (1 - phi)
+    se = math.sqrt(var * inflation * (1 / len(a) + 1 / len(b)))
+    step = abs(float(b.mean() - a.mean()))
+    if se == 0:
+        return 0.0 if step > 0 else 1.0
+    dof = max((len(a) + len(b)) / math.sqrt(inflation) - 2, 1.0)
+    return float(2 * t_dist.sf(step / se, dof))
