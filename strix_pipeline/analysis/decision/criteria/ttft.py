@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from strix_pipeline.analysis.decision.criteria.failures import failure_clause
 from strix_pipeline.analysis.decision.criteria.pairing import (
     _measured_pair,
     _on_both_matchups,
@@ -21,7 +22,6 @@ from strix_pipeline.analysis.decision.evidence import Evidence, PairedTtft, RunF
 from strix_pipeline.analysis.decision.matchup_table import matchup_name, ratio_text
 from strix_pipeline.config import ScenarioProfile, StrixConfig
 from strix_pipeline.records import CriterionResult
-from strix_pipeline.stats.proportions import rate_excess
 from strix_pipeline.stats.quantiles import censored, min_samples_for_ratio_ci, quantile_ratio_ci
 
 # C3's quantile, and the measured requests per run its interval of the ratio needs (86): a decision
@@ -145,23 +145,6 @@ def _p95(ttfts: list[float], reading: SweepReading) -> float:
     if ttfts:
         return float(np.percentile(ttfts, C3_QUANTILE))
     return reading.ttft_p95_ms or 0.0  # measured: never None here
-
-
-def failure_clause(cand: SweepReading, base: SweepReading, base_name: str) -> tuple[bool, str]:
-    """(worse, clause): both sides' failure rates, and whether the candidate's is higher with
-    confidence -- the one-sided lower bound of the difference above 0 (stats.proportions.rate_excess,
-    Newcombe's score interval at C3's confidence)."""
-    diff = rate_excess(cand.requests_failed, cand.requests, base.requests_failed, base.requests, CONFIDENCE)
-    rates = (
-        f"failed requests {cand.requests_failed}/{cand.requests} ({diff.a:.1%}) vs {base_name} "
-        f"{base.requests_failed}/{base.requests} ({diff.b:.1%})"
-    )
-    if diff.worse:
-        return True, (
-            f"the candidate fails more requests with confidence: {rates}, the difference at least "
-            f"{diff.lower:.1%} ({diff.level:.0%} one-sided)"
-        )
-    return False, rates
 
 
 def _paired_ttft(ev: Evidence, matchup: str, c: RunFacts, b: RunFacts) -> PairedTtft | str | None:
