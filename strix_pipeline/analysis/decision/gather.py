@@ -176,7 +176,8 @@ def evaluate(
     now: datetime | None = None,
     evaluation_id: str | None = None,
 ) -> Decision:
-    """Evaluate the five criteria on the decision host; nothing is written (see Warehouse.save_decision).
+    """Evaluate the criteria (C1-C5, and C6 with SLOs set) on the decision host; nothing is written
+    (see Warehouse.save_decision).
 
     Everything is read as it stood at ``now``: runs that ended by then, images first seen by then,
     evaluations before it. ``evaluation_id``: the id to give it (a replay keeps the stored one).

@@ -1,4 +1,5 @@
-"""The verdict from the five criteria, and whether a `switch` is provisional: pure, as the criteria.
+"""The verdict from the criteria (five, six with SLOs set), and whether a `switch` is provisional: pure,
+as the criteria.
 
 The branches of :func:`verdict_of`, in order, are in the package docstring.
 """
