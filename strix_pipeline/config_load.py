@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from strix_pipeline import engines
+from strix_pipeline.analysis.decision.criteria.ttft import C3_MIN_REQUESTS
 from strix_pipeline.config import ConfigError, StrixConfig, read_config
 from strix_pipeline.engines import build_spec
 from strix_pipeline.engines.base import DeviceMemory, OverBudget, check_budget
@@ -57,11 +58,38 @@ def unified_memory_problems(config: StrixConfig) -> list[str]:
     return problems
 
 
+def decision_level_problems(config: StrixConfig) -> list[str]:
+    """``[decision] concurrency = N: …`` for every profile a run of the decision's engines on its host
+    takes whose sweep measures that level with fewer requests than C3's interval of the TTFT p95 ratio
+    needs: C3 would stay inconclusive on every run of it."""
+    d = config.decision
+    problems = []
+    names = dict.fromkeys(
+        r.profile for r in config.runs.get(d.host, []) if r.engine in (d.candidate_engine, d.baseline_engine)
+    )
+    for name in names:
+        profile = config.profiles[name]
+        sweep = profile.concurrency_sweep
+        if "concurrency_sweep" not in profile.scenarios or d.concurrency not in sweep.levels:
+            continue
+        have = sweep.requests_for(d.concurrency)
+        if have >= C3_MIN_REQUESTS:
+            continue
+        key = f"profiles.{name}.concurrency_sweep"
+        field = f"{key}.requests_at" if d.concurrency in sweep.requests_at else f"{key}.requests_per_level"
+        problems.append(
+            f"[decision] concurrency = {d.concurrency}: {field} gives {have} measured requests at "
+            f"{d.concurrency} clients, and C3's interval of the TTFT p95 ratio needs at least "
+            f"{C3_MIN_REQUESTS} per run (set {key}.requests_at = {{ {d.concurrency} = {C3_MIN_REQUESTS} }})"
+        )
+    return problems
+
+
 def load_config(path: str | Path | None = None) -> StrixConfig:
     """The configuration at ``path`` (default: ``config.config_path()``), or ConfigError naming the file
     and every problem."""
     config = read_config(path)
-    problems = budget_problems(config) + unified_memory_problems(config)
+    problems = budget_problems(config) + unified_memory_problems(config) + decision_level_problems(config)
     if problems:
         shown = Path(path) if path else None
         head = f"{shown or 'configuration'}: invalid configuration ({len(problems)} problem(s))"

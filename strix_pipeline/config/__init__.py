@@ -22,6 +22,7 @@ from strix_pipeline.config.decision import (
     AnalysisConfig,
     ChangeDetectionConfig,
     DecisionConfig,
+    DecisionSLO,
 )
 from strix_pipeline.config.engines import GFX_OVERRIDE, EngineConfig, ImageSource, ModelProfile
 from strix_pipeline.config.hosts import HostConfig, ProductionEngine
@@ -85,6 +86,7 @@ __all__ = [
     "DECISION_LEVEL_REQUESTS",
     "DEFAULT_CONFIG",
     "DecisionConfig",
+    "DecisionSLO",
     "DecodeSpec",
     "Device",
     "DockerHost",

@@ -5,9 +5,29 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from strix_pipeline.config.rules import EnvName, NonNegFloat, PosInt, Repository, _Strict
+
+DEFAULT_REQUIRED = ("C1", "C2", "C3", "C4", "C5")
+
+
+class DecisionSLO(_Strict):
+    """The owner's objectives per request (any subset) and the load they hold at: the SLO criterion
+    (C6) compares goodput -- requests per second meeting every objective set, a failure a miss -- and
+    tokens/s per user of both engines at that load."""
+
+    ttft_ms: Annotated[float, Field(gt=0)] | None = None
+    tpot_ms: Annotated[float, Field(gt=0)] | None = None
+    e2e_ms: Annotated[float, Field(gt=0)] | None = None
+    # the sweep level (clients) the objectives are judged at; None: the decision's concurrency
+    concurrency: PosInt | None = None
+
+    @model_validator(mode="after")
+    def _some_objective(self) -> DecisionSLO:
+        if self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None:
+            raise ValueError("set at least one of ttft_ms, tpot_ms, e2e_ms (or leave [decision.slo] out)")
+        return self
 
 
 class DecisionConfig(_Strict):
@@ -15,8 +35,9 @@ class DecisionConfig(_Strict):
     candidate_engine: str = "vllm"
     baseline_engine: str = "llamacpp"
     freshness_days: PosInt = 14
-    required: list[Literal["C1", "C2", "C3", "C4", "C5"]] = Field(
-        default_factory=lambda: ["C1", "C2", "C3", "C4", "C5"]
+    # C6 (the owner's SLOs) is added when `slo` is set, and may be listed only then
+    required: list[Literal["C1", "C2", "C3", "C4", "C5", "C6"]] = Field(
+        default_factory=lambda: list(DEFAULT_REQUIRED)
     )
     medium_moe_model: str = "qwen3-30b-a3b"
     gpt_oss_model: str = "gpt-oss-120b"
@@ -47,6 +68,28 @@ class DecisionConfig(_Strict):
     # a baseline run at the candidate's own quantization (the same weights), which isolates the
     # engine. Both are stored and shown; this one decides the verdict.
     decided_by: Literal["production", "equal_weights"] = "production"
+    # The owner's SLOs: unset, C1-C5 decide as always; set, C6 is judged and required too.
+    slo: DecisionSLO | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _slo_required(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("slo") is not None:
+            required = list(data.get("required", DEFAULT_REQUIRED))
+            if "C6" not in required:
+                return {**data, "required": [*required, "C6"]}
+        return data
+
+    @model_validator(mode="after")
+    def _c6_needs_slo(self) -> DecisionConfig:
+        if self.slo is None and "C6" in self.required:
+            raise ValueError("required: C6 judges the owner's SLOs; set [decision.slo] to require it")
+        return self
+
+    @property
+    def slo_concurrency(self) -> int:
+        """The load C6 judges at: the SLOs' own, else the decision's concurrency."""
+        return (self.slo.concurrency if self.slo else None) or self.concurrency
 
 
 class ChangeDetectionConfig(_Strict):

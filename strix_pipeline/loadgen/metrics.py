@@ -26,6 +26,7 @@ Definitions (docs/bench-output.md, "Metric definitions"), over the non-warm-up r
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -36,7 +37,31 @@ from strix_pipeline.stats.quantiles import quantile_ci
 PERCENTILES = (50, 90, 95, 99)
 
 
-def tpot_ms(r: RequestRecord) -> float | None:
+class Latencies(Protocol):
+    """What the SLO rule reads of a request: a RequestRecord, or the decision's RequestOutcome."""
+
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def ttft_ms(self) -> float | None: ...
+    @property
+    def e2e_ms(self) -> float | None: ...
+    @property
+    def output_tokens(self) -> int | None: ...
+
+
+class Objectives(Protocol):
+    """Per-request objectives in ms; None: no bound (the decision's SLOs may set any subset)."""
+
+    @property
+    def ttft_ms(self) -> float | None: ...
+    @property
+    def tpot_ms(self) -> float | None: ...
+    @property
+    def e2e_ms(self) -> float | None: ...
+
+
+def tpot_ms(r: Latencies) -> float | None:
     if r.ttft_ms is None or r.e2e_ms is None or not r.output_tokens or r.output_tokens < 2:
         return None
     return (r.e2e_ms - r.ttft_ms) / (r.output_tokens - 1)
@@ -133,11 +158,17 @@ def total_tokens_per_s(records: Sequence[RequestRecord], duration_s: float | Non
     return (n_in + n_out) / duration_s
 
 
-def meets_slo(r: RequestRecord, slo: SLO) -> bool:
+def meets_slo(r: Latencies, slo: Objectives) -> bool:
+    """A successful request within every objective set (TPOT: when it has one, > 1 output token); a
+    failure never meets them."""
     if not r.ok or r.ttft_ms is None or r.e2e_ms is None:
         return False
     t = tpot_ms(r)
-    return r.ttft_ms <= slo.ttft_ms and r.e2e_ms <= slo.e2e_ms and (t is None or t <= slo.tpot_ms)
+    return (
+        (slo.ttft_ms is None or r.ttft_ms <= slo.ttft_ms)
+        and (slo.e2e_ms is None or r.e2e_ms <= slo.e2e_ms)
+        and (t is None or slo.tpot_ms is None or t <= slo.tpot_ms)
+    )
 
 
 def aggregate_level(

@@ -72,3 +72,18 @@ def quantile_ratio_ci(
     if None in (cl, ch, bl, bh) or not bl or not bh:
         return None, None
     return cl / bh, ch / bl  # type: ignore[operator]
+
+
+def min_samples_for_ratio_ci(q: float = 95, level: float = 0.95) -> int:
+    """The measured requests each run needs for :func:`quantile_ratio_ci` to exist: both runs' intervals
+    at sqrt(level) (p95 at 95 %: 86)."""
+    return min_samples_for_ci(q, math.sqrt(level))
+
+
+def censored(values: Sequence[float | None], at: float) -> list[float]:
+    """Values with each missing one (a failed or timed-out request: None) counted as ``at``, the request
+    timeout: a censored value, never dropped, so a percentile with failures is never better than
+    without them. A success slower than ``at`` (a timeout configured shorter since the run) raises the
+    censored value to it, so a failure never ranks below a success."""
+    top = max([at, *(float(v) for v in values if v is not None)])
+    return [top if v is None else float(v) for v in values]

@@ -19,7 +19,8 @@ import numpy as np
 from scipy.stats import norm
 
 from strix_pipeline.analysis.decision import Decision, Evidence, ReleaseImage, RunFacts, SweepReading, judge
-from strix_pipeline.config import StrixConfig
+from strix_pipeline.analysis.decision.evidence import RequestOutcome
+from strix_pipeline.config import ScenarioProfile, StrixConfig
 from strix_pipeline.records import ImageRecord, LevelAggregate, RequestRecord, RunRecord, RunResult
 from strix_pipeline.registry.versions import version_sort_key
 from strix_pipeline.units import GIB
@@ -331,9 +332,12 @@ def seeded(path: Path, results: list[RunResult]) -> Warehouse:
     return wh
 
 
-def run_facts(run: RunRecord) -> RunFacts:
-    """The run as ``v_run_base`` gives it to the criteria (its fallbacks applied)."""
+def run_facts(run: RunRecord, config: StrixConfig) -> RunFacts:
+    """The run as ``v_run_base`` gives it to the criteria (its fallbacks applied), with its profile's
+    request timeout."""
+    profile = config.profiles.get(run.profile) or ScenarioProfile()
     return RunFacts(
+        request_timeout_s=profile.request_timeout_s,
         run_id=run.run_id,
         engine=run.engine,
         status=run.status,
@@ -370,20 +374,31 @@ def evidence_of(
 ) -> Evidence:
     """The criteria's evidence from these records, as gathering them from a warehouse at ``now``
     gives it (every run given counts: choose the runs the test means)."""
-    level = config.decision.concurrency
+    level, slo_level = config.decision.concurrency, config.decision.slo_concurrency
     aggs = [a for r in results for a in r.aggregates]
+
+    def measured(r: RunResult, at: int) -> list[RequestRecord]:
+        return [
+            q
+            for q in sorted(r.requests, key=lambda q: q.request_index)
+            if q.scenario == "concurrency_sweep" and q.level == at and not q.warmup
+        ]
+
+    def sweep_at(at: int) -> dict[str, SweepReading]:
+        return {
+            a.run_id: SweepReading(a.requests_ok, a.requests_failed, a.ttft_p95_ms, a.duration_s)
+            for a in aggs
+            if a.scenario == "concurrency_sweep" and a.level == at
+        }
+
     return Evidence(
         now=now,
         window_start=now - timedelta(days=config.decision.freshness_days),
-        runs=tuple(run_facts(r.run) for r in results),
+        runs=tuple(run_facts(r.run, config) for r in results),
         smoke_ok=frozenset(
             a.run_id for a in aggs if a.scenario == "smoke" and a.requests_ok >= 1 and a.requests_failed == 0
         ),
-        sweep={
-            a.run_id: SweepReading(a.requests_ok, a.requests_failed, a.ttft_p95_ms)
-            for a in aggs
-            if a.scenario == "concurrency_sweep" and a.level == level
-        },
+        sweep=sweep_at(level),
         images=tuple(
             ReleaseImage(i.repository, i.tag, i.digest, i.floating, i.sort_key, i.gone)
             for i in images
@@ -391,13 +406,14 @@ def evidence_of(
         ),
         ttfts={
             r.run.run_id: [
-                q.ttft_ms
-                for q in sorted(r.requests, key=lambda q: q.request_index)
-                if q.scenario == "concurrency_sweep"
-                and q.level == level
-                and not q.warmup
-                and q.ok
-                and q.ttft_ms is not None
+                q.ttft_ms if q.ok else None for q in measured(r, level) if not q.ok or q.ttft_ms is not None
+            ]
+            for r in results
+        },
+        slo_sweep=sweep_at(slo_level),
+        slo_requests={
+            r.run.run_id: [
+                RequestOutcome(q.ok, q.ttft_ms, q.e2e_ms, q.output_tokens) for q in measured(r, slo_level)
             ]
             for r in results
         },

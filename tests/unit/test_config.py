@@ -37,7 +37,10 @@ def test_default_config_is_the_embedded_local_host():
     assert c.decision.baseline_model == "gemma3-270m" and c.decision.decided_by == "production"
     assert c.decision.host == "local"
     # C2 and C4 need models a CPU host does not serve: not required there, and said so
-    assert c.decision.required == ["C1", "C3", "C5"] and c.decision.not_required_because
+    assert c.decision.required == ["C1", "C3", "C5", "C6"] and c.decision.not_required_because
+    # the owner's SLOs (C6), set to what two CPU cores serve at the decision's 5 clients
+    assert c.decision.slo is not None and c.decision.slo_concurrency == 5
+    assert (c.decision.slo.ttft_ms, c.decision.slo.tpot_ms, c.decision.slo.e2e_ms) == (5000, 500, 60000)
 
 
 def test_example_box_config_describes_the_three_engines():

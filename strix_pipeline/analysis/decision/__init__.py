@@ -1,4 +1,5 @@
-"""The switch decision: five criteria, each with its evidence, and a verdict (docs/decision.md).
+"""The switch decision: five criteria (six with the owner's SLOs), each with its evidence, and a verdict
+(docs/decision.md).
 
 Every criterion is pass, fail or unknown; unknown means "no fresh evidence" (or an inconclusive
 interval) and carries the reason, never quietly a pass or a fail. Evidence comes from the decision
@@ -9,10 +10,11 @@ Verdicts (:func:`verdict_of`), over the required criteria, the first that holds:
   unknown  a criterion is unknown;
   switch   every one passes -- *provisional* until a second run (a repeat of the image, or the
            previous version) gives `switch` without the newest candidate run it rests on;
-  evaluate C1-C3 pass, C4 or C5 fails;
-  stay     otherwise: C3 fails (the candidate serves but is not faster with confidence).
+  evaluate C1-C3 (and C6, when required) pass, C4 or C5 fails;
+  stay     otherwise: C3 or C6 fails (the candidate serves but is not faster, or not better within the
+           owner's SLOs, with confidence).
 
-Modules: ``evidence`` (the typed records judged), ``criteria`` (C1-C5, pure), ``verdict`` (the
+Modules: ``evidence`` (the typed records judged), ``criteria`` (C1-C6, pure), ``verdict`` (the
 verdict on them, pure), ``outcome`` (the :class:`Decision` record), ``gather`` (the SQL and the
 history; :func:`evaluate`), ``replay`` (stored evaluations), ``report`` (markdown), ``sentence``
 (the verdict as one sentence a person acts on: the page's, the feed's, the asset's and the
@@ -27,6 +29,7 @@ from strix_pipeline.analysis.decision.criteria import (
     GPT_OSS_QUANTIZATION,
     NOT_A_START_ATTEMPT,
     READY_STATUSES,
+    goodput_within_slos,
     memory_not_above_llamacpp,
     official_image_starts,
     serves_gpt_oss_120b_mxfp4,
@@ -100,6 +103,7 @@ __all__ = [
     "evidence_versions",
     "format_value",
     "gather_evidence",
+    "goodput_within_slos",
     "interval_text",
     "judge",
     "memory_not_above_llamacpp",

@@ -48,6 +48,9 @@ class RunFacts:
     kv_cache_bytes: int | None = None
     kv_capacity_tokens: int | None = None
     production_pool_bytes: int | None = None
+    # the run's request timeout (its scenario profile's request_timeout_s): what a failed or timed-out
+    # request counts as in a percentile (stats.quantiles.censored); None: the default profile's
+    request_timeout_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,22 @@ class SweepReading:
 
     requests_ok: int
     requests_failed: int
-    ttft_p95_ms: float | None
+    ttft_p95_ms: float | None  # over the successful requests, as stored
+    duration_s: float | None = None  # the level's first send to last completion (goodput's denominator)
+
+    @property
+    def requests(self) -> int:
+        return self.requests_ok + self.requests_failed
+
+
+@dataclass(frozen=True)
+class RequestOutcome:
+    """One measured request as the SLO criterion reads it (a failure is a row, ``ok`` false)."""
+
+    ok: bool
+    ttft_ms: float | None
+    e2e_ms: float | None
+    output_tokens: int | None
 
 
 @dataclass(frozen=True)
@@ -104,9 +122,13 @@ class Evidence:
     smoke_ok: frozenset[str] = frozenset()  # run ids whose smoke output was valid
     sweep: Mapping[str, SweepReading] = field(default_factory=dict)  # run id -> reading
     images: tuple[ReleaseImage, ...] = ()
-    # run id -> its measured, successful TTFTs at the decision concurrency (C3's interval); the
-    # warehouse's mapping reads a run's only when a criterion asks for it
-    ttfts: Mapping[str, Sequence[float]] = field(default_factory=dict)
+    # run id -> its measured requests' TTFTs at the decision concurrency, None for a failed or timed-out
+    # one (C3 counts it as the run's request timeout); the warehouse's mapping reads a run's only when a
+    # criterion asks for it
+    ttfts: Mapping[str, Sequence[float | None]] = field(default_factory=dict)
+    # the SLO criterion's: run id -> its sweep reading and its measured requests at the SLOs' load
+    slo_sweep: Mapping[str, SweepReading] = field(default_factory=dict)
+    slo_requests: Mapping[str, Sequence[RequestOutcome]] = field(default_factory=dict)
     # match-up ("production" | "equal_weights") -> its newest fresh comparison by interleaved pairs
     paired_ttft: Mapping[str, PairedTtft] = field(default_factory=dict)
 

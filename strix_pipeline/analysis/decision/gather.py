@@ -7,7 +7,7 @@ evaluations before it -- so a past evaluation can be replayed (:mod:`.replay`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -16,12 +16,13 @@ from strix_pipeline.analysis.decision.evidence import (
     Evidence,
     PairedTtft,
     ReleaseImage,
+    RequestOutcome,
     RunFacts,
     SweepReading,
 )
 from strix_pipeline.analysis.decision.outcome import Decision
 from strix_pipeline.analysis.decision.verdict import judge
-from strix_pipeline.config import StrixConfig
+from strix_pipeline.config import ScenarioProfile, StrixConfig
 
 if TYPE_CHECKING:
     from strix_pipeline.warehouse import Warehouse
@@ -41,21 +42,28 @@ DECISION_RUNS_SQL = (
     "AND b.engine IN (?, ?)"
 )
 DECISION_AGGREGATES_SQL = """
-SELECT run_id, scenario, level, requests_ok, requests_failed,
+SELECT run_id, scenario, level, requests_ok, requests_failed, duration_s,
        ttft_p95_ms, ttft_p95_ci_low_ms, ttft_p95_ci_high_ms
 FROM v_run_aggregates
 WHERE host = ? AND engine IN (?, ?)
-  AND (scenario = 'smoke' OR (scenario = 'concurrency_sweep' AND level = ?))
+  AND (scenario = 'smoke' OR (scenario = 'concurrency_sweep' AND level IN (?, ?)))
 """
 DECISION_IMAGES_SQL = (
     "SELECT repository, tag, digest, floating, version, sort_key, gone FROM images "
     "WHERE engine = ? AND first_seen <= ?"
 )
-# The raw TTFTs C3's interval is computed from: the measured (not warm-up), successful requests.
+# The raw TTFTs C3's interval is computed from: every measured (not warm-up) request, a failed or
+# timed-out one as NULL -- C3 counts it as the run's request timeout, never drops it.
 DECISION_TTFT_SQL = """
-SELECT ttft_ms FROM requests
-WHERE run_id = ? AND scenario = 'concurrency_sweep' AND level = ? AND NOT warmup AND ok
-  AND ttft_ms IS NOT NULL
+SELECT CASE WHEN ok THEN ttft_ms END AS ttft_ms FROM requests
+WHERE run_id = ? AND scenario = 'concurrency_sweep' AND level = ? AND NOT warmup
+  AND (NOT ok OR ttft_ms IS NOT NULL)
+ORDER BY request_index
+"""
+# What the SLO criterion (C6) reads of each measured request at the SLOs' load, failures included.
+DECISION_SLO_REQUESTS_SQL = """
+SELECT ok, ttft_ms, e2e_ms, output_tokens FROM requests
+WHERE run_id = ? AND scenario = 'concurrency_sweep' AND level = ? AND NOT warmup
 ORDER BY request_index
 """
 # Evaluations strictly before this one: a replay at a stored evaluated_at does not see itself.
@@ -77,26 +85,32 @@ def from_row(cls: type[T], row: Mapping[str, Any], **given: Any) -> T:
     return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in row} | given)  # type: ignore[call-arg]
 
 
-def run_facts(row: Mapping[str, Any]) -> RunFacts:
-    """A ``v_run_base`` row as the criteria's record."""
-    return from_row(RunFacts, row, usable=bool(row["usable"]))
+def run_facts(row: Mapping[str, Any], config: StrixConfig) -> RunFacts:
+    """A ``v_run_base`` row as the criteria's record, with its request timeout: its profile's, or the
+    default profile's when the configuration no longer names it."""
+    profile = config.profiles.get(row.get("profile") or "") or ScenarioProfile()
+    return from_row(RunFacts, row, usable=bool(row["usable"]), request_timeout_s=profile.request_timeout_s)
 
 
-class WarehouseTtfts(Mapping[str, list[float]]):
-    """C3's raw TTFTs per run, read from table ``requests`` the first time a run's are asked for (a
-    criterion compares two runs of many). A warehouse without raw requests gives none: no interval."""
+R = TypeVar("R")
 
-    def __init__(self, wh: Warehouse, level: int) -> None:
-        self._wh, self._level = wh, level
-        self._cache: dict[str, list[float]] = {}
 
-    def __getitem__(self, run_id: str) -> list[float]:
+class WarehouseRequests(Mapping[str, list[R]]):
+    """Per run, its measured requests at one level as ``convert`` makes them, read from table
+    ``requests`` the first time a run's are asked for (a criterion compares two runs of many). A
+    warehouse without raw requests gives none: no interval."""
+
+    def __init__(self, wh: Warehouse, sql: str, level: int, convert: Callable[[dict[str, Any]], R]) -> None:
+        self._wh, self._sql, self._level, self._convert = wh, sql, level, convert
+        self._cache: dict[str, list[R]] = {}
+
+    def __getitem__(self, run_id: str) -> list[R]:
         if run_id not in self._cache:
             try:
-                found = query_rows(self._wh, DECISION_TTFT_SQL, [run_id, self._level])
+                found = query_rows(self._wh, self._sql, [run_id, self._level])
             except Exception:  # noqa: BLE001 - a warehouse without raw requests: no interval (n/a)
                 found = []
-            self._cache[run_id] = [float(r["ttft_ms"]) for r in found]
+            self._cache[run_id] = [self._convert(r) for r in found]
         return self._cache[run_id]
 
     def __iter__(self) -> Iterator[str]:
@@ -106,13 +120,21 @@ class WarehouseTtfts(Mapping[str, list[float]]):
         return len(self._cache)
 
 
+def _ttft(row: dict[str, Any]) -> float | None:
+    return None if row["ttft_ms"] is None else float(row["ttft_ms"])
+
+
+def _outcome(row: dict[str, Any]) -> RequestOutcome:
+    return from_row(RequestOutcome, row, ok=bool(row["ok"]))
+
+
 def gather_evidence(wh: Warehouse, config: StrixConfig, now: datetime) -> Evidence:
     """The decision host's evidence as it stood at ``now`` (UTC-aware)."""
     d = config.decision
     runs = query_rows(wh, DECISION_RUNS_SQL, [d.host, now, now, d.candidate_engine, d.baseline_engine])
-    aggs = query_rows(
-        wh, DECISION_AGGREGATES_SQL, [d.host, d.candidate_engine, d.baseline_engine, d.concurrency]
-    )
+    levels = [d.concurrency, d.slo_concurrency]
+    aggs = query_rows(wh, DECISION_AGGREGATES_SQL, [d.host, d.candidate_engine, d.baseline_engine, *levels])
+    sweeps = [a for a in aggs if a["scenario"] == "concurrency_sweep"]
     try:
         images = query_rows(wh, DECISION_IMAGES_SQL, [d.candidate_engine, now])
     except Exception:  # noqa: BLE001 - a warehouse without the images table: no image facts
@@ -124,20 +146,18 @@ def gather_evidence(wh: Warehouse, config: StrixConfig, now: datetime) -> Eviden
     return Evidence(
         now=now,
         window_start=window_start,
-        runs=tuple(run_facts(r) for r in runs),
+        runs=tuple(run_facts(r, config) for r in runs),
         smoke_ok=frozenset(
             a["run_id"]
             for a in aggs
             if a["scenario"] == "smoke" and a["requests_ok"] >= 1 and a["requests_failed"] == 0
         ),
-        sweep={
-            a["run_id"]: from_row(SweepReading, a)
-            for a in aggs
-            if a["scenario"] == "concurrency_sweep" and a["level"] == d.concurrency
-        },
+        sweep={a["run_id"]: from_row(SweepReading, a) for a in sweeps if a["level"] == d.concurrency},
         images=tuple(from_row(ReleaseImage, i) for i in images),
-        ttfts=WarehouseTtfts(wh, d.concurrency),
+        ttfts=WarehouseRequests(wh, DECISION_TTFT_SQL, d.concurrency, _ttft),
         paired_ttft=paired,
+        slo_sweep={a["run_id"]: from_row(SweepReading, a) for a in sweeps if a["level"] == d.slo_concurrency},
+        slo_requests=WarehouseRequests(wh, DECISION_SLO_REQUESTS_SQL, d.slo_concurrency, _outcome),
     )
 
 
@@ -156,7 +176,8 @@ def evaluate(
     now: datetime | None = None,
     evaluation_id: str | None = None,
 ) -> Decision:
-    """Evaluate the five criteria on the decision host; nothing is written (see Warehouse.save_decision).
+    """Evaluate the criteria (C1-C5, and C6 with SLOs set) on the decision host; nothing is written
+    (see Warehouse.save_decision).
 
     Everything is read as it stood at ``now``: runs that ended by then, images first seen by then,
     evaluations before it. ``evaluation_id``: the id to give it (a replay keeps the stored one).

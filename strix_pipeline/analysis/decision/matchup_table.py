@@ -98,6 +98,11 @@ def format_value(v: float | None, unit: str | None) -> str:
     return f"{v:g}"
 
 
+def _and(names: list[str]) -> str:
+    """``C3 and C5``, ``C3, C5 and C6``."""
+    return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else "".join(names)
+
+
 def _table_cell(s: str) -> str:
     """Text kept inside one markdown table cell: a pipe or a newline would end it."""
     return s.replace("|", "\\|").replace("\n", " ")
@@ -150,8 +155,8 @@ def decision_markdown(d: Decision) -> str:
     if matchups:
         lines += [
             "",
-            "**C3 and C5 on both match-ups** (production: each engine's production format; equal weights: "
-            "the baseline serving the candidate's weights)",
+            f"**{_and(sorted({p.criterion for p in matchups}))} on both match-ups** (production: each "
+            "engine's production format; equal weights: the baseline serving the candidate's weights)",
             "",
             "| criterion | match-up | decides | status | value | threshold | CI | runs |",
             "|---|---|---|---|---|---|---|---|",

@@ -1,4 +1,5 @@
-"""An evaluation's outcome: the verdict, the five criterion results and what changed since the last."""
+"""An evaluation's outcome: the verdict, the criterion results (five, six with SLOs set) and what changed
+since the last."""
 
 from __future__ import annotations
 

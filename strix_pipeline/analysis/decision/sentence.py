@@ -77,6 +77,7 @@ def criterion_title(cid: str, w: Wording) -> str:
         "C3": f"TTFT p95 at {w.concurrency} clients below {w.baseline_engine}'s",
         "C4": f"serves {w.gpt_oss} from MXFP4",
         "C5": f"memory held not above {w.baseline_engine}'s",
+        "C6": f"goodput within the owner's SLOs above {w.baseline_engine}'s",
     }.get(cid, cid)
 
 
@@ -164,6 +165,7 @@ def evidence_wanted(c: CriterionResult, w: Wording) -> str:
         "C3": f"{cand} and {base} runs of the {n}-client sweep, same model family",
         "C4": f"a {cand} run of {w.gpt_oss} from its MXFP4 weights",
         "C5": f"{cand} and {base} runs with memory readings",
+        "C6": f"{cand} and {base} runs of the sweep at the SLOs' load, same model family",
     }.get(c.criterion, "a fresh run")
 
 

@@ -1,4 +1,5 @@
-"""The verdict from the five criteria, and whether a `switch` is provisional: pure, as the criteria.
+"""The verdict from the criteria (five, six with SLOs set), and whether a `switch` is provisional: pure,
+as the criteria.
 
 The branches of :func:`verdict_of`, in order, are in the package docstring.
 """
@@ -13,9 +14,14 @@ from strix_pipeline.records import CriterionResult
 
 
 def assess(ev: Evidence, config: StrixConfig) -> list[CriterionResult]:
-    """The five criteria on this evidence (no history, no ids, nothing stamped)."""
+    """The criteria on this evidence (no history, no ids, nothing stamped): C1-C5, and C6 when the
+    owner set SLOs."""
     d = config.decision
-    results = [judge_one(ev, config) for judge_one in CRITERION_FUNCTIONS.values()]
+    results = [
+        judge_one(ev, config)
+        for cid, judge_one in CRITERION_FUNCTIONS.items()
+        if cid != "C6" or d.slo is not None
+    ]
     if not any(r.engine == d.candidate_engine for r in ev.runs):
         for r in results:
             if r.status == "unknown":
@@ -34,7 +40,8 @@ def verdict_of(statuses: dict[str, str], required: list[str]) -> tuple[str, str]
         return "unknown", f"no fresh evidence for {', '.join(unknown)}"
     if not failed:
         return "switch", "every required criterion passes"
-    if all(statuses.get(c) == "pass" for c in ("C1", "C2", "C3") if c in req):
+    # the owner's SLOs (C6) weigh as C3 does: a candidate not better there is a stay, not an evaluate
+    if all(statuses.get(c) == "pass" for c in ("C1", "C2", "C3", "C6") if c in req):
         return "evaluate", f"C1-C3 pass; {', '.join(failed)} failed"
     return "stay", f"{', '.join(failed)} failed"
 

@@ -126,8 +126,9 @@ def test_gathering_from_the_warehouse_gives_the_records_evidence(tmp_path, runs)
     wh.upsert_images(images)
     config = make_config()
     got, want = gather_evidence(wh, config, now), evidence_of(runs(), config, now, images)
-    assert replace(got, ttfts={}) == replace(want, ttfts={})
+    assert replace(got, ttfts={}, slo_requests={}) == replace(want, ttfts={}, slo_requests={})
     assert {r.run_id: list(got.ttfts[r.run_id]) for r in got.runs} == want.ttfts
+    assert {r.run_id: list(got.slo_requests[r.run_id]) for r in got.runs} == want.slo_requests
 
 
 def test_gathering_reads_the_decision_host_and_engines_as_they_stood_at_now(tmp_path):

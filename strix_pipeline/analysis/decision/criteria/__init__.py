@@ -2,9 +2,10 @@
 
 Each criterion is named as in :data:`CRITERIA` and judges :class:`.evidence.Evidence` alone; the
 verdict on their results is :mod:`..verdict`'s. One module per criterion -- ``starts`` (C1), ``serves``
-(C2 and C4, one rule), ``ttft`` (C3), ``memory`` (C5) -- on what they share: ``runs`` (which runs a
-criterion looks at, and its result) and ``pairing`` (the runs C3 and C5 compare, on each match-up);
-``functions`` maps each id to its function.
+(C2 and C4, one rule), ``ttft`` (C3), ``memory`` (C5), ``slo`` (C6, the owner's SLOs, judged only when
+set) -- on what they share: ``runs`` (which runs a criterion looks at, and its result), ``pairing`` (the
+runs C3, C5 and C6 compare, on each match-up) and ``failures`` (each side's failure rate, and a
+candidate failing more with confidence); ``functions`` maps each id to its function.
 """
 
 from strix_pipeline.analysis.decision.criteria.functions import CRITERION_FUNCTIONS
@@ -20,6 +21,7 @@ from strix_pipeline.analysis.decision.criteria.runs import (
     READY_STATUSES,
 )
 from strix_pipeline.analysis.decision.criteria.serves import serves_gpt_oss_120b_mxfp4, serves_medium_moe
+from strix_pipeline.analysis.decision.criteria.slo import goodput_within_slos
 from strix_pipeline.analysis.decision.criteria.starts import official_image_starts
 from strix_pipeline.analysis.decision.criteria.ttft import ttft_p95_beats_llamacpp_at_5
 
@@ -33,6 +35,7 @@ __all__ = [
     "MATCHUPS",
     "READY_STATUSES",
     "SAME_CONTEXT_TOLERANCE",
+    "goodput_within_slos",
     "memory_not_above_llamacpp",
     "official_image_starts",
     "matchup_summary",

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from strix_pipeline.analysis.decision.criteria.memory import memory_not_above_llamacpp
 from strix_pipeline.analysis.decision.criteria.serves import serves_gpt_oss_120b_mxfp4, serves_medium_moe
+from strix_pipeline.analysis.decision.criteria.slo import goodput_within_slos
 from strix_pipeline.analysis.decision.criteria.starts import official_image_starts
 from strix_pipeline.analysis.decision.criteria.ttft import ttft_p95_beats_llamacpp_at_5
 from strix_pipeline.analysis.decision.evidence import Evidence
@@ -20,4 +21,5 @@ CRITERION_FUNCTIONS: dict[str, Callable[[Evidence, StrixConfig], CriterionResult
     "C3": ttft_p95_beats_llamacpp_at_5,
     "C4": serves_gpt_oss_120b_mxfp4,
     "C5": memory_not_above_llamacpp,
+    "C6": goodput_within_slos,  # only with the owner's SLOs set (verdict.assess)
 }

@@ -18,6 +18,7 @@ CRITERIA = {
     "C3": "ttft_p95_beats_llamacpp_at_5",
     "C4": "serves_gpt_oss_120b_mxfp4",
     "C5": "memory_not_above_llamacpp",
+    "C6": "goodput_within_slos",  # judged only when the owner set SLOs ([decision.slo])
 }
 # A run stopped from outside before or while it started, or refused by a guard before anything
 # started, says nothing about whether the engine starts: C1 neither passes nor fails on it.

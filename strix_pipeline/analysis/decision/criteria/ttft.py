@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from strix_pipeline.analysis.decision.criteria.failures import failure_clause
 from strix_pipeline.analysis.decision.criteria.pairing import (
     _measured_pair,
     _on_both_matchups,
@@ -15,11 +18,16 @@ from strix_pipeline.analysis.decision.criteria.runs import (
     _label,
     _result,
 )
-from strix_pipeline.analysis.decision.evidence import Evidence, PairedTtft, RunFacts, side_tag
+from strix_pipeline.analysis.decision.evidence import Evidence, PairedTtft, RunFacts, SweepReading, side_tag
 from strix_pipeline.analysis.decision.matchup_table import matchup_name, ratio_text
-from strix_pipeline.config import StrixConfig
+from strix_pipeline.config import ScenarioProfile, StrixConfig
 from strix_pipeline.records import CriterionResult
-from strix_pipeline.stats.quantiles import min_samples_for_ci, quantile_ratio_ci
+from strix_pipeline.stats.quantiles import censored, min_samples_for_ratio_ci, quantile_ratio_ci
+
+# C3's quantile, and the measured requests per run its interval of the ratio needs (86): a decision
+# level planned with fewer is refused when the configuration is loaded (config_load)
+C3_QUANTILE = 95
+C3_MIN_REQUESTS = min_samples_for_ratio_ci(C3_QUANTILE, CONFIDENCE)
 
 
 def ttft_p95_beats_llamacpp_at_5(ev: Evidence, config: StrixConfig) -> CriterionResult:
@@ -28,7 +36,9 @@ def ttft_p95_beats_llamacpp_at_5(ev: Evidence, config: StrixConfig) -> Criterion
 
     Its 95 % interval comes from both runs' raw TTFTs (:func:`quantile_ratio_ci`, distribution-free):
     pass when wholly below 1 - margin, fail when wholly above, unknown ("inconclusive") otherwise --
-    also when a run has too few requests for the interval to exist.
+    also when a run has too few requests for the interval to exist. A failed or timed-out request
+    counts as the run's request timeout (censored, never dropped), and a candidate failing more
+    requests than the baseline with confidence (:func:`failure_clause`) fails, whatever the ratio.
     """
     return _on_both_matchups(lambda matchup: _ttft_on(ev, config, matchup), config)
 
@@ -65,12 +75,12 @@ def _ttft_on(ev: Evidence, config: StrixConfig, matchup: str) -> CriterionResult
         return found
     c, b, paired = found
     ca, ba = ev.sweep[c.run_id], ev.sweep[b.run_id]
-    c_p95, b_p95 = ca.ttft_p95_ms or 0.0, ba.ttft_p95_ms or 0.0  # both measured: never None here
-    c_ttft, b_ttft = list(ev.ttfts.get(c.run_id, ())), list(ev.ttfts.get(b.run_id, ()))
+    c_ttft, b_ttft = _censored_ttfts(ev, c), _censored_ttfts(ev, b)
+    c_p95, b_p95 = _p95(c_ttft, ca), _p95(b_ttft, ba)
     threshold = 1 - d.ttft_margin_pct / 100  # on the ratio candidate p95 / baseline p95
     ratio = c_p95 / b_p95 if b_p95 else None
-    lo, hi = quantile_ratio_ci(c_ttft, b_ttft, 95, CONFIDENCE)
-    need = min_samples_for_ci(95, CONFIDENCE**0.5)
+    lo, hi = quantile_ratio_ci(c_ttft, b_ttft, C3_QUANTILE, CONFIDENCE)
+    need = C3_MIN_REQUESTS
     numbers = (
         f"TTFT p95 at {n} clients {c_p95:.0f} ms [95 % CI {_run_ci(c_ttft)}, n={len(c_ttft)}] "
         f"({_label(c)}) vs {d.baseline_engine} {b_p95:.0f} ms [95 % CI {_run_ci(b_ttft)}, "
@@ -93,9 +103,7 @@ def _ttft_on(ev: Evidence, config: StrixConfig, matchup: str) -> CriterionResult
             )
         else:
             status, verdict = "unknown", f"inconclusive: {ci} contains {ratio_text(threshold)}"
-    failed = ""
-    if ca.requests_failed or ba.requests_failed:
-        failed = f"; failed requests {ca.requests_failed} vs {ba.requests_failed}"
+    worse, failed = failure_clause(ca, ba, d.baseline_engine)
     by_pairs = _paired_ttft(ev, matchup, c, b)
     if isinstance(by_pairs, PairedTtft) and by_pairs.low is not None and by_pairs.high is not None:
         # the interleaved pairs decide; the two single runs are shown beside them
@@ -109,7 +117,9 @@ def _ttft_on(ev: Evidence, config: StrixConfig, matchup: str) -> CriterionResult
             f"; two single runs: no fresh comparison of the {matchup_name(matchup)} by interleaved pairs "
             f"on {c.host or config.decision.host}"
         )
-    reason = f"{verdict}; {numbers}, family {_family(c, config)}{failed}{_quant_note(c, b)}{paired}"
+    if worse:
+        status, verdict = "fail", f"{failed}; {verdict}"
+    reason = f"{verdict}; {numbers}, family {_family(c, config)}; {failed}{_quant_note(c, b)}{paired}"
     return _result(
         "C3",
         status,
@@ -121,6 +131,20 @@ def _ttft_on(ev: Evidence, config: StrixConfig, matchup: str) -> CriterionResult
         unit="ratio",
         mismatch=c.quantization != b.quantization,
     )
+
+
+def _censored_ttfts(ev: Evidence, r: RunFacts) -> list[float]:
+    """The run's measured TTFTs, a failed or timed-out request counted as its request timeout."""
+    timeout_s = r.request_timeout_s or ScenarioProfile().request_timeout_s
+    return censored(list(ev.ttfts.get(r.run_id, ())), timeout_s * 1000)
+
+
+def _p95(ttfts: list[float], reading: SweepReading) -> float:
+    """The p95 of the censored TTFTs (linear interpolation, as the aggregates'); without raw requests
+    the stored aggregate's, over the successful ones (then there is no interval either)."""
+    if ttfts:
+        return float(np.percentile(ttfts, C3_QUANTILE))
+    return reading.ttft_p95_ms or 0.0  # measured: never None here
 
 
 def _paired_ttft(ev: Evidence, matchup: str, c: RunFacts, b: RunFacts) -> PairedTtft | str | None:
