@@ -44,7 +44,7 @@ NO_POWER_COUNTER = (
 
 
 @dataclass(frozen=True)
-class Series:
+class PowerSeries:
     """A counter over time: seconds since the epoch, and its value (W for power, J for energy)."""
 
     times: tuple[float, ...]
@@ -89,21 +89,21 @@ def _summed(samples: Iterable[MemorySample], metric: str, prefix: str) -> tuple[
     return by_time, files
 
 
-def power_series(samples: Sequence[MemorySample]) -> Series | None:
+def power_series(samples: Sequence[MemorySample]) -> PowerSeries | None:
     """The package power (W) summed over the cards at each sample; else RAPL's energy (J); None: neither."""
     power, files = _summed(samples, "power_uw", GPU_SOURCE)
     if power:
         ts = tuple(sorted(power))
-        return Series(ts, tuple(power[t] / 1e6 for t in ts), " + ".join(sorted(files)), cumulative=False)
+        return PowerSeries(ts, tuple(power[t] / 1e6 for t in ts), " + ".join(sorted(files)), cumulative=False)
     energy, files = _summed(samples, "energy_uj", RAPL_SOURCE)
     if energy:
         ts = tuple(sorted(energy))
         source = " + ".join(sorted(files)) + " (RAPL: CPU package)"
-        return Series(ts, tuple(energy[t] / 1e6 for t in ts), source, cumulative=True)
+        return PowerSeries(ts, tuple(energy[t] / 1e6 for t in ts), source, cumulative=True)
     return None
 
 
-def window_energy(series: Series, start: float, end: float) -> WindowEnergy:
+def window_energy(series: PowerSeries, start: float, end: float) -> WindowEnergy:
     """The energy over [start, end] (seconds since the epoch), or why not."""
     seconds = max(0.0, end - start)
     ts = series.times
@@ -129,7 +129,7 @@ def window_energy(series: Series, start: float, end: float) -> WindowEnergy:
     return WindowEnergy(joules, seconds)
 
 
-def idle_power_w(samples: Sequence[MemorySample], series: Series | None) -> float | None:
+def idle_power_w(samples: Sequence[MemorySample], series: PowerSeries | None) -> float | None:
     """The median package power of the samples before the engine started (phase ``baseline``)."""
     if series is None:
         return None
