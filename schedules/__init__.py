@@ -1,4 +1,4 @@
-"""Jobs, the new-image sensor and the weekly schedule (re-exports only).
+"""Jobs, the new-image sensor, the production watch and the weekly schedule (re-exports only).
 
 Neither the sensor nor the schedule asks for the analysis: the analysis assets carry an automation
 condition (``assets.analysis.EAGER``) that the ``analysis_automation`` sensor evaluates, so they
@@ -18,6 +18,7 @@ from schedules.jobs import (
     main_job_for,
     refresh_job,
 )
+from schedules.production_watch import build_production_watch
 from schedules.requests import run_requests
 from schedules.sensors import build_sensor
 from schedules.weekly import build_schedule
@@ -30,6 +31,7 @@ __all__ = [
     "benchmark_job_for",
     "bisect_job_for",
     "build_bisect_sensor",
+    "build_production_watch",
     "build_schedule",
     "build_sensor",
     "host_job_for",

@@ -25,6 +25,7 @@ from schedules import (
     benchmark_job_for,
     bisect_job_for,
     build_bisect_sensor,
+    build_production_watch,
     build_schedule,
     build_sensor,
     host_job_for,
@@ -86,6 +87,8 @@ def build_definitions(config: StrixConfig, path: str) -> dg.Definitions:
                     "Recomputes aggregates, change points, charts and the decision after new results."
                 ),
             ),
+            # each Box's production between runs; not defined where no Box has one
+            *filter(None, [build_production_watch(config)]),
         ],
         schedules=[build_schedule(config, [a.key for a in benchmark_assets])],
         resources={

@@ -37,6 +37,9 @@ class ProductionEngine(_Strict):
     unit: str | None = None
     health_url: HttpUrl
     health_timeout_s: PosInt = 300
+    # the production watch (schedules/production_watch.py) alerts when production has not answered its
+    # health URL for this long outside any run, and again when it comes back
+    watch_grace_s: PosInt = 600
 
     @model_validator(mode="after")
     def _one_way(self) -> ProductionEngine:

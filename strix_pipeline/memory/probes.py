@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol
 
+from strix_pipeline.memory.gpu_counters import PROBE_PATHS, read_gpu_counters
 from strix_pipeline.memory.tree import HostMemoryFacts, Reading, read_host_facts, read_tree
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ class TreeProbe:
         self.pid = pid
 
     def read(self) -> list[Reading]:
-        return read_tree(self.root, self.pid)
+        return read_tree(self.root, self.pid) + read_gpu_counters(self.root)
 
     def host_facts(self) -> HostMemoryFacts:
         return read_host_facts(self.root)
@@ -40,9 +41,12 @@ class TreeProbe:
 
 PROBE_NAME = "strix-memory-probe"
 
-# What the probe container prints: each readable file under a "@@@ <path>" header.
+# What the probe container prints: each readable file under a "@@@ <path>" header; the GPU's power,
+# clocks, temperature and load ride along in the same exec (one round trip per sample over ssh).
 _PROBE_SCRIPT = (
     "for f in /host/sys/class/drm/card*/device/mem_info_* /host/sys/class/drm/card*/device/vbios_version "
+    + " ".join(PROBE_PATHS)
+    + " "
     "/host/proc/meminfo /host/proc/cmdline "
     "/host/proc/sys/kernel/osrelease /host/sys/module/ttm/parameters/pages_limit "
     "/host/sys/module/amdttm/parameters/pages_limit "
@@ -146,7 +150,8 @@ class DockerProbe:
 
     def read(self) -> list[Reading]:
         with tempfile.TemporaryDirectory(prefix="strix-probe-") as tmp:
-            return read_tree(lay_out_tree(self.files(), Path(tmp)))
+            root = lay_out_tree(self.files(), Path(tmp))
+            return read_tree(root) + read_gpu_counters(root)
 
     def host_facts(self) -> HostMemoryFacts:
         with tempfile.TemporaryDirectory(prefix="strix-probe-") as tmp:

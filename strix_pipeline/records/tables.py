@@ -167,17 +167,39 @@ class RunRecord:
     # schema v18: what the suite profile asks of the engine (fingerprint.workload_digest), so a profile
     # whose requests changed -- or another profile -- starts a new series
     workload: str | None = None
+    # schema v21: power and energy (hosts/probes/energy.py) from the GPU samples beside the memory ones:
+    # the package power before the engine started (stored apart, never subtracted), the files that gave
+    # it, the energy per measured request, output tokens per joule and the mean power over the client's
+    # window of the single-client decode level and of the decision's load (load_level, the sweep's
+    # concurrency), why they are empty (energy_problem: no counter, gaps, ...), and whether the GPU
+    # throttled while busy (throttle_reason: the rule that fired; None: not known)
+    idle_power_w: float | None = None
+    power_source: str | None = None
+    decode_j_per_request: float | None = None
+    decode_tokens_per_j: float | None = None
+    decode_power_w: float | None = None
+    load_level: int | None = None
+    load_j_per_request: float | None = None
+    load_tokens_per_j: float | None = None
+    load_power_w: float | None = None
+    energy_problem: str | None = None
+    throttled: bool | None = None
+    throttle_reason: str | None = None
 
 
 @dataclass
 class MemorySample:
-    """One counter reading (table ``memory_samples``). Several sources are kept: no single one is trusted."""
+    """One counter reading (table ``memory_samples``). Several sources are kept: no single one is trusted.
+
+    The GPU's power, clocks, temperature and load are sampled in the same reads (source ``gpu:<card>:<file>``
+    or ``rapl:<zone>``, memory/gpu_counters.py): for those, ``value_bytes`` is the file's integer in the
+    unit the metric names (``power_uw``, ``sclk_hz``, ``temp_mdegc``, ``busy_pct``, ``energy_uj``)."""
 
     run_id: str
     sampled_at: datetime
     phase: str  # "baseline" | "loading" | "idle" | "bench" | "after_stop"
-    source: str  # "sysfs:card0" | "meminfo" | "rocm-smi:card0" | "process" | "amd-smi:0"
-    metric: str  # "vram_used" | "gtt_used" | "vram_total" | "gtt_total" | "mem_used" | "rss"
+    source: str  # "sysfs:card0" | "meminfo" | "rocm-smi:card0" | "process" | "amd-smi:0" | "gpu:card0:..."
+    metric: str  # "vram_used" | "gtt_used" | "vram_total" | "gtt_total" | "mem_used" | "rss" | "power_uw" ...
     value_bytes: int
 
 

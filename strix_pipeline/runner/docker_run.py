@@ -440,7 +440,12 @@ def _close(r: RunInputs, box: _Box) -> None:
     guard, production = box.guard, box.production
     if box.sampler:
         box.sampler.stop()
-        finish_memory(result, box.sampler, r.config.hosts[target.host].baseline_tolerance_gb)
+        finish_memory(
+            result,
+            box.sampler,
+            r.config.hosts[target.host].baseline_tolerance_gb,
+            r.config.decision.concurrency,
+        )
     if box.probe is not None:
         box.probe.close()
     box.client.close()

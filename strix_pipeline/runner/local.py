@@ -175,7 +175,9 @@ def run_local(r: RunInputs) -> None:
     record_host_facts(run, sampler.probe)
     with ExitStack() as stack:
         # the memory check also when the run breaks or is cancelled: after the sampler has stopped
-        stack.callback(finish_memory, result, sampler, host_cfg.baseline_tolerance_gb)
+        stack.callback(
+            finish_memory, result, sampler, host_cfg.baseline_tolerance_gb, config.decision.concurrency
+        )
         stack.enter_context(sampler)
         sampler.set_phase("loading")
         try:

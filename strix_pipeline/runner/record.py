@@ -13,6 +13,7 @@ from strix_pipeline.engine_facts import append_firmware
 from strix_pipeline.fingerprint import env_json, workload_digest
 from strix_pipeline.hosts.box.production import ProductionGuard
 from strix_pipeline.hosts.docker import engine as docker_engine
+from strix_pipeline.hosts.probes import energy
 from strix_pipeline.loadgen import SuiteInterrupted, SuiteResult
 from strix_pipeline.memory import (
     MEMORY_UNRELIABLE,
@@ -26,6 +27,7 @@ from strix_pipeline.memory import (
 )
 from strix_pipeline.memory.breakdown import parse_engine_log
 from strix_pipeline.records import HARNESS_VERSION, RequestRecord, RunRecord, RunResult
+from strix_pipeline.runner.efficiency import SWEEP, single_client_decode
 from strix_pipeline.runner.target import BenchmarkTarget, Log
 from strix_pipeline.units import GB, gib_text
 
@@ -202,8 +204,13 @@ def join_reasons(*parts: str | None) -> str | None:
     return "; ".join(p for p in parts if p) or None
 
 
-def finish_memory(result: RunResult, sampler: MemorySampler, tolerance_gb: float) -> None:
+def finish_memory(
+    result: RunResult, sampler: MemorySampler, tolerance_gb: float, load_level: int | None = None
+) -> None:
+    """The memory figures from the samples, and the power and energy figures from the GPU's samples
+    among them (``load_level``: the decision's concurrency, whose energy is stored beside decode's)."""
     result.memory = sampler.samples
+    record_energy(result, load_level)
     # GB as the guards count them, so "returned to baseline" means the same thing in both places
     s = summarize(result.memory, tolerance_bytes=int(tolerance_gb * GB))
     r = result.run
@@ -267,3 +274,35 @@ def record_breakdown(
         logged.kv_capacity_tokens if logged.kv_capacity_tokens is not None else ctx_tokens
     )
     run.production_pool_bytes = production_pool_bytes
+
+
+def record_energy(result: RunResult, load_level: int | None) -> None:
+    """Idle power, energy per request and tokens per joule at the single-client decode level and at the
+    decision's load, and the throttling mark (hosts/probes/energy.py); what is missing says why."""
+    run, samples = result.run, result.memory
+    mark = energy.throttle(samples)
+    run.throttled, run.throttle_reason = mark.throttled, mark.reason
+    series = energy.power_series(samples)
+    if series is None:
+        run.energy_problem = energy.NO_POWER_COUNTER
+        return
+    run.power_source = series.source
+    run.idle_power_w = energy.idle_power_w(samples, series)
+    decode, _ = single_client_decode(result)
+    load = next((a for a in result.aggregates if a.scenario == SWEEP and a.level == load_level), None)
+    run.load_level = load_level if load is not None else None
+    problems = []
+    for name, agg in (("decode", decode), ("load", load)):
+        if agg is None:
+            problems.append(f"{name}: level not measured")
+            continue
+        window = energy.level_window(result.requests, agg.scenario, agg.level)
+        got = energy.window_energy(series, *window) if window else None
+        if got is None or got.joules is None or got.joules <= 0:
+            problems.append(f"{name}: {got.problem if got and got.problem else 'no measured request'}")
+            continue
+        tokens = agg.output_tokens_total or 0
+        setattr(run, f"{name}_power_w", got.mean_w)
+        setattr(run, f"{name}_j_per_request", got.joules / agg.requests_ok if agg.requests_ok else None)
+        setattr(run, f"{name}_tokens_per_j", tokens / got.joules if tokens else None)
+    run.energy_problem = "; ".join(problems) or None

@@ -24,13 +24,11 @@ Pure readers over a root path; nothing here starts or stops a process.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from strix_pipeline.memory.gpu_counters import POWER_FILES, cards, hwmon_dir
 from strix_pipeline.memory.tree import session_total
-
-CARD_NAME = re.compile(r"card\d+$")
 
 
 @dataclass(frozen=True)
@@ -193,22 +191,16 @@ def read_gpus(root: Path = Path("/")) -> tuple[GpuState, ...]:
     ``temp1_input`` is millidegrees; ``power1_average`` (older kernels) or ``power1_input`` is
     microwatts. A card with none of them (a framebuffer) is left out.
     """
-    drm = Path(root) / "sys/class/drm"
-    if not drm.is_dir():
-        return ()
     out = []
-    for card in sorted((p for p in drm.iterdir() if CARD_NAME.match(p.name)), key=lambda p: int(p.name[4:])):
+    for card in cards(root):
         dev = card / "device"
-        hwmons = sorted((dev / "hwmon").glob("hwmon*")) if (dev / "hwmon").is_dir() else []
-        hw = hwmons[0] if hwmons else None
+        hw = hwmon_dir(dev)
 
         def num(name: str, scale: float, hw: Path | None = hw) -> float | None:
             v = _read_number(hw / name) if hw is not None else None
             return None if v is None else v * scale
 
-        power = num("power1_average", 1e-6)
-        if power is None:
-            power = num("power1_input", 1e-6)
+        power = next((v for name in POWER_FILES if (v := num(name, 1e-6)) is not None), None)
         level = _read(dev / "power_dpm_force_performance_level")
         state = GpuState(
             card=card.name,

@@ -59,6 +59,18 @@ SELECT
     r.decode_context_tokens,
     r.decode_efficiency,
     r.efficiency_problem,
+    r.idle_power_w,
+    r.power_source,
+    r.decode_j_per_request,
+    r.decode_tokens_per_j,
+    r.decode_power_w,
+    r.load_level,
+    r.load_j_per_request,
+    r.load_tokens_per_j,
+    r.load_power_w,
+    r.energy_problem,
+    r.throttled,
+    r.throttle_reason,
     -- version order: the explicit sort key of the image, never the date a run happened
     coalesce(r.image_sort_key, r.image_version, r.image_tag, '') AS version_order
 FROM runs r;
@@ -122,6 +134,20 @@ SELECT
     b.kv_bytes_per_token,
     b.decode_context_tokens,
     b.efficiency_problem,
+    -- energy while serving (package power integrated over the client's window; idle never subtracted):
+    -- at the single-client decode level and at the decision's load (load_level); the idle power apart
+    round(b.idle_power_w, 1) AS idle_power_w,
+    round(b.decode_power_w, 1) AS decode_power_w,
+    round(b.decode_j_per_request, 2) AS decode_j_per_request,
+    round(b.decode_tokens_per_j, 3) AS decode_tokens_per_j,
+    b.load_level,
+    round(b.load_power_w, 1) AS load_power_w,
+    round(b.load_j_per_request, 2) AS load_j_per_request,
+    round(b.load_tokens_per_j, 3) AS load_tokens_per_j,
+    b.power_source,
+    b.energy_problem,
+    b.throttled,  -- clock or temperature show throttling while busy: the speed may be the chassis's
+    b.throttle_reason,
     b.fingerprint,
     b.harness_version,
     b.engine_build,
@@ -225,7 +251,8 @@ FROM v_run_base r
 LEFT JOIN (
     SELECT
         run_id,
-        count(*) AS samples,
+        -- memory readings only: the GPU's power, clocks and load share the table (source 'gpu:', 'rapl:')
+        count(*) FILTER (WHERE source NOT LIKE 'gpu:%' AND source NOT LIKE 'rapl:%') AS samples,
         max(value_bytes) FILTER (WHERE metric = 'vram_used') AS max_vram_used_bytes,
         max(value_bytes) FILTER (WHERE metric = 'gtt_used') AS max_gtt_used_bytes,
         max(value_bytes) FILTER (WHERE metric = 'mem_used') AS max_mem_used_bytes

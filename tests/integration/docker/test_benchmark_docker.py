@@ -287,6 +287,9 @@ def test_host_facts_come_from_the_probe_not_the_controller(
     assert r.kernel_cmdline.endswith("ttm.pages_limit=9437184") and r.ttm_pages_limit == 9437184
     assert r.firmware == "vbios card1=113-STRXLGEN-001"  # no SMI tool in this image: the VBIOS alone
     assert r.rocm_version is None  # no ROCm in this image: not available, not the controller's
+    # the GPU's power, clocks, temperature and load came through the same probe, beside the memory
+    assert r.power_source == "card1:power1_average" and r.idle_power_w == 118.0
+    assert r.throttled is False  # 2900 MHz of 2900 while 97 % busy, 61 of 100 °C
 
 
 @pytest.fixture(scope="module")

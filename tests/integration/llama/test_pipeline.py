@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -20,6 +21,7 @@ from assets.partitions import image_versions
 from strix_dagster.definitions import build_definitions
 from strix_pipeline import image_scan
 from strix_pipeline.config_load import load_config
+from strix_pipeline.hosts.probes.energy import NO_POWER_COUNTER
 from strix_pipeline.planning.targets import partition_key
 from strix_pipeline.warehouse import Warehouse
 
@@ -146,6 +148,21 @@ def test_decode_efficiency_lies_in_0_1_with_its_inputs_stored(materialised) -> N
     )
     assert recomputed == pytest.approx(r["decode_efficiency"], rel=1e-9)
     assert v["decode_efficiency"] == round(r["decode_efficiency"], 3) and v["bandwidth_gb_s"] > 1
+
+
+def test_a_local_run_without_a_power_counter_stores_why(materialised) -> None:
+    """Host local: no amdgpu hwmon; RAPL where this machine lets it be read, else the columns empty with
+    the reason (a cloud VM has no /sys/class/powercap)."""
+    config = materialised["config"]
+    with Warehouse.open(config.warehouse_path(), read_only=True) as wh:
+        (v,) = wh.query_df(
+            "SELECT power_source, energy_problem, decode_tokens_per_j, load_tokens_per_j FROM v_runs"
+        ).to_dicts()
+    if any(Path("/sys/class/powercap").glob("intel-rapl:*/energy_uj")) and v["power_source"]:
+        assert "RAPL" in v["power_source"], v
+    else:
+        assert v["energy_problem"] == NO_POWER_COUNTER, v
+        assert (v["power_source"], v["decode_tokens_per_j"], v["load_tokens_per_j"]) == (None, None, None)
 
 
 def test_decision(materialised) -> None:

@@ -3,12 +3,17 @@ it; the command is that writer, alone, and says what it applied."""
 
 from __future__ import annotations
 
+import re
 import warnings
 
 from support.warehouse import create_at_version
 
 from strix_pipeline.cli import main
 from strix_pipeline.warehouse import schema as wschema
+
+V21_COLUMN = re.compile(
+    r"^\s+\S*(power_w|power_source|j_per_request|tokens_per_j|load_level|energy_problem|throttle)"
+)
 
 
 def old_warehouse(path):
@@ -20,6 +25,8 @@ def old_warehouse(path):
     )
     # views over tables of later versions (v20's quality_answers) did not exist then
     old_views = old_views.split("\n-- Each run's score on the evaluation set")[0]
+    # nor v21's power and energy columns
+    old_views = "\n".join(line for line in old_views.splitlines() if not V21_COLUMN.search(line))
     for new, old in (
         ("v_decision_matchups", "v_decision_pairs"),
         ("c.matchup", "c.decision_pair"),

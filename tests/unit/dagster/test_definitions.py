@@ -49,6 +49,8 @@ def test_default_definitions_load(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _asset_names(defs) == EXPECTED_ASSETS
     assert EXPECTED_JOBS <= {j.name for j in defs.resolve_all_job_defs()}
     assert defs.resolve_sensor_def("new_image_sensor").default_status == dg.DefaultSensorStatus.RUNNING
+    # no Box with production to watch: the production watch is not defined
+    assert "production_watch" not in {s.name for s in defs.get_repository_def().sensor_defs}
     schedule = defs.resolve_schedule_def("weekly_benchmark")
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
     assert schedule.cron_schedule == "0 3 * * 1"
@@ -88,6 +90,10 @@ def test_example_config_definitions_load(monkeypatch: pytest.MonkeyPatch) -> Non
         assert graph.get(key).pools, f"{key.to_user_string()} runs in no host pool"
         assert key in aggregates_deps, f"run_aggregates does not depend on {key.to_user_string()}"
     assert not [k for k in graph.get_all_asset_keys() if graph.get(k).is_external], "external stub assets"
+    # the Box has production: the watch is defined and running, every few minutes
+    watch = defs.resolve_sensor_def("production_watch")
+    assert watch.default_status == dg.DefaultSensorStatus.RUNNING
+    assert watch.minimum_interval_seconds == 180
 
 
 def test_two_host_config_definitions_load(tmp_path: Path) -> None:

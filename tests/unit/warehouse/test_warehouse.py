@@ -96,6 +96,19 @@ AFTER_V1 = {
     "engine_dtype",
     # v18: what the suite profile asks of the engine
     "workload",
+    # v21: power, energy and the throttling mark
+    "idle_power_w",
+    "power_source",
+    "decode_j_per_request",
+    "decode_tokens_per_j",
+    "decode_power_w",
+    "load_level",
+    "load_j_per_request",
+    "load_tokens_per_j",
+    "load_power_w",
+    "energy_problem",
+    "throttled",
+    "throttle_reason",
 }
 
 
