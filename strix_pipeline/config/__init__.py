@@ -70,6 +70,7 @@ from strix_pipeline.config.suite import (
     ScenarioProfile,
     SmokeSpec,
     SweepSpec,
+    TraceSpec,
 )
 
 __all__ = [
@@ -118,6 +119,7 @@ __all__ = [
     "SmokeSpec",
     "StrixConfig",
     "SweepSpec",
+    "TraceSpec",
     "Version",
     "WarehouseConfig",
     "check_timeout",
