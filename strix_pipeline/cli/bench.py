@@ -397,6 +397,7 @@ def handle(args: argparse.Namespace) -> int:
                 run_id,
                 scenarios=scenarios,
                 context_length=args.context_length,
+                traces_dir=cfg.traces_dir() if cfg else None,
                 **observe,
             )
         else:

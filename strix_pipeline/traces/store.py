@@ -61,6 +61,14 @@ def save_trace(folder: Path, name: str, trace: Trace) -> Stored:
     return Stored(path, "sha256:" + hashlib.sha256(data).hexdigest())
 
 
+def stored_digest(folder: Path, name: str) -> str | None:
+    """The content digest of the trace ``name`` as stored now, None when it was never imported."""
+    try:
+        return "sha256:" + hashlib.sha256(trace_path(folder, name).read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
 def load_trace(folder: Path, name: str) -> tuple[Trace, str]:
     """The trace ``name`` as imported, and its content digest; TraceError when it was never imported."""
     path = trace_path(folder, name)

@@ -13,10 +13,14 @@ from support.paths import REPO
 from strix_pipeline import cli
 from strix_pipeline.config import DEFAULT_CONFIG, ScenarioProfile
 from strix_pipeline.config_load import load_config
+from strix_pipeline.fingerprint import workload_digest
 from strix_pipeline.loadgen.trace_replay import TracePrompts, fit
 from strix_pipeline.loadgen.workloads import Workload
+from strix_pipeline.runner.record import new_record
+from strix_pipeline.runner.target import BenchmarkTarget
+from strix_pipeline.traces.formats import read_trace
 from strix_pipeline.traces.model import Trace, TraceRequest
-from strix_pipeline.traces.store import load_trace
+from strix_pipeline.traces.store import load_trace, save_trace, stored_digest
 from strix_pipeline.traces.summary import concurrency, prefix_reuse, summarise
 from strix_pipeline.warehouse import Warehouse
 
@@ -134,3 +138,24 @@ def test_workload_import_refuses_a_bad_file_and_stores_nothing(
     assert rc == 1
     assert f"{bad}:1: field 'output_length'" in capsys.readouterr().err
     assert not (tmp_path / "w").exists()
+
+
+def test_a_run_of_a_trace_profile_is_in_the_series_of_the_trace_as_stored(tmp_path: Path) -> None:
+    text = DEFAULT_CONFIG.read_text()
+    text = text.replace('artifacts = "artifacts"', f'artifacts = "{tmp_path / "art"}"')
+    text = text.replace("[profiles.standard]\n", '[profiles.standard]\ntrace = { name = "moon" }\n')
+    (tmp_path / "strix.toml").write_text(text)
+    config = load_config(tmp_path / "strix.toml")
+    target = BenchmarkTarget("local", "llamacpp", "gemma3-270m", "standard", None)
+    folder = config.traces_dir()
+
+    def workload() -> str | None:
+        return new_record(config, target, "r", None).workload
+
+    never_imported = workload()
+    save_trace(folder, "moon", read_trace(FIXTURES / "mooncake.jsonl"))
+    first = workload()
+    save_trace(folder, "moon", read_trace(FIXTURES / "replay.jsonl"))  # imported again, other requests
+    assert len({never_imported, first, workload()}) == 3
+    assert workload() == workload_digest(config.profiles["standard"], stored_digest(folder, "moon"))
+    assert never_imported == workload_digest(config.profiles["standard"])
