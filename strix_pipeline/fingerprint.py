@@ -107,7 +107,9 @@ def workload_digest(profile: ScenarioProfile, trace_digest: str | None = None) -
     counts, levels and seed, and the content digest of the trace it replays (the profile names it
     only: a trace imported again under that name asks other requests). The request timeout is left
     out: it decides when a request is given up, not what is asked."""
-    spec = profile.model_dump(mode="json", exclude={"request_timeout_s"})
+    # a profile without a trace digests as it did before profiles could name one: its series go on
+    leave_out = {"request_timeout_s"} | ({"trace"} if profile.trace is None else set())
+    spec = profile.model_dump(mode="json", exclude=leave_out)
     if trace_digest is not None:
         spec["trace_digest"] = trace_digest
     canonical = json.dumps(spec, sort_keys=True, separators=(",", ":"))

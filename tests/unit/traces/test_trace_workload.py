@@ -159,3 +159,10 @@ def test_a_run_of_a_trace_profile_is_in_the_series_of_the_trace_as_stored(tmp_pa
     assert len({never_imported, first, workload()}) == 3
     assert workload() == workload_digest(config.profiles["standard"], stored_digest(folder, "moon"))
     assert never_imported == workload_digest(config.profiles["standard"])
+
+
+def test_a_profile_without_a_trace_keeps_the_workload_digest_it_had() -> None:
+    # the digest of the default (standard) profile before profiles could name a trace: its series go on
+    assert workload_digest(ScenarioProfile()) == "wl-a1726ed07047"
+    with_trace = ScenarioProfile.model_validate({"trace": {"name": "moon"}})
+    assert workload_digest(with_trace) != workload_digest(ScenarioProfile())
