@@ -9,15 +9,15 @@ with ``[profiles.<name>.trace] name = "<name>"``.
 from __future__ import annotations
 
 import argparse
-import re
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pydantic import TypeAdapter, ValidationError
 from rich.console import Console
 from rich.table import Table
 
 from strix_pipeline.cli.common import as_markup, config_of, error, on_warehouse, warehouse_arg
-from strix_pipeline.config.rules import _NAME_RE, NAME_RULE
+from strix_pipeline.config.rules import NAME_RULE, Name
 from strix_pipeline.traces.formats import FORMATS, read_trace
 from strix_pipeline.traces.model import TraceError
 from strix_pipeline.traces.store import save_trace
@@ -79,7 +79,9 @@ def summary_table(name: str, row: TraceRecord, s: TraceSummary) -> Table:
 def run_import(args: argparse.Namespace) -> int:
     path = Path(args.file)
     name = args.name or default_name(path)
-    if not re.fullmatch(_NAME_RE, name):
+    try:
+        TypeAdapter(Name).validate_python(name)
+    except ValidationError:
         return error(f"--name {name!r}: {NAME_RULE}")
     try:
         trace = read_trace(path, args.format)

@@ -166,3 +166,19 @@ def test_a_profile_without_a_trace_keeps_the_workload_digest_it_had() -> None:
     assert workload_digest(ScenarioProfile()) == "wl-a1726ed07047"
     with_trace = ScenarioProfile.model_validate({"trace": {"name": "moon"}})
     assert workload_digest(with_trace) != workload_digest(ScenarioProfile())
+
+
+def test_workload_import_refuses_a_name_that_is_no_plain_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    args = [
+        "--config",
+        str(DEFAULT_CONFIG),
+        "workload",
+        "import",
+        str(FIXTURES / "azure.csv"),
+        "--name",
+        "../up",
+    ]
+    assert cli.main(args) == 1
+    assert "--name '../up'" in capsys.readouterr().err
