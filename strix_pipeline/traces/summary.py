@@ -41,10 +41,9 @@ def concurrency(trace: Trace) -> tuple[float | None, int | None]:
     reqs = trace.requests
     if not trace.has_arrivals or any(r.duration_s is None for r in reqs):
         return None, None
-    events = sorted(
-        [(r.arrival_s, 1) for r in reqs] + [(r.arrival_s + r.duration_s, -1) for r in reqs],  # type: ignore[operator]
-        key=lambda e: (e[0], e[1]),  # an end before a start at the same instant
-    )
+    spans = [(r.arrival_s or 0.0, (r.arrival_s or 0.0) + (r.duration_s or 0.0)) for r in reqs]
+    # an end before a start at the same instant
+    events = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
     peak = level = 0
     for _, step in events:
         level += step
