@@ -102,14 +102,19 @@ def fingerprint_inputs(**fields: Any) -> dict[str, Any]:
     return {name: norm(fields[name]) for name, norm in COMPARABILITY_FIELDS.items()}
 
 
-def workload_digest(profile: ScenarioProfile) -> str:
+def workload_digest(profile: ScenarioProfile, trace_digest: str | None = None) -> str:
     """What a suite profile asks of an engine, as a short digest: every scenario's request shapes,
-    counts, levels and seed. The request timeout is left out: it decides when a request is given up,
-    not what is asked. So is the evaluation set: it runs after every timed scenario and its answers
-    are checked, not timed (its own version is stored with each answer), so adding it to a profile
-    starts no new series."""
-    spec = profile.model_dump(mode="json", exclude={"request_timeout_s"})
+    counts, levels and seed, and the content digest of the trace it replays (the profile names it
+    only: a trace imported again under that name asks other requests). The request timeout is left
+    out: it decides when a request is given up, not what is asked. So is the evaluation set: it runs
+    after every timed scenario and its answers are checked, not timed (its own version is stored
+    with each answer), so adding it to a profile starts no new series."""
+    # a profile without a trace digests as it did before profiles could name one: its series go on
+    leave_out = {"request_timeout_s"} | ({"trace"} if profile.trace is None else set())
+    spec = profile.model_dump(mode="json", exclude=leave_out)
     spec["scenarios"] = [s for s in spec["scenarios"] if s != "quality"]
+    if trace_digest is not None:
+        spec["trace_digest"] = trace_digest
     canonical = json.dumps(spec, sort_keys=True, separators=(",", ":"))
     return "wl-" + hashlib.sha256(canonical.encode()).hexdigest()[:12]
 

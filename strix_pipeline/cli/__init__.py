@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "strix_pipeline.cli.report",
     "strix_pipeline.cli.spool",
     "strix_pipeline.cli.migrate",
+    "strix_pipeline.cli.workload",
 )
 
 

@@ -50,6 +50,7 @@ from strix_pipeline.loadgen.profiles import QUICK_PROFILE
 from strix_pipeline.loadgen.vllm_flags import VLLM_TIMEOUT_S, Plan, parse_levels, plan_run
 from strix_pipeline.loadgen.vllm_result import result_filename, summary
 from strix_pipeline.records import HARNESS_VERSION, LevelAggregate, RunRecord, RunResult
+from strix_pipeline.runner.record import trace_digest
 from strix_pipeline.warehouse import Warehouse
 from strix_pipeline.warehouse.spool import RunNotStored, spool_dir, store_run
 
@@ -397,6 +398,7 @@ def handle(args: argparse.Namespace) -> int:
                 run_id,
                 scenarios=scenarios,
                 context_length=args.context_length,
+                traces_dir=cfg.traces_dir() if cfg else None,
                 **observe,
             )
         else:
@@ -473,7 +475,7 @@ def handle(args: argparse.Namespace) -> int:
                 profile_name=args.profile,
                 started=started,
                 warehouse=args.warehouse,
-                workload=workload_digest(profile),
+                workload=workload_digest(profile, trace_digest(cfg, profile) if cfg else None),
             )
         except RunNotStored as e:
             console.print(f"strix bench: {e}", style="red", soft_wrap=True, markup=False)

@@ -71,6 +71,7 @@ from strix_pipeline.config.suite import (
     ScenarioProfile,
     SmokeSpec,
     SweepSpec,
+    TraceSpec,
 )
 
 __all__ = [
@@ -120,6 +121,7 @@ __all__ = [
     "SmokeSpec",
     "StrixConfig",
     "SweepSpec",
+    "TraceSpec",
     "Version",
     "WarehouseConfig",
     "check_timeout",

@@ -97,6 +97,10 @@ class StrixConfig(_Strict):
     def artifacts_dir(self) -> Path:
         return resolve_path(self.project.artifacts)
 
+    def traces_dir(self) -> Path:
+        """Imported traces, normalised, one file per name (traces/store.py): what a profile's trace names."""
+        return self.artifacts_dir() / "traces"
+
     def state_dir(self) -> Path:
         """The controller's own state: production's marker, the night it holds, the probe images used."""
         return self.artifacts_dir() / "state"

@@ -3,11 +3,11 @@ prefix cache), the latency objectives, and what the weekly schedule benchmarks o
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from strix_pipeline.config.rules import PosInt, _Strict
+from strix_pipeline.config.rules import Name, PosInt, _Strict
 
 
 class SmokeSpec(_Strict):
@@ -78,11 +78,40 @@ class PrefixCacheSpec(_Strict):
     repeats: PosInt = 3
 
 
-ScenarioName = Literal["smoke", "concurrency_sweep", "prefill_ladder", "decode", "prefix_cache", "quality"]
+class TraceSpec(_Strict):
+    """A recorded trace replayed as the profile's ``trace`` scenario (``strix workload import`` stores
+    it by name): the recorded lengths and prefix blocks, sent at the recorded arrival times multiplied
+    by ``time_scale`` (``replay = "arrivals"``; 0.5 sends twice as fast) or by ``concurrency`` closed-loop
+    clients (``replay = "concurrency"``; default: the trace's recorded mean concurrency, rounded).
+    ``max_requests``: the first N requests only. ``chat``: send chat messages instead of raw prompts
+    (the chat template then adds its tokens to each input)."""
+
+    name: Name
+    replay: Literal["arrivals", "concurrency"] = "arrivals"
+    time_scale: Annotated[float, Field(gt=0)] = 1.0
+    concurrency: PosInt | None = None
+    max_requests: PosInt | None = None
+    chat: bool = False
+    max_duration_s: Annotated[float, Field(gt=0)] | None = None
+
+
+ScenarioName = Literal[
+    "smoke", "concurrency_sweep", "prefill_ladder", "decode", "prefix_cache", "trace", "quality"
+]
 
 
 class ScenarioProfile(_Strict):
-    scenarios: list[ScenarioName] = Field(default_factory=lambda: list(get_args(ScenarioName)))
+    # "trace" runs when the profile names a trace; it is added after the others when not listed
+    scenarios: list[ScenarioName] = Field(
+        default_factory=lambda: [
+            "smoke",
+            "concurrency_sweep",
+            "prefill_ladder",
+            "decode",
+            "prefix_cache",
+            "quality",
+        ]
+    )
     request_timeout_s: Annotated[float, Field(gt=0)] = 600
     seed: int = 1234
     smoke: SmokeSpec = SmokeSpec()
@@ -90,6 +119,15 @@ class ScenarioProfile(_Strict):
     prefill_ladder: LadderSpec = LadderSpec()
     decode: DecodeSpec = DecodeSpec()
     prefix_cache: PrefixCacheSpec = PrefixCacheSpec()
+    trace: TraceSpec | None = None
+
+    @model_validator(mode="after")
+    def _trace_scenario(self) -> ScenarioProfile:
+        if "trace" in self.scenarios and self.trace is None:
+            raise ValueError('scenarios: "trace" needs a [trace] table naming the trace (trace.name)')
+        if self.trace is not None and "trace" not in self.scenarios:
+            object.__setattr__(self, "scenarios", [*self.scenarios, "trace"])
+        return self
 
 
 class SLO(_Strict):

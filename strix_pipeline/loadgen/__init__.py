@@ -3,7 +3,7 @@
 Public API (used by the Dagster asset, the launchers and ``strix bench``)::
 
     result = await run_suite(base_url, model, profile, slo, run_id, scenarios=None,
-                             context_length=None, metrics_url=None, on_progress=print)
+                             context_length=None, traces_dir=None, metrics_url=None, on_progress=print)
     result = run_suite_sync(...)  # same, in its own event loop
     result = await run_load(base_url, model, slo, run_id, DatasetLoad(prompts, levels=[1, 4]))
     result = await run_load(base_url, model, slo, run_id, RandomLoad(input_lens, output_lens))
@@ -14,7 +14,8 @@ on_request, scrape_interval_s, engine_exit). ``base_url`` is the server root
 
 The rooms: ``suite`` (the entry points), ``scenarios`` (the catalogue, ``SCENARIOS``), ``level``
 (driving one level), ``context`` (what a level sends through), ``loads`` (dataset and random loads),
-``server`` (what the server says about itself), ``profiles`` (the default config's profiles),
+``trace_replay`` (a recorded trace's replay, the ``trace`` scenario), ``server`` (what the server
+says about itself), ``profiles`` (the default config's profiles),
 ``client``/``sse`` (the streaming client), ``metrics``, ``prometheus``, ``workloads``, ``vllm_flags``
 and ``vllm_result`` (``vllm bench serve``'s names and result). This module only re-exports.
 """

@@ -20,6 +20,7 @@ from strix_pipeline.loadgen.metrics import aggregate_level
 from strix_pipeline.loadgen.prometheus import MetricsScraper, Scrape, to_samples
 from strix_pipeline.loadgen.workloads import Prompt
 from strix_pipeline.records import LevelAggregate, RequestRecord, RequestTable, ServerMetricSample
+from strix_pipeline.traces.model import Trace
 
 CONTEXT_MARGIN = 32  # BOS/template tokens the ladder leaves free below the context length
 
@@ -123,6 +124,7 @@ class SuiteContext:
     aggregates: list[LevelAggregate] = field(default_factory=list)
     server_metrics: list[ServerMetricSample] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    trace: Trace | None = None  # the profile's recorded trace, loaded before the suite starts
     # the one check of the engine's liveness in progress, and how long it waits: when an engine dies
     # under 64 streams, the 64 failed requests wait on one check, not 64 threads asking the daemon
     _exit_check: tuple[float, asyncio.Task[str | None]] | None = field(default=None, repr=False)

@@ -78,9 +78,11 @@ async def open_loop(
     progress: Callable[[int], None] | None = None,
     max_concurrency: int | None = None,
     into: list[Outcome] | None = None,
+    offsets_s: Sequence[float] | None = None,
 ) -> tuple[list[Outcome], int, int]:
-    """Arrivals at ``rate`` req/s: gamma gaps with shape ``burstiness`` (1.0 = Poisson) and mean 1/rate;
-    at most ``max_concurrency`` in flight when given (an arrival then waits for a slot, as vLLM's
+    """Arrivals at ``rate`` req/s: gamma gaps with shape ``burstiness`` (1.0 = Poisson) and mean 1/rate,
+    or at the given ``offsets_s`` after the start (a recorded trace's; ``rate`` is then unused); at most
+    ``max_concurrency`` in flight when given (an arrival then waits for a slot, as vLLM's
     ``--request-rate`` with ``--max-concurrency``). Queue time = how far behind its schedule a request
     was sent, a wait for a slot included. ``into`` as for ``closed_loop``."""
     rng = random.Random(seed)
@@ -104,7 +106,10 @@ async def open_loop(
             progress(len(outcomes))
 
     for i, p in enumerate(planned):
-        t += rng.gammavariate(burstiness, 1.0 / (rate * burstiness))
+        if offsets_s is not None:
+            t = offsets_s[i]
+        else:
+            t += rng.gammavariate(burstiness, 1.0 / (rate * burstiness))
         due = start + int(t * 1e9)
         if deadline is not None and due >= deadline:
             break
@@ -202,8 +207,11 @@ async def run_level(
     label: str | None = None,
     texts: dict[str, str] | None = None,
     max_concurrency: int | None = None,
+    arrivals_s: Sequence[float] | None = None,
 ) -> tuple[list[RequestRecord], LevelAggregate]:
     """Warm-up, then the measured requests with metrics scraped before/during/after; records + aggregate.
+    Closed loop at ``concurrency``, or open: at ``rate``, or at ``arrivals_s`` (each request's send
+    time after the level's start).
 
     An engine found dead before the level raises ``EngineGone`` with nothing sent. One that dies
     during it stops the level (nothing is sent once that is noticed); the level is recorded with its
@@ -230,11 +238,12 @@ async def run_level(
     finished: list[Outcome] = []  # each request as it finishes: an interrupted level still has them
     interrupted: asyncio.CancelledError | None = None
     try:
-        if rate is not None:
+        if rate is not None or arrivals_s is not None:
             outcomes, first, last = await open_loop(
                 ctx,
                 planned,
-                rate,
+                rate or 0.0,
+                offsets_s=arrivals_s,
                 burstiness=burstiness,
                 seed=seed,
                 max_duration_s=max_duration_s,

@@ -1,4 +1,5 @@
-"""The scenario catalogue: smoke, concurrency sweep, prefill ladder, decode, prefix cache, quality.
+"""The scenario catalogue: smoke, concurrency sweep, prefill ladder, decode, prefix cache, a recorded
+trace's replay (``trace_replay``) and the evaluation set (``quality``).
 
 ``SCENARIOS`` names each one's function, in the order the suite runs them; each builds its requests
 from the profile and drives its levels (``loadgen.level``).
@@ -24,6 +25,7 @@ from strix_pipeline.loadgen.context import (
 from strix_pipeline.loadgen.level import describe, run_level, stopped_after, to_record
 from strix_pipeline.loadgen.prometheus import Scrape
 from strix_pipeline.loadgen.quality import QualityResult, quality
+from strix_pipeline.loadgen.trace_replay import trace
 from strix_pipeline.loadgen.workloads import Prompt, Workload
 
 
@@ -223,5 +225,6 @@ SCENARIOS: dict[str, Scenario] = {
     "prefill_ladder": prefill_ladder,
     "decode": decode,
     "prefix_cache": prefix_cache,
+    "trace": trace,
     "quality": quality,
 }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypedDict, Unpack
 
 from strix_pipeline.config import SLO, ScenarioProfile
@@ -23,6 +24,8 @@ from strix_pipeline.loadgen.scenarios import SCENARIOS, SmokeResult
 from strix_pipeline.loadgen.server import detect_context_length, detect_model, normalize_base_url
 from strix_pipeline.loadgen.workloads import ServerTokenizer, Workload
 from strix_pipeline.records import LevelAggregate, QualityAnswer, RequestTable, ServerMetricSample
+from strix_pipeline.traces.model import Trace, TraceError
+from strix_pipeline.traces.store import load_trace
 
 
 @dataclass
@@ -63,8 +66,10 @@ class SuiteInterrupted(BaseException):  # it wraps an interrupt, it is not an er
         self.partial, self.interrupt = partial, interrupt
 
 
-def _max_prompt_tokens(profile: ScenarioProfile, names: Sequence[str]) -> int:
+def _max_prompt_tokens(profile: ScenarioProfile, names: Sequence[str], trace: Trace | None = None) -> int:
     n = 512
+    if "trace" in names and trace is not None:
+        n = max(n, *(r.input_tokens for r in trace.requests))
     if "concurrency_sweep" in names:
         n = max(n, profile.concurrency_sweep.input_tokens)
     if "prefill_ladder" in names:
@@ -178,17 +183,30 @@ async def run_suite(
     scenarios: list[str] | None = None,
     context_length: int | None = None,
     into: SuiteResult | None = None,
+    traces_dir: Path | None = None,
     **observe: Unpack[Watchers],
 ) -> SuiteResult:
     """Run the suite's scenarios (default: the profile's list) in the standard order.
 
     ``context_length`` caps the ladder and prompt lengths; the server's own (per-slot) context is
     detected and the smaller one used. ``into``: the result to fill as the suite goes (returned),
-    readable when the suite is interrupted.
+    readable when the suite is interrupted. ``traces_dir``: where imported traces are
+    (``StrixConfig.traces_dir``), read when the profile replays one; without it, or when the trace
+    was never imported, the ``trace`` scenario is skipped with the reason in ``errors``.
     """
     names = [s for s in SCENARIOS if s in (scenarios if scenarios is not None else profile.scenarios)]
     unknown = [s for s in (scenarios or ()) if s not in SCENARIOS]
     base = normalize_base_url(base_url)
+    recorded: Trace | None = None
+    trace_note: str | None = None
+    if "trace" in names and profile.trace is not None:
+        if traces_dir is None:
+            trace_note = f"trace {profile.trace.name}: not replayed, no folder of imported traces was given"
+        else:
+            try:
+                recorded, _ = load_trace(traces_dir, profile.trace.name)
+            except TraceError as e:
+                trace_note = f"trace {profile.trace.name}: not replayed: {e}"
 
     async def body(ctx: SuiteContext, wl: Workload, result: SuiteResult) -> None:
         ctx_len = context_length
@@ -201,7 +219,11 @@ async def run_suite(
             ctx_len = detected
         for u in unknown:
             result.errors.append(f"{u}: unknown scenario, skipped")
+        ctx.trace = recorded
         for i, name in enumerate(names):
+            if name == "trace" and recorded is None:
+                result.errors.append(trace_note or "trace: the profile names no trace, skipped")
+                continue
             result.scenario, result.level, result.done, result.planned = name, None, None, None
             try:
                 answer = await SCENARIOS[name](ctx, wl, profile, context_length=ctx_len)
@@ -230,7 +252,7 @@ async def run_suite(
         profile.seed,
         observe,
         body,
-        _max_prompt_tokens(profile, names),
+        _max_prompt_tokens(profile, names, recorded),
         into,
     )
 

@@ -50,6 +50,7 @@ def measure(
         run_id,
         scenarios=scenarios,
         context_length=config.models[target.model].context_length,
+        traces_dir=config.traces_dir(),
         metrics_url=engine.metrics_url,
         on_progress=lambda line: log(f"[{run_id}] {line}"),
         on_request=level_started,

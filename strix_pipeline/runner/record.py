@@ -8,7 +8,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from strix_pipeline.config import StrixConfig
+from strix_pipeline.config import ScenarioProfile, StrixConfig
 from strix_pipeline.engine_facts import append_firmware
 from strix_pipeline.fingerprint import env_json, workload_digest
 from strix_pipeline.hosts.box.production import ProductionGuard
@@ -29,7 +29,16 @@ from strix_pipeline.memory.breakdown import parse_engine_log
 from strix_pipeline.records import HARNESS_VERSION, RequestRecord, RunRecord, RunResult
 from strix_pipeline.runner.efficiency import SWEEP, single_client_decode
 from strix_pipeline.runner.target import BenchmarkTarget, Log
+from strix_pipeline.traces.store import stored_digest
 from strix_pipeline.units import GB, gib_text
+
+
+def trace_digest(config: StrixConfig, profile: ScenarioProfile) -> str | None:
+    """The stored content digest of the trace ``profile`` replays (None: it replays none, or the trace
+    was never imported -- the run then says so and replays nothing)."""
+    if profile.trace is None or "trace" not in profile.scenarios:
+        return None
+    return stored_digest(config.traces_dir(), profile.trace.name)
 
 
 def new_record(
@@ -39,6 +48,7 @@ def new_record(
     that defers a run stores one too (runner/night_hold.py)."""
     model = config.models[target.model]
     engine = config.engines[target.engine]
+    profile = config.profiles[target.profile]
     image = target.image
     return RunRecord(
         run_id=run_id,
@@ -68,7 +78,7 @@ def new_record(
         image_version=image.version if image else None,
         image_sort_key=image.sort_key if image else None,
         model_family=model.family,
-        workload=workload_digest(config.profiles[target.profile]),
+        workload=workload_digest(profile, trace_digest(config, profile)),
     )
 
 

@@ -26,6 +26,7 @@ from strix_pipeline.warehouse import (
     parquet,
     runs,
     schema,
+    traces,
 )
 from strix_pipeline.warehouse import images as _images  # `images` is upsert_images' argument
 from strix_pipeline.warehouse.bisections import BisectionRecord, BisectionStep
@@ -262,6 +263,16 @@ class Warehouse:
     def latest_noise(self) -> list[noise.NoiseRecord]:
         """The newest analysis's noise figures, per host and canary series."""
         return noise.latest_noise(self.con)
+
+    # ---- imported traces ------------------------------------------------------------------------
+
+    def save_trace(self, row: traces.TraceRecord) -> None:
+        """Store an imported trace's digests and summary (warehouse.traces); its name again replaces it."""
+        self._writable()
+        traces.save_trace(self.con, row)
+
+    def list_traces(self) -> list[traces.TraceRecord]:
+        return traces.list_traces(self.con)
 
     # ---- comparisons by pairs -------------------------------------------------------------------
 

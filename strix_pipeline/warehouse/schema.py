@@ -32,6 +32,7 @@ from strix_pipeline.warehouse.errors import WarehouseError, WarehouseUnavailable
 from strix_pipeline.warehouse.noise import NoiseRecord
 from strix_pipeline.warehouse.runs import RUN_TABLES
 from strix_pipeline.warehouse.sql_names import quoted
+from strix_pipeline.warehouse.traces import TraceRecord
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,7 @@ RECORD_TABLES: dict[str, type] = {
     "comparisons": ComparisonRecord,
     "comparison_runs": ComparisonRun,
     "noise_figures": NoiseRecord,
+    "traces": TraceRecord,
 }
 
 

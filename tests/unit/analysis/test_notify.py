@@ -70,8 +70,7 @@ def test_nothing_changed_sends_nothing(receiver):
     assert receiver.bodies == []
     # first evaluation ever: nothing to compare with
     assert (
-        notify_changes(None, decision("unknown", dict.fromkeys(SEPT, "unknown")), [], receiver.url)
-        is False
+        notify_changes(None, decision("unknown", dict.fromkeys(SEPT, "unknown")), [], receiver.url) is False
     )
     assert receiver.bodies == []
 
