@@ -72,14 +72,14 @@ def test_the_weekly_and_decision_profiles_take_a_trace(tmp_path: Path) -> None:
     text = DEFAULT_CONFIG.read_text()
     text = text.replace("[profiles.standard]\n", '[profiles.standard]\ntrace = { name = "box-week" }\n')
     text = text.replace(
-        '[profiles.decision]\nscenarios = ["smoke", "concurrency_sweep"]',
-        '[profiles.decision]\nscenarios = ["smoke", "concurrency_sweep", "trace"]\n'
+        '[profiles.decision]\nscenarios = ["smoke", "concurrency_sweep", "quality"]',
+        '[profiles.decision]\nscenarios = ["smoke", "concurrency_sweep", "trace", "quality"]\n'
         'trace = { name = "box-week", replay = "arrivals", time_scale = 0.5 }',
     )
     (tmp_path / "strix.toml").write_text(text)
     config = load_config(tmp_path / "strix.toml")
     assert config.profiles["standard"].trace is not None
-    assert config.profiles["decision"].scenarios == ["smoke", "concurrency_sweep", "trace"]
+    assert config.profiles["decision"].scenarios == ["smoke", "concurrency_sweep", "trace", "quality"]
 
 
 def test_shared_blocks_are_identical_text_and_the_rest_differs() -> None:
