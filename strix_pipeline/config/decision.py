@@ -36,7 +36,9 @@ class DecisionConfig(_Strict):
     baseline_engine: str = "llamacpp"
     freshness_days: PosInt = 14
     # C6 (the owner's SLOs) is added when `slo` is set, and may be listed only then
-    required: list[Literal["C1", "C2", "C3", "C4", "C5", "C6"]] = Field(
+    # C7 (the evaluation set on the same weights) is required whenever it is judged; listed, it is
+    # required even when a side has no answers (an unknown verdict until both do)
+    required: list[Literal["C1", "C2", "C3", "C4", "C5", "C6", "C7"]] = Field(
         default_factory=lambda: list(DEFAULT_REQUIRED)
     )
     medium_moe_model: str = "qwen3-30b-a3b"

@@ -21,6 +21,7 @@ from scipy.stats import norm
 from strix_pipeline.analysis.decision import Decision, Evidence, ReleaseImage, RunFacts, SweepReading, judge
 from strix_pipeline.analysis.decision.evidence import RequestOutcome
 from strix_pipeline.config import ScenarioProfile, StrixConfig
+from strix_pipeline.quality.items import set_version
 from strix_pipeline.records import ImageRecord, LevelAggregate, RequestRecord, RunRecord, RunResult
 from strix_pipeline.registry.versions import version_sort_key
 from strix_pipeline.units import GIB
@@ -416,6 +417,11 @@ def evidence_of(
                 RequestOutcome(q.ok, q.ttft_ms, q.e2e_ms, q.output_tokens) for q in measured(r, slo_level)
             ]
             for r in results
+        },
+        quality={
+            r.run.run_id: {a.item_id: a.passed for a in r.quality if a.set_version == set_version()}
+            for r in results
+            if r.quality
         },
     )
 

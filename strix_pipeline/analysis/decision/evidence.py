@@ -131,6 +131,8 @@ class Evidence:
     slo_requests: Mapping[str, Sequence[RequestOutcome]] = field(default_factory=dict)
     # match-up ("production" | "equal_weights") -> its newest fresh comparison by interleaved pairs
     paired_ttft: Mapping[str, PairedTtft] = field(default_factory=dict)
+    # C7's: run id -> item id -> whether the run answered it, for the current evaluation set only
+    quality: Mapping[str, Mapping[str, bool]] = field(default_factory=dict)
 
     def fresh(self, r: RunFacts) -> bool:
         return self.window_start <= r.started_at <= self.now

@@ -23,6 +23,7 @@ from strix_pipeline.analysis.decision.evidence import (
 from strix_pipeline.analysis.decision.outcome import Decision
 from strix_pipeline.analysis.decision.verdict import judge
 from strix_pipeline.config import ScenarioProfile, StrixConfig
+from strix_pipeline.quality.items import set_version
 
 if TYPE_CHECKING:
     from strix_pipeline.warehouse import Warehouse
@@ -65,6 +66,11 @@ DECISION_SLO_REQUESTS_SQL = """
 SELECT ok, ttft_ms, e2e_ms, output_tokens FROM requests
 WHERE run_id = ? AND scenario = 'concurrency_sweep' AND level = ? AND NOT warmup
 ORDER BY request_index
+"""
+# C7's answers: the current evaluation set's, of the two engines' runs on the decision host.
+DECISION_QUALITY_SQL = """
+SELECT q.run_id, q.item_id, q.passed FROM quality_answers q JOIN runs r USING (run_id)
+WHERE r.host = ? AND r.engine IN (?, ?) AND q.set_version = ?
 """
 # Evaluations strictly before this one: a replay at a stored evaluated_at does not see itself.
 DECISION_HISTORY_SQL = """
@@ -158,7 +164,24 @@ def gather_evidence(wh: Warehouse, config: StrixConfig, now: datetime) -> Eviden
         paired_ttft=paired,
         slo_sweep={a["run_id"]: from_row(SweepReading, a) for a in sweeps if a["level"] == d.slo_concurrency},
         slo_requests=WarehouseRequests(wh, DECISION_SLO_REQUESTS_SQL, d.slo_concurrency, _outcome),
+        quality=quality_answers(wh, config),
     )
+
+
+def quality_answers(wh: Warehouse, config: StrixConfig) -> dict[str, dict[str, bool]]:
+    """run id -> item id -> passed, for the current evaluation set (a warehouse older than the set:
+    none, so C7 is not judged)."""
+    d = config.decision
+    try:
+        rows = query_rows(
+            wh, DECISION_QUALITY_SQL, [d.host, d.candidate_engine, d.baseline_engine, set_version()]
+        )
+    except Exception:  # noqa: BLE001 - a warehouse without the quality_answers table: no answers
+        return {}
+    out: dict[str, dict[str, bool]] = {}
+    for r in rows:
+        out.setdefault(r["run_id"], {})[r["item_id"]] = bool(r["passed"])
+    return out
 
 
 def history(wh: Warehouse, host: str, now: datetime) -> list[dict[str, Any]]:

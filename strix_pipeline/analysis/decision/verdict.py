@@ -1,5 +1,5 @@
-"""The verdict from the criteria (five, six with SLOs set), and whether a `switch` is provisional: pure,
-as the criteria.
+"""The verdict from the criteria (five; C6 with SLOs set; C7 when both sides answered the evaluation
+set), and whether a `switch` is provisional: pure, as the criteria.
 
 The branches of :func:`verdict_of`, in order, are in the package docstring.
 """
@@ -14,19 +14,26 @@ from strix_pipeline.records import CriterionResult
 
 
 def assess(ev: Evidence, config: StrixConfig) -> list[CriterionResult]:
-    """The criteria on this evidence (no history, no ids, nothing stamped): C1-C5, and C6 when the
-    owner set SLOs."""
+    """The criteria on this evidence (no history, no ids, nothing stamped): C1-C5, C6 when the owner set
+    SLOs, and C7 when both engines answered the evaluation set (or it is listed as required)."""
     d = config.decision
-    results = [
-        judge_one(ev, config)
-        for cid, judge_one in CRITERION_FUNCTIONS.items()
-        if cid != "C6" or d.slo is not None
-    ]
+    skipped = set() if d.slo is not None else {"C6"}
+    if not answered_by_both(ev, config) and "C7" not in d.required:
+        skipped.add("C7")
+    results = [judge_one(ev, config) for cid, judge_one in CRITERION_FUNCTIONS.items() if cid not in skipped]
     if not any(r.engine == d.candidate_engine for r in ev.runs):
         for r in results:
             if r.status == "unknown":
                 r.reason = f"no {d.candidate_engine} run on host {d.host}: " + r.reason
     return results
+
+
+def answered_by_both(ev: Evidence, config: StrixConfig) -> bool:
+    """Some run of each engine answered the evaluation set: C7 is judged (runs from before the set
+    existed leave it out, as C6 is left out without SLOs)."""
+    d = config.decision
+    engines = {r.engine for r in ev.runs if ev.quality.get(r.run_id)}
+    return {d.candidate_engine, d.baseline_engine} <= engines
 
 
 def verdict_of(statuses: dict[str, str], required: list[str]) -> tuple[str, str]:
@@ -40,8 +47,9 @@ def verdict_of(statuses: dict[str, str], required: list[str]) -> tuple[str, str]
         return "unknown", f"no fresh evidence for {', '.join(unknown)}"
     if not failed:
         return "switch", "every required criterion passes"
-    # the owner's SLOs (C6) weigh as C3 does: a candidate not better there is a stay, not an evaluate
-    if all(statuses.get(c) == "pass" for c in ("C1", "C2", "C3", "C6") if c in req):
+    # the owner's SLOs (C6) weigh as C3 does: a candidate not better there is a stay, not an evaluate;
+    # so do worse answers (C7): speed bought with wrong answers is no reason to look further
+    if all(statuses.get(c) == "pass" for c in ("C1", "C2", "C3", "C6", "C7") if c in req):
         return "evaluate", f"C1-C3 pass; {', '.join(failed)} failed"
     return "stay", f"{', '.join(failed)} failed"
 
@@ -58,7 +66,7 @@ def provisional(results: list[CriterionResult], ev: Evidence, config: StrixConfi
     cited = {
         rid
         for c in results
-        if c.criterion in d.required
+        if c.criterion in required_now(results, config)
         for rid in c.evidence_run_ids
         if rid in by_id and by_id[rid].engine == d.candidate_engine
     }
@@ -66,14 +74,23 @@ def provisional(results: list[CriterionResult], ev: Evidence, config: StrixConfi
         return False, ""
     newest = max(cited, key=lambda rid: by_id[rid].started_at)
     again = assess(ev.without_run(newest), config)
-    verdict, _ = verdict_of({r.criterion: r.status for r in again}, list(d.required))
+    verdict, _ = verdict_of({r.criterion: r.status for r in again}, required_now(again, config))
     if verdict == "switch":
         return False, ""
-    moved = ", ".join(r.criterion for r in again if r.criterion in d.required and r.status != "pass")
+    again_required = required_now(again, config)
+    moved = ", ".join(r.criterion for r in again if r.criterion in again_required and r.status != "pass")
     return True, (
         f"provisional: rests on run {newest} alone (without it {moved or 'the verdict'} would not pass); "
         "a repeat run or the next version has to agree"
     )
+
+
+def required_now(results: list[CriterionResult], config: StrixConfig) -> list[str]:
+    """The configured required criteria, and C7 when it was judged (both sides answered the
+    evaluation set): worse answers always count, missing ones (runs older than the set) never block."""
+    required = list(config.decision.required)
+    judged = any(r.criterion == "C7" and r.status in ("pass", "fail") for r in results)
+    return [*required, "C7"] if judged and "C7" not in required else required
 
 
 def judge(ev: Evidence, config: StrixConfig) -> Decision:
@@ -81,7 +98,8 @@ def judge(ev: Evidence, config: StrixConfig) -> Decision:
     ``ev.now``; the evaluation id and the history (first held, previous verdict) are the caller's."""
     d = config.decision
     results = assess(ev, config)
-    verdict, why = verdict_of({r.criterion: r.status for r in results}, list(d.required))
+    required = required_now(results, config)
+    verdict, why = verdict_of({r.criterion: r.status for r in results}, required)
     is_provisional = False
     if verdict == "switch":
         is_provisional, note = provisional(results, ev, config)
@@ -89,8 +107,8 @@ def judge(ev: Evidence, config: StrixConfig) -> Decision:
             why = f"{why}; {note}"
     for r in results:
         r.evaluated_at, r.host, r.verdict, r.provisional = ev.now, d.host, verdict, is_provisional
-        r.required = r.criterion in d.required
-        if not r.required and d.not_required_because:
+        r.required = r.criterion in required
+        if not r.required and d.not_required_because and r.criterion != "C7":
             r.reason = f"not required on host {d.host}: {d.not_required_because} ({r.reason})"
     return Decision(
         verdict=verdict,

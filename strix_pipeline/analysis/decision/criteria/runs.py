@@ -19,6 +19,7 @@ CRITERIA = {
     "C4": "serves_gpt_oss_120b_mxfp4",
     "C5": "memory_not_above_llamacpp",
     "C6": "goodput_within_slos",  # judged only when the owner set SLOs ([decision.slo])
+    "C7": "scores_not_below_baseline",  # required when both sides answered the evaluation set
 }
 # A run stopped from outside before or while it started, or refused by a guard before anything
 # started, says nothing about whether the engine starts: C1 neither passes nor fails on it.
