@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from strix_pipeline import engines
-from strix_pipeline.config import ConfigError, StrixConfig, read_config
+from strix_pipeline.config import ConfigError, DockerHostConfig, StrixConfig, read_config
 from strix_pipeline.engines import build_spec
 from strix_pipeline.engines.base import DeviceMemory, OverBudget, check_budget
 
@@ -21,7 +21,7 @@ def budget_problems(config: StrixConfig) -> list[str]:
     problems = []
     for host, runs in config.runs.items():
         h = config.hosts[host]
-        if h.kind != "docker" or h.memory_budget_gb is None:
+        if not isinstance(h, DockerHostConfig) or h.memory_budget_gb is None:
             continue
         for i, r in enumerate(runs):
             engine = config.engines[r.engine]

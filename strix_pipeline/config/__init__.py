@@ -24,7 +24,7 @@ from strix_pipeline.config.decision import (
     DecisionConfig,
 )
 from strix_pipeline.config.engines import GFX_OVERRIDE, EngineConfig, ImageSource, ModelProfile
-from strix_pipeline.config.hosts import HostConfig, ProductionEngine
+from strix_pipeline.config.hosts import DockerHostConfig, HostConfig, LocalHostConfig, ProductionEngine
 from strix_pipeline.config.load import DEFAULT_CONFIG, LOCAL_CONFIG, config_path, read_config
 from strix_pipeline.config.project import (
     DuckLakeTarget,
@@ -88,6 +88,7 @@ __all__ = [
     "DecodeSpec",
     "Device",
     "DockerHost",
+    "DockerHostConfig",
     "DuckLakeTarget",
     "EngineConfig",
     "EnvName",
@@ -98,6 +99,7 @@ __all__ = [
     "ImageRef",
     "ImageSource",
     "LOCAL_CONFIG",
+    "LocalHostConfig",
     "LadderSpec",
     "MAX_TIMEOUT_S",
     "ModelProfile",
