@@ -46,8 +46,8 @@ class ProductionEngine(_Strict):
 
 
 class _HostBase(_Strict):
-    """What a host of either kind reads: the run's memory samples and their tolerance, its engine's
-    readiness, and whether its memory is one pool."""
+    """The keys of either kind: the run's memory samples and their tolerance, its engine's readiness,
+    and whether its memory is one pool."""
 
     description: str = ""
     sample_interval_s: Annotated[float, Field(gt=0, le=60)] = 1.0
@@ -55,6 +55,8 @@ class _HostBase(_Strict):
     # GB = 10^9 bytes (see the package docstring): how far above the idle baseline memory may stay after
     # the engine stopped (the run's memory summary on either kind; a Docker host's guards wait on it)
     baseline_tolerance_gb: NonNegFloat = 1.0
+    # how long memory may take to come back within that tolerance after the stop (a Docker host's guards
+    # wait this long; the embedded local host sets it too, so it stays a key of both)
     after_stop_timeout_s: NonNegFloat = 120.0
     # host RAM and the GPU's memory are one pool (Strix Halo): SGLang's HiCache is refused at config load
     unified_memory: bool = False
