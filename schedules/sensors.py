@@ -1,5 +1,7 @@
 """The new-image sensor: new versions become partitions, each digest benchmarked once (again after a
-deferral: the one account of what is measured and deferred, planning.measured, the schedule's too)."""
+deferral: the one account of what is measured and deferred, planning.measured, the schedule's too).
+The images it follows are the week's current ones, as the weekly schedule and `strix plan --week`
+see them (planning.week.this_week)."""
 
 import json
 from dataclasses import dataclass
@@ -12,8 +14,10 @@ from assets.resources import RegistryResource, StrixConfigResource, WarehouseRes
 from schedules.requests import run_requests
 from strix_pipeline import image_scan
 from strix_pipeline.planning import measured as account
-from strix_pipeline.planning.due import due_images
+from strix_pipeline.planning.due import Due, due_images
 from strix_pipeline.planning.targets import partition_key, partition_keys
+from strix_pipeline.planning.week import this_week
+from strix_pipeline.registry.discovery import RegistryFailure
 from strix_pipeline.warehouse.past_runs import deferred_runs, measured_runs
 
 
@@ -38,6 +42,18 @@ class SensorCursor:
         )
 
 
+def _say(context: dg.SensorEvaluationContext, due: Due, errors: list[RegistryFailure]) -> None:
+    """What the tick left out and why, and the registries it could not read, in the sensor's log."""
+    for i in due.measured:
+        context.log.info(f"{partition_key(i.engine, i)}: already benchmarked, not requested again")
+    for i in due.waiting:
+        context.log.info(f"{partition_key(i.engine, i)}: waiting for the maintenance window")
+    for err in errors:
+        context.log.warning(f"registry error {err.registry}/{err.repository}: {err.message}")
+    for i in due.again:
+        context.log.info(f"{partition_key(i.engine, i)}: deferred since its request, requested again")
+
+
 def build_sensor(benchmark_job, interval_s: int = 3600) -> dg.SensorDefinition:
     @dg.sensor(
         name="new_image_sensor",
@@ -60,24 +76,20 @@ def build_sensor(benchmark_job, interval_s: int = 3600) -> dg.SensorDefinition:
         now = datetime.now(UTC)
         with warehouse.writer() as wh:
             scan = image_scan.scan_images(cfg, wh, client_factory=registry.client_factory(), now=now)
-            # the one account of what is measured (planning.measured), the schedule's too: ever, for a
-            # digest benchmarked once; a run of it deferred since its request makes it due again
-            measured = account.measured(measured_runs(wh))
-            deferred = account.deferrals(deferred_runs(wh))
+            rows, deferred = measured_runs(wh), account.deferrals(deferred_runs(wh))
+        # the schedule's week (its current images and local builds; the canary is the schedule's alone)
+        start = account.week_start(cfg.project.schedule, now, cfg.project.timezone)
+        week = this_week(cfg, scan.known, scan.local, rows, start)
         cursor = SensorCursor.read(context.cursor)
-        # outside a host's maintenance window an image waits (its digest stays unrequested) for a later
-        # tick; one already measured (by `strix run`, a backfill, a history) is not asked for again
-        due = due_images(cfg, scan.current(cfg), cursor.requested, now, measured, deferred, cursor.deferred)
-        for i in due.measured:
-            context.log.info(f"{partition_key(i.engine, i)}: already benchmarked, not requested again")
-        for i in due.waiting:
-            context.log.info(f"{partition_key(i.engine, i)}: waiting for the maintenance window")
+        # the one account of what is measured (planning.measured), the schedule's too: ever, for a digest
+        # benchmarked once (by `strix run`, a backfill, a history: not asked for again); a run of it
+        # deferred since its request makes it due again. Outside a host's maintenance window an image
+        # waits (its digest stays unrequested) for a later tick
+        measured = account.measured(rows)
+        due = due_images(cfg, week.current, cursor.requested, now, measured, deferred, cursor.deferred)
+        _say(context, due, scan.report.errors)
         existing = set(context.instance.get_dynamic_partitions(image_versions.name))
         keys = [k for k in partition_keys(due.now) if k not in existing]
-        for err in scan.report.errors:
-            context.log.warning(f"registry error {err.registry}/{err.repository}: {err.message}")
-        for i in due.again:
-            context.log.info(f"{partition_key(i.engine, i)}: deferred since its request, requested again")
         again = {i.digest for i in due.again}
         # what the cursor remembers of the account: the deferrals each requested digest had
         seen = {**cursor.deferred, **{i.digest: deferred.get(i.digest, 0) for i in due.now}}

@@ -33,7 +33,7 @@ from schedules import (
     refresh_job,
 )
 from strix_dagster.pair_bisect_job import pair_bisect_job
-from strix_pipeline.config import StrixConfig, config_path
+from strix_pipeline.config import DockerHostConfig, StrixConfig, config_path
 from strix_pipeline.config_load import load_config
 
 
@@ -47,7 +47,11 @@ def build_definitions(config: StrixConfig, path: str) -> dg.Definitions:
     bench_keys = [a.key.to_user_string() for a in benchmark_assets]
     benchmark_job = benchmark_job_for(bench_keys)
     bisect_job = bisect_job_for(bench_keys)
-    ssh_hosts = [h for h in config.hosts.values() if (h.docker_host or "").startswith("ssh://")]
+    ssh_hosts = [
+        h
+        for h in config.hosts.values()
+        if isinstance(h, DockerHostConfig) and h.docker_host.startswith("ssh://")
+    ]
     user_env = next((h.ssh_user_env for h in ssh_hosts if h.ssh_user_env), "STRIX_SSH_USER")
     key_env = next((h.ssh_key_path_env for h in ssh_hosts if h.ssh_key_path_env), "STRIX_SSH_KEY_PATH")
     # run_aggregates reads every host's benchmark asset (`benchmark_run_<host>` with several hosts).

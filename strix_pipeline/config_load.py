@@ -12,7 +12,7 @@ from pathlib import Path
 
 from strix_pipeline import engines
 from strix_pipeline.analysis.decision.criteria.ttft import C3_MIN_REQUESTS
-from strix_pipeline.config import ConfigError, StrixConfig, read_config
+from strix_pipeline.config import ConfigError, DockerHostConfig, StrixConfig, read_config
 from strix_pipeline.engines import build_spec
 from strix_pipeline.engines.base import DeviceMemory, OverBudget, check_budget
 
@@ -22,7 +22,7 @@ def budget_problems(config: StrixConfig) -> list[str]:
     problems = []
     for host, runs in config.runs.items():
         h = config.hosts[host]
-        if h.kind != "docker" or h.memory_budget_gb is None:
+        if not isinstance(h, DockerHostConfig) or h.memory_budget_gb is None:
             continue
         for i, r in enumerate(runs):
             engine = config.engines[r.engine]

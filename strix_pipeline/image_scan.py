@@ -28,7 +28,6 @@ from strix_pipeline.planning.targets import (
     parse_partition_key,
     partition_key,
     runnable,
-    wanted_images,
 )
 from strix_pipeline.provision import vllm_env
 from strix_pipeline.records import LOCAL_REGISTRY, ImageRecord
@@ -168,9 +167,6 @@ class ImageScan:
     def changed(self, config: StrixConfig) -> list[ImageRecord]:
         """New release tags, floating tags at a new digest and the local builds, that some host runs."""
         return [i for i in [*self.report.new, *self.report.moved, *self.local] if runnable(config, i)]
-
-    def current(self, config: StrixConfig) -> list[ImageRecord]:
-        return wanted_images(config, self.known, self.local)
 
 
 def scan_images(

@@ -15,14 +15,14 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from strix_pipeline.cli.common import config_of, warehouse_arg, warehouse_path
-from strix_pipeline.config import StrixConfig
+from strix_pipeline.config import DockerHostConfig, StrixConfig
 from strix_pipeline.outside_text import visible
 from strix_pipeline.planning import measured as account
 from strix_pipeline.planning import night_fit as fit
 from strix_pipeline.planning.cron import fires_between
 from strix_pipeline.planning.priority import STARVE_WEEKS
 from strix_pipeline.planning.week import Series, standard_images, this_week, week_runs
-from strix_pipeline.planning.window import window_expr, windows
+from strix_pipeline.planning.window import keeps_window, window_expr, windows
 from strix_pipeline.records import ImageRecord
 from strix_pipeline.warehouse import Warehouse, WarehouseError
 from strix_pipeline.warehouse.past_runs import deferred_runs, history_durations, measured_runs
@@ -131,7 +131,7 @@ def week_text(
     ]
     for host_name, host in config.hosts.items():
         mine = [r for r in runs if r.host == host_name]
-        if host.kind == "local" or not mine:
+        if not keeps_window(host) or not mine:
             continue
         nights = windows(host, config.project.schedule, start, start + account.WEEK, config.project.timezone)
         plan = fit.plan_week(mine, nights, starve_weeks=starve_weeks)
@@ -152,7 +152,7 @@ def week_text(
     return out
 
 
-def _night_text(n: int, night: fit.Night, host, tz: ZoneInfo, more: bool) -> list[str]:  # noqa: ANN001
+def _night_text(n: int, night: fit.Night, host: DockerHostConfig, tz: ZoneInfo, more: bool) -> list[str]:
     w = night.window
     out = [f"  night {n}: {w.start.astimezone(tz):%a %Y-%m-%d %H:%M}-{w.end.astimezone(tz):%H:%M}"]
     if night.production_down is None:

@@ -25,7 +25,7 @@ from strix_pipeline.config.decision import (
     DecisionSLO,
 )
 from strix_pipeline.config.engines import GFX_OVERRIDE, EngineConfig, ImageSource, ModelProfile
-from strix_pipeline.config.hosts import HostConfig, ProductionEngine
+from strix_pipeline.config.hosts import DockerHostConfig, HostConfig, LocalHostConfig, ProductionEngine
 from strix_pipeline.config.load import DEFAULT_CONFIG, LOCAL_CONFIG, config_path, read_config
 from strix_pipeline.config.project import (
     DuckLakeTarget,
@@ -91,6 +91,7 @@ __all__ = [
     "DecodeSpec",
     "Device",
     "DockerHost",
+    "DockerHostConfig",
     "DuckLakeTarget",
     "EngineConfig",
     "EnvName",
@@ -101,6 +102,7 @@ __all__ = [
     "ImageRef",
     "ImageSource",
     "LOCAL_CONFIG",
+    "LocalHostConfig",
     "LadderSpec",
     "MAX_TIMEOUT_S",
     "ModelProfile",

@@ -48,11 +48,45 @@ class ProductionEngine(_Strict):
         return self
 
 
-class HostConfig(_Strict):
-    kind: Literal["local", "docker"]
+class _HostBase(_Strict):
+    """The keys of either kind: the run's memory samples and their tolerance, its engine's readiness,
+    and whether its memory is one pool."""
+
     description: str = ""
-    # docker: "unix:///var/run/docker.sock" or "ssh://{user}@box[:port]"; the user comes from ssh_user_env
-    docker_host: DockerHost | None = None
+    sample_interval_s: Annotated[float, Field(gt=0, le=60)] = 1.0
+    ready_timeout_s: PosInt = 900
+    # GB = 10^9 bytes (see the package docstring): how far above the idle baseline memory may stay after
+    # the engine stopped (the run's memory summary on either kind; a Docker host's guards wait on it)
+    baseline_tolerance_gb: NonNegFloat = 1.0
+    # how long memory may take to come back within that tolerance after the stop (a Docker host's guards
+    # wait this long; the embedded local host sets it too, so it stays a key of both)
+    after_stop_timeout_s: NonNegFloat = 120.0
+    # host RAM and the GPU's memory are one pool (Strix Halo): SGLang's HiCache is refused at config load
+    unified_memory: bool = False
+
+
+class LocalHostConfig(_HostBase):
+    """This machine: the engines run as processes, installed releases kept in an engine cache. It serves
+    nobody, so it keeps no maintenance window and has no production."""
+
+    kind: Literal["local"]
+    # the disk the installed engine releases may take (GB, 10^9 bytes; a vLLM env is ~3.5 GB, a
+    # llama-server build ~0.1 GB); over it the least recently used release is evicted
+    # (provision/engine_cache.py), never the baseline, a pinned release or the one a run uses
+    engine_cache_gb: Annotated[float, Field(gt=0)] = 30.0
+    # releases kept in the engine cache whatever the budget (a canary: "b11401", "v0.31.0")
+    pinned_releases: list[
+        Annotated[str, _pattern(r"[bv][0-9][0-9A-Za-z.+-]{0,63}", "a release tag such as b11434 or v0.32.0")]
+    ] = Field(default_factory=list)
+
+
+class DockerHostConfig(_HostBase):
+    """A Docker daemon reached over a socket or SSH (the Box): engine containers, the probes that read
+    the host, its maintenance window and the production engine stopped for it."""
+
+    kind: Literal["docker"]
+    # "unix:///var/run/docker.sock" or "ssh://{user}@box[:port]"; the user comes from ssh_user_env
+    docker_host: DockerHost
     ssh_user_env: EnvName | None = None
     # ssh:// hosts (strix_pipeline/hosts/docker/ssh.py): the variable holding the private key's path (-i,
     # IdentitiesOnly); unset variable: ssh's own keys (agent, ~/.ssh/config)
@@ -65,20 +99,16 @@ class HostConfig(_Strict):
     address: Address = "127.0.0.1"  # where the engines' HTTP ports are reached
     # GB = 10^9 bytes (see the package docstring): the most the flags of one run may reserve
     memory_budget_gb: Annotated[float, Field(gt=0)] | None = None
-    # GB = 10^9 bytes: how far above the idle baseline memory may stay after the engine stopped
-    baseline_tolerance_gb: NonNegFloat = 1.0
     baseline_wait_s: NonNegFloat = 120.0
-    after_stop_timeout_s: NonNegFloat = 120.0
-    sample_interval_s: Annotated[float, Field(gt=0, le=60)] = 1.0
-    ready_timeout_s: PosInt = 900
     maintenance_window: str | None = None  # cron of the window start; default: the schedule
     maintenance_window_hours: Annotated[float, Field(gt=0, le=168)] = 6.0
     production: ProductionEngine | None = None
     probe_image: ImageRef | None = None  # tiny image used to read /sys and /proc on the host
-    # docker hosts: an image with python3 and numpy (the official vLLM ROCm image has both; busybox has
-    # neither) in which one short-lived container per run, before the engine starts, measures the host's
-    # copy bandwidth and reads the model file's header: decode efficiency's inputs
-    # (hosts/probes/efficiency.py). None: a Docker host's run stores its decode speed and no figure
+    # an image with python3 and numpy (the official vLLM ROCm image has both; busybox has neither) in
+    # which one short-lived container per run, before the engine starts, measures the host's copy
+    # bandwidth and reads the model file's header: decode efficiency's inputs (hosts/probes/efficiency.py).
+    # None: the run stores its decode speed and no figure. (A local host probes in the pipeline's own
+    # process, runner/local.py: it has no such key.)
     efficiency_probe_image: ImageRef | None = None
     # the interpreter in that image: a command on its PATH or an absolute path
     efficiency_probe_python: Annotated[
@@ -109,7 +139,7 @@ class HostConfig(_Strict):
         ]
         | None
     ) = None
-    # docker hosts: device nodes passed to engine containers (the ROCm pair; none on a CPU-only test host)
+    # device nodes passed to engine containers (the ROCm pair; none on a CPU-only test host)
     devices: list[Device] = Field(default_factory=lambda: ["/dev/kfd", "/dev/dri"])
     # the GPU target the host's engines must be compiled for ("gfx1151"): an image whose compiled
     # targets (engines/<kind>.py ARCH_LIST_COMMAND) lack it is refused before production stops; None
@@ -121,27 +151,17 @@ class HostConfig(_Strict):
     # GB (10^9 bytes): the most VRAM + GTT an idle Box may hold with production stopped (the field
     # report's idle Box: ~0.6 GB); above it a run is refused, naming the holders (hosts/box/gpu_holders.py)
     idle_ceiling_gb: NonNegFloat | None = None
-    # host RAM and the GPU's memory are one pool (Strix Halo): SGLang's HiCache is refused at config load
-    unified_memory: bool = False
-    # local hosts: the disk the installed engine releases may take (GB, 10^9 bytes; a vLLM env is
-    # ~3.5 GB, a llama-server build ~0.1 GB); over it the least recently used release is evicted
-    # (provision/engine_cache.py), never the baseline, a pinned release or the one a run uses
-    engine_cache_gb: Annotated[float, Field(gt=0)] = 30.0
-    # releases kept in the engine cache whatever the budget (a canary: "b11401", "v0.31.0")
-    pinned_releases: list[
-        Annotated[str, _pattern(r"[bv][0-9][0-9A-Za-z.+-]{0,63}", "a release tag such as b11434 or v0.32.0")]
-    ] = Field(default_factory=list)
 
     @field_validator("maintenance_window")
     @classmethod
     def _cron(cls, v: str | None) -> str | None:
         return None if v is None else validate_cron(v)
 
-    @model_validator(mode="after")
-    def _docker_needs_host(self) -> HostConfig:
-        if self.kind == "docker" and not self.docker_host:
-            raise ValueError("a host of kind 'docker' needs `docker_host`")
-        if self.kind == "local" and self.efficiency_probe_image:
-            # a local host probes in the pipeline's own process (runner/local.py): an image would be ignored
-            raise ValueError("`efficiency_probe_image` is for hosts of kind 'docker'")
-        return self
+
+# A host's table is one kind or the other, told by its `kind`: a key of the other kind is refused at load,
+# by name (config/load.py says whose key it is).
+HostConfig = Annotated[LocalHostConfig | DockerHostConfig, Field(discriminator="kind")]
+HOST_KINDS: dict[str, type[LocalHostConfig] | type[DockerHostConfig]] = {
+    "local": LocalHostConfig,
+    "docker": DockerHostConfig,
+}

@@ -9,7 +9,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from strix_pipeline.config.decision import AnalysisConfig, ChangeDetectionConfig, DecisionConfig
 from strix_pipeline.config.engines import EngineConfig, ModelProfile
-from strix_pipeline.config.hosts import HostConfig
+from strix_pipeline.config.hosts import DockerHostConfig, HostConfig, LocalHostConfig
 from strix_pipeline.config.project import (
     DuckLakeTarget,
     ProjectConfig,
@@ -75,6 +75,20 @@ class StrixConfig(_Strict):
         if ":" in self.analysis.canary and canary_engine not in self.engines:
             raise ValueError(f"analysis.canary: no engine named {canary_engine!r} in [engines]")
         return self
+
+    def docker_config(self, host: str) -> DockerHostConfig:
+        """Host ``host``, which the caller drives through Docker (a run, a check, a probe on it)."""
+        cfg = self.hosts[host]
+        if not isinstance(cfg, DockerHostConfig):
+            raise TypeError(f"host {host!r} is of kind {cfg.kind!r}, not 'docker'")
+        return cfg
+
+    def local_config(self, host: str) -> LocalHostConfig:
+        """Host ``host``, which the caller runs on this machine (its engine cache, its releases)."""
+        cfg = self.hosts[host]
+        if not isinstance(cfg, LocalHostConfig):
+            raise TypeError(f"host {host!r} is of kind {cfg.kind!r}, not 'local'")
+        return cfg
 
     def warehouse_path(self) -> Path:
         return resolve_path(self.project.warehouse)

@@ -10,7 +10,7 @@ from pathlib import PurePosixPath
 import docker
 
 from strix_pipeline import memory
-from strix_pipeline.config import HostConfig, StrixConfig
+from strix_pipeline.config import DockerHostConfig, StrixConfig
 from strix_pipeline.doctor.check import Check
 from strix_pipeline.engines import default_port
 from strix_pipeline.engines.base import container_model_path
@@ -21,7 +21,7 @@ from strix_pipeline.hosts.docker.ssh import SshTarget
 from strix_pipeline.units import GB, gib_text
 
 
-def _box_memory(host: str, cfg: HostConfig, client: docker.DockerClient) -> Iterator[Check]:
+def _box_memory(host: str, cfg: DockerHostConfig, client: docker.DockerClient) -> Iterator[Check]:
     """The Box's memory as a run will meet it, read through its probe: what is held now
     against the idle ceiling, foreign holders of GPU memory, the device total as HIP sees it and the
     GTT/TTM limits (ttm and amdttm) against the budget."""
@@ -104,7 +104,7 @@ def _box_memory(host: str, cfg: HostConfig, client: docker.DockerClient) -> Iter
     )
 
 
-def _device_openers(host: str, cfg: HostConfig, client: docker.DockerClient) -> Check:
+def _device_openers(host: str, cfg: DockerHostConfig, client: docker.DockerClient) -> Check:
     """Processes with /dev/kfd or /dev/dri open that are not production's, whoever started them (a
     toolbox, a systemd service): a run refuses before production stops while one is there."""
     holders, note = device_openers.device_opener_holders(client, cfg.probe_image, cfg.production)
@@ -122,7 +122,7 @@ def _device_openers(host: str, cfg: HostConfig, client: docker.DockerClient) -> 
 def _before_stop(
     config: StrixConfig,
     host: str,
-    cfg: HostConfig,
+    cfg: DockerHostConfig,
     client: docker.DockerClient,
     target: SshTarget | None,
 ) -> Iterator[Check]:
@@ -149,7 +149,7 @@ def _before_stop(
 
 
 def _model_place(
-    host: str, cfg: HostConfig, seen: stop_checks.ModelSeen, *, checked: bool, target: SshTarget | None
+    host: str, cfg: DockerHostConfig, seen: stop_checks.ModelSeen, *, checked: bool, target: SshTarget | None
 ) -> Check:
     """Where the engine looks for one profile's model on the host (every part of a split GGUF), and
     the command that puts what is absent there."""
@@ -182,7 +182,7 @@ def _model_place(
     return Check(host, name, False, True, f"absent: {gone}; {detail}", fix)
 
 
-def _path_fix(profile: str, files: model_files.ModelFiles, cfg: HostConfig) -> str:
+def _path_fix(profile: str, files: model_files.ModelFiles, cfg: DockerHostConfig) -> str:
     if files.split and files.path != files.files[0]:  # a later part: the engine must be given the first
         return f"set models.{profile}.path to {files.files[0]}"
     if files.split:

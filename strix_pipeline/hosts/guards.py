@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from strix_pipeline.config import HostConfig
+from strix_pipeline.config import DockerHostConfig
 from strix_pipeline.engines.base import EngineSpec, OverBudget, Reservation, check_budget
 from strix_pipeline.hosts.box.gpu_holders import check_idle_ceiling
 from strix_pipeline.hosts.errors import EngineStartError
@@ -217,7 +217,7 @@ class Preflight:
 
 
 def preflight(
-    host: HostConfig,
+    host: DockerHostConfig,
     spec: EngineSpec,
     *,
     client: Any | None = None,
@@ -265,7 +265,7 @@ def preflight(
 
 
 def after_stop(
-    host: HostConfig,
+    host: DockerHostConfig,
     read_in_use: Callable[[], int | None],
     baseline_bytes: int | None,
     *,

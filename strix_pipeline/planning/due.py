@@ -23,9 +23,11 @@ def hosts_in_window(config: StrixConfig, image: ImageRecord, now: datetime) -> b
     The local host has no window (nobody is served from it); a Box runs benchmarks only in its
     window, so a new image found at noon waits for the night instead of failing its only run.
     """
-    hosts = {t.host for t in targets_for(config, image) if keeps_window(config.hosts[t.host])}
+    hosts = [config.hosts[h] for h in sorted({t.host for t in targets_for(config, image)})]
     return all(
-        window_at(config.hosts[h], config.project.schedule, now, config.project.timezone).open for h in hosts
+        window_at(h, config.project.schedule, now, config.project.timezone).open
+        for h in hosts
+        if keeps_window(h)
     )
 
 

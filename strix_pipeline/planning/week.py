@@ -34,22 +34,22 @@ Series = tuple[str, str, str, str]  # (host, engine, model profile, scenario pro
 NEWEST = "(newest release)"  # the tag standard_images gives a source's release slot
 
 
-def week_images(
-    config: StrixConfig, images: list[ImageRecord], local: list[ImageRecord]
-) -> list[ImageRecord]:
-    """What the weekly schedule benchmarks: the current images, each local build, then the canary."""
-    wanted = wanted_images(config, images, local)
-    seen = {w.digest for w in wanted}
-    return wanted + [i for i in canary_images(config, images) if i.digest not in seen]
-
-
 @dataclass(frozen=True)
 class ThisWeek:
-    """The week as the weekly schedule and `strix plan --week` both see it (:func:`this_week`)."""
+    """The week as the weekly schedule, the new-image sensor and `strix plan --week` all see it
+    (:func:`this_week`)."""
 
     start: datetime  # the week's start: the schedule's fire time
-    images: list[ImageRecord]  # what the week benchmarks (:func:`week_images`)
+    # the current images and each local build (planning.targets.wanted_images): what the sensor follows
+    current: list[ImageRecord]
+    # the canary's images not among them: the same pinned build every week, the schedule's alone
+    canary: list[ImageRecord]
     measured: frozenset[Measured]  # the targets measured since ``start`` (planning.measured)
+
+    @property
+    def images(self) -> list[ImageRecord]:
+        """What the week benchmarks: the current images, each local build, then the canary."""
+        return self.current + self.canary
 
     def due(self, config: StrixConfig) -> list[ImageRecord]:
         """The images some target of which has not measured this week: the ones still to ask for."""
@@ -65,7 +65,10 @@ def this_week(
 ) -> ThisWeek:
     """The week from ``start``: the current images, the local builds and the canary, and what of them
     the one account of what is measured (``rows``, the warehouse's) already has since ``start``."""
-    return ThisWeek(start, week_images(config, images, local), measured_since(rows, since=start))
+    current = wanted_images(config, images, local)
+    seen = {i.digest for i in current}
+    canary = [i for i in canary_images(config, images) if i.digest not in seen]
+    return ThisWeek(start, current, canary, measured_since(rows, since=start))
 
 
 def run_name(target: BenchmarkTarget) -> str:

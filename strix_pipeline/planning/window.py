@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TypeGuard
 from zoneinfo import ZoneInfo
 
-from strix_pipeline.config import HostConfig
+from strix_pipeline.config import DockerHostConfig, HostConfig
 from strix_pipeline.planning.cron import fires_between, window_start
 
 
@@ -42,18 +43,20 @@ class Fit:
     reason: str
 
 
-def window_expr(host: HostConfig, default_schedule: str) -> str:
+def window_expr(host: DockerHostConfig, default_schedule: str) -> str:
     """The cron the host's window opens at: its own ``maintenance_window``, else the schedule."""
     return host.maintenance_window or default_schedule
 
 
-def keeps_window(host: HostConfig) -> bool:
-    """Whether runs on ``host`` keep to its maintenance window: a Box's do (its users are served
-    outside it); the local host has none (nobody is served from it)."""
-    return host.kind != "local"
+def keeps_window(host: HostConfig) -> TypeGuard[DockerHostConfig]:
+    """Whether runs on ``host`` keep to its maintenance window: a Docker host's do (the Box's users are
+    served outside it); the local host has none (nobody is served from it)."""
+    return isinstance(host, DockerHostConfig)
 
 
-def window_at(host: HostConfig, default_schedule: str, at: datetime, timezone: str = "UTC") -> WindowCheck:
+def window_at(
+    host: DockerHostConfig, default_schedule: str, at: datetime, timezone: str = "UTC"
+) -> WindowCheck:
     """The window open at ``at`` (aware), or why none is."""
     expr = window_expr(host, default_schedule)
     local = at.astimezone(ZoneInfo(timezone))
@@ -80,7 +83,7 @@ def night_of(host: HostConfig, default_schedule: str, at: datetime, timezone: st
 
 
 def windows(
-    host: HostConfig, default_schedule: str, after: datetime, until: datetime, timezone: str = "UTC"
+    host: DockerHostConfig, default_schedule: str, after: datetime, until: datetime, timezone: str = "UTC"
 ) -> list[Window]:
     """The host's windows opening in [after, until): the nights a plan of several lays its runs into."""
     hours = timedelta(hours=host.maintenance_window_hours)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from strix_pipeline.config import HostConfig, StrixConfig
+from strix_pipeline.config import DockerHostConfig, StrixConfig
 from strix_pipeline.engines import arch_list_command, comparable_flags, image_source
 from strix_pipeline.hosts import guards
 from strix_pipeline.hosts.box import checks as box_checks
@@ -70,7 +70,7 @@ def production_guard(
     commands over the client's own ssh link, its alerts to the webhook and ``log``."""
     return ProductionGuard(
         host,
-        config.hosts[host].production,
+        config.docker_config(host).production,
         state_dir=config.state_dir(),
         client=client,
         ssh=t.target if (t := client_transport(client)) else None,  # make_client's
@@ -85,7 +85,7 @@ def restore_held(config: StrixConfig, host: str, run_id: str, log: Log) -> Calla
     made a guard of its own (every run of it deferred): the guard adopts the marker and restores."""
 
     def restore(info: dict) -> ProductionGuard:
-        client = docker_host.make_client(config.hosts[host])
+        client = docker_host.make_client(config.docker_config(host))
         try:
             guard = production_guard(config, host, client, run_id, None, log)
             guard.adopt(info)
@@ -97,7 +97,7 @@ def restore_held(config: StrixConfig, host: str, run_id: str, log: Log) -> Calla
     return restore
 
 
-def missing_images(client: Any, host: HostConfig, image_ref: str) -> list[str]:
+def missing_images(client: Any, host: DockerHostConfig, image_ref: str) -> list[str]:
     """The images the run will pull: its engine's, the efficiency probe's and (where the GPU is checked)
     the ROCm probe's, each when the host does not have it yet."""
     refs = [image_ref, host.efficiency_probe_image, host.rocm_probe_image if host.gpu_target else None]
@@ -133,7 +133,7 @@ def admit(
     """The run's window, checked before anything is pulled or stopped: refused (``failed_guard``)
     outside it, deferred (``deferred``) when ``est`` and production's restart do not fit what is left
     of it -- the night's own rule (planning.night.admit_run). Returns the window's start (None: forced)."""
-    host_cfg = config.hosts[target.host]
+    host_cfg = config.docker_config(target.host)
     now = now or datetime.now(UTC)
     schedule, timezone = config.project.schedule, config.project.timezone
     window = check_maintenance_window(host_cfg, schedule, now=now, timezone=timezone, force=force)
@@ -166,7 +166,7 @@ class _Ready:
     """What the checks made while production still serves leave for the run after the stop."""
 
     launcher: dk.DockerLauncher
-    checks_host: HostConfig
+    checks_host: DockerHostConfig
     leftovers: Any
     efficiency_why: str | None
 
@@ -203,7 +203,7 @@ def run_docker(r: RunInputs) -> None:
 
 def _open_box(r: RunInputs, image_ref: str) -> _Box:
     """The client to the Box, its memory probe and sampler, and the night holding its production."""
-    host_cfg, run = r.config.hosts[r.target.host], r.result.run
+    host_cfg, run = r.config.docker_config(r.target.host), r.result.run
     client = docker_host.make_client(host_cfg)
     probe = docker_host.probe_for_host(host_cfg, client)
     facts = record_host_facts(run, probe)
@@ -225,7 +225,7 @@ def _before_stop(r: RunInputs, box: _Box, image_ref: str, window: datetime | Non
     was compiled for, the disk, the Box's own word."""
     config, target, run, log = r.config, r.target, r.result.run, r.log
     assert target.image is not None
-    host_cfg, engine = config.hosts[target.host], config.engines[target.engine]
+    host_cfg, engine = config.docker_config(target.host), config.engines[target.engine]
     client = box.client
     source = image_source(engine, target.image.registry, target.image.repository)
     launcher = dk.DockerLauncher(
@@ -274,13 +274,13 @@ def _before_stop(r: RunInputs, box: _Box, image_ref: str, window: datetime | Non
 
 
 def _check_disk(
-    r: RunInputs, client: Any, launcher: dk.DockerLauncher, checks_host: HostConfig, image_ref: str
+    r: RunInputs, client: Any, launcher: dk.DockerLauncher, checks_host: DockerHostConfig, image_ref: str
 ) -> None:
     """The compile caches held to their budget (never one a planned run needs), then the disk must hold
     every pull the run makes, sized from its manifest, with what the caches may take."""
     config, target, run, log = r.config, r.target, r.result.run, r.log
     assert target.image is not None
-    host_cfg, state = config.hosts[target.host], config.state_dir()
+    host_cfg, state = config.docker_config(target.host), config.state_dir()
 
     def prune() -> None:  # the disk is short: the images no series needs go, never production's
         if r.keep_images is None:
@@ -318,7 +318,7 @@ def _pull_and_check_image(
 ) -> None:
     """The pull, then the image's executable and the GPU targets it was compiled for."""
     config, target, run, log = r.config, r.target, r.result.run, r.log
-    host_cfg = config.hosts[target.host]
+    host_cfg = config.docker_config(target.host)
     launcher.pull()
     if launcher.context_note:  # C5 at the same context, or why not
         log(f"[{run.run_id}] {launcher.context_note}")
@@ -341,7 +341,7 @@ def _pull_and_check_image(
 def _after_stop(r: RunInputs, box: _Box, ready: _Ready, stack: ExitStack) -> None:
     """With production stopped: the preflight, decode efficiency, the engine measured, memory checked."""
     config, target, run, log = r.config, r.target, r.result.run, r.log
-    host_cfg, launcher = config.hosts[target.host], ready.launcher
+    host_cfg, launcher = config.docker_config(target.host), ready.launcher
     # with production stopped: its port free, memory at the idle baseline
     pre = guards.preflight(host_cfg, launcher.spec, read_in_use=box.read, run_smi=box.smi.run)
     pre.leftovers = ready.leftovers
@@ -369,7 +369,7 @@ def _measure_efficiency(r: RunInputs, box: _Box, launcher: dk.DockerLauncher, wh
     if why is None:
         threads = efficiency_probe.engine_threads(launcher.spec.kind, launcher.spec.flags)
         bandwidth, model_bytes, why = efficiency_probe.measure_on_host(
-            box.client, r.config.hosts[r.target.host], threads, launcher.host_model_path
+            box.client, r.config.docker_config(r.target.host), threads, launcher.host_model_path
         )
         if bandwidth:
             log(f"[{run.run_id}] {bandwidth_line(bandwidth)}")
@@ -383,7 +383,7 @@ def _measure_efficiency(r: RunInputs, box: _Box, launcher: dk.DockerLauncher, wh
 def _serve_and_measure(r: RunInputs, box: _Box, launcher: dk.DockerLauncher, efficiency: tuple) -> None:
     """The engine started, the suite measured against it, the engine stopped; what it said recorded."""
     config, target, result, log = r.config, r.target, r.result, r.log
-    run, host_cfg, probe = result.run, config.hosts[target.host], box.probe
+    run, host_cfg, probe = result.run, config.docker_config(target.host), box.probe
     engine_started = time.monotonic()
     try:
         with launcher as eng:
@@ -421,7 +421,7 @@ def _serve_and_measure(r: RunInputs, box: _Box, launcher: dk.DockerLauncher, eff
 
 def _check_memory_back(r: RunInputs, box: _Box, baseline_bytes: Any) -> None:
     """Memory back at the idle baseline after the engine stopped, or why it was not checked."""
-    run, host_cfg = r.result.run, r.config.hosts[r.target.host]
+    run, host_cfg = r.result.run, r.config.docker_config(r.target.host)
     assert box.read is not None
     try:
         returned, _ = guards.after_stop(host_cfg, box.read, baseline_bytes)

@@ -114,7 +114,7 @@ def cache_keep(config: StrixConfig, host: str, engine: str, release: str | None)
             for e in config.engines.values()
             if e.kind == "vllm"
         ),
-        *(release_path(*_tag_version(t)) for t in config.hosts[host].pinned_releases),
+        *(release_path(*_tag_version(t)) for t in config.local_config(host).pinned_releases),
     }
     kind = config.engines[engine].kind
     if kind in _INCOMING_BYTES:
@@ -137,7 +137,7 @@ def make_cache_room(config: StrixConfig, target: BenchmarkTarget, kind: str, log
         return
     path = release_path(kind, release or _default_version(config, target.engine))
     incoming = 0 if path.exists() else _INCOMING_BYTES[kind]
-    budget = int(config.hosts[target.host].engine_cache_gb * GB)
+    budget = int(config.local_config(target.host).engine_cache_gb * GB)
     result = engine_cache.make_room(
         budget, cache_keep(config, target.host, target.engine, release), incoming_bytes=incoming, progress=log
     )

@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from strix_pipeline.config import HostConfig, StrixConfig
+from strix_pipeline.config import DockerHostConfig, HostConfig, StrixConfig
 from strix_pipeline.fingerprint import run_fingerprint
 from strix_pipeline.hosts.box.marker import held_for_night, pass_on_held, read_marker
 from strix_pipeline.planning.estimate import Estimate
@@ -107,12 +107,13 @@ class HostNight:
         root = self._root
         return (root.guard is not None and root.guard.stopped) or root.handed is not None
 
-    def checks_host(self) -> HostConfig:
+    def checks_host(self) -> DockerHostConfig:
         """The host as a run's pre-stop checks see it: while the night holds production down there is
         no production to check (its health, its port and its GPU memory are the benchmark's now)."""
-        return (
-            self.host_cfg.model_copy(update={"production": None}) if self.production_down else self.host_cfg
-        )
+        cfg = self.host_cfg
+        if not isinstance(cfg, DockerHostConfig):
+            raise TypeError(f"host {self.host!r} is of kind {cfg.kind!r}: no checks before a stop")
+        return cfg.model_copy(update={"production": None}) if self.production_down else cfg
 
     def hold(self, guard: ProductionGuard) -> ProductionGuard:
         """Called by a run at its stop: the first stops production (the guard's own enter: its marker

@@ -27,7 +27,7 @@ from support.bench_docker import healthy
 from support.notify import Receiver
 from support.sshd import Sshd
 
-from strix_pipeline.config import HostConfig, ProductionEngine
+from strix_pipeline.config import DockerHostConfig, ProductionEngine
 from strix_pipeline.hosts.box.production import ProductionGuard
 from strix_pipeline.hosts.box.production_alerts import ProductionAlerts
 from strix_pipeline.hosts.docker.ssh import ssh_target
@@ -39,8 +39,8 @@ OUTAGE_S = 20  # the planned outage: production must answer again within it
 HEALTH_S = 5
 
 
-def host(sshd: Sshd) -> HostConfig:
-    return HostConfig(
+def host(sshd: Sshd) -> DockerHostConfig:
+    return DockerHostConfig(
         kind="docker", docker_host=sshd.url, ssh_key_path_env=KEY_ENV, ssh_known_hosts=str(sshd.known_hosts)
     )
 

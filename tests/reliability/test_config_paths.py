@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from support.paths import REPO as REPO_ROOT
 
-from strix_pipeline.config import ConfigError, HostConfig
+from strix_pipeline.config import ConfigError, DockerHostConfig
 from strix_pipeline.config_load import load_config
 
 EXAMPLE = REPO_ROOT / "config" / "strix-halo.example.toml"
@@ -188,9 +188,9 @@ def test_the_doctor_passes_devices_as_arguments_never_as_shell_text(tmp_path: Pa
     marker = tmp_path / "pwned"
     hostile = f"/dev/null; touch {marker}; echo"
     # past the load-time check (which refuses it): the probe must hold on its own
-    cfg = HostConfig(kind="docker", docker_host="unix:///x.sock", probe_image="busybox:1.36").model_copy(
-        update={"devices": ["/dev/null", hostile]}
-    )
+    cfg = DockerHostConfig(
+        kind="docker", docker_host="unix:///x.sock", probe_image="busybox:1.36"
+    ).model_copy(update={"devices": ["/dev/null", hostile]})
     client = _ShellOnThisMachine(tmp_path)
     checks = list(_docker_probe("box", cfg, client))
     assert not marker.exists(), f"a device value ran as shell: {client.argv}"

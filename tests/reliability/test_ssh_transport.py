@@ -31,7 +31,7 @@ from support.infra import build_image, remove_image
 from support.llama_image import LlamaImage
 from support.sshd import Sshd, keygen, sshd_available, start_sshd
 
-from strix_pipeline.config import HostConfig, ProductionEngine, StrixConfig
+from strix_pipeline.config import DockerHostConfig, ProductionEngine, StrixConfig
 from strix_pipeline.hosts.box.production import ProductionGuard
 from strix_pipeline.hosts.docker.ssh import ssh_target
 from strix_pipeline.records import RunResult
@@ -311,7 +311,7 @@ def test_a_refused_connection_is_a_clear_failed_guard_naming_the_host_and_the_ke
 
 
 def test_production_stop_and_start_commands_run_over_the_same_ssh(sshd, key, tmp_path):
-    host = HostConfig(
+    host = DockerHostConfig(
         kind="docker", docker_host=sshd.url, ssh_key_path_env=KEY_ENV, ssh_known_hosts=str(sshd.known_hosts)
     )
     # written by the Box's user on the far side: not in tmp_path, which is root's alone

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from support.paths import REPO as REPO_ROOT
 
-from strix_pipeline.config import DEFAULT_CONFIG, ConfigError, config_path
+from strix_pipeline.config import DEFAULT_CONFIG, ConfigError, DockerHostConfig, LocalHostConfig, config_path
 from strix_pipeline.config_load import load_config
 
 DEFAULT = DEFAULT_CONFIG
@@ -106,6 +106,60 @@ def test_invalid_config_names_file_key_and_problem(tmp_path, old, new, key_path,
     assert str(bad) in msg
     assert key_path in msg, msg
     assert problem in msg, msg
+
+
+def test_the_shipped_hosts_load_as_their_kind():
+    assert isinstance(load_config(DEFAULT).hosts["local"], LocalHostConfig)
+    box = load_config(EXAMPLE).hosts["strix-halo"]
+    assert isinstance(box, DockerHostConfig) and box.docker_host.startswith("ssh://")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'docker_host = "unix:///var/run/docker.sock"',
+        'address = "box.lan"',
+        "memory_budget_gb = 100",
+        'maintenance_window = "0 3 * * *"',
+        'probe_image = "busybox:1.36"',
+        'models_dir = "/srv/models"',
+        "devices = []",
+        'gpu_target = "gfx1151"',
+        "idle_ceiling_gb = 1.5",
+    ],
+)
+def test_a_docker_hosts_key_on_a_local_host_is_refused_naming_host_and_key(tmp_path, line):
+    bad = _mutated(tmp_path, 'kind = "local"\n', f'kind = "local"\n{line}\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(bad)
+    key = line.split(" = ")[0]
+    assert (
+        f"hosts.local.{key}: unknown key: a key of hosts of kind 'docker', and this one is of kind 'local'"
+        in str(info.value)
+    ), str(info.value)
+
+
+def test_a_local_hosts_key_on_a_docker_host_and_a_bad_kind_are_refused_by_key(tmp_path):
+    text = EXAMPLE.read_text()
+    assert 'kind = "docker"\n' in text
+    bad = _write(tmp_path, text.replace('kind = "docker"\n', 'kind = "docker"\nengine_cache_gb = 12\n', 1))
+    with pytest.raises(
+        ConfigError,
+        match=r"hosts\.strix-halo\.engine_cache_gb: unknown key: a key of hosts of "
+        r"kind 'local', and this one is of kind 'docker' \(got 12\)",
+    ):
+        load_config(bad)
+    missing = _write(tmp_path, text.replace('docker_host = "ssh://{user}@strix-halo.lan"\n', "", 1))
+    with pytest.raises(ConfigError, match=r"hosts\.strix-halo\.docker_host: Field required"):
+        load_config(missing)
+    for kind, problem in (
+        ('kind = "lokal"\n', "Input should be 'local' or 'docker' (got 'lokal')"),
+        ("", "Field required"),
+    ):
+        wrong = _mutated(tmp_path, 'kind = "local"\n', kind)
+        with pytest.raises(ConfigError) as info:
+            load_config(wrong)
+        assert f"hosts.local.kind: {problem}" in str(info.value), str(info.value)
 
 
 def test_hsa_override_is_refused(tmp_path):

@@ -14,7 +14,7 @@ import logging
 from pathlib import PurePosixPath
 from typing import Any
 
-from strix_pipeline.config import EngineConfig, HostConfig
+from strix_pipeline.config import DockerHostConfig, EngineConfig
 from strix_pipeline.engines import unified_memory_problems
 from strix_pipeline.engines.base import DeviceMemory, EngineSpec, pool_fit_problem
 from strix_pipeline.hosts.box.device_openers import check_device_openers
@@ -31,7 +31,9 @@ WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".bin", ".pt", ".pth")
 MODEL_MOUNT = "/strix-model"
 
 
-def device_memory(host: HostConfig, engine: EngineConfig, facts: HostMemoryFacts | None) -> DeviceMemory:
+def device_memory(
+    host: DockerHostConfig, engine: EngineConfig, facts: HostMemoryFacts | None
+) -> DeviceMemory:
     """The device a pool engine's fraction is of on this host: HIP's total when the probe read one; a
     host with no GPU device and no KFD GPU node is a CPU host (vLLM's CPU backend)."""
     total = facts.hip_device_total_bytes if facts is not None else None
@@ -42,7 +44,7 @@ def device_memory(host: HostConfig, engine: EngineConfig, facts: HostMemoryFacts
     )
 
 
-def check_unified_memory(host: HostConfig, spec: EngineSpec, *, what: str) -> None:
+def check_unified_memory(host: DockerHostConfig, spec: EngineSpec, *, what: str) -> None:
     problems = unified_memory_problems(host.unified_memory, spec.kind, spec.flags)
     if problems:
         raise EngineStartError("failed_guard", f"{what}: " + "; ".join(problems))
@@ -100,7 +102,7 @@ def model_host_path(path: str, models_dir: str | None) -> str:
 
 def before_production_stops(
     client: Any,
-    host: HostConfig,
+    host: DockerHostConfig,
     spec: EngineSpec,
     run_smi: SmiRunner | None,
     facts: HostMemoryFacts | None,

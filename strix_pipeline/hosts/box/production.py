@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from strix_pipeline.config import HostConfig, ProductionEngine
+from strix_pipeline.config import DockerHostConfig, ProductionEngine
 from strix_pipeline.hosts.box import restore_guard
 from strix_pipeline.hosts.box.marker import HELD_FOR_NIGHT, marker_path, when
 from strix_pipeline.hosts.docker.ssh import SshTarget
@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 
 def check_maintenance_window(
-    host: HostConfig,
+    host: DockerHostConfig,
     default_schedule: str,
     *,
     now: datetime | None = None,

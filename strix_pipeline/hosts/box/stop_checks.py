@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from strix_pipeline.config import HostConfig, ProductionEngine
+from strix_pipeline.config import DockerHostConfig, ProductionEngine
 from strix_pipeline.hosts.cleanup.disk_budget import Pull
 from strix_pipeline.hosts.docker.host import resolve_group_ids
 from strix_pipeline.hosts.docker.model_files import ModelFiles, on_host
@@ -101,7 +101,7 @@ class ModelSeen:
 
 
 def find_models(
-    client: Any, host: HostConfig, paths: dict[str, str]
+    client: Any, host: DockerHostConfig, paths: dict[str, str]
 ) -> tuple[list[ModelSeen], Finding | None]:
     """Each profile's files (``paths``: profile -> its path) looked for on the host, one probe container
     per directory. The Finding, when set, is why the probe could not look: then no file is known
@@ -121,7 +121,7 @@ def find_models(
 
 
 def _look(
-    client: Any, host: HostConfig, by_dir: dict[str, dict[str, None]]
+    client: Any, host: DockerHostConfig, by_dir: dict[str, dict[str, None]]
 ) -> tuple[set[str], set[str], Finding | None]:
     """(the absent files' paths, the absent directories, why the probe could not look)."""
     if not by_dir:
@@ -180,7 +180,7 @@ def models_finding(seen: list[ModelSeen], could_not: Finding | None = None) -> F
     return Finding(name, True, ", ".join(sorted(shown)))
 
 
-def models_present(client: Any, host: HostConfig, paths: dict[str, str]) -> Finding:
+def models_present(client: Any, host: DockerHostConfig, paths: dict[str, str]) -> Finding:
     """``paths``: model profile name -> its path on the host. Absent files are named with their profile."""
     return models_finding(*find_models(client, host, paths))
 
@@ -243,7 +243,7 @@ def production_port(production: ProductionEngine | None) -> int | None:
 
 
 def port_reachable(
-    client: Any, host: HostConfig, port: int, *, production_port: int | None = None
+    client: Any, host: DockerHostConfig, port: int, *, production_port: int | None = None
 ) -> Finding:
     """Free now (unless it is production's own, freed by its stop), and reached from here when listened on."""
     name = PORT.format(port=port)
@@ -313,7 +313,7 @@ def port_reachable(
 # ---------------------------------------------------------------- the GPU in a container
 
 
-def gpu_seen(client: Any, host: HostConfig, group_ids: list[int]) -> Finding:
+def gpu_seen(client: Any, host: DockerHostConfig, group_ids: list[int]) -> Finding:
     """``rocminfo`` in the ROCm probe image, with the devices, groups and options an engine gets."""
     target = host.gpu_target
     name = GPU.format(target=target or "the GPU")
@@ -363,7 +363,7 @@ def largest_image_bytes(client: Any) -> tuple[int, str]:
 
 def disk_free(
     client: Any,
-    host: HostConfig,
+    host: DockerHostConfig,
     *,
     pulls: list[Pull] | None = None,
     cache_bytes: int = 0,
@@ -451,7 +451,7 @@ def image_present(client: Any, image_ref: str) -> bool:
 
 def before_stop(
     client: Any,
-    host: HostConfig,
+    host: DockerHostConfig,
     *,
     port: int,
     model_path: str,

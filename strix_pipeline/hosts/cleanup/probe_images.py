@@ -15,13 +15,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from strix_pipeline.config import HostConfig
+from strix_pipeline.config import DockerHostConfig
 from strix_pipeline.paths import inside
 
 log = logging.getLogger(__name__)
 
 
-def configured(host: HostConfig) -> set[str]:
+def configured(host: DockerHostConfig) -> set[str]:
     """The probe images the host's configuration names now."""
     return {ref for ref in (host.probe_image, host.rocm_probe_image, host.efficiency_probe_image) if ref}
 
@@ -44,14 +44,14 @@ def _write(state_dir: Path, host_name: str, refs: set[str]) -> None:
     path.write_text(json.dumps(sorted(refs)))
 
 
-def remember(state_dir: Path, host_name: str, host: HostConfig) -> None:
+def remember(state_dir: Path, host_name: str, host: DockerHostConfig) -> None:
     """Add the host's configured probe images to what the pipeline has used there."""
     now, known = configured(host), recorded(state_dir, host_name)
     if not now <= known:
         _write(state_dir, host_name, known | now)
 
 
-def prune_unused(client: Any, state_dir: Path, host_name: str, host: HostConfig) -> list[str]:
+def prune_unused(client: Any, state_dir: Path, host_name: str, host: DockerHostConfig) -> list[str]:
     """Remove the recorded probe images the configuration no longer names; returns those removed. One
     Docker refuses (a container uses it) or that is gone already is kept in the record or dropped."""
     import docker.errors

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from strix_pipeline.config import HostConfig
+from strix_pipeline.config import DockerHostConfig
 from strix_pipeline.engine_facts import ROCM_VERSION_FILE, read_firmware, rocm_version_from
 from strix_pipeline.engines.base import EngineSpec
 from strix_pipeline.hosts.docker.ssh import LostConnection, SshTransport, client_transport
@@ -127,7 +127,7 @@ class SmiReader(SmiSource):
     after it stopped) run in a throwaway container of that image with the host's GPU devices. Notes of
     unreadable output are kept for the run (:class:`SmiSource`)."""
 
-    def __init__(self, client: Any, host: HostConfig, image_ref: str, *, probe: Any = None) -> None:
+    def __init__(self, client: Any, host: DockerHostConfig, image_ref: str, *, probe: Any = None) -> None:
         super().__init__(self._run)
         self.client = client
         self.host = host

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from strix_pipeline.config import HostConfig
+from strix_pipeline.config import DockerHostConfig
 from strix_pipeline.hosts.docker.ssh import client_transport, docker_client, ssh_target
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.memory import DockerProbe, MemoryProbe, TreeProbe
@@ -16,7 +16,7 @@ from strix_pipeline.memory import DockerProbe, MemoryProbe, TreeProbe
 log = logging.getLogger(__name__)
 
 
-def docker_url(host: HostConfig) -> str:
+def docker_url(host: DockerHostConfig) -> str:
     """``host.docker_host`` with ``{user}`` filled from the environment variable ``ssh_user_env``.
 
     The result may hold the secret user: for messages use ``host.docker_host`` (the template) or
@@ -32,7 +32,7 @@ def docker_url(host: HostConfig) -> str:
     return url
 
 
-def make_client(host: HostConfig, *, timeout_s: int = 300) -> Any:
+def make_client(host: DockerHostConfig, *, timeout_s: int = 300) -> Any:
     """A docker-py client of the host's daemon. ``ssh://`` goes through the system ssh with the
     host's key, known_hosts and timeouts (hosts/docker/ssh.py); the connection is checked at once, so a
     refused key or an unreachable Box is a ``failed_guard`` naming the host and the key variable."""
@@ -54,7 +54,7 @@ def host_error(client: Any, error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def is_local_daemon(host: HostConfig) -> bool:
+def is_local_daemon(host: DockerHostConfig) -> bool:
     url = host.docker_host or ""
     return url.startswith("unix://") or url.startswith("npipe://") or url in ("", "local")
 
@@ -86,7 +86,7 @@ def parse_group_file(text: str, names: tuple[str, ...] = ("video", "render")) ->
     return out
 
 
-def resolve_group_ids(host: HostConfig, client: Any) -> list[int]:
+def resolve_group_ids(host: DockerHostConfig, client: Any) -> list[int]:
     """Numeric video/render gids of the host (container group names mean nothing on the host).
 
     From the config when given; otherwise read from the host's /etc/group through the probe image
@@ -125,7 +125,7 @@ def resolve_group_ids(host: HostConfig, client: Any) -> list[int]:
     return [g for g in gids.values() if g is not None]
 
 
-def probe_for_host(host: HostConfig, client: Any, *, pid: int | None = None) -> MemoryProbe | None:
+def probe_for_host(host: DockerHostConfig, client: Any, *, pid: int | None = None) -> MemoryProbe | None:
     """The memory probe of a Docker host: the probe container when configured (works over ssh),
     the local filesystem when the daemon is on this machine, else None (logged)."""
     if host.probe_image:

@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from strix_pipeline.config import EngineConfig, HostConfig, ImageSource, ModelProfile
+from strix_pipeline.config import DockerHostConfig, EngineConfig, ImageSource, ModelProfile
 from strix_pipeline.engines import build_spec, compile_cache_dir, vllm
 from strix_pipeline.engines.base import CONTAINER_MODELS_DIR, DeviceMemory, EngineSpec, container_model_path
 from strix_pipeline.hosts import guards
@@ -72,7 +72,7 @@ class DockerLauncher:
 
     def __init__(
         self,
-        host_cfg: HostConfig,
+        host_cfg: DockerHostConfig,
         engine_cfg: EngineConfig,
         model_profile: ModelProfile,
         image_ref: str,

@@ -21,10 +21,10 @@ from datetime import UTC, datetime
 from typing import IO, Any
 from urllib.parse import urlparse
 
-from strix_pipeline.config import HostConfig
+from strix_pipeline.config import DockerHostConfig
 from strix_pipeline.hosts.errors import EngineStartError
 
-ALIVE_COUNT_MAX = 3  # unanswered keepalives before ssh gives up (see HostConfig.ssh_alive_interval_s)
+ALIVE_COUNT_MAX = 3  # unanswered keepalives before ssh gives up (see DockerHostConfig.ssh_alive_interval_s)
 _SSH_FAILED = 255  # ssh's exit status for its own errors, as opposed to the remote command's
 _DIAL = "docker system dial-stdio"
 _STDERR_TAIL = 600
@@ -98,7 +98,7 @@ class SshTarget:
         return text
 
 
-def is_ssh(host: HostConfig) -> bool:
+def is_ssh(host: DockerHostConfig) -> bool:
     return (host.docker_host or "").startswith("ssh://")
 
 
@@ -106,7 +106,7 @@ class SshUserUnset(EngineStartError):
     """``docker_host`` takes ``{user}`` from a variable that is not set (its fix: export it)."""
 
 
-def ssh_target(host: HostConfig) -> SshTarget | None:
+def ssh_target(host: DockerHostConfig) -> SshTarget | None:
     """The host's :class:`SshTarget`, or None when its Docker is not reached over ssh.
 
     Refuses (``failed_guard``) a user variable that is not set, a URL without a host, and a key

@@ -32,7 +32,7 @@ import math
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from strix_pipeline.config import HostConfig
+from strix_pipeline.config import DockerHostConfig
 from strix_pipeline.engines.base import flag_value
 from strix_pipeline.hosts.box import checks as box_checks
 from strix_pipeline.hosts.docker import model_files
@@ -229,7 +229,7 @@ def _error(e: BaseException) -> str:
     return " ".join(str(getattr(e, "explanation", None) or e).split())[:300]
 
 
-def prepare_image(client: Any, host: HostConfig) -> str | None:
+def prepare_image(client: Any, host: DockerHostConfig) -> str | None:
     """Make sure the efficiency probe image is on the host (pulled when missing), while production
     still serves: a pull after its stop would lengthen the outage. None when it is there, else why not."""
     import docker.errors
@@ -262,7 +262,7 @@ def _remove(container: Any) -> None:
 
 def measure_on_host(
     client: Any,
-    host: HostConfig,
+    host: DockerHostConfig,
     threads: int | None,
     model_path: str | None,
     *,

@@ -23,7 +23,7 @@ from support.bench_docker import DOCKER_HOST, HOST, assert_served, make_config, 
 from support.gguf_files import F32, write_split
 from support.python_image import python_numpy_image, python_parts
 
-from strix_pipeline.config import HostConfig, StrixConfig
+from strix_pipeline.config import DockerHostConfig, StrixConfig
 from strix_pipeline.hosts.probes.efficiency import PROBE_NAME, measure_on_host
 from strix_pipeline.memory.bytes_per_token import from_gguf
 from strix_pipeline.warehouse import Warehouse
@@ -186,7 +186,7 @@ def test_the_probe_reads_every_part_of_a_split_gguf(python_numpy, tmp_path):
     }
     tensors = [(f"blk.{i}.ffn.weight", [64, 64], F32) for i in range(6)]
     first, *_ = write_split(models, meta, tensors, parts=3)
-    host = HostConfig.model_validate(
+    host = DockerHostConfig.model_validate(
         {
             "kind": "docker",
             "docker_host": DOCKER_HOST,

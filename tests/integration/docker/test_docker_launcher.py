@@ -22,7 +22,7 @@ from support.box_images import production_httpd
 from support.infra import build_image, free_port, push, remove_image, start_registry
 from support.paths import FIXTURES
 
-from strix_pipeline.config import EngineConfig, HostConfig, ModelProfile, ProductionEngine
+from strix_pipeline.config import DockerHostConfig, EngineConfig, ModelProfile, ProductionEngine
 from strix_pipeline.hosts import guards
 from strix_pipeline.hosts.box.production import ProductionGuard
 from strix_pipeline.hosts.docker.host import resolve_group_ids
@@ -123,10 +123,10 @@ def no_managed_leftovers(client):
     assert not left, f"managed containers left behind: {[c.name for c in left]}"
 
 
-def host(**kw) -> HostConfig:
+def host(**kw) -> DockerHostConfig:
     base = dict(kind="docker", docker_host="unix:///var/run/docker.sock", devices=[], ready_timeout_s=30)
     base.update(kw)
-    return HostConfig(**base)
+    return DockerHostConfig(**base)
 
 
 def engine_cfg(**kw) -> EngineConfig:

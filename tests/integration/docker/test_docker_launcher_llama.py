@@ -13,7 +13,7 @@ from conftest import need
 from support.infra import free_port
 from support.llama_image import llama_server_path, pushed_llama_image
 
-from strix_pipeline.config import SLO, DecodeSpec, EngineConfig, HostConfig, ModelProfile, SmokeSpec
+from strix_pipeline.config import SLO, DecodeSpec, DockerHostConfig, EngineConfig, ModelProfile, SmokeSpec
 from strix_pipeline.hosts import guards
 from strix_pipeline.hosts.docker.launcher import DockerLauncher
 from strix_pipeline.memory import MemorySampler, TreeProbe, summarize
@@ -40,7 +40,7 @@ def test_llama_server_image_full_cycle(llama_image, tmp_path):
 
     image_ref, binary = llama_image
     model = ensure_gemma_model()
-    host = HostConfig(
+    host = DockerHostConfig(
         kind="docker",
         docker_host="unix:///var/run/docker.sock",
         devices=[],

@@ -19,7 +19,7 @@ from support.infra import free_port, push, remove_image, start_registry
 from support.python_image import python_numpy_image, python_parts
 
 from strix_pipeline import doctor
-from strix_pipeline.config import HostConfig, StrixConfig
+from strix_pipeline.config import DockerHostConfig, StrixConfig
 from strix_pipeline.doctor.docker_access import EFFICIENCY
 from strix_pipeline.hosts.box import stop_checks
 
@@ -62,7 +62,9 @@ def checks_of(config: StrixConfig) -> list[doctor.Check]:
 def test_models_present_names_each_absent_part_with_its_profile(client, busybox, tmp_path):
     models = tmp_path / "models"
     first = split_parts(models, 1, 3)
-    host = HostConfig(kind="docker", docker_host=DOCKER_HOST, probe_image=busybox, models_dir=str(models))
+    host = DockerHostConfig(
+        kind="docker", docker_host=DOCKER_HOST, probe_image=busybox, models_dir=str(models)
+    )
     found = stop_checks.models_present(client, host, {"gpt-oss-120b": str(first)})
     assert not found.ok and found.checked
     assert found.detail == f"absent: gpt-oss-120b ({models}/{PART.format('00002')})"

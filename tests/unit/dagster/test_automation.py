@@ -120,9 +120,11 @@ def test_sensor_first_tick_requests_current_images_and_local_build(box_config: P
         assert not second.run_requests and not second.dynamic_partitions_requests
 
 
-def _store_run(path: Path, run_id: str, host: str, digest: str, status: str = "ok") -> None:
+def _store_run(
+    path: Path, run_id: str, host: str, digest: str, status: str = "ok", at: datetime | None = None
+) -> None:
     """A run of ``digest`` on ``host`` in the warehouse, as `strix run` or a backfill stores it."""
-    result = make_run(run_id, status=status)
+    result = make_run(run_id, status=status, **({"started_at": at} if at else {}))
     result.run = dataclasses.replace(result.run, host=host, image_digest=digest, model_profile="gemma3-270m")
     with Warehouse.open(load_config(path).warehouse_path()) as wh:
         wh.load_run(result)
@@ -243,6 +245,35 @@ def test_schedule_requests_expected_runs(box_config: Path) -> None:
             )
         )
         assert sorted(r.run_key for r in again.run_requests) == sorted(r.run_key for r in requests)
+
+
+def test_the_sensor_and_the_schedule_ask_for_the_same_week(box_config: Path) -> None:
+    """Both ask planning.week.this_week for the week: on one setup (the Box's vLLM images, the local
+    llama-server build measured this week, a canary pinned to an older vLLM release) they ask for the
+    same images on the same hosts; the canary, benchmarked every week, is the schedule's alone."""
+    box_config.write_text(box_config.read_text() + '\n[analysis]\ncanary = "vllm:v0.25.0"\n')
+    now = datetime.now(UTC)
+    _store_run(box_config, "measured-local", "local", image_scan.local_image("llamacpp").digest, at=now)
+    defs = build_definitions(load_config(box_config), str(box_config))
+    schedule = defs.resolve_schedule_def("weekly_benchmark")
+    with dg.instance_for_test() as instance:
+        sensed = SensorTicks(instance, box_config).tick().run_requests
+        tick = dg.build_schedule_context(
+            instance=instance,
+            scheduled_execution_time=now,
+            resources=resources_for(box_config),
+            repository_def=defs.get_repository_def(),
+        )
+        scheduled = [r for r in schedule.evaluate_tick(tick).run_requests or [] if r.partition_key]
+
+    def asked(requests: list[dg.RunRequest]) -> list[tuple[str | None, str]]:
+        return sorted((r.partition_key, r.tags["strix/host"]) for r in requests)
+
+    v25, v26 = vllm_image("v0.25.0", "a"), vllm_image("v0.26.0", "b")
+    latest = vllm_image("latest", "c", floating=True)
+    week = [(_key(v26), "box"), (_key(latest), "box")]  # the local build is measured this week
+    assert asked(sensed) == sorted(week)
+    assert asked(scheduled) == sorted([*week, (_key(v25), "box")])
 
 
 def test_sensor_waits_for_the_maintenance_window(box_config: Path) -> None:

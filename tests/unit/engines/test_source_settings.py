@@ -10,7 +10,7 @@ import json
 import pytest
 from support.warehouse import make_run
 
-from strix_pipeline.config import EngineConfig, HostConfig, ImageSource, ModelProfile
+from strix_pipeline.config import DockerHostConfig, EngineConfig, ImageSource, ModelProfile
 from strix_pipeline.engines import build_spec, comparable_flags
 from strix_pipeline.fingerprint import differences, run_fingerprint
 from strix_pipeline.hosts.docker import launcher as dk
@@ -40,7 +40,9 @@ def test_the_sources_env_and_flags_are_in_the_spec_after_the_engines():
 
 
 def test_the_container_starts_with_the_sources_env_and_flags():
-    box = HostConfig(kind="docker", docker_host="ssh://u@box", address="box.lan", models_dir="/srv/models")
+    box = DockerHostConfig(
+        kind="docker", docker_host="ssh://u@box", address="box.lan", models_dir="/srv/models"
+    )
     launcher = dk.DockerLauncher(
         box,
         ENGINE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from strix_pipeline.config import EngineConfig, HostConfig
+from strix_pipeline.config import DockerHostConfig, EngineConfig
 from strix_pipeline.hosts.box.checks import device_memory, parse_sizes
 from strix_pipeline.hosts.box.gpu_holders import _has_gpu_device, check_idle_ceiling
 from strix_pipeline.hosts.errors import EngineStartError
@@ -18,10 +18,10 @@ def facts(total: int | None) -> HostMemoryFacts:
 
 
 def test_the_device_is_hips_total_when_read_and_a_host_without_gpu_is_a_cpu_host():
-    box = HostConfig(kind="docker", docker_host="ssh://b@box")
+    box = DockerHostConfig(kind="docker", docker_host="ssh://b@box")
     d = device_memory(box, EngineConfig(kind="vllm"), facts(int(62.9 * GIB)))
     assert d.total_gb == pytest.approx(67.54, abs=0.01) and not d.cpu
-    cpu = HostConfig(kind="docker", docker_host="unix:///var/run/docker.sock", devices=[])
+    cpu = DockerHostConfig(kind="docker", docker_host="unix:///var/run/docker.sock", devices=[])
     d = device_memory(cpu, EngineConfig(kind="vllm", env={"VLLM_CPU_KVCACHE_SPACE": "4"}), facts(None))
     assert d.cpu and d.total_gb is None and d.env == {"VLLM_CPU_KVCACHE_SPACE": "4"}
     # no devices passed, but a KFD GPU node (the simulator, a test host): not a CPU host

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from support.paths import FIXTURES
 
-from strix_pipeline.config import EngineConfig, HostConfig, ModelProfile
+from strix_pipeline.config import DockerHostConfig, EngineConfig, ModelProfile
 from strix_pipeline.hosts.docker import engine as docker_engine
 from strix_pipeline.hosts.docker import host as docker_host
 from strix_pipeline.hosts.docker import launcher as dk
@@ -36,18 +36,20 @@ def test_parse_group_file():
 
 
 def test_docker_url_fills_the_user_from_the_environment(monkeypatch):
-    h = HostConfig(kind="docker", docker_host="ssh://{user}@box", ssh_user_env="STRIX_TEST_BOX_USER")
+    h = DockerHostConfig(kind="docker", docker_host="ssh://{user}@box", ssh_user_env="STRIX_TEST_BOX_USER")
     monkeypatch.setenv("STRIX_TEST_BOX_USER", "bench")
     assert docker_host.docker_url(h) == "ssh://bench@box"
     monkeypatch.delenv("STRIX_TEST_BOX_USER")
     with pytest.raises(EngineStartError, match="STRIX_TEST_BOX_USER"):
         docker_host.docker_url(h)
     assert not docker_host.is_local_daemon(h)
-    assert docker_host.is_local_daemon(HostConfig(kind="docker", docker_host="unix:///var/run/docker.sock"))
+    assert docker_host.is_local_daemon(
+        DockerHostConfig(kind="docker", docker_host="unix:///var/run/docker.sock")
+    )
 
 
 def _launcher(
-    host: HostConfig, engine: EngineConfig, path: str = "/srv/models/qwen/q.gguf"
+    host: DockerHostConfig, engine: EngineConfig, path: str = "/srv/models/qwen/q.gguf"
 ) -> dk.DockerLauncher:
     profile = ModelProfile(model="qwen", family="qwen", quantization="Q4_K_M", path=path)
     return dk.DockerLauncher(
@@ -56,7 +58,9 @@ def _launcher(
 
 
 def test_container_options_for_the_box():
-    box = HostConfig(kind="docker", docker_host="ssh://u@box", address="box.lan", models_dir="/srv/models")
+    box = DockerHostConfig(
+        kind="docker", docker_host="ssh://u@box", address="box.lan", models_dir="/srv/models"
+    )
     launcher = _launcher(box, EngineConfig(kind="llamacpp", executable=["/app/llama-server"], env={"A": "1"}))
     kw = launcher.run_kwargs([44, 992])
     assert kw["entrypoint"] == ["/app/llama-server"]
@@ -74,7 +78,7 @@ def test_container_options_for_the_box():
 
 
 def test_shm_size_instead_of_host_ipc_and_a_model_outside_models_dir():
-    local = HostConfig(kind="docker", docker_host="unix:///var/run/docker.sock", devices=[])
+    local = DockerHostConfig(kind="docker", docker_host="unix:///var/run/docker.sock", devices=[])
     launcher = _launcher(local, EngineConfig(kind="sglang", shm_size="16g"), path="/data/gemma.gguf")
     kw = launcher.run_kwargs([])
     assert kw["shm_size"] == "16g" and "ipc_mode" not in kw
@@ -85,7 +89,7 @@ def test_shm_size_instead_of_host_ipc_and_a_model_outside_models_dir():
 
 
 def test_a_split_gguf_outside_models_dir_is_mounted_part_by_part_beside_the_first():
-    box = HostConfig(kind="docker", docker_host="ssh://u@box", models_dir="/srv/models")
+    box = DockerHostConfig(kind="docker", docker_host="ssh://u@box", models_dir="/srv/models")
     launcher = _launcher(box, EngineConfig(kind="llamacpp"), path="/data/gpt-00001-of-00003.gguf")
     kw = launcher.run_kwargs([])
     assert kw["volumes"] == {
@@ -100,7 +104,7 @@ def test_a_split_gguf_outside_models_dir_is_mounted_part_by_part_beside_the_firs
 
 def test_a_profile_without_a_path_is_refused():
     profile = ModelProfile(model="m", family="m", quantization="q", source="pypi:x")
-    host = HostConfig(kind="docker", docker_host="unix:///var/run/docker.sock")
+    host = DockerHostConfig(kind="docker", docker_host="unix:///var/run/docker.sock")
     with pytest.raises(EngineStartError) as e:
         dk.DockerLauncher(host, EngineConfig(kind="vllm"), profile, "img", "r", "/tmp")
     assert e.value.status == "failed_guard"
@@ -125,7 +129,9 @@ class _Container:
 
 
 def _engine(container: _Container, image_attrs: dict | None = None) -> docker_engine.DockerEngine:
-    launcher = _launcher(HostConfig(kind="docker", docker_host="ssh://u@box"), EngineConfig(kind="llamacpp"))
+    launcher = _launcher(
+        DockerHostConfig(kind="docker", docker_host="ssh://u@box"), EngineConfig(kind="llamacpp")
+    )
     return docker_engine.DockerEngine(
         base_url="http://127.0.0.1:1",
         model="m",

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from strix_pipeline.config import EngineConfig, HostConfig, ModelProfile
+from strix_pipeline.config import DockerHostConfig, EngineConfig, ModelProfile
 from strix_pipeline.engines.base import DeviceMemory, flag_value
 from strix_pipeline.hosts.docker import launcher as dk
 from strix_pipeline.hosts.docker.model_config import ModelConfig
@@ -56,7 +56,7 @@ def launcher(
     budget_gb: float | None = None,
     extra: list[str] | None = None,
 ) -> dk.DockerLauncher:
-    host = HostConfig(
+    host = DockerHostConfig(
         kind="docker", docker_host="ssh://u@box", models_dir="/srv/models", memory_budget_gb=budget_gb
     )
     profile = ModelProfile(
@@ -213,7 +213,7 @@ def test_a_sized_cache_over_the_budget_is_refused_before_production_stops(tmp_pa
 
 
 def test_other_engines_are_not_sized(tmp_path: Path) -> None:
-    host = HostConfig(kind="docker", docker_host="ssh://u@box", models_dir="/srv/models")
+    host = DockerHostConfig(kind="docker", docker_host="ssh://u@box", models_dir="/srv/models")
     profile = ModelProfile(model="q", family="q", quantization="Q4_K_M", path="/srv/models/q.gguf")
     reader = Reader()
     ln = dk.DockerLauncher(

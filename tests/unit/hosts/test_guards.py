@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from strix_pipeline.config import EngineConfig, HostConfig, ModelProfile
+from strix_pipeline.config import DockerHostConfig, EngineConfig, ModelProfile
 from strix_pipeline.engines import build_spec
 from strix_pipeline.hosts import guards
 from strix_pipeline.hosts.errors import EngineStartError
@@ -15,10 +15,10 @@ from strix_pipeline.hosts.errors import EngineStartError
 GB = 10**9
 
 
-def host(**kw) -> HostConfig:
+def host(**kw) -> DockerHostConfig:
     base = dict(kind="docker", docker_host="unix:///var/run/docker.sock", devices=[], baseline_wait_s=0.3)
     base.update(kw)
-    return HostConfig(**base)
+    return DockerHostConfig(**base)
 
 
 def sglang_profile(**kw) -> ModelProfile:

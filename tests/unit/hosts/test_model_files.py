@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 
-from strix_pipeline.config import HostConfig
+from strix_pipeline.config import DockerHostConfig
 from strix_pipeline.hosts.docker.model_files import copy_hint, on_host, required_files
 from strix_pipeline.hosts.docker.ssh import ssh_target
 
@@ -103,11 +103,13 @@ def test_doctors_scp_destination_names_the_user_variable_not_its_value(monkeypat
     from strix_pipeline.doctor.box import _scp_destination
 
     monkeypatch.setenv("STRIX_SSH_USER", "secret-user")
-    host = HostConfig(kind="docker", docker_host="ssh://{user}@box.lan:2222", ssh_user_env="STRIX_SSH_USER")
+    host = DockerHostConfig(
+        kind="docker", docker_host="ssh://{user}@box.lan:2222", ssh_user_env="STRIX_SSH_USER"
+    )
     target = ssh_target(host)
     assert _scp_destination(target) == '"$STRIX_SSH_USER"@box.lan'
     assert target is not None and target.port == 2222
-    plain = ssh_target(HostConfig(kind="docker", docker_host="ssh://bench@box.lan"))
+    plain = ssh_target(DockerHostConfig(kind="docker", docker_host="ssh://bench@box.lan"))
     assert _scp_destination(plain) == "bench@box.lan"
     assert _scp_destination(None) is None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import docker.errors
 
-from strix_pipeline.config import HostConfig
+from strix_pipeline.config import DockerHostConfig
 from strix_pipeline.hosts.cleanup import probe_images
 
 
@@ -29,8 +29,8 @@ class Client:
         self.images = images
 
 
-def host(**probes: str) -> HostConfig:
-    return HostConfig(kind="docker", docker_host="ssh://u@box", **probes)
+def host(**probes: str) -> DockerHostConfig:
+    return DockerHostConfig(kind="docker", docker_host="ssh://u@box", **probes)
 
 
 def test_the_probe_images_a_configuration_stopped_naming_go_and_the_configured_stay(tmp_path):

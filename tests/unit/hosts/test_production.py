@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from strix_pipeline.config import HostConfig, ProductionEngine, validate_cron
+from strix_pipeline.config import DockerHostConfig, ProductionEngine, validate_cron
 from strix_pipeline.hosts.box import production as prod
 from strix_pipeline.hosts.docker.ssh import ssh_target
 from strix_pipeline.hosts.errors import EngineStartError
@@ -73,7 +73,7 @@ def test_commands_run_over_ssh_for_an_ssh_host(tmp_path, monkeypatch):
     key = tmp_path / "id_box"
     key.write_text("a key\n")
     monkeypatch.setenv("STRIX_TEST_BOX_KEY", str(key))
-    host = HostConfig(
+    host = DockerHostConfig(
         kind="docker",
         docker_host="ssh://bench@box:2222",
         ssh_key_path_env="STRIX_TEST_BOX_KEY",
@@ -107,7 +107,7 @@ def test_a_user_from_the_environment_is_used_but_shown_only_as_its_variable(monk
     keyfile.write_text("key\n")
     monkeypatch.setenv("STRIX_TEST_SSH_USER", "secret-user-9a1f")
     monkeypatch.setenv(KEY_ENV, str(keyfile))
-    host = HostConfig(
+    host = DockerHostConfig(
         kind="docker",
         docker_host="ssh://{user}@box.lan:2200",
         ssh_user_env="STRIX_TEST_SSH_USER",
@@ -169,8 +169,8 @@ def test_no_production_is_a_no_op(tmp_path):
     assert g.restored is None and not g.stopped
 
 
-def H(**kw) -> HostConfig:
-    return HostConfig(kind="local", **kw)
+def H(**kw) -> DockerHostConfig:
+    return DockerHostConfig(kind="docker", docker_host="unix:///x.sock", **kw)
 
 
 @pytest.mark.parametrize(

@@ -114,7 +114,7 @@ def test_a_blind_gtt_counter_is_caught_by_meminfo(tmp_path):
 def test_the_probe_container_gets_the_gpu_devices_so_the_kfd_gpu_node_is_readable():
     """kfd_topology.c answers EPERM for the GPU node's properties unless the reader's device cgroup
     allows the GPU's render node: the probe is started with the host's devices."""
-    from strix_pipeline.config import HostConfig
+    from strix_pipeline.config import DockerHostConfig
     from strix_pipeline.hosts.docker.host import probe_for_host
 
     seen: dict = {}
@@ -130,7 +130,7 @@ def test_the_probe_container_gets_the_gpu_devices_so_the_kfd_gpu_node_is_readabl
     class Client:
         containers = Containers()
 
-    host = HostConfig(kind="docker", docker_host="ssh://b@box", probe_image="busybox:1.36")
+    host = DockerHostConfig(kind="docker", docker_host="ssh://b@box", probe_image="busybox:1.36")
     probe_for_host(host, Client())
     assert seen["image"] == "busybox:1.36"
     assert seen["devices"] == ["/dev/kfd:/dev/kfd:rw", "/dev/dri:/dev/dri:rw"]

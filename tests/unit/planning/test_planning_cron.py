@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from strix_pipeline.config import HostConfig
+from strix_pipeline.config import DockerHostConfig
 from strix_pipeline.hosts.box.production import check_maintenance_window
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.planning import cron as window
@@ -27,7 +27,7 @@ def _utc(*args: int) -> datetime:
 
 
 def _open_at(expr: str, hours: float, now: datetime, tz: str = BERLIN) -> datetime | None:
-    host = HostConfig(
+    host = DockerHostConfig(
         kind="docker", docker_host="unix:///x.sock", maintenance_window=expr, maintenance_window_hours=hours
     )
     try:

@@ -7,12 +7,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from strix_pipeline.config import HostConfig
+from strix_pipeline.config import DockerHostConfig
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.planning import due, measured
 from strix_pipeline.planning.window import window_at, windows
 
-BOX = HostConfig(
+BOX = DockerHostConfig(
     kind="docker", docker_host="unix:///x.sock", maintenance_window="0 3 * * *", maintenance_window_hours=6
 )
 
