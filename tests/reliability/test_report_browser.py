@@ -233,7 +233,7 @@ def test_the_report_reads_at_a_desktops_and_a_phones_width(
         problems.append(f"{sentences.count()} verdict sentences under the title, not one (one host)")
     else:
         text = sentences.first.inner_text()
-        want = {"history": "Evaluate vLLM", "make_run": "Stay on llama-server"}[kind]
+        want = {"history": "Not yet: stay on llama-server", "make_run": "Stay: keep llama-server"}[kind]
         if not text.startswith(want):
             problems.append(f"the verdict sentence does not open with {want!r}: {text!r}")
         if kind == "make_run" and "2.9× llama-server's (95 % interval 2.6–3.3×)" not in text:
