@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from strix_pipeline.analysis.charts.forest import criterion_rows
 from strix_pipeline.analysis.decision import (
     Decision,
     Wording,
@@ -23,7 +24,7 @@ from strix_pipeline.analysis.decision import (
 )
 from strix_pipeline.records import CriterionResult
 from strix_pipeline.report.bench_table import threads_of
-from strix_pipeline.report.forest import criterion_rows, forest_chart
+from strix_pipeline.report.forest import forest_chart
 from strix_pipeline.report.markup import esc
 from strix_pipeline.report.side_by_side import decision_pair
 from strix_pipeline.report.site_data import ReportData

@@ -122,7 +122,7 @@ def test_each_chart_point_opens_its_runs_page(tmp_path: Path) -> None:
     with wh:
         site = write_report(wh, cfg, tmp_path / "site", now=REPORT_AT)
     specs = _chart_specs(site.index)
-    assert len(specs) == 8  # the verdict's forest plot, then the seven trend charts
+    assert len(specs) == 9  # the answer's forest plot, then the eight trend charts
     hrefs = set()
     linked_marks: list[str] = []
 
