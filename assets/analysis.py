@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import dagster as dg
 import polars as pl
 
+from assets.decision_metadata import criteria_table
 from assets.resources import StrixConfigResource, WarehouseResource
 from strix_pipeline.analysis.bisect.steps import advance_all, plan_bisections, steps_text, summary
 from strix_pipeline.analysis.changes import detect_changes, stored_changes
@@ -398,7 +399,10 @@ def trend_charts(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg
         "ids and digests. Verdict switch / evaluate / stay / unknown; never a silent pass or fail. "
         "Numeric metadata for the plots: `verdict_score` switch=3, evaluate=2, stay=1, unknown=0; "
         "`candidate_`/`baseline_` `ttft_p95_ms` and `output_tok_s` (C3's evidence runs at "
-        "`decision_concurrency` clients) and `held_gib` (C5's, GiB); a figure without evidence is absent."
+        "`decision_concurrency` clients) and `held_gib` (C5's, GiB); a figure without evidence is absent. "
+        "The sentence opens with the plain answer: Switch (switch), Not yet (evaluate), Stay (stay), Can't "
+        "tell yet (unknown). Words (each criterion, the two match-ups, held, fingerprint, canary, each "
+        "verdict): docs/glossary.md, and the report's glossary page."
     ),
 )
 def switch_decision(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.MaterializeResult:
@@ -429,9 +433,8 @@ def switch_decision(strix: StrixConfigResource, warehouse: WarehouseResource) ->
             "dagster/row_count": n_history,
             "webhook_sent": notified,
             "json": dg.MetadataValue.path(str(out)),
-            "criteria": dg.MetadataValue.json(
-                {c.criterion: {"status": c.status, "reason": c.reason} for c in decision.criteria}
-            ),
+            # a table the UI shows as one (figures rounded, no machine path), not JSON behind a button
+            "criteria": criteria_table(decision, wording),
             **figures,
         },
         check_results=[
@@ -468,8 +471,8 @@ def switch_decision(strix: StrixConfigResource, warehouse: WarehouseResource) ->
         "The weekly report: a static site under artifacts/report (index.html: the verdict and what changed "
         "since the last report, the trend charts, the support matrix, the latest figures per engine with "
         "intervals; a page per run; an Atom feed.xml of verdict changes, confirmed regressions and new "
-        "support-matrix cells). Self-contained: it opens from a file. `strix report --out DIR` writes the "
-        "same."
+        "support-matrix cells; glossary.html, linked from every page). Self-contained: it opens from a "
+        "file. `strix report --out DIR` writes the same."
     ),
 )
 def weekly_report(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.MaterializeResult:
