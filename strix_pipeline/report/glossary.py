@@ -3,6 +3,8 @@ page and docs/glossary.md are both written from :data:`TERMS` (a test keeps the 
 
 from __future__ import annotations
 
+import textwrap
+
 from strix_pipeline.analysis.decision import HEADLINES
 from strix_pipeline.report.markup import esc, page
 
@@ -132,7 +134,7 @@ def glossary_markdown() -> str:
         "",
     ]
     for anchor, term, text in TERMS:
-        lines += [f'<a id="{anchor}"></a>', f"**{term}**: {text}", ""]
+        lines += [f'<a id="{anchor}"></a>', textwrap.fill(f"**{term}**: {text}", 100), ""]
     return "\n".join(lines)
 
 

@@ -20,7 +20,8 @@ def too_few(p: float, n: int | None) -> str:
     need = min_requests(p)
     if n is not None and n >= need:
         return ""
-    return f"no p{p:g}: {n or 0} requests, a p{p:g} needs {need}"
+    n = n or 0
+    return f"no p{p:g}: {n} request{'s' if n != 1 else ''}, a p{p:g} needs {need}"
 
 
 def percentile_text(
