@@ -115,7 +115,7 @@ def answer_html(data: ReportData) -> str:
     word = headline(d.verdict if d else None)
     rest = text.removeprefix(word)
     parts = [
-        "<section id='answer' aria-labelledby='answer-h'><h2 id='answer-h' class='sr-only'>The answer</h2>",
+        "<section id='answer' aria-label='The answer'>",
         f"<p class='verdict-sentence' id='verdict-sentence' data-host='{esc(data.host)}'>"
         + (
             f"<strong class='answer-word'>{esc(word)}</strong>{esc(rest)}"

@@ -60,13 +60,15 @@ table.criteria,.criteria tbody,.criteria tr,.criteria td{display:block;width:aut
 .criteria td::before{content:attr(data-label) ": ";font-weight:600;color:var(--muted)}
 .criteria td.c-0::before{content:none}
 }
-.sr-only{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
 .answer-word{font-size:1.5rem;margin-right:.3rem}
 #answer{border:3px solid var(--fg);padding:.5rem 1rem;margin:1rem 0}
 .caveats{margin:.25rem 0 .5rem;padding-left:1.2rem;color:var(--muted)}
 .glossary dt{font-weight:700;margin-top:1rem}.glossary dd{margin:.25rem 0 0 1rem;max-width:60rem}
 @media (max-width:40rem){body{padding:0 .5rem 2rem}.verdict{font-size:1.15rem}
-.verdict-sentence{font-size:1.1rem}}
+.verdict-sentence{font-size:1.05rem}
+/* a phone's first screen holds the answer, the deciding figure and the forest plot */
+h1{font-size:1.3rem;margin:.5rem 0}nav ul{margin:.25rem 0;font-size:.9rem}
+#answer{padding:.25rem .5rem;margin:.5rem 0}#answer p{margin:.4rem 0}.answer-word{font-size:1.2rem}}
 """
 
 

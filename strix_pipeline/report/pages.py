@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from strix_pipeline.analysis.changepoints import Change
+from strix_pipeline.analysis.charts.marks import is_note_chart
 from strix_pipeline.analysis.charts.page import csp_hash, vega_bundle
 from strix_pipeline.analysis.decision import (
     Decision,
@@ -266,7 +267,9 @@ def _trends(data: ReportData, charts: list[ReportChart]) -> str:
     ]
     for c in charts:
         note = f"<p class='muted'>{esc(c.note)}</p>" if c.note else ""
-        parts.append(f"<div class='chart'><h3 id='{esc(c.name)}'>{esc(c.title)}</h3>{note}{c.html()}</div>")
+        # a chart with nothing to draw is its note alone: never an empty panel
+        drawn = "" if is_note_chart(c.spec) else c.html()
+        parts.append(f"<div class='chart'><h3 id='{esc(c.name)}'>{esc(c.title)}</h3>{note}{drawn}</div>")
     level = data.concurrency
     rows = []
     for r in reversed(data.runs):

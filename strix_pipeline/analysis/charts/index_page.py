@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from strix_pipeline.analysis.charts.data import chart_rows
 from strix_pipeline.analysis.charts.forest import criterion_rows, forest_spec
+from strix_pipeline.analysis.charts.marks import is_note_chart
 from strix_pipeline.analysis.charts.page import csp_hash, json_for_html, vega_bundle
 from strix_pipeline.analysis.decision import (
     Wording,
@@ -66,6 +67,13 @@ def answer(wh: Warehouse, roles: dict[str, str] | None, concurrency: int) -> tup
 
 def _chart(c: IndexChart) -> str:
     files = " · ".join(f"<a href='{html.escape(f)}'>{html.escape(f.rsplit('.', 1)[-1])}</a>" for f in c.files)
+    if is_note_chart(c.spec) and c.name != "forest":  # nothing to draw: its note, no empty panel
+        return (
+            f"<div class='chart'><h2 id='{html.escape(c.name)}'>{html.escape(c.title)}</h2>"
+            f"<p class='note'>{html.escape(c.note or 'nothing to draw yet')}</p>"
+            + (f"<p class='note'>{files}</p>" if files else "")
+            + "</div>"
+        )
     note = f"<p class='note'>{html.escape(c.note)}</p>" if c.note else ""
     return (
         f"<div class='chart'><h2 id='{html.escape(c.name)}'>{html.escape(c.title)}</h2>{note}"

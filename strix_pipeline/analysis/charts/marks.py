@@ -33,6 +33,12 @@ def note_chart(title: str, note: str) -> alt.Chart:
     )
 
 
+def is_note_chart(spec: dict[str, Any]) -> bool:
+    """A spec of :func:`note_chart` (nothing to draw): pages say its note in a line, not an empty panel."""
+    values = (spec.get("data") or {}).get("values") or []
+    return "layer" not in spec and "vconcat" not in spec and len(values) == 1 and set(values[0]) == {"note"}
+
+
 def titled(title: str, subtitle: list[str]) -> alt.TitleParams:
     return alt.TitleParams(title, subtitle=subtitle) if subtitle else alt.TitleParams(title)
 
