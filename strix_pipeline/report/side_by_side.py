@@ -43,7 +43,7 @@ METRICS = (
 
 
 @dataclass(frozen=True)
-class Row:
+class MetricRow:
     metric: str
     workload: str
     baseline: str
@@ -108,7 +108,7 @@ def _workload(c: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
     return wc if wc == wb else f"candidate: {wc}; baseline: {wb}"
 
 
-def side_by_side_rows(data: ReportData, pair: tuple[str, str]) -> list[Row]:
+def side_by_side_rows(data: ReportData, pair: tuple[str, str]) -> list[MetricRow]:
     cand, base = pair
     n = data.concurrency
     rows = []
@@ -125,12 +125,14 @@ def side_by_side_rows(data: ReportData, pair: tuple[str, str]) -> list[Row]:
         if m.column == "ttft_p95_ms" and c3 is not None and c3.ci_low is not None and c3.ci_high is not None:
             interval = f"{(c3.ci_low - 1) * 100:+.0f} % to {(c3.ci_high - 1) * 100:+.0f} % (C3)"
         rows.append(
-            Row(m.label.format(n=n), _workload(ca, ba), bt, ct, _change(cv, bv, m.lower_is_better), interval)
+            MetricRow(
+                m.label.format(n=n), _workload(ca, ba), bt, ct, _change(cv, bv, m.lower_is_better), interval
+            )
         )
     held_c, held_b = (data.run(cand) or {}).get("held_bytes"), (data.run(base) or {}).get("held_bytes")
     if held_c is not None or held_b is not None:
         rows.append(
-            Row(
+            MetricRow(
                 "memory held after load",
                 "idle, after load",
                 memory(held_b),
