@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import dagster as dg
 import polars as pl
 
-from assets.decision_metadata import criteria_table
+from assets.decision_metadata import answer_metadata, criteria_table
 from assets.resources import StrixConfigResource, WarehouseResource
 from strix_pipeline.analysis.bisect.steps import advance_all, plan_bisections, steps_text, summary
 from strix_pipeline.analysis.changes import detect_changes, stored_changes
@@ -22,7 +22,6 @@ from strix_pipeline.analysis.decision import (
     evaluate,
     evidence_versions,
     previous_decision,
-    verdict_sentence,
     wording_of,
 )
 from strix_pipeline.analysis.notify import notify_changes, regression_alerts
@@ -33,6 +32,9 @@ from strix_pipeline.report import write_report
 from strix_pipeline.units import gib
 from strix_pipeline.warehouse import NoiseRecord, Warehouse
 from strix_pipeline.webhook import webhook_url
+
+# each run's memory held after load: C5's ratio in the forest plot
+HELD_SQL = "SELECT run_id, held_bytes FROM v_run_base"
 
 # Like eager(), but not blocked by image versions that were never benchmarked (missing partitions).
 EAGER = (
@@ -416,7 +418,10 @@ def switch_decision(strix: StrixConfigResource, warehouse: WarehouseResource) ->
         figures = decision_figures(wh, decision, config.decision.concurrency)
         # the week's answer in one sentence: the same as the report's, the feed's and the webhook's
         wording = wording_of(config, decision, evidence_versions(wh, decision))
-    sentence = verdict_sentence(decision, wording)
+        held = {r["run_id"]: r["held_bytes"] for r in wh.query_df(HELD_SQL).iter_rows(named=True)}
+    # the plain answer first, then the deciding figure, what would change it and the forest plot
+    answer = answer_metadata(decision, wording, held, config.artifacts_dir())
+    sentence = str(answer["sentence"])
     notified = notify_changes(previous, decision, changes, webhook_url(config), wording=wording)
     out = config.artifacts_dir() / "decision.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -425,8 +430,8 @@ def switch_decision(strix: StrixConfigResource, warehouse: WarehouseResource) ->
     changed = decision.verdict_changed
     return dg.MaterializeResult(
         metadata={
+            **answer,
             "verdict": decision.label,
-            "sentence": sentence,
             "reason": decision.reason,
             "decision": dg.MetadataValue.md(f"{sentence}\n\n{decision_markdown(decision)}"),
             "evaluation_id": decision.evaluation_id,

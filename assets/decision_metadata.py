@@ -1,11 +1,28 @@
-"""The switch decision's criteria as a Dagster table: one row per criterion, its figures rounded with
-their units, and no machine path (a reason that names a file keeps only its name)."""
+"""The switch decision's metadata as a person reads it: the plain answer first, the figure that decides
+with its interval, what would change the answer and the forest plot right under it; then the criteria
+as a Dagster table, one row per criterion, its figures rounded with their units, and no machine path (a
+reason that names a file keeps only its name)."""
 
+import json
 import re
+from collections.abc import Mapping
+from pathlib import Path
 
 import dagster as dg
+import vl_convert as vlc
 
-from strix_pipeline.analysis.decision import Decision, Wording, criterion_title, format_value, held_text
+from strix_pipeline.analysis.charts import markdown_image
+from strix_pipeline.analysis.charts.forest import criterion_rows, forest_spec
+from strix_pipeline.analysis.decision import (
+    Decision,
+    Wording,
+    change_needed,
+    criterion_title,
+    format_value,
+    held_text,
+    verdict_sentence,
+)
+from strix_pipeline.report.answer import deciding_criterion, deciding_text
 
 # an absolute path in a reason (a model file, a log, a cache folder): the machine's, not the reader's
 _PATH = re.compile(r"(?<![\w.:/])(?:~|/)(?:[\w.+@-]+/)+([\w.+@-]*)")
@@ -60,3 +77,24 @@ def criteria_table(d: Decision, w: Wording) -> dg.TableMetadataValue:
         ]
     )
     return dg.MetadataValue.table(rows, schema=schema)
+
+
+def answer_metadata(
+    d: Decision, w: Wording, held: Mapping[str, float | None], out_dir: Path
+) -> dict[str, dg.MetadataValue | str]:
+    """The asset's first entries, in the order the UI lists them: the sentence (the plain answer), the
+    deciding figure, what would change the answer and the forest plot (its PNG written in ``out_dir``)."""
+    out: dict[str, dg.MetadataValue | str] = {"sentence": verdict_sentence(d, w)}
+    c = deciding_criterion(d)
+    if c is not None:
+        out["deciding_figure"] = deciding_text(c, w)
+    change = change_needed(d, w)
+    if change:
+        out["what_would_change"] = change[:1].upper() + change[1:] + "."
+    spec = json.dumps(forest_spec(criterion_rows(d, held, w)))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    png = out_dir / "forest.png"
+    png.with_suffix(".vl.json").write_text(spec)
+    png.write_bytes(vlc.vegalite_to_png(spec, scale=2))
+    out["forest"] = dg.MetadataValue.md(markdown_image(png, max_width=700))
+    return out

@@ -8,7 +8,7 @@ import re
 import dagster as dg
 from support.decision_seed import SEPT
 
-from assets.decision_metadata import criteria_table, without_paths
+from assets.decision_metadata import answer_metadata, criteria_table, without_paths
 from strix_dagster.automations import automations_text
 from strix_dagster.definitions import load_definitions
 from strix_pipeline.analysis.decision import CRITERIA, Decision, Wording
@@ -56,6 +56,19 @@ def test_the_criteria_are_a_table_with_rounded_figures_and_no_machine_path() -> 
     assert "…/gemma3-270m-q4_k_m.gguf" in rows["C5"]["reason"]
     assert rows["C5"]["criterion"] == "C5 memory held not above llama-server's"
     assert without_paths("see https://example.org/a/b") == "see https://example.org/a/b"
+
+
+def test_the_asset_opens_with_the_answer_the_deciding_figure_and_the_forest_plot(tmp_path) -> None:
+    c3 = _crit("C3", "pass", 0.5, 1.0, "ratio", "ttft", 0.47, 0.53)
+    c5 = _crit("C5", "fail", 6.41 * GIB, 0.48 * GIB, "bytes", "held; at the same context")
+    d = Decision("evaluate", "e1", SEPT, "local", [_crit("C1", "pass", None, None, None, "ok"), c3, c5])
+    meta = answer_metadata(d, W, {"r1": 6.41 * GIB, "r2": 0.48 * GIB}, tmp_path)
+    assert list(meta) == ["sentence", "deciding_figure", "what_would_change", "forest"]
+    assert meta["sentence"].startswith("Not yet: stay on llama-server for now.")
+    assert "13.4× llama-server's memory at the same context" in meta["deciding_figure"]
+    assert "C5 allows no more than llama-server's own 0.48 GiB" in meta["deciding_figure"]
+    assert meta["what_would_change"] == "Switching needs C5 to pass."
+    assert meta["forest"].value.startswith("![forest](data:image/png;base64,")
 
 
 def test_make_ui_says_every_automation_is_off_and_what_it_would_run() -> None:
