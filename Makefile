@@ -104,6 +104,7 @@ UI_PORT ?= 3000
 ## ui: Dagster webserver + daemon on http://$(UI_HOST):$(UI_PORT) (default 127.0.0.1:3000) with a
 ## persistent .dagster/
 ui: llama-server $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/python -m strix_dagster.automations
 	$(BIN)/python -m strix_pipeline.signals $(BIN)/dagster dev -h $(UI_HOST) -p $(UI_PORT) -w workspace.yaml
 
 lint: $(VENV)/.installed

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import dagster as dg
 import polars as pl
 
+from assets.decision_metadata import answer_metadata, criteria_table
 from assets.resources import StrixConfigResource, WarehouseResource
 from strix_pipeline.analysis.bisect.steps import advance_all, plan_bisections, steps_text, summary
 from strix_pipeline.analysis.changes import detect_changes, stored_changes
@@ -21,7 +22,6 @@ from strix_pipeline.analysis.decision import (
     evaluate,
     evidence_versions,
     previous_decision,
-    verdict_sentence,
     wording_of,
 )
 from strix_pipeline.analysis.notify import notify_changes, regression_alerts
@@ -32,6 +32,9 @@ from strix_pipeline.report import write_report
 from strix_pipeline.units import gib
 from strix_pipeline.warehouse import NoiseRecord, Warehouse
 from strix_pipeline.webhook import webhook_url
+
+# each run's memory held after load: C5's ratio in the forest plot
+HELD_SQL = "SELECT run_id, held_bytes FROM v_run_base"
 
 # Like eager(), but not blocked by image versions that were never benchmarked (missing partitions).
 EAGER = (
@@ -399,7 +402,10 @@ def trend_charts(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg
         "Verdict switch / evaluate / stay / unknown; never a silent pass or fail. "
         "Numeric metadata for the plots: `verdict_score` switch=3, evaluate=2, stay=1, unknown=0; "
         "`candidate_`/`baseline_` `ttft_p95_ms` and `output_tok_s` (C3's evidence runs at "
-        "`decision_concurrency` clients) and `held_gib` (C5's, GiB); a figure without evidence is absent."
+        "`decision_concurrency` clients) and `held_gib` (C5's, GiB); a figure without evidence is absent. "
+        "The sentence opens with the plain answer: Switch (switch), Not yet (evaluate), Stay (stay), Can't "
+        "tell yet (unknown). Words (each criterion, the two match-ups, held, fingerprint, canary, each "
+        "verdict): docs/glossary.md, and the report's glossary page."
     ),
 )
 def switch_decision(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.MaterializeResult:
@@ -413,7 +419,10 @@ def switch_decision(strix: StrixConfigResource, warehouse: WarehouseResource) ->
         figures = decision_figures(wh, decision, config.decision.concurrency)
         # the week's answer in one sentence: the same as the report's, the feed's and the webhook's
         wording = wording_of(config, decision, evidence_versions(wh, decision))
-    sentence = verdict_sentence(decision, wording)
+        held = {r["run_id"]: r["held_bytes"] for r in wh.query_df(HELD_SQL).iter_rows(named=True)}
+    # the plain answer first, then the deciding figure, what would change it and the forest plot
+    answer = answer_metadata(decision, wording, held, config.artifacts_dir())
+    sentence = str(answer["sentence"])
     notified = notify_changes(previous, decision, changes, webhook_url(config), wording=wording)
     out = config.artifacts_dir() / "decision.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -422,17 +431,16 @@ def switch_decision(strix: StrixConfigResource, warehouse: WarehouseResource) ->
     changed = decision.verdict_changed
     return dg.MaterializeResult(
         metadata={
+            **answer,
             "verdict": decision.label,
-            "sentence": sentence,
             "reason": decision.reason,
             "decision": dg.MetadataValue.md(f"{sentence}\n\n{decision_markdown(decision)}"),
             "evaluation_id": decision.evaluation_id,
             "dagster/row_count": n_history,
             "webhook_sent": notified,
             "json": dg.MetadataValue.path(str(out)),
-            "criteria": dg.MetadataValue.json(
-                {c.criterion: {"status": c.status, "reason": c.reason} for c in decision.criteria}
-            ),
+            # a table the UI shows as one (figures rounded, no machine path), not JSON behind a button
+            "criteria": criteria_table(decision, wording),
             **figures,
         },
         check_results=[
@@ -469,8 +477,8 @@ def switch_decision(strix: StrixConfigResource, warehouse: WarehouseResource) ->
         "The weekly report: a static site under artifacts/report (index.html: the verdict and what changed "
         "since the last report, the trend charts, the support matrix, the latest figures per engine with "
         "intervals; a page per run; an Atom feed.xml of verdict changes, confirmed regressions and new "
-        "support-matrix cells). Self-contained: it opens from a file. `strix report --out DIR` writes the "
-        "same."
+        "support-matrix cells; glossary.html, linked from every page). Self-contained: it opens from a "
+        "file. `strix report --out DIR` writes the same."
     ),
 )
 def weekly_report(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg.MaterializeResult:

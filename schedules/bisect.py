@@ -18,7 +18,7 @@ def build_bisect_sensor(bisect_job, interval_s: int = 60) -> dg.SensorDefinition
         name="bisect_sensor",
         jobs=[bisect_job],
         minimum_interval_seconds=interval_s,
-        default_status=dg.DefaultSensorStatus.RUNNING,
+        default_status=dg.DefaultSensorStatus.STOPPED,
         description=(
             "Runs the next step of each bisection the regressions asset started: the benchmark of the "
             "release between a confirmed change's brackets that it names (run key = bisection id + step), "

@@ -59,7 +59,7 @@ def build_sensor(benchmark_job, interval_s: int = 3600) -> dg.SensorDefinition:
         name="new_image_sensor",
         jobs=[benchmark_job],
         minimum_interval_seconds=interval_s,
-        default_status=dg.DefaultSensorStatus.RUNNING,
+        default_status=dg.DefaultSensorStatus.STOPPED,
         description=(
             "Looks for new image versions (a new release tag, or a floating tag at a new digest), adds "
             "them as partitions of benchmark_run and requests each digest's benchmark once (run key = "

@@ -22,7 +22,7 @@ def build_schedule(config: StrixConfig, bench_keys: list[dg.AssetKey]) -> dg.Sch
         cron_schedule=config.project.schedule,
         execution_timezone=config.project.timezone,
         target=dg.AssetSelection.assets(dg.AssetKey("engine_images"), *bench_keys),
-        default_status=dg.DefaultScheduleStatus.RUNNING,
+        default_status=dg.DefaultScheduleStatus.STOPPED,
         description=(
             "Weekly: refresh images, benchmark each engine's current images, each host's llama-server "
             "baseline and the canary (`[analysis] canary`). The trends and the decision follow once those "

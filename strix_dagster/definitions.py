@@ -85,10 +85,11 @@ def build_definitions(config: StrixConfig, path: str) -> dg.Definitions:
             dg.AutomationConditionSensorDefinition(
                 "analysis_automation",
                 target=dg.AssetSelection.groups("analysis", "decision"),
-                default_status=dg.DefaultSensorStatus.RUNNING,
+                default_status=dg.DefaultSensorStatus.STOPPED,
                 minimum_interval_seconds=60,
                 description=(
-                    "Recomputes aggregates, change points, charts and the decision after new results."
+                    "Recomputes aggregates, change points, charts and the decision after new results, and "
+                    "the comparisons by pairs, which start engines on host local (so off until turned on)."
                 ),
             ),
             # each Box's production between runs; not defined where no Box has one

@@ -26,6 +26,7 @@ REPORT_CHARTS = (
     "ttft_p95_by_version",
     "switch_metric",
     "throughput_vs_concurrency",
+    "throughput_per_user",
     "prefill_vs_input_length",
     "memory_held_by_version",
     "efficiency_by_version",

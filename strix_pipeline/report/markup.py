@@ -47,6 +47,8 @@ table.criteria{width:100%;table-layout:fixed}
 .criteria .c-4{width:9rem}.criteria .c-6{width:11rem}
 .criteria tr.status-fail .c-1{border-left:4px solid #c62828}
 .criteria tr.status-pass .c-1{border-left:4px solid #2e7d32}
+.sidebyside .c-0{width:13rem}.sidebyside .c-1,.sidebyside .c-2,.sidebyside .c-3{width:auto}
+.sidebyside .c-4,.sidebyside .c-5{width:9rem}
 }
 /* a narrow screen: each criterion a card, each cell labelled, nothing left out */
 @media (max-width:60rem){
@@ -58,8 +60,15 @@ table.criteria,.criteria tbody,.criteria tr,.criteria td{display:block;width:aut
 .criteria td::before{content:attr(data-label) ": ";font-weight:600;color:var(--muted)}
 .criteria td.c-0::before{content:none}
 }
+.answer-word{font-size:1.5rem;margin-right:.3rem}
+#answer{border:3px solid var(--fg);padding:.5rem 1rem;margin:1rem 0}
+.caveats{margin:.25rem 0 .5rem;padding-left:1.2rem;color:var(--muted)}
+.glossary dt{font-weight:700;margin-top:1rem}.glossary dd{margin:.25rem 0 0 1rem;max-width:60rem}
 @media (max-width:40rem){body{padding:0 .5rem 2rem}.verdict{font-size:1.15rem}
-.verdict-sentence{font-size:1.1rem}}
+.verdict-sentence{font-size:1.05rem}
+/* a phone's first screen holds the answer, the deciding figure and the forest plot */
+h1{font-size:1.3rem;margin:.5rem 0}nav ul{margin:.25rem 0;font-size:.9rem}
+#answer{padding:.25rem .5rem;margin:.5rem 0}#answer p{margin:.4rem 0}.answer-word{font-size:1.2rem}}
 """
 
 

@@ -7,6 +7,7 @@ import re
 
 INDEX = "index.html"
 FEED = "feed.xml"
+GLOSSARY = "glossary.html"
 STATE = "report.json"  # what this report saw, for the next one's "since the last report"
 RUNS_DIR = "runs"
 

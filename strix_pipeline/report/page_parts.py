@@ -25,3 +25,11 @@ def run_link(data: ReportData, run_id: str | None, text: str | None = None) -> s
 
 def when_text(data: ReportData, t: Any, fmt: str = "%Y-%m-%d %H:%M %Z") -> str:
     return esc(local_time(t, data.timezone, fmt))
+
+
+def figure(data: ReportData, run_id: str, scenario: str, level: int | None = None) -> dict[str, Any] | None:
+    """A run's aggregate of ``scenario`` (at ``level``; the last level when None), or None."""
+    rows = [a for a in data.figures.get(run_id, []) if a["scenario"] == scenario]
+    if level is not None:
+        rows = [a for a in rows if a["level"] == level]
+    return rows[-1] if rows else None

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from strix_pipeline.analysis.changepoints import Change
+from strix_pipeline.analysis.charts.marks import is_note_chart
 from strix_pipeline.analysis.charts.page import csp_hash, vega_bundle
 from strix_pipeline.analysis.decision import (
     Decision,
@@ -14,17 +15,18 @@ from strix_pipeline.analysis.decision import (
     engine_name,
     format_value,
     matchup_rows,
-    no_evaluation_sentence,
-    verdict_sentence,
 )
 from strix_pipeline.records import CriterionResult
+from strix_pipeline.report.answer import answer_html
+from strix_pipeline.report.bench_table import bench_html
 from strix_pipeline.report.charts import BOOT_JS, ReportChart
-from strix_pipeline.report.forest import criterion_rows, forest_chart
-from strix_pipeline.report.markup import esc, link, local_time, memory, number, page, table, with_interval
-from strix_pipeline.report.names import FEED, run_page
-from strix_pipeline.report.page_parts import or_none, run_link, when_text
+from strix_pipeline.report.markup import esc, link, local_time, memory, number, page, table
+from strix_pipeline.report.names import FEED, GLOSSARY, run_page
+from strix_pipeline.report.page_parts import figure, or_none, run_link, when_text
+from strix_pipeline.report.side_by_side import decision_pair, side_by_side_html
 from strix_pipeline.report.since import Since
 from strix_pipeline.report.site_data import ReportData
+from strix_pipeline.report.workload import percentile_text
 
 MATRIX_WORDS = {
     "serves": "serves",
@@ -136,22 +138,16 @@ def _matchups(data: ReportData, d: Decision) -> str:
     )
 
 
-def _forest(data: ReportData) -> str:
-    held = {r["run_id"]: r["held_bytes"] for r in data.runs}
-    chart = forest_chart(criterion_rows(data.decision, held, data.wording))
-    note = f"<p class='muted'>{esc(chart.note)}</p>" if chart.note else ""
-    return f"<div class='chart'><h3 id='forest'>{esc(chart.title)}</h3>{note}{chart.html()}</div>"
-
-
-def _sentence(data: ReportData) -> str:
-    """The answer under the title: one sentence per host (the report's decision host)."""
-    d = data.decision
-    text = (
-        data.sentences.get(d.evaluation_id) or verdict_sentence(d, data.wording)
-        if d
-        else no_evaluation_sentence(data.host, data.wording)
-    )
-    return f"<p class='verdict-sentence' id='verdict-sentence' data-host='{esc(data.host)}'>{esc(text)}</p>"
+def _side_by_side(data: ReportData) -> str:
+    """The two engines per metric, then llama-bench's prefill/decode table of the same two runs."""
+    html = side_by_side_html(data)
+    pair = decision_pair(data)
+    bench = bench_html(data, list(pair)) if pair else ""
+    if bench:
+        html = (
+            html.removesuffix("</section>") + bench + "</section>" if html else f"<section>{bench}</section>"
+        )
+    return html
 
 
 def _verdict(data: ReportData) -> str:
@@ -173,7 +169,6 @@ def _verdict(data: ReportData) -> str:
         + "<h3>The five criteria</h3>"
         + _criteria(data, d)
         + _matchups(data, d)
-        + _forest(data)
         + "</section>"
     )
 
@@ -264,13 +259,6 @@ def _news(data: ReportData, since: Since) -> str:
     )
 
 
-def _figure(data: ReportData, run_id: str, scenario: str, level: int | None = None) -> dict[str, Any] | None:
-    rows = [a for a in data.figures.get(run_id, []) if a["scenario"] == scenario]
-    if level is not None:
-        rows = [a for a in rows if a["level"] == level]
-    return rows[-1] if rows else None
-
-
 def _trends(data: ReportData, charts: list[ReportChart]) -> str:
     parts = [
         "<section id='trends' aria-labelledby='trends-h'><h2 id='trends-h'>Trends</h2>",
@@ -279,11 +267,13 @@ def _trends(data: ReportData, charts: list[ReportChart]) -> str:
     ]
     for c in charts:
         note = f"<p class='muted'>{esc(c.note)}</p>" if c.note else ""
-        parts.append(f"<div class='chart'><h3 id='{esc(c.name)}'>{esc(c.title)}</h3>{note}{c.html()}</div>")
+        # a chart with nothing to draw is its note alone: never an empty panel
+        drawn = "" if is_note_chart(c.spec) else c.html()
+        parts.append(f"<div class='chart'><h3 id='{esc(c.name)}'>{esc(c.title)}</h3>{note}{drawn}</div>")
     level = data.concurrency
     rows = []
     for r in reversed(data.runs):
-        f = _figure(data, r["run_id"], "concurrency_sweep", level)
+        f = figure(data, r["run_id"], "concurrency_sweep", level)
         rows.append(
             [
                 run_link(data, r["run_id"]),
@@ -292,7 +282,16 @@ def _trends(data: ReportData, charts: list[ReportChart]) -> str:
                 esc(r["host"]),
                 esc(r["model_profile"]),
                 esc(r["status"]),
-                esc(with_interval(f["ttft_p95_ms"], f["ttft_p95_ci_low_ms"], f["ttft_p95_ci_high_ms"], "ms"))
+                esc(
+                    percentile_text(
+                        f["ttft_p95_ms"],
+                        95,
+                        f["requests_ok"],
+                        "ms",
+                        f["ttft_p95_ci_low_ms"],
+                        f["ttft_p95_ci_high_ms"],
+                    )
+                )
                 if f
                 else "–",
                 esc(number(f["output_tokens_per_s"], "tok/s")) if f else "–",
@@ -379,8 +378,8 @@ def _latest(data: ReportData) -> str:
         for (host, e, profile), r in sorted(latest.items()):
             if e != engine:
                 continue
-            sweep = _figure(data, r["run_id"], "concurrency_sweep", level)
-            decode = _figure(data, r["run_id"], "decode")
+            sweep = figure(data, r["run_id"], "concurrency_sweep", level)
+            decode = figure(data, r["run_id"], "decode")
             prefill = [
                 a["prefill_tokens_per_s"]
                 for a in data.figures.get(r["run_id"], [])
@@ -394,11 +393,13 @@ def _latest(data: ReportData) -> str:
                     esc(r["image_version"]),
                     esc(r["status"]),
                     esc(
-                        with_interval(
+                        percentile_text(
                             sweep["ttft_p95_ms"],
+                            95,
+                            sweep["requests_ok"],
+                            "ms",
                             sweep["ttft_p95_ci_low_ms"],
                             sweep["ttft_p95_ci_high_ms"],
-                            "ms",
                         )
                     )
                     if sweep
@@ -442,6 +443,8 @@ def index_html(data: ReportData, since: Since, charts: list[ReportChart]) -> str
         + "".join(
             f"<li><a href='#{a}'>{t}</a></li>"
             for a, t in (
+                ("answer", "The answer"),
+                ("side-by-side", "Side by side"),
                 ("verdict", "Verdict"),
                 ("changes", "What changed"),
                 ("trends", "Trends"),
@@ -449,13 +452,15 @@ def index_html(data: ReportData, since: Since, charts: list[ReportChart]) -> str
                 ("latest", "Latest figures"),
             )
         )
-        + f"<li><a href='{FEED}'>Atom feed</a></li></ul></nav>"
+        + f"<li><a href='{GLOSSARY}'>Glossary</a></li><li><a href='{FEED}'>Atom feed</a></li></ul></nav>"
     )
     body = (
-        "<a class='skip' href='#verdict'>Skip to the verdict</a>"
-        f"<header><h1>{esc(title)}</h1>{_sentence(data)}<p class='muted'>Written "
-        f"{when_text(data, data.as_of)} from the warehouse; "
-        f"times in {esc(data.timezone)}.</p>{nav}</header><main>"
+        "<a class='skip' href='#answer'>Skip to the answer</a>"
+        f"<header><h1>{esc(title)}</h1>{nav}</header><main>"
+        + answer_html(data)
+        + f"<p class='muted'>Written {when_text(data, data.as_of)} from the warehouse; "
+        f"times in {esc(data.timezone)}.</p>"
+        + _side_by_side(data)
         + _verdict(data)
         + _news(data, since)
         + _trends(data, charts)

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from strix_pipeline.report.markup import esc, memory, number, page, table, with_interval
-from strix_pipeline.report.names import INDEX
+from strix_pipeline.report.markup import esc, memory, number, page, table
+from strix_pipeline.report.names import GLOSSARY, INDEX
 from strix_pipeline.report.page_parts import or_none, when_text
 from strix_pipeline.report.site_data import ReportData
+from strix_pipeline.report.workload import percentile_text, workload_text
 
 # a run page runs no script and loads nothing: the policy says so
 RUN_PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
@@ -35,11 +36,21 @@ def run_html(data: ReportData, r: dict[str, Any]) -> str:
         [
             esc(a["scenario"]),
             esc(a["level"]),
-            esc(f"{a['requests_ok']} ok, {a['requests_failed']} failed"),
-            esc(with_interval(a["ttft_p95_ms"], a["ttft_p95_ci_low_ms"], a["ttft_p95_ci_high_ms"], "ms")),
-            esc(number(a["ttft_p50_ms"], "ms", 0)),
+            esc(workload_text(a)),
+            # a level too small for a percentile says so instead of printing its largest request
+            esc(
+                percentile_text(
+                    a["ttft_p95_ms"],
+                    95,
+                    a["requests_ok"],
+                    "ms",
+                    a["ttft_p95_ci_low_ms"],
+                    a["ttft_p95_ci_high_ms"],
+                )
+            ),
+            esc(percentile_text(a["ttft_p50_ms"], 50, a["requests_ok"], "ms")),
             esc(number(a["tpot_p50_ms"], "ms")),
-            esc(number(a["e2e_p95_ms"], "ms", 0)),
+            esc(percentile_text(a["e2e_p95_ms"], 95, a["requests_ok"], "ms")),
             esc(number(a["output_tokens_per_s"], "tok/s")),
             esc(number(a["requests_per_s"], "req/s", 2)),
             esc(number(a["prefill_tokens_per_s"], "tok/s", 0)),
@@ -49,7 +60,7 @@ def run_html(data: ReportData, r: dict[str, Any]) -> str:
     ]
     up = "../"
     body = (
-        f"<p><a href='{up}{INDEX}'>← the weekly report</a></p><main>"
+        f"<p><a href='{up}{INDEX}'>← the weekly report</a> · <a href='{up}{GLOSSARY}'>Glossary</a></p><main>"
         f"<h1>Run {esc(r['run_id'])}</h1>"
         f"<p><strong>{esc(r['status'])}</strong> · {esc(r['engine'])} {esc(r['image_version'])} · "
         f"{esc(r['model_profile'])} on {esc(r['host'])} · started {when_text(data, r['started_at'])}</p>"
@@ -116,7 +127,7 @@ def run_html(data: ReportData, r: dict[str, Any]) -> str:
                 [
                     "scenario",
                     "level",
-                    "requests",
+                    "workload",
                     "TTFT p95",
                     "TTFT p50",
                     "TPOT p50",

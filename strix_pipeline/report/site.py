@@ -1,6 +1,6 @@
-"""The weekly report written as a static site: ``index.html``, ``runs/<run>.html``, ``feed.xml`` and
-``report.json`` (what it saw, for the next report's "what changed"). Everything is in the folder: it
-opens from a file, an intranet server or any static host."""
+"""The weekly report written as a static site: ``index.html``, ``runs/<run>.html``, ``glossary.html``,
+``feed.xml`` and ``report.json`` (what it saw, for the next report's "what changed"). Everything is in
+the folder: it opens from a file, an intranet server or any static host."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.report.charts import report_charts
 from strix_pipeline.report.feed import Entry, feed_entries, feed_xml
-from strix_pipeline.report.names import FEED, INDEX, RUNS_DIR, STATE, run_page
+from strix_pipeline.report.glossary import glossary_html
+from strix_pipeline.report.markup import link
+from strix_pipeline.report.names import FEED, GLOSSARY, INDEX, RUNS_DIR, STATE, run_page
 from strix_pipeline.report.pages import index_html
-from strix_pipeline.report.run_detail import run_html
+from strix_pipeline.report.run_detail import RUN_PAGE_CSP, run_html
 from strix_pipeline.report.since import read_seen, seen_now, since_last, write_seen
 from strix_pipeline.report.site_data import gather
 from strix_pipeline.safe_write import Folder
@@ -81,6 +83,7 @@ def write_report(
         for r in data.runs:
             runs_dir.write_text(PurePosixPath(run_page(r["run_id"])).name, run_html(data, r))
         index = site.write_text(INDEX, index_html(data, since, charts))
+        site.write_text(GLOSSARY, glossary_html(RUN_PAGE_CSP, f"<p>{link(INDEX, '← the weekly report')}</p>"))
         feed = site.write_text(
             FEED,
             feed_xml(entries, title="strix-pipeline: verdicts, regressions, support", updated=data.as_of),

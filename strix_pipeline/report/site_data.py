@@ -35,7 +35,7 @@ SELECT b.run_id, b.host, h.kind AS host_kind, b.engine, b.engine_kind, b.image, 
        b.engine_build, b.engine_flags, b.launch_command, b.rocm_version, b.kernel, b.firmware,
        r.kernel_cmdline, r.ttm_pages_limit, b.baseline_bytes, b.held_bytes, b.peak_bytes,
        b.after_stop_bytes, b.memory_returned, b.decode_efficiency, b.bandwidth_bytes_per_s,
-       b.efficiency_problem, b.dagster_run_id, r.log_tail
+       b.efficiency_problem, b.dagster_run_id, r.log_tail, r.engine_dtype
 FROM v_run_base b
 JOIN runs r ON r.run_id = b.run_id
 LEFT JOIN hosts h ON h.name = b.host
@@ -44,10 +44,26 @@ ORDER BY b.started_at, b.run_id
 """
 REPORT_AGGREGATES_SQL = """
 SELECT run_id, scenario, level, level_kind, requests_ok, requests_failed, ttft_p50_ms, ttft_p95_ms,
-       ttft_p95_ci_low_ms, ttft_p95_ci_high_ms, tpot_p50_ms, itl_p50_ms, e2e_p95_ms,
-       output_tokens_per_s, requests_per_s, goodput_requests_per_s, prefill_tokens_per_s,
-       decode_tokens_per_s, stopped_reason
+       ttft_p95_ci_low_ms, ttft_p95_ci_high_ms, ttft_p99_ms, tpot_p50_ms, itl_p50_ms, itl_p99_ms,
+       e2e_p50_ms, e2e_p95_ms, output_tokens_per_s, requests_per_s, goodput_requests_per_s,
+       prefill_tokens_per_s, decode_tokens_per_s, stopped_reason, input_tokens_mean, output_tokens_total
 FROM aggregates
+ORDER BY run_id, scenario, level
+"""
+# llama-bench's two figures per request, measured ones only: prefill (input tokens / TTFT) and decode
+# (tokens after the first / the time after it), their mean and spread over the repeats of a level
+REPORT_BENCH_SQL = """
+SELECT run_id, scenario, level, count(*) AS repeats, avg(input_tokens) AS input_tokens,
+       avg(output_tokens) AS output_tokens,
+       avg(input_tokens * 1000.0 / ttft_ms) AS pp_tok_s,
+       stddev_samp(input_tokens * 1000.0 / ttft_ms) AS pp_std,
+       avg(CASE WHEN output_tokens > 1 AND e2e_ms > ttft_ms
+                THEN (output_tokens - 1) * 1000.0 / (e2e_ms - ttft_ms) END) AS tg_tok_s,
+       stddev_samp(CASE WHEN output_tokens > 1 AND e2e_ms > ttft_ms
+                        THEN (output_tokens - 1) * 1000.0 / (e2e_ms - ttft_ms) END) AS tg_std
+FROM requests
+WHERE ok AND NOT warmup AND ttft_ms > 0 AND scenario IN ('prefill_ladder', 'decode')
+GROUP BY run_id, scenario, level
 ORDER BY run_id, scenario, level
 """
 # one row per evaluation: its verdict, in time order (the feed's verdict changes are read off it)
@@ -96,6 +112,9 @@ class ReportData:
     cells_first_run: dict[tuple[str, str, str | None, str], datetime]
     changes: list[Change]
     extras: dict[str, ChangeExtras] = field(default_factory=dict)
+    bench: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # run_id -> REPORT_BENCH_SQL rows
+    # the decision's two engines as the config names them: (candidate, baseline)
+    engines: tuple[str, str] = ("vllm", "llamacpp")
     wording: Wording = field(default_factory=Wording)  # how the latest decision's sentence names its sides
     # evaluation id -> its one sentence (verdict_sentence): the latest decision's and each verdict change's
     sentences: dict[str, str] = field(default_factory=dict)
@@ -169,6 +188,9 @@ def gather(wh: Warehouse, config: StrixConfig, *, now: datetime | None = None) -
         log.warning("could not read stored changes: %s", e)
         changes = []
     runs = _rows(wh, REPORT_RUNS_SQL, [as_of])
+    bench: dict[str, list[dict[str, Any]]] = {}
+    for b in _rows(wh, REPORT_BENCH_SQL):
+        bench.setdefault(b["run_id"], []).append(b)
     versions = {r["run_id"]: r["image_version"] for r in runs}
     evaluations = [Evaluation(**r) for r in _rows(wh, REPORT_VERDICTS_SQL, [as_of])]
     return ReportData(
@@ -188,6 +210,8 @@ def gather(wh: Warehouse, config: StrixConfig, *, now: datetime | None = None) -
         },
         changes=changes,
         extras=change_extras(wh),
+        bench=bench,
+        engines=(config.decision.candidate_engine, config.decision.baseline_engine),
         wording=wording_of(config, decision, versions),
         sentences=_sentences(wh, config, decision, [e for e, _ in verdict_changes(evaluations)], versions),
     )

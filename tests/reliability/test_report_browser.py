@@ -4,8 +4,10 @@ and date, every link it has (the HTML's and the charts' SVG's) is a file of the 
 its command line, and no string from the warehouse runs as script (each payload would mark <html>).
 
 At 1280 and 390 pixels (a desktop's and a phone's width), on the seeded history and on a `make run`-like stay:
-the verdict sentence is under the title, each criterion is a row (a card on the phone) with its reason in
-full, the forest plot drew, and nothing is wider than the screen outside a box that scrolls on its own."""
+the first screen holds the plain answer, the deciding figure with its interval and the forest plot; each
+criterion is a row (a card on the phone) with its reason in full; every chart comparing two engines
+shares its y scale (read from its Vega-Lite spec); and nothing is wider than the screen outside a box that
+scrolls on its own."""
 
 from __future__ import annotations
 
@@ -119,9 +121,9 @@ def test_the_report_opens_offline_with_the_warehouses_verdict_and_links_inside(
     assert [u for u in links if not visit.in_site(u.split("#")[0])] == []
     for u in {u for u in links if "#" in u and u.split("#")[0] == site.index.resolve().as_uri()}:
         assert page.locator(f"[id='{u.split('#')[1]}']").count() == 1, u
-    # keyboard: the first Tab reaches the skip link, which leads to the verdict
+    # keyboard: the first Tab reaches the skip link, which leads to the answer
     page.keyboard.press("Tab")
-    assert page.evaluate("document.activeElement.getAttribute('href')") == "#verdict"
+    assert page.evaluate("document.activeElement.getAttribute('href')") == "#answer"
     assert visit.errors == [] and visit.outside == []
     # a chart point opens its run's page (Vega-Lite's href channel; the TTFT chart's first point is
     # llama-server's run, the only one of its series)
@@ -171,7 +173,7 @@ OVERFLOW = """() => {
       out.push(`${name(el)}: ${Math.round(r.left)}..${Math.round(r.right)} outside 0..${vw}`);
   }
   // the answer and its criteria are read without scrolling anything sideways
-  for (const el of document.querySelectorAll('header *, #verdict, #verdict *')) {
+  for (const el of document.querySelectorAll('header *, #answer, #answer *, #verdict, #verdict *')) {
     const o = getComputedStyle(el).overflowX;
     if (['auto', 'scroll', 'hidden'].includes(o) && el.scrollWidth > el.clientWidth + 1)
       out.push(`${name(el)} in the verdict scrolls sideways: ${el.scrollWidth} in ${el.clientWidth}`);
@@ -189,6 +191,15 @@ OVERFLOW = """() => {
   }
   return out;
 }"""
+# where the first screen's parts are: the top of each, in CSS pixels from the top of the page
+FIRST_SCREEN = """() => Object.fromEntries(['.answer-word', '#deciding-figure', '#chart-forest svg.marks']
+  .map(s => [s, document.querySelector(s) ? document.querySelector(s).getBoundingClientRect().top : -1]))"""
+# the y scale resolution of every chart that draws two engines in panels of their own
+SHARED_Y = """() => Object.fromEntries(['ttft_p95_by_version', 'memory_held_by_version'].map(n => {
+  const s = JSON.parse(document.querySelector(`script.strix-chart[data-target='chart-${n}']`).textContent);
+  return [n, s.resolve && s.resolve.scale ? s.resolve.scale.y : 'independent'];
+}))"""
+HEIGHT = 800  # the viewport's height: the first screen
 FOREST_MARKS = """() => {
   const svg = document.querySelector('#chart-forest svg.marks');
   if (!svg) return -1;
@@ -233,11 +244,22 @@ def test_the_report_reads_at_a_desktops_and_a_phones_width(
         problems.append(f"{sentences.count()} verdict sentences under the title, not one (one host)")
     else:
         text = sentences.first.inner_text()
-        want = {"history": "Evaluate vLLM", "make_run": "Stay on llama-server"}[kind]
+        want = {"history": "Not yet: stay on llama-server", "make_run": "Stay: keep llama-server"}[kind]
         if not text.startswith(want):
             problems.append(f"the verdict sentence does not open with {want!r}: {text!r}")
         if kind == "make_run" and "2.9× llama-server's (95 % interval 2.6–3.3×)" not in text:
             problems.append(f"the sentence lacks C3's figure and interval: {text!r}")
+    deciding = page.locator("#deciding-figure").inner_text()
+    if kind == "make_run" and "95 % interval 2.6–3.3×" not in deciding:
+        problems.append(f"the deciding figure lacks its interval: {deciding!r}")
+    if kind == "history" and "2.2× llama-server's memory" not in deciding:
+        problems.append(f"the deciding figure lacks the memory ratio in words: {deciding!r}")
+    for part, top in page.evaluate(FIRST_SCREEN).items():
+        if not 0 <= top < HEIGHT:
+            problems.append(f"{part} is not on the first screen at {width} px: its top is at {top:.0f}")
+    for chart, y in page.evaluate(SHARED_Y).items():
+        if y != "shared":
+            problems.append(f"{chart}: the engines' panels do not share their y scale ({y})")
     rows = page.locator("[data-criterion]")
     if rows.count() != len(criteria):
         problems.append(f"{rows.count()} criterion rows, not {len(criteria)}")

@@ -2,7 +2,8 @@
 limit, and whether the candidate has overtaken the baseline on C3's metric.
 
 - Share of the memory-bandwidth limit by version: each run's decode efficiency (runner/efficiency.py),
-  one panel per engine and model profile; a run whose inputs gave no figure says why in its tooltip.
+  one panel per engine and model profile on one shared scale; a run whose inputs gave no figure is
+  named in the chart's note with why, and a panel with nothing to draw is left out.
 - The switch metric over time: TTFT p95 at N clients of every engine on one axis (the run's date, since
   the baseline's and the candidate's versions are different series), with each point's confidence
   interval and version, and the verdict of each evaluation along the top.
@@ -24,7 +25,15 @@ from strix_pipeline.analysis.charts.data import (
     label_versions,
     panel_title,
 )
-from strix_pipeline.analysis.charts.marks import PANEL_HEIGHT, PANEL_WIDTH, failure_layers, note_chart, titled
+from strix_pipeline.analysis.charts.marks import (
+    ENGINE_COLORS,
+    OTHER_ENGINE,
+    PANEL_HEIGHT,
+    PANEL_WIDTH,
+    engine_color,
+    failure_layers,
+    note_chart,
+)
 
 if TYPE_CHECKING:
     from strix_pipeline.warehouse import Warehouse
@@ -55,12 +64,16 @@ def efficiency_by_version_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
         ok = [r for r in prow if r["decode_efficiency"] is not None]
         failed = [r for r in prow if not r["usable"]]
         missing = [r for r in prow if r["usable"] and r["decode_efficiency"] is None]
-        subtitle = [f"{len(missing)} run(s) without a figure: see efficiency_problem"] if missing else []
+        if missing:
+            why = sorted({r["efficiency_problem"] or "no reason recorded" for r in missing})
+            notes.append(f"{panel_title(key)}: {len(missing)} run(s) without a figure ({'; '.join(why)})")
+        if not ok and not failed:  # nothing to draw: the panel is left out, the note says why
+            continue
         layers: list[alt.Chart] = []
         if ok:
             layers.append(
                 alt.Chart(alt.Data(values=json_values(ok)))
-                .mark_point(filled=True, size=70, color="#ef6c00")
+                .mark_point(filled=True, size=70, color=ENGINE_COLORS.get(key[1], OTHER_ENGINE))
                 .encode(
                     x=x,
                     y=alt.Y(
@@ -79,32 +92,12 @@ def efficiency_by_version_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
                 )
             )
         layers += failure_layers(failed, x)
-        # a run without a figure keeps its place on the axis (and a panel of only such runs -- a pair
-        # profile's run measures no decode -- is still a chart: Vega-Lite cannot draw an empty layer)
-        layers += _no_figure_layers(missing, x)
-        panels.append(
-            alt.layer(*layers).properties(
-                title=titled(panel_title(key), subtitle), width=PANEL_WIDTH, height=180
-            )
-        )
-        notes += [f"{panel_title(key)}: {s}" for s in subtitle]
-    chart = alt.vconcat(*panels, title=title).resolve_scale(x="independent")
+        panels.append(alt.layer(*layers).properties(title=panel_title(key), width=PANEL_WIDTH, height=180))
+    if not panels:
+        note = "; ".join(notes) or "no run has a decode efficiency yet"
+        return note_chart(title, note), note
+    chart = alt.vconcat(*panels, title=title).resolve_scale(x="independent", y="shared")
     return chart, "; ".join(notes)
-
-
-def _no_figure_layers(missing: list[dict[str, Any]], x: alt.X) -> list[alt.Chart]:
-    if not missing:
-        return []
-    return [
-        alt.Chart(alt.Data(values=json_values(missing)))
-        .mark_text(color="#777", fontSize=10)
-        .encode(
-            x=x,
-            y=alt.value(90),
-            text=alt.value("no figure"),
-            tooltip=["run_id:N", "version:N", "efficiency_problem:N"],
-        )
-    ]
 
 
 def _engine_label(engine: str, roles: dict[str, str]) -> str:
@@ -139,8 +132,9 @@ def switch_metric_chart(
             title="run started (UTC)",
             axis=alt.Axis(format="%Y-%m-%d %H:%M", labelAngle=-30, tickCount=6),
         )
-        color = alt.Color("engine_label:N", title=None, legend=alt.Legend(orient="bottom"))
-        y = alt.Y("ttft_p95_ms:Q", title="TTFT p95 (ms)", scale=alt.Scale(type="log"))
+        color = engine_color(hrows, "engine_label")
+        # linear: the two engines' gap is drawn as it is (a log axis shrinks a 2x lead to a step)
+        y = alt.Y("ttft_p95_ms:Q", title="TTFT p95 (ms)", scale=alt.Scale(zero=True))
         layers = [
             alt.Chart(data)
             .mark_rule()

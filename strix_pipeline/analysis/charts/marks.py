@@ -16,6 +16,10 @@ STATUS_COLORS = {"pass": "#2e7d32", "fail": "#c62828", "unknown": "#9e9e9e"}
 # the support matrix's outcomes (v_support_matrix), best first
 OUTCOME_COLORS = {"serves": "#2e7d32", "starts": "#f9a825", "fails": "#c62828", "not_run": "#9e9e9e"}
 OUTCOME_MARKS = {"serves": "✅ serves", "starts": "⚠️ starts", "fails": "❌ fails", "not_run": "⏭️ not run"}
+# one colour per engine across every chart (and the report's tables and forest plot words do not rely
+# on it: each mark carries its engine's name too); an engine not listed falls back to grey
+ENGINE_COLORS = {"llamacpp": "#1f77b4", "vllm": "#d62728", "sglang": "#2ca02c"}
+OTHER_ENGINE = "#7f7f7f"
 PANEL_WIDTH = 520
 PANEL_HEIGHT = 220
 
@@ -27,6 +31,12 @@ def note_chart(title: str, note: str) -> alt.Chart:
         .encode(text="note:N")
         .properties(width=PANEL_WIDTH, height=80)
     )
+
+
+def is_note_chart(spec: dict[str, Any]) -> bool:
+    """A spec of :func:`note_chart` (nothing to draw): pages say its note in a line, not an empty panel."""
+    values = (spec.get("data") or {}).get("values") or []
+    return "layer" not in spec and "vconcat" not in spec and len(values) == 1 and set(values[0]) == {"note"}
 
 
 def titled(title: str, subtitle: list[str]) -> alt.TitleParams:
@@ -105,4 +115,23 @@ def palette(field: str, colors: dict[str, str]) -> alt.Color:
     """``field`` coloured by its fixed palette (value -> colour), titled by its name."""
     return alt.Color(
         f"{field}:N", scale=alt.Scale(domain=list(colors), range=list(colors.values())), title=field
+    )
+
+
+def engine_color(rows: list[dict[str, Any]], field: str = "engine", *, title: str | None = None) -> alt.Color:
+    """``field`` (the engine, or a label of one: ``engine_label``, a series) coloured by each row's
+    engine in :data:`ENGINE_COLORS`: the same engine the same colour in every chart."""
+    domain: list[str] = []
+    colors: list[str] = []
+    for r in rows:
+        value = r.get(field)
+        if value is None or value in domain:
+            continue
+        domain.append(value)
+        colors.append(ENGINE_COLORS.get(r.get("engine", ""), OTHER_ENGINE))
+    return alt.Color(
+        f"{field}:N",
+        scale=alt.Scale(domain=domain, range=colors),
+        title=title,
+        legend=alt.Legend(orient="bottom", columns=1, labelLimit=0),
     )

@@ -23,11 +23,14 @@ from strix_pipeline.analysis.charts.data import (
     panel_title,
 )
 from strix_pipeline.analysis.charts.marks import (
+    ENGINE_COLORS,
+    OTHER_ENGINE,
     PANEL_HEIGHT,
     PANEL_WIDTH,
     STATUS_COLORS,
     change_layers,
     change_marks,
+    engine_color,
     failure_layers,
     note_chart,
     palette,
@@ -53,6 +56,7 @@ def ttft_by_version_chart(
     panels = []
     notes = []
     for key, prow in by_panel(rows).items():
+        color = ENGINE_COLORS.get(key[1], OTHER_ENGINE)
         order = label_versions(prow)
         x = alt.X(
             "version:O", sort=order, scale=alt.Scale(domain=order), title="image version (version order)"
@@ -81,13 +85,13 @@ def ttft_by_version_chart(
             ]
             layers += [
                 alt.Chart(data)
-                .mark_rule(color="#1565c0")
+                .mark_rule(color=color)
                 .encode(x=x, y="ttft_p95_ci_low_ms:Q", y2="ttft_p95_ci_high_ms:Q"),
                 alt.Chart(data)
-                .mark_line(color="#1565c0")
+                .mark_line(color=color)
                 .encode(x=x, y=alt.Y("mean(ttft_p95_ms):Q", title="TTFT p95 (ms)")),
                 alt.Chart(data)
-                .mark_point(filled=True, size=60, color="#1565c0")
+                .mark_point(filled=True, size=60, color=color)
                 .encode(x=x, y=y, tooltip=tooltip),
             ]
         layers += failure_layers(failed, x)
@@ -100,7 +104,8 @@ def ttft_by_version_chart(
             )
         )
         notes += [f"{panel_title(key)}: {s}" for s in subtitle]
-    chart = alt.vconcat(*panels, title=title).resolve_scale(x="independent", y="independent")
+    # one y scale for every panel: two engines' TTFTs are compared by height, never each zoomed alone
+    chart = alt.vconcat(*panels, title=title).resolve_scale(x="independent", y="shared")
     return chart, "; ".join(notes)
 
 
@@ -136,7 +141,8 @@ def _newest_line_chart(wh: Warehouse, title: str, scenario: str) -> tuple[alt.To
     if not rows:
         note = f"no {scenario.replace('_', ' ')} yet"
         return note_chart(title, note), note
-    data = alt.Data(values=json_values(newest_runs(rows)))
+    newest = newest_runs(rows)
+    data = alt.Data(values=json_values(newest))
     if line.log2:
         x = alt.X("level:Q", title=line.x_title, scale=alt.Scale(type="log", base=2))
     else:
@@ -145,7 +151,7 @@ def _newest_line_chart(wh: Warehouse, title: str, scenario: str) -> tuple[alt.To
     base = alt.Chart(data).encode(
         x=x,
         y=alt.Y(f"{line.metric}:Q", title=line.y_title),
-        color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=0)),
+        color=engine_color(newest, "series"),
         tooltip=["series:N", "run_id:N", "level:Q", value, *line.more_tooltip],
     )
     chart = (base.mark_line() + base.mark_point(filled=True)).properties(
@@ -183,7 +189,7 @@ def memory_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
         if ok:
             layers.append(
                 alt.Chart(alt.Data(values=json_values(ok)))
-                .mark_bar(color="#6a1b9a", opacity=0.8)
+                .mark_bar(color=ENGINE_COLORS.get(key[1], OTHER_ENGINE), opacity=0.8)
                 .encode(
                     x=x,
                     y=alt.Y("mean(held_gib):Q", title="held (GiB)"),
@@ -197,7 +203,8 @@ def memory_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
             )
         layers += failure_layers(failed, x)
         panels.append(alt.layer(*layers).properties(title=panel_title(key), width=PANEL_WIDTH, height=180))
-    chart = alt.vconcat(*panels, title=title).resolve_scale(x="independent", y="independent")
+    # one y scale from zero: 0.48 GiB and 6.41 GiB are drawn as the 13x they are, never as equal bars
+    chart = alt.vconcat(*panels, title=title).resolve_scale(x="independent", y="shared")
     return chart, ""
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import html
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,6 +16,8 @@ import vl_convert as vlc
 from strix_pipeline.analysis.changepoints import Change
 from strix_pipeline.analysis.changes import stored_changes
 from strix_pipeline.analysis.charts.data import DEFAULT_CONCURRENCY
+from strix_pipeline.analysis.charts.frontier import throughput_per_user_chart
+from strix_pipeline.analysis.charts.index_page import IndexChart, answer, index_html
 from strix_pipeline.analysis.charts.limits import efficiency_by_version_chart, switch_metric_chart
 from strix_pipeline.analysis.charts.marks import note_chart
 from strix_pipeline.analysis.charts.matrix import support_matrix_chart
@@ -44,6 +46,7 @@ class ChartFiles:
     png: Path
     json: Path
     note: str = ""  # what is missing, shown under the title
+    spec: str = field(default="", repr=False)  # the Vega-Lite JSON written (the index draws it again)
 
 
 @dataclass
@@ -61,8 +64,9 @@ def _write(chart: alt.TopLevelMixin, out_dir: Path, name: str, title: str, note:
         png=out_dir / f"{name}.png",
         json=out_dir / f"{name}.vl.json",
         note=note,
+        spec=chart.to_json(indent=1),
     )
-    spec = chart.to_json(indent=1)
+    spec = files.spec
     # no link followed where a chart file is expected (strix_pipeline.safe_write)
     with Folder.open(out_dir) as folder:
         folder.write_text(files.json.name, spec)
@@ -71,33 +75,20 @@ def _write(chart: alt.TopLevelMixin, out_dir: Path, name: str, title: str, note:
     return files
 
 
-def _index(cs: ChartSet, generated_at: datetime) -> Path:
-    parts = [
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>strix-pipeline trends</title>",
-        "<style>body{font-family:sans-serif;max-width:1200px;margin:2em auto}img{max-width:100%;"
-        "border:1px solid #ddd}.note{color:#777}</style></head><body>",
-        "<h1>strix-pipeline: trends and the switch decision</h1>",
-        f"<p class='note'>generated {generated_at:%Y-%m-%d %H:%M} UTC</p><ul>",
+def _index(cs: ChartSet, generated_at: datetime, top: tuple[str, dict]) -> Path:
+    """index.html: the verdict and the forest plot on top, then every chart drawn interactively."""
+    charts = [
+        IndexChart(c.name, c.title, c.note, json.loads(c.spec), (c.html.name, c.png.name, c.json.name))
+        for c in cs.charts.values()
     ]
-    for c in cs.charts.values():
-        parts.append(
-            f"<li><a href='{c.html.name}'>{html.escape(c.title)}</a> "
-            f"(<a href='{c.png.name}'>PNG</a>, <a href='{c.json.name}'>Vega-Lite</a>)</li>"
-        )
-    parts.append("</ul>")
-    for c in cs.charts.values():
-        note = f"<p class='note'>{html.escape(c.note)}</p>" if c.note else ""
-        parts.append(
-            f"<h2 id='{c.name}'>{html.escape(c.title)}</h2>{note}"
-            f"<a href='{c.html.name}'><img src='{c.png.name}' alt='{html.escape(c.title)}'></a>"
-        )
-    parts.append("</body></html>")
-    return write_file(cs.out_dir / "index.html", lambda f: f.write("\n".join(parts).encode()))
+    page = index_html(top[0], top[1], charts, generated_at)
+    return write_file(cs.out_dir / "index.html", lambda f: f.write(page.encode()))
 
 
 CHART_TITLES = {
     "ttft_p95_by_version": "TTFT p95 at 5 clients by image version",
     "throughput_vs_concurrency": "Output throughput vs concurrency, newest image per engine",
+    "throughput_per_user": "Throughput against tokens/s per user, per engine and release",
     "prefill_vs_input_length": "Prefill tokens/s vs input length",
     "memory_held_by_version": "Memory held by engine and version",
     "decision_timeline": "Switch decision timeline",
@@ -123,6 +114,7 @@ def chart_builders(
     return {
         "ttft_p95_by_version": lambda: ttft_by_version_chart(wh, concurrency=concurrency, changes=changes),
         "throughput_vs_concurrency": lambda: throughput_chart(wh),
+        "throughput_per_user": lambda: throughput_per_user_chart(wh),
         "prefill_vs_input_length": lambda: prefill_chart(wh),
         "memory_held_by_version": lambda: memory_chart(wh),
         "decision_timeline": lambda: decision_timeline_chart(wh),
@@ -170,6 +162,7 @@ def write_charts(
             refuse_unreadable(e)  # ... but an unreadable warehouse takes them all: nothing is written
             log.exception("chart %s failed", name)
             built[name] = _broken(chart_title(name, concurrency), e)
+    top = answer(wh, roles, concurrency)  # read before the first file is written, as the charts are
     for name, (chart, note) in built.items():
         title = chart_title(name, concurrency)
         try:
@@ -180,5 +173,5 @@ def write_charts(
             log.exception("chart %s failed", name)
             chart, note = _broken(title, e)
             cs.charts[name] = _write(chart, out_dir, name, title, note)
-    cs.index_html = _index(cs, now or datetime.now(UTC))
+    cs.index_html = _index(cs, now or datetime.now(UTC), top)
     return cs

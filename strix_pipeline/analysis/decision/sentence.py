@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from strix_pipeline.analysis.decision.matchup_table import format_value
 from strix_pipeline.analysis.decision.outcome import Decision
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.records import CriterionResult
+from strix_pipeline.units import GIB, gib_text
 
 # the engines as their users name them (the config's keys are the kinds' short names)
 ENGINE_NAMES = {"llamacpp": "llama-server", "vllm": "vLLM", "sglang": "SGLang"}
@@ -35,6 +35,7 @@ class Wording:
     concurrency: int = 5
     medium_moe: str = "the medium MoE model"
     gpt_oss: str = "gpt-oss-120b"
+    memory_tolerance_pct: float = 0.0  # C5's: the baseline's held memory times (1 + this / 100) is allowed
 
     @property
     def candidate(self) -> str:
@@ -66,6 +67,7 @@ def wording_of(config: StrixConfig, decision: Decision | None, versions: Mapping
         concurrency=d.concurrency,
         medium_moe=d.medium_moe_model,
         gpt_oss=d.gpt_oss_model,
+        memory_tolerance_pct=d.memory_tolerance_pct,
     )
 
 
@@ -119,11 +121,41 @@ def _ttft(c: CriterionResult, w: Wording, whose: str) -> str:
     )
 
 
+def held_text(v: float | None) -> str:
+    """Memory held: two decimals under 1 GiB (0.48 GiB, not 0.5), one above."""
+    return "–" if v is None else gib_text(v, 2 if v < GIB else 1)
+
+
+def baseline_held(c: CriterionResult, w: Wording) -> float | None:
+    """C5's baseline figure: its threshold is the baseline's held memory times (1 + the tolerance)."""
+    if c.threshold is None:
+        return None
+    return c.threshold / (1 + w.memory_tolerance_pct / 100)
+
+
+def allowed_text(c: CriterionResult, w: Wording) -> str:
+    """What C5's threshold is, in words: the baseline's own held memory (plus the tolerance, if any)."""
+    base = baseline_held(c, w)
+    own = f"{w.baseline_engine}'s own {held_text(base)}"
+    if not w.memory_tolerance_pct:
+        return f"C5 allows no more than {own}"
+    return f"C5 allows {held_text(c.threshold)}: {own} plus the {w.memory_tolerance_pct:g} % tolerance"
+
+
+def memory_ratio_words(c: CriterionResult, w: Wording) -> str:
+    """``13× llama-server's memory at the same context``; "" without both figures."""
+    base = baseline_held(c, w)
+    if c.value is None or not base:
+        return ""
+    # the criterion's reason says whether both KV caches hold the same tokens (criteria/memory.py)
+    same = " at the same context" if "; at the same context" in c.reason else ""
+    return f"{ratio_x(c.value / base, 1.0)}× {w.baseline_engine}'s memory{same}"
+
+
 def _memory(c: CriterionResult, w: Wording) -> str:
-    return (
-        f"it holds {format_value(c.value, c.unit)} after load, above the {format_value(c.threshold, c.unit)} "
-        f"allowed against {w.baseline_engine} (C5)"
-    )
+    ratio = memory_ratio_words(c, w)
+    held = f"it holds {held_text(c.value)} after load"
+    return f"{held}, {ratio} ({allowed_text(c, w)})" if ratio else f"{held} ({allowed_text(c, w)})"
 
 
 def _failure(c: CriterionResult, w: Wording, *, why: bool = True) -> str:
@@ -193,44 +225,79 @@ def _unknown(unknown: list[CriterionResult], w: Wording, host: str) -> str:
     return "; ".join(parts)
 
 
+# the answer's first words per verdict: a person reads yes or no there; the verdicts' names keep
+# their meaning in the data ("evaluate": C1-C3 pass, something else fails -- not yet)
+HEADLINES = {"switch": "Switch:", "evaluate": "Not yet:", "stay": "Stay:", "unknown": "Can't tell yet:"}
+
+
+def headline(verdict: str | None) -> str:
+    """The plain answer's first words for ``verdict`` (None: no evaluation yet)."""
+    return HEADLINES.get(verdict or "unknown", HEADLINES["unknown"])
+
+
+def change_needed(d: Decision, w: Wording) -> str:
+    """What would change the answer, as a clause: what switching needs (stay, not yet), what would
+    give the evidence (can't tell yet), or what would take a switch back."""
+    required = [c for c in d.criteria if c.required]
+    failed = [c for c in required if c.status == "fail"]
+    unknown = [c for c in required if c.status == "unknown"]
+    if d.verdict == "switch":
+        if d.provisional:
+            return "a repeat run or the next version has to agree before the switch is final"
+        return f"it would stay on {w.baseline_engine} if a required criterion failed"
+    if d.verdict == "unknown" and unknown:
+        return "; ".join(f"{evidence_wanted(c, w)} on {d.host} ({c.criterion})" for c in unknown)
+    if failed:
+        first = failed[0]
+        ratio_is = "it" if d.verdict == "stay" and first.criterion == "C3" and first.value else "C3's ratio"
+        return f"switching needs {_needs(failed, ratio_is=ratio_is)}"
+    return ""
+
+
 def verdict_sentence(d: Decision, w: Wording) -> str:
-    """The decision as one sentence (see the module docstring)."""
+    """The decision as one sentence (see the module docstring), opening with :func:`headline`."""
     required = [c for c in d.criteria if c.required]
     failed = [c for c in required if c.status == "fail"]
     unknown = [c for c in required if c.status == "unknown"]
     c3 = next((c for c in required if c.criterion == "C3"), None)
     base, cand = w.baseline_engine, w.candidate
     whose = f"{cand}'s"
+    word = headline(d.verdict)
     if d.verdict == "unknown":
         if not unknown:
-            return f"No verdict on {d.host} yet: no required criterion was evaluated."
-        return f"No verdict on {d.host} yet (unknown): {_unknown(unknown, w, d.host)}."
+            return f"{word} no required criterion was evaluated on {d.host}."
+        return f"{word} {_unknown(unknown, w, d.host)}."
     if d.verdict == "stay" and failed:
         first = failed[0]  # C1 or C2 when either failed (the verdict's first branch), else C3
         if first.criterion == "C3" and first.value is not None:
             return (
-                f"Stay on {base}: {_ttft(first, w, whose)}; switching needs {_needs(failed, ratio_is='it')}."
+                f"{word} keep {base}. {_cap(_ttft(first, w, whose))}; "
+                f"switching needs {_needs(failed, ratio_is='it')}."
             )
-        return f"Stay on {base}: {_failure(first, w)}; switching needs {_needs(failed)}."
+        return f"{word} keep {base}. {_cap(_failure(first, w))}; switching needs {_needs(failed)}."
     faster = f" and {_ttft(c3, w, 'its')}" if c3 is not None and c3.value is not None else ""
     if d.verdict == "evaluate" and failed:
         # C1-C3 passed: what failed is named, its reason is in the criteria rows
         fails = " and ".join(_failure(c, w, why=False) for c in failed)
-        return f"Evaluate {cand}: it starts{faster}, but {fails}; switching needs {_needs(failed)}."
-    if d.verdict == "switch":
-        head = f"Switch to {cand}" + (", provisionally" if d.provisional else "")
-        tail = (
-            "; a repeat run or the next version has to agree"
-            if d.provisional
-            else f"; it would stay on {base} if a required criterion failed"
+        return (
+            f"{word} stay on {base} for now. {cand} starts{faster}, but {fails}; "
+            f"switching needs {_needs(failed)}."
         )
-        return f"{head}: every required criterion passes{faster.replace(' and its', ', its')}{tail}."
+    if d.verdict == "switch":
+        head = f"{word} move to {cand}" + (", provisionally" if d.provisional else "")
+        passes = f"Every required criterion passes{faster.replace(' and its', ', its')}"
+        return f"{head}. {passes}; {change_needed(d, w)}."
     return f"Verdict on {d.host}: {d.label}."
+
+
+def _cap(text: str) -> str:
+    """A clause as a sentence: "it holds" -> "It holds"; an engine's name keeps its spelling (vLLM)."""
+    return text[:1].upper() + text[1:] if text.split(" ", 1)[0] in ("it", "its") else text
 
 
 def no_evaluation_sentence(host: str, w: Wording) -> str:
     """The answer before the first evaluation of ``host``."""
     return (
-        f"No verdict on {host} yet: no evaluation; runs of {w.candidate_engine} and {w.baseline_engine} "
-        "on it and the switch decision would give one."
+        f"{headline(None)} {host} has no evaluation yet; runs of {w.candidate_engine} and "
+        f"{w.baseline_engine} on it and the switch decision would give one."
     )

@@ -25,6 +25,7 @@ from strix_pipeline.warehouse import Warehouse
 NAMES = {
     "ttft_p95_by_version",
     "throughput_vs_concurrency",
+    "throughput_per_user",
     "prefill_vs_input_length",
     "memory_held_by_version",
     "decision_timeline",
@@ -178,9 +179,10 @@ def test_efficiency_chart_plots_the_stored_share_and_names_runs_without_one(tmp_
     assert labels <= {"llamacpp (baseline)", "vllm (candidate)"} and labels
 
 
-def test_a_panel_of_runs_without_a_figure_still_renders(tmp_path):
-    """`make run`'s equal-weights run (profile decision) measures no decode: its panel holds no point, and
-    an empty layer made Vega-Lite fail the whole chart ("Unrecognized signal name concat_1_width")."""
+def test_a_panel_of_runs_without_a_figure_is_left_out_and_the_note_says_why(tmp_path):
+    """`make run`'s equal-weights run (profile decision) measures no decode: its panel would hold no
+    point. It is left out (no empty "no figure" panel), the chart's note names the run's problem, and
+    the chart still renders (an empty layer once made Vega-Lite fail it)."""
     runs = trend_runs()[:2]
     runs[0].run.decode_efficiency, runs[0].run.decode_tok_s = 0.42, 30.0
     runs[1].run.model_profile = "gemma3-270m-bf16-gguf"  # a panel of its own
@@ -190,7 +192,9 @@ def test_a_panel_of_runs_without_a_figure_still_renders(tmp_path):
     cs = write_charts(wh, tmp_path / "c")
     chart = cs.charts["efficiency_by_version"]
     assert "failed" not in chart.note, chart.note
-    assert "1 run(s) without a figure" in chart.note
-    missing = [p for p in chart_points(chart.json) if p.get("run_id") == runs[1].run.run_id]
-    assert missing and missing[0]["efficiency_problem"] == "no single-client decode speed measured"
+    assert "1 run(s) without a figure (no single-client decode speed measured)" in chart.note
+    assert not [p for p in chart_points(chart.json) if p.get("run_id") == runs[1].run.run_id]
+    spec = json.loads(chart.json.read_text())
+    assert "no figure" not in json.dumps(spec)
+    assert "gemma3-270m-bf16-gguf" not in json.dumps(spec.get("vconcat", []))
     assert chart.png.stat().st_size > 1000

@@ -4,12 +4,17 @@ and what run would give it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from support.decision_seed import SEPT, make_config
 
 from strix_pipeline.analysis.decision import (
     CRITERIA,
     Decision,
     Wording,
+    change_needed,
+    headline,
+    no_evaluation_sentence,
     ratio_x,
     verdict_sentence,
     wording_of,
@@ -71,7 +76,7 @@ def test_make_runs_stay_names_c3s_figure_its_interval_and_what_would_change_it()
         C5_FAIL,
     )
     assert verdict_sentence(d, W) == (
-        "Stay on llama-server: vLLM 0.32.0's TTFT p95 at 5 clients is 2.9× llama-server's "
+        "Stay: keep llama-server. vLLM 0.32.0's TTFT p95 at 5 clients is 2.9× llama-server's "
         "(95 % interval 2.6–3.3×); switching needs it below 1.0× and C5 to pass."
     )
 
@@ -81,18 +86,22 @@ def test_evaluate_says_what_passed_and_which_failures_stand_between() -> None:
     d = decision("evaluate", crit("C1", "pass"), crit("C2", "pass"), c3, crit("C4", "fail"), C5_FAIL)
     text = verdict_sentence(d, W)
     assert text.startswith(
-        "Evaluate vLLM 0.32.0: it starts and its TTFT p95 at 5 clients is 0.57× llama-server's"
+        "Not yet: stay on llama-server for now. vLLM 0.32.0 starts and its TTFT p95 at 5 clients is "
+        "0.57× llama-server's"
     )
     assert "(95 % interval 0.52–0.61×)" in text
     assert "C4 (serves gpt-oss-120b from MXFP4) fails" in text
-    assert "it holds 6.6 GiB after load, above the 0.5 GiB allowed against llama-server (C5)" in text
+    # the threshold said for what it is: llama-server's own held memory (no tolerance configured)
+    assert "it holds 6.6 GiB after load, 13.2× llama-server's memory" in text
+    assert "(C5 allows no more than llama-server's own 0.50 GiB)" in text
+    assert "allowed against" not in text
     assert text.endswith("switching needs C4 and C5 to pass.")
 
 
 def test_a_failed_start_keeps_production_and_says_why() -> None:
     d = decision("stay", crit("C1", "fail", reason="0.33.0 did not reach ready on local (failed_start: HIP)"))
     assert verdict_sentence(d, W) == (
-        "Stay on llama-server: C1 (the official image starts) fails: 0.33.0 did not reach ready on local "
+        "Stay: keep llama-server. C1 (the official image starts) fails: 0.33.0 did not reach ready on local "
         "(failed_start: HIP); switching needs C1 to pass."
     )
 
@@ -105,7 +114,7 @@ def test_unknown_names_the_criterion_without_evidence_and_the_run_that_would_giv
         crit("C5", "unknown", reason="llamacpp runs with held memory: none"),
     )
     assert verdict_sentence(d, W) == (
-        "No verdict on local yet (unknown): C5 (memory held not above llama-server's) has no fresh "
+        "Can't tell yet: C5 (memory held not above llama-server's) has no fresh "
         "evidence (llamacpp runs with held memory: none); vLLM and llama-server runs with memory "
         "readings on local would give it."
     )
@@ -116,7 +125,7 @@ def test_unknown_names_the_criterion_without_evidence_and_the_run_that_would_giv
     assert "more measured requests at 5 clients on both engines would narrow the interval" in text
     several = decision("unknown", crit("C1", "unknown"), crit("C2", "unknown"))
     assert verdict_sentence(several, W) == (
-        "No verdict on local yet (unknown): C1 and C2 have no fresh evidence; on local, a run of the "
+        "Can't tell yet: C1 and C2 have no fresh evidence; on local, a run of the "
         "newest official vLLM release image (C1); a vLLM run of qwen3-30b-a3b with a valid smoke answer "
         "(C2) would give it."
     )
@@ -125,12 +134,12 @@ def test_unknown_names_the_criterion_without_evidence_and_the_run_that_would_giv
 def test_a_switch_says_when_it_is_provisional() -> None:
     c3 = crit("C3", "pass", value=0.57, threshold=1.0, ci_low=0.52, ci_high=0.61)
     assert verdict_sentence(decision("switch", c3), W) == (
-        "Switch to vLLM 0.32.0: every required criterion passes, its TTFT p95 at 5 clients is 0.57× "
+        "Switch: move to vLLM 0.32.0. Every required criterion passes, its TTFT p95 at 5 clients is 0.57× "
         "llama-server's (95 % interval 0.52–0.61×); it would stay on llama-server if a required "
         "criterion failed."
     )
     assert verdict_sentence(decision("switch", c3, provisional=True), W).startswith(
-        "Switch to vLLM 0.32.0, provisionally: "
+        "Switch: move to vLLM 0.32.0, provisionally. "
     )
 
 
@@ -149,3 +158,33 @@ def test_the_wording_takes_the_engines_names_and_the_candidate_runs_version() ->
     )
     assert (w.candidate, w.baseline_engine, w.concurrency) == ("vLLM 0.32.0", "llama-server", 5)
     assert wording_of(make_config("local"), None, {}).candidate == "vLLM"
+
+
+def test_the_answer_opens_with_a_plain_yes_or_no_per_verdict() -> None:
+    """Each verdict's first words; the verdict's name in the data is unchanged ("evaluate")."""
+    c3 = crit("C3", "pass", value=0.57, threshold=1.0, ci_low=0.52, ci_high=0.61)
+    c5 = crit(
+        "C5", "fail", value=6.41 * GIB, threshold=0.48 * GIB, unit="bytes", reason="a; at the same context"
+    )
+    cases = {
+        "evaluate": decision("evaluate", crit("C1", "pass"), c3, c5),
+        "stay": decision("stay", crit("C1", "fail")),
+        "switch": decision("switch", c3),
+        "unknown": decision("unknown", crit("C1", "unknown")),
+    }
+    words = {"evaluate": "Not yet:", "stay": "Stay:", "switch": "Switch:", "unknown": "Can't tell yet:"}
+    for verdict, d in cases.items():
+        assert d.verdict == verdict
+        assert verdict_sentence(d, W).startswith(words[verdict])
+        assert headline(verdict) == words[verdict]
+    # the ratio in words, at the same context where C5's reason says so
+    assert "13.4× llama-server's memory at the same context" in verdict_sentence(cases["evaluate"], W)
+    assert change_needed(cases["evaluate"], W) == "switching needs C5 to pass"
+    assert no_evaluation_sentence("local", W).startswith("Can't tell yet:")
+
+
+def test_a_tolerance_is_named_beside_the_baselines_own_figure() -> None:
+    w = replace(W, memory_tolerance_pct=5.0)
+    c5 = crit("C5", "fail", value=6.41 * GIB, threshold=0.48 * 1.05 * GIB, unit="bytes")
+    d = decision("evaluate", crit("C1", "pass"), c5)
+    assert "C5 allows 0.50 GiB: llama-server's own 0.48 GiB plus the 5 % tolerance" in verdict_sentence(d, w)

@@ -61,7 +61,7 @@ def test_verdict_change_posts_slack_json(receiver):
     assert set(body) == {"text"}
     assert "evaluate → switch" in body["text"]
     # said with the decision's one sentence (the report's), the sides named as the wording names them
-    assert "Switch to vLLM 0.32.0: every required criterion passes" in body["text"]
+    assert "Switch: move to vLLM 0.32.0. Every required criterion passes" in body["text"]
     assert "C4 serves_gpt_oss_120b_mxfp4: fail → pass" in body["text"]
 
 

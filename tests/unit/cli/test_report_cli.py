@@ -34,7 +34,13 @@ def test_report_writes_the_site_and_says_where(warehouse: Path, tmp_path: Path, 
     printed = capsys.readouterr().out
     assert f"{out / 'index.html'} (3 run pages)" in printed
     assert "verdict: evaluate" in printed and "6 entries, 6 new" in printed
-    assert {p.name for p in out.iterdir()} == {"index.html", "feed.xml", "report.json", "runs"}
+    assert {p.name for p in out.iterdir()} == {
+        "index.html",
+        "glossary.html",
+        "feed.xml",
+        "report.json",
+        "runs",
+    }
     # again: the same feed, nothing new
     assert run_cli(["report", "--warehouse", str(warehouse), "--out", str(out)]) == 0
     assert "6 entries, 0 new" in capsys.readouterr().out

@@ -110,7 +110,8 @@ def test_the_analysis_carries_the_automation_condition_and_its_sensor_runs(box_c
         assert graph.get(key).automation_condition == EAGER, key.to_user_string()
     sensor = defs.resolve_sensor_def("analysis_automation")
     assert isinstance(sensor, dg.AutomationConditionSensorDefinition)
-    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    # it materialises the comparisons by pairs, which start engines: off until the user turns it on
+    assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
     assert sensor.asset_selection.resolve(graph) == set(automated)
     # the schedule's target holds the refresh and the benchmarks only: it cannot ask for the analysis
     schedule = defs.resolve_schedule_def("weekly_benchmark")

@@ -179,10 +179,11 @@ def test_sensor_moved_floating_tag_requested_once(box_config: Path) -> None:
 
 def test_sensor_and_schedule_defaults(box_config: Path) -> None:
     defs = build_definitions(load_config(box_config), str(box_config))
+    # both start engines: off until the user turns them on (`make ui` starts the daemon)
     sensor = defs.resolve_sensor_def("new_image_sensor")
-    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
     schedule = defs.resolve_schedule_def("weekly_benchmark")
-    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+    assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
     assert schedule.cron_schedule == "0 3 * * 1"
     assert schedule.execution_timezone == "Europe/Berlin"
 

@@ -48,11 +48,13 @@ def test_default_definitions_load(monkeypatch: pytest.MonkeyPatch) -> None:
     defs = _validate(load_definitions())
     assert _asset_names(defs) == EXPECTED_ASSETS
     assert EXPECTED_JOBS <= {j.name for j in defs.resolve_all_job_defs()}
-    assert defs.resolve_sensor_def("new_image_sensor").default_status == dg.DefaultSensorStatus.RUNNING
+    # every automation can start an engine: none is on until the user turns it on
+    for name in ("new_image_sensor", "bisect_sensor", "analysis_automation"):
+        assert defs.resolve_sensor_def(name).default_status == dg.DefaultSensorStatus.STOPPED, name
     # no Box with production to watch: the production watch is not defined
     assert "production_watch" not in {s.name for s in defs.get_repository_def().sensor_defs}
     schedule = defs.resolve_schedule_def("weekly_benchmark")
-    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+    assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
     assert schedule.cron_schedule == "0 3 * * 1"
     # Every asset that touches a host runs in that host's pool; the others in none.
     graph = defs.resolve_asset_graph()

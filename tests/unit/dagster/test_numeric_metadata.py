@@ -72,9 +72,9 @@ def test_switch_decision_figures_are_numbers_over_time(pipeline) -> None:
     assert [m["verdict_score"].value for m in metas] == [2, 3]
     # the answer in one sentence, also at the head of the decision's markdown
     assert first["sentence"].value.startswith(
-        "Evaluate vLLM v0.11.0: it starts and its TTFT p95 at 5 clients"
+        "Not yet: stay on llama-server for now. vLLM v0.11.0 starts and its TTFT p95 at 5 clients"
     )
-    assert second["sentence"].value.startswith("Switch to vLLM v0.11.0")
+    assert second["sentence"].value.startswith("Switch: move to vLLM v0.11.0")
     assert first["decision"].value.startswith(first["sentence"].value + "\n\n**Verdict: `evaluate`**")
     assert first["decision_concurrency"].value == config.decision.concurrency == 5
     for m in metas:

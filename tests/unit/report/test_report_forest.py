@@ -8,9 +8,9 @@ import json
 
 from support.decision_seed import SEPT
 
+from strix_pipeline.analysis.charts.forest import ForestRow, criterion_rows, forest_spec
 from strix_pipeline.analysis.decision import CRITERIA, Decision, Wording
 from strix_pipeline.records import CriterionResult
-from strix_pipeline.report.forest import ForestRow, criterion_rows, forest_spec
 from strix_pipeline.units import GIB
 
 W = Wording("vLLM", "llama-server", "0.32.0")
