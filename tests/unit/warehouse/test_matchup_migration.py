@@ -10,7 +10,8 @@ from pathlib import Path
 from support.warehouse import T0, create_at_version, view_names
 
 from strix_pipeline.records import CriterionResult, column_names
-from strix_pipeline.warehouse import ComparisonRecord, Warehouse
+from strix_pipeline.warehouse import ComparisonRecord, Warehouse, current_schema_version
+
 
 # v18's names of the columns v19 renames
 V18_NAMES = {"matchup": "pair", "other_matchup": "other_pair"}
@@ -88,6 +89,10 @@ def test_a_v18_warehouse_keeps_its_match_ups_under_the_new_column_names(tmp_path
     ).fetchall()
     comparison = {**dataclasses.asdict(engine_comparison()), "decision_pair": "production"}
     del comparison["matchup"]
+    v18_comparisons = {
+        r[0] for r in old.con.execute("SELECT name FROM pragma_table_info('comparisons')").fetchall()
+    }
+    comparison = {k: v for k, v in comparison.items() if k in v18_comparisons}  # the later columns: NULL
     old.con.execute(
         f"INSERT INTO comparisons ({', '.join(comparison)}) VALUES ({', '.join('?' * len(comparison))})",
         list(comparison.values()),
@@ -95,7 +100,7 @@ def test_a_v18_warehouse_keeps_its_match_ups_under_the_new_column_names(tmp_path
     old.close()
 
     with Warehouse.open(path) as w:
-        assert w.schema_version == 19
+        assert w.schema_version == current_schema_version() >= 19
         decisions = w.query_df("SELECT matchup, other_matchup, other_reason FROM decisions").to_dicts()
         assert decisions == [
             {"matchup": "production", "other_matchup": "equal_weights", "other_reason": "slower too"}
