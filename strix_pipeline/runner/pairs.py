@@ -402,10 +402,13 @@ def compare_releases(
         return got
 
     def withheld(state: dict[str, paired.LadderResult]) -> bool:
-        """A *same* the failures do not let stand yet: run on to the cap while any failed run leans
-        one way (at the cap it needs FAILURES_ALIKE_P)."""
-        counts = _failures(runs)
-        return counts.k1 != counts.k2 and any(s.verdict == "same" for s in state.values())
+        """Verdicts the failed or excluded runs do not let stand yet: run on to the cap while the
+        exclusions differ between the sides (they may void every verdict there) or, for a *same*,
+        while the failed runs do (at the cap it needs FAILURES_ALIKE_P)."""
+        excluded, failed = _exclusions(runs), _failures(runs)
+        return excluded.k1 != excluded.k2 or (
+            failed.k1 != failed.k2 and any(s.verdict == "same" for s in state.values())
+        )
 
     state = ladders(exhausted=False)
     while True:

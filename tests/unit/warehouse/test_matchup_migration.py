@@ -12,7 +12,6 @@ from support.warehouse import T0, create_at_version, view_names
 from strix_pipeline.records import CriterionResult, column_names
 from strix_pipeline.warehouse import ComparisonRecord, Warehouse, current_schema_version
 
-
 # v18's names of the columns v19 renames
 V18_NAMES = {"matchup": "pair", "other_matchup": "other_pair"}
 
