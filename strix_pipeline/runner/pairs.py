@@ -4,9 +4,25 @@ The runs go in balanced random AB/BA pairs (:func:`paired.pair_order`), a fresh 
 (``run_one``: runner/pair_runs.py starts llama-server; the tests give a stand-in), each start's first
 request a warm-up that is discarded and recorded as such. After each ladder step the pairs so far go
 to :func:`paired.sequential` per metric; more pairs are run only while some metric is still
-*unknown*, up to the cap. A failed run drops its pair (its partner's figures too: a lone run has no
-ratio) and the plan is rebalanced (:func:`paired.rebalance`) so AB and BA stay even; past
-``max_dropped`` drops the ladder takes the pairs there are (``exhausted``) and stops.
+*unknown*, up to the cap. A run that gave no figures (the engine did not start or died) or ran on a
+busy host drops its pair (its partner's figures too: a lone run has no ratio) and the plan is
+rebalanced (:func:`paired.rebalance`) so AB and BA stay even; past ``max_dropped`` drops the ladder
+takes the pairs there are (``exhausted``) and stops.
+
+No side is left out for free:
+
+- Failures are data. A run whose measured requests partly failed keeps its figures (over the
+  requests that succeeded) with its failure rate; a run counts as failed when it gave no figures or
+  any measured request failed. The failed runs of A and B are compared (stats/proportions.py): a side
+  failing more with confidence at ``alpha`` is *different (fails more)*, and no metric is *within
+  ±target* while the failures lean one way (FAILURES_ALIKE_P) -- the ladder runs on to the cap while
+  they do, and ends inconclusive if they still do there.
+- A busy host excludes a run, but a side excluded more often than the other is a side selected on
+  its good runs: when the exclusions differ (EXCLUSIONS_DIFFER_P) every verdict is void, said why.
+
+The family-wise error: a comparison's verdict is its primary metric's (the first asked, unless
+named), wrong with probability <= ``alpha`` over all its looks; the other metrics are descriptive,
+each at ``alpha`` on its own, with no family-wise statement (docs/comparing.md).
 
 No Dagster, no warehouse writes: the caller stores the result (:func:`records`).
 """
@@ -23,6 +39,7 @@ from typing import Literal, Protocol
 
 from strix_pipeline.hosts.probes.host_noise import HostNoise
 from strix_pipeline.stats import paired
+from strix_pipeline.stats.proportions import Proportions, two_proportions
 from strix_pipeline.warehouse.comparisons import ComparisonRecord, ComparisonRun
 
 Side = Literal["A", "B"]
@@ -36,6 +53,8 @@ class PairMetric:
     name: str
     higher_is_better: bool
     unit: str
+    # how one run's figure is computed from its requests: stored beside every verdict on it
+    estimator: str
     # the smallest target this figure is decided at: a tail's noise cannot carry a 5 % step
     min_target: float = 0.0
 
@@ -43,17 +62,42 @@ class PairMetric:
         return max(asked, self.min_target)
 
 
-# The low-variance figures a comparison by pairs judges: decode at one client over many tokens, prefill from
-# the engine's own timings over >= 3 requests, TTFT p50 and mean at 5 clients. TTFT p95 is reported
-# with its interval but decided only at a >= 10 % target (benchmarks/precision.py measures its CV).
+# The figures a comparison by pairs judges. Each name means what it means in the weekly series, its
+# charts and change points, computed by the same function (loadgen/metrics.py): decode and prefill as
+# sums over the run's requests, TTFT p50/mean/p95 of one level at 5 clients. The engine's own prefill
+# clock is a second estimator, so it has a name of its own. TTFT p95 is reported with its interval
+# but decided only at a >= 10 % target (benchmarks/precision.py measures its CV).
 METRICS: dict[str, PairMetric] = {
-    "decode_tokens_per_s": PairMetric("decode_tokens_per_s", True, "tok/s"),
-    "prefill_tokens_per_s": PairMetric("prefill_tokens_per_s", True, "tok/s"),
-    "ttft_p50_ms": PairMetric("ttft_p50_ms", False, "ms"),
-    "ttft_mean_ms": PairMetric("ttft_mean_ms", False, "ms"),
-    "ttft_p95_ms": PairMetric("ttft_p95_ms", False, "ms", min_target=0.10),
+    "decode_tokens_per_s": PairMetric(
+        "decode_tokens_per_s",
+        True,
+        "tok/s",
+        "sum(output tokens - 1) / sum(E2E - TTFT) of the decode requests",
+    ),
+    "prefill_tokens_per_s": PairMetric(
+        "prefill_tokens_per_s", True, "tok/s", "sum(input tokens) / sum(TTFT) of the prefill requests"
+    ),
+    "engine_prefill_tokens_per_s": PairMetric(
+        "engine_prefill_tokens_per_s",
+        True,
+        "tok/s",
+        "sum(prompt_n) / sum(prompt_ms) of llama-server's timings of the prefill requests",
+    ),
+    "ttft_p50_ms": PairMetric("ttft_p50_ms", False, "ms", "median TTFT of one level at 5 clients"),
+    "ttft_mean_ms": PairMetric("ttft_mean_ms", False, "ms", "mean TTFT of one level at 5 clients"),
+    "ttft_p95_ms": PairMetric(
+        "ttft_p95_ms", False, "ms", "95th percentile TTFT of one level at 5 clients", min_target=0.10
+    ),
 }
 THROUGHPUT_METRICS = ("decode_tokens_per_s", "prefill_tokens_per_s")
+
+# No metric is "within ±target" while the failed runs lean one way this much (p of the two-proportion
+# test below it): one failure against none (p 0.83) does not, two against none (0.31) does. Looser than
+# alpha on purpose: it only withholds a "same", it never makes a claim.
+FAILURES_ALIKE_P = 0.5
+# The exclusions of a busy host void the verdict when they differ between the sides this much: the
+# ratio is then judged on one side's quieter runs. Looser than alpha too: voiding costs a verdict only.
+EXCLUSIONS_DIFFER_P = 0.1
 
 
 @dataclass(frozen=True)
@@ -74,11 +118,18 @@ class RunFigures:
     engine_build: str | None = None
     # the host while it measured (hosts/probes/host_noise.py); a busy one's pair is dropped and run again
     host_noise: HostNoise | None = None
+    # the measured requests and how many of them failed: the figures are the successful ones'
+    measured_requests: int = 0
+    failed_requests: int = 0
+
+    @property
+    def failure_rate(self) -> float:
+        return self.failed_requests / self.measured_requests if self.measured_requests else 0.0
 
 
 class RunFailed(Exception):
-    """A run that gave no figures (the engine did not start, died, or a measured request failed):
-    its pair is dropped. The message says why."""
+    """A run that gave no figures (the engine did not start or died, or a figure could not be
+    computed): its pair is dropped, the run counted as failed. The message says why."""
 
 
 class RunOne(Protocol):
@@ -101,6 +152,14 @@ class PairRun:
     started_at: datetime
     ended_at: datetime
     kept: bool = True  # False once its pair was dropped
+    excluded: bool = False  # True: it ran on a busy host and was left out for that
+
+    @property
+    def failed(self) -> bool:
+        """No figures, or figures over requests some of which failed (an excluded run is neither)."""
+        if self.excluded:
+            return False
+        return self.figures is None or self.figures.failed_requests > 0
 
 
 @dataclass(frozen=True)
@@ -132,10 +191,30 @@ class MetricResult:
     cap: int
     values: tuple[PairValue, ...]
     ladder: paired.LadderResult
+    primary: bool = False  # the comparison's verdict is this metric's; the others are descriptive
+    estimator: str = ""
+    why: str | None = None  # why the ladder's verdict was withheld (failures, exclusions), if it was
 
     @property
     def change_pct(self) -> float | None:
         return None if self.ratio is None else (self.ratio - 1) * 100
+
+    @property
+    def direction(self) -> paired.Direction | None:
+        if self.verdict != "different" or self.ratio is None:
+            return None
+        return "improvement" if (self.ratio > 1) == self.higher_is_better else "regression"
+
+    def headline(self) -> str:
+        """The interval first, then what it lets be said."""
+        if self.ratio is None:
+            return f"{self.metric}: no pair kept: {self.verdict}"
+        interval = ""
+        if self.low is not None and self.high is not None:
+            at = f" at {1 - self.look_alpha:.1%}" if self.look_alpha else ""
+            interval = f" [{(self.low - 1) * 100:+.1f} %, {(self.high - 1) * 100:+.1f} %]{at}"
+        words = paired.verdict_words(self.verdict, self.direction, self.target)
+        return f"{self.metric} {(self.ratio - 1) * 100:+.1f} %{interval} over {self.pairs} pairs: {words}"
 
 
 @dataclass(frozen=True)
@@ -153,6 +232,50 @@ class PairsResult:
     started_at: datetime
     ended_at: datetime
     orders: tuple[str, ...] = field(default=())  # the kept pairs' orders, in the order they ran
+    alpha: float = paired.ALPHA
+    # failed runs of A against B (k of n: runs not excluded), excluded runs of A against B (k of n: runs)
+    failures: Proportions = field(default_factory=lambda: two_proportions(0, 0, 0, 0))
+    exclusions: Proportions = field(default_factory=lambda: two_proportions(0, 0, 0, 0))
+    void: str | None = None  # why no verdict stands (exclusions differing between the sides)
+
+    @property
+    def primary(self) -> MetricResult:
+        return next((m for m in self.metrics if m.primary), self.metrics[0])
+
+    @property
+    def fails_more(self) -> Side | None:
+        """The side failing more often with confidence at ``alpha``."""
+        side = self.failures.higher(self.alpha)
+        return None if side is None else ("A", "B")[side - 1]
+
+    def headline(self) -> str:
+        """The comparison's verdict in one line: its primary metric's interval and what it says, or why
+        there is none; a side failing more is *different* whatever its speed."""
+        if self.void:
+            return f"void: {self.void}"
+        if (side := self.fails_more) is not None:
+            f = self.failures
+            tag = (self.release_a if side == "A" else self.release_b).tag
+            return (
+                f"different (fails more): {tag} ({side}) failed {f.k1 if side == 'A' else f.k2} of "
+                f"{f.n1 if side == 'A' else f.n2} runs, the other side {f.k2 if side == 'A' else f.k1} of "
+                f"{f.n2 if side == 'A' else f.n1} (p {f.p_value:.3f})"
+            )
+        return self.primary.headline()
+
+    def family_text(self) -> str:
+        """The family-wise statement the comparison's verdicts carry."""
+        others = [m.metric for m in self.metrics if not m.primary]
+        tail = (
+            f"; {', '.join(others)}: descriptive, each at alpha {self.alpha:g} on its own, "
+            "no family-wise claim"
+            if others
+            else ""
+        )
+        return (
+            f"verdict: {self.primary.metric}, wrong with probability <= {self.alpha:g} over all its looks"
+            f"{tail}; failures compared at alpha {self.alpha:g}"
+        )
 
 
 def _order_text(o: paired.Order) -> str:
@@ -173,12 +296,14 @@ def compare_releases(
     b: ComparedRelease,
     *,
     metrics: Sequence[str] = tuple(METRICS),
+    primary: str | None = None,
     host: str = "local",
     engine: str = "llamacpp",
     pairs: int | None = None,
     cap: int = 10,
     target: float = 0.05,
     alpha: float = paired.ALPHA,
+    margin_share: float = 1.0,
     seed: int = 0,
     max_dropped: int | None = None,
     progress: Progress = print,
@@ -186,19 +311,24 @@ def compare_releases(
 ) -> PairsResult:
     """Run A and B in pairs until every metric's ladder is done; see the module's docstring.
 
+    ``primary``: the metric the comparison's verdict is (default the first of ``metrics``);
+    ``margin_share``: the equivalence margin *same* is judged at, as a share of the target;
     ``pairs``: pairs before the first look (default 3, the ladder's first step); ``cap``: the most
-    kept pairs; ``max_dropped``: the most pairs dropped for a failed run before the ladder takes what
-    it has (default: half the cap, at least 2).
+    kept pairs; ``max_dropped``: the most pairs dropped for a failed or excluded run before the
+    ladder takes what it has (default: half the cap, at least 2).
     """
     unknown = [m for m in metrics if m not in METRICS]
     if unknown:
         raise ValueError(f"no such metric to compare: {', '.join(unknown)} (known: {', '.join(METRICS)})")
+    primary = metrics[0] if primary is None and metrics else primary
+    if primary not in metrics:
+        raise ValueError(f"the primary metric {primary} is not among those compared ({', '.join(metrics)})")
     if pairs is not None and pairs < 2:
         raise ValueError(f"--pairs must be at least 2 (one pair says nothing of the noise), not {pairs}")
     if pairs is not None and pairs > cap:
         cap = pairs  # a first look beyond the cap would never come: the cap rises to meet it
     ladder = _first_look(pairs, cap)
-    paired.looks_of(ladder, cap)  # refuses a cap below 2 before any server starts
+    plan = paired.looks_of(ladder, cap)  # refuses a cap below 2 before any server starts
     max_dropped = max(2, cap // 2) if max_dropped is None else max_dropped
     started = now()
     comparison_id = (
@@ -230,6 +360,7 @@ def compare_releases(
                 ladder=ladder,
                 cap=cap,
                 exhausted=exhausted,
+                margin=METRICS[name].target(target) * margin_share,
             )
         return out
 
@@ -242,21 +373,27 @@ def compare_releases(
             rel = side_release[side]
             label = f"pair {attempted} {_order_text(o)}: {side} {rel.tag}"
             t0 = now()
+            figs: RunFigures | None = None
             try:
                 figs = run_one(rel, label)
                 missing = [m for m in metrics if not _usable(figs.values.get(m))]
                 if missing:
                     raise RunFailed(f"it measured no usable {', '.join(missing)}")
                 if figs.host_noise is not None and figs.host_noise.busy:
-                    # never averaged in: the pair goes and is run again, within the drop budget
-                    raise RunFailed(f"busy host: {figs.host_noise.busy}")
+                    # never averaged in: the pair goes and is run again, within the drop budget; the
+                    # exclusion is counted per side, figures kept for the record
+                    raise _Busy(f"busy host: {figs.host_noise.busy}")
             except RunFailed as e:
+                busy = isinstance(e, _Busy)
+                kept_figs = figs if busy else None
                 runs.append(
-                    PairRun(len(runs) + 1, attempted, side, rel.tag, None, str(e), t0, now(), kept=False)
+                    PairRun(
+                        len(runs) + 1, attempted, side, rel.tag, kept_figs, str(e), t0, now(), False, busy
+                    )
                 )
                 for i in mine:  # the partner's figures go with the pair
                     runs[i] = _drop(runs[i])
-                progress(f"{label}: failed, pair dropped: {e}")
+                progress(f"{label}: {'excluded' if busy else 'failed'}, pair dropped: {e}")
                 return None
             mine.append(len(runs))
             runs.append(PairRun(len(runs) + 1, attempted, side, rel.tag, figs, None, t0, now()))
@@ -264,9 +401,20 @@ def compare_releases(
             progress(f"{label}: " + _figures_text(figs, metrics))
         return got
 
+    def withheld(state: dict[str, paired.LadderResult]) -> bool:
+        """Verdicts the failed or excluded runs do not let stand yet: run on to the cap while the
+        exclusions differ between the sides (they may void every verdict there) or, for a *same*,
+        while the failed runs do (at the cap it needs FAILURES_ALIKE_P)."""
+        excluded, failed = _exclusions(runs), _failures(runs)
+        return excluded.k1 != excluded.k2 or (
+            failed.k1 != failed.k2 and any(s.verdict == "same" for s in state.values())
+        )
+
     state = ladders(exhausted=False)
     while True:
         want = max((s.next_pairs for s in state.values() if not s.done), default=None)
+        if want is None and withheld(state) and dropped <= max_dropped:
+            want = next((n for n in plan if n > len(kept)), None)
         if want is None:
             break
         while len(kept) < want and dropped <= max_dropped:
@@ -290,16 +438,33 @@ def compare_releases(
             progress(f"look {state[name].looks} at {len(kept)} pairs, {name}: {state[name].describe()}")
         if exhausted:
             progress(
-                f"{dropped} pairs dropped for failed runs (at most {max_dropped}): the ladder ends "
-                f"on the {len(kept)} kept"
+                f"{dropped} pairs dropped for failed or excluded runs (at most {max_dropped}): the ladder "
+                f"ends on the {len(kept)} kept"
             )
             break
 
+    failures, exclusions = _failures(runs), _exclusions(runs)
+    void = None
+    if exclusions.p_value < EXCLUSIONS_DIFFER_P:
+        void = (
+            f"a busy host excluded {exclusions.k1} of {exclusions.n1} runs of A and {exclusions.k2} of "
+            f"{exclusions.n2} of B (p {exclusions.p_value:.3f}): the ratio would be judged on one side's "
+            "quieter runs"
+        )
+    unalike = None
+    if failures.p_value < FAILURES_ALIKE_P:
+        unalike = (
+            f"failed runs: A {failures.k1} of {failures.n1}, B {failures.k2} of {failures.n2} "
+            f"(p {failures.p_value:.3f}): not shown to fail alike"
+        )
     kept_orders = tuple(_order_text(k) for k, _ in kept)
     results = tuple(
-        _metric_result(a, b, name, state[name], kept, kept_orders, target, alpha, cap) for name in metrics
+        _metric_result(
+            a, b, name, state[name], kept, kept_orders, target, alpha, cap, name == primary, void, unalike
+        )
+        for name in metrics
     )
-    return PairsResult(
+    result = PairsResult(
         comparison_id,
         host,
         engine,
@@ -313,7 +478,31 @@ def compare_releases(
         started,
         now(),
         kept_orders,
+        alpha,
+        failures,
+        exclusions,
+        void,
     )
+    progress(f"{result.headline()} ({result.family_text()})")
+    return result
+
+
+class _Busy(RunFailed):
+    """A run on a busy host: excluded, not failed."""
+
+
+def _failures(runs: Sequence[PairRun]) -> Proportions:
+    """Failed runs of A against failed runs of B, out of each side's runs that were not excluded."""
+    n = {s: sum(r.side == s and not r.excluded for r in runs) for s in ("A", "B")}
+    k = {s: sum(r.side == s and r.failed for r in runs) for s in ("A", "B")}
+    return two_proportions(k["A"], n["A"], k["B"], n["B"])
+
+
+def _exclusions(runs: Sequence[PairRun]) -> Proportions:
+    """Runs of A excluded for a busy host against runs of B, out of each side's runs."""
+    n = {s: sum(r.side == s for r in runs) for s in ("A", "B")}
+    k = {s: sum(r.side == s and r.excluded for r in runs) for s in ("A", "B")}
+    return two_proportions(k["A"], n["A"], k["B"], n["B"])
 
 
 def _usable(v: float | None) -> bool:
@@ -341,7 +530,11 @@ def _metric_result(
     target: float,
     alpha: float,
     cap: int,
+    primary: bool = False,
+    void: str | None = None,
+    unalike: str | None = None,
 ) -> MetricResult:
+    """``void``: why no verdict stands; ``unalike``: why no *same* does (failures leaning one way)."""
     values = tuple(
         PairValue(o, figs["A"].values[name], figs["B"].values[name])
         for o, (_, figs) in zip(orders, kept, strict=True)
@@ -349,6 +542,9 @@ def _metric_result(
     c = s.comparison
     finite = c is not None and math.isfinite(c.ratio)
     look_alpha = s.alphas[s.looks - 1] if s.looks else None
+    verdict, why = s.verdict, void or (unalike if s.verdict == "same" else None)
+    if why is not None and verdict in ("different", "same"):
+        verdict = "inconclusive"
     return MetricResult(
         a.tag,
         b.tag,
@@ -358,7 +554,7 @@ def _metric_result(
         c.ratio if finite else None,
         c.low if finite and math.isfinite(c.low) else None,
         c.high if finite and math.isfinite(c.high) else None,
-        s.verdict,
+        verdict,
         s.looks,
         METRICS[name].target(target),
         alpha,
@@ -366,6 +562,9 @@ def _metric_result(
         cap,
         values,
         s,
+        primary,
+        METRICS[name].estimator,
+        why,
     )
 
 
@@ -397,6 +596,18 @@ def records(result: PairsResult) -> tuple[list[ComparisonRecord], list[Compariso
             dropped_pairs=result.dropped_pairs,
             started_at=result.started_at,
             ended_at=result.ended_at,
+            estimator=m.estimator,
+            primary_metric=m.primary,
+            withheld=m.why,
+            runs_a=result.failures.n1,
+            failed_runs_a=result.failures.k1,
+            runs_b=result.failures.n2,
+            failed_runs_b=result.failures.k2,
+            failure_p=result.failures.p_value,
+            fails_more=result.fails_more,
+            excluded_a=result.exclusions.k1,
+            excluded_b=result.exclusions.k2,
+            exclusion_p=result.exclusions.p_value,
         )
         for m in result.metrics
     ]
@@ -414,6 +625,8 @@ def records(result: PairsResult) -> tuple[list[ComparisonRecord], list[Compariso
             error=r.error,
             started_at=r.started_at,
             ended_at=r.ended_at,
+            excluded=r.excluded,
+            failure_rate=r.figures.failure_rate if r.figures and not r.excluded else None,
         )
         for r in result.runs
     ]

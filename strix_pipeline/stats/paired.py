@@ -7,7 +7,8 @@ call it (docs/precision.md says what it decides and why).
 - :func:`pair_order` plans which release of each pair runs first, in shuffled AB/BA blocks;
   :func:`rebalance` re-plans the rest when a failed run drops its pair.
 - :func:`compare` judges one set of pairs: the ratio of B to A with its interval and a three-way
-  verdict, *different*, *same* (equivalence within the target) or *unknown* (run more).
+  verdict, *different*, *same* (equivalence within the target, written "within ±target": two
+  one-sided tests at the look's alpha) or *unknown* (run more).
 - :func:`sequential` walks the ladder of looks (3 -> 5 -> 10 pairs, up to a cap), spending the
   significance level across them, and ends *inconclusive* when the cap is reached while unknown.
 - :func:`detectable_step` and :func:`cv` say what a given noise lets the pairs see.
@@ -99,7 +100,9 @@ def rebalance(order: Sequence[Order], done: int, failed: Collection[int], *, see
 
 @dataclass(frozen=True)
 class Comparison:
-    """B against A over ``n_pairs`` pairs: ``ratio`` = B/A, within ``[low, high]`` at 1 - ``alpha``."""
+    """B against A over ``n_pairs`` pairs: ``ratio`` = B/A, within ``[low, high]`` at 1 - ``alpha``
+    (two-sided: what *different* is judged on); ``[eq_low, eq_high]`` is the 1 - 2 ``alpha`` interval
+    the equivalence test (TOST at ``alpha``) judges *same* on."""
 
     n_pairs: int
     ratio: float
@@ -111,6 +114,8 @@ class Comparison:
     p_value: float  # of "the ratio is 1", two-sided; below alpha exactly when the interval excludes 1
     higher_is_better: bool
     log_sd: float  # the spread of the pairs' log ratios: the noise this comparison saw
+    eq_low: float = 0.0
+    eq_high: float = math.inf
 
     @property
     def change_pct(self) -> float:
@@ -124,24 +129,45 @@ class Comparison:
         return "improvement" if (self.ratio > 1) == self.higher_is_better else "regression"
 
     def describe(self) -> str:
-        what = f"{self.verdict} ({self.direction})" if self.direction else self.verdict
+        """The interval first, then what it lets be said."""
         return (
             f"B/A {self.ratio:.4f} [{self.low:.4f}, {self.high:.4f}] at {1 - self.alpha:.1%} "
-            f"over {self.n_pairs} pairs: {what} at a {self.target:.0%} target"
+            f"over {self.n_pairs} pairs: {verdict_words(self.verdict, self.direction, self.target)}"
         )
 
 
-def judge(ratio: float, low: float, high: float, target: float) -> Verdict:
-    """The three-way verdict on a ratio and its interval.
+def verdict_words(verdict: str, direction: str | None, target: float) -> str:
+    """A verdict as the user reads it: *same* says what it knows, "within ±5 %" of A, no more."""
+    if verdict == "same":
+        return f"within ±{target:.0%}"
+    if verdict == "different" and direction:
+        return f"different ({direction})"
+    return "inconclusive at budget" if verdict == "inconclusive" else verdict
+
+
+def judge(
+    ratio: float,
+    low: float,
+    high: float,
+    target: float,
+    eq_low: float | None = None,
+    eq_high: float | None = None,
+    margin: float | None = None,
+) -> Verdict:
+    """The three-way verdict on a ratio, its two-sided interval ``[low, high]`` and the interval the
+    equivalence test reads, ``[eq_low, eq_high]`` (default: the same one).
 
     *different* comes first: a step the interval shows to be real and at least half the target is
     worth naming even when it is also inside the target (a sure 3 % at a 5 % target). *same* is
-    equivalence, the whole interval within the target; an interval merely containing 1 is no
-    evidence of sameness and stays *unknown*.
+    equivalence, the whole equivalence interval within the target; an interval merely containing 1
+    is no evidence of sameness and stays *unknown*. ``margin``: the equivalence margin when it is not
+    the target (a bisection asks whether a midpoint is nearer one bracket than half their step).
     """
     if (low > 1.0 or high < 1.0) and abs(ratio - 1.0) >= target / 2:
         return "different"
-    if 1.0 - target <= low and high <= 1.0 + target:
+    lo, hi = (low, high) if eq_low is None or eq_high is None else (eq_low, eq_high)
+    m = target if margin is None else margin
+    if 1.0 - m <= lo and hi <= 1.0 + m:
         return "same"
     return "unknown"
 
@@ -168,10 +194,17 @@ def compare(
     target: float,
     alpha: float = ALPHA,
     higher_is_better: bool,
+    margin: float | None = None,
 ) -> Comparison:
     """B against A, where ``a[i]`` and ``b[i]`` were measured in pair ``i``.
 
     The interval is Student's t on the mean of the log ratios, exponentiated: ratio = exp(mean).
+    *Same* is Schuirmann's two one-sided tests at ``alpha`` (TOST): the ratio is shown above
+    1 - target and below 1 + target, each at ``alpha``, which is the 1 - 2 ``alpha`` interval within
+    the target. Each one-sided test errs with probability <= alpha and a false *same* needs one of
+    them to err on the side the truth is on, so *same* is wrong with probability <= alpha, as
+    *different* is. Judging *same* on the two-sided 1 - alpha interval instead is TOST at alpha / 2:
+    twice as strict as it needs to be, and on A/A pairs it ends inconclusive that much more often.
     Not Pinpoint's Wilcoxon signed-rank interval: its exact p-value cannot go below 2 / 2**n, so
     with 3 or 5 pairs (0.25, 0.0625) it could never say *different* at the ladder's first looks,
     and its interval does not exist there. Run-to-run noise of throughput is close to log-normal,
@@ -186,20 +219,24 @@ def compare(
     d = _log_ratios(a, b)
     n = len(d)
 
-    def result(ratio: float, low: float, high: float, p: float, sd: float) -> Comparison:
-        verdict = judge(ratio, low, high, target) if n >= 2 else "unknown"
-        return Comparison(n, ratio, low, high, verdict, target, alpha, p, higher_is_better, sd)
+    def result(
+        ratio: float, low: float, high: float, p: float, sd: float, eq: tuple[float, float]
+    ) -> Comparison:
+        verdict = judge(ratio, low, high, target, *eq, margin=margin) if n >= 2 else "unknown"
+        return Comparison(n, ratio, low, high, verdict, target, alpha, p, higher_is_better, sd, *eq)
 
     if n < 2:  # one pair says nothing of the noise, so nothing of the interval
-        return result(math.exp(d[0]) if n else math.nan, 0.0, math.inf, 1.0, math.nan)
+        return result(math.exp(d[0]) if n else math.nan, 0.0, math.inf, 1.0, math.nan, (0.0, math.inf))
     mean, sd = float(np.mean(d)), float(np.std(d, ddof=1))
     if sd == 0.0:  # identical ratios (a deterministic stand-in): no noise, the interval is a point
         r = math.exp(mean)
-        return result(r, r, r, 0.0 if mean != 0.0 else 1.0, 0.0)
+        return result(r, r, r, 0.0 if mean != 0.0 else 1.0, 0.0, (r, r))
     se = sd / math.sqrt(n)
     half = _t_crit(alpha, n - 1) * se
+    eq_half = _t_crit(2 * alpha, n - 1) * se  # the one-sided 1 - alpha bound on each side
     p = float(2 * stats.t.sf(abs(mean) / se, n - 1))
-    return result(math.exp(mean), math.exp(mean - half), math.exp(mean + half), p, sd)
+    eq = (math.exp(mean - eq_half), math.exp(mean + eq_half))
+    return result(math.exp(mean), math.exp(mean - half), math.exp(mean + half), p, sd, eq)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -262,7 +299,7 @@ class LadderResult:
         if self.comparison is None:
             return f"unknown: no look yet, {self.next_pairs} pairs wanted"
         tail = f", {self.next_pairs} pairs wanted" if self.next_pairs else ""
-        head = "inconclusive at budget" if self.verdict == "inconclusive" else self.verdict
+        head = verdict_words(self.verdict, self.comparison.direction, self.comparison.target)
         return f"{head} after {self.looks} look(s): {self.comparison.describe()}{tail}"
 
 
@@ -276,6 +313,7 @@ def sequential(
     ladder: Sequence[int] = LADDER,
     cap: int | None = None,
     exhausted: bool = False,
+    margin: float | None = None,
 ) -> LadderResult:
     """The ladder on the pairs run so far, in the order they ran (``a[i]``, ``b[i]``: pair ``i``).
 
@@ -304,6 +342,7 @@ def sequential(
             target=target,
             alpha=level,
             higher_is_better=higher_is_better,
+            margin=margin,
         )
         history.append(c)
         if c.verdict != "unknown":

@@ -55,6 +55,21 @@ class ComparisonRecord:
     # the decision's match-up an engine comparison is of ("production" | "equal_weights",
     # runner/engine_comparison.py); None: two releases of one engine
     matchup: str | None = None
+    # how one run's figure of the metric is computed (runner/pairs.METRICS); None: stored before it was
+    estimator: str | None = None
+    # the comparison's verdict is its primary metric's; the others are descriptive
+    primary_metric: bool | None = None
+    withheld: str | None = None  # why the ladder's verdict was not kept (failures, exclusions)
+    # runs not excluded, and those that failed (no figures, or some measured request failed), per side
+    runs_a: int | None = None
+    failed_runs_a: int | None = None
+    runs_b: int | None = None
+    failed_runs_b: int | None = None
+    failure_p: float | None = None  # the two-proportion test of the failed runs (stats/proportions.py)
+    fails_more: str | None = None  # 'A' | 'B': the side failing more with confidence at alpha
+    excluded_a: int | None = None  # runs left out for a busy host, per side
+    excluded_b: int | None = None
+    exclusion_p: float | None = None
 
 
 @dataclass
@@ -73,6 +88,8 @@ class ComparisonRun:
     error: str | None
     started_at: datetime
     ended_at: datetime
+    excluded: bool | None = None  # left out for a busy host (None: stored before it was recorded)
+    failure_rate: float | None = None  # failed / measured requests of a run that gave figures
 
 
 COMPARISON_COLUMNS: tuple[str, ...] = tuple(column_names(ComparisonRecord))
@@ -84,6 +101,11 @@ def _check(rows: list[ComparisonRecord], runs: list[ComparisonRun]) -> str:
     if len(ids) != 1:
         raise WarehouseError(f"a comparison is saved whole: one comparison_id, not {sorted(ids)}")
     for r in rows:
+        if r.fails_more not in (None, *RUN_SIDES):
+            raise WarehouseError(
+                f"comparison {r.comparison_id} {r.metric}: fails_more must be A, B or None "
+                f"(got {r.fails_more!r})"
+            )
         if r.verdict not in COMPARISON_VERDICTS:
             raise WarehouseError(
                 f"comparison {r.comparison_id} {r.metric}: verdict must be one of "

@@ -19,6 +19,7 @@ from strix_pipeline.runner.pairs import ComparedRelease, RunFailed, RunFigures
 TRUE = {"decode_tokens_per_s": 50.0, "prefill_tokens_per_s": 1200.0}
 # latencies: a release `factor` times as fast takes 1 / factor as long
 TRUE_LATENCY = {"ttft_p50_ms": 400.0, "ttft_mean_ms": 450.0, "ttft_p95_ms": 900.0}
+TRUE_ENGINE = {"engine_prefill_tokens_per_s": 1500.0}  # llama-server's own prefill clock
 
 
 @dataclass
@@ -36,10 +37,12 @@ class PairStandIn:
     calls: list[str] = field(default_factory=list)  # "<tag> <label>", in order
     rng: random.Random = field(init=False)
     latency_rng: random.Random = field(init=False)  # its own stream: the throughput draws stay as they were
+    engine_rng: random.Random = field(init=False)  # and the engine's prefill clock its own
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.latency_rng = random.Random(f"latency/{self.seed}")
+        self.engine_rng = random.Random(f"engine/{self.seed}")
 
     def __call__(self, release: ComparedRelease, label: str) -> RunFigures:
         self.calls.append(f"{release.tag} {label}")
@@ -54,6 +57,10 @@ class PairStandIn:
         values |= {
             m: v / scale * math.exp(self.latency_rng.gauss(-(sigma**2) / 2, sigma))
             for m, v in TRUE_LATENCY.items()
+        }
+        values |= {
+            m: v * scale * math.exp(self.engine_rng.gauss(-(sigma**2) / 2, sigma))
+            for m, v in TRUE_ENGINE.items()
         }
         return RunFigures(values, warmup_ms=900.0, engine_build=f"{release.tag}-standin")
 

@@ -465,12 +465,15 @@ FROM bisections b LEFT JOIN bisection_steps s USING (bisection_id)
 ORDER BY b.started_at DESC, b.bisection_id, s.step;
 
 -- Every comparison by pairs, newest first, one row per metric: B against A as a percentage with its
--- interval beside the verdict, and the runs each one started (failed and dropped included).
+-- interval beside the verdict, and the runs each one started (failed and dropped included); the
+-- primary metric (the comparison's verdict), each figure's estimator, the failed and excluded runs.
 CREATE OR REPLACE VIEW v_comparisons AS
 SELECT c.comparison_id, c.host, c.engine, c.release_a, c.release_b, c.matchup, c.metric, c.verdict,
        (c.ratio - 1) * 100 AS change_pct, (c.low - 1) * 100 AS low_pct, (c.high - 1) * 100 AS high_pct,
        c.ratio, c.low, c.high, c.pairs, c.looks, c.cap, c.target, c.alpha, c.dropped_pairs,
-       coalesce(r.runs, 0) AS runs, c.started_at, c.ended_at
+       coalesce(r.runs, 0) AS runs, c.started_at, c.ended_at,
+       c.primary_metric, c.estimator, c.withheld, c.fails_more, c.failed_runs_a, c.runs_a,
+       c.failed_runs_b, c.runs_b, c.failure_p, c.excluded_a, c.excluded_b, c.exclusion_p
 FROM comparisons c
 LEFT JOIN (SELECT comparison_id, count(*) AS runs FROM comparison_runs GROUP BY comparison_id) r
   USING (comparison_id)

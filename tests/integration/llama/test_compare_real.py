@@ -33,7 +33,7 @@ def test_the_installed_llama_server_against_itself_is_not_different(tmp_path) ->
     assert release.package_version is None  # the installed build: nothing to build
     # TTFT at 5 clients over one request per client: the test asserts its figures are made and stored,
     # not their precision (the weekly default is 20 requests; nothing is sent beyond what is asserted)
-    # and the fastest of two decodes, not five: the figure is made the same way
+    # and two decodes, not five: the figure is made the same way
     spec = PairSpec(
         decode_requests=2,
         decode_input_tokens=32,

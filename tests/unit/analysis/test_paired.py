@@ -234,9 +234,9 @@ def test_the_ladder_asks_for_the_next_look_s_pairs_while_unknown() -> None:
 
 
 def test_a_step_too_small_for_the_budget_ends_inconclusive_with_the_interval_reached() -> None:
-    # log ratios alternating +6 % and -2 %: a 2 % step in 4 % noise; every look's interval holds 1
-    # and reaches past 1.05, so neither "different" nor "same" can be said at 10 pairs
-    d = [0.06, -0.02] * 5
+    # log ratios alternating +8 % and -4 %: a 2 % step in 6 % noise; every look's interval holds 1
+    # and the equivalence interval reaches past 1.05, so neither "different" nor "same" can be said
+    d = [0.08, -0.04] * 5
     r = sequential([1.0] * 10, [math.exp(x) for x in d], target=0.05, higher_is_better=True)
     assert r.verdict == "inconclusive" and r.done and r.looks == 3
     assert [c.n_pairs for c in r.history] == [3, 5, 10]
@@ -263,7 +263,7 @@ def test_the_spent_alpha_is_what_keeps_a_look_from_deciding() -> None:
 
 
 def test_pairs_that_ran_out_take_the_next_look_in_its_place() -> None:
-    d = [0.06, -0.02] * 5
+    d = [0.08, -0.04] * 5
     b = [math.exp(x) for x in d]
     r = sequential([1.0] * 7, b[:7], target=0.05, higher_is_better=True, exhausted=True)
     assert r.verdict == "inconclusive" and [c.n_pairs for c in r.history] == [3, 5, 7]

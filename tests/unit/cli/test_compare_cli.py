@@ -41,6 +41,13 @@ def test_compare_prints_a_verdict_per_metric_and_stores_it(tmp_path, capsys, sta
     p95 = next(x for x in out.splitlines() if "ttft_p95_ms" in x and "→" in x)
     assert "±10%" in p95, p95
     assert "pair 1 " in out and "warm-up 900 ms discarded" in out and "look 1 at 3 pairs" in out
+    # the headline is the primary metric's interval; the others are descriptive, and it says so
+    headline = next(x for x in out.splitlines() if x.startswith("verdict: "))
+    assert headline.startswith("verdict: decode_tokens_per_s -") and "different (regression)" in headline
+    assert "%, " in headline and " at 9" in headline  # the interval and its level come first
+    assert "decode_tokens_per_s (primary)" in out and "ttft_p50_ms (descriptive)" in out
+    assert "family-wise error: verdict: decode_tokens_per_s, wrong with probability <= 0.05" in out
+    assert "failed runs: A 0 of" in out and "excluded for a busy host: A 0 of" in out
     with Warehouse.open(load_config(path).warehouse_path(), read_only=True) as wh:
         rows = wh.list_comparisons()
     assert {r.metric for r in rows} == set(METRICS)
@@ -65,7 +72,7 @@ def test_pairs_and_cap_bound_the_runs(tmp_path, capsys, standin) -> None:
     assert len(standin.calls) == 4
     line = next(x for x in out.splitlines() if "decode_tokens_per_s" in x and "→" in x)
     assert "prefill" not in out.split("b11434 against")[1]
-    assert any(v in line for v in ("same", "inconclusive at budget")), line
+    assert any(v in line for v in ("within ±5%", "inconclusive at budget")), line
 
 
 def test_an_unknown_release_is_refused_by_name_before_any_run(tmp_path, capsys, standin) -> None:

@@ -20,8 +20,16 @@ def old_warehouse(path):
     """A warehouse as the code before v18 left it: schema v17 and the views of its day (v_run_base
     without the workload column; the match-ups under their names of then, `pair` and `decision_pair`)."""
     wh = create_at_version(path, 17)
-    old_views = wschema.views_sql().replace(
-        "    r.workload,  -- what the profile asks (fingerprint.workload_digest): in the series\n", ""
+    old_views = (
+        wschema.views_sql()
+        .replace(
+            "    r.workload,  -- what the profile asks (fingerprint.workload_digest): in the series\n", ""
+        )
+        .replace(  # v_comparisons before the estimator, failure and exclusion columns
+            ",\n       c.primary_metric, c.estimator, c.withheld, c.fails_more, c.failed_runs_a, c.runs_a,\n"
+            "       c.failed_runs_b, c.runs_b, c.failure_p, c.excluded_a, c.excluded_b, c.exclusion_p\n",
+            "\n",
+        )
     )
     # views over tables of later versions (v20's quality_answers) did not exist then
     old_views = old_views.split("\n-- Each run's score on the evaluation set")[0]

@@ -1,7 +1,8 @@
 """One run of a comparison on host local, without a server: which releases may be named (the
 installed build and the cached ones; any other refused by name), and the pair figures read from the
-suite's records -- prefill by llama-server's own timings, decode as the fastest of its requests, the
-warm-up kept apart -- and the host probed before and after each run."""
+suite's records -- decode and prefill by the weekly series' own definitions, the engine's prefill clock
+under its own name, the warm-up kept apart, failed requests counted -- and the host probed before the
+server starts and after it has stopped."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from strix_pipeline.config import ScenarioProfile
+from strix_pipeline.config import SLO, ScenarioProfile
 from strix_pipeline.loadgen import SuiteResult
+from strix_pipeline.loadgen.metrics import aggregate_level
 from strix_pipeline.records import LevelAggregate, RequestRecord, RequestTable
 from strix_pipeline.runner import pair_runs
 from strix_pipeline.runner.pair_runs import (
@@ -114,20 +116,73 @@ def suite(prefill_ok: bool = True, gone: str | None = None) -> SuiteResult:
     return SuiteResult(requests=RequestTable(rows), aggregates=[agg], engine_gone=gone)
 
 
-def test_the_figures_are_the_engines_prefill_and_the_fastest_decode_the_warm_up_apart() -> None:
+def test_the_figures_are_the_weekly_series_sums_the_engines_prefill_apart_the_warm_up_apart() -> None:
     figs = figures_of(suite(), PairSpec())
-    # the fastest decode request, not the aggregate's 36.5 over all three
+    # decode as the weekly series computes it: 3 x 63 tokens in 1.5 + 1.4 + 2.1 s, not the fastest (45);
+    # prefill as the series too: 3 x 128 input tokens in 3 x 100 ms of TTFT; the engine's own clock
+    # (400 tokens in 250 ms) under its own name
     assert figs.values == {
-        "decode_tokens_per_s": pytest.approx(45.0),
-        "prefill_tokens_per_s": pytest.approx(1600.0),
+        "decode_tokens_per_s": pytest.approx(37.8),
+        "prefill_tokens_per_s": pytest.approx(1280.0),
+        "engine_prefill_tokens_per_s": pytest.approx(1600.0),
     }
     assert figs.warmup_ms == 1234.0
+    assert (figs.measured_requests, figs.failed_requests, figs.failure_rate) == (6, 0, 0.0)
 
 
-def test_a_failed_request_or_a_dead_engine_fails_the_run() -> None:
-    with pytest.raises(RunFailed, match=r"1 of 6 measured requests failed \(http_500: boom\)"):
-        figures_of(suite(prefill_ok=False), PairSpec())
+def test_a_pair_figure_is_the_weekly_series_figure_of_the_same_requests() -> None:
+    """One definition: the level aggregate the weekly series stores and the pair figure agree."""
+    rows = [r for r in suite().requests if r.scenario == "decode"]
+    agg = aggregate_level(rows, run_id="r", scenario="decode", level=1, level_kind="single", slo=SLO())
+    assert figures_of(suite(), PairSpec()).values["decode_tokens_per_s"] == agg.decode_tokens_per_s
+    pre = [r for r in suite().requests if r.scenario == "prefill_ladder"]
+    agg = aggregate_level(
+        pre, run_id="r", scenario="prefill_ladder", level=128, level_kind="input_tokens", slo=SLO()
+    )
+    assert figures_of(suite(), PairSpec()).values["prefill_tokens_per_s"] == agg.prefill_tokens_per_s
+
+
+def test_a_failed_request_keeps_the_run_s_figures_with_its_failure_rate_a_dead_engine_fails_it() -> None:
+    figs = figures_of(suite(prefill_ok=False), PairSpec())
+    assert (figs.measured_requests, figs.failed_requests) == (6, 1)
+    assert figs.failure_rate == pytest.approx(1 / 6)
+    # the figures are the successful requests': two prefills of 128 tokens in 200 ms
+    assert figs.values["prefill_tokens_per_s"] == pytest.approx(1280.0)
+    assert figs.values["engine_prefill_tokens_per_s"] == pytest.approx(300 / 0.15)
     with pytest.raises(RunFailed, match="killed by SIGKILL"):
         figures_of(suite(gone="llama-server was killed by SIGKILL during decode"), PairSpec())
     with pytest.raises(RunFailed, match="3 prefill requests measured, 4 planned"):
         figures_of(suite(), PairSpec(prefill_requests=4))
+
+
+class _Server:
+    """A server that only says whether it is up: what the probe must never run beside."""
+
+    pid, base_url, model, engine_build = 1, "http://127.0.0.1:1", "m", "standin"
+    up = False
+
+    def exit_description(self) -> str | None:
+        return None
+
+    def __enter__(self):
+        self.up = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.up = False
+
+
+def test_the_cpu_probe_runs_before_the_server_starts_and_after_it_stopped(monkeypatch) -> None:
+    server, seen = _Server(), []
+
+    def probe() -> float:
+        seen.append(server.up)
+        return 40.0
+
+    monkeypatch.setattr(pair_runs, "run_suite_sync", lambda *a, **k: suite())
+    monkeypatch.setattr(pair_runs.host_noise, "snapshot", lambda pid, root: None)
+    monkeypatch.setattr(pair_runs.HostWatch, "noise", lambda self, before, after, probes: tuple(probes))
+    watch = pair_runs.HostWatch(probe=probe)
+    figs = pair_runs.measure_run(server, PairSpec(), SLO(), "run", watch)
+    assert seen == [False, False]  # twice, never with the server up
+    assert figs.host_noise == (40.0, 40.0) and figs.engine_build == "standin"

@@ -100,7 +100,7 @@ def test_runs_failing_beyond_the_budget_end_the_ladder_on_what_there_is() -> Non
     standin = PairStandIn(factor=0.95, cv=0.02, seed=3, fail_runs={1, 3, 5, 7, 9, 11})
     result, lines = run(standin, seed=7, max_dropped=2)
     assert result.dropped_pairs == 3
-    assert any("pairs dropped for failed runs (at most 2)" in line for line in lines)
+    assert any("pairs dropped for failed or excluded runs (at most 2)" in line for line in lines)
     for m in result.metrics:
         assert m.verdict in ("different", "same", "inconclusive")
 
