@@ -23,8 +23,9 @@ from strix_pipeline.config import StrixConfig
 from strix_pipeline.planning.measured import week_start
 from strix_pipeline.planning.targets import canaries
 from strix_pipeline.runner.engine_comparison import METRICS, compare_engines, engine_records, engine_sides
+from strix_pipeline.runner.pair_model import PairsResult
 from strix_pipeline.runner.pair_runs import PAIR_HOST, pair_log_dir, release_to_run
-from strix_pipeline.runner.pairs import PairsResult, compare_releases, records
+from strix_pipeline.runner.pairs import compare_releases, records
 
 ENGINE = "llamacpp"  # the engine comparisons by pairs can start on host local
 TARGET = 0.05  # the step the week's comparison chases: a 5 % change

@@ -18,8 +18,8 @@ from strix_pipeline.registry.client import RegistryClient
 from strix_pipeline.registry.discovery import ClientFactory, default_client
 from strix_pipeline.registry.transport import RetryPolicy
 from strix_pipeline.runner.engine_comparison import EngineSides, LocalEngineRuns, pair_spec
+from strix_pipeline.runner.pair_model import Progress, RunOne
 from strix_pipeline.runner.pair_runs import HostWatch, PairSpec, local_runs, pair_profile
-from strix_pipeline.runner.pairs import Progress, RunOne
 from strix_pipeline.warehouse import Warehouse
 
 

@@ -34,8 +34,8 @@ from _host import cpu_model  # noqa: E402
 
 from strix_pipeline.analysis.noise import GOALS, NoiseFigure, noise_figures  # noqa: E402
 from strix_pipeline.runner.local import installed_llama_release  # noqa: E402
+from strix_pipeline.runner.pair_model import METRICS, ComparedRelease, RunFailed  # noqa: E402
 from strix_pipeline.runner.pair_runs import LocalLlamaRuns, PairSpec  # noqa: E402
-from strix_pipeline.runner.pairs import METRICS, ComparedRelease, RunFailed  # noqa: E402
 from strix_pipeline.stats import paired  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "data" / "precision_aa.json"

@@ -12,8 +12,8 @@ import dagster as dg
 from assets.resources import PairRunnerResource, StrixConfigResource, WarehouseResource
 from strix_pipeline.analysis.bisect.steps import releases_between
 from strix_pipeline.runner import pair_bisect
+from strix_pipeline.runner.pair_model import METRICS, ComparedRelease
 from strix_pipeline.runner.pair_runs import PAIR_HOST, pair_log_dir, release_to_run
-from strix_pipeline.runner.pairs import METRICS, ComparedRelease
 
 
 class PairBisectConfig(dg.Config):

@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from strix_pipeline.cli.common import config_of, open_warehouse, shown, warehouse_arg
+from strix_pipeline.runner.pair_model import METRICS, PairsResult
 from strix_pipeline.runner.pair_runs import (
     PAIR_HOST,
     PairSpec,
@@ -33,7 +34,7 @@ from strix_pipeline.runner.pair_runs import (
     pair_profile,
     resolve_release,
 )
-from strix_pipeline.runner.pairs import METRICS, PairsResult, compare_releases, records
+from strix_pipeline.runner.pairs import compare_releases, records
 from strix_pipeline.stats import paired
 from strix_pipeline.warehouse import ComparisonRecord, WarehouseError
 

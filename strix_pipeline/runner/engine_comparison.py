@@ -22,20 +22,19 @@ from strix_pipeline.config import StrixConfig
 from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.planning.targets import BenchmarkTarget, local_tag
 from strix_pipeline.runner.local import local_server
-from strix_pipeline.runner.pair_runs import MIN_TTFT_REQUESTS, HostWatch, PairSpec, measure_run
-from strix_pipeline.runner.pairs import (
+from strix_pipeline.runner.pair_model import (
     ComparedRelease,
     PairsResult,
     Progress,
     RunFailed,
     RunFigures,
     RunOne,
-    compare_releases,
-    records,
 )
+from strix_pipeline.runner.pair_runs import MIN_TTFT_REQUESTS, HostWatch, PairSpec, measure_run
+from strix_pipeline.runner.pairs import compare_releases, records
 from strix_pipeline.warehouse.comparisons import ComparisonRecord, ComparisonRun
 
-# What C3 reads of a pair of runs: the p95 decides (at a >= 10 % target, runner/pairs.METRICS), the
+# What C3 reads of a pair of runs: the p95 decides (at a >= 10 % target, runner/pair_model.METRICS), the
 # median and the mean are shown beside it
 METRICS = ("ttft_p95_ms", "ttft_p50_ms", "ttft_mean_ms")
 TARGET = 0.10

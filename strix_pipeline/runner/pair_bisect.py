@@ -23,15 +23,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from strix_pipeline.analysis.bisect.search import Search, Verdict, pair_side, runs_bound
-from strix_pipeline.runner.pairs import (
-    ComparedRelease,
-    MetricResult,
-    PairsResult,
-    Progress,
-    RunOne,
-    compare_releases,
-    records,
-)
+from strix_pipeline.runner.pair_model import ComparedRelease, MetricResult, PairsResult, Progress, RunOne
+from strix_pipeline.runner.pairs import compare_releases, records
 from strix_pipeline.warehouse.bisections import BisectionRecord, BisectionStep
 
 if TYPE_CHECKING:

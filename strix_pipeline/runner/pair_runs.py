@@ -65,7 +65,7 @@ from strix_pipeline.loadgen.metrics import decode_tokens_per_s, prefill_tokens_p
 from strix_pipeline.provision import llamacpp_build
 from strix_pipeline.records import RequestRecord
 from strix_pipeline.runner.local import installed_llama_release
-from strix_pipeline.runner.pairs import ComparedRelease, Progress, RunFailed, RunFigures, RunOne
+from strix_pipeline.runner.pair_model import ComparedRelease, Progress, RunFailed, RunFigures, RunOne
 
 MIN_PREFILL_REQUESTS = 3  # the engine's prefill figure from at least three requests
 MIN_DECODE_TOKENS = 64  # MIN_DECODE_REQUESTS short requests spread a run's noise over more of them

@@ -55,7 +55,7 @@ class ComparisonRecord:
     # the decision's match-up an engine comparison is of ("production" | "equal_weights",
     # runner/engine_comparison.py); None: two releases of one engine
     matchup: str | None = None
-    # how one run's figure of the metric is computed (runner/pairs.METRICS); None: stored before it was
+    # how one run's figure of the metric is computed (runner/pair_model.METRICS); None: stored before it was
     estimator: str | None = None
     # the comparison's verdict is its primary metric's; the others are descriptive
     primary_metric: bool | None = None

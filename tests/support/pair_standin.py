@@ -14,7 +14,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from strix_pipeline.runner.pairs import ComparedRelease, RunFailed, RunFigures
+from strix_pipeline.runner.pair_model import ComparedRelease, RunFailed, RunFigures
 
 TRUE = {"decode_tokens_per_s": 50.0, "prefill_tokens_per_s": 1200.0}
 # latencies: a release `factor` times as fast takes 1 / factor as long

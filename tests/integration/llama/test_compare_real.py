@@ -19,8 +19,9 @@ import pytest
 from conftest import need
 from support.pipeline_helpers import llama_available
 
+from strix_pipeline.runner.pair_model import METRICS
 from strix_pipeline.runner.pair_runs import HostWatch, LocalLlamaRuns, PairSpec, resolve_release
-from strix_pipeline.runner.pairs import METRICS, compare_releases, records
+from strix_pipeline.runner.pairs import compare_releases, records
 from strix_pipeline.stats import paired
 from strix_pipeline.warehouse import Warehouse
 

@@ -12,7 +12,7 @@ from strix_pipeline.cli import compare as compare_cli
 from strix_pipeline.cli import main as strix_main
 from strix_pipeline.config_load import load_config
 from strix_pipeline.runner import pair_runs
-from strix_pipeline.runner.pairs import METRICS
+from strix_pipeline.runner.pair_model import METRICS
 from strix_pipeline.warehouse import Warehouse
 
 

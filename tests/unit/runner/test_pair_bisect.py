@@ -9,7 +9,7 @@ from support.pair_standin import PairStandIn
 
 from strix_pipeline.analysis.bisect.search import runs_bound
 from strix_pipeline.runner.pair_bisect import STEP_KEY_PREFIX, bisect_by_pairs
-from strix_pipeline.runner.pairs import ComparedRelease
+from strix_pipeline.runner.pair_model import ComparedRelease
 
 TAGS = [f"b{n}" for n in range(100, 111)]  # b100 (without the change) ... b110 (with it)
 PREFILL_CV = 0.014  # prefill tok/s, one run, benchmarks/data/precision_aa_avx512.json

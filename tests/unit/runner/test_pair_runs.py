@@ -17,6 +17,7 @@ from strix_pipeline.loadgen import SuiteResult
 from strix_pipeline.loadgen.metrics import aggregate_level
 from strix_pipeline.records import LevelAggregate, RequestRecord, RequestTable
 from strix_pipeline.runner import pair_runs
+from strix_pipeline.runner.pair_model import ComparedRelease, RunFailed
 from strix_pipeline.runner.pair_runs import (
     PairSpec,
     UnknownRelease,
@@ -24,7 +25,6 @@ from strix_pipeline.runner.pair_runs import (
     package_version,
     resolve_release,
 )
-from strix_pipeline.runner.pairs import ComparedRelease, RunFailed
 
 T0 = datetime(2026, 12, 4, tzinfo=UTC)
 
