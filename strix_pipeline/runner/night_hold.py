@@ -17,7 +17,7 @@ starts it (``restore_held`` when that run never got as far as a guard: all of it
 another night, or one after the planned outage, finds a marker to restore first, as before.
 
 Before each run the window is checked again as a value (:meth:`HostNight.admit`: the window open,
-and the run's estimate plus production's restart inside what is left of it, as the plan checks
+and the run's estimate ending by production's restore (planning/deadline.py), as the plan checks
 it); a run that does not fit is deferred to the next night by name (:meth:`HostNight.defer`: a
 ``deferred`` run record whose reason names it and the window), and the next night takes it first
 after the decision's runs and the canary (:func:`night_order`, planning.priority.rank). The rules

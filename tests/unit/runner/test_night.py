@@ -163,9 +163,9 @@ def test_the_window_is_checked_as_a_value_before_each_run(config):
         "outside the maintenance window ('0 3 * * *' + 6 h"
     ), closed
     assert night.admit(config, hour, now=IN_WINDOW).fits
-    # 30 min into a 6-hour window: 5.5 h left, a 5.5 h run plus production's restart does not fit
+    # 30 min into a 6-hour window: 5.5 h left, a 5.5 h run plus production's restore does not fit
     long = night.admit(config, Estimate(5.5 * 3600, "median of 2 run(s)"), now=IN_WINDOW)
-    assert not long.fits and "production's restart" in long.reason, long
+    assert not long.fits and "production's restore" in long.reason, long
     assert night.admit(config, hour, now=NOON, force=True).fits  # a manual run is not held to it
 
 
