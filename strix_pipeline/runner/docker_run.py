@@ -15,7 +15,7 @@ from strix_pipeline.config import HostConfig, StrixConfig
 from strix_pipeline.engines import arch_list_command, comparable_flags, image_source
 from strix_pipeline.hosts import guards
 from strix_pipeline.hosts.box import checks as box_checks
-from strix_pipeline.hosts.box import stop_checks
+from strix_pipeline.hosts.box import selinux, stop_checks
 from strix_pipeline.hosts.box.production import ProductionGuard, check_maintenance_window
 from strix_pipeline.hosts.box.production_alerts import ProductionAlerts
 from strix_pipeline.hosts.cleanup import cache_prune, disk_budget, image_prune, probe_images
@@ -244,6 +244,12 @@ def _before_stop(r: RunInputs, box: _Box, image_ref: str, window: datetime | Non
         release=target.image.version,  # whether vLLM takes --kv-cache-memory-bytes (engines/vllm.py)
     )
     launcher.size_pools(box_checks.device_memory(host_cfg, engine, box.facts))
+    enforcing, selinux_note = selinux.enforcing(client, host_cfg.probe_image)
+    launcher.selinux_enforcing = enforcing is True
+    if launcher.selinux_enforcing:
+        log(f"[{run.run_id}] SELinux enforces on the host: the engine runs with {selinux.LABEL_OPT}")
+    elif selinux_note:
+        log(f"[{run.run_id}] {selinux_note}")
     record_engine_env(run, launcher.spec.env)
     what = f"{launcher.spec.kind} '{launcher.spec.served_model_name}'"
     guards.check_reservations(launcher.spec.reservations, host_cfg.memory_budget_gb, what=what)

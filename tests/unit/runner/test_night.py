@@ -224,6 +224,7 @@ class Box:
         prod = ProductionEngine(
             stop_command=["stop"],
             start_command=["start"],
+            unit="llama-server.service",
             health_url="http://127.0.0.1:9/health",
             health_timeout_s=1,
         )
