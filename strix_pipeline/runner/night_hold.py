@@ -45,7 +45,7 @@ from strix_pipeline.planning.window import Fit
 from strix_pipeline.records import RunResult
 from strix_pipeline.runner.record import join_reasons, new_record
 from strix_pipeline.runner.target import Log
-from strix_pipeline.usable import DEFERRED
+from strix_pipeline.usable import DEADLINE, DEFERRED
 
 if TYPE_CHECKING:
     from strix_pipeline.hosts.box.production import ProductionGuard
@@ -205,8 +205,12 @@ class HostNight:
 
     def _remaining(self, exc: tuple[object, ...]) -> int:
         """Later runs of this night still to start on this host; 0 (start production now) outside a
-        night, on an exception (a cancelled or broken run starts what it stopped) or when unknown."""
+        night, on an exception (a cancelled or broken run starts what it stopped), after a run stopped
+        at its deadline, or when unknown."""
         if not self.night_id or self.more_to_come is None or (exc and exc[0] is not None):
+            return 0
+        if any(r.run.status == DEADLINE for r in self._root.runs):
+            # the restore's time has come: every later run would be deferred, production starts now
             return 0
         try:
             return max(0, int(self.more_to_come(set(self._done()))))
