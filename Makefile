@@ -6,7 +6,8 @@ BIN := $(VENV)/bin
 DAGSTER_HOME := $(CURDIR)/.dagster
 run ui history: export DAGSTER_HOME := $(DAGSTER_HOME)
 
-.PHONY: run test ui lint bench clean-dagster llama-server vllm-cpu provision doctor lock history
+.PHONY: run test ui lint bench clean-dagster llama-server vllm-cpu provision doctor lock history \
+  controller controller-install
 # V=1 shows every step's whole output; otherwise each step writes it to a log under $(LOGS), named in
 # its one line (and again, with its last lines, when it fails).
 V ?=
@@ -101,9 +102,24 @@ test: provision
 UI_HOST ?= 127.0.0.1
 UI_PORT ?= 3000
 
+## controller: what the controller needs (the venv, the Dagster instance); the embedded CPU
+## llama-server only when a host of kind local has runs in the configuration (STRIX_CONFIG, ./strix.toml
+## or the embedded default): a Box-only controller never builds it
+controller: $(VENV)/.installed $(DAGSTER_HOME)/dagster.yaml
+	@$(BIN)/strix controller needs-local-engine; rc=$$?; \
+	if [ $$rc -eq 0 ]; then $(MAKE) --no-print-directory llama-server; \
+	elif [ $$rc -eq 1 ]; then echo "controller: the embedded llama-server is not built (no local host)"; \
+	else exit $$rc; fi
+
+## controller-install: the controller as a service: systemd user units for the Dagster webserver and
+## daemon of this checkout (DAGSTER_HOME=$(DAGSTER_HOME), restart on failure), enabled and started
+controller-install: controller
+	$(BIN)/strix controller install --user --dagster-home $(DAGSTER_HOME) --host $(UI_HOST) \
+	  --port $(UI_PORT) --enable
+
 ## ui: Dagster webserver + daemon on http://$(UI_HOST):$(UI_PORT) (default 127.0.0.1:3000) with a
-## persistent .dagster/
-ui: llama-server $(DAGSTER_HOME)/dagster.yaml
+## persistent .dagster/ (in a terminal; `make controller-install` runs it as a service)
+ui: controller
 	$(BIN)/python -m strix_dagster.automations
 	$(BIN)/python -m strix_pipeline.signals $(BIN)/dagster dev -h $(UI_HOST) -p $(UI_PORT) -w workspace.yaml
 

@@ -5,6 +5,7 @@ condition (``assets.analysis.EAGER``) that the ``analysis_automation`` sensor ev
 materialise once the benchmarks they read have landed -- never beside them.
 """
 
+from schedules.backup import warehouse_backup_job, warehouse_backup_schedule
 from schedules.bisect import build_bisect_sensor
 from schedules.jobs import (
     ANALYSIS,
@@ -39,4 +40,6 @@ __all__ = [
     "main_job_for",
     "refresh_job",
     "run_requests",
+    "warehouse_backup_job",
+    "warehouse_backup_schedule",
 ]

@@ -31,6 +31,8 @@ from schedules import (
     host_job_for,
     main_job_for,
     refresh_job,
+    warehouse_backup_job,
+    warehouse_backup_schedule,
 )
 from strix_dagster.pair_bisect_job import pair_bisect_job
 from strix_pipeline.config import DockerHostConfig, StrixConfig, config_path
@@ -75,6 +77,7 @@ def build_definitions(config: StrixConfig, path: str) -> dg.Definitions:
             bisect_job,
             pair_bisect_job,
             analysis_job,
+            warehouse_backup_job,
             main_job_for(bench_keys),
             # the host as a dimension: one job per host, its runs tagged strix/host=<host>
             *(host_job_for(h, key) for h, key in zip(benchmark_hosts(config), bench_keys, strict=True)),
@@ -95,7 +98,7 @@ def build_definitions(config: StrixConfig, path: str) -> dg.Definitions:
             # each Box's production between runs; not defined where no Box has one
             *filter(None, [build_production_watch(config)]),
         ],
-        schedules=[build_schedule(config, [a.key for a in benchmark_assets])],
+        schedules=[build_schedule(config, [a.key for a in benchmark_assets]), warehouse_backup_schedule],
         resources={
             "strix": StrixConfigResource(config_path=path),
             "pair_runner": PairRunnerResource(),

@@ -13,6 +13,9 @@ from strix_pipeline.records import RunResult
 from strix_pipeline.units import gib_text
 
 DEFERRED = "deferred"
+# still going at the restore's time (planning/deadline.py): stopped, its engine removed, production
+# restored on time; what it measured before is kept, but it is a failure with its reason
+DEADLINE = "deadline"
 
 
 def deferred(result: RunResult) -> bool:
@@ -46,6 +49,8 @@ def served(result: RunResult) -> tuple[bool, str]:
         return False, f"the run was {run.failure_reason or 'cancelled'}"
     if deferred(result):
         return False, f"deferred, nothing ran: {run.failure_reason}"
+    if run.status == DEADLINE:
+        return False, f"the run was {run.failure_reason or 'stopped at its deadline'}"
     ok = measured_ok(result)
     if ok:
         return True, f"{ok} measured request(s) succeeded ({run.status})"

@@ -29,6 +29,8 @@ COMMAND_MODULES = (
     "strix_pipeline.cli.spool",
     "strix_pipeline.cli.migrate",
     "strix_pipeline.cli.workload",
+    "strix_pipeline.cli.backup",
+    "strix_pipeline.cli.controller",
 )
 
 

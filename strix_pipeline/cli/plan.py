@@ -20,6 +20,7 @@ from strix_pipeline.outside_text import visible
 from strix_pipeline.planning import measured as account
 from strix_pipeline.planning import night_fit as fit
 from strix_pipeline.planning.cron import fires_between
+from strix_pipeline.planning.deadline import restore_lead_s
 from strix_pipeline.planning.priority import STARVE_WEEKS
 from strix_pipeline.planning.week import Series, standard_images, this_week, week_runs
 from strix_pipeline.planning.window import keeps_window, window_expr, windows
@@ -134,7 +135,9 @@ def week_text(
         if not keeps_window(host) or not mine:
             continue
         nights = windows(host, config.project.schedule, start, start + account.WEEK, config.project.timezone)
-        plan = fit.plan_week(mine, nights, starve_weeks=starve_weeks)
+        # the runs end by the restore's time, the one the runner stops them at (planning/deadline.py)
+        lead = restore_lead_s(host.production)
+        plan = fit.plan_week(mine, nights, restart_s=lead, starve_weeks=starve_weeks)
         expr = window_expr(host, config.project.schedule)
         out += [
             "",

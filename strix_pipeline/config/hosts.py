@@ -31,10 +31,18 @@ class ProductionEngine(_Strict):
     container: ContainerName | None = None
     stop_command: list[str] | None = None
     start_command: list[str] | None = None
-    # the systemd unit production runs as (e.g. "llama-server.service"): a process of it with a GPU
-    # device open is production's (hosts/box/device_openers.py); without it, by-commands production's
-    # openers cannot be told from others' and are not checked
+    # the systemd unit production runs as (e.g. "llama-server.service", a quadlet's generated unit
+    # too): a process in its cgroup with a GPU device open is production's (hosts/box/device_openers.py)
     unit: str | None = None
+    # the podman container production's processes run in (a toolbox: `toolbox run -c NAME ...`, whose
+    # processes live in the container's cgroup, not the unit's): its openers are production's too
+    podman_container: ContainerName | None = None
+    # what else may hold the GPU while production is stopped, by name: a process's command name
+    # ("amdgpu_top"), a systemd unit ("gdm.service") or a container's name (Docker or podman); each is
+    # said in the run's log, never refuses it
+    allowed_device_holders: list[Annotated[str, Field(min_length=1, max_length=255)]] = Field(
+        default_factory=list
+    )
     health_url: HttpUrl
     health_timeout_s: PosInt = 300
     # the production watch (schedules/production_watch.py) alerts when production has not answered its
@@ -45,6 +53,13 @@ class ProductionEngine(_Strict):
     def _one_way(self) -> ProductionEngine:
         if not self.container and not (self.stop_command and self.start_command):
             raise ValueError("give either `container` or both `stop_command` and `start_command`")
+        if not self.container and not (self.unit or self.podman_container):
+            # its processes with a GPU device open could not be told from anyone else's
+            raise ValueError(
+                "a production run by `stop_command`/`start_command` needs `unit` (the systemd unit it runs "
+                'as, e.g. unit = "llama-server.service") or `podman_container` (the toolbox it runs in), '
+                "so that its processes holding the GPU are told from others'"
+            )
         return self
 
 

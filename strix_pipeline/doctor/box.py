@@ -14,7 +14,7 @@ from strix_pipeline.config import DockerHostConfig, StrixConfig
 from strix_pipeline.doctor.check import Check
 from strix_pipeline.engines import default_port
 from strix_pipeline.engines.base import container_model_path
-from strix_pipeline.hosts.box import device_openers, gpu_holders, stop_checks
+from strix_pipeline.hosts.box import device_openers, gpu_holders, selinux, stop_checks
 from strix_pipeline.hosts.docker import host as docker_host
 from strix_pipeline.hosts.docker import model_files
 from strix_pipeline.hosts.docker.ssh import SshTarget
@@ -41,7 +41,8 @@ def _box_memory(host: str, cfg: DockerHostConfig, client: docker.DockerClient) -
         in_use = memory.in_use(probe.read(), "gpu")
         run_smi = probe.exec if isinstance(probe, memory.DockerProbe) else None
         name = cfg.production.container if cfg.production else None
-        holders, note = gpu_holders.foreign_holders(client, run_smi, production=name)
+        allowed = frozenset(cfg.production.allowed_device_holders) if cfg.production else frozenset()
+        holders, note = gpu_holders.foreign_holders(client, run_smi, production=name, allowed=allowed)
         listed = gpu_holders.gpu_processes(run_smi) if run_smi else None
         ours = gpu_holders.production_pids(client, name)
     finally:
@@ -71,6 +72,7 @@ def _box_memory(host: str, cfg: DockerHostConfig, client: docker.DockerClient) -
         "stop them before the window: a run refuses while they hold GPU memory" if holders else None,
     )
     yield _device_openers(host, cfg, client)
+    yield _selinux(host, cfg, client)
 
     budget = cfg.memory_budget_gb
     total = facts.hip_device_total_bytes
@@ -102,6 +104,18 @@ def _box_memory(host: str, cfg: DockerHostConfig, client: docker.DockerClient) -
         else "no ttm or amdttm pages_limit readable",
         None if ok else "raise ttm.pages_limit (amdttm.pages_limit with amdgpu-dkms) to cover the budget",
     )
+
+
+def _selinux(host: str, cfg: DockerHostConfig, client: docker.DockerClient) -> Check:
+    """Whether the Box enforces SELinux: the engine containers then run with label=disable (said)."""
+    found, note = selinux.enforcing(client, cfg.probe_image)
+    detail = (
+        f"enforcing: engine containers run with --security-opt {selinux.LABEL_OPT} (the devices and "
+        "models usable without relabelling)"
+        if found
+        else note or "not enforcing"
+    )
+    return Check(host, "SELinux", found is not None, False, detail)
 
 
 def _device_openers(host: str, cfg: DockerHostConfig, client: docker.DockerClient) -> Check:

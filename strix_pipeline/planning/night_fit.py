@@ -2,11 +2,12 @@
 
 A night is one opening of the host's window. Production stops once at its start (``stop_s``), the
 runs follow one after another in :func:`~strix_pipeline.planning.priority.rank` order, and production
-starts again once after the last (``restart_s``, its health wait included). Before each run the
-window is checked again (:func:`~strix_pipeline.planning.window.check_fit`): the run and production's
-restart must both end inside it. A run that does not fit is deferred to the next night by name; a
-shorter one after it may still fit (the window is filled, and the deferred run keeps its rank, so it
-leads the next night). What no night of the week holds is next week's, one week older
+starts again once after the last (``restart_s``: the restore's lead, its health wait and margin
+included, :mod:`~strix_pipeline.planning.deadline`). Before each run the window is checked again
+(:func:`~strix_pipeline.planning.window.check_fit`): the run must end by the restore's time, the
+Box's own restore's and the run's deadline alike. A run that does not fit is deferred to the next
+night by name; a shorter one after it may still fit (the window is filled, and the deferred run keeps
+its rank, so it leads the next night). What no night of the week holds is next week's, one week older
 (:func:`next_week`): after ``starve_weeks`` it goes first.
 """
 
@@ -17,14 +18,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from strix_pipeline.config import HostConfig
+from strix_pipeline.planning.deadline import DEFAULT_RESTORE_LEAD_S, restore_lead_s
 from strix_pipeline.planning.estimate import Estimate
 from strix_pipeline.planning.priority import STARVE_WEEKS, rank
 from strix_pipeline.planning.window import Fit, Window, check_fit, keeps_window, window_at
 
 STOP_S = 60.0  # production's stop: a container's or a unit's, with its grace period
-# production's start and health wait: llama-server loads its model again (the field report: ~2 min;
-# a slower load only shortens the night, its health timeout still bounds it)
-RESTART_S = 180.0
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,7 @@ def plan_night(
     window: Window,
     *,
     stop_s: float = STOP_S,
-    restart_s: float = RESTART_S,
+    restart_s: float = DEFAULT_RESTORE_LEAD_S,
     starve_weeks: int = STARVE_WEEKS,
 ) -> Night:
     """Lay ``runs`` into ``window``, production stopped once before the first and started after the last."""
@@ -97,10 +96,14 @@ def plan_night(
     return Night(window, window.start, up, tuple(slots), tuple(deferred))
 
 
-def run_fit(est: Estimate, window: Window, at: datetime, restart_s: float = RESTART_S) -> Fit:
-    """Whether a run of ``est`` from ``at``, and production's restart after it (``restart_s``; 0 on a
-    host without production), end inside ``window``: the plan's check and the runner's before each run."""
-    what = est.describe() + (f" + {restart_s / 60:.0f} min for production's restart" if restart_s else "")
+def run_fit(est: Estimate, window: Window, at: datetime, restart_s: float = DEFAULT_RESTORE_LEAD_S) -> Fit:
+    """Whether a run of ``est`` from ``at`` ends by the restore's time, ``restart_s`` before the end of
+    ``window`` (0 on a host without production): the plan's check and the runner's before each run."""
+    what = est.describe() + (
+        f" + {restart_s / 60:.0f} min for production's restore (its health timeout and a margin)"
+        if restart_s
+        else ""
+    )
     return check_fit(est.seconds + restart_s, what, window, at)
 
 
@@ -114,9 +117,9 @@ def admit_run(
     force: bool = False,
 ) -> Fit:
     """The one window rule before a run, for the night's admission and the runner alike: the window
-    open at ``now``, and ``est`` plus production's restart (when ``host`` has a production) inside what
-    is left of it (:func:`run_fit`). ``force``: a manual run, not checked; a host that keeps no window
-    is not either."""
+    open at ``now``, and ``est`` ending by the restore's time (planning/deadline.py; the window's end
+    on a host without production), the time the run is stopped at if it is still going
+    (:func:`run_fit`). ``force``: a manual run, not checked; a host that keeps no window is not either."""
     if force:
         return Fit(True, est.seconds, math.inf, "forced: the window is not checked")
     if not keeps_window(host):
@@ -124,7 +127,7 @@ def admit_run(
     check = window_at(host, default_schedule, now, timezone)
     if not check.open or check.window is None:
         return Fit(False, est.seconds, 0.0, check.reason)
-    return run_fit(est, check.window, now, RESTART_S if host.production is not None else 0.0)
+    return run_fit(est, check.window, now, restore_lead_s(host.production))
 
 
 def plan_week(
@@ -132,7 +135,7 @@ def plan_week(
     nights: list[Window],
     *,
     stop_s: float = STOP_S,
-    restart_s: float = RESTART_S,
+    restart_s: float = DEFAULT_RESTORE_LEAD_S,
     starve_weeks: int = STARVE_WEEKS,
 ) -> WeekPlan:
     """Night after night, each taking what the one before deferred, until the runs or the nights end."""

@@ -102,6 +102,7 @@ class RunRecord:
     engine_flags: str | None  # JSON list of the engine flags that matter for comparability
     # "ok" | "partial" | "failed_start" | "failed_serve" | "failed_guard" | "error" | "cancelled"
     # (interrupted: Ctrl-C or a terminated Dagster run; never usable evidence, like the failures)
+    # | "deadline" (still going at the restore's time: stopped, a failure with its reason)
     status: str
     failure_reason: str | None
     log_tail: str | None

@@ -15,7 +15,7 @@ from strix_pipeline.config import DockerHostConfig, StrixConfig
 from strix_pipeline.engines import arch_list_command, comparable_flags, image_source
 from strix_pipeline.hosts import guards
 from strix_pipeline.hosts.box import checks as box_checks
-from strix_pipeline.hosts.box import stop_checks
+from strix_pipeline.hosts.box import selinux, stop_checks
 from strix_pipeline.hosts.box.production import ProductionGuard, check_maintenance_window
 from strix_pipeline.hosts.box.production_alerts import ProductionAlerts
 from strix_pipeline.hosts.cleanup import cache_prune, disk_budget, image_prune, probe_images
@@ -31,6 +31,7 @@ from strix_pipeline.memory import (
     TreeProbe,
     current_in_use,
 )
+from strix_pipeline.planning.deadline import restore_time
 from strix_pipeline.planning.estimate import Estimate, estimate, estimate_error
 from strix_pipeline.planning.night_fit import admit_run
 from strix_pipeline.registry.client import RegistryClient
@@ -38,6 +39,7 @@ from strix_pipeline.registry.discovery import default_client
 from strix_pipeline.registry.names import pull_reference
 from strix_pipeline.registry.transport import RetryPolicy
 from strix_pipeline.runner import night_hold as nights
+from strix_pipeline.runner.deadline_watch import DeadlineWatch
 from strix_pipeline.runner.efficiency import (
     DOCKER_HOST_EFFICIENCY,
     bandwidth_line,
@@ -59,7 +61,7 @@ from strix_pipeline.runner.record import (
 )
 from strix_pipeline.runner.target import BenchmarkTarget, Log
 from strix_pipeline.units import GB
-from strix_pipeline.usable import DEFERRED
+from strix_pipeline.usable import DEADLINE, DEFERRED
 from strix_pipeline.webhook import webhook_url
 
 
@@ -131,7 +133,7 @@ def admit(
     now: datetime | None = None,
 ) -> datetime | None:
     """The run's window, checked before anything is pulled or stopped: refused (``failed_guard``)
-    outside it, deferred (``deferred``) when ``est`` and production's restart do not fit what is left
+    outside it, deferred (``deferred``) when ``est`` and production's restore do not fit what is left
     of it -- the night's own rule (planning.night.admit_run). Returns the window's start (None: forced)."""
     host_cfg = config.docker_config(target.host)
     now = now or datetime.now(UTC)
@@ -159,6 +161,8 @@ class _Box:
     production: ProductionGuard | None = None
     guard: ProductionGuard | None = None
     engine_s: float = 0.0  # the engine's own part of production's outage: load and traffic
+    # the restore's time (planning/deadline.py): the engine is removed then, whatever it is doing
+    deadline: datetime | None = None
 
 
 @dataclass
@@ -240,6 +244,12 @@ def _before_stop(r: RunInputs, box: _Box, image_ref: str, window: datetime | Non
         release=target.image.version,  # whether vLLM takes --kv-cache-memory-bytes (engines/vllm.py)
     )
     launcher.size_pools(box_checks.device_memory(host_cfg, engine, box.facts))
+    enforcing, selinux_note = selinux.enforcing(client, host_cfg.probe_image)
+    launcher.selinux_enforcing = enforcing is True
+    if launcher.selinux_enforcing:
+        log(f"[{run.run_id}] SELinux enforces on the host: the engine runs with {selinux.LABEL_OPT}")
+    elif selinux_note:
+        log(f"[{run.run_id}] {selinux_note}")
     record_engine_env(run, launcher.spec.env)
     what = f"{launcher.spec.kind} '{launcher.spec.served_model_name}'"
     guards.check_reservations(launcher.spec.reservations, host_cfg.memory_budget_gb, what=what)
@@ -248,6 +258,7 @@ def _before_stop(r: RunInputs, box: _Box, image_ref: str, window: datetime | Non
     # the planned outage ends with the window: the Box's own restore is armed for then
     restore_by = (window or datetime.now(UTC)) + timedelta(hours=host_cfg.maintenance_window_hours)
     box.production = production_guard(config, target.host, client, run.run_id, restore_by, log)
+    box.deadline = restore_time(restore_by, host_cfg.production)
     # a production an earlier run left down is said as that, before any check finds it unhealthy
     # (not while this run's night holds it down on purpose)
     if box.night is None or not box.night.production_down:
@@ -385,8 +396,10 @@ def _serve_and_measure(r: RunInputs, box: _Box, launcher: dk.DockerLauncher, eff
     config, target, result, log = r.config, r.target, r.result, r.log
     run, host_cfg, probe = result.run, config.docker_config(target.host), box.probe
     engine_started = time.monotonic()
+    assert box.deadline is not None
+    watch = DeadlineWatch(box.deadline, _engine_remover(host_cfg, launcher.container_name()), log)
     try:
-        with launcher as eng:
+        with watch, launcher as eng:
             box.smi.engine = eng
             run.launch_command = eng.command_line()
             run.engine_flags = json.dumps(comparable_flags(launcher.spec.kind, launcher.spec.flags))
@@ -399,6 +412,10 @@ def _serve_and_measure(r: RunInputs, box: _Box, launcher: dk.DockerLauncher, eff
             measure(config, target, result, eng, log, r.scenarios, box.sampler, settle_s)
             record_efficiency(result, *efficiency)
             run.log_tail = eng.log_tail()
+    except Exception as e:
+        if watch.passed and getattr(e, "status", None) != DEADLINE:
+            raise watch.error() from e  # what the removed engine made the run see is the deadline's doing
+        raise
     finally:
         run.compile_cache = launcher.compile_cache  # cold or warm: start times compare within one
         box.smi.engine = None
@@ -417,6 +434,25 @@ def _serve_and_measure(r: RunInputs, box: _Box, launcher: dk.DockerLauncher, eff
         record_breakdown(run, launcher.spec.kind, launcher.log_path, launcher.production_pool_bytes, ctx)
         # the environment the engine got: sizing for the context drops VLLM_CPU_KVCACHE_SPACE
         record_engine_env(run, launcher.spec.env)
+    if watch.passed:  # the suite stopped at the engine's removal: a failure, with its reason
+        raise watch.error()
+
+
+def _engine_remover(host_cfg: HostConfig, name: str) -> Callable[[], None]:
+    """Removes the engine's container by name over a client of its own (the run's is busy measuring)."""
+
+    def remove() -> None:
+        import docker.errors
+
+        client = docker_host.make_client(host_cfg, timeout_s=60)
+        try:
+            client.containers.get(name).remove(force=True)
+        except docker.errors.NotFound:
+            pass  # not created yet, or gone: the launcher's cleanup removes whatever is left
+        finally:
+            client.close()
+
+    return remove
 
 
 def _check_memory_back(r: RunInputs, box: _Box, baseline_bytes: Any) -> None:

@@ -17,7 +17,7 @@ starts it (``restore_held`` when that run never got as far as a guard: all of it
 another night, or one after the planned outage, finds a marker to restore first, as before.
 
 Before each run the window is checked again as a value (:meth:`HostNight.admit`: the window open,
-and the run's estimate plus production's restart inside what is left of it, as the plan checks
+and the run's estimate ending by production's restore (planning/deadline.py), as the plan checks
 it); a run that does not fit is deferred to the next night by name (:meth:`HostNight.defer`: a
 ``deferred`` run record whose reason names it and the window), and the next night takes it first
 after the decision's runs and the canary (:func:`night_order`, planning.priority.rank). The rules
@@ -45,7 +45,7 @@ from strix_pipeline.planning.window import Fit
 from strix_pipeline.records import RunResult
 from strix_pipeline.runner.record import join_reasons, new_record
 from strix_pipeline.runner.target import Log
-from strix_pipeline.usable import DEFERRED
+from strix_pipeline.usable import DEADLINE, DEFERRED
 
 if TYPE_CHECKING:
     from strix_pipeline.hosts.box.production import ProductionGuard
@@ -206,8 +206,12 @@ class HostNight:
 
     def _remaining(self, exc: tuple[object, ...]) -> int:
         """Later runs of this night still to start on this host; 0 (start production now) outside a
-        night, on an exception (a cancelled or broken run starts what it stopped) or when unknown."""
+        night, on an exception (a cancelled or broken run starts what it stopped), after a run stopped
+        at its deadline, or when unknown."""
         if not self.night_id or self.more_to_come is None or (exc and exc[0] is not None):
+            return 0
+        if any(r.run.status == DEADLINE for r in self._root.runs):
+            # the restore's time has come: every later run would be deferred, production starts now
             return 0
         try:
             return max(0, int(self.more_to_come(set(self._done()))))

@@ -20,10 +20,11 @@ from strix_pipeline.config import StrixConfig
 from strix_pipeline.planning.estimate import Estimate, estimate
 from strix_pipeline.planning.measured import DeferredRun, deferral_ages
 from strix_pipeline.planning.targets import BenchmarkTarget
-from strix_pipeline.planning.week import Series
+from strix_pipeline.planning.week import Series, run_name
 from strix_pipeline.records import ImageRecord, RunResult
 from strix_pipeline.runner.docker_run import restore_held
 from strix_pipeline.runner.night_hold import HostNight, night_order
+from strix_pipeline.runner.night_pull import pull_before_stop
 from strix_pipeline.runner.run import run_benchmark
 from strix_pipeline.runner.target import RunCancelled
 from strix_pipeline.warehouse import spool
@@ -76,9 +77,12 @@ def run_night(
     request: NightRequest,
     log: NightLog,
     run: Callable[..., RunResult] = run_benchmark,
+    pull: Callable[..., dict[str, str]] = pull_before_stop,
 ) -> NightOutcome:
     """Run ``targets`` on ``request.host`` as one night; ``estimates`` by series (:func:`series`; the
-    default estimate for one it lacks). ``run`` runs one target (:func:`run_benchmark`).
+    default estimate for one it lacks). ``run`` runs one target (:func:`run_benchmark`); ``pull``
+    pulls every image of the night first, while production still serves (runner/night_pull.py), and
+    names the targets whose pull failed: those are deferred, production never stopped for them.
     Raises :class:`~strix_pipeline.warehouse.spool.RunNotStored` when the warehouse refuses a run
     (kept in its spool file) unless the night was cancelled."""
     host = request.host
@@ -88,6 +92,8 @@ def run_night(
     facts = spool.HostFacts(host, config.hosts[host].kind, config.hosts[host].description)
     made: list[RunResult] = []
     cancelled: RunCancelled | None = None
+    # before the night's one stop: a later run's pull never happens with production down
+    unpulled = pull(config, host, order, log.info, keep_images=request.keep_images)
     with HostNight(
         host,
         config.hosts[host],
@@ -101,6 +107,9 @@ def run_night(
         for target in order:
             run_id = f"{target.host}-{target.engine}-{target.model}-{request.dagster_run_id[:8]}"
             est = estimates.get(series(target)) or estimate([])
+            if (why := unpulled.get(run_name(target))) is not None:
+                made.append(night.defer(config, target, run_id, why, request.dagster_run_id))
+                continue
             admitted = night.admit(config, est, force=request.force)
             if not admitted.fits:
                 made.append(night.defer(config, target, run_id, admitted.reason, request.dagster_run_id))

@@ -49,6 +49,7 @@ def engine(name: str, url: str, start: list[str] | None = None) -> ProductionEng
     return ProductionEngine(
         stop_command=["docker", "stop", "-t", "1", name],
         start_command=start or ["docker", "start", name],
+        unit="llama-server.service",  # a production by commands names who runs it
         health_url=url,
         health_timeout_s=HEALTH_S,
     )

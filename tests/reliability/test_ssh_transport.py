@@ -321,6 +321,7 @@ def test_production_stop_and_start_commands_run_over_the_same_ssh(sshd, key, tmp
     production = ProductionEngine(
         stop_command=["sh", "-c", f"echo $SSH_CONNECTION > {marks}.stopped"],
         start_command=["sh", "-c", f"echo $SSH_CONNECTION > {marks}.started"],
+        unit="llama-server.service",
         health_url="http://127.0.0.1:9/health",
         health_timeout_s=5,
     )

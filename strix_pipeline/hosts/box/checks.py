@@ -122,7 +122,12 @@ def before_production_stops(
         # the idle ceiling after its stop is what catches another holder then
         notes.append("production runs by commands: GPU processes are checked against the idle ceiling")
         run_smi = None
-    note = check_no_foreign_holders(client, run_smi, production=production.container if production else None)
+    note = check_no_foreign_holders(
+        client,
+        run_smi,
+        production=production.container if production else None,
+        allowed=frozenset(production.allowed_device_holders) if production else frozenset(),
+    )
     if note:
         notes.append(note)
     # every opener of /dev/kfd or /dev/dri, whoever started it (a toolbox, a systemd service, a shell)

@@ -15,6 +15,7 @@ production is stopped, by name.
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 from collections.abc import Sequence
@@ -24,14 +25,18 @@ from typing import Any
 from strix_pipeline.hosts.box.gpu_holders import GPU_DEVICES, PROBE_LABEL, Holder, production_pids
 from strix_pipeline.hosts.errors import EngineStartError
 
-# busybox sh: the fd tables first (one ls for all), then each opener's command name and cgroup lines.
-# Arguments: the device paths (a path or a directory of devices).
+log = logging.getLogger(__name__)
+
+# busybox sh: the fd tables first (one ls for all; how many were read and how many denied), then each
+# opener's command name, cgroup lines and podman container name (podman writes it to /run/.containerenv
+# in a privileged container, which a toolbox is). Arguments: the device paths (a path or a directory).
 OPENERS_SCRIPT = r"""
-busybox ls -l /proc/[0-9]*/fd/ 2>/dev/null | {
-  pids=" "; cur=""
+busybox ls -l /proc/[0-9]*/fd/ 2>&1 | {
+  pids=" "; cur=""; read_ok=0; denied=0
   while read -r line; do
     case "$line" in
-      /proc/*/fd:|/proc/*/fd/:) cur=${line#/proc/}; cur=${cur%%/*} ;;
+      /proc/*/fd:|/proc/*/fd/:) cur=${line#/proc/}; cur=${cur%%/*}; read_ok=$((read_ok+1)) ;;
+      *"ermission denied"*) denied=$((denied+1)) ;;
       *" -> "*)
         t=${line##* -> }
         for d in "$@"; do
@@ -43,9 +48,12 @@ busybox ls -l /proc/[0-9]*/fd/ 2>/dev/null | {
         done ;;
     esac
   done
+  echo "scan $read_ok $denied"
   for p in $pids; do
     echo "comm $p $(busybox cat /proc/$p/comm 2>/dev/null)"
     busybox cat /proc/$p/cgroup 2>/dev/null | while read -r c; do echo "cgroup $p $c"; done
+    n=$(busybox sed -n 's/^name="\(.*\)"$/\1/p' /proc/$p/root/run/.containerenv 2>/dev/null)
+    if [ -n "$n" ]; then echo "podman $p $n"; fi
   done
 }
 """
@@ -53,6 +61,8 @@ busybox ls -l /proc/[0-9]*/fd/ 2>/dev/null | {
 _CONTAINER = re.compile(r"(?:docker-|/docker/)([0-9a-f]{12,64})")
 _PODMAN = re.compile(r"(?:libpod-|/libpod_parent/|/libpod/)([0-9a-f]{12,64})")
 _UNIT = re.compile(r"/([^/]+\.(?:service|scope))$")
+# a unit anywhere in a cgroup path: a quadlet's container runs in <unit>/libpod-payload-<id>
+_ANY_UNIT = re.compile(r"/([^/]+\.(?:service|scope))(?=/|$)")
 
 
 @dataclass
@@ -63,6 +73,11 @@ class Opener:
     comm: str = "?"
     devices: list[str] = field(default_factory=list)
     cgroups: list[str] = field(default_factory=list)
+    podman_name: str | None = None  # the podman container it runs in, when podman said (a toolbox)
+
+    def units(self) -> set[str]:
+        """Every systemd unit its cgroups lie under, at any depth."""
+        return {u for line in self.cgroups for u in _ANY_UNIT.findall(line.split(":", 2)[-1])}
 
 
 @dataclass(frozen=True)
@@ -88,7 +103,7 @@ def parse_openers(text: str) -> list[Opener]:
     for line in text.splitlines():
         kind, _, rest = line.partition(" ")
         pid_text, _, value = rest.partition(" ")
-        if kind not in ("fd", "comm", "cgroup") or not pid_text.isdigit():
+        if kind not in ("fd", "comm", "cgroup", "podman") or not pid_text.isdigit():
             continue
         o = found.setdefault(int(pid_text), Opener(int(pid_text)))
         if kind == "fd" and value not in o.devices:
@@ -97,7 +112,36 @@ def parse_openers(text: str) -> list[Opener]:
             o.comm = value.strip()
         elif kind == "cgroup":
             o.cgroups.append(value.strip())
+        elif kind == "podman" and value.strip():
+            o.podman_name = value.strip()
     return [found[p] for p in sorted(found) if found[p].devices]
+
+
+@dataclass(frozen=True)
+class Scan:
+    """How many processes' descriptor tables the probe read, and how many it was denied (SELinux, a
+    missing ptrace right): openers among the denied ones are not seen."""
+
+    read: int
+    denied: int
+
+    def note(self) -> str | None:
+        if not self.denied:
+            return None
+        return (
+            f"the descriptors of {self.denied} of {self.read + self.denied} processes could not be read "
+            "(permission denied: SELinux or a missing ptrace right): GPU device openers among them are "
+            "not seen"
+        )
+
+
+def parse_scan(text: str) -> Scan | None:
+    """The probe's ``scan READ DENIED`` line; None when it printed none (an older probe, a broken run)."""
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "scan" and parts[1].isdigit() and parts[2].isdigit():
+            return Scan(int(parts[1]), int(parts[2]))
+    return None
 
 
 def owner_of(cgroups: Sequence[str]) -> Owner:
@@ -123,23 +167,53 @@ class Production:
 
     container_id: str | None = None
     pids: frozenset[int] = frozenset()
-    unit: str | None = None
+    unit: str | None = None  # its cgroup at any depth: a quadlet's container runs under its unit
+    podman_container: str | None = None  # the toolbox it runs in
 
     def owns(self, opener: Opener, owner: Owner) -> bool:
         if opener.pid in self.pids:
             return True
         if owner.kind == "container" and self.container_id and self.container_id.startswith(owner.name):
             return True
-        return owner.kind == "unit" and self.unit is not None and owner.name == self.unit
+        if self.podman_container is not None and opener.podman_name == self.podman_container:
+            return True
+        return self.unit is not None and (owner.name == self.unit or self.unit in opener.units())
 
 
-def foreign_openers(openers: Sequence[Opener], production: Production) -> list[Holder]:
-    """The openers that are not production's, as holders named by their owner (the pipeline's own
-    engine is not running when the check is made: it runs before any engine starts)."""
+def allowed_as(
+    opener: Opener, owner: Owner, allowed: frozenset[str], container_names: dict[str, str]
+) -> str | None:
+    """The name under which the owner allowed ``opener`` (its command, a unit it runs under, its podman
+    or Docker container's name), None when it is not allowed."""
+    docker_name = next(
+        (n for cid, n in container_names.items() if owner.kind == "container" and cid.startswith(owner.name)),
+        None,
+    )
+    for name in (opener.comm, *sorted(opener.units()), opener.podman_name, docker_name):
+        if name and name in allowed:
+            return name
+    return None
+
+
+def foreign_openers(
+    openers: Sequence[Opener],
+    production: Production,
+    allowed: frozenset[str] = frozenset(),
+    container_names: dict[str, str] | None = None,
+    said: list[str] | None = None,
+) -> list[Holder]:
+    """The openers that are not production's nor allowed by name (``allowed``: production's
+    ``allowed_device_holders``; ``container_names``: Docker's container ids to names), as holders
+    named by their owner (the pipeline's own engine is not running when the check is made: it runs
+    before any engine starts). The allowed ones are appended to ``said``."""
     out = []
     for o in openers:
         owner = owner_of(o.cgroups)
         if production.owns(o, owner):
+            continue
+        if (name := allowed_as(o, owner, allowed, container_names or {})) is not None:
+            if said is not None:
+                said.append(f"{o.comm} pid {o.pid} ({owner.describe()}, allowed as {name!r})")
             continue
         out.append(
             Holder("process", f"{o.comm} pid {o.pid}", f"{owner.describe()}, opens {', '.join(o.devices)}")
@@ -150,6 +224,13 @@ def foreign_openers(openers: Sequence[Opener], production: Production) -> list[H
 def list_openers(client: Any, probe_image: str, devices: Sequence[str] = GPU_DEVICES) -> list[Opener]:
     """Every process on the Docker host with one of ``devices`` open, read by a probe container in the
     host's pid namespace. Raises what docker-py raises when the probe cannot run."""
+    return probe_openers(client, probe_image, devices)[0]
+
+
+def probe_openers(
+    client: Any, probe_image: str, devices: Sequence[str] = GPU_DEVICES
+) -> tuple[list[Opener], Scan | None]:
+    """:func:`list_openers` with how many descriptor tables were read and denied."""
     name = f"strix-openers-{uuid.uuid4().hex[:12]}"
     try:
         raw = _run_probe(client, probe_image, devices, name)
@@ -160,7 +241,8 @@ def list_openers(client: Any, probe_image: str, devices: Sequence[str] = GPU_DEV
         except Exception:  # noqa: BLE001 - never created, or already gone
             pass
         raise
-    return parse_openers(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw))
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    return parse_openers(text), parse_scan(text)
 
 
 def _run_probe(client: Any, probe_image: str, devices: Sequence[str], name: str) -> Any:
@@ -172,7 +254,9 @@ def _run_probe(client: Any, probe_image: str, devices: Sequence[str], name: str)
         # reading another process's fd table needs ptrace rights; AppArmor's docker-default profile
         # denies them across containers. Not privileged: a host that withholds a capability refuses it
         cap_add=["SYS_PTRACE"],
-        security_opt=["apparmor=unconfined"],
+        # label=disable: on an SELinux-enforcing Box a container's type may not read other processes'
+        # /proc entries at all (a no-op where SELinux is off)
+        security_opt=["apparmor=unconfined", "label=disable"],
         network_mode="none",
         labels={PROBE_LABEL: "true"},
         name=name,
@@ -190,7 +274,17 @@ def production_facts(client: Any, production: Any) -> Production | None:
         except Exception:  # noqa: BLE001 - not running or gone: it holds nothing
             container_id = None
         return Production(container_id, frozenset(production_pids(client, production.container)))
-    return Production(unit=production.unit) if production.unit else None
+    podman = getattr(production, "podman_container", None)
+    return Production(unit=production.unit, podman_container=podman) if production.unit or podman else None
+
+
+def _container_names(client: Any) -> dict[str, str]:
+    """Docker's containers, id to name (an allowed holder may be named by its container)."""
+    try:
+        return {c.id: c.name for c in client.containers.list(all=True)}
+    except Exception as e:  # noqa: BLE001 - not listed: only commands and units can be allowed then
+        log.debug("containers not listed: %s", e)
+        return {}
 
 
 def device_opener_holders(
@@ -207,11 +301,19 @@ def device_opener_holders(
             "production runs by commands without `unit`: device openers not attributed (set production.unit)",
         )
     try:
-        openers = list_openers(client, probe_image, devices)
+        openers, scan = probe_openers(client, probe_image, devices)
     except Exception as e:  # noqa: BLE001 - docker-py wraps socket, HTTP and image errors alike
         why = str(getattr(e, "explanation", None) or e)[:200]
         return [], f"processes with GPU devices open not listed: {why}"
-    return foreign_openers(openers, prod), None
+    allowed = frozenset(getattr(production, "allowed_device_holders", None) or ())
+    said: list[str] = []
+    names = _container_names(client) if allowed else {}
+    holders = foreign_openers(openers, prod, allowed, names, said)
+    notes = [
+        scan.note() if scan is not None else "the probe did not say how many descriptor tables it read",
+        f"allowed GPU device holders open: {'; '.join(said)}" if said else None,
+    ]
+    return holders, "; ".join(n for n in notes if n) or None
 
 
 def check_device_openers(

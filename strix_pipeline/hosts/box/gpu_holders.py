@@ -51,12 +51,17 @@ def _has_gpu_device(attrs: dict[str, Any]) -> bool:
     return False
 
 
-def gpu_containers(client: Any, *, production: str | None) -> list[Holder]:
-    """Running containers with a GPU device that are neither production, a probe nor a managed engine."""
+def gpu_containers(
+    client: Any, *, production: str | None, allowed: frozenset[str] = frozenset()
+) -> list[Holder]:
+    """Running containers with a GPU device that are neither production, a probe, a managed engine nor
+    one the owner allowed by name (production's ``allowed_device_holders``)."""
     out = []
     for c in client.containers.list(filters={"status": "running"}):
         labels = c.labels or {}
         if c.name == production or labels.get(PROBE_LABEL) == "true" or labels.get(MANAGED_LABEL) == "true":
+            continue
+        if c.name in allowed:
             continue
         if not _has_gpu_device(c.attrs or {}):
             continue
@@ -173,11 +178,12 @@ def gpu_processes(run: SmiRunner) -> ProcessList:
 
 
 def foreign_holders(
-    client: Any, run_smi: SmiRunner | None, *, production: str | None
+    client: Any, run_smi: SmiRunner | None, *, production: str | None, allowed: frozenset[str] = frozenset()
 ) -> tuple[list[Holder], str | None]:
-    """Every holder of GPU memory that is not the pipeline's or production's, and a note when the SMI
-    tools could not say (no tool in the probe image, or output that did not parse)."""
-    found = gpu_containers(client, production=production)
+    """Every holder of GPU memory that is not the pipeline's, production's or allowed by name (a
+    container's, a process's), and a note when the SMI tools could not say (no tool in the probe
+    image, or output that did not parse)."""
+    found = gpu_containers(client, production=production, allowed=allowed)
     if run_smi is None:
         return found, "no probe: GPU processes not listed"
     listed = gpu_processes(run_smi)
@@ -185,17 +191,19 @@ def foreign_holders(
         return found, listed.note or "no SMI tool answered in the probe: GPU processes not listed"
     ours = production_pids(client, production)
     for p in listed.processes:
-        if p.pid in ours:
+        if p.pid in ours or p.name in allowed:
             continue
         held = gib_text(p.bytes) if p.bytes is not None else "memory not said"
         found.append(Holder("process", f"{p.name} pid {p.pid}", f"{held}, listed by {listed.tool}"))
     return found, None
 
 
-def check_no_foreign_holders(client: Any, run_smi: SmiRunner | None, *, production: str | None) -> str | None:
+def check_no_foreign_holders(
+    client: Any, run_smi: SmiRunner | None, *, production: str | None, allowed: frozenset[str] = frozenset()
+) -> str | None:
     """Refuse (``failed_guard``) while anything else holds GPU memory; returns a note when the SMI
     tools could not list the processes (the run records it)."""
-    holders, note = foreign_holders(client, run_smi, production=production)
+    holders, note = foreign_holders(client, run_smi, production=production, allowed=allowed)
     if holders:
         raise EngineStartError(
             "failed_guard",

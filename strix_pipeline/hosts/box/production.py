@@ -38,6 +38,7 @@ from strix_pipeline.hosts.box import restore_guard
 from strix_pipeline.hosts.box.marker import HELD_FOR_NIGHT, marker_path, when
 from strix_pipeline.hosts.docker.ssh import SshTarget
 from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.planning.deadline import restore_time
 from strix_pipeline.planning.window import window_at
 
 log = logging.getLogger(__name__)
@@ -219,14 +220,15 @@ class ProductionGuard:
     # -- the fallback on the Box
 
     def arm(self) -> None:
-        """Arm the Box's own restore (production's start at the planned outage's end, less its health
-        timeout so it answers by then); refuses the stop (``failed_guard``) when the Box did not take it."""
+        """Arm the Box's own restore for the restore's time (the planned outage's end less production's
+        health timeout and the margin, planning/deadline.py: when the runs' deadline stops them), so it
+        answers by the end; refuses the stop (``failed_guard``) when the Box did not take it."""
         p = self.production
         if p is None or not self.fallback:
             return
         now = datetime.now(UTC)
         restore_by = self.restore_by or now + DEFAULT_OUTAGE
-        delay = max(self.fallback_min_delay_s, (restore_by - now).total_seconds() - p.health_timeout_s)
+        delay = max(self.fallback_min_delay_s, (restore_time(restore_by, p) - now).total_seconds())
         f = restore_guard.Fallback(self.host_name, self._start_shell(self.suspended_policy), int(delay))
         try:
             self.armed = self._shell(restore_guard.arm_script(f), "arming the restore").strip()

@@ -26,6 +26,7 @@ from strix_pipeline.config import DockerHostConfig, EngineConfig, ImageSource, M
 from strix_pipeline.engines import build_spec, compile_cache_dir, vllm
 from strix_pipeline.engines.base import CONTAINER_MODELS_DIR, DeviceMemory, EngineSpec, container_model_path
 from strix_pipeline.hosts import guards
+from strix_pipeline.hosts.box.selinux import LABEL_OPT
 from strix_pipeline.hosts.cleanup import cache_prune
 from strix_pipeline.hosts.docker import model_config
 from strix_pipeline.hosts.docker.engine import (
@@ -126,6 +127,8 @@ class DockerLauncher:
         self.production_pool_bytes: int | None = None
         self.context_note: str | None = None  # what the sizing did, or why it did not: for the run's log
         self._context_sized = False
+        # the Box enforces SELinux (hosts/box/selinux.py, read by the run before the stop)
+        self.selinux_enforcing = False
         self.spec = self._build_spec()
 
     # -- spec and container options
@@ -262,7 +265,9 @@ class DockerLauncher:
             },
             "devices": [f"{d}:{d}:rwm" for d in self.host.devices],
             "group_add": [int(g) for g in group_ids],
-            "security_opt": ["seccomp=unconfined"],
+            # an SELinux-enforcing Box: the devices and the model mounts usable without relabelling the
+            # host's files (hosts/box/selinux.py says why not `:z`)
+            "security_opt": ["seccomp=unconfined", *([LABEL_OPT] if self.selinux_enforcing else [])],
         }
         if self.engine_cfg.shm_size:
             kwargs["shm_size"] = self.engine_cfg.shm_size

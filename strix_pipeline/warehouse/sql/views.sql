@@ -398,8 +398,9 @@ GROUP BY run_id, scenario, level, family, name, labels, metric_type;
 --   'serves'  status ok/partial: it became ready and answered measured requests (smoke included);
 --   'starts'  failed_serve: it became ready, then served nothing (or the smoke output was invalid);
 --   'fails'   failed_start or error: it never became ready, or the run broke;
---   'not_run' failed_guard, cancelled or deferred: a guard refused the run (an image "not built for
---             gfx1151" is one), someone cancelled it, or it did not fit the window -- which says
+--   'not_run' failed_guard, cancelled, deferred or deadline: a guard refused the run (an image "not
+--             built for gfx1151" is one), someone cancelled it, or it did not fit the window (or
+--             outlasted it, stopped at the restore's time) -- which says
 --             nothing about the engine (shown only when no attempt of that cell got further);
 -- with the reason and the run id (`cell` spells all three; `reason` is the run's failure_reason, which
 -- on an 'ok' run is only a note, left out of `cell`). `attempts` / `attempts_served` count the
@@ -412,7 +413,7 @@ WITH attempts AS (
         CASE
             WHEN b.usable THEN 'serves'
             WHEN b.status = 'failed_serve' THEN 'starts'
-            WHEN b.status IN ('failed_guard', 'cancelled', 'deferred') THEN 'not_run'
+            WHEN b.status IN ('failed_guard', 'cancelled', 'deferred', 'deadline') THEN 'not_run'
             ELSE 'fails'
         END AS outcome
     FROM v_run_base b

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 from support.infra import build_image, remove_image
 
+from strix_pipeline.config import ProductionEngine
 from strix_pipeline.hosts.box import device_openers as do
+from strix_pipeline.hosts.box import selinux
 from strix_pipeline.hosts.errors import EngineStartError
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(120)]
@@ -62,3 +64,30 @@ def test_a_probe_that_cannot_start_leaves_no_container_and_refuses_nothing(clien
         assert left == [], "a probe created but not started is removed"
     finally:
         remove_image(tag)
+
+
+def test_a_holder_the_owner_allowed_by_name_is_said_not_refused(
+    client, busybox: str, holder: tuple[int, Path]
+) -> None:
+    """The probe (label=disable among its options, accepted where SELinux is off) finds the opener and
+    says it is allowed; how many fd tables it was denied, if any, is said beside it."""
+    pid, kfd = holder
+    (opener,) = do.list_openers(client, busybox, [str(kfd)])
+    production = ProductionEngine(
+        container="strix-test-no-such-production",
+        health_url="http://127.0.0.1:9/health",
+        allowed_device_holders=[opener.comm],
+    )
+    note = do.check_device_openers(client, busybox, production, [str(kfd)])
+    assert note is not None and f"pid {pid} (" in note and f"allowed as {opener.comm!r}" in note, note
+    # this daemon may deny some (a user namespace, a sandboxed runtime): said with the count, never silent
+    scan = do.probe_openers(client, busybox, [str(kfd)])[1]
+    assert scan is not None and scan.read > 0
+    assert ("could not be read" in note) is (scan.denied > 0), note
+
+
+def test_selinux_is_read_through_the_hosts_pid_1(client, busybox: str) -> None:
+    found, note = selinux.enforcing(client, busybox)
+    on_host = Path("/sys/fs/selinux/enforce")
+    expected = on_host.read_text().strip() == "1" if on_host.exists() else False
+    assert (found, note) == (expected, None)

@@ -3,9 +3,12 @@ pool is a fraction of, the weights' bytes as the probe lists them, which contain
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from strix_pipeline.config import DockerHostConfig, EngineConfig
+from strix_pipeline.hosts.box import gpu_holders
 from strix_pipeline.hosts.box.checks import device_memory, parse_sizes
 from strix_pipeline.hosts.box.gpu_holders import _has_gpu_device, check_idle_ceiling
 from strix_pipeline.hosts.errors import EngineStartError
@@ -64,3 +67,40 @@ def test_the_idle_ceiling_refuses_above_it_only():
         check_idle_ceiling(51 * GB, 1.5, None)
     assert e.value.status == "failed_guard"
     assert "51.00 GB (VRAM + GTT), above the host's idle ceiling idle_ceiling_gb 1.5 GB" in e.value.reason
+
+
+class _Containers:
+    """docker-py's containers.list/get as gpu_holders reads them."""
+
+    def __init__(self, running: list[SimpleNamespace]) -> None:
+        self.running = running
+        self.containers = self
+
+    def list(self, filters: dict | None = None) -> list[SimpleNamespace]:
+        return self.running
+
+    def get(self, name: str) -> SimpleNamespace:
+        return SimpleNamespace(top=lambda: {"Titles": ["PID"], "Processes": [["100"]]})
+
+
+def _gpu_container(name: str) -> SimpleNamespace:
+    attrs = {"HostConfig": {"Devices": [{"PathOnHost": "/dev/kfd", "PathInContainer": "/dev/kfd"}]}}
+    return SimpleNamespace(name=name, labels={}, attrs=attrs, image=None, id="c" * 64)
+
+
+def test_holders_the_owner_allowed_by_name_do_not_refuse_the_run():
+    client = _Containers([_gpu_container("llama-prod"), _gpu_container("exporter"), _gpu_container("x")])
+    smi_json = (
+        '{"system": {"PID100": "llama-server, 1, 100, 0, 0", "PID200": "amdgpu_top, 1, 10, 0, 0", '
+        '"PID300": "ollama, 1, 10, 0, 0"}}'
+    )
+
+    def run_smi(argv: list[str]) -> tuple[int, str, str]:
+        return (0, smi_json, "") if argv[0] == "rocm-smi" else (1, "", "no amd-smi")
+
+    allowed = frozenset({"exporter", "amdgpu_top"})
+    held, note = gpu_holders.foreign_holders(client, run_smi, production="llama-prod", allowed=allowed)
+    assert note is None
+    assert [h.name for h in held] == ["x", "ollama pid 300"]
+    held, _ = gpu_holders.foreign_holders(client, run_smi, production="llama-prod")
+    assert [h.name for h in held] == ["exporter", "x", "amdgpu_top pid 200", "ollama pid 300"]

@@ -75,6 +75,11 @@ def test_container_options_for_the_box():
     assert kw["name"] == "strix-llamacpp-run-1-x"
     # a remote address: the engine must listen beyond loopback
     assert "--host" in kw["command"] and kw["command"][kw["command"].index("--host") + 1] == "0.0.0.0"
+    # an SELinux-enforcing Box: the label option, the mounts left as they are (no :z relabelling)
+    launcher.selinux_enforcing = True
+    kw = launcher.run_kwargs([44, 992])
+    assert kw["security_opt"] == ["seccomp=unconfined", "label=disable"]
+    assert kw["volumes"] == {"/srv/models": {"bind": "/models", "mode": "ro"}}
 
 
 def test_shm_size_instead_of_host_ipc_and_a_model_outside_models_dir():

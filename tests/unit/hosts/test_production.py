@@ -49,6 +49,7 @@ def commands() -> ProductionEngine:
     return ProductionEngine(
         stop_command=["systemctl", "stop", "llama"],
         start_command=["systemctl", "start", "llama"],
+        unit="llama.service",
         health_url="http://127.0.0.1:9/health",
         health_timeout_s=1,
     )

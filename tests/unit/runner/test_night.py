@@ -23,7 +23,7 @@ from strix_pipeline.records import ImageRecord, RunResult
 from strix_pipeline.runner.night_hold import HostNight, held
 from strix_pipeline.runner.record import new_record
 from strix_pipeline.runner.target import BenchmarkTarget
-from strix_pipeline.usable import DEFERRED
+from strix_pipeline.usable import DEADLINE, DEFERRED
 
 EXAMPLE = REPO / "config" / "strix-halo.example.toml"
 HOST = "strix-halo"
@@ -163,9 +163,9 @@ def test_the_window_is_checked_as_a_value_before_each_run(config):
         "outside the maintenance window ('0 3 * * *' + 6 h"
     ), closed
     assert night.admit(config, hour, now=IN_WINDOW).fits
-    # 30 min into a 6-hour window: 5.5 h left, a 5.5 h run plus production's restart does not fit
+    # 30 min into a 6-hour window: 5.5 h left, a 5.5 h run plus production's restore does not fit
     long = night.admit(config, Estimate(5.5 * 3600, "median of 2 run(s)"), now=IN_WINDOW)
-    assert not long.fits and "production's restart" in long.reason, long
+    assert not long.fits and "production's restore" in long.reason, long
     assert night.admit(config, hour, now=NOON, force=True).fits  # a manual run is not held to it
 
 
@@ -224,6 +224,7 @@ class Box:
         prod = ProductionEngine(
             stop_command=["stop"],
             start_command=["start"],
+            unit="llama-server.service",
             health_url="http://127.0.0.1:9/health",
             health_timeout_s=1,
         )
@@ -361,3 +362,24 @@ def test_a_night_whose_later_runs_cannot_be_read_starts_production(config, tmp_p
         night.hold(box.guard(tmp_path, "A-run"))
     assert box.made == ["stop", "start"]
     assert any("not read (instance unreachable): production is started now" in ln for ln in lines)
+
+
+def test_a_run_stopped_at_its_deadline_starts_production_even_with_runs_to_come(config, tmp_path):
+    """Past the restore's time every later run of the night would be deferred: production is not
+    handed over to them, it is started now."""
+    box = Box()
+    night = HostNight(
+        HOST,
+        config.hosts[HOST],
+        log=lambda _: None,
+        night_id=NIGHT,
+        member="A",
+        state_dir=tmp_path,
+        more_to_come=lambda done: 2,
+    )
+    with night:
+        night.hold(box.guard(tmp_path, "A-run"))
+        late = a_run(config, "qwen3-30b-a3b-gguf", "A-run")
+        late.run.status = DEADLINE
+        night.ran(late)
+    assert box.made == ["stop", "start"] and night.handed_over == 0 and box.up

@@ -11,7 +11,9 @@ from support.pipeline_helpers import write_config
 
 from strix_pipeline.config_load import load_config
 from strix_pipeline.planning.estimate import Estimate
+from strix_pipeline.planning.week import run_name
 from strix_pipeline.records import RunResult
+from strix_pipeline.runner.night_hold import night_order
 from strix_pipeline.runner.night_runs import NightRequest, run_night, series
 from strix_pipeline.runner.record import new_record
 from strix_pipeline.runner.target import BenchmarkTarget
@@ -91,3 +93,34 @@ def test_a_target_without_an_estimate_gets_the_default(config):
         config, targets, {}, NightRequest("local", "feedfacefeedface", _writer(config)), Log(), run=standin
     )
     assert "default" in standin.given[targets[0].model].basis
+
+
+def test_every_pull_comes_before_the_first_run_and_a_failed_one_defers_its_run(config):
+    """The night's pulls are made first, while production still serves; a target whose pull failed is
+    deferred by name with the reason and never run (so production is never down for it)."""
+    (one,) = _targets(config)
+    targets = [one, BenchmarkTarget("local", "vllm", one.model, one.profile, None)]
+    events: list[str] = []
+    standin = StandIn()
+
+    def run(config, target, **kw) -> RunResult:
+        events.append(f"run {target.engine}")
+        return standin(config, target, **kw)
+
+    def pull(config, host, order, log, *, keep_images=None) -> dict[str, str]:
+        events.append("pull " + ",".join(t.engine for t in order))
+        return {run_name(order[0]): "its image was not pulled before production stopped (manifest unknown)"}
+
+    request = NightRequest("local", "0123456789abcdef", _writer(config))
+    outcome = run_night(config, targets, {}, request, Log(), run=run, pull=pull)
+    first, *rest = [t for t in night_order(config, targets, [])]
+    assert events == ["pull " + ",".join(t.engine for t in [first, *rest])] + [
+        f"run {t.engine}" for t in rest
+    ]
+    assert outcome.deferred == {
+        run_name(first): "its image was not pulled before production stopped (manifest unknown)"
+    }
+    statuses = {r.run.engine: r.run.status for r in outcome.results}
+    assert statuses[first.engine] == "deferred" and all(statuses[t.engine] == "ok" for t in rest)
+    why = next(r.run.failure_reason for r in outcome.results if r.run.engine == first.engine)
+    assert "manifest unknown" in why and "production was not stopped for it" in why

@@ -1,17 +1,20 @@
 """One window rule before a run: the night's admission and the runner's own check give the same answer,
-production's restart counted on a host that has a production."""
+production's restore (its health timeout and a margin) counted on a host that has a production."""
 
 from __future__ import annotations
 
+import re
+import subprocess
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from support.paths import REPO
 
 from strix_pipeline.config_load import load_config
+from strix_pipeline.hosts.box.production import ProductionGuard
 from strix_pipeline.hosts.errors import EngineStartError
+from strix_pipeline.planning.deadline import RESTORE_MARGIN_S, restore_lead_s, restore_time
 from strix_pipeline.planning.estimate import Estimate
-from strix_pipeline.planning.night_fit import RESTART_S
 from strix_pipeline.runner.docker_run import admit
 from strix_pipeline.runner.night_hold import HostNight
 from strix_pipeline.runner.target import BenchmarkTarget
@@ -62,16 +65,17 @@ def test_a_run_longer_than_the_time_left_is_deferred_with_the_numbers():
 
 
 @pytest.mark.parametrize("production", [True, False])
-@pytest.mark.parametrize("minutes_left", [60, 59, 57, 55, 10])
+@pytest.mark.parametrize("minutes_left", [69, 68, 67, 60, 57, 10])
 def test_the_night_and_the_runner_give_the_same_answer(production, minutes_left):
-    """57 min of estimate in what is left: production's restart (3 min) tips it on a host that has one."""
+    """57 min of estimate in what is left: production's restore (its health timeout and the margin, 11 min
+    with the example's 600 s) tips it on a host that has one."""
     config = _config(production)
     assert (config.hosts[HOST].production is not None) is production
     est = Estimate(57 * 60.0, "median of 3 run(s)")
     now = START + timedelta(hours=6, minutes=-minutes_left)
     fits = _night_fits(config, est, now)
     assert _runner_fits(config, est, now) is fits
-    restart = RESTART_S if production else 0.0
+    restart = restore_lead_s(config.hosts[HOST].production)
     assert fits is (est.seconds + restart <= minutes_left * 60)
 
 
@@ -80,7 +84,7 @@ def test_production_s_restart_is_counted_by_the_runner_too():
     est = Estimate(58 * 60.0, "median of 3 run(s)")
     with pytest.raises(EngineStartError) as e:
         admit(config, _target(config), est, now=START + timedelta(hours=5))  # 60 min left
-    assert "3 min for production's restart" in e.value.reason
+    assert "11 min for production's restore (its health timeout and a margin)" in e.value.reason
 
 
 def test_outside_the_window_the_runner_refuses_and_the_night_defers():
@@ -91,3 +95,38 @@ def test_outside_the_window_the_runner_refuses_and_the_night_defers():
         admit(config, _target(config), Estimate(60.0, "x"), now=noon)
     assert e.value.status == "failed_guard"  # the runner's refusal outside the window, as before
     assert admit(config, _target(config), Estimate(60.0, "x"), now=noon, force=True) is None
+
+
+@pytest.mark.parametrize("health_timeout_s", [30, 300, 600])
+def test_admission_ends_where_the_restore_armed_on_the_box_fires(health_timeout_s):
+    """The last admitted run ends exactly when the Box's own restore fires (and the run's deadline is):
+    a second more of estimate and it is deferred."""
+    config = _config(production=True)
+    host = config.hosts[HOST]
+    production = host.production.model_copy(update={"health_timeout_s": health_timeout_s})
+    config.hosts[HOST] = host.model_copy(update={"production": production})
+    now = START + timedelta(hours=5)
+    window_end = START + timedelta(hours=6)
+    restore_at = restore_time(window_end, production)
+    assert restore_at == window_end - timedelta(seconds=health_timeout_s + RESTORE_MARGIN_S)
+    left = (restore_at - now).total_seconds()
+    assert _night_fits(config, Estimate(left, "x"), now) and _runner_fits(config, Estimate(left, "x"), now)
+    assert not _night_fits(config, Estimate(left + 1, "x"), now)
+
+
+def test_the_restore_armed_on_the_box_fires_at_the_same_time(tmp_path):
+    config = _config(production=True)
+    production = config.hosts[HOST].production
+    window_end = datetime.now(UTC) + timedelta(hours=2)
+    scripts: list[str] = []
+
+    def runner(argv, **_):
+        scripts.append(argv[-1])
+        return subprocess.CompletedProcess(argv, 0, "armed systemd x\n", "")
+
+    guard = ProductionGuard(HOST, production, state_dir=tmp_path, restore_by=window_end, runner=runner)
+    armed_at = datetime.now(UTC)
+    guard.arm()
+    delay = int(re.search(r"--on-active=(\d+)s", scripts[0]).group(1))
+    fires = armed_at + timedelta(seconds=delay)
+    assert abs(fires - restore_time(window_end, production)) < timedelta(seconds=2)
