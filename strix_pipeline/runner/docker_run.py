@@ -438,7 +438,7 @@ def _serve_and_measure(r: RunInputs, box: _Box, launcher: dk.DockerLauncher, eff
         raise watch.error()
 
 
-def _engine_remover(host_cfg: HostConfig, name: str) -> Callable[[], None]:
+def _engine_remover(host_cfg: DockerHostConfig, name: str) -> Callable[[], None]:
     """Removes the engine's container by name over a client of its own (the run's is busy measuring)."""
 
     def remove() -> None:
