@@ -12,7 +12,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from scipy.stats import binom, norm
+from scipy.stats import binom
+
+from strix_pipeline.stats.proportions import wilson_interval
 
 
 @dataclass(frozen=True)
@@ -34,11 +36,8 @@ def score(passed: int, items: int, level: float = 0.95) -> QualityScore:
     """``passed`` of ``items`` with Wilson's ``level`` interval."""
     if items <= 0:
         return QualityScore(passed, items, math.nan, math.nan)
-    z = norm.ppf(1 - (1 - level) / 2)
-    p = passed / items
-    centre = (p + z * z / (2 * items)) / (1 + z * z / items)
-    half = z * math.sqrt(p * (1 - p) / items + z * z / (4 * items * items)) / (1 + z * z / items)
-    return QualityScore(passed, items, max(0.0, centre - half), min(1.0, centre + half))
+    low, high = wilson_interval(passed, items, level)
+    return QualityScore(passed, items, low, high)
 
 
 @dataclass(frozen=True)
