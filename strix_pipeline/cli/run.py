@@ -21,6 +21,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from strix_pipeline.analysis.decision.sentence import headline
 from strix_pipeline.config import config_path
 from strix_pipeline.config_load import load_config
 from strix_pipeline.quality.score import score
@@ -77,10 +78,11 @@ def run(args: argparse.Namespace) -> int:
                     if r["quality_items"]
                     else ""
                 )
+                # an ok run's reason is a note (a retried connection), never to be read as a failure
+                said = r["failure_reason"] or ""
+                said = f"; note: {said}" if said and r["status"] == "ok" else f" {said}"
                 table.add_row(
-                    "run",
-                    f"{r['run_id']}: {r['status']}, {r['measured_ok']} measured ok{quality} "
-                    f"{r['failure_reason'] or ''}",
+                    "run", f"{r['run_id']}: {r['status']}, {r['measured_ok']} measured ok{quality}{said}"
                 )
     except WarehouseMissing:
         pass  # nothing was loaded: nothing_measured says so
@@ -181,12 +183,13 @@ def decision_line(decision: dict | None) -> str:
     """The decision, plainly: the verdict and why (or which criteria did not pass)."""
     if decision is None:
         return "decision: none (the analysis wrote no decision.json)"
-    verdict = decision["verdict"].upper() + (" (provisional)" if decision.get("provisional") else "")
+    answer = headline(decision["verdict"]).rstrip(":")
+    verdict = decision["verdict"] + (", provisional" if decision.get("provisional") else "")
     where = f" on {decision['host']}" if decision.get("host") else ""
     why = decision.get("reason") or ", ".join(
         f"{c['criterion']} {c['status']}" for c in decision.get("criteria", [])
     )
-    return f"decision{where}: {verdict}" + (f" — {why}" if why else "")
+    return f"decision{where}: {answer} ({verdict})" + (f" — {why}" if why else "")
 
 
 # The benchmark runs some Dagster runs produced, with what each measured (warm-up excluded).

@@ -53,7 +53,7 @@ def test_run_dagster_keeps_every_line_in_its_log_and_shows_the_story(tmp_path: P
 
 def test_the_decision_plainly() -> None:
     d = {"verdict": "evaluate", "host": "local", "reason": "C1-C3 pass; C5 failed", "criteria": []}
-    assert decision_line(d) == "decision on local: EVALUATE — C1-C3 pass; C5 failed"
+    assert decision_line(d) == "decision on local: Not yet (evaluate) — C1-C3 pass; C5 failed"
     d = {"verdict": "switch", "provisional": True, "criteria": [{"criterion": "C1", "status": "pass"}]}
-    assert decision_line(d) == "decision: SWITCH (provisional) — C1 pass"
+    assert decision_line(d) == "decision: Switch (switch, provisional) — C1 pass"
     assert decision_line(None) == "decision: none (the analysis wrote no decision.json)"
