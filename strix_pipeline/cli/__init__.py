@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "strix_pipeline.cli.spool",
     "strix_pipeline.cli.migrate",
     "strix_pipeline.cli.workload",
+    "strix_pipeline.cli.production",
 )
 
 

@@ -85,7 +85,7 @@ class ProductionRead:
 
 
 @dataclass(frozen=True)
-class Change:
+class BaselineChange:
     """One way the baseline differs from production, and why."""
 
     what: str
@@ -108,7 +108,7 @@ class ProductionBaseline:
     model_on_host: str  # that file on the Box
     backend: Backend
     settings: tuple[tuple[str, str], ...]
-    changes: tuple[Change, ...] = field(default=())
+    changes: tuple[BaselineChange, ...] = field(default=())
 
     @property
     def source(self) -> str:
@@ -213,11 +213,13 @@ def derive_baseline(read: ProductionRead) -> ProductionBaseline:
     if not executable:
         raise ProductionReadError(f"production {read.name}: no executable in {shlex.join(read.argv)!r}")
     pairs = _pairs(flags)
-    changes: list[Change] = []
+    changes: list[BaselineChange] = []
     kept: list[tuple[str, str | None]] = []
     for name, value in pairs:
         if name in LISTEN_FLAGS:
-            changes.append(Change(name, value or "", "set by the run", "production holds its own port"))
+            changes.append(
+                BaselineChange(name, value or "", "set by the run", "production holds its own port")
+            )
         else:
             kept.append((name, value))
     env = []
@@ -225,7 +227,9 @@ def derive_baseline(read: ProductionRead) -> ProductionBaseline:
         name, _, value = e.partition("=")
         if name in LISTEN_ENV:
             changes.append(
-                Change(name, value, "unset (the run's --host/--port)", "production holds its own port")
+                BaselineChange(
+                    name, value, "unset (the run's --host/--port)", "production holds its own port"
+                )
             )
         else:
             env.append(e)
@@ -274,3 +278,30 @@ def parse_systemctl_show(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         elif key == "Environment" and value.strip():
             env = tuple(shlex.split(value))
     return argv, env
+
+
+# ------------------------------------------------------------------------------- a changed production
+
+
+def differences(old: ProductionRead, new: ProductionRead) -> list[str]:
+    """What changed between two reads of production, in words (``-c 8192 -> 16384``, ``image …``)."""
+    out: list[str] = []
+    if old.image_digest != new.image_digest:
+        out.append(f"image {old.image_digest} -> {new.image_digest}")
+    if old.argv[:1] != new.argv[:1]:
+        out.append(f"executable {shlex.join(old.argv[:1])} -> {shlex.join(new.argv[:1])}")
+    before, after = dict(_pairs(_split(old.argv)[1])), dict(_pairs(_split(new.argv)[1]))
+    for flag in dict.fromkeys([*before, *after]):
+        if flag not in after:
+            out.append(f"{flag} removed (was {before[flag] or 'on'})")
+        elif flag not in before:
+            out.append(f"{flag} added ({after[flag] or 'on'})")
+        elif before[flag] != after[flag]:
+            out.append(f"{flag} {before[flag]} -> {after[flag]}")
+    env_before, env_after = set(old.env), set(new.env)
+    if env_before != env_after:
+        names = sorted({e.split("=", 1)[0] for e in env_before ^ env_after})
+        out.append(f"environment {', '.join(names)}")  # names only: a value may be a secret
+    if old.mounts != new.mounts or old.devices != new.devices:
+        out.append("mounts or devices")
+    return out or ["what was read (same settings, another form)"]

@@ -238,6 +238,9 @@ def _before_stop(r: RunInputs, box: _Box, image_ref: str, window: datetime | Non
         client,
         source=source,
         release=target.image.version,  # whether vLLM takes --kv-cache-memory-bytes (engines/vllm.py)
+        # production as deployed: its command, environment and model file instead of the profile's
+        model_path=target.production.model_on_host if target.production else None,
+        production=target.production,
     )
     launcher.size_pools(box_checks.device_memory(host_cfg, engine, box.facts))
     record_engine_env(run, launcher.spec.env)
