@@ -101,6 +101,7 @@ class ProductionBaseline:
 
     read_digest: str
     image_ref: str | None  # None: production runs a binary, not an image
+    image_tag: str | None  # the tag production was started from ("server-vulkan"), when it named one
     executable: tuple[str, ...]
     flags: tuple[str, ...]  # production's, without --host/--port (the run adds its own)
     env: tuple[str, ...]
@@ -207,6 +208,11 @@ def backend_of(read: ProductionRead, flags: list[tuple[str, str | None]]) -> Bac
     return "cpu" if read.kind == "container" and not devices else "unknown"
 
 
+def _tag(ref: str | None) -> str | None:
+    last = (ref or "").split("@", 1)[0].rsplit("/", 1)[-1]
+    return last.split(":", 1)[1] if ":" in last else None
+
+
 def derive_baseline(read: ProductionRead) -> ProductionBaseline:
     """The baseline production as deployed gives (see the module's docstring)."""
     executable, flags = _split(read.argv)
@@ -248,6 +254,7 @@ def derive_baseline(read: ProductionRead) -> ProductionBaseline:
     return ProductionBaseline(
         read_digest=read.digest,
         image_ref=read.image_digest,
+        image_tag=_tag(read.image),
         executable=tuple(executable),
         flags=tuple(_unpair(kept)),
         env=tuple(env),

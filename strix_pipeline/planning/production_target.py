@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from strix_pipeline.config import StrixConfig
+from strix_pipeline.fingerprint import backend_family
 from strix_pipeline.planning.production_baseline import ProductionBaseline, ProductionReadError
 from strix_pipeline.planning.targets import BenchmarkTarget
 from strix_pipeline.records import ImageRecord
@@ -46,19 +47,25 @@ def production_target(
         raise ProductionReadError(f"host {host} runs no {engine}: no profile for the baseline run")
     run = next((r for r in runs if r.model == config.decision.baseline_model), runs[0])
     registry, repository, digest = split_digest_ref(baseline.image_ref)
+    # a run's backend family is read from its tag and repository (fingerprint.backend_family): one that
+    # names none gets production's, read from its flags, environment or devices, so a Vulkan production
+    # pairs as Vulkan
+    tag = baseline.image_tag or AS_DEPLOYED_TAG
+    if backend_family(repository, tag) is None and baseline.backend in ("rocm", "vulkan"):
+        tag = f"{tag}-{AS_DEPLOYED_TAG}-{baseline.backend}"
     now = now or datetime.now(UTC)
     image = ImageRecord(
         engine=engine,
         registry=registry,
         repository=repository,
-        tag=AS_DEPLOYED_TAG,
+        tag=tag,
         digest=digest,
         floating=False,
         created=None,
         version=None,
         revision=None,
         labels=None,
-        sort_key=AS_DEPLOYED_TAG,
+        sort_key=tag,
         first_seen=now,
         last_seen=now,
     )

@@ -8,6 +8,9 @@ from typing import Any
 
 import pytest
 
+from strix_pipeline.config import StrixConfig
+from strix_pipeline.config_load import load_config
+from strix_pipeline.fingerprint import backend_family
 from strix_pipeline.hosts.box.production_read import read_container
 from strix_pipeline.planning.production_baseline import (
     Mount,
@@ -16,6 +19,7 @@ from strix_pipeline.planning.production_baseline import (
     derive_baseline,
     parse_systemctl_show,
 )
+from strix_pipeline.planning.production_target import baseline_choice, production_target
 
 ROCM_DIGEST = "ghcr.io/ggml-org/llama.cpp@sha256:" + "a" * 64
 VULKAN_DIGEST = "ghcr.io/ggml-org/llama.cpp@sha256:" + "b" * 64
@@ -158,3 +162,54 @@ def test_the_digest_changes_with_the_flags() -> None:
     two = ProductionRead(kind="unit", name="u", argv=("llama-server", "-m", "/m.gguf", "-c", "8192"))
     assert one.digest != two.digest
     assert ProductionRead.from_json(one.to_json()) == one
+
+
+def test_the_target_is_productions_image_and_a_vulkan_production_pairs_as_vulkan() -> None:
+    """The baseline target pulls production's image by digest; a Vulkan production whose tag names no
+    backend is still a Vulkan run (the pairing reads the backend from the run's tag and repository)."""
+    config = load_config(None)
+    mounts = (Mount("/srv/models", "/models"),)
+    argv = ("/app/llama-server", "-m", "/models/g.gguf", "-c", "4096")
+    vulkan = ProductionRead(
+        kind="container",
+        name="p",
+        argv=argv,
+        image="127.0.0.1:5000/me/llama:latest",
+        image_digest="127.0.0.1:5000/me/llama@sha256:" + "e" * 64,
+        mounts=mounts,
+        devices=("/dev/dri:/dev/dri",),
+    )
+    target = production_target(config, "local", derive_baseline(vulkan))
+    assert target.image is not None and target.production is not None
+    assert (target.image.registry, target.image.repository) == ("127.0.0.1:5000", "me/llama")
+    assert target.image.digest == "sha256:" + "e" * 64
+    assert backend_family(target.image.repository, target.image.tag) == "vulkan"
+    assert target.engine == "llamacpp" and target.model == config.decision.baseline_model
+    hub_digest = "ggml-org/llama.cpp@sha256:" + "f" * 64
+    hub = ProductionRead(
+        kind="container",
+        name="p",
+        argv=argv,
+        image_digest=hub_digest,
+        image="ggml-org/llama.cpp:server-rocm",
+        mounts=mounts,
+    )
+    image = production_target(config, "local", derive_baseline(hub)).image
+    assert image is not None and (image.registry, image.repository, image.tag) == (
+        "docker.io",
+        "ggml-org/llama.cpp",
+        "server-rocm",
+    )
+    unpushed = ProductionRead(
+        kind="container", name="p", argv=argv, image_digest="sha256:" + "f" * 64, mounts=mounts
+    )
+    with pytest.raises(ProductionReadError, match="no repository digest"):
+        production_target(config, "local", derive_baseline(unpushed))
+
+
+def test_the_decision_names_which_baseline_it_uses() -> None:
+    config = load_config(None)
+    assert baseline_choice(config).startswith("the configured baseline (model gemma3-270m")
+    data = config.model_dump()
+    data["decision"]["baseline_model"] = None
+    assert baseline_choice(StrixConfig.model_validate(data)) == "production as deployed"
