@@ -41,6 +41,9 @@ SWITCHES = frozenset(
      "--embeddings", "--reranking", "--no-warmup", "--swa-full", "--context-shift", "--no-context-shift"}
 )  # fmt: skip
 
+# what a baseline run read from production records, and what a decision calls its baseline then
+PRODUCTION_AS_DEPLOYED = "production as deployed"
+
 Backend = Literal["vulkan", "rocm", "cpu", "unknown"]
 
 
@@ -114,7 +117,7 @@ class ProductionBaseline:
     @property
     def source(self) -> str:
         """What a baseline run records: where its settings came from, with the read's digest."""
-        return f"production as deployed ({self.read_digest})"
+        return f"{PRODUCTION_AS_DEPLOYED} ({self.read_digest})"
 
     def argv(self, model_path: str, bind_host: str, port: int) -> list[str]:
         """Production's executable and flags, the model as the run's engine sees it, listening where the

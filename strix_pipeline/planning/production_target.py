@@ -9,7 +9,11 @@ from datetime import UTC, datetime
 
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.fingerprint import backend_family
-from strix_pipeline.planning.production_baseline import ProductionBaseline, ProductionReadError
+from strix_pipeline.planning.production_baseline import (
+    PRODUCTION_AS_DEPLOYED,
+    ProductionBaseline,
+    ProductionReadError,
+)
 from strix_pipeline.planning.targets import BenchmarkTarget
 from strix_pipeline.records import ImageRecord
 
@@ -83,4 +87,4 @@ def baseline_choice(config: StrixConfig) -> str:
     named = [n for n in named if n]
     if named:
         return f"the configured baseline ({', '.join(named)}: an explicit override)"
-    return "production as deployed"
+    return PRODUCTION_AS_DEPLOYED
