@@ -7,7 +7,7 @@ import json
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -38,6 +38,7 @@ from strix_pipeline.registry.discovery import default_client
 from strix_pipeline.registry.names import pull_reference
 from strix_pipeline.registry.transport import RetryPolicy
 from strix_pipeline.runner import night_hold as nights
+from strix_pipeline.runner.as_deployed import production_for
 from strix_pipeline.runner.efficiency import (
     DOCKER_HOST_EFFICIENCY,
     bandwidth_line,
@@ -185,6 +186,11 @@ def run_docker(r: RunInputs) -> None:
     run_started = time.monotonic()
     box = _open_box(r, image_ref)
     try:
+        # a run of production's own image and model file runs as production deploys it
+        said = lambda line: r.log(f"[{run.run_id}] {line}")  # noqa: E731
+        if (deployed := production_for(config, target, box.client, said)) is not None:
+            r = replace(r, target=replace(target, production=deployed))
+            run.baseline_source = deployed.source
         with ExitStack() as stack:
             ready = _before_stop(r, box, image_ref, window)
             # alone: stopped here and started when the run ends; in a night: stopped by its first run

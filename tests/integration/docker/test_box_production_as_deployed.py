@@ -28,7 +28,8 @@ from strix_pipeline.fingerprint import backend_family
 from strix_pipeline.hosts.guards import RUN_LABEL
 from strix_pipeline.planning.production_baseline import derive_baseline
 from strix_pipeline.planning.production_target import production_target
-from strix_pipeline.runner import run_benchmark
+from strix_pipeline.records import RunRecord
+from strix_pipeline.runner import BenchmarkTarget, run_benchmark
 from strix_pipeline.warehouse import Warehouse
 
 pytestmark = [
@@ -88,6 +89,23 @@ def without_listen(argv: list[str]) -> list[str]:
     return out
 
 
+def run_baseline(client, config: StrixConfig, target: BenchmarkTarget, run_id: str) -> tuple[RunRecord, dict]:
+    """One run of ``target`` on the simulated Box; its engine container as Docker had it while it served."""
+    launched: dict = {}
+
+    def log(line: str) -> None:
+        if " ready at " in line:  # the baseline serves: read its container as Docker has it
+            (c,) = client.containers.list(filters={"label": f"{RUN_LABEL}={run_id}"})
+            launched.update(c.attrs)
+
+    result = run_benchmark(config, target, run_id=run_id, log=log, force=True, scenarios=["smoke"])
+    assert managed(run_id) == []
+    run = result.run
+    assert run.status == "ok", (run.status, run.failure_reason, run.log_tail)
+    assert launched, "the engine container was never seen serving"
+    return run, launched
+
+
 def with_runs(config: StrixConfig) -> StrixConfig:
     """The Box benchmarks the baseline engine with production's model: the profile the baseline's run
     takes its family and reserve from (the file and the flags are production's)."""
@@ -139,18 +157,8 @@ def test_the_baseline_runs_production_as_deployed_and_doctor_sees_it_change(
         target = production_target(config, HOST, base)
         assert target.image is not None
         assert backend_family(target.image.repository, target.image.tag) == "vulkan"
-        launched: dict[str, object] = {}
-
-        def log(line: str) -> None:
-            if " ready at " in line:  # the baseline serves: read its container as Docker has it
-                (c,) = client.containers.list(filters={"label": f"{RUN_LABEL}={RUN_ID}"})
-                launched.update(c.attrs)
-
         with ProductionWatch(NAME) as watch:
-            result = run_benchmark(config, target, run_id=RUN_ID, log=log, force=True, scenarios=["smoke"])
-        assert managed(RUN_ID) == []
-        run = result.run
-        assert run.status == "ok", (run.status, run.failure_reason, run.log_tail)
+            run, launched = run_baseline(client, config, target, RUN_ID)
         assert watch.states == ["running", "exited", "running"]  # stopped for the run, restored
         assert run.baseline_source == f"production as deployed ({read.digest})"
         assert run.image_digest == pushed.digest and run.image_tag == TAG
@@ -177,6 +185,15 @@ def test_the_baseline_runs_production_as_deployed_and_doctor_sees_it_change(
         with Warehouse.open(config.project.warehouse, read_only=True) as wh:
             stored = wh.last_production_read(HOST)
         assert stored is not None and stored.digest == read.digest  # doctor only reads; show records
+
+        # the week's next run of production's image and model file (a plain target, as the night plans
+        # it) runs as production is deployed now
+        plain = BenchmarkTarget(HOST, "llamacpp", "gemma", "tiny", pushed.record())
+        nxt, launched = run_baseline(client, config, plain, RUN_ID + "-next")
+        assert nxt.baseline_source == f"production as deployed ({again.read_digest})"
+        cmd = launched["Config"]["Cmd"]
+        assert cmd[cmd.index("-c") + 1] == "2048" and "prod-gemma" in cmd, cmd
+        assert without_listen(cmd) == without_listen(client.api.inspect_container(NAME)["Config"]["Cmd"])
     finally:
         production.remove(force=True)
         pushed.remove()
