@@ -123,9 +123,11 @@ class ProductionBaseline:
         """Production's executable and flags, the model as the run's engine sees it, listening where the
         run says."""
         flags = list(self.flags)
-        for i, f in enumerate(flags[:-1]):
-            if f in MODEL_FLAGS:
+        for i, f in enumerate(flags):
+            if f in MODEL_FLAGS and i + 1 < len(flags):
                 flags[i + 1] = model_path
+            elif f.startswith("--model="):
+                flags[i] = f"--model={model_path}"
         return [*self.executable, *flags, "--host", bind_host, "--port", str(port)]
 
     def env_dict(self) -> dict[str, str]:
@@ -143,29 +145,30 @@ def _split(argv: tuple[str, ...]) -> tuple[list[str], list[str]]:
 
 def _pairs(flags: list[str]) -> list[tuple[str, str | None]]:
     """Each flag with its value (``--x=v`` and ``--x v`` alike; a switch has none)."""
-    out: list[tuple[str, str | None]] = []
+    return [(name, value) for name, value, _ in _spans(flags)]
+
+
+def _spans(flags: list[str]) -> list[tuple[str, str | None, list[str]]]:
+    """Each flag with its value and the tokens it was written as."""
+    out: list[tuple[str, str | None, list[str]]] = []
     i = 0
     while i < len(flags):
         f = flags[i]
         if "=" in f and f.startswith("--"):
             name, value = f.split("=", 1)
-            out.append((name, value))
+            out.append((name, value, [f]))
             i += 1
         elif (
             f in SWITCHES
             or i + 1 >= len(flags)
             or (flags[i + 1].startswith("-") and len(flags[i + 1]) > 1 and not flags[i + 1][1:2].isdigit())
         ):
-            out.append((f, None))
+            out.append((f, None, [f]))
             i += 1
         else:
-            out.append((f, flags[i + 1]))
+            out.append((f, flags[i + 1], flags[i : i + 2]))
             i += 2
-    return out  # fmt: skip
-
-
-def _unpair(pairs: list[tuple[str, str | None]]) -> list[str]:
-    return [x for name, value in pairs for x in ((name,) if value is None else (name, value))]
+    return out
 
 
 def _on_host(path: str, mounts: tuple[Mount, ...]) -> str | None:
@@ -221,16 +224,19 @@ def derive_baseline(read: ProductionRead) -> ProductionBaseline:
     executable, flags = _split(read.argv)
     if not executable:
         raise ProductionReadError(f"production {read.name}: no executable in {shlex.join(read.argv)!r}")
-    pairs = _pairs(flags)
+    spans = _spans(flags)
+    pairs = [(name, value) for name, value, _ in spans]
     changes: list[BaselineChange] = []
     kept: list[tuple[str, str | None]] = []
-    for name, value in pairs:
+    kept_tokens: list[str] = []  # as production wrote them (``--ctx-size=4096`` stays one token)
+    for name, value, tokens in spans:
         if name in LISTEN_FLAGS:
             changes.append(
                 BaselineChange(name, value or "", "set by the run", "production holds its own port")
             )
         else:
             kept.append((name, value))
+            kept_tokens += tokens
     env = []
     for e in read.env:
         name, _, value = e.partition("=")
@@ -259,7 +265,7 @@ def derive_baseline(read: ProductionRead) -> ProductionBaseline:
         image_ref=read.image_digest,
         image_tag=_tag(read.image),
         executable=tuple(executable),
-        flags=tuple(_unpair(kept)),
+        flags=tuple(kept_tokens),
         env=tuple(env),
         model_in_engine=model,
         model_on_host=on_host,

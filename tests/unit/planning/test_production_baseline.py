@@ -157,6 +157,26 @@ def test_a_systemd_exec_start_gives_the_binary_flags_and_file() -> None:
     assert [c.what for c in base.changes] == ["--port", "--host"]
 
 
+def test_flags_keep_the_form_production_wrote_them_in() -> None:
+    argv = (
+        "llama-server",
+        "--model=/srv/m/g.gguf",
+        "--ctx-size=4096",
+        "--port=8080",
+        "--no-mmap",
+        "-ngl",
+        "-1",
+    )
+    base = derive_baseline(ProductionRead(kind="unit", name="u", argv=argv))
+    assert base.flags == ("--model=/srv/m/g.gguf", "--ctx-size=4096", "--no-mmap", "-ngl", "-1")
+    assert dict(base.settings)["context"] == "4096" and dict(base.settings)["GPU layers"] == "-1"
+    assert base.argv("/models/g.gguf", "127.0.0.1", 1) == [
+        "llama-server", "--model=/models/g.gguf", "--ctx-size=4096", "--no-mmap", "-ngl", "-1",
+        "--host", "127.0.0.1", "--port", "1",
+    ]  # fmt: skip
+    assert [(c.what, c.production) for c in base.changes] == [("--port", "8080")]
+
+
 def test_the_digest_changes_with_the_flags() -> None:
     one = ProductionRead(kind="unit", name="u", argv=("llama-server", "-m", "/m.gguf", "-c", "4096"))
     two = ProductionRead(kind="unit", name="u", argv=("llama-server", "-m", "/m.gguf", "-c", "8192"))
