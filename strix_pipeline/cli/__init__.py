@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "strix_pipeline.cli.migrate",
     "strix_pipeline.cli.workload",
     "strix_pipeline.cli.production",
+    "strix_pipeline.cli.box",
 )
 
 

@@ -17,19 +17,23 @@ from pathlib import Path
 import pytest
 from support.bench_docker import HOST, managed, remove_left_behind
 from support.box_images import ProductionWatch, push_image
-from support.box_sim import BoxSim, box_config, wait_healthy
+from support.box_sim import KEY_ENV, BoxSim, box_config, wait_healthy
 from support.infra import free_port
 from support.llama_image import llama_rootfs
 
+from strix_pipeline.cli import build_parser
 from strix_pipeline.cli.production import read_host, run_show
 from strix_pipeline.config import StrixConfig
-from strix_pipeline.doctor import run_checks
+from strix_pipeline.config_load import load_config
+from strix_pipeline.doctor import failed, run_checks
 from strix_pipeline.fingerprint import backend_family
+from strix_pipeline.hosts.docker.host import make_client
 from strix_pipeline.hosts.guards import RUN_LABEL
 from strix_pipeline.planning.production_baseline import derive_baseline
-from strix_pipeline.planning.production_target import production_target
+from strix_pipeline.planning.production_target import baseline_choice, production_target
 from strix_pipeline.records import RunRecord
 from strix_pipeline.runner import BenchmarkTarget, run_benchmark
+from strix_pipeline.runner.as_deployed import production_for
 from strix_pipeline.warehouse import Warehouse
 
 pytestmark = [
@@ -194,6 +198,47 @@ def test_the_baseline_runs_production_as_deployed_and_doctor_sees_it_change(
         cmd = launched["Config"]["Cmd"]
         assert cmd[cmd.index("-c") + 1] == "2048" and "prod-gemma" in cmd, cmd
         assert without_listen(cmd) == without_listen(client.api.inspect_container(NAME)["Config"]["Cmd"])
+    finally:
+        production.remove(force=True)
+        pushed.remove()
+
+
+def test_box_init_writes_a_configuration_doctor_accepts_whose_baseline_is_production(
+    llama, model_path, box_sshd, box_key, client, tmp_path, monkeypatch
+):
+    """`strix box init ssh://user@box` against the simulator: production found by itself (the one
+    running llama-server container), the written file loads, `strix doctor` finds nothing required
+    missing, and a run of production's image and model file runs as production deploys it."""
+    pushed = push_image(llama.registry, REPO, TAG, llama_rootfs(llama.binary))
+    image = f"{llama.registry.host}/{REPO}:{TAG}"
+    client.images.pull(f"{llama.registry.host}/{REPO}", tag=TAG)
+    port = free_port()
+    production = start_production(client, image, llama.binary, model_path, 1024, port)
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}/health", 120)
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setenv("STRIX_BOX_USER", box_sshd.user)
+        out = tmp_path / "strix.toml"
+        argv = ["box", "init", box_sshd.url, "--out", str(out), "--key-env", KEY_ENV]
+        args = build_parser().parse_args([*argv, "--known-hosts", str(box_sshd.known_hosts)])
+        assert args.func(args) == 0
+        config = load_config(str(out))
+        assert baseline_choice(config) == "production as deployed"
+        (host,) = config.hosts
+        box = config.docker_config(host)
+        assert box.production is not None and box.production.container == NAME
+        (profile,) = config.models.values()
+        assert profile.path == str(model_path) and profile.parallel == 1 and profile.context_length == 1024
+        checks = run_checks(config, start_engines=False)
+        assert not failed(checks), [c for c in failed(checks)]
+        (run,) = config.runs[host]
+        target = BenchmarkTarget(host, "llamacpp", run.model, run.profile, pushed.record())
+        c = make_client(box)
+        try:
+            deployed = production_for(config, target, c, lambda line: None)
+        finally:
+            c.close()
+        assert deployed is not None and deployed.backend == "vulkan", out.read_text()
     finally:
         production.remove(force=True)
         pushed.remove()
