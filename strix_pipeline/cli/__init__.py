@@ -31,6 +31,8 @@ COMMAND_MODULES = (
     "strix_pipeline.cli.workload",
     "strix_pipeline.cli.backup",
     "strix_pipeline.cli.controller",
+    "strix_pipeline.cli.production",
+    "strix_pipeline.cli.box",
 )
 
 

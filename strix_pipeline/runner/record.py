@@ -79,6 +79,7 @@ def new_record(
         image_sort_key=image.sort_key if image else None,
         model_family=model.family,
         workload=workload_digest(profile, trace_digest(config, profile)),
+        baseline_source=target.production.source if target.production else None,
     )
 
 

@@ -24,6 +24,7 @@ from strix_pipeline.warehouse import (
     hosts,
     noise,
     parquet,
+    production_reads,
     runs,
     schema,
     traces,
@@ -273,6 +274,15 @@ class Warehouse:
 
     def list_traces(self) -> list[traces.TraceRecord]:
         return traces.list_traces(self.con)
+
+    # ---- reads of production as deployed ----------------------------------------------------------
+
+    def save_production_read(self, row: production_reads.ProductionReadRecord) -> None:
+        self._writable()
+        production_reads.save_read(self.con, row)
+
+    def last_production_read(self, host: str) -> production_reads.ProductionReadRecord | None:
+        return production_reads.last_read(self.con, host)
 
     # ---- comparisons by pairs -------------------------------------------------------------------
 

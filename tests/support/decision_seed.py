@@ -367,6 +367,7 @@ def run_facts(run: RunRecord, config: StrixConfig) -> RunFacts:
         kv_cache_bytes=run.kv_cache_bytes,
         kv_capacity_tokens=run.kv_capacity_tokens,
         production_pool_bytes=run.production_pool_bytes,
+        baseline_source=run.baseline_source,
     )
 
 

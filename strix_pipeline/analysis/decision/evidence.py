@@ -51,6 +51,8 @@ class RunFacts:
     # the run's request timeout (its scenario profile's request_timeout_s): what a failed or timed-out
     # request counts as in a percentile (stats.quantiles.censored); None: the default profile's
     request_timeout_s: float | None = None
+    # "production as deployed (<read digest>)": a baseline run whose settings were read from production
+    baseline_source: str | None = None
 
 
 @dataclass(frozen=True)

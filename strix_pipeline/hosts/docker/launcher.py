@@ -29,6 +29,7 @@ from strix_pipeline.hosts import guards
 from strix_pipeline.hosts.box.selinux import LABEL_OPT
 from strix_pipeline.hosts.cleanup import cache_prune
 from strix_pipeline.hosts.docker import model_config
+from strix_pipeline.hosts.docker.as_deployed import as_deployed
 from strix_pipeline.hosts.docker.engine import (
     DockerEngine,
     LogStreamer,
@@ -54,6 +55,7 @@ from strix_pipeline.hosts.errors import EngineStartError
 from strix_pipeline.hosts.guards import MANAGED_LABEL, RUN_LABEL
 from strix_pipeline.memory.bytes_per_token import ModelFileError
 from strix_pipeline.memory.kv_capacity import KvSizing, layout_from_config_json
+from strix_pipeline.planning.production_baseline import ProductionBaseline
 from strix_pipeline.units import MB, gib_text
 
 log = logging.getLogger(__name__)
@@ -91,6 +93,7 @@ class DockerLauncher:
         source: ImageSource | None = None,
         release: str | None = None,
         read_config: model_config.ConfigReader | None = None,
+        production: ProductionBaseline | None = None,
     ) -> None:
         self.host = host_cfg
         self.source = source  # the image source the image comes from: its executable wins
@@ -120,6 +123,7 @@ class DockerLauncher:
         self.compile_cache: str | None = None
         self.release = release
         self.read_config = read_config
+        self.production = production  # as deployed: its command and environment, not the profile's
         self.device: DeviceMemory | None = None  # set by size_pools
         # set by size_for_context: vLLM's KV cache for the context (None: the configured pool) and
         # the pool production's configuration would hold, which C5 shows beside it
@@ -147,6 +151,8 @@ class DockerLauncher:
             device=self.device,
             source=self.source,
         )
+        if self.production is not None:
+            spec = as_deployed(spec, self.production, "127.0.0.1" if loopback else "0.0.0.0")
         if self.kv_sizing is not None:  # sized for the context: kept when the pools are sized again
             spec = vllm.for_context(spec, self.kv_sizing.bytes, self.profile, self.device)
         return spec

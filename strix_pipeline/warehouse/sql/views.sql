@@ -22,6 +22,7 @@ SELECT
     r.suite,
     r.profile,
     r.workload,  -- what the profile asks (fingerprint.workload_digest): in the series
+    r.baseline_source,  -- 'production as deployed (<read digest>)' when read from production
     r.status,
     r.status IN ('ok', 'partial') AS usable,
     r.failure_reason,

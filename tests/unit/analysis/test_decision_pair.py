@@ -94,3 +94,38 @@ def test_a_pair_of_two_model_families_is_refused_when_the_config_is_read():
         make_config(baseline_model="qwen3-30b-a3b-q4", candidate_model="gpt-oss-120b")
     with pytest.raises(ValueError, match="decision.baseline_model: no model named 'nope'"):
         make_config(baseline_model="nope")
+
+
+def test_without_an_override_the_baseline_is_production_as_deployed_and_named_so():
+    """With no baseline image or model configured, a run of production as deployed is the baseline,
+    though a plain run of the baseline engine is nearer the candidate's; the reason names it. A Vulkan
+    production is never paired with the ROCm candidate: the backend rule holds for it too."""
+    deployed = "production as deployed (sha256:" + "e" * 64 + ")"
+    runs = [
+        *september_runs(),
+        run_result(
+            run_record(
+                "llama-deployed",
+                "llamacpp",
+                started_at=SEPT - timedelta(hours=3),  # further from the candidate's than llama-qwen
+                tag="server-rocm-b6400",
+                profile="qwen3-30b-a3b-q4",
+                quant="Q4_K_M",
+                held_gib=20.0,
+                digest="sha256:" + "e" * 64,
+            ),
+            ttft5=(2000.0, 1900.0, 2100.0),
+        ),
+    ]
+    plain = by_id(judge_runs(runs, make_config(), NOW))["C3"]
+    assert "llama-deployed" not in plain.evidence_run_ids, plain.reason  # the nearer plain run, as today
+    runs[-1].run.baseline_source = deployed
+    c = by_id(judge_runs(runs, make_config(), NOW))["C3"]
+    assert c.evidence_run_ids == ["vllm-qwen", "llama-deployed"], (c.status, c.reason)
+    assert "llamacpp 2000 ms" in c.reason and "server-rocm-b6400, production as deployed (" in c.reason, (
+        c.reason
+    )
+    assert "production as deployed" not in plain.reason, plain.reason
+    runs[-1].run.image_tag = "server-vulkan"
+    vulkan = by_id(judge_runs(runs, make_config(), NOW))["C3"]
+    assert vulkan.status == "unknown" and "llamacpp (production as deployed)" in vulkan.reason, vulkan.reason

@@ -109,6 +109,7 @@ AFTER_V1 = {
     "energy_problem",
     "throttled",
     "throttle_reason",
+    "baseline_source",
 }
 
 

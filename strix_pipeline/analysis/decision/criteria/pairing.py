@@ -22,6 +22,7 @@ from strix_pipeline.analysis.decision.evidence import Evidence, RunFacts
 from strix_pipeline.analysis.decision.matchup_table import matchup_name, ratio_text
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.fingerprint import pair_differences
+from strix_pipeline.planning.production_baseline import PRODUCTION_AS_DEPLOYED
 from strix_pipeline.records import CriterionResult
 from strix_pipeline.registry.names import normalize_repository
 from strix_pipeline.stats.quantiles import quantile_ci
@@ -150,7 +151,11 @@ def _paired_sides(
         base = [r for r in base if r.model_profile == d.baseline_model]
         production.append(f"model {d.baseline_model}")
     if production:
-        base_name = f"{d.baseline_engine} (production's {', '.join(production)})"
+        base_name = f"{d.baseline_engine} (production's {', '.join(production)})"  # the configured override
+    elif matchup == "production" and (deployed := [r for r in base if r.baseline_source]):
+        # no override: the runs of production as deployed, when there are any, are the baseline
+        base = deployed
+        base_name = f"{d.baseline_engine} ({PRODUCTION_AS_DEPLOYED})"
     if matchup == "equal_weights":
         base_name = f"{base_name} at the candidate's weights"
     return cand, base, cand_name, base_name

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 from strix_pipeline.analysis.decision.evidence import Evidence, RunFacts
 from strix_pipeline.config import GFX_OVERRIDE, ImageSource, StrixConfig
+from strix_pipeline.planning.production_baseline import PRODUCTION_AS_DEPLOYED
 from strix_pipeline.records import CriterionResult
 from strix_pipeline.registry.names import normalize_repository
 
@@ -79,6 +80,8 @@ def _order(r: RunFacts) -> tuple[str, datetime]:
 def _label(r: RunFacts) -> str:
     digest = (r.image_digest or "")[:19]
     name = r.image_version or r.image_tag or "?"
+    # a baseline read from production says so: the decision names which baseline it used
+    name = f"{name}, {PRODUCTION_AS_DEPLOYED}" if r.baseline_source else name
     return f"{name} ({digest})" if digest else name
 
 
