@@ -27,6 +27,7 @@ nav ul{display:flex;flex-wrap:wrap;gap:.25rem 1rem;list-style:none;padding:0}
 .verdict strong{text-transform:uppercase;letter-spacing:.05em}
 .muted{color:var(--muted)}
 .scroll{overflow-x:auto;max-width:100%}
+summary{cursor:pointer}summary h2{display:inline;font-size:1.2rem}
 table{border-collapse:collapse;margin:.5rem 0 1rem;font-variant-numeric:tabular-nums}
 th,td{border:1px solid var(--line);padding:.3rem .5rem;text-align:left;vertical-align:top}
 th{font-weight:600}

@@ -1,10 +1,13 @@
-"""One run's page as HTML text: its facts, figures, memory, launch command and log tail. Every value
-from the warehouse passes through :func:`esc`; the page runs no script."""
+"""One run's page as HTML text: what it measured first (its figures, then its memory), then the plumbing
+folded away (the run's facts, the host, the launch command, the log tail with known harmless noise
+folded). An ok run's reason is a note, a failed run's the reason it failed. Every value from the
+warehouse passes through :func:`esc`; the page runs no script."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from strix_pipeline.report.log_noise import fold_noise
 from strix_pipeline.report.markup import esc, memory, number, page, table
 from strix_pipeline.report.names import GLOSSARY, INDEX
 from strix_pipeline.report.page_parts import or_none, when_text
@@ -24,13 +27,26 @@ def _pre(text: str | None, what: str) -> str:
     return f"<pre>{esc(text)}</pre>" if text else f"<p>no {esc(what)} recorded</p>"
 
 
+def _folded(title: str, inner: str) -> str:
+    """A section a reader opens when they need it (no script: the browser's own disclosure)."""
+    return f"<details><summary><h2>{esc(title)}</h2></summary>{inner}</details>"
+
+
+def _reason(r: dict[str, Any]) -> str:
+    """The run's recorded reason: a note on an ok run (a retried connection), why on any other."""
+    if not r["failure_reason"]:
+        return ""
+    if r["status"] == "ok":
+        return f"<p>Note: {esc(r['failure_reason'])}</p>"
+    return f"<p>Why it is {esc(r['status'])}: {esc(r['failure_reason'])}</p>"
+
+
 def run_html(data: ReportData, r: dict[str, Any]) -> str:
     duration = (
         f"{(r['ended_at'] - r['started_at']).total_seconds():,.0f} s"
         if r["ended_at"] and r["started_at"]
         else "–"
     )
-    eff = r["decode_efficiency"]
     bandwidth = r["bandwidth_bytes_per_s"]
     figures = [
         [
@@ -58,91 +74,105 @@ def run_html(data: ReportData, r: dict[str, Any]) -> str:
         ]
         for a in data.figures.get(r["run_id"], [])
     ]
+    figures_html = or_none(
+        figures,
+        table(
+            [
+                "scenario",
+                "level",
+                "workload",
+                "TTFT p95",
+                "TTFT p50",
+                "TPOT p50",
+                "E2E p95",
+                "output",
+                "requests/s",
+                "prefill",
+                "decode",
+            ],
+            figures,
+            numeric={1, 3, 4, 5, 6, 7, 8, 9, 10},
+        ),
+    )
     up = "../"
     body = (
         f"<p><a href='{up}{INDEX}'>← the weekly report</a> · <a href='{up}{GLOSSARY}'>Glossary</a></p><main>"
         f"<h1>Run {esc(r['run_id'])}</h1>"
         f"<p><strong>{esc(r['status'])}</strong> · {esc(r['engine'])} {esc(r['image_version'])} · "
         f"{esc(r['model_profile'])} on {esc(r['host'])} · started {when_text(data, r['started_at'])}</p>"
-        + (f"<p>Why: {esc(r['failure_reason'])}</p>" if r["failure_reason"] else "")
-        + "<h2>Command line</h2>"
-        + _pre(r["launch_command"], "command line")
-        + "<h2>Run</h2>"
-        + _facts(
-            [
-                ("engine", esc(f"{r['engine']} ({r['engine_kind']})")),
-                ("image", esc(r["image"])),
-                ("image digest", esc(r["image_digest"])),
-                ("version", esc(r["image_version"])),
-                ("model profile", esc(r["model_profile"])),
-                ("model", esc(f"{r['model']} ({r['quantization']})")),
-                ("suite and profile", esc(f"{r['suite']} / {r['profile']}")),
-                ("started", when_text(data, r["started_at"])),
-                ("ended", when_text(data, r["ended_at"])),
-                ("duration", esc(duration)),
-                ("fingerprint", f"<code>{esc(r['fingerprint'])}</code>"),
-                ("harness version", esc(r["harness_version"])),
-                ("engine build", esc(r["engine_build"] or "–")),
-                ("engine flags", f"<code>{esc(r['engine_flags'] or '–')}</code>"),
-                ("Dagster run", esc(r["dagster_run_id"] or "–")),
-            ]
-        )
-        + "<h2>Host</h2>"
-        + _facts(
-            [
-                ("host", esc(f"{r['host']} ({r['host_kind'] or 'kind unknown'})")),
-                ("ROCm", esc(r["rocm_version"] or "–")),
-                ("kernel", esc(r["kernel"] or "–")),
-                ("firmware", esc(r["firmware"] or "–")),
-                ("kernel command line", f"<code>{esc(r['kernel_cmdline'] or '–')}</code>"),
-                ("ttm.pages_limit", esc(r["ttm_pages_limit"] if r["ttm_pages_limit"] is not None else "–")),
-                ("memory bandwidth (copy)", esc(number(bandwidth / 1e9, "GB/s", 2) if bandwidth else "–")),
-            ]
-        )
-        + "<h2>Memory</h2>"
-        + _facts(
-            [
-                ("before start", esc(memory(r["baseline_bytes"]))),
-                ("held after load", esc(memory(r["held_bytes"]))),
-                ("peak", esc(memory(r["peak_bytes"]))),
-                ("after stop", esc(memory(r["after_stop_bytes"]))),
-                (
-                    "returned to baseline",
-                    esc({True: "yes", False: "no", None: "unknown"}[r["memory_returned"]]),
-                ),
-                (
-                    "decode efficiency",
-                    esc(
-                        f"{eff * 100:.1f} % of the bandwidth limit"
-                        if eff is not None
-                        else r["efficiency_problem"] or "–"
-                    ),
-                ),
-            ]
-        )
+        + _reason(r)
         + "<h2>Figures</h2>"
-        + or_none(
-            figures,
-            table(
+        + figures_html
+        + "<h2>Memory</h2>"
+        + _memory_html(r)
+        + _folded(
+            "Run",
+            _facts(
                 [
-                    "scenario",
-                    "level",
-                    "workload",
-                    "TTFT p95",
-                    "TTFT p50",
-                    "TPOT p50",
-                    "E2E p95",
-                    "output",
-                    "requests/s",
-                    "prefill",
-                    "decode",
-                ],
-                figures,
-                numeric={1, 3, 4, 5, 6, 7, 8, 9, 10},
+                    ("engine", esc(f"{r['engine']} ({r['engine_kind']})")),
+                    ("image", esc(r["image"])),
+                    ("image digest", esc(r["image_digest"])),
+                    ("version", esc(r["image_version"])),
+                    ("model profile", esc(r["model_profile"])),
+                    ("model", esc(f"{r['model']} ({r['quantization']})")),
+                    ("suite and profile", esc(f"{r['suite']} / {r['profile']}")),
+                    ("started", when_text(data, r["started_at"])),
+                    ("ended", when_text(data, r["ended_at"])),
+                    ("duration", esc(duration)),
+                    ("fingerprint", f"<code>{esc(r['fingerprint'])}</code>"),
+                    ("harness version", esc(r["harness_version"])),
+                    ("engine build", esc(r["engine_build"] or "–")),
+                    ("engine flags", f"<code>{esc(r['engine_flags'] or '–')}</code>"),
+                    ("Dagster run", esc(r["dagster_run_id"] or "–")),
+                ]
             ),
         )
-        + "<h2>Log tail</h2>"
-        + _pre(r["log_tail"], "log")
+        + _folded(
+            "Host",
+            _facts(
+                [
+                    ("host", esc(f"{r['host']} ({r['host_kind'] or 'kind unknown'})")),
+                    ("ROCm", esc(r["rocm_version"] or "–")),
+                    ("kernel", esc(r["kernel"] or "–")),
+                    ("firmware", esc(r["firmware"] or "–")),
+                    ("kernel command line", f"<code>{esc(r['kernel_cmdline'] or '–')}</code>"),
+                    (
+                        "ttm.pages_limit",
+                        esc(r["ttm_pages_limit"] if r["ttm_pages_limit"] is not None else "–"),
+                    ),
+                    (
+                        "memory bandwidth (copy)",
+                        esc(number(bandwidth / 1e9, "GB/s", 2) if bandwidth else "–"),
+                    ),
+                ]
+            ),
+        )
+        + _folded("Command line", _pre(r["launch_command"], "command line"))
+        + _folded("Log tail", _pre(fold_noise(r["log_tail"]) if r["log_tail"] else None, "log"))
         + "</main>"
     )
     return page(f"Run {r['run_id']}", body, csp=RUN_PAGE_CSP)
+
+
+def _memory_html(r: dict[str, Any]) -> str:
+    eff = r["decode_efficiency"]
+    return _facts(
+        [
+            ("before start", esc(memory(r["baseline_bytes"]))),
+            ("held after load", esc(memory(r["held_bytes"]))),
+            ("peak", esc(memory(r["peak_bytes"]))),
+            ("after stop", esc(memory(r["after_stop_bytes"]))),
+            (
+                "returned to baseline",
+                esc({True: "yes", False: "no", None: "unknown"}[r["memory_returned"]]),
+            ),
+            (
+                "decode efficiency",
+                esc(
+                    f"{eff * 100:.1f} % of the bandwidth limit"
+                    if eff is not None
+                    else r["efficiency_problem"] or "–"
+                ),
+            ),
+        ]
+    )
