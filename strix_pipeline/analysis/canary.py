@@ -2,10 +2,15 @@
 
 The canary is one pinned build (``[analysis] canary``) benchmarked every week. Its engine never
 changes, so a step in its figures over *time* is the host's: a kernel or firmware setting outside the
-fingerprint, a BIOS option, a neighbour on shared hardware, thermal limits. Every other change whose
-two bracketing runs straddle that step -- the before-run ran before the canary's step, the after-run
-after it -- is labelled "host drift suspected" and is not alerted as an engine regression. A change
-between two runs of one and the same release is the host's by definition and is labelled so too.
+fingerprint, a BIOS option, a neighbour on shared hardware, thermal limits. A *confirmed* step (two
+runs stand after it) opens a drift window; a provisional one, a single run away from its past, opens
+none. A window covers the canary's own measurement (host, scenario, level, metric) and the metrics
+declared to move with it (:data:`MOVES_WITH`), nothing else on the host. An engine change whose two
+bracketing runs straddle the step is still an engine change -- alerted and bisected -- with the
+canary's movement written beside it (``canary_moved``): a window that silenced every change on the
+host let a few false canary steps (one of some twenty series) swallow a quarter of the weeks. A change
+between two runs of one and the same release is the host's by definition and is labelled "host drift
+suspected" (never alerted).
 
 Pure: series and changes in, labels and noise figures out (analysis/changes.py wires it to the warehouse).
 """
@@ -37,9 +42,27 @@ HOST_FACTS = (
 )
 
 
+# Metrics that move together with a canary's metric in the same scenario and level, so that its window
+# covers them too. Declared, not measured: a correlation estimated from the canary's ten-odd weekly
+# runs is itself noisy, and over some twenty series chance correlations would widen windows again.
+# A pair belongs here only when both figures come from the same timestamps of the same requests:
+# the sweep's output throughput is its output tokens over a span spent mostly decoding (256 output
+# tokens a request), which is what TPOT times. TTFT (prefill and queueing) moves on its own.
+MOVES_WITH: dict[tuple[str, str], frozenset[str]] = {
+    ("concurrency_sweep", "tpot_p95_ms"): frozenset({"output_tokens_per_s"}),
+    ("concurrency_sweep", "output_tokens_per_s"): frozenset({"tpot_p95_ms"}),
+}
+
+
+def covered_metrics(scenario: str, metric: str) -> frozenset[str]:
+    """The metrics a canary step on ``metric`` speaks for: itself and those declared to move with it."""
+    return frozenset({metric}) | MOVES_WITH.get((scenario, metric), frozenset())
+
+
 @dataclass(frozen=True)
 class DriftWindow:
-    """When the canary's figures stepped: between its run at ``start`` and its run at ``end``."""
+    """When the canary's figures stepped: between its run at ``start`` and its run at ``end``.
+    ``confirmed``: the step stands on two runs after it; only then does it label other changes."""
 
     canary: Canary
     metric: str
@@ -49,6 +72,7 @@ class DriftWindow:
     start: datetime
     end: datetime
     facts: str  # the host facts before -> after, in words
+    confirmed: bool = True
 
     def overlaps(self, before: datetime, after: datetime) -> bool:
         """The time between two runs meets this window (start, end]: the host changed between them.
@@ -57,11 +81,24 @@ class DriftWindow:
         first, last = min(before, after), max(before, after)
         return first < self.end and self.start < last
 
-    def label(self) -> str:
+    def covers(self, change) -> bool:
+        """The change (``analysis.changepoints.Change``) is the canary's measurement on its host, or
+        one declared to move with it, and its two runs straddle the step."""
         return (
-            f"host drift suspected: canary {self.canary} {self.scenario}@{self.level} {self.metric} "
-            f"{self.magnitude_pct:+.1f}% between {self.start:%Y-%m-%d %H:%M} and {self.end:%Y-%m-%d %H:%M} "
-            f"UTC ({self.facts})"
+            self.confirmed
+            and change.host == self.canary.host
+            and change.scenario == self.scenario
+            and change.level == self.level
+            and change.metric in covered_metrics(self.scenario, self.metric)
+            and change.started_before is not None
+            and change.started_after is not None
+            and self.overlaps(change.started_before, change.started_after)
+        )
+
+    def movement(self) -> str:
+        return (
+            f"canary {self.canary} {self.scenario}@{self.level} {self.metric} {self.magnitude_pct:+.1f}% "
+            f"between {self.start:%Y-%m-%d %H:%M} and {self.end:%Y-%m-%d %H:%M} UTC ({self.facts})"
         )
 
 
@@ -89,21 +126,18 @@ def same_release_label(version: str) -> str:
 
 
 def label_changes(changes: list, windows: list[DriftWindow]) -> None:
-    """Set ``host_drift`` on the changes (``analysis.changepoints.Change``) the windows explain: same
-    host, and the change's before/after runs straddle the canary's step. A change already labelled
-    (the canary's own, or one inside one release) keeps its label."""
+    """Label the changes (``analysis.changepoints.Change``): one between two runs of one release is the
+    host's (``host_drift``, never alerted); one a confirmed canary window covers keeps being an engine
+    change -- alerted, bisected -- with the canary's movement beside it (``canary_moved``). A change
+    already labelled the host's (the canary's own) keeps its label."""
     for c in changes:
         if c.host_drift:
             continue
         if c.version_before is not None and c.version_before == c.version_after:
             c.host_drift = same_release_label(c.version_before)
             continue
-        if c.started_before is None or c.started_after is None:
-            continue
-        for w in windows:
-            if w.canary.host == c.host and w.overlaps(c.started_before, c.started_after):
-                c.host_drift = w.label()
-                break
+        moved = [w.movement() for w in windows if w.covers(c)]
+        c.canary_moved = "; ".join(moved) if moved else None
 
 
 def time_ordered(points: list, canary: Canary) -> list:
@@ -112,6 +146,7 @@ def time_ordered(points: list, canary: Canary) -> list:
 
 
 def window_of(change, canary: Canary, facts: str) -> DriftWindow:
+    """The window of one of the canary's steps over time; it labels others once the step is confirmed."""
     return DriftWindow(
         canary=canary,
         metric=change.metric,
@@ -121,6 +156,7 @@ def window_of(change, canary: Canary, facts: str) -> DriftWindow:
         start=change.started_before,
         end=change.started_after,
         facts=facts,
+        confirmed=change.status == "confirmed",
     )
 
 
@@ -131,7 +167,7 @@ def as_canary_change(change, window: DriftWindow):
         change,
         fingerprint=change.fingerprint,
         sort_key_after=f"canary@{window.end.isoformat()}",
-        host_drift=f"canary: {window.label().removeprefix('host drift suspected: canary ')}",
+        host_drift=f"canary: {window.movement().removeprefix('canary ')}",
     )
 
 

@@ -76,7 +76,8 @@ def _existing(wh: Warehouse) -> dict[str, ChangeRecord]:
 def canary_changes(
     wh: Warehouse, series: Series, canary: Canary, cfg: ChangeDetectionConfig, now: datetime
 ) -> tuple[list[Change], list[DriftWindow]]:
-    """The canary's steps over time in one series, as stored changes and as drift windows.
+    """The canary's steps over time in one series, as stored changes and as drift windows (a
+    provisional step's window labels nothing until the step is confirmed).
 
     Its floor is the series' own noise, never the measured figure: that figure is these same runs'
     spread, and a step of the host among them would raise the floor over itself.
@@ -106,8 +107,9 @@ def detect_changes(
     """Find the changes on every series, keep earlier acknowledgements, save them, return them.
 
     With ``canaries`` (plan.canaries): each canary's series is also read over time; its steps are
-    stored as the canary's changes and label the other changes they explain "host drift suspected"
-    (analysis/canary.py).
+    stored as the canary's changes, and a confirmed one writes its movement beside the engine changes
+    on the same measurement whose runs straddle it (``canary_moved``; they stay alerted and bisected:
+    analysis/canary.py).
     """
     now = now or datetime.now(UTC)
     cfg = config.change_detection

@@ -3,7 +3,8 @@
 Three things are worth a message: the verdict changed, a criterion changed status, or a confirmed,
 unacknowledged engine regression appeared for the first time (or its bisection ended: the message
 names the first release that shows it). A change the canary puts on the host (``host_drift``) is
-not an engine regression and is never sent. The URL comes from the environment variable
+not an engine regression and is never sent; one the canary moved beside (``canary_moved``) is, with
+the canary's movement in its line. The URL comes from the environment variable
 that ``DecisionConfig.webhook_url_env`` names (it is a secret; ``webhook.webhook_url``). A failed POST
 is logged, never raised: the pipeline's results do not depend on a chat server.
 """
@@ -105,6 +106,7 @@ def notification_text(
                 f"• {c.engine} @ {c.host} {c.scenario} level {c.level} {c.metric}: {c.magnitude_pct:+.1f}% "
                 f"from {c.version_before} to {c.version_after} (p={c.pvalue:.2g}; `strix ack {c.change_id}`)"
                 + (f"; {c.bisection}" if c.bisection else "")
+                + (f"; beside it: {c.canary_moved}" if c.canary_moved else "")
             )
         if len(regressions) > MAX_REGRESSIONS_LISTED:
             lines.append(f"… and {len(regressions) - MAX_REGRESSIONS_LISTED} more")

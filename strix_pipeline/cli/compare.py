@@ -20,10 +20,13 @@ from __future__ import annotations
 import argparse
 import time
 
+import duckdb
 from rich.console import Console
 from rich.table import Table
 
 from strix_pipeline.cli.common import config_of, open_warehouse, shown, warehouse_arg
+from strix_pipeline.config import StrixConfig
+from strix_pipeline.planning.resolution import resolution_lines
 from strix_pipeline.runner.pair_model import METRICS, PairsResult
 from strix_pipeline.runner.pair_runs import (
     PAIR_HOST,
@@ -59,8 +62,9 @@ def compare(args: argparse.Namespace) -> int:
     profile = pair_profile(config, args.profile)
     if profile not in config.profiles:
         return fail(f"--profile {profile}: no such profile in [profiles] ({', '.join(config.profiles)})")
-    if not 0 < args.target < 1:
-        return fail(f"--target {args.target}: a relative step in (0, 1), e.g. 0.05 for 5 %")
+    target = args.target if args.target is not None else config.analysis.compare_target
+    if not 0 < target < 1:
+        return fail(f"--target {target}: a relative step in (0, 1), e.g. 0.05 for 5 %")
     try:
         a, b = resolve_release(args.a), resolve_release(args.b)
     except UnknownRelease as e:
@@ -80,9 +84,11 @@ def compare(args: argparse.Namespace) -> int:
         f"strix compare {a.tag} {b.tag} on {HOST}: pairs of runs, each one's decode figure over "
         f"{spec.decode_requests} {spec.decode_output_tokens}-token decodes and its prefill over "
         f"{spec.prefill_requests} prefills of {spec.prefill_tokens} tokens (sums over the requests, as "
-        f"the weekly series), seed {seed}, cap {cap} pairs, target {args.target:.0%}, primary metric "
+        f"the weekly series), seed {seed}, cap {cap} pairs, target {target:.0%}, primary metric "
         f"{args.primary or metrics[0]}; engine logs in {log_dir}"
     )
+    for line in noise_lines(args, config, spec, {m: METRICS[m].target(target) for m in metrics}, cap):
+        say(line)
     try:
         result = compare_releases(
             local_runs(config, spec, log_dir, say),
@@ -94,7 +100,7 @@ def compare(args: argparse.Namespace) -> int:
             engine=args.engine,
             pairs=args.pairs,
             cap=cap,
-            target=args.target,
+            target=target,
             seed=seed,
             progress=say,
         )
@@ -110,6 +116,23 @@ def compare(args: argparse.Namespace) -> int:
     print_result(console, result)
     say(f"stored as {result.comparison_id} (v_comparisons; strix changes lists the latest)")
     return 0
+
+
+def noise_lines(
+    args: argparse.Namespace, config: StrixConfig, spec: PairSpec, targets: dict[str, float], cap: int
+) -> list[str]:
+    """Before any engine starts: what this machine's measured noise lets ``cap`` pairs resolve of each
+    metric's target (planning/resolution.py), from the newest figures the weekly analysis stored."""
+    try:
+        with open_warehouse(args, read_only=True, lock_retry_s=5.0) as wh:
+            figures = wh.latest_noise()
+    except (WarehouseError, duckdb.Error) as e:
+        return [f"this machine's noise not read ({type(e).__name__}): the pairs needed are not known"]
+    if not figures:
+        return ["no noise measured on this machine yet (the weekly canary's runs measure it)"]
+    levels = {"prefill_tokens_per_s": spec.prefill_tokens}
+    lines = resolution_lines(figures, HOST, args.engine, targets, cap, levels)
+    return [f"on this machine's measured noise: {line}" for line in lines]
 
 
 def interval_text(low: float | None, high: float | None, level: float | None) -> str:
@@ -191,7 +214,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--pairs", type=int, help="pairs before the first look (default 3, the ladder's first step)"
     )
     p.add_argument("--cap", type=int, help="the most pairs (default [analysis] compare_max_pairs)")
-    p.add_argument("--target", type=float, default=0.05, help="the relative step chased (default 0.05: 5 %%)")
+    p.add_argument(
+        "--target",
+        type=float,
+        help="the relative step chased (default [analysis] compare_target, 0.05: 5 %%)",
+    )
     p.add_argument(
         "--metric",
         action="append",

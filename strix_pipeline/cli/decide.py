@@ -214,7 +214,7 @@ def run_changes(args: argparse.Namespace) -> int:
         "p",
         "status",
         "ack",
-        "host drift",
+        "host drift / canary",
         "bisection",
     ):
         table.add_column(col, overflow="fold")
@@ -233,7 +233,7 @@ def run_changes(args: argparse.Namespace) -> int:
             f"{r.pvalue:.1g}" if r.pvalue is not None else "–",
             r.status,
             r.ack_status + (f": {r.ack_reason}" if r.ack_reason else ""),
-            r.host_drift or "–",
+            r.host_drift or (f"beside: {r.canary_moved}" if r.canary_moved else "–"),
             bisection_cell(*found) if found else "–",
         )
         table.add_row(*(shown(c) for c in cells))

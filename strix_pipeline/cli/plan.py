@@ -22,10 +22,13 @@ from strix_pipeline.planning import night_fit as fit
 from strix_pipeline.planning.cron import fires_between
 from strix_pipeline.planning.deadline import restore_lead_s
 from strix_pipeline.planning.priority import STARVE_WEEKS
+from strix_pipeline.planning.resolution import resolution_lines
 from strix_pipeline.planning.week import Series, standard_images, this_week, week_runs
 from strix_pipeline.planning.window import keeps_window, window_expr, windows
 from strix_pipeline.records import ImageRecord
-from strix_pipeline.warehouse import Warehouse, WarehouseError
+from strix_pipeline.runner.pair_runs import PAIR_HOST, PairSpec, pair_profile
+from strix_pipeline.runner.pairs import METRICS
+from strix_pipeline.warehouse import NoiseRecord, Warehouse, WarehouseError
 from strix_pipeline.warehouse.past_runs import deferred_runs, history_durations, measured_runs
 
 
@@ -67,6 +70,7 @@ class _Seen:
         self.rows: list[account.MeasuredRun] = []
         self.durations: dict[Series, list[float]] = {}
         self.deferred: list[account.DeferredRun] = []
+        self.noise: list[NoiseRecord] = []
         self.note = ""
 
 
@@ -77,6 +81,7 @@ def _read(args: argparse.Namespace, config: StrixConfig) -> _Seen:
             seen.images = wh.known_images()
             seen.rows = measured_runs(wh)
             seen.deferred = deferred_runs(wh)
+            seen.noise = wh.latest_noise()
             for host, runs in config.runs.items():
                 for r in runs:
                     key = (host, r.engine, r.model, r.profile)
@@ -152,7 +157,23 @@ def week_text(
             f"  week: {placed} of {len(mine)} runs over {len(plan.nights)} night(s), production stopped "
             f"{stops} time(s) (once per night); left for next week: {left}"
         ]
-    return out
+    return out + pairs_text(config, seen.noise)
+
+
+def pairs_text(config: StrixConfig, noise: list[NoiseRecord]) -> list[str]:
+    """What a comparison by pairs on host local can resolve at the configured target and cap, from
+    this machine's measured noise (planning/resolution.py): said before the week spends its runs."""
+    target, cap = config.analysis.compare_target, config.analysis.compare_max_pairs
+    head = f"comparisons by pairs on {PAIR_HOST} (llamacpp), target ±{target:.0%}, cap {cap} pairs"
+    mine = [f for f in noise if (f.host, f.engine) == (PAIR_HOST, "llamacpp")]
+    if not mine:
+        return ["", f"{head}: no noise measured on this machine yet (the weekly canary's runs measure it)"]
+    profile = config.profiles.get(pair_profile(config))
+    levels = {"prefill_tokens_per_s": PairSpec.of(profile).prefill_tokens} if profile else {}
+    targets = {m: spec.target(target) for m, spec in METRICS.items()}
+    return ["", f"{head}:"] + [
+        f"  {line}" for line in resolution_lines(mine, PAIR_HOST, "llamacpp", targets, cap, levels)
+    ]
 
 
 def _night_text(n: int, night: fit.Night, host: DockerHostConfig, tz: ZoneInfo, more: bool) -> list[str]:

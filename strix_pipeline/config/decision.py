@@ -116,6 +116,9 @@ class AnalysisConfig(_Strict):
     # ladder looks at 3, 5, then 10 pairs; a higher cap doubles on (20, 40), each look costing two
     # engine starts per pair
     compare_max_pairs: Annotated[int, Field(ge=2)] = 10
+    # the step such a comparison chases (0.05: 5 %); `strix plan` and `strix compare` say up front
+    # whether this machine's measured noise lets the cap resolve it
+    compare_target: Annotated[float, Field(gt=0, lt=1)] = 0.05
     # a pass on a busy host (hosts/probes/host_noise.py) is marked, kept out of the verdicts and run again:
     # CPU time stolen by the hypervisor, and CPU used outside the engine and the client, as a share
     # of all the host's CPU time in the pass (on 2 cores 15 % is 0.3 of a core)

@@ -77,7 +77,8 @@ def regression_entries(data: ReportData) -> list[Entry]:
                 f"Regression: {c.engine} {c.metric} {size} at {c.version_after}",
                 _utc(c.confirmed_at or c.detected_at),
                 f"{c.engine} on {c.host}, {c.scenario} at {c.level}: {c.metric} {size} from "
-                f"{c.version_before} to {c.version_after}{bisected} (change {c.change_id}).",
+                f"{c.version_before} to {c.version_after}{bisected} (change {c.change_id})"
+                + (f"; beside it: {c.canary_moved}." if c.canary_moved else "."),
                 f"{INDEX}#changes",
             )
         )

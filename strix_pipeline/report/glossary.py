@@ -76,7 +76,8 @@ TERMS: tuple[tuple[str, str, str], ...] = (
         "canary",
         "canary",
         "One pinned build benchmarked every week. Its figures should not move; when they do, the host "
-        "drifted, and other changes of that window are labelled host drift instead of alerted.",
+        "drifted, and a confirmed step is written beside the engine changes on the same measurement in "
+        "that window (they are still alerted and bisected).",
     ),
     (
         "interval",

@@ -181,7 +181,13 @@ def _change_rows(data: ReportData, changes: list[Change]) -> str:
             [
                 esc(c.engine),
                 esc(c.host),
-                esc(f"{c.metric} · {c.scenario} at {c.level}"),
+                esc(f"{c.metric} · {c.scenario} at {c.level}")
+                # the canary moved in the same window: said beside the engine's change, never instead
+                + (
+                    f"<br><span class='muted'>beside it: {esc(c.canary_moved)}</span>"
+                    if c.canary_moved
+                    else ""
+                ),
                 esc(f"{c.version_before} → {c.version_after}"),
                 esc(f"{c.magnitude_pct:+.1f} %") if c.magnitude_pct is not None else "–",
                 esc(x.bisection_text) if x else "not bisected",

@@ -44,6 +44,8 @@ class ChangeRecord:
     confirmed_at: datetime | None = None
     # schema v8: why the host, not the engine, is suspected (None: not suspected); never alerted
     host_drift: str | None = None
+    # schema v23: what the canary did in the same window, shown beside an engine change; still alerted
+    canary_moved: str | None = None
 
 
 CHANGE_COLUMNS: tuple[str, ...] = tuple(column_names(ChangeRecord))

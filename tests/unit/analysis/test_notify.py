@@ -113,3 +113,14 @@ def test_failures_are_logged_not_raised(caplog):
     )
     assert notify_changes(decision("evaluate", SEPT), decision("switch", ALL), [], None) is False
     assert "webhook" in caplog.text
+
+
+def test_a_regression_the_canary_moved_beside_is_sent_with_the_movement_and_the_hosts_is_not():
+    same = decision("evaluate", SEPT)
+    moved = regression(canary_moved="canary llamacpp b100 concurrency_sweep@5 ttft_p95_ms +9.0% between …")
+    text = notification_text(same, same, [moved])
+    assert (
+        "+12.5%" in text and "beside it: canary llamacpp b100 concurrency_sweep@5 ttft_p95_ms +9.0%" in text
+    )
+    hosts = regression(host_drift="host drift suspected: the change lies between two runs of one release")
+    assert notification_text(same, same, [hosts]) is None

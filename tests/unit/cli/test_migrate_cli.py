@@ -33,7 +33,7 @@ def old_warehouse(path):
     )
     # views over tables of later versions (v20's quality_answers) did not exist then
     old_views = old_views.split("\n-- Each run's score on the evaluation set")[0]
-    # nor v21's power and energy columns, nor v23's baseline_source
+    # nor v21's power and energy columns, nor v24's baseline_source
     old_views = "\n".join(
         line
         for line in old_views.splitlines()

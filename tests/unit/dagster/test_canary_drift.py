@@ -1,10 +1,11 @@
-"""The canary tells host drift from an engine change, and host drift is never alerted.
+"""The canary tells host drift from an engine change, and an engine change is alerted either way.
 
 The canary (llama.cpp b100, pinned) runs every week beside that week's new release. From week 3 the
 host is 1.5x slower for every release (the stand-in's ``host_slow_from``): the canary's series over
-time steps in week 3, so the step between b103 (week 2) and b104 (week 3) in the release series is
-"host drift suspected" and the webhook hears of no regression. The control: the same weeks with a
-steady host and b103 really slower -- that change is the engine's, and it is alerted.
+time steps in week 3, a confirmed step. The step between b103 (week 2) and b104 (week 3) in the
+release series is still an engine change -- alerted, bisectable -- with the canary's movement written
+beside it, so the person who reads the alert sees the host moved too. The control: the same weeks
+with a steady host and b103 really slower -- that change is alerted with nothing beside it.
 """
 
 from __future__ import annotations
@@ -82,18 +83,18 @@ def test_a_host_change_seen_by_the_canary_is_drift_not_a_regression(tmp_path, mo
     assert step and step[0].status == "confirmed" and step[0].is_regression, [
         (c.version_before, c.version_after, c.status, c.magnitude_pct, c.host_drift) for c in engine
     ]
-    assert step[0].host_drift.startswith("host drift suspected: canary llamacpp b100"), step[0].host_drift
-    assert not step[0].is_confirmed_regression
-    assert all(c.host_drift for c in engine), [
-        (c.version_before, c.version_after, c.host_drift) for c in engine
-    ]
-    assert not any("confirmed regression" in b["text"] for b in receiver.bodies), receiver.bodies
+    assert step[0].host_drift is None and step[0].is_confirmed_regression
+    assert step[0].canary_moved.startswith("canary llamacpp b100"), step[0].canary_moved
+    assert "host facts" in step[0].canary_moved
+    alerts = [b["text"] for b in receiver.bodies if "confirmed regression" in b["text"]]
+    assert len(alerts) == 1 and "from b103 to b104" in alerts[0], receiver.bodies
+    assert "beside it: canary llamacpp b100" in alerts[0]
 
 
 def test_the_control_a_steady_canary_leaves_the_engine_regression_alerted(tmp_path, monkeypatch, receiver):
     standin = VersionedStandIn(first_slow=103)
     changes = evaluate(tmp_path, monkeypatch, receiver, standin)
-    assert not [c for c in changes if c.host_drift]
+    assert not [c for c in changes if c.host_drift or c.canary_moved]
     (step,) = [c for c in changes if (c.version_before, c.version_after) == ("b102", "b103")]
     assert step.is_confirmed_regression
     alerts = [b["text"] for b in receiver.bodies if "confirmed regression" in b["text"]]

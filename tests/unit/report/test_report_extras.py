@@ -54,3 +54,17 @@ def test_a_warehouse_without_a_bisection_or_a_drift_label_gives_none(tmp_path: P
         news.split("Host drift flagged by the canary")[1].split("Runs that failed")[0].count("<p>none</p>")
         == 1
     )
+
+
+def test_a_regression_the_canary_moved_beside_stays_a_regression_with_the_movement(tmp_path: Path) -> None:
+    moved = "canary llamacpp b6000 concurrency_sweep@5 ttft_p95_ms +9.0% between 2026-09-01 and 2026-09-08"
+    wh, cfg = report_warehouse(tmp_path / "w.duckdb")
+    with wh:
+        (c,) = wh.list_changes()
+        wh.con.execute("UPDATE changes SET canary_moved = ? WHERE change_id = ?", [moved, c.change_id])
+        site = write_report(wh, cfg, tmp_path / "site", now=REPORT_AT)
+    news = site.index.read_text().split("id='changes-h'")[1].split("id='trends-h'")[0]
+    regressions = news.split("Regressions (confirmed)")[1].split("Improvements (confirmed)")[0]
+    assert "server-rocm-b6500" in regressions and f"beside it: {moved}" in regressions
+    (entry,) = [e for e in site.entries if e.kind == "regression"]
+    assert f"beside it: {moved}." in entry.summary
