@@ -17,6 +17,7 @@ from strix_pipeline.planning.targets import (
 from strix_pipeline.records import ImageRecord, LevelAggregate, RunRecord, RunResult
 from strix_pipeline.runner import run_benchmark
 from strix_pipeline.runner.estimates import read_estimate
+from strix_pipeline.runner.night_pull import pull_before_stop
 from strix_pipeline.runner.night_runs import NightLog, NightOutcome, NightRequest, run_night, series
 from strix_pipeline.units import gib, gib_text
 from strix_pipeline.usable import completeness, deferred, memory_back, served
@@ -211,7 +212,9 @@ def build_benchmark_asset(host: str, key: str = "benchmark_run") -> dg.AssetsDef
         # before each, what does not fit deferred to the next night by name, in the plan's order
         estimates = {series(t): read_estimate(config, t) for t in targets}
         try:
-            outcome = run_night(config, targets, estimates, request, context.log, run=run_benchmark)
+            outcome = run_night(
+                config, targets, estimates, request, context.log, run=run_benchmark, pull=pull_before_stop
+            )
         except spool.RunNotStored as e:
             raise dg.Failure(
                 description=str(e),

@@ -16,6 +16,7 @@ from strix_pipeline.planning.production_baseline import (
 )
 from strix_pipeline.planning.targets import BenchmarkTarget
 from strix_pipeline.records import ImageRecord
+from strix_pipeline.registry.names import DOCKER_HUB_NAMES
 
 AS_DEPLOYED_TAG = "as-deployed"
 
@@ -32,7 +33,7 @@ def split_digest_ref(ref: str) -> tuple[str, str, str]:
     first, _, rest = name.partition("/")
     if rest and ("." in first or ":" in first or first == "localhost"):
         return first, rest, digest
-    return "docker.io", name, digest
+    return DOCKER_HUB_NAMES[0], name, digest
 
 
 def production_target(

@@ -80,7 +80,8 @@ def test_strix_bench_quick_plans_the_suite_make_run_measures(
     decision = [p for name, p in ran if name == "decision"]
     assert {name for name, _ in ran} == {"quick", "decision"}
     assert all(
-        levels(p) == levels(quick[0])[-1:] and p.scenarios == ["smoke", "concurrency_sweep"] for p in decision
+        levels(p) == levels(quick[0])[-1:] and p.scenarios == ["smoke", "concurrency_sweep", "quality"]
+        for p in decision
     )
     seen = bench_quick(monkeypatch)
     assert seen["scenarios"] is None  # --scenario all: the profile's own list, as make run

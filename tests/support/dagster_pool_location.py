@@ -38,7 +38,12 @@ def _stand_in(config: StrixConfig, target: BenchmarkTarget, **kwargs: object) ->
     return stand_in(config, target, **kwargs)
 
 
+def _nothing_to_pull(*args: object, **kwargs: object) -> dict[str, str]:
+    return {}  # the stand-in starts no container: the night's pre-pull has no image to fetch
+
+
 benchmark_module.run_benchmark = _stand_in
+benchmark_module.pull_before_stop = _nothing_to_pull
 
 
 def _jobs_and_assets() -> dg.Definitions:

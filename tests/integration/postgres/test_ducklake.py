@@ -65,6 +65,7 @@ def expected_counts(result: RunResult) -> dict[str, int]:
         "aggregates": len(result.aggregates),
         "memory_samples": len(result.memory),
         "server_metrics": len(result.server_metrics),
+        "quality_answers": len(result.quality),
     }
 
 
