@@ -83,6 +83,7 @@ def assert_loaded_exactly(path: Path, result: RunResult, want: dict[str, pl.Data
         "aggregates": len(result.aggregates),
         "memory_samples": len(result.memory),
         "server_metrics": len(result.server_metrics),
+        "quality_answers": len(result.quality),
     }
     assert {t: got[t].height for t in RUN_TABLES} == sizes
     for t in RUN_TABLES:
