@@ -28,6 +28,7 @@ import pyarrow as pa
 from strix_pipeline.records import (
     LevelAggregate,
     MemorySample,
+    QualityAnswer,
     RequestRecord,
     RequestTable,
     RunRecord,
@@ -53,7 +54,10 @@ _TABLES: dict[str, tuple[type, str]] = {
     "aggregates": (LevelAggregate, "aggregates"),
     "memory_samples": (MemorySample, "memory"),
     "server_metrics": (ServerMetricSample, "server_metrics"),
+    "quality_answers": (QualityAnswer, "quality"),
 }
+# tables a spool file written before them lacks: read as none (the file's version is the same)
+_LATER_TABLES = frozenset({"quality_answers"})
 
 
 class SpoolUnreadable(WarehouseError):
@@ -198,13 +202,17 @@ def read_spool(path: Path) -> Spooled:
         raise SpoolUnreadable(f"{path}: its {_META_KEY.decode()} metadata is not readable: {e}") from e
     if version != SPOOL_VERSION:
         raise SpoolUnreadable(f"{path}: spool format version {version!r}; this code reads {SPOOL_VERSION}")
-    if table.num_rows != 1 or set(table.column_names) != set(_TABLES):
+    columns = set(table.column_names)
+    if table.num_rows != 1 or not set(_TABLES) - _LATER_TABLES <= columns <= set(_TABLES):
         raise SpoolUnreadable(
             f"{path}: expected one row with columns {', '.join(_TABLES)}; "
             f"found {table.num_rows} rows with {', '.join(table.column_names)}"
         )
     parts: dict[str, list[Any]] = {}
     for name, (cls, _) in _TABLES.items():
+        if name not in columns:
+            parts[name] = []
+            continue
         dicts = table.column(name).combine_chunks().values.to_pylist()
         try:
             parts[name] = [cls(**d) for d in dicts]
@@ -227,6 +235,7 @@ def read_spool(path: Path) -> Spooled:
         aggregates=parts["aggregates"],
         memory=parts["memory_samples"],
         server_metrics=parts["server_metrics"],
+        quality=parts["quality_answers"],
         production_restored=meta.get("production_restored"),
     )
     return Spooled(

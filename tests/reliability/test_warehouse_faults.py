@@ -25,7 +25,7 @@ from conftest import need
 from support.warehouse import make_run
 
 from strix_pipeline import cli
-from strix_pipeline.records import RequestTable, RunResult
+from strix_pipeline.records import QualityAnswer, RequestTable, RunResult
 from strix_pipeline.warehouse import RUN_TABLES, Warehouse, WarehouseCorrupt, WarehouseDiskFull
 from strix_pipeline.warehouse.spool import (
     RunNotStored,
@@ -44,6 +44,7 @@ _ORDER = {
     "aggregates": "scenario, level",
     "memory_samples": "sampled_at, source, metric",
     "server_metrics": "scraped_at, name, labels",
+    "quality_answers": "set_version, item_id",
 }
 
 
@@ -52,6 +53,9 @@ def measured(run_id: str, requests_per_level: int = 50) -> RunResult:
     r = make_run(run_id, requests_per_level=requests_per_level)
     r.requests = RequestTable(r.requests)
     r.production_restored = False
+    r.quality = [
+        QualityAnswer(run_id, "quality-test", f"item-{n}", n % 3 != 0, f"answer {n}") for n in range(6)
+    ]
     return r
 
 
