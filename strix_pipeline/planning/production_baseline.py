@@ -281,7 +281,8 @@ def derive_baseline(read: ProductionRead) -> ProductionBaseline:
 def parse_systemctl_show(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(argv, environment) from ``systemctl show -p ExecStart -p Environment <unit>``.
 
-    ``ExecStart={ path=/usr/bin/llama-server ; argv[]=/usr/bin/llama-server -m … ; ignore_errors=no ; … }``;
+    ``ExecStart={ path=/usr/bin/llama-server ; argv[]=/usr/bin/llama-server -m … ;
+    ignore_errors=no ; … }`` (one line);
     ``Environment=A=1 "B=two words"`` (systemd quotes a value with spaces)."""
     argv: tuple[str, ...] = ()
     env: tuple[str, ...] = ()

@@ -96,7 +96,8 @@ def run_html(data: ReportData, r: dict[str, Any]) -> str:
     )
     up = "../"
     body = (
-        f"<p><a href='{up}{INDEX}'>← the weekly report</a> · <a href='{up}{GLOSSARY}'>Glossary</a></p><main>"
+        f"<p><a href='{up}{INDEX}'>← the weekly report</a> · "
+        f"<a href='{up}{GLOSSARY}'>Glossary</a></p><main>"
         f"<h1>Run {esc(r['run_id'])}</h1>"
         f"<p><strong>{esc(r['status'])}</strong> · {esc(r['engine'])} {esc(r['image_version'])} · "
         f"{esc(r['model_profile'])} on {esc(r['host'])} · started {when_text(data, r['started_at'])}</p>"

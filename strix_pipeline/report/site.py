@@ -83,7 +83,8 @@ def write_report(
         for r in data.runs:
             runs_dir.write_text(PurePosixPath(run_page(r["run_id"])).name, run_html(data, r))
         index = site.write_text(INDEX, index_html(data, since, charts))
-        site.write_text(GLOSSARY, glossary_html(RUN_PAGE_CSP, f"<p>{link(INDEX, '← the weekly report')}</p>"))
+        back = f"<p>{link(INDEX, '← the weekly report')}</p>"
+        site.write_text(GLOSSARY, glossary_html(RUN_PAGE_CSP, back))
         feed = site.write_text(
             FEED,
             feed_xml(entries, title="strix-pipeline: verdicts, regressions, support", updated=data.as_of),

@@ -17,6 +17,7 @@ import altair as alt
 
 from strix_pipeline.analysis.charts.marks import STATUS_COLORS, note_chart
 from strix_pipeline.analysis.decision import Decision, MatchupRow, Wording, matchup_rows, ratio_x
+from strix_pipeline.analysis.decision.matchup_table import deciding_row
 
 TITLE = "The week's comparisons: candidate / baseline, with 95 % intervals"
 ROW_HEIGHT = 44
@@ -83,22 +84,7 @@ def criterion_rows(d: Decision | None, held: Mapping[str, float | None], w: Word
 
 def _unpaired(d: Decision) -> list[MatchupRow]:
     """An evaluation stored before the two match-ups (schema < 15): its C3 and C5 as they were judged."""
-    return [
-        MatchupRow(
-            c.criterion,
-            "production",
-            True,
-            c.status,
-            c.value,
-            c.threshold,
-            c.ci_low,
-            c.ci_high,
-            c.unit,
-            tuple(c.evidence_run_ids),
-        )
-        for c in d.criteria
-        if c.criterion in ("C3", "C5")
-    ]
+    return [deciding_row(c, "production") for c in d.criteria if c.criterion in ("C3", "C5")]
 
 
 def _domain(rows: list[ForestRow]) -> list[float]:

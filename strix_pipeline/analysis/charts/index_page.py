@@ -66,7 +66,8 @@ def answer(wh: Warehouse, roles: dict[str, str] | None, concurrency: int) -> tup
 
 
 def _chart(c: IndexChart) -> str:
-    files = " · ".join(f"<a href='{html.escape(f)}'>{html.escape(f.rsplit('.', 1)[-1])}</a>" for f in c.files)
+    links = (f"<a href='{html.escape(f)}'>{html.escape(f.rsplit('.', 1)[-1])}</a>" for f in c.files)
+    files = " · ".join(links)
     if is_note_chart(c.spec) and c.name != "forest":  # nothing to draw: its note, no empty panel
         return (
             f"<div class='chart'><h2 id='{html.escape(c.name)}'>{html.escape(c.title)}</h2>"

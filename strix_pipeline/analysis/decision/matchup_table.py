@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from strix_pipeline.analysis.decision.outcome import Decision
 from strix_pipeline.outside_text import markdown_text
+from strix_pipeline.records import CriterionResult
 from strix_pipeline.units import gib_text
 
 MATCHUP_LABELS = {"production": "production", "equal_weights": "equal weights"}
@@ -43,26 +44,29 @@ class MatchupRow:
         return f"{format_value(self.ci_low, self.unit)} – {format_value(self.ci_high, self.unit)}"
 
 
+def deciding_row(c: CriterionResult, matchup: str) -> MatchupRow:
+    """The criterion's own result as the row of ``matchup`` (the one its verdict was taken on)."""
+    return MatchupRow(
+        c.criterion,
+        matchup,
+        True,
+        c.status,
+        c.value,
+        c.threshold,
+        c.ci_low,
+        c.ci_high,
+        c.unit,
+        tuple(c.evidence_run_ids),
+    )
+
+
 def matchup_rows(d: Decision) -> list[MatchupRow]:
     """Each criterion judged on two match-ups, the deciding one first (none before schema v15)."""
     rows = []
     for c in d.criteria:
         if c.matchup is None:
             continue
-        rows.append(
-            MatchupRow(
-                c.criterion,
-                c.matchup,
-                True,
-                c.status,
-                c.value,
-                c.threshold,
-                c.ci_low,
-                c.ci_high,
-                c.unit,
-                tuple(c.evidence_run_ids),
-            )
-        )
+        rows.append(deciding_row(c, c.matchup))
         if c.other_matchup is not None:
             rows.append(
                 MatchupRow(

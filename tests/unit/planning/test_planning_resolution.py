@@ -61,9 +61,8 @@ def test_the_pairs_a_target_needs_and_what_the_cap_resolves() -> None:
     assert not decode.resolves and decode.needed == 40 and 0.08 < decode.step_at_cap < 0.11
     ttft = resolution("ttft_p95_ms", "concurrency_sweep@5", 0.17, 10, 0.10, 10)
     assert not ttft.resolves and ttft.step_at_cap > 0.25
-    assert (
-        "±10% needs 80 pairs; the cap of 10 cannot: the smallest step it resolves here is ±28" in ttft.text()
-    )
+    said = "±10% needs 80 pairs; the cap of 10 cannot: the smallest step it resolves here is ±28"
+    assert said in ttft.text()
     # the count is the first cap on the ladder's climb that resolves, and no earlier one does
     for cv, target in ((0.02, 0.05), (0.06, 0.05), (0.03, 0.02)):
         n = pairs_needed(cv, target)
