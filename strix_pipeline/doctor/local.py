@@ -21,13 +21,24 @@ from strix_pipeline.hosts.local.llama_server import (
     ensure_gemma_model,
     llama_server_binary,
 )
-from strix_pipeline.provision import bf16_gguf, engine_cache, gemma_checkpoint, llamacpp_build, vllm_env
+from strix_pipeline.provision import (
+    bf16_gguf,
+    cpu_emulation,
+    engine_cache,
+    gemma_checkpoint,
+    llamacpp_build,
+    vllm_env,
+)
 from strix_pipeline.provision.cache import cache_dir
 from strix_pipeline.units import GB
 
 
 def _local(config: StrixConfig, host: str, start_engines: bool, only: list[str] | None) -> Iterator[Check]:
 
+    cpu = _cpu_kind(host)
+    yield cpu
+    if not cpu.ok:  # a switch set wrong: every reader of the CPU flags refuses it, nothing more to check
+        return
     runs = [r for r in config.runs[host] if not only or r.engine in only]
     engines = {config.engines[r.engine].kind for r in runs}
     if "llamacpp" in engines:
@@ -196,6 +207,30 @@ def _local_vllm(host: str, version: str | None) -> Iterator[Check]:
         if ckpt
         else "the bf16 checkpoint converted from the GGUF is missing",
         None if ckpt else "make run (or: python -m strix_pipeline.provision.gemma_checkpoint)",
+    )
+
+
+def _cpu_kind(host: str) -> Check:
+    """The CPU as the engines will see it: the AVX2 emulation switch's state, first, since every figure of
+    the run follows from it (provision/cpu_emulation.py)."""
+    env = cpu_emulation.ENV
+    try:
+        kind = cpu_emulation.emulated()
+    except ValueError as e:
+        return Check(host, "CPU kind", False, True, str(e), f"unset {env}, or set it to avx2")
+    try:
+        cpu = vllm_dtype.this_cpu()
+    except (OSError, ValueError) as e:  # not an x86 Linux host: nothing the switch could change
+        return Check(host, "CPU kind", True, False, f"{e}; {env}={kind or '(unset)'}")
+    shown = " ".join(f for f in cpu_emulation.SHOWN if f in cpu.flags) or "none of avx2/avx512/amx"
+    if kind is None:
+        return Check(host, "CPU kind", True, False, f"{cpu.model}: native ({shown})")
+    return Check(
+        host,
+        "CPU kind",
+        True,
+        False,
+        f"{cpu.model}: {cpu_emulation.label(kind)} ON ({env}={kind}): the engines see {shown}",
     )
 
 

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from strix_pipeline.provision import cpu_emulation
 from strix_pipeline.provision.cache import cache_dir
 
 BFLOAT16, FLOAT16, FLOAT32 = "bfloat16", "float16", "float32"
@@ -32,8 +33,6 @@ NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 # Without native bf16 and without a measurement: float32 -- the path oneDNN and ATen run natively on
 # any AVX2 CPU (float16 has no native arithmetic there either, only conversion: F16C)
 UNMEASURED_ALTERNATIVE = FLOAT32
-# the flags that decide which kernels vLLM, oneDNN and ATen pick: what an emulation takes away
-AVX512_PREFIXES = ("avx512", "amx")
 TABLE_VERSION = 1
 
 
@@ -58,10 +57,8 @@ class CpuId:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def as_avx2(self) -> CpuId:
-        """This CPU as an AVX2-only one: every AVX-512 and AMX flag taken away."""
-        return CpuId(
-            self.model, frozenset(f for f in self.flags if not f.startswith(AVX512_PREFIXES)), "avx2"
-        )
+        """This CPU as an AVX2-only one: every AVX-512 and AMX flag taken away (provision/cpu_emulation)."""
+        return CpuId(self.model, cpu_emulation.as_kind(self.flags, cpu_emulation.AVX2), cpu_emulation.AVX2)
 
 
 def parse_cpuinfo(text: str) -> CpuId:
@@ -80,7 +77,10 @@ def parse_cpuinfo(text: str) -> CpuId:
 
 
 def this_cpu(path: Path = Path("/proc/cpuinfo")) -> CpuId:
-    return parse_cpuinfo(path.read_text())
+    """This machine's CPU as the engines will see it: an AVX2-only one under ``STRIX_EMULATE_CPU=avx2``
+    (provision/cpu_emulation.py), so the dtype, its table and the engine's environment follow the switch."""
+    cpu = parse_cpuinfo(path.read_text())
+    return cpu.as_avx2() if cpu_emulation.emulated() == cpu_emulation.AVX2 else cpu
 
 
 @dataclass(frozen=True)
@@ -214,8 +214,13 @@ def save_table(cpu: CpuId, table: MeasuredTable) -> Path:
 
 
 def choose_for(cpu: CpuId, vllm_version: str) -> DtypeChoice:
-    """The choice on this CPU: its flags and the table cached for it, if any."""
-    return choose_dtype(cpu.flags, load_table(cpu, vllm_version))
+    """The choice on this CPU: its flags and the table cached for it, if any (an emulated CPU's choice
+    says so: a table names its emulation itself)."""
+    table = load_table(cpu, vllm_version)
+    choice = choose_dtype(cpu.flags, table)
+    if cpu.emulated and table is None:
+        return DtypeChoice(choice.dtype, f"{choice.reason} [{cpu_emulation.label(cpu.emulated)}]")
+    return choice
 
 
 # --------------------------------------------------------------------------- the AVX2 emulation
@@ -239,8 +244,14 @@ for _name in ("_is_avx512_supported", "_is_avx512_vnni_supported", "_is_avx512_b
 """
 
 
+def avx2_emulation_settings(directory: str) -> dict[str, str]:
+    """The environment for an engine under the AVX2 emulation whose ``sitecustomize.py`` (SITECUSTOMIZE)
+    is in ``directory`` (a path in the engine's file system: an image's too)."""
+    return AVX2_EMULATION_ENV | {"PYTHONPATH": directory}
+
+
 def avx2_emulation_env(directory: Path) -> dict[str, str]:
     """The environment for an engine under the AVX2 emulation (writes the sitecustomize there)."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    return AVX2_EMULATION_ENV | {"PYTHONPATH": str(directory)}
+    return avx2_emulation_settings(str(directory))

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 
+from strix_pipeline.provision import cpu_emulation
 from strix_pipeline.provision.cache import cache_dir
 from strix_pipeline.provision.steps import ProvisionError, failed_step, make_once, run_main
 
@@ -111,7 +112,8 @@ class BuildSpec:
 
 
 def cpu_flags(cpuinfo: str | None = None) -> set[str]:
-    """The CPU feature flags of this machine (the first ``flags`` line of /proc/cpuinfo)."""
+    """The CPU feature flags of this machine (the first ``flags`` line of /proc/cpuinfo), as the CPU
+    emulation switch presents them (provision/cpu_emulation.py: ``STRIX_EMULATE_CPU=avx2``)."""
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text()
@@ -120,7 +122,7 @@ def cpu_flags(cpuinfo: str | None = None) -> set[str]:
     for line in cpuinfo.splitlines():
         name, _, value = line.partition(":")
         if name.strip() in ("flags", "Features"):
-            return set(value.split())
+            return set(cpu_emulation.seen_flags(value.split()))
     return set()
 
 

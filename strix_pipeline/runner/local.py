@@ -25,7 +25,7 @@ from strix_pipeline.memory import (
     TreeProbe,
     run_here,
 )
-from strix_pipeline.provision import engine_cache, llamacpp_build, vllm_env
+from strix_pipeline.provision import cpu_emulation, engine_cache, llamacpp_build, vllm_env
 from strix_pipeline.records import ImageRecord
 from strix_pipeline.registry.index_discovery import release_version
 from strix_pipeline.runner.efficiency import model_bytes, probe_bandwidth, record_efficiency
@@ -173,6 +173,9 @@ def run_local(r: RunInputs) -> None:
     smi = SmiSource(run_here)  # rocm-smi / amd-smi when this machine has them
     sampler = MemorySampler(TreeProbe(), run.run_id, interval_s=host_cfg.sample_interval_s, smi=smi)
     record_host_facts(run, sampler.probe)
+    # a host field of the fingerprint and of every pair: an emulated run starts its own series and is
+    # compared only with runs under the same emulation
+    run.kernel = cpu_emulation.mark(run.kernel)
     with ExitStack() as stack:
         # the memory check also when the run breaks or is cancelled: after the sampler has stopped
         stack.callback(

@@ -47,7 +47,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from strix_pipeline.engines import vllm_dtype
 from strix_pipeline.engines.base import CONTAINER_MODELS_DIR
+from strix_pipeline.provision import cpu_emulation
 from support.infra import Registry, remove_image, start_registry
 from support.oci_push import push_tar_image
 
@@ -57,6 +59,8 @@ MODEL_NAME = "gemma3-270m-bf16"  # the checkpoint's directory under /models in t
 # what vLLM's CPU backend runs besides Python: inductor's C++ compiler (and `openssl sha512`, its
 # header checksum), /bin/sh and lscpu (the CPU topology)
 SYSTEM_PACKAGES = ("g++", "openssl", "dash", "util-linux")
+# where the AVX2 emulation's sitecustomize lives in the image (STRIX_EMULATE_CPU=avx2 on this machine)
+EMULATION_DIR = "/opt/strix-cpu-emulation"
 # packages of the venv vLLM does not use on a CPU (see above)
 VENV_LEFT_OUT = ("triton",)
 # parts of the interpreter's prefix an engine never uses
@@ -234,6 +238,23 @@ def ldd_closure(files: list[Path], have: set[str]) -> set[Path]:
     return found
 
 
+def emulation_files() -> dict[str, bytes]:
+    """The image's files of the machine's CPU emulation: the sitecustomize that makes vLLM's own CPU
+    checks say no AVX-512/AMX (engines/vllm_dtype.py), under STRIX_EMULATE_CPU=avx2; else none."""
+    if cpu_emulation.emulated() != cpu_emulation.AVX2:
+        return {}
+    return {f"{EMULATION_DIR}/sitecustomize.py": vllm_dtype.SITECUSTOMIZE.encode()}
+
+
+def image_env() -> dict[str, str]:
+    """The image's ENV: its PATH, and under STRIX_EMULATE_CPU=avx2 the AVX2 emulation's settings, so the
+    engine in a container on this machine runs on the same paths as the local one."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
+    if cpu_emulation.emulated() == cpu_emulation.AVX2:
+        env |= vllm_dtype.avx2_emulation_settings(EMULATION_DIR)
+    return env
+
+
 def vllm_rootfs(parts: VllmParts) -> RootFs:
     fs = RootFs()
     for top in ("bin", "lib", "lib64", "sbin"):  # merged /usr: keep the same links
@@ -253,6 +274,7 @@ def vllm_rootfs(parts: VllmParts) -> RootFs:
     for f in sorted(parts.checkpoint.iterdir()):
         if f.is_file():
             fs.entries[f"{parts.model_in_image}/{f.name}"] = f
+    fs.entries |= emulation_files()
     fs.entries["/etc/passwd"] = b"root:x:0:0:root:/root:/bin/sh\n"
     fs.entries["/etc/group"] = b"root:x:0:\n"
     return fs
@@ -408,7 +430,7 @@ def pushed_vllm_image(tmp_dir: Path, parts: VllmParts, progress=print) -> Iterat
             TAG,
             lambda out: _tar_stream(fs, out),
             labels=image_labels(parts),
-            env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
+            env=image_env(),
         )
         digest = pushed.digest
         timings["push_s"] = time.monotonic() - t

