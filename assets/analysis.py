@@ -7,6 +7,7 @@ import dagster as dg
 import polars as pl
 
 from assets.decision_metadata import answer_metadata, criteria_table
+from assets.decision_plots import decision_figures
 from assets.resources import StrixConfigResource, WarehouseResource
 from strix_pipeline.analysis.bisect.steps import advance_all, plan_bisections, steps_text, summary
 from strix_pipeline.analysis.changes import detect_changes, stored_changes
@@ -17,7 +18,6 @@ from strix_pipeline.analysis.charts import (
     write_charts,
 )
 from strix_pipeline.analysis.decision import (
-    Decision,
     decision_markdown,
     evaluate,
     evidence_versions,
@@ -29,7 +29,6 @@ from strix_pipeline.config import StrixConfig
 from strix_pipeline.outside_text import markdown_text as _md
 from strix_pipeline.planning.targets import canaries
 from strix_pipeline.report import write_report
-from strix_pipeline.units import gib
 from strix_pipeline.warehouse import NoiseRecord, Warehouse
 from strix_pipeline.webhook import webhook_url
 
@@ -87,57 +86,6 @@ def _table(df: pl.DataFrame, limit: int = 60) -> dg.TableMetadataValue:
         for rec in df.head(limit).iter_rows(named=True)
     ]
     return dg.MetadataValue.table(rows, schema=dg.TableSchema(cols))
-
-
-# The verdict as a number, so the switch_decision asset's plots show it over time (higher = closer to
-# switching). Documented in the asset's description; keep the two in step.
-VERDICT_SCORE = {"switch": 3, "evaluate": 2, "stay": 1, "unknown": 0}
-
-# The figures the verdict rests on: TTFT p95 and output tokens/s at the decision's concurrency of
-# the C3 evidence runs, and the held memory of the C5 evidence runs (candidate first, then baseline).
-DECISION_FIGURES_SQL = """
-SELECT run_id, ttft_p95_ms, output_tokens_per_s
-FROM aggregates
-WHERE scenario = 'concurrency_sweep' AND level = ? AND list_contains(?, run_id)
-"""
-DECISION_HELD_SQL = "SELECT run_id, held_bytes FROM runs WHERE list_contains(?, run_id)"
-
-
-def decision_figures(wh: Warehouse, decision: Decision, concurrency: int) -> dict[str, dg.MetadataValue]:
-    """Numeric metadata for the decision's plots: ``verdict_score`` (always), and, when the criterion
-    had its evidence pair, ``candidate_``/``baseline_`` ``ttft_p95_ms`` and ``output_tok_s`` (C3's runs,
-    at ``decision_concurrency`` clients) and ``held_gib`` (C5's runs, GiB = 2^30 bytes). A figure
-    without evidence is left out, never written as 0."""
-    out: dict[str, dg.MetadataValue] = {
-        "verdict_score": dg.MetadataValue.int(VERDICT_SCORE.get(decision.verdict, 0)),
-        "decision_concurrency": dg.MetadataValue.int(concurrency),
-    }
-    by_id = {c.criterion: c for c in decision.criteria}
-    c3, c5 = by_id.get("C3"), by_id.get("C5")
-    if c3 is not None and len(c3.evidence_run_ids) == 2:
-        figures = {
-            r["run_id"]: r
-            for r in wh.query_df(DECISION_FIGURES_SQL, [concurrency, c3.evidence_run_ids]).iter_rows(
-                named=True
-            )
-        }
-        for role, run_id in zip(("candidate", "baseline"), c3.evidence_run_ids, strict=True):
-            f = figures.get(run_id)
-            if f is None:
-                continue
-            if f["ttft_p95_ms"] is not None:
-                out[f"{role}_ttft_p95_ms"] = dg.MetadataValue.float(float(f["ttft_p95_ms"]))
-            if f["output_tokens_per_s"] is not None:
-                out[f"{role}_output_tok_s"] = dg.MetadataValue.float(float(f["output_tokens_per_s"]))
-    if c5 is not None and len(c5.evidence_run_ids) == 2:
-        held = {
-            r["run_id"]: r["held_bytes"]
-            for r in wh.query_df(DECISION_HELD_SQL, [c5.evidence_run_ids]).iter_rows(named=True)
-        }
-        for role, run_id in zip(("candidate", "baseline"), c5.evidence_run_ids, strict=True):
-            if held.get(run_id) is not None:
-                out[f"{role}_held_gib"] = dg.MetadataValue.float(round(gib(held[run_id]), 3))
-    return out
 
 
 @dg.asset(
@@ -401,8 +349,10 @@ def trend_charts(strix: StrixConfigResource, warehouse: WarehouseResource) -> dg
         "when [decision.slo] sets them) with value, threshold, CI, evidence run ids and digests. "
         "Verdict switch / evaluate / stay / unknown; never a silent pass or fail. "
         "Numeric metadata for the plots: `verdict_score` switch=3, evaluate=2, stay=1, unknown=0; "
-        "`candidate_`/`baseline_` `ttft_p95_ms` and `output_tok_s` (C3's evidence runs at "
-        "`decision_concurrency` clients) and `held_gib` (C5's, GiB); a figure without evidence is absent. "
+        "per figure, its unit in its name, the baseline's and the candidate's side by side and their "
+        "ratio (C3's TTFT p95 and output at `decision concurrency (clients)`, C5's memory held after "
+        "load in GiB): `C3 TTFT p95 at 5 clients (ms) · baseline`, `… · candidate`, `ratio · C3 TTFT "
+        "p95 at 5 clients, candidate / baseline (×)`; a figure without evidence is absent. "
         "The sentence opens with the plain answer: Switch (switch), Not yet (evaluate), Stay (stay), Can't "
         "tell yet (unknown). Words (each criterion, the two match-ups, held, fingerprint, canary, each "
         "verdict): docs/glossary.md, and the report's glossary page."

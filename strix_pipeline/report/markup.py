@@ -31,8 +31,10 @@ summary{cursor:pointer}summary h2{display:inline;font-size:1.2rem}
 table{border-collapse:collapse;margin:.5rem 0 1rem;font-variant-numeric:tabular-nums}
 th,td{border:1px solid var(--line);padding:.3rem .5rem;text-align:left;vertical-align:top}
 th{font-weight:600}
-td.num{text-align:right;white-space:nowrap}
+td.num{text-align:right}
 td a,.nowrap{white-space:nowrap}
+/* a run's facts hold digests and command lines: they break anywhere rather than widen the page */
+.facts td{overflow-wrap:anywhere}
 pre{white-space:pre-wrap;word-break:break-all;border:1px solid var(--line);padding:.5rem;overflow-x:auto}
 .chart{margin:1rem 0 2rem}
 h2{border-bottom:2px solid var(--line);padding-bottom:.2rem;margin-top:2.5rem}
@@ -65,6 +67,20 @@ table.criteria,.criteria tbody,.criteria tr,.criteria td{display:block;width:aut
 #answer{border:3px solid var(--fg);padding:.5rem 1rem;margin:1rem 0}
 .caveats{margin:.25rem 0 .5rem;padding-left:1.2rem;color:var(--muted)}
 .glossary dt{font-weight:700;margin-top:1rem}.glossary dd{margin:.25rem 0 0 1rem;max-width:60rem}
+/* a phone: every other table a card per row, each cell under its column's name (a run's facts: the
+name above the value); nothing scrolls sideways */
+@media (max-width:40rem){
+table.cards,.cards tbody,.cards tr,.cards td,table.facts,.facts tbody,.facts tr,.facts th,.facts td{
+display:block;width:auto}
+.cards thead{display:none}
+.cards tr{border:1px solid var(--line);margin:0 0 .75rem;padding:.35rem .6rem}
+.cards td,.facts th,.facts td{border:0;padding:.1rem 0;text-align:left;overflow-wrap:anywhere}
+.cards td a{white-space:normal}
+.cards td::before{content:attr(data-label) ": ";font-weight:600;color:var(--muted)}
+.cards td:first-child{font-weight:600}
+.facts tr{border-bottom:1px solid var(--line);padding:.3rem 0}
+.facts th{color:var(--muted)}
+}
 @media (max-width:40rem){body{padding:0 .5rem 2rem}.verdict{font-size:1.15rem}
 .verdict-sentence{font-size:1.05rem}
 /* a phone's first screen holds the answer, the deciding figure and the forest plot */
@@ -129,16 +145,19 @@ def page(title: str, body: str, *, head: str = "", csp: str) -> str:
 
 
 def table(headers: list[str], rows: list[list[str]], *, numeric: set[int] = frozenset()) -> str:
-    """A table in a scrolling box (a phone shows it whole by scrolling it alone); the cells are
-    HTML already (escaped by the caller); the headers are plain text."""
+    """A table as wide as its box on a wide screen (its cells wrap) and a card per row on a phone,
+    each cell labelled with its header; the cells are HTML already (escaped by the caller), the
+    headers plain text. Its box would scroll it alone rather than widen the page."""
     head = "".join(f"<th scope='col'>{esc(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>"
-        + "".join(f"<td class='num'>{c}</td>" if i in numeric else f"<td>{c}</td>" for i, c in enumerate(r))
-        + "</tr>"
-        for r in rows
+    opening = [
+        f"<td data-label='{esc(h)}'" + (" class='num'>" if i in numeric else ">")
+        for i, h in enumerate(headers)
+    ]
+    body = "".join("<tr>" + "".join(f"{opening[i]}{c}</td>" for i, c in enumerate(r)) + "</tr>" for r in rows)
+    return (
+        "<div class='scroll'><table class='cards'>"
+        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
     )
-    return f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
 def link(href: str, text: str) -> str:

@@ -20,7 +20,7 @@ RUN_PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; 
 
 def _facts(pairs: list[tuple[str, object]]) -> str:
     rows = "".join(f"<tr><th scope='row'>{esc(k)}</th><td>{v}</td></tr>" for k, v in pairs)
-    return f"<div class='scroll'><table><tbody>{rows}</tbody></table></div>"
+    return f"<div class='scroll'><table class='facts'><tbody>{rows}</tbody></table></div>"
 
 
 def _pre(text: str | None, what: str) -> str:

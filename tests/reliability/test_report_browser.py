@@ -7,7 +7,11 @@ At 1280 and 390 pixels (a desktop's and a phone's width), on the seeded history 
 the first screen holds the plain answer, the deciding figure with its interval and the forest plot; each
 criterion is a row (a card on the phone) with its reason in full; every chart comparing two engines
 shares its y scale (read from its Vega-Lite spec); and nothing is wider than the screen outside a box that
-scrolls on its own."""
+scrolls on its own.
+
+Every table of the report, of a run page and of the charts index, its folded sections opened, at the same
+two widths: none is cut or scrolls sideways in its box, no cell's content leaves its cell, and on the
+phone each is a card per row or keeps its first column fixed."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from playwright.sync_api import sync_playwright
 from support.report_seed import (
     DRIFT,
     LLAMA_COMMAND,
+    MAKE_RUN_IDS,
     REPORT_AT,
     SCRIPT,
     history_warehouse,
@@ -28,6 +33,7 @@ from support.report_seed import (
     report_warehouse,
 )
 
+from strix_pipeline.analysis.charts import write_charts
 from strix_pipeline.analysis.decision import previous_decision
 from strix_pipeline.report import run_page, write_report
 from strix_pipeline.report.markup import local_time
@@ -287,3 +293,83 @@ def test_the_report_reads_at_a_desktops_and_a_phones_width(
     assert visit.errors == [] and visit.outside == []
     visit.close()
     assert problems == [], "\n".join(problems)
+
+
+# ---- tables: none cut or scrolling sideways; on a phone, cards or a fixed first column ------------
+
+# Each table, every folded section opened (a table in a closed <details> is still read once opened): a
+# table outside the viewport, a box around it that scrolls it sideways (on a phone allowed only when its
+# first column stays fixed), a cell whose content is wider than the cell or that leaves the viewport;
+# on a phone, a table that is still a grid of columns and keeps no column fixed.
+TABLES = """(phone) => {
+  for (const d of document.querySelectorAll('details')) d.open = true;
+  const vw = document.documentElement.clientWidth, out = [];
+  const sticky = t => [...t.rows].every(r => !r.cells.length || (
+      getComputedStyle(r.cells[0]).position === 'sticky' && getComputedStyle(r.cells[0]).left === '0px'));
+  [...document.querySelectorAll('table')].forEach((t, i) => {
+    const near = t.closest('details, section, .chart, main, body');
+    const heading = near.querySelector('summary, h2, h3');
+    const label = `table ${i} (${(heading ? heading.innerText : near.tagName).trim().slice(0, 40)})`;
+    const r = t.getBoundingClientRect();
+    if (r.width === 0 && r.height === 0) { out.push(`${label}: not drawn`); return; }
+    if (r.left < -1 || r.right > vw + 1)
+      out.push(`${label}: ${Math.round(r.left)}..${Math.round(r.right)} outside 0..${vw}`);
+    for (let a = t.parentElement; a && a !== document.body; a = a.parentElement) {
+      const scrolls = ['auto', 'scroll', 'hidden'].includes(getComputedStyle(a).overflowX);
+      if (scrolls && a.scrollWidth > a.clientWidth + 1 && !(phone && sticky(t)))
+        out.push(`${label} scrolls sideways in its box: ${a.scrollWidth} in ${a.clientWidth}`);
+    }
+    for (const c of t.querySelectorAll('th, td')) {
+      const cr = c.getBoundingClientRect();
+      if (cr.width === 0 && cr.height === 0) continue;  // a header row a card layout hides
+      const what = `${label} cell '${c.innerText.trim().slice(0, 30)}'`;
+      if (c.scrollWidth > c.clientWidth + 1)
+        out.push(`${what}: content ${c.scrollWidth} in ${c.clientWidth}`);
+      if (cr.left < -1 || cr.right > vw + 1)
+        out.push(`${what}: ${Math.round(cr.left)}..${Math.round(cr.right)} outside 0..${vw}`);
+    }
+    if (phone && getComputedStyle(t).display === 'table' && !sticky(t))
+      out.push(`${label}: still columns at ${vw} px, neither cards nor a fixed first column`);
+  });
+  return out;
+}"""
+
+
+@pytest.fixture(scope="module")
+def table_pages(layout_sites, tmp_path_factory) -> dict[str, tuple[Path, Path]]:
+    """The pages holding tables (site, page): each report, a run page of each (one with figures at
+    every level and a decision's evidence), and the charts index of the `make run`-like warehouse."""
+    pages = {}
+    for kind, run in (("history", "llama-qwen"), ("make_run", MAKE_RUN_IDS[0])):
+        site, _ = layout_sites[kind]
+        pages[f"report-{kind}"] = (site, site / "index.html")
+        pages[f"run-{kind}"] = (site, site / run_page(run))
+    root = tmp_path_factory.mktemp("charts")
+    wh, _ = make_run_warehouse(root / "w.duckdb")
+    with wh:
+        cs = write_charts(wh, root / "charts", roles={"vllm": "candidate", "llamacpp": "baseline"})
+    pages["charts-index"] = (root / "charts", cs.index_html)
+    return pages
+
+
+@pytest.mark.chromium
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize(
+    "name", ["report-history", "report-make_run", "run-history", "run-make_run", "charts-index"]
+)
+def test_no_table_is_cut_or_scrolls_sideways(browser, table_pages, name: str, width: int) -> None:
+    site, page_file = table_pages[name]
+    visit = Visit(browser, site, page_file, width=width)
+    page = visit.page
+    page.wait_for_function(  # the charts drawn: the page is as wide as it will be
+        "() => [...document.querySelectorAll('script.strix-chart')].every("
+        "s => document.getElementById(s.dataset.target).querySelector('svg.marks'))",
+        timeout=60_000,
+    )
+    tables = page.locator("table").count()
+    problems = page.evaluate(TABLES, width < 600) + page.evaluate(OVERFLOW)
+    assert visit.errors == [] and visit.outside == []
+    visit.close()
+    if name.startswith(("report", "run")):
+        assert tables >= 3, f"{name}: {tables} tables: the page measured is not the one meant"
+    assert problems == [], f"{name} at {width} px:\n" + "\n".join(problems)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import altair as alt
 
 from strix_pipeline.analysis.charts.data import by_panel, chart_rows, json_values, label_versions
-from strix_pipeline.analysis.charts.marks import PANEL_WIDTH, engine_color, note_chart
+from strix_pipeline.analysis.charts.marks import PANEL_WIDTH, note_chart, series_color, series_colors
 
 if TYPE_CHECKING:
     from strix_pipeline.warehouse import Warehouse
@@ -76,7 +76,7 @@ def throughput_per_user_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
         note = "no concurrency sweep yet"
         return note_chart(TITLE, note), note
     data = alt.Data(values=json_values(rows))
-    color = engine_color(rows, "curve")
+    color = series_color(rows, "curve", series_colors(wh))
     x = alt.X("per_user_tok_s:Q", title="tokens/s per user (1000 / TPOT p50)", scale=alt.Scale(zero=True))
     y = alt.Y("output_tokens_per_s:Q", title="total output tokens/s", scale=alt.Scale(zero=True))
     tooltip = [

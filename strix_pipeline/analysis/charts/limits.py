@@ -26,13 +26,12 @@ from strix_pipeline.analysis.charts.data import (
     panel_title,
 )
 from strix_pipeline.analysis.charts.marks import (
-    ENGINE_COLORS,
-    OTHER_ENGINE,
     PANEL_HEIGHT,
     PANEL_WIDTH,
-    engine_color,
     failure_layers,
     note_chart,
+    series_color,
+    series_colors,
 )
 
 if TYPE_CHECKING:
@@ -58,6 +57,7 @@ def efficiency_by_version_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
         note = "no run has a decode efficiency yet (local runs record one)"
         return note_chart(title, note), note
     panels, notes = [], []
+    colors = series_colors(wh)
     for key, prow in by_panel(rows).items():
         order = label_versions(prow)
         x = alt.X("version:O", sort=order, scale=alt.Scale(domain=order), title="version (version order)")
@@ -73,7 +73,7 @@ def efficiency_by_version_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
         if ok:
             layers.append(
                 alt.Chart(alt.Data(values=json_values(ok)))
-                .mark_point(filled=True, size=70, color=ENGINE_COLORS.get(key[1], OTHER_ENGINE))
+                .mark_point(filled=True, size=70, color=colors.of(key[1], key[2]))
                 .encode(
                     x=x,
                     y=alt.Y(
@@ -123,8 +123,10 @@ def switch_metric_chart(
             label_versions(panel)
     for r in rows:
         r["engine_label"] = _engine_label(r["engine"], roles)
+        r["series_label"] = f"{r['engine_label']} · {r['model_profile']}"  # one colour per profile
     decisions = {r["evaluation_id"]: r for r in chart_rows(wh, CHART_DECISIONS_SQL)}.values()
     panels = []
+    colors = series_colors(wh)
     for host, hrows in _by_host(rows).items():
         data = alt.Data(values=json_values(hrows))
         x = alt.X(
@@ -132,7 +134,7 @@ def switch_metric_chart(
             title="run started (UTC)",
             axis=alt.Axis(format="%Y-%m-%d %H:%M", labelAngle=-30, tickCount=6),
         )
-        color = engine_color(hrows, "engine_label")
+        color = series_color(hrows, "series_label", colors)
         # linear: the two engines' gap is drawn as it is (a log axis shrinks a 2x lead to a step)
         y = alt.Y("ttft_p95_ms:Q", title="TTFT p95 (ms)", scale=alt.Scale(zero=True))
         layers = [

@@ -1,5 +1,6 @@
-"""Altair pieces every chart shares: the palettes, a panel's size, the note chart that stands in for
-a chart with nothing to draw, and the layers marking failed runs and change points."""
+"""Altair pieces every chart shares: the palettes (one colour per engine and model profile), a panel's
+size, the note chart that stands in for a chart with nothing to draw, and the layers marking failed runs
+and change points."""
 
 from __future__ import annotations
 
@@ -7,19 +8,29 @@ from typing import TYPE_CHECKING, Any
 
 import altair as alt
 
-from strix_pipeline.analysis.charts.data import json_values
+from strix_pipeline.analysis.charts.data import chart_rows, json_values
 
 if TYPE_CHECKING:
     from strix_pipeline.analysis.changepoints import Change
+    from strix_pipeline.warehouse import Warehouse
 
 STATUS_COLORS = {"pass": "#2e7d32", "fail": "#c62828", "unknown": "#9e9e9e"}
 # the support matrix's outcomes (v_support_matrix), best first
 OUTCOME_COLORS = {"serves": "#2e7d32", "starts": "#f9a825", "fails": "#c62828", "not_run": "#9e9e9e"}
 OUTCOME_MARKS = {"serves": "✅ serves", "starts": "⚠️ starts", "fails": "❌ fails", "not_run": "⏭️ not run"}
-# one colour per engine across every chart (and the report's tables and forest plot words do not rely
-# on it: each mark carries its engine's name too); an engine not listed falls back to grey
-ENGINE_COLORS = {"llamacpp": "#1f77b4", "vllm": "#d62728", "sglang": "#2ca02c"}
-OTHER_ENGINE = "#7f7f7f"
+# One hue per engine and, within it, one shade per model profile, the same in every chart (the
+# report's tables and the forest plot's words do not rely on it: each mark carries its engine's and
+# profile's names too). An engine's profiles take its shades in name order, so an engine with one
+# profile is drawn in its first shade, its colour; an engine not listed is drawn in greys.
+ENGINE_SHADES = {
+    "llamacpp": ("#1f77b4", "#6baed6", "#08306b", "#9ecae1"),
+    "vllm": ("#d62728", "#fc9272", "#67000d", "#fcbba1"),
+    "sglang": ("#2ca02c", "#a1d99b", "#00441b", "#74c476"),
+}
+OTHER_SHADES = ("#7f7f7f", "#bdbdbd", "#252525", "#969696")
+ENGINE_COLORS = {engine: shades[0] for engine, shades in ENGINE_SHADES.items()}
+OTHER_ENGINE = OTHER_SHADES[0]
+PROFILES_SQL = "SELECT DISTINCT engine, model_profile FROM runs ORDER BY engine, model_profile"
 PANEL_WIDTH = 520
 PANEL_HEIGHT = 220
 
@@ -118,20 +129,47 @@ def palette(field: str, colors: dict[str, str]) -> alt.Color:
     )
 
 
-def engine_color(rows: list[dict[str, Any]], field: str = "engine", *, title: str | None = None) -> alt.Color:
-    """``field`` (the engine, or a label of one: ``engine_label``, a series) coloured by each row's
-    engine in :data:`ENGINE_COLORS`: the same engine the same colour in every chart."""
+class SeriesColors:
+    """The colour of each (engine, model profile) of a warehouse: every chart built from it draws one
+    profile of one engine in the same colour."""
+
+    def __init__(self, pairs: list[tuple[str, str]]) -> None:
+        self._colors: dict[tuple[str, str], str] = {}
+        per_engine: dict[str, list[str]] = {}
+        for engine, profile in sorted(set(pairs)):
+            per_engine.setdefault(engine, []).append(profile)
+        for engine, profiles in per_engine.items():
+            shades = ENGINE_SHADES.get(engine, OTHER_SHADES)
+            for i, profile in enumerate(profiles):
+                self._colors[(engine, profile)] = shades[i % len(shades)]
+
+    def of(self, engine: str, profile: str | None) -> str:
+        """The colour of one engine's profile (a profile the warehouse does not hold: the engine's)."""
+        return self._colors.get((engine, profile or ""), ENGINE_SHADES.get(engine, OTHER_SHADES)[0])
+
+
+def series_colors(wh: Warehouse) -> SeriesColors:
+    """The warehouse's (engine, model profile) colours: every chart reads them here, so they agree."""
+    return SeriesColors([(r["engine"], r["model_profile"]) for r in chart_rows(wh, PROFILES_SQL)])
+
+
+def series_color(
+    rows: list[dict[str, Any]], field: str, colors: SeriesColors, *, title: str | None = None
+) -> alt.Color:
+    """``field`` (a label naming one engine's profile: a series, a curve) coloured by each row's
+    engine and model profile in ``colors``: the same profile of the same engine the same colour in
+    every chart."""
     domain: list[str] = []
-    colors: list[str] = []
+    range_: list[str] = []
     for r in rows:
         value = r.get(field)
         if value is None or value in domain:
             continue
         domain.append(value)
-        colors.append(ENGINE_COLORS.get(r.get("engine", ""), OTHER_ENGINE))
+        range_.append(colors.of(r.get("engine", ""), r.get("model_profile")))
     return alt.Color(
         f"{field}:N",
-        scale=alt.Scale(domain=domain, range=colors),
+        scale=alt.Scale(domain=domain, range=range_),
         title=title,
         legend=alt.Legend(orient="bottom", columns=1, labelLimit=0),
     )

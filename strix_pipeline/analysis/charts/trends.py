@@ -23,17 +23,16 @@ from strix_pipeline.analysis.charts.data import (
     panel_title,
 )
 from strix_pipeline.analysis.charts.marks import (
-    ENGINE_COLORS,
-    OTHER_ENGINE,
     PANEL_HEIGHT,
     PANEL_WIDTH,
     STATUS_COLORS,
     change_layers,
     change_marks,
-    engine_color,
     failure_layers,
     note_chart,
     palette,
+    series_color,
+    series_colors,
     titled,
 )
 from strix_pipeline.units import GIB
@@ -55,8 +54,9 @@ def ttft_by_version_chart(
         return note_chart(title, note), note
     panels = []
     notes = []
+    colors = series_colors(wh)
     for key, prow in by_panel(rows).items():
-        color = ENGINE_COLORS.get(key[1], OTHER_ENGINE)
+        color = colors.of(key[1], key[2])
         order = label_versions(prow)
         x = alt.X(
             "version:O", sort=order, scale=alt.Scale(domain=order), title="image version (version order)"
@@ -151,7 +151,7 @@ def _newest_line_chart(wh: Warehouse, title: str, scenario: str) -> tuple[alt.To
     base = alt.Chart(data).encode(
         x=x,
         y=alt.Y(f"{line.metric}:Q", title=line.y_title),
-        color=engine_color(newest, "series"),
+        color=series_color(newest, "series", series_colors(wh)),
         tooltip=["series:N", "run_id:N", "level:Q", value, *line.more_tooltip],
     )
     chart = (base.mark_line() + base.mark_point(filled=True)).properties(
@@ -176,6 +176,7 @@ def memory_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
         note = "no memory reading yet"
         return note_chart(title, note), note
     panels = []
+    colors = series_colors(wh)
     for key, prow in by_panel(rows).items():
         order = label_versions(prow)
         for r in prow:
@@ -189,7 +190,7 @@ def memory_chart(wh: Warehouse) -> tuple[alt.TopLevelMixin, str]:
         if ok:
             layers.append(
                 alt.Chart(alt.Data(values=json_values(ok)))
-                .mark_bar(color=ENGINE_COLORS.get(key[1], OTHER_ENGINE), opacity=0.8)
+                .mark_bar(color=colors.of(key[1], key[2]), opacity=0.8)
                 .encode(
                     x=x,
                     y=alt.Y("mean(held_gib):Q", title="held (GiB)"),

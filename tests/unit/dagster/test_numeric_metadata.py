@@ -18,8 +18,9 @@ import pytest
 from support.decision_seed import GIB, make_config, run_record, run_result, september_runs, switch_runs
 from support.paths import REPO
 
-from assets.analysis import VERDICT_SCORE, run_aggregates, switch_decision
+from assets.analysis import run_aggregates, switch_decision
 from assets.benchmark import key_figures, summary_table
+from assets.decision_plots import VERDICT_SCORE
 from assets.resources import StrixConfigResource, WarehouseResource
 from strix_pipeline.records import LevelAggregate
 from strix_pipeline.warehouse import Warehouse
@@ -76,19 +77,61 @@ def test_switch_decision_figures_are_numbers_over_time(pipeline) -> None:
     )
     assert second["sentence"].value.startswith("Switch: move to vLLM v0.11.0")
     assert first["decision"].value.startswith(first["sentence"].value + "\n\n**Verdict: `evaluate`**")
-    assert first["decision_concurrency"].value == config.decision.concurrency == 5
+    assert first["decision concurrency (clients)"].value == config.decision.concurrency == 5
+    ttft, output, held = (
+        "C3 TTFT p95 at 5 clients (ms)",
+        "C3 output at 5 clients (tok/s)",
+        "C5 memory held after load (GiB)",
+    )
     for m in metas:
-        for key in ("ttft_p95_ms", "output_tok_s", "held_gib"):
+        for key in (ttft, output, held):
             for role in ("candidate", "baseline"):
-                assert isinstance(m[f"{role}_{key}"], dg.FloatMetadataValue), (role, key)
+                assert isinstance(m[f"{key} · {role}"], dg.FloatMetadataValue), (role, key)
     # the C3 pair at 5 clients: vLLM 820 ms vs llama-server 1450 ms (seeded output 100 tok/s each)
-    assert first["candidate_ttft_p95_ms"].value == 820.0
-    assert first["baseline_ttft_p95_ms"].value == 1450.0
-    assert first["candidate_output_tok_s"].value == 100.0
+    assert first[f"{ttft} · candidate"].value == 820.0
+    assert first[f"{ttft} · baseline"].value == 1450.0
+    assert first[f"{output} · candidate"].value == 100.0
+    assert first["ratio · C3 TTFT p95 at 5 clients, candidate / baseline (×)"].value == round(820 / 1450, 3)
     # C5's runs, in GiB: 41.5 GiB held by vLLM in September, 18 GiB once it passes
-    assert first["candidate_held_gib"].value == pytest.approx(41.5)
-    assert second["candidate_held_gib"].value == pytest.approx(18.0)
-    assert first["baseline_held_gib"].value == pytest.approx(19.0)
+    assert first[f"{held} · candidate"].value == pytest.approx(41.5)
+    assert second[f"{held} · candidate"].value == pytest.approx(18.0)
+    assert first[f"{held} · baseline"].value == pytest.approx(19.0)
+    assert second["ratio · C5 memory held after load, candidate / baseline (×)"].value == round(18 / 19, 3)
+
+
+PLOTTED = (dg.IntMetadataValue, dg.FloatMetadataValue)
+# a plotted key that names no unit: a count, or a score its asset's description explains
+UNITLESS = {"verdict_score", "dagster/row_count"}
+
+
+def test_the_plots_view_pairs_candidate_and_baseline_with_units(pipeline) -> None:
+    """Dagster's Plots view draws one chart per numeric key, headed by the key, the keys in sorted
+    order two to a row, every y axis titled "Value": the keys name their metric and unit, and each
+    metric's baseline and candidate charts share a row (then their ratio in one line)."""
+    config, resources = pipeline
+    with Warehouse.open(config.warehouse_path()) as wh:
+        wh.load_runs(september_runs(datetime.now(UTC) - timedelta(hours=3)))
+    with dg.instance_for_test() as instance:
+        assert dg.materialize([switch_decision], resources=resources, instance=instance).success
+        (meta,) = _metadata(instance, "switch_decision")
+    plotted = sorted(k for k, v in meta.items() if isinstance(v, PLOTTED))  # the view's order
+    # every chart's heading says what it plots and in what (the axis only ever says "Value")
+    assert not [k for k in plotted if k.lower() == "value"]
+    assert [k for k in plotted if k not in UNITLESS and not k.endswith(")") and "(" not in k] == []
+    pairs = [k.removesuffix(" · baseline") for k in plotted if k.endswith(" · baseline")]
+    assert pairs == [
+        "C3 TTFT p95 at 5 clients (ms)",
+        "C3 output at 5 clients (tok/s)",
+        "C5 memory held after load (GiB)",
+    ]
+    for metric in pairs:  # side by side: baseline on the left of a row, the candidate on its right
+        i = plotted.index(f"{metric} · baseline")
+        assert i % 2 == 0 and plotted[i + 1] == f"{metric} · candidate", plotted
+        words = metric.rsplit(" (", 1)[0]
+        ratio = meta[f"ratio · {words}, candidate / baseline (×)"].value
+        assert ratio == pytest.approx(
+            meta[f"{metric} · candidate"].value / meta[f"{metric} · baseline"].value, abs=1e-3
+        )
 
 
 def test_a_figure_without_evidence_is_absent_not_zero(pipeline) -> None:
