@@ -45,7 +45,7 @@ def release(n: int) -> ImageRecord:
 def setup(tmp_path, monkeypatch):
     path = write_config(tmp_path)
     (tmp_path / "analysis.toml").write_text("")
-    text = path.read_text() + '\n[analysis]\nbisect_max_runs = 6\ncanary = "none"\n'
+    text = path.read_text() + '\n[analysis]\nbisect_max_runs = 6\nbisect_by = "runs"\ncanary = "none"\n'
     path.write_text(text)
     config = load_config(path)
     config.warehouse_path().parent.mkdir(parents=True, exist_ok=True)
