@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from strix_pipeline.analysis.bisect.search import Search, Verdict, pair_side, runs_bound
+from strix_pipeline.analysis.bisect.steps import BY_PAIRS
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.runner.pair_model import (
     METRICS,
@@ -46,6 +47,7 @@ from strix_pipeline.runner.pair_model import (
 from strix_pipeline.runner.pair_runs import PAIR_HOST, PairSpec, pair_profile
 from strix_pipeline.runner.pairs import compare_releases, records
 from strix_pipeline.warehouse.bisections import BisectionRecord, BisectionStep
+from strix_pipeline.warehouse.changes import ChangeRecord
 
 if TYPE_CHECKING:
     from strix_pipeline.warehouse import Warehouse
@@ -89,6 +91,11 @@ def can_bisect(config: StrixConfig, host: str, engine: str, metric: str, level: 
     return level == 1
 
 
+def pairs_rule(config: StrixConfig) -> Callable[[ChangeRecord], bool]:
+    """:func:`can_bisect` for a change (the regressions asset's question when it starts a bisection)."""
+    return lambda c: can_bisect(config, c.host, c.engine, c.metric, c.level)
+
+
 def pairs_of(comparisons: Sequence[PairsResult]) -> int:
     """The pairs attempted (kept or dropped): two engine starts each."""
     return sum(-(-len(c.runs) // 2) for c in comparisons)
@@ -101,6 +108,28 @@ def pairs_bound(n_between: int, cap: int, max_pairs: int | None = None) -> int:
     steps = runs_bound(n_between)
     most = cap * (1 + 2 * steps + 1) + cap * (1 + 2 * steps + 1)
     return most if max_pairs is None else min(most, max_pairs)
+
+
+def week_lines(bisections: Sequence[BisectionRecord], cap: int, max_pairs: int) -> list[str]:
+    """What the running bisections by pairs may still cost this week (`strix plan --week`): each one's
+    bound in pairs and engine starts, and their sum."""
+    mine = [b for b in bisections if b.status == "running" and (b.next_key or "").startswith(BY_PAIRS)]
+    if not mine:
+        return []
+    out, total = [], 0
+    for b in mine:
+        n = len(json.loads(b.candidates))
+        most = pairs_bound(n, cap, max_pairs)
+        total += most
+        out.append(
+            f"  {b.bisection_id}: {b.engine} {b.metric} {b.version_before}..{b.version_after}, {n} releases "
+            f"between: at most {most} pairs ({2 * most} engine starts), a step at most {2 * cap}"
+        )
+    head = (
+        f"bisections by pairs on {PAIR_HOST}: {len(mine)}, at most {total} pairs ({2 * total} engine starts; "
+        f"[analysis] bisect_max_pairs {max_pairs} each)"
+    )
+    return ["", head + ":", *out]
 
 
 def _verdict(m: MetricResult) -> Verdict:

@@ -10,10 +10,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from support.pair_standin import PairStandIn
 
-from strix_pipeline.runner.pair_bisect import bisect_by_pairs, pairs_bound
+from strix_pipeline.analysis.bisect.steps import BY_PAIRS
+from strix_pipeline.runner.pair_bisect import bisect_by_pairs, pairs_bound, week_lines
 from strix_pipeline.runner.pair_model import ComparedRelease
 
 TAGS = [f"b{n}" for n in range(100, 111)]  # b100 (without the change) ... b110 (with it)
@@ -94,3 +97,13 @@ def test_each_step_prints_its_cost_and_the_budget_of_pairs_bounds_the_whole():
     small = bisect(family(lambda k: 0.95 if k >= 6 else 1.0, 1), seed=1, max_pairs=25)
     assert small.record.status == "exhausted" and "budget of 25 pairs" in small.record.reason
     assert small.pairs_spent <= 25
+
+
+def test_the_week_plan_counts_a_waiting_bisection_by_pairs():
+    found = bisect(family(lambda k: 0.95 if k >= 6 else 1.0, 1), seed=1)
+    waiting = replace(found.record, status="running", next_key=BY_PAIRS + "llamacpp:b105")
+    lines = week_lines([waiting, found.record], cap=10, max_pairs=200)
+    most = pairs_bound(len(TAGS) - 2, cap=10, max_pairs=200)
+    assert f"bisections by pairs on local: 1, at most {most} pairs ({2 * most} engine starts" in lines[1]
+    assert "b100..b110, 9 releases between" in lines[2] and "a step at most 20" in lines[2]
+    assert week_lines([found.record], cap=10, max_pairs=200) == []  # a finished one costs nothing more
