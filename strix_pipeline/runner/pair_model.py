@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 from strix_pipeline.hosts.probes.host_noise import HostNoise
+from strix_pipeline.quality.score import QualityComparison
 from strix_pipeline.stats import paired
 from strix_pipeline.stats.proportions import Proportions, two_proportions
 
@@ -91,6 +92,8 @@ class RunFigures:
     # the measured requests and how many of them failed: the figures are the successful ones'
     measured_requests: int = 0
     failed_requests: int = 0
+    # the evaluation set as this run answered it (item -> passed); None: not asked
+    quality: dict[str, bool] | None = None
 
     @property
     def failure_rate(self) -> float:
@@ -207,6 +210,18 @@ class PairsResult:
     failures: Proportions = field(default_factory=lambda: two_proportions(0, 0, 0, 0))
     exclusions: Proportions = field(default_factory=lambda: two_proportions(0, 0, 0, 0))
     void: str | None = None  # why no verdict stands (exclusions differing between the sides)
+    # the evaluation set, item by item: B against A (B scoring lower with confidence) and A against B
+    quality_b: QualityComparison | None = None
+    quality_a: QualityComparison | None = None
+
+    @property
+    def scores_lower(self) -> Side | None:
+        """The side answering fewer of the evaluation set's items than the other, with confidence."""
+        if self.quality_b is not None and self.quality_b.lower:
+            return "B"
+        if self.quality_a is not None and self.quality_a.lower:
+            return "A"
+        return None
 
     @property
     def primary(self) -> MetricResult:
@@ -220,9 +235,14 @@ class PairsResult:
 
     def headline(self) -> str:
         """The comparison's verdict in one line: its primary metric's interval and what it says, or why
-        there is none; a side failing more is *different* whatever its speed."""
+        there is none; a side scoring lower on the evaluation set, or failing more, is *different*
+        whatever its speed."""
         if self.void:
             return f"void: {self.void}"
+        if (side := self.scores_lower) is not None:
+            q = self.quality_b if side == "B" else self.quality_a
+            tag = (self.release_a if side == "A" else self.release_b).tag
+            return f"different (quality): {tag} ({side}) {q.text()}"  # type: ignore[union-attr]
         if (side := self.fails_more) is not None:
             f = self.failures
             tag = (self.release_a if side == "A" else self.release_b).tag

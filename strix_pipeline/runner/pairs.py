@@ -20,6 +20,10 @@ No side is left out for free:
 - A busy host excludes a run, but a side excluded more often than the other is a side selected on
   its good runs: when the exclusions differ (EXCLUSIONS_DIFFER_P) every verdict is void, said why.
 
+Correctness is measured beside the speed: each run answers the evaluation set (strix_pipeline/quality),
+each side's answers are compared item by item with the other's, and a side scoring lower with
+confidence at ``alpha`` is *different (quality)* whatever its speed.
+
 The family-wise error: a comparison's verdict is its primary metric's (the first asked, unless
 named), wrong with probability <= ``alpha`` over all its looks; the other metrics are descriptive,
 each at ``alpha`` on its own, with no family-wise statement (docs/comparing.md).
@@ -36,6 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from strix_pipeline.quality import score as quality_score
 from strix_pipeline.runner.pair_model import (
     EXCLUSIONS_DIFFER_P,
     FAILURES_ALIKE_P,
@@ -260,6 +265,7 @@ def compare_releases(
         failures,
         exclusions,
         void,
+        *_quality(runs, alpha),
     )
     progress(f"{result.headline()} ({result.family_text()})")
     return result
@@ -281,6 +287,28 @@ def _exclusions(runs: Sequence[PairRun]) -> Proportions:
     n = {s: sum(r.side == s for r in runs) for s in ("A", "B")}
     k = {s: sum(r.side == s and r.excluded for r in runs) for s in ("A", "B")}
     return two_proportions(k["A"], n["A"], k["B"], n["B"])
+
+
+def _answers(runs: Sequence[PairRun], side: Side) -> dict[str, bool]:
+    """A side's evaluation set, item by item: passed when most of its runs that answered it passed it
+    (greedy answers repeat; a majority keeps one odd run from deciding)."""
+    votes: dict[str, list[bool]] = {}
+    for r in runs:
+        if r.side == side and r.figures is not None and not r.excluded and r.figures.quality:
+            for item, ok in r.figures.quality.items():
+                votes.setdefault(item, []).append(ok)
+    return {item: 2 * sum(v) > len(v) for item, v in votes.items()}
+
+
+def _quality(
+    runs: Sequence[PairRun], alpha: float
+) -> tuple[quality_score.QualityComparison | None, quality_score.QualityComparison | None]:
+    """B's evaluation set against A's, then A's against B's (None: a side answered none): a side
+    scoring lower with confidence is *different (quality)*, whatever its speed."""
+    a, b = _answers(runs, "A"), _answers(runs, "B")
+    if not a or not b:
+        return None, None
+    return quality_score.compare(a, b, alpha), quality_score.compare(b, a, alpha)
 
 
 def _usable(v: float | None) -> bool:

@@ -9,7 +9,8 @@ died would.
 
 A family of releases: ``factors`` gives each release its own speed against ``a_tag``'s (a gradual drift,
 two steps), overriding ``changed``/``factor``; ``host_factor`` scales every run whatever the release (the
-host as it is now, slower or faster than when stored runs were taken).
+host as it is now, slower or faster than when stored runs were taken). Every run answers the evaluation
+set; a release in ``corrupt`` answers every item wrongly (an engine that corrupts its output).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
+from strix_pipeline.quality.items import ITEMS
 from strix_pipeline.runner.pair_model import ComparedRelease, RunFailed, RunFigures
 
 TRUE = {"decode_tokens_per_s": 50.0, "prefill_tokens_per_s": 1200.0}
@@ -40,6 +42,9 @@ class PairStandIn:
     broken: frozenset[str] = frozenset()  # releases that never start: every run of them fails
     factors: dict[str, float] = field(default_factory=dict)  # per release; overrides changed/factor
     host_factor: float = 1.0  # every run, whatever the release
+    # the evaluation set: every run answers it (all items right), a release in ``corrupt`` wrongly
+    answers: bool = True
+    corrupt: frozenset[str] = frozenset()
     calls: list[str] = field(default_factory=list)  # "<tag> <label>", in order
     rng: random.Random = field(init=False)
     latency_rng: random.Random = field(init=False)  # its own stream: the throughput draws stay as they were
@@ -68,7 +73,8 @@ class PairStandIn:
             m: v * scale * math.exp(self.engine_rng.gauss(-(sigma**2) / 2, sigma))
             for m, v in TRUE_ENGINE.items()
         }
-        return RunFigures(values, warmup_ms=900.0, engine_build=f"{release.tag}-standin")
+        quality = {i.item_id: release.tag not in self.corrupt for i in ITEMS} if self.answers else None
+        return RunFigures(values, warmup_ms=900.0, engine_build=f"{release.tag}-standin", quality=quality)
 
 
 def materialized_metadata(asset, config_path, runner) -> dict:
