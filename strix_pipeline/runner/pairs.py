@@ -36,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -89,6 +89,7 @@ def compare_releases(
     margin_share: float = 1.0,
     seed: int = 0,
     max_dropped: int | None = None,
+    descriptive: Mapping[str, str] | None = None,
     progress: Progress = print,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> PairsResult:
@@ -98,12 +99,20 @@ def compare_releases(
     ``margin_share``: the equivalence margin *same* is judged at, as a share of the target;
     ``pairs``: pairs before the first look (default 3, the ladder's first step); ``cap``: the most
     kept pairs; ``max_dropped``: the most pairs dropped for a failed or excluded run before the
-    ladder takes what it has (default: half the cap, at least 2).
+    ladder takes what it has (default: half the cap, at least 2); ``descriptive``: metrics reported
+    but never deciding here, with why (pair_model.descriptive_only): never the primary, no pair run
+    for them, their verdict withheld.
     """
+    descriptive = dict(descriptive or {})
     unknown = [m for m in metrics if m not in METRICS]
     if unknown:
         raise ValueError(f"no such metric to compare: {', '.join(unknown)} (known: {', '.join(METRICS)})")
-    primary = metrics[0] if primary is None and metrics else primary
+    if primary is None:
+        primary = next((m for m in metrics if m not in descriptive), None)
+        if primary is None and metrics:
+            raise ValueError(f"every metric asked is {'; '.join(descriptive.values())}: none can decide")
+    if primary in descriptive:
+        raise ValueError(f"--primary {primary}: {descriptive[primary]}")
     if primary not in metrics:
         raise ValueError(f"the primary metric {primary} is not among those compared ({', '.join(metrics)})")
     if pairs is not None and pairs < 2:
@@ -195,7 +204,8 @@ def compare_releases(
 
     state = ladders(exhausted=False)
     while True:
-        want = max((s.next_pairs for s in state.values() if not s.done), default=None)
+        deciding = [s for name, s in state.items() if name not in descriptive]
+        want = max((s.next_pairs for s in deciding if not s.done), default=None)
         if want is None and withheld(state) and dropped <= max_dropped:
             want = next((n for n in plan if n > len(kept)), None)
         if want is None:
@@ -226,6 +236,9 @@ def compare_releases(
             )
             break
 
+    if descriptive:  # looked at on the pairs the deciding metrics ran, reported, never deciding
+        last = ladders(exhausted=True)
+        state |= {name: last[name] for name in descriptive if name in state}
     failures, exclusions = _failures(runs), _exclusions(runs)
     void = None
     if exclusions.p_value < EXCLUSIONS_DIFFER_P:
@@ -243,7 +256,18 @@ def compare_releases(
     kept_orders = tuple(_order_text(k) for k, _ in kept)
     results = tuple(
         _metric_result(
-            a, b, name, state[name], kept, kept_orders, target, alpha, cap, name == primary, void, unalike
+            a,
+            b,
+            name,
+            state[name],
+            kept,
+            kept_orders,
+            target,
+            alpha,
+            cap,
+            name == primary,
+            void or descriptive.get(name),
+            unalike,
         )
         for name in metrics
     )
