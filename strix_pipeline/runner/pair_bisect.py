@@ -287,6 +287,9 @@ class _Bisector:
         shows, without = chain[first], chain[first - 1]
         check = self.compare(without, shows)
         said = _said(check, without.tag)
+        verified = self.out.comparisons[-1]
+        if verified.scores_lower == "B" and verified.quality_b is not None:
+            said += f"; on the evaluation set it {verified.quality_b.text()}: different (quality)"
         if check.verdict == "different" and _up(check) == up:
             return "found", f"{shows.tag} differs from {without.tag} ({said})", (first, first - 1)
         why = (

@@ -52,3 +52,5 @@ def test_a_bisection_s_comparisons_carry_the_evaluation_set():
     assert found.named[0] == ("b103", "b102")
     verify = next(c for c in found.comparisons if (c.release_a.tag, c.release_b.tag) == ("b102", "b103"))
     assert verify.scores_lower == "B"
+    assert "on the evaluation set it scores lower" in found.record.reason
+    assert "different (quality)" in found.record.reason
