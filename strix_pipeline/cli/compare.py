@@ -11,8 +11,9 @@ lies within +-``--target``), or *unknown*, which runs more pairs; still unknown 
 (``--primary``, default the first judged), wrong with probability <= alpha over all looks; the other
 metrics are descriptive, and so is TTFT at several clients on a 2-core host (runner/pair_model.py
 ``descriptive_only``: it never decides there). A side scoring lower on the evaluation set with
-confidence is *different (quality)* whatever its speed. A side whose runs fail more often with confidence is *different (fails
-more)*; a verdict is void when a busy host excluded one side's runs more often. The comparison is
+confidence is *different (quality)* whatever its speed; one whose runs fail more often with
+confidence is *different (fails more)*; a verdict is void when a busy host excluded one side's runs
+more often. The comparison is
 stored (tables ``comparisons``, ``comparison_runs``; view ``v_comparisons``) and `strix changes`
 lists the latest. A and B are releases this machine has a build of (``b11434`` or ``11434.0.0``):
 the installed llama-server and the releases built into the cache.
