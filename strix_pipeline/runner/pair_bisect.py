@@ -45,7 +45,7 @@ from strix_pipeline.runner.pair_model import (
     RunOne,
 )
 from strix_pipeline.runner.pair_runs import PAIR_HOST, PairSpec, pair_profile
-from strix_pipeline.runner.pairs import compare_releases, records
+from strix_pipeline.runner.pairs import compare_releases, most_pairs, records
 from strix_pipeline.warehouse.bisections import BisectionRecord, BisectionStep
 from strix_pipeline.warehouse.changes import ChangeRecord
 
@@ -104,9 +104,9 @@ def pairs_of(comparisons: Sequence[PairsResult]) -> int:
 def pairs_bound(n_between: int, cap: int, max_pairs: int | None = None) -> int:
     """The most pairs one bisection over ``n_between`` releases can spend: the brackets, two
     comparisons a step of the search, the verification, then the rest of the range, a second search
-    and its verification -- each comparison at most ``cap`` kept pairs -- within ``max_pairs``."""
+    and its verification -- each comparison at most runner/pairs.most_pairs -- within ``max_pairs``."""
     steps = runs_bound(n_between)
-    most = cap * (1 + 2 * steps + 1) + cap * (1 + 2 * steps + 1)
+    most = 2 * most_pairs(cap) * (1 + 2 * steps + 1)
     return most if max_pairs is None else min(most, max_pairs)
 
 
@@ -123,7 +123,7 @@ def week_lines(bisections: Sequence[BisectionRecord], cap: int, max_pairs: int) 
         total += most
         out.append(
             f"  {b.bisection_id}: {b.engine} {b.metric} {b.version_before}..{b.version_after}, {n} releases "
-            f"between: at most {most} pairs ({2 * most} engine starts), a step at most {2 * cap}"
+            f"between: at most {most} pairs ({2 * most} engine starts), a step at most {2 * most_pairs(cap)}"
         )
     head = (
         f"bisections by pairs on {PAIR_HOST}: {len(mine)}, at most {total} pairs ({2 * total} engine starts; "
@@ -176,10 +176,10 @@ class _Bisector:
     midpoints: list[tuple[str, MetricResult, MetricResult]] = field(default_factory=list)
 
     def compare(self, a: ComparedRelease, b: ComparedRelease, margin_share: float = 1.0) -> MetricResult:
-        spent = self.out.pairs_spent
-        if self.max_pairs is not None and spent + self.cap > self.max_pairs:
+        spent, most = self.out.pairs_spent, most_pairs(self.cap)
+        if self.max_pairs is not None and spent + most > self.max_pairs:
             raise _OutOfPairs(
-                f"the next comparison ({a.tag} against {b.tag}, up to {self.cap} pairs) could pass the "
+                f"the next comparison ({a.tag} against {b.tag}, up to {most} pairs) could pass the "
                 f"budget of {self.max_pairs} pairs ({spent} spent)"
             )
         result = compare_releases(
@@ -212,10 +212,10 @@ class _Bisector:
             if sum(s.side != "skipped" for s in self.out.steps) - steps_before >= self.steps_budget:
                 search.stopped = f"{self.steps_budget} steps spent before the range closed"
                 return search, True
-            spent = self.out.pairs_spent
-            if self.max_pairs is not None and spent + 2 * self.cap > self.max_pairs:
+            spent, most = self.out.pairs_spent, 2 * most_pairs(self.cap)
+            if self.max_pairs is not None and spent + most > self.max_pairs:
                 search.stopped = (
-                    f"the next step (up to {2 * self.cap} pairs) could pass the budget of "
+                    f"the next step (up to {most} pairs) could pass the budget of "
                     f"{self.max_pairs} pairs ({spent} spent)"
                 )
                 return search, True
@@ -236,7 +236,7 @@ class _Bisector:
             search.record(i, side, why)
             cost = self.out.engine_starts - starts
             paid = (
-                f"cost {-(-cost // 2)} pairs ({cost} engine starts), at most {2 * self.cap}; "
+                f"cost {-(-cost // 2)} pairs ({cost} engine starts), at most {2 * most_pairs(self.cap)}; "
                 f"{self.out.pairs_spent} pairs spent"
                 + (f" of at most {self.max_pairs}" if self.max_pairs is not None else "")
             )

@@ -61,6 +61,16 @@ from strix_pipeline.stats.proportions import Proportions, two_proportions
 from strix_pipeline.warehouse.comparisons import ComparisonRecord, ComparisonRun
 
 
+def drop_budget(cap: int) -> int:
+    """The pairs a comparison may drop for failed or excluded runs before its ladder takes what it has."""
+    return max(2, cap // 2)
+
+
+def most_pairs(cap: int) -> int:
+    """The most pairs one comparison attempts: ``cap`` kept, the drops it allows and the one past them."""
+    return cap + drop_budget(cap) + 1
+
+
 def _order_text(o: paired.Order) -> str:
     return "".join(o)
 
@@ -121,7 +131,7 @@ def compare_releases(
         cap = pairs  # a first look beyond the cap would never come: the cap rises to meet it
     ladder = _first_look(pairs, cap)
     plan = paired.looks_of(ladder, cap)  # refuses a cap below 2 before any server starts
-    max_dropped = max(2, cap // 2) if max_dropped is None else max_dropped
+    max_dropped = drop_budget(cap) if max_dropped is None else max_dropped
     started = now()
     comparison_id = (
         "cmp-"

@@ -90,13 +90,13 @@ def test_one_step_leaves_no_second_one_said_so():
 def test_each_step_prints_its_cost_and_the_budget_of_pairs_bounds_the_whole():
     lines: list[str] = []
     found = bisect(family(lambda k: 0.95 if k >= 6 else 1.0, 1), lines, seed=1, max_pairs=200)
-    costs = [line for line in lines if "cost " in line and "engine starts), at most 20;" in line]
+    costs = [line for line in lines if "cost " in line and "engine starts), at most 32;" in line]
     assert len(costs) == len(found.steps) and all("of at most 200" in c for c in costs), lines
     assert found.pairs_spent <= pairs_bound(len(TAGS) - 2, cap=10, max_pairs=200)
     # a budget too small for the search: it stops before passing it, saying so
-    small = bisect(family(lambda k: 0.95 if k >= 6 else 1.0, 1), seed=1, max_pairs=25)
-    assert small.record.status == "exhausted" and "budget of 25 pairs" in small.record.reason
-    assert small.pairs_spent <= 25
+    small = bisect(family(lambda k: 0.95 if k >= 6 else 1.0, 1), seed=1, max_pairs=60)
+    assert small.record.status == "exhausted" and "budget of 60 pairs" in small.record.reason
+    assert small.pairs_spent <= 60
 
 
 def test_the_week_plan_counts_a_waiting_bisection_by_pairs():
@@ -105,5 +105,5 @@ def test_the_week_plan_counts_a_waiting_bisection_by_pairs():
     lines = week_lines([waiting, found.record], cap=10, max_pairs=200)
     most = pairs_bound(len(TAGS) - 2, cap=10, max_pairs=200)
     assert f"bisections by pairs on local: 1, at most {most} pairs ({2 * most} engine starts" in lines[1]
-    assert "b100..b110, 9 releases between" in lines[2] and "a step at most 20" in lines[2]
+    assert "b100..b110, 9 releases between" in lines[2] and "a step at most 32" in lines[2]
     assert week_lines([found.record], cap=10, max_pairs=200) == []  # a finished one costs nothing more
