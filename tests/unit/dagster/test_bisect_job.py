@@ -1,4 +1,6 @@
-"""A confirmed change is bisected through Dagster to the first release that shows it.
+"""A confirmed change is bisected through Dagster to the first release that shows it, by runs (the
+method a Box's images are bisected by; ``[analysis] bisect_by = "runs"`` makes host local's go that way
+too: the way by pairs is tests/unit/dagster/test_bisect_sensor_pairs.py).
 
 Everything is the pipeline's own but the engine (support/versioned_standin.py): the benchmark asset
 run as ``benchmark_job`` and ``bisect_job`` partitions, the spool and warehouse, the ``regressions``
