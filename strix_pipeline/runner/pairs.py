@@ -448,6 +448,8 @@ def records(result: PairsResult) -> tuple[list[ComparisonRecord], list[Compariso
             excluded_a=result.exclusions.k1,
             excluded_b=result.exclusions.k2,
             exclusion_p=result.exclusions.p_value,
+            scores_lower=result.scores_lower,
+            quality_p=result.quality_b.p_value if result.quality_b is not None else None,
         )
         for m in result.metrics
     ]

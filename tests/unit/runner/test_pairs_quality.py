@@ -9,7 +9,8 @@ from support.pair_standin import PairStandIn
 from strix_pipeline.quality.items import ITEMS
 from strix_pipeline.runner.pair_bisect import bisect_by_pairs
 from strix_pipeline.runner.pair_model import THROUGHPUT_METRICS, ComparedRelease
-from strix_pipeline.runner.pairs import compare_releases
+from strix_pipeline.runner.pairs import compare_releases, records
+from strix_pipeline.warehouse import Warehouse
 
 A, B = ComparedRelease("b11401", "11401.0.0"), ComparedRelease("b11434")
 
@@ -27,6 +28,18 @@ def test_a_faster_release_that_answers_wrongly_is_different_quality():
     assert result.headline().startswith(f"different (quality): {B.tag} (B) scores lower")
     assert len(result.quality_b.lost) == len(ITEMS) and result.quality_b.p_value < 0.05
     assert lines[-1].startswith("different (quality)")
+
+
+def test_the_quality_verdict_is_stored_beside_each_metric(wh: Warehouse):
+    result, _ = run(PairStandIn(factor=1.10, cv=0.02, seed=3, corrupt=frozenset({B.tag})))
+    wh.save_comparison(*records(result))
+    rows = wh.list_comparisons(comparison_id=result.comparison_id)
+    assert {(r.scores_lower, r.quality_p) for r in rows} == {("B", result.quality_b.p_value)}
+    alike, _ = run(PairStandIn(factor=1.10, cv=0.02, seed=3, answers=False))
+    wh.save_comparison(*records(alike))
+    assert {
+        (r.scores_lower, r.quality_p) for r in wh.list_comparisons(comparison_id=alike.comparison_id)
+    } == {(None, None)}
 
 
 def test_the_baseline_answering_wrongly_is_flagged_too_and_equal_answers_are_not():
