@@ -29,6 +29,7 @@ from strix_pipeline.config import StrixConfig
 from strix_pipeline.outside_text import markdown_text as _md
 from strix_pipeline.planning.targets import canaries
 from strix_pipeline.report import write_report
+from strix_pipeline.runner.pair_bisect import pairs_rule
 from strix_pipeline.warehouse import NoiseRecord, Warehouse
 from strix_pipeline.webhook import webhook_url
 
@@ -168,7 +169,7 @@ def noise_markdown(rows: list[NoiseRecord]) -> str:
         "the noise table has the series, else the series' own). A change stays provisional until two "
         "runs stand after it (a repeat run or the next version). `strix ack ID --reason` "
         "acknowledges one. A confirmed change with unbenchmarked releases between its two versions is "
-        "bisected (bisect_sensor -> bisect_job, at most `[analysis] bisect_max_runs` runs); the canary "
+        "bisected by bisect_sensor (by pairs where it can: pair_bisect_job; else bisect_job); the canary "
         '(`[analysis] canary`) read over time labels changes of its window "host drift suspected".'
     ),
 )
@@ -218,7 +219,7 @@ def _track_changes(wh: Warehouse, config: StrixConfig) -> _Tracked:
     # a bisection step whose run has landed is decided first, so that run stays out of the series
     advanced = advance_all(wh, config)
     changes = detect_changes(wh, config, canaries=canaries(config))
-    started = plan_bisections(wh, config, changes)
+    started = plan_bisections(wh, config, changes, by_pairs=pairs_rule(config))
     active = [c for c in stored_changes(wh, include_acknowledged=False)]
     searches = {b.bisection_id: (b, steps_text(wh, b)) for b in wh.list_bisections()}
     return _Tracked(advanced, changes, started, active, searches, wh.latest_noise())

@@ -84,7 +84,7 @@ def build_definitions(config: StrixConfig, path: str) -> dg.Definitions:
         ],
         sensors=[
             build_sensor(benchmark_job),
-            build_bisect_sensor(bisect_job),
+            build_bisect_sensor(bisect_job, pair_bisect_job),
             dg.AutomationConditionSensorDefinition(
                 "analysis_automation",
                 target=dg.AssetSelection.groups("analysis", "decision"),

@@ -4,13 +4,16 @@ One op over plain library code: the releases between the brackets (given, or the
 versions the warehouse knows between them), then runner/pair_bisect.bisect_by_pairs with the engine
 starts of :class:`PairRunnerResource` (llama-server releases on host local, each built for this CPU
 on first use), then runner/pair_bisect.store. The warehouse is read before and written after, never
-held while engines run. Each step is logged as it is decided.
+held while engines run. Each step is logged as it is decided, with what it cost.
+
+The bisection sensor launches it for a confirmed change (``bisection_id`` set: the search is stored
+under the bisection the regressions asset started, in place of its waiting row).
 """
 
 import dagster as dg
 
 from assets.resources import PairRunnerResource, StrixConfigResource, WarehouseResource
-from strix_pipeline.analysis.bisect.steps import releases_between
+from strix_pipeline.analysis.bisect.releases import releases_between
 from strix_pipeline.runner import pair_bisect
 from strix_pipeline.runner.pair_model import METRICS, ComparedRelease
 from strix_pipeline.runner.pair_runs import PAIR_HOST, pair_log_dir, release_to_run
@@ -29,7 +32,14 @@ class PairBisectConfig(dg.Config):
     target: float = 0.05  # the step chased: "different" at half of it or more, "same" within half of it
     cap: int | None = None  # the most pairs a comparison runs (default [analysis] compare_max_pairs)
     max_steps: int | None = None  # the most midpoints decided (default: a binary search's need)
+    max_pairs: int | None = None  # the most pairs in all (default [analysis] bisect_max_pairs)
     seed: int = 0
+    # set by the bisection sensor: the bisection the regressions asset started, and its change's series
+    bisection_id: str = ""
+    change_id: str = ""
+    fingerprint: str = ""
+    scenario: str = ""
+    level: int = 0
 
 
 def _between(config: PairBisectConfig, known: list) -> list[ComparedRelease]:
@@ -78,6 +88,12 @@ def pair_bisection(
         target=config.target,
         seed=config.seed,
         max_steps=config.max_steps,
+        max_pairs=config.max_pairs or cfg.analysis.bisect_max_pairs,
+        change_id=config.change_id or None,
+        bisection=config.bisection_id or None,
+        fingerprint=config.fingerprint,
+        scenario=config.scenario,
+        level=config.level,
         progress=say,
     )
     with warehouse.writer() as wh:
@@ -94,6 +110,7 @@ def pair_bisection(
                 "\n".join(f"{s.step}. {s.version}: **{s.side}**: {s.note}" for s in found.steps) or "none"
             ),
             "engine_starts": found.engine_starts,
+            "pairs": found.pairs_spent,
         },
     )
 

@@ -1,15 +1,19 @@
 """`strix compare A B`: release B against release A by pairs on host local, each metric's verdict.
 
 A and B run in balanced random AB/BA pairs, a fresh llama-server per run with one warm-up request
-discarded (runner/pairs.py, runner/pair_runs.py); after 3, then 5, then 10 pairs (``--cap``, default
-``[analysis] compare_max_pairs``) each metric's paired ratio B/A is judged (stats/paired.py,
+discarded (runner/pairs.py, runner/pair_runs.py); after 3, then 5, then 10 pairs, doubling on to the
+cap (``--cap``, default ``[analysis] compare_max_pairs``; 160 climbs 10 -> 20 -> 40 -> 80 -> 160, the
+significance level spent across the looks) each metric's paired ratio B/A is judged (stats/paired.py,
 docs/comparing.md): *different* (the interval excludes 1 and the step is at least half
 ``--target``), *within +-target* (two one-sided tests at the look's alpha: the 1 - 2 alpha interval
 lies within +-``--target``), or *unknown*, which runs more pairs; still unknown at the cap, it is
 *inconclusive* with the interval reached. The comparison's verdict is its primary metric's
 (``--primary``, default the first judged), wrong with probability <= alpha over all looks; the other
-metrics are descriptive. A side whose runs fail more often with confidence is *different (fails
-more)*; a verdict is void when a busy host excluded one side's runs more often. The comparison is
+metrics are descriptive, and so is TTFT at several clients on a 2-core host (runner/pair_model.py
+``descriptive_only``: it never decides there). A side scoring lower on the evaluation set with
+confidence is *different (quality)* whatever its speed; one whose runs fail more often with
+confidence is *different (fails more)*; a verdict is void when a busy host excluded one side's runs
+more often. The comparison is
 stored (tables ``comparisons``, ``comparison_runs``; view ``v_comparisons``) and `strix changes`
 lists the latest. A and B are releases this machine has a build of (``b11434`` or ``11434.0.0``):
 the installed llama-server and the releases built into the cache.
@@ -18,6 +22,7 @@ the installed llama-server and the releases built into the cache.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import duckdb
@@ -27,7 +32,7 @@ from rich.table import Table
 from strix_pipeline.cli.common import config_of, open_warehouse, shown, warehouse_arg
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.planning.resolution import resolution_lines
-from strix_pipeline.runner.pair_model import METRICS, PairsResult
+from strix_pipeline.runner.pair_model import METRICS, PairsResult, descriptive_only
 from strix_pipeline.runner.pair_runs import (
     PAIR_HOST,
     PairSpec,
@@ -75,6 +80,9 @@ def compare(args: argparse.Namespace) -> int:
     metrics = args.metric or list(METRICS)
     if args.primary and args.primary not in metrics:
         metrics = [args.primary, *metrics]
+    cores = os.cpu_count()
+    descriptive = {m: why for m in metrics if (why := descriptive_only(m, spec.ttft_clients, cores))}
+    primary = args.primary or next((m for m in metrics if m not in descriptive), metrics[0])
 
     def say(line: str) -> None:
         console.print(shown(line))
@@ -85,8 +93,10 @@ def compare(args: argparse.Namespace) -> int:
         f"{spec.decode_requests} {spec.decode_output_tokens}-token decodes and its prefill over "
         f"{spec.prefill_requests} prefills of {spec.prefill_tokens} tokens (sums over the requests, as "
         f"the weekly series), seed {seed}, cap {cap} pairs, target {target:.0%}, primary metric "
-        f"{args.primary or metrics[0]}; engine logs in {log_dir}"
+        f"{primary}; engine logs in {log_dir}"
     )
+    for why in descriptive.values():
+        say(f"{why}: reported, never deciding")
     for line in noise_lines(args, config, spec, {m: METRICS[m].target(target) for m in metrics}, cap):
         say(line)
     try:
@@ -96,6 +106,7 @@ def compare(args: argparse.Namespace) -> int:
             b,
             metrics=metrics,
             primary=args.primary,
+            descriptive=descriptive,
             host=HOST,
             engine=args.engine,
             pairs=args.pairs,

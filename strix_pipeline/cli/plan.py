@@ -26,9 +26,10 @@ from strix_pipeline.planning.resolution import resolution_lines
 from strix_pipeline.planning.week import Series, standard_images, this_week, week_runs
 from strix_pipeline.planning.window import keeps_window, window_expr, windows
 from strix_pipeline.records import ImageRecord
+from strix_pipeline.runner.pair_bisect import week_lines
 from strix_pipeline.runner.pair_runs import PAIR_HOST, PairSpec, pair_profile
 from strix_pipeline.runner.pairs import METRICS
-from strix_pipeline.warehouse import NoiseRecord, Warehouse, WarehouseError
+from strix_pipeline.warehouse import BisectionRecord, NoiseRecord, Warehouse, WarehouseError
 from strix_pipeline.warehouse.past_runs import deferred_runs, history_durations, measured_runs
 
 
@@ -71,6 +72,7 @@ class _Seen:
         self.durations: dict[Series, list[float]] = {}
         self.deferred: list[account.DeferredRun] = []
         self.noise: list[NoiseRecord] = []
+        self.bisections: list[BisectionRecord] = []  # the running ones
         self.note = ""
 
 
@@ -82,6 +84,7 @@ def _read(args: argparse.Namespace, config: StrixConfig) -> _Seen:
             seen.rows = measured_runs(wh)
             seen.deferred = deferred_runs(wh)
             seen.noise = wh.latest_noise()
+            seen.bisections = wh.list_bisections(status="running")
             for host, runs in config.runs.items():
                 for r in runs:
                     key = (host, r.engine, r.model, r.profile)
@@ -157,7 +160,12 @@ def week_text(
             f"  week: {placed} of {len(mine)} runs over {len(plan.nights)} night(s), production stopped "
             f"{stops} time(s) (once per night); left for next week: {left}"
         ]
-    return out + pairs_text(config, seen.noise)
+    a = config.analysis
+    return (
+        out
+        + pairs_text(config, seen.noise)
+        + week_lines(seen.bisections, a.compare_max_pairs, a.bisect_max_pairs)
+    )
 
 
 def pairs_text(config: StrixConfig, noise: list[NoiseRecord]) -> list[str]:

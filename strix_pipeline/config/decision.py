@@ -108,6 +108,14 @@ class AnalysisConfig(_Strict):
 
     # the most benchmark runs one bisection may spend; it stops there saying how far it got
     bisect_max_runs: PosInt = 6
+    # how the sensor's bisections are decided where the pairs method can run them (llama-server releases
+    # on host local, a figure a comparison by pairs measures): "pairs", every midpoint compared afresh
+    # with its brackets and the release named checked against its predecessor; "runs", one stored
+    # benchmark run per step (the way a Box's images are bisected)
+    bisect_by: Literal["pairs", "runs"] = "pairs"
+    # the most pairs one bisection by pairs spends in all (two engine starts each); a step, two
+    # comparisons of up to compare_max_pairs pairs, is not begun when it could pass it
+    bisect_max_pairs: Annotated[int, Field(ge=2)] = 200
     # one pinned build benchmarked every week, analysed over time: a step in it is the host, not an
     # engine. "baseline": the baseline engine's installed build on each local host (a Docker host
     # needs a pinned "engine:tag", e.g. "llamacpp:server-rocm-b6500"); "none": no canary.

@@ -93,7 +93,8 @@ def engine_sides(config: StrixConfig, matchup: str) -> EngineSides | str:
 
 def pair_spec(config: StrixConfig, sides: EngineSides) -> PairSpec:
     """What each run sends after its warm-up: the decision's level of the baseline run's profile --
-    its clients, prompt and output sizes -- over MIN_TTFT_REQUESTS requests; no prefill, no decode."""
+    its clients, prompt and output sizes -- over MIN_TTFT_REQUESTS requests; no prefill, no decode, no
+    evaluation set (the decision judges the engines' answers on the weekly runs, C7)."""
     profile = config.profiles[sides.baseline.profile]
     sweep = profile.concurrency_sweep
     return PairSpec(
@@ -105,6 +106,7 @@ def pair_spec(config: StrixConfig, sides: EngineSides) -> PairSpec:
         ttft_output_tokens=sweep.output_tokens,
         request_timeout_s=profile.request_timeout_s,
         seed=profile.seed,
+        quality=False,
     )
 
 

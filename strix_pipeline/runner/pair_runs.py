@@ -33,6 +33,9 @@ used outside the engine and the client, the CPU frequency, and the slowdown of a
 server is up, or an idle server that slows the job would have its own side excluded more often; a
 busy run's pair is dropped and re-run.
 
+After the figures each run answers the evaluation set (the ``quality`` scenario, greedy, one client):
+its answers go with the run's figures, never into them.
+
 The warm-up is the suite's smoke request (one text request, its JSON check off): it runs first,
 its records are kept apart and its time is reported as the run's warm-up, never in a figure.
 """
@@ -144,6 +147,7 @@ class PairSpec:
     ttft_output_tokens: int = 16
     request_timeout_s: float = 120.0
     seed: int = 1234
+    quality: bool = True  # each run answers the evaluation set after its figures (never inside them)
 
     @classmethod
     def of(cls, profile: ScenarioProfile) -> PairSpec:
@@ -170,15 +174,19 @@ class PairSpec:
 
     def profile(self) -> ScenarioProfile:
         """The suite's profile that sends exactly this: smoke (the warm-up), one level of 5 clients
-        (no warm-up of its own: the one per start is the smoke request), one prefill level, decode;
-        a part with no requests (0) is left out."""
+        (no warm-up of its own: the one per start is the smoke request), one prefill level, decode,
+        then the evaluation set (``quality``); a part with no requests (0) is left out."""
         parts = {
             "concurrency_sweep": self.ttft_requests,
             "prefill_ladder": self.prefill_requests,
             "decode": self.decode_requests,
         }
         return ScenarioProfile(
-            scenarios=["smoke", *(name for name, n in parts.items() if n)],
+            scenarios=[
+                "smoke",
+                *(name for name, n in parts.items() if n),
+                *(["quality"] if self.quality else []),
+            ],
             request_timeout_s=self.request_timeout_s,
             seed=self.seed,
             smoke=SmokeSpec(output_tokens=8, json_check=False),
@@ -249,8 +257,13 @@ def figures_of(result: SuiteResult, spec: PairSpec) -> RunFigures:
         v = getattr(sweep, name) if sweep is not None else None
         if v:
             values[name] = v
+    answers = {a.item_id: a.passed for a in result.quality} if spec.quality else None
     return RunFigures(
-        values, warmup_ms=warm[0].e2e_ms, measured_requests=len(measured), failed_requests=failed
+        values,
+        warmup_ms=warm[0].e2e_ms,
+        measured_requests=len(measured),
+        failed_requests=failed,
+        quality=answers or None,
     )
 
 

@@ -20,6 +20,10 @@ No side is left out for free:
 - A busy host excludes a run, but a side excluded more often than the other is a side selected on
   its good runs: when the exclusions differ (EXCLUSIONS_DIFFER_P) every verdict is void, said why.
 
+Correctness is measured beside the speed: each run answers the evaluation set (strix_pipeline/quality),
+each side's answers are compared item by item with the other's, and a side scoring lower with
+confidence at ``alpha`` is *different (quality)* whatever its speed.
+
 The family-wise error: a comparison's verdict is its primary metric's (the first asked, unless
 named), wrong with probability <= ``alpha`` over all its looks; the other metrics are descriptive,
 each at ``alpha`` on its own, with no family-wise statement (docs/comparing.md).
@@ -32,10 +36,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from strix_pipeline.quality import score as quality_score
 from strix_pipeline.runner.pair_model import (
     EXCLUSIONS_DIFFER_P,
     FAILURES_ALIKE_P,
@@ -54,6 +59,16 @@ from strix_pipeline.runner.pair_model import (
 from strix_pipeline.stats import paired
 from strix_pipeline.stats.proportions import Proportions, two_proportions
 from strix_pipeline.warehouse.comparisons import ComparisonRecord, ComparisonRun
+
+
+def drop_budget(cap: int) -> int:
+    """The pairs a comparison may drop for failed or excluded runs before its ladder takes what it has."""
+    return max(2, cap // 2)
+
+
+def most_pairs(cap: int) -> int:
+    """The most pairs one comparison attempts: ``cap`` kept, the drops it allows and the one past them."""
+    return cap + drop_budget(cap) + 1
 
 
 def _order_text(o: paired.Order) -> str:
@@ -84,6 +99,7 @@ def compare_releases(
     margin_share: float = 1.0,
     seed: int = 0,
     max_dropped: int | None = None,
+    descriptive: Mapping[str, str] | None = None,
     progress: Progress = print,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> PairsResult:
@@ -93,12 +109,20 @@ def compare_releases(
     ``margin_share``: the equivalence margin *same* is judged at, as a share of the target;
     ``pairs``: pairs before the first look (default 3, the ladder's first step); ``cap``: the most
     kept pairs; ``max_dropped``: the most pairs dropped for a failed or excluded run before the
-    ladder takes what it has (default: half the cap, at least 2).
+    ladder takes what it has (default: half the cap, at least 2); ``descriptive``: metrics reported
+    but never deciding here, with why (pair_model.descriptive_only): never the primary, no pair run
+    for them, their verdict withheld.
     """
+    descriptive = dict(descriptive or {})
     unknown = [m for m in metrics if m not in METRICS]
     if unknown:
         raise ValueError(f"no such metric to compare: {', '.join(unknown)} (known: {', '.join(METRICS)})")
-    primary = metrics[0] if primary is None and metrics else primary
+    if primary is None:
+        primary = next((m for m in metrics if m not in descriptive), None)
+        if primary is None and metrics:
+            raise ValueError(f"every metric asked is {'; '.join(descriptive.values())}: none can decide")
+    if primary in descriptive:
+        raise ValueError(f"--primary {primary}: {descriptive[primary]}")
     if primary not in metrics:
         raise ValueError(f"the primary metric {primary} is not among those compared ({', '.join(metrics)})")
     if pairs is not None and pairs < 2:
@@ -107,7 +131,7 @@ def compare_releases(
         cap = pairs  # a first look beyond the cap would never come: the cap rises to meet it
     ladder = _first_look(pairs, cap)
     plan = paired.looks_of(ladder, cap)  # refuses a cap below 2 before any server starts
-    max_dropped = max(2, cap // 2) if max_dropped is None else max_dropped
+    max_dropped = drop_budget(cap) if max_dropped is None else max_dropped
     started = now()
     comparison_id = (
         "cmp-"
@@ -190,7 +214,8 @@ def compare_releases(
 
     state = ladders(exhausted=False)
     while True:
-        want = max((s.next_pairs for s in state.values() if not s.done), default=None)
+        deciding = [s for name, s in state.items() if name not in descriptive]
+        want = max((s.next_pairs for s in deciding if not s.done), default=None)
         if want is None and withheld(state) and dropped <= max_dropped:
             want = next((n for n in plan if n > len(kept)), None)
         if want is None:
@@ -221,6 +246,9 @@ def compare_releases(
             )
             break
 
+    if descriptive:  # looked at on the pairs the deciding metrics ran, reported, never deciding
+        last = ladders(exhausted=True)
+        state |= {name: last[name] for name in descriptive if name in state}
     failures, exclusions = _failures(runs), _exclusions(runs)
     void = None
     if exclusions.p_value < EXCLUSIONS_DIFFER_P:
@@ -238,7 +266,18 @@ def compare_releases(
     kept_orders = tuple(_order_text(k) for k, _ in kept)
     results = tuple(
         _metric_result(
-            a, b, name, state[name], kept, kept_orders, target, alpha, cap, name == primary, void, unalike
+            a,
+            b,
+            name,
+            state[name],
+            kept,
+            kept_orders,
+            target,
+            alpha,
+            cap,
+            name == primary,
+            void or descriptive.get(name),
+            unalike,
         )
         for name in metrics
     )
@@ -260,6 +299,7 @@ def compare_releases(
         failures,
         exclusions,
         void,
+        *_quality(runs, alpha),
     )
     progress(f"{result.headline()} ({result.family_text()})")
     return result
@@ -281,6 +321,28 @@ def _exclusions(runs: Sequence[PairRun]) -> Proportions:
     n = {s: sum(r.side == s for r in runs) for s in ("A", "B")}
     k = {s: sum(r.side == s and r.excluded for r in runs) for s in ("A", "B")}
     return two_proportions(k["A"], n["A"], k["B"], n["B"])
+
+
+def _answers(runs: Sequence[PairRun], side: Side) -> dict[str, bool]:
+    """A side's evaluation set, item by item: passed when most of its runs that answered it passed it
+    (greedy answers repeat; a majority keeps one odd run from deciding)."""
+    votes: dict[str, list[bool]] = {}
+    for r in runs:
+        if r.side == side and r.figures is not None and not r.excluded and r.figures.quality:
+            for item, ok in r.figures.quality.items():
+                votes.setdefault(item, []).append(ok)
+    return {item: 2 * sum(v) > len(v) for item, v in votes.items()}
+
+
+def _quality(
+    runs: Sequence[PairRun], alpha: float
+) -> tuple[quality_score.QualityComparison | None, quality_score.QualityComparison | None]:
+    """B's evaluation set against A's, then A's against B's (None: a side answered none): a side
+    scoring lower with confidence is *different (quality)*, whatever its speed."""
+    a, b = _answers(runs, "A"), _answers(runs, "B")
+    if not a or not b:
+        return None, None
+    return quality_score.compare(a, b, alpha), quality_score.compare(b, a, alpha)
 
 
 def _usable(v: float | None) -> bool:
@@ -386,6 +448,8 @@ def records(result: PairsResult) -> tuple[list[ComparisonRecord], list[Compariso
             excluded_a=result.exclusions.k1,
             excluded_b=result.exclusions.k2,
             exclusion_p=result.exclusions.p_value,
+            scores_lower=result.scores_lower,
+            quality_p=result.quality_b.p_value if result.quality_b is not None else None,
         )
         for m in result.metrics
     ]

@@ -17,7 +17,7 @@ from strix_pipeline.warehouse.arrow import records_table
 from strix_pipeline.warehouse.connection import WarehouseError, in_transaction, insert
 
 # The allowed values, checked here for every backend (DuckLake has no CHECK constraints).
-BISECTION_STATUSES = ("running", "found", "inconclusive", "exhausted", "nothing_between")
+BISECTION_STATUSES = ("running", "found", "inconclusive", "exhausted", "nothing_between", "drift")
 STEP_SIDES = ("before", "after", "inconclusive", "skipped")
 
 

@@ -70,6 +70,10 @@ class ComparisonRecord:
     excluded_a: int | None = None  # runs left out for a busy host, per side
     excluded_b: int | None = None
     exclusion_p: float | None = None
+    # the evaluation set, item by item: the side answering fewer with confidence ('A' | 'B'), and the
+    # one-sided p-value of B answering fewer than A (None: no evaluation set answered)
+    scores_lower: str | None = None
+    quality_p: float | None = None
 
 
 @dataclass
@@ -101,11 +105,12 @@ def _check(rows: list[ComparisonRecord], runs: list[ComparisonRun]) -> str:
     if len(ids) != 1:
         raise WarehouseError(f"a comparison is saved whole: one comparison_id, not {sorted(ids)}")
     for r in rows:
-        if r.fails_more not in (None, *RUN_SIDES):
-            raise WarehouseError(
-                f"comparison {r.comparison_id} {r.metric}: fails_more must be A, B or None "
-                f"(got {r.fails_more!r})"
-            )
+        for name in ("fails_more", "scores_lower"):
+            if getattr(r, name) not in (None, *RUN_SIDES):
+                raise WarehouseError(
+                    f"comparison {r.comparison_id} {r.metric}: {name} must be A, B or None "
+                    f"(got {getattr(r, name)!r})"
+                )
         if r.verdict not in COMPARISON_VERDICTS:
             raise WarehouseError(
                 f"comparison {r.comparison_id} {r.metric}: verdict must be one of "

@@ -6,6 +6,11 @@ is the release's true value times a log-normal draw with coefficient of variatio
 seeded stream, so a test knows both the step and the noise the comparison faces. Runs whose number
 is in ``fail_runs`` (1-based, in the order they are started) raise RunFailed, as an engine that
 died would.
+
+A family of releases: ``factors`` gives each release its own speed against ``a_tag``'s (a gradual drift,
+two steps), overriding ``changed``/``factor``; ``host_factor`` scales every run whatever the release (the
+host as it is now, slower or faster than when stored runs were taken). Every run answers the evaluation
+set; a release in ``corrupt`` answers every item wrongly (an engine that corrupts its output).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
+from strix_pipeline.quality.items import ITEMS
 from strix_pipeline.runner.pair_model import ComparedRelease, RunFailed, RunFigures
 
 TRUE = {"decode_tokens_per_s": 50.0, "prefill_tokens_per_s": 1200.0}
@@ -34,6 +40,11 @@ class PairStandIn:
     # None: b_tag alone
     changed: frozenset[str] | None = None
     broken: frozenset[str] = frozenset()  # releases that never start: every run of them fails
+    factors: dict[str, float] = field(default_factory=dict)  # per release; overrides changed/factor
+    host_factor: float = 1.0  # every run, whatever the release
+    # the evaluation set: every run answers it (all items right), a release in ``corrupt`` wrongly
+    answers: bool = True
+    corrupt: frozenset[str] = frozenset()
     calls: list[str] = field(default_factory=list)  # "<tag> <label>", in order
     rng: random.Random = field(init=False)
     latency_rng: random.Random = field(init=False)  # its own stream: the throughput draws stay as they were
@@ -51,7 +62,7 @@ class PairStandIn:
                 f"llama-server exited with code -9 during decode (stand-in run {len(self.calls)})"
             )
         stepped = release.tag in self.changed if self.changed is not None else release.tag == self.b_tag
-        scale = self.factor if stepped else 1.0
+        scale = self.factors.get(release.tag, self.factor if stepped else 1.0) * self.host_factor
         sigma = math.sqrt(math.log1p(self.cv**2))  # log-normal with this coefficient of variation
         values = {m: v * scale * math.exp(self.rng.gauss(-(sigma**2) / 2, sigma)) for m, v in TRUE.items()}
         values |= {
@@ -62,7 +73,8 @@ class PairStandIn:
             m: v * scale * math.exp(self.engine_rng.gauss(-(sigma**2) / 2, sigma))
             for m, v in TRUE_ENGINE.items()
         }
-        return RunFigures(values, warmup_ms=900.0, engine_build=f"{release.tag}-standin")
+        quality = {i.item_id: release.tag not in self.corrupt for i in ITEMS} if self.answers else None
+        return RunFigures(values, warmup_ms=900.0, engine_build=f"{release.tag}-standin", quality=quality)
 
 
 def materialized_metadata(asset, config_path, runner) -> dict:

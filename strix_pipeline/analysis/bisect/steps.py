@@ -1,10 +1,10 @@
-"""Bisection against the warehouse: which releases lie between a change's brackets, and each step.
+"""Bisection against the warehouse: a confirmed change's brackets, the releases between, each step.
 
-The search itself is analysis/bisect/search.py (pure). Here: a confirmed change's series and brackets, the
-releases between them that were never benchmarked (the engine's image versions the refresh found: the
-package index's releases on host `local`, a registry's tags such as llama.cpp's `server-rocm-b<N>` on
-a Box; floating tags have no order and are left out), the figure of each run with its interval, and
-the stored state (warehouse/bisections.py). One step = one benchmark run of the release
+The search itself is analysis/bisect/search.py (pure); the releases between the brackets are
+analysis/bisect/releases.py's. Here: a confirmed change's series and brackets, the figure of each run
+with its interval, and the stored state (warehouse/bisections.py). A bisection the pairs method can run
+here (runner/pair_bisect.can_bisect) waits for its pair job (``next_key`` starts ``BY_PAIRS``): fresh
+pairs decide it, never the stored runs. Otherwise one step = one benchmark run of the release
 ``next_key`` names (a partition of ``benchmark_run``): the Dagster layer runs it (job ``bisect_job``,
 requested by ``bisect_sensor``, or `strix bisect` by hand), then :func:`advance` reads the run, puts it
 on a side and names the next release, until the first release that shows the change is found, the
@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 
+from strix_pipeline.analysis.bisect.releases import Candidate, releases_between
 from strix_pipeline.analysis.bisect.search import Figure, Search, Side, runs_bound, side_of
 from strix_pipeline.analysis.floor import series_noise_pct
 from strix_pipeline.analysis.series import MEMORY_SCENARIO, Series, SeriesPoint, load_series
@@ -33,6 +34,9 @@ from strix_pipeline.warehouse import BisectionRecord, BisectionStep, ChangeRecor
 
 NOISE_Z = 2.0  # the half-width of a metric's interval without its own, in the series' noise
 BISECT_TAG = "strix/bisect"  # the Dagster tag of a bisection's benchmark runs (the bisection's id)
+# a bisection decided by pairs (runner/pair_bisect.py, run by pair_bisect_job) waits with this before
+# the partition of its first midpoint: the sensor launches the pair job, :func:`advance` leaves it be
+BY_PAIRS = "by-pairs:"
 
 RUN_SQL = """
 SELECT run_id, status, usable, fingerprint, failure_reason, started_at
@@ -53,13 +57,6 @@ RUN_IMAGE_SQL = "SELECT image_digest FROM runs WHERE run_id = ?"
 
 class BisectError(ValueError):
     """A bisection that cannot be set up: the message names the metric, the series or the version."""
-
-
-@dataclass(frozen=True)
-class Candidate:
-    version: str
-    key: str  # the partition of benchmark_run that benchmarks it
-    digest: str
 
 
 # ---- figures ---------------------------------------------------------------------------------------
@@ -148,40 +145,6 @@ def _image_of(wh: Warehouse, run_id: str, images: list[ImageRecord]) -> ImageRec
     return next((i for i in images if i.digest == digest), None)
 
 
-def _label(image: ImageRecord) -> str:
-    return image.version or image.tag
-
-
-def tag_family(tag: str) -> str:
-    """What a tag is a release *of*: ``server-rocm-b6500`` -> ``server-rocm-b``, ``v0.11.0`` -> ``v``.
-    One repository may publish several builds side by side (ROCm, Vulkan): a bisection stays in one."""
-    return re.sub(r"\d[\w.+-]*$", "", tag)
-
-
-def releases_between(
-    images: list[ImageRecord], first: ImageRecord, last: ImageRecord, measured: set[str]
-) -> list[Candidate]:
-    """The releases of the brackets' source strictly between them in version order, never benchmarked
-    in the series (``measured``: its version labels): the same registry, repository and tag family
-    (llama.cpp's ``server-rocm-b<N>`` stays among ROCm builds). Floating tags and gone ones are left out."""
-    family = tag_family(first.tag)
-    same = [
-        i
-        for i in images
-        if i.engine == first.engine
-        and i.registry == first.registry
-        and i.repository == first.repository
-        and tag_family(i.tag) == family
-        and not i.gone
-        and not i.floating
-        and first.sort_key < i.sort_key < last.sort_key
-        and _label(i) not in measured
-    ]
-    unique = {i.digest: i for i in sorted(same, key=lambda i: (i.sort_key, i.last_seen))}
-    ordered = sorted(unique.values(), key=lambda i: i.sort_key)
-    return [Candidate(_label(i), partition_key(i.engine, i), i.digest) for i in ordered]
-
-
 def _candidates(b: BisectionRecord) -> list[Candidate]:
     return [Candidate(**c) for c in json.loads(b.candidates)]
 
@@ -205,9 +168,11 @@ def start(
     max_runs: int | None = None,
     now: datetime | None = None,
     loaded: list[Series] | None = None,
+    by_pairs: bool = False,
 ) -> BisectionRecord:
     """Set up (and store) the bisection of one change between the brackets ``before`` and ``after``
-    (``loaded``: the warehouse's series when the caller has read them already)."""
+    (``loaded``: the warehouse's series when the caller has read them already). ``by_pairs``: it is
+    decided by fresh pairs (the brackets too), never by the stored runs: it waits for the pair job."""
     now = now or datetime.now(UTC)
     series = find_series(
         wh,
@@ -257,7 +222,17 @@ def start(
         started_at=now,
         updated_at=now,
     )
-    if not candidates:
+    if by_pairs:
+        middle = candidates[Search(len(candidates)).next_index() or 0] if candidates else None
+        first = middle.key if middle else partition_key(engine, a_image)
+        record = replace(
+            record,
+            next_key=BY_PAIRS + first,
+            reason=f"{len(candidates)} release(s) between {before} and {after}, to be bisected by pairs "
+            "(the brackets compared afresh, each midpoint with both, the release named checked against "
+            "its predecessor)",
+        )
+    elif not candidates:
         record = replace(
             record,
             status="nothing_between",
@@ -316,8 +291,8 @@ def advance(
     """Read the step's run (a run of ``next_key``'s release started since the step was set), decide its
     side, store the step and set the next one. Without such a run the bisection waits, unchanged --
     unless ``ran`` (the step's Dagster run has ended): then the step is skipped as storing no run."""
-    if b.status != "running" or not b.next_key:
-        return b
+    if b.status != "running" or not b.next_key or b.next_key.startswith(BY_PAIRS):
+        return b  # a bisection by pairs is decided by its pair job, never by a stored run
     now = now or datetime.now(UTC)
     candidates = _candidates(b)
     index = next(i for i, c in enumerate(candidates) if c.key == b.next_key)
@@ -434,10 +409,16 @@ def bisectable(c: ChangeRecord) -> bool:
 
 
 def plan_bisections(
-    wh: Warehouse, config: StrixConfig, changes: list[ChangeRecord], *, now: datetime | None = None
+    wh: Warehouse,
+    config: StrixConfig,
+    changes: list[ChangeRecord],
+    *,
+    now: datetime | None = None,
+    by_pairs: Callable[[ChangeRecord], bool] = lambda _: False,
 ) -> list[BisectionRecord]:
     """Start the bisection of each bisectable change that has none yet; a change that cannot be
-    bisected (no figure, brackets not found) is stored as such, with the reason."""
+    bisected (no figure, brackets not found) is stored as such, with the reason. ``by_pairs``: which
+    changes the pairs method can bisect here (runner/pair_bisect.can_bisect)."""
     known = {b.bisection_id for b in wh.list_bisections()}
     todo = [c for c in changes if bisectable(c) and c.change_id not in known]
     loaded = load_series(wh) if todo else []
@@ -459,6 +440,7 @@ def plan_bisections(
                     change_id=c.change_id,
                     now=now,
                     loaded=loaded,
+                    by_pairs=by_pairs(c),
                 )
             )
         except BisectError:
@@ -472,7 +454,8 @@ def advance_all(wh: Warehouse, config: StrixConfig, *, now: datetime | None = No
 
 
 def pending_steps(wh: Warehouse) -> list[BisectionRecord]:
-    """The running bisections and the release each waits for (``next_key``)."""
+    """The running bisections and the release each waits for (``next_key``; one by pairs waits for its
+    pair job: ``BY_PAIRS`` + its first midpoint's partition)."""
     return [b for b in wh.list_bisections(status="running") if b.next_key]
 
 

@@ -9,8 +9,9 @@ robust enough for three pairs of throughput figures), and *different* needs that
 least half the 5 % target, rarer still. So the verdict is *same* or *inconclusive*, never
 *different*, and when it is not *same* the interval contains 1. The run also shows what the unit
 tests cannot: a real engine start per run, llama-server's own prefill timings, the warm-up kept
-apart, and the stored rows. About 1-2 minutes on 2 cores (6 starts of Gemma 3 270M, a 128-token
-decode, three 256-token prefills and five requests at 5 clients each).
+apart, the evaluation set answered by every run (the same build answers alike: it cannot score lower),
+and the stored rows. About 1-2 minutes on 2 cores (6 starts of Gemma 3 270M, a 128-token decode, three
+256-token prefills, five requests at 5 clients and the evaluation set's short items each).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 from conftest import need
 from support.pipeline_helpers import llama_available
 
+from strix_pipeline.quality.items import ITEMS
 from strix_pipeline.runner.pair_model import METRICS
 from strix_pipeline.runner.pair_runs import HostWatch, LocalLlamaRuns, PairSpec, resolve_release
 from strix_pipeline.runner.pairs import compare_releases, records
@@ -66,6 +68,8 @@ def test_the_installed_llama_server_against_itself_is_not_different(tmp_path) ->
         noise = r.figures.host_noise
         assert noise is not None and noise.probe_slowdown_pct is not None and noise.probe_slowdown_pct >= 0
         assert r.figures.values["prefill_tokens_per_s"] > 0 and r.figures.values["decode_tokens_per_s"] > 0
+        assert r.figures.quality is not None and set(r.figures.quality) == {i.item_id for i in ITEMS}
+    assert result.scores_lower is None and not result.headline().startswith("different (quality)")
     m = {x.metric: x for x in result.metrics}["decode_tokens_per_s"]
     assert (m.pairs, m.looks) == (3, 1)
     assert m.verdict in ("same", "inconclusive"), m.ladder.describe()

@@ -22,6 +22,8 @@ def standin(monkeypatch, tmp_path):
     monkeypatch.setattr(pair_runs, "installed_llama_release", lambda: "11434.0.0")
     monkeypatch.setattr(pair_runs.llamacpp_build, "find_release", {"11401.0.0": tmp_path / "bin"}.get)
     monkeypatch.setattr(pair_runs, "cached_releases", lambda: ["b11401"])
+    # a host with cores to spare: TTFT at 5 clients may decide (on 2 cores it is descriptive only)
+    monkeypatch.setattr(compare_cli.os, "cpu_count", lambda: 8)
     engine = PairStandIn(factor=0.95, cv=0.02, seed=3)
     monkeypatch.setattr(compare_cli, "local_runs", lambda *a, **k: engine)
     return engine
@@ -83,3 +85,24 @@ def test_an_unknown_release_is_refused_by_name_before_any_run(tmp_path, capsys, 
     assert strix_main(["--config", str(path), "compare", "b11434", "b11434", "--engine", "vllm"]) == 2
     assert "llama-server releases on host local" in capsys.readouterr().out
     assert standin.calls == []
+
+
+def test_on_a_two_core_host_ttft_at_five_clients_is_reported_and_never_decides(
+    tmp_path, capsys, standin, monkeypatch
+) -> None:
+    monkeypatch.setattr(compare_cli.os, "cpu_count", lambda: 2)
+    path = write_config(tmp_path)
+    args = ["--config", str(path), "compare", "b11401", "b11434", "--seed", "11"]
+    assert strix_main([*args, "--metric", "ttft_p50_ms", "--metric", "decode_tokens_per_s"]) == 0
+    out = capsys.readouterr().out
+    # said up front, then the headline is decode's though TTFT was asked first
+    assert "descriptive only: ttft_p50_ms at 5 clients on a 2-core host" in out.split("pair 1 ")[0]
+    headline = next(x for x in out.splitlines() if x.startswith("verdict: "))
+    assert headline.startswith("verdict: decode_tokens_per_s -"), headline
+    line = next(x for x in out.splitlines() if "ttft_p50_ms" in x and "→" in x)
+    assert "different" not in line, line  # a 5 % step it would call, withheld
+    with Warehouse.open(load_config(path).warehouse_path(), read_only=True) as wh:
+        (ttft,) = [r for r in wh.list_comparisons() if r.metric == "ttft_p50_ms"]
+    assert ttft.verdict == "inconclusive" and not ttft.primary_metric and "descriptive only" in ttft.withheld
+    assert strix_main([*args, "--primary", "ttft_p50_ms"]) == 2  # it cannot be made to decide
+    assert "descriptive only" in capsys.readouterr().out

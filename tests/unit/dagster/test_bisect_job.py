@@ -1,4 +1,6 @@
-"""A confirmed change is bisected through Dagster to the first release that shows it.
+"""A confirmed change is bisected through Dagster to the first release that shows it, by runs (the
+method a Box's images are bisected by; ``[analysis] bisect_by = "runs"`` makes host local's go that way
+too: the way by pairs is tests/unit/dagster/test_bisect_sensor_pairs.py).
 
 Everything is the pipeline's own but the engine (support/versioned_standin.py): the benchmark asset
 run as ``benchmark_job`` and ``bisect_job`` partitions, the spool and warehouse, the ``regressions``
@@ -45,7 +47,7 @@ def release(n: int) -> ImageRecord:
 def setup(tmp_path, monkeypatch):
     path = write_config(tmp_path)
     (tmp_path / "analysis.toml").write_text("")
-    text = path.read_text() + '\n[analysis]\nbisect_max_runs = 6\ncanary = "none"\n'
+    text = path.read_text() + '\n[analysis]\nbisect_max_runs = 6\nbisect_by = "runs"\ncanary = "none"\n'
     path.write_text(text)
     config = load_config(path)
     config.warehouse_path().parent.mkdir(parents=True, exist_ok=True)

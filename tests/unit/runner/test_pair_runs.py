@@ -15,7 +15,8 @@ import pytest
 from strix_pipeline.config import SLO, ScenarioProfile
 from strix_pipeline.loadgen import SuiteResult
 from strix_pipeline.loadgen.metrics import aggregate_level
-from strix_pipeline.records import LevelAggregate, RequestRecord, RequestTable
+from strix_pipeline.quality.items import ITEMS, set_version
+from strix_pipeline.records import LevelAggregate, QualityAnswer, RequestRecord, RequestTable
 from strix_pipeline.runner import pair_runs
 from strix_pipeline.runner.pair_model import ComparedRelease, RunFailed
 from strix_pipeline.runner.pair_runs import (
@@ -66,7 +67,8 @@ def test_a_profile_gives_enough_tokens_and_requests() -> None:
     assert (spec.decode_requests, spec.decode_output_tokens) == (5, 64)
     assert (spec.prefill_tokens, spec.prefill_requests) == (128, 3)
     profile = spec.profile()
-    assert profile.scenarios == ["smoke", "concurrency_sweep", "prefill_ladder", "decode"]
+    # the evaluation set last: its answers go with the run, never into its figures
+    assert profile.scenarios == ["smoke", "concurrency_sweep", "prefill_ladder", "decode", "quality"]
     # TTFT at 5 clients over >= 20 requests, no warm-up of its own (the one per start is the smoke)
     sweep = profile.concurrency_sweep
     assert (sweep.levels, sweep.requests_for(5), sweep.warmup) == ([5], 20, 0)
@@ -128,6 +130,19 @@ def test_the_figures_are_the_weekly_series_sums_the_engines_prefill_apart_the_wa
     }
     assert figs.warmup_ms == 1234.0
     assert (figs.measured_requests, figs.failed_requests, figs.failure_rate) == (6, 0, 0.0)
+
+
+def test_a_run_s_figures_carry_its_evaluation_set_answers_item_by_item() -> None:
+    result = suite()
+    result.quality = [
+        QualityAnswer("r", set_version(), item.item_id, item.item_id != ITEMS[0].item_id, "x")
+        for item in ITEMS
+    ]
+    figs = figures_of(result, PairSpec())
+    assert figs.quality == {item.item_id: item.item_id != ITEMS[0].item_id for item in ITEMS}
+    assert "quality" not in figs.values  # beside the figures, never one of them
+    assert figures_of(suite(), PairSpec()).quality is None  # a run that answered none
+    assert figures_of(result, PairSpec(quality=False)).quality is None
 
 
 def test_a_pair_figure_is_the_weekly_series_figure_of_the_same_requests() -> None:

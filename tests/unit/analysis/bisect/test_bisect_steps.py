@@ -1,4 +1,4 @@
-"""Which releases a bisection searches (analysis/bisect/steps.releases_between): registry tags on a Box as
+"""Which releases a bisection searches (analysis/bisect/releases.releases_between): registry tags on a Box as
 well as the package index's releases on host `local`."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC, datetime
 
-from strix_pipeline.analysis.bisect.steps import releases_between, tag_family
+from strix_pipeline.analysis.bisect.releases import releases_between, tag_family
 from strix_pipeline.records import ImageRecord
 from strix_pipeline.registry.versions import version_sort_key
 
