@@ -7,13 +7,14 @@ The image is assembled from this machine's installed Debian packages (``systemd`
 takes ``g++``), plus the ``docker`` CLI binary: nothing is downloaded. The container runs with
 ``--network host`` (dockerd here has no bridge), so it starts nothing that binds a port but its sshd on
 the test's loopback port; the units that would touch the host or wait for hardware (networkd,
-resolved, udev, getty, sysctl, modules, binfmt, the kernel's mounts) are masked. ``/run`` and
-``/run/lock`` are tmpfs; ``/sys/fs/cgroup`` is the container's own (a private cgroup namespace),
-which systemd on cgroup v1 needs writable for its ``name=systemd`` hierarchy: that takes
-``--privileged`` on this dockerd (20.10, cgroup v1), with the masks above keeping it off the host.
+resolved, udev, getty, sysctl, modules, binfmt, the kernel's mounts) are masked. On this dockerd
+(20.10, cgroup v1, ``--bridge=none --iptables=false``) systemd runs as PID 1 without
+``--privileged``: ``/run`` and ``/run/lock`` as tmpfs and ``/sys/fs/cgroup`` mounted read-only
+(:data:`RUN_FLAGS`) are enough -- it creates its units' cgroups below the container's own and boots
+to ``running``, the user's manager included.
 
 Inside: the user ``bench`` (in a ``docker`` group of the host socket's gid, so its ``docker`` CLI
-reaches this machine's dockerd through the mounted socket, as the other simulator images do), linger
+reaches this machine's dockerd through the mounted socket, as the simulator's ssh path does), linger
 enabled for it (``/var/lib/systemd/linger/bench``) unless the test turns it off, and sshd as a unit
 with PAM, so each ssh session is a logind session and gets ``XDG_RUNTIME_DIR`` as on a real Box.
 Production is a user unit of ``bench`` (``strix-production.service``) wrapping ``docker run`` of a
