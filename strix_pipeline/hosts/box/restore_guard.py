@@ -73,6 +73,8 @@ class Fallback:
             f"end=$(( $(date +%s) + {self.window_s} )); "
             'r() { echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) $*" >>"$F"; }; '
             f"h() {{ {health}; }}; "
+            'if [ -n "$U" ] && ! command -v curl >/dev/null 2>&1 && ! command -v wget >/dev/null 2>&1; '
+            'then r "neither curl nor wget on the Box: $U cannot be asked"; fi; '
             f'ids=$({dk} ps -aq --filter {MANAGED_FILTER} 2>>"$L"); '
             f'if [ -n "$ids" ]; then {dk} rm -f $ids >>"$L" 2>&1; '
             'r "removed managed containers" $ids "exit $?"; fi; '
@@ -85,7 +87,7 @@ class Fallback:
             f'[ -n "$ok" ] || why="$U did not answer within {self.health_wait_s} s of the start"; fi; '
             '[ -n "$ok" ] && break; [ $(date +%s) -ge $end ] && break; '
             f"sleep {self.retry_s}; done; "
-            f'if [ -n "$ok" ]; then r "$U answered"; echo {RESTORED} >>"$F"; '
+            f'if [ -n "$ok" ]; then r "${{U:-production}} answered"; echo {RESTORED} >>"$F"; '
             f'else echo "{FAILED} $why" >>"$F"; fi; '
             f'rm -f "$D/{n}.armed"'
         )

@@ -130,3 +130,10 @@ def test_the_systemd_form_is_a_transient_timer_at_the_delay():
         "--collect",
     ]
     assert argv[6:8] == ["/bin/sh", "-c"] and "docker start llama-prod" in argv[8]
+
+
+def test_without_a_health_url_a_start_that_exits_0_is_the_restore(tmp_path):
+    sh(rg.arm_script(rg.Fallback("box", "true", delay_s=1, retry_s=1, window_s=5)), tmp_path)
+    assert wait_for(tmp_path / ".local/state/strix-pipeline/strix-restore-box.fired", 15)
+    fired = rg.parse_fired(sh(rg.read_fired_script("box"), tmp_path).stdout)
+    assert fired is not None and fired.ok and fired.attempts[-1].endswith("production answered"), fired
