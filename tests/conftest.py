@@ -19,6 +19,7 @@ from support.llama_image import LlamaImage, llama_server_path, pushed_llama_imag
 from support.package_index import INDEX_ENV, session_index
 from support.pipeline_helpers import llama_available
 from support.postgres_server import postgres_binaries, start_postgres
+from support.systemd_box import systemd_box  # noqa: F401 - the systemd Box's fixture
 
 from strix_pipeline.warehouse import Warehouse
 

@@ -37,6 +37,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.sshd, pytest.mark.slow, pytest.mar
 KEY_ENV = "STRIX_TEST_SSH_KEY"
 OUTAGE_S = 20  # the planned outage: production must answer again within it
 HEALTH_S = 5
+FALLBACK_DELAY_S = 8
 
 
 def host(sshd: Sshd) -> DockerHostConfig:
@@ -65,7 +66,9 @@ def guard(sshd, production, state, restore_by, alerts, run_id) -> ProductionGuar
         restore_by=restore_by,
         alert=alerts,
         poll_interval_s=0.2,
-        fallback_min_delay_s=1,
+        # the Box's restore fires after the controller's own restore (a restore's time already past
+        # would fire it at once, mid-benchmark, taking the controller's turn)
+        fallback_min_delay_s=FALLBACK_DELAY_S,
     )
 
 

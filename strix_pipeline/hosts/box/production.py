@@ -229,7 +229,15 @@ class ProductionGuard:
         now = datetime.now(UTC)
         restore_by = self.restore_by or now + DEFAULT_OUTAGE
         delay = max(self.fallback_min_delay_s, (restore_time(restore_by, p) - now).total_seconds())
-        f = restore_guard.Fallback(self.host_name, self._start_shell(self.suspended_policy), int(delay))
+        f = restore_guard.Fallback(
+            self.host_name,
+            self._start_shell(self.suspended_policy),
+            int(delay),
+            health_url=str(p.health_url),
+            # from the firing to the outage's end: the start retried while it lasts
+            window_s=int(max(p.health_timeout_s, (restore_by - now).total_seconds() - delay)),
+            health_wait_s=p.health_timeout_s,
+        )
         try:
             self.armed = self._shell(restore_guard.arm_script(f), "arming the restore").strip()
         except Exception as e:  # noqa: BLE001 - ssh down, no shell: production is not stopped then
