@@ -25,6 +25,7 @@ from support.infra import free_port
 from support.private_dockerd import PrivateDockerd, private_dockerd_available
 
 from strix_pipeline.config import ProductionEngine
+from strix_pipeline.hosts.box.marker import HELD_FOR_NIGHT, read_marker
 from strix_pipeline.hosts.box.production import ProductionGuard
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -115,5 +116,46 @@ def test_a_dockerd_restarted_mid_benchmark_does_not_bring_production_back(policy
         dockerd.restart()
         assert settled(dockerd, ["production"])["production"][-1] == "running"
         assert state(dockerd, "production")[1] == policy
+    finally:
+        client.close()
+
+
+def test_a_night_handed_over_between_runs_keeps_the_policy_suspended_and_the_last_run_puts_it_back(
+    dockerd, tmp_path
+):
+    """A night spanning Dagster runs: the first run leaves production down for the next (its marker
+    holds the suspended policy), dockerd restarts in between, the next run adopts the marker and starts
+    production with its policy back."""
+    image = dockerd.import_busybox()
+    url = httpd(dockerd, image, "production", "always")
+    client = docker.DockerClient(base_url=dockerd.url, timeout=60)
+    state_dir = tmp_path / "state"
+
+    def guard(run_id: str) -> ProductionGuard:
+        return ProductionGuard(
+            "box",
+            ProductionEngine(container="production", health_url=url, health_timeout_s=15),
+            state_dir=state_dir,
+            client=client,
+            run_id=run_id,
+            poll_interval_s=0.2,
+            stop_timeout_s=5,
+            fallback=False,
+        )
+
+    try:
+        first = guard("night-a").__enter__()
+        first.hand_over("2026-12-07", ["night-a"], 1)
+        dockerd.restart()  # between the night's runs
+        assert settled(dockerd, ["production"])["production"] == ["exited"]
+        info = read_marker(state_dir, "box")
+        assert info is not None and info["state"] == HELD_FOR_NIGHT
+        assert info["restart_policy"]["Name"] == "always", info
+        last = guard("night-b")
+        last.adopt(info)
+        last.__exit__(None, None, None)
+        assert last.restored is True, last.restore_error
+        assert state(dockerd, "production") == ("running", "always", 0)
+        assert read_marker(state_dir, "box") is None
     finally:
         client.close()
