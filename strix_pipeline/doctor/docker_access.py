@@ -13,6 +13,7 @@ from strix_pipeline.config import DockerHostConfig, StrixConfig
 from strix_pipeline.doctor.box import _before_stop, _box_memory
 from strix_pipeline.doctor.check import Check
 from strix_pipeline.doctor.production import _production
+from strix_pipeline.doctor.restarters import restarter_checks
 from strix_pipeline.doctor.restore import _restore
 from strix_pipeline.hosts.docker import host as docker_host
 from strix_pipeline.hosts.docker.ssh import SshTarget, SshUserUnset, is_ssh, ssh_target
@@ -63,6 +64,7 @@ def _docker(config: StrixConfig, host: str, cfg: DockerHostConfig) -> Iterator[C
         yield from _before_stop(config, host, cfg, client, target)
         yield from _production(config, host, cfg, client, target)
         yield from _restore(host, cfg, target)
+        yield from restarter_checks(host, cfg, client)
     finally:
         client.close()
 

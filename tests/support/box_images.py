@@ -106,9 +106,18 @@ def push_image(
 
 
 @contextmanager
-def production_httpd(client, busybox: str, name_prefix: str) -> Iterator[tuple[str, str]]:
+def production_httpd(
+    client,
+    busybox: str,
+    name_prefix: str,
+    *,
+    restart: str | None = None,
+    labels: dict[str, str] | None = None,
+) -> Iterator[tuple[str, str]]:
     """Production's engine as the tests have it: a busybox httpd on a free loopback port answering
-    its health URL, removed afterwards; yields (container name, health URL) once it answers."""
+    its health URL, removed afterwards; yields (container name, health URL) once it answers.
+    ``restart``: its own restart policy (``always``, ``on-failure:3``), as ``docker run --restart``
+    takes it; ``labels``: its labels (a compose project's, watchtower's)."""
     port = free_port()
     name = f"{name_prefix}-{port}"
     c = client.containers.run(
@@ -122,6 +131,8 @@ def production_httpd(client, busybox: str, name_prefix: str) -> Iterator[tuple[s
         detach=True,
         network_mode="host",
         name=name,
+        labels=labels or {},
+        restart_policy=_restart_policy(restart),
     )
     try:
         url = f"http://127.0.0.1:{port}/health"
@@ -134,18 +145,27 @@ def production_httpd(client, busybox: str, name_prefix: str) -> Iterator[tuple[s
         c.remove(force=True)
 
 
+def _restart_policy(restart: str | None) -> dict[str, object] | None:
+    if not restart:
+        return None
+    name, _, count = restart.partition(":")
+    return {"Name": name, "MaximumRetryCount": int(count or 0)} if name == "on-failure" else {"Name": name}
+
+
 @dataclass
 class ProductionWatch:
-    """Polls ``docker inspect`` of the production container until stopped: every state it was seen in."""
+    """Polls ``docker inspect`` of the production container until stopped: every state it was seen in
+    (``fmt``: what of it is read, by default its status)."""
 
     name: str
     interval_s: float = 0.1
+    fmt: str = "{{.State.Status}}"
     states: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
     def _state(self) -> str:
-        argv = ["docker", "inspect", "-f", "{{.State.Status}}", self.name]
+        argv = ["docker", "inspect", "-f", self.fmt, self.name]
         return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False).stdout.strip()
 
     def _loop(self) -> None:

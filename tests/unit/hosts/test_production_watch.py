@@ -84,6 +84,11 @@ def test_a_short_outage_within_the_grace_is_no_alert() -> None:
     assert back.line == "box: production healthy (back within its grace, down 4 min)"
 
 
+def test_a_grace_of_seconds_is_said_in_seconds() -> None:
+    s = step("box", WatchState(T0), healthy=False, now=T0 + timedelta(seconds=45), grace_s=30, url="u")
+    assert s.alert is not None and "down for 45 s" in s.alert and "(grace 30 s)" in s.alert, s.alert
+
+
 def write_marker(state_dir: Path, state: str, restore_by: datetime) -> None:
     path = marker_path(state_dir, "box")
     path.parent.mkdir(parents=True, exist_ok=True)
