@@ -416,9 +416,11 @@ class ProductionGuard:
                 )
             if p.container:
                 c = self.client.containers.get(p.container)
-                c.start()
+                # the policy first: a start that fails still leaves production its own policy, so a
+                # reboot or a dockerd restart before the next run brings it back
                 if self.suspended_policy:
                     c.update(restart_policy=policy_arg(self.suspended_policy))
+                c.start()
             else:
                 self._run(list(p.start_command or []), "start")
             deadline = time.monotonic() + p.health_timeout_s

@@ -228,3 +228,54 @@ def test_cron_fields():
         validate_cron("0 3 * *")
     with pytest.raises(ValueError, match="maintenance_window"):
         H(maintenance_window="0 3 * * mon-")
+
+
+class Container:
+    """docker-py's container as the guard uses it, its calls in order; a start that fails if asked."""
+
+    def __init__(self, policy: str, start_fails: bool):
+        self.status = "running"
+        self.attrs = {"HostConfig": {"RestartPolicy": {"Name": policy, "MaximumRetryCount": 0}}}
+        self.start_fails = start_fails
+        self.calls: list[tuple] = []
+
+    def update(self, restart_policy):
+        self.calls.append(("update", restart_policy["Name"]))
+
+    def stop(self, timeout=None):
+        self.calls.append(("stop",))
+        self.status = "exited"
+
+    def start(self):
+        self.calls.append(("start",))
+        if self.start_fails:
+            raise RuntimeError("start refused: out of memory")
+        self.status = "running"
+
+
+class Client:
+    def __init__(self, container: Container):
+        self.containers = type("Containers", (), {"get": lambda _self, name: container})()
+
+
+@pytest.mark.parametrize("start_fails", [False, True])
+def test_production_gets_its_restart_policy_back_before_it_is_started(tmp_path, start_fails):
+    # a start that fails must still leave production its own policy: a reboot or a dockerd restart
+    # before the next run then brings it back
+    container = Container("always", start_fails)
+    production = ProductionEngine(
+        container="llama", health_url="http://127.0.0.1:9/health", health_timeout_s=1
+    )
+    guard = prod.ProductionGuard(
+        "box",
+        production,
+        state_dir=tmp_path,
+        client=Client(container),
+        runner=Runner(),
+        healthy=Health(),
+        poll_interval_s=0.01,
+    )
+    guard.stop()
+    assert container.calls == [("update", "no"), ("stop",)]
+    guard.restore()
+    assert container.calls[2:] == [("update", "always"), ("start",)]
