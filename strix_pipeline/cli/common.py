@@ -99,7 +99,8 @@ def on_warehouse(
             return action(wh), 0
         except duckdb.PermissionException as e:
             # a reader is sealed (no file reachable from a stored view's SQL): a view reached for one
-            return None, error(f"{failure or 'refused'}: the warehouse's SQL reached for a file ({e})")
+            why = f"could not read the warehouse, nothing was written: its SQL reached for a file ({e})"
+            return None, error(f"{failure}: {why}" if failure else why)
         except (WarehouseError, duckdb.Error) as e:
             if failure is None:
                 raise

@@ -143,7 +143,8 @@ def test_a_cli_reader_of_the_lake_reads_no_file_through_a_stored_view(
     assert SECRET not in out.out + out.err
     assert SECRET not in _files_text(tmp_path / "site") + _files_text(tmp_path / "export")
     if plant != "HOSTS" and argv[0] in ("decide", "report"):
-        assert rc != 0  # they read v_run_base, which DuckDB refused: no answer, no site
+        # they read v_run_base, which DuckDB refused: no answer, no site, one line saying so
+        assert rc != 0 and "could not read the warehouse" in out.err
 
 
 @pytest.mark.parametrize("plant", PLANTS)
