@@ -72,8 +72,8 @@ class WarehouseResource(ConfigurableResource):
     def reader(self) -> Iterator[Warehouse]:
         """A read-only open; of a DuckDB file, sandboxed as `strix query` is (the report, the charts and
         the analysis read the stored views: no file, network or extension reachable from them). A
-        lake's views are held to the project's at every open; its sandbox's catalog copy reads inlined
-        TIMESTAMPTZ values as NULL, so it is not used here."""
+        lake's reader is sealed the same way once attached (every read-only open of a lake is); its
+        sandbox's catalog copy reads inlined TIMESTAMPTZ values as NULL, so it is not used here."""
         target = self.target()
         wh = Warehouse.open(
             target, read_only=True, lock_retry_s=self.lock_retry_s, sandbox=isinstance(target, Path)

@@ -72,8 +72,9 @@ def open_warehouse(
 def open_reader(args: argparse.Namespace, *, read_only: bool, **kwargs: object) -> Warehouse:
     """``open_warehouse`` for a command that reads the stored views: a read-only open of a DuckDB file
     is sandboxed as `strix query` is (no file, network or extension reachable from a view's SQL, should
-    one ever pass the view check). A lake's are held to the project's at every open but not sandboxed:
-    the sandbox's private catalog copy reads inlined TIMESTAMPTZ values as NULL. A writer is not."""
+    one ever pass the view check). A lake's reader is sealed the same way once the lake is attached
+    (its data files through a read-only file system): not `strix query`'s private catalog copy, which
+    reads inlined TIMESTAMPTZ values as NULL. A writer is not."""
     lake = isinstance(warehouse_path(args), DuckLakeTarget)
     return open_warehouse(args, read_only=read_only, sandbox=read_only and not lake, **kwargs)
 
@@ -96,6 +97,10 @@ def on_warehouse(
     with wh:
         try:
             return action(wh), 0
+        except duckdb.PermissionException as e:
+            # a reader is sealed (no file reachable from a stored view's SQL): a view reached for one
+            why = f"could not read the warehouse, nothing was written: its SQL reached for a file ({e})"
+            return None, error(f"{failure}: {why}" if failure else why)
         except (WarehouseError, duckdb.Error) as e:
             if failure is None:
                 raise

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from strix_pipeline.report.intervals import interval_of
 from strix_pipeline.report.log_noise import fold_noise
 from strix_pipeline.report.markup import esc, memory, number, page, table
 from strix_pipeline.report.names import GLOSSARY, INDEX
 from strix_pipeline.report.page_parts import or_none, when_text
 from strix_pipeline.report.site_data import ReportData
-from strix_pipeline.report.workload import percentile_text, workload_text
+from strix_pipeline.report.workload import percentile_text, too_few, workload_text
 
 # a run page runs no script and loads nothing: the policy says so
 RUN_PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
@@ -95,6 +96,7 @@ def run_html(data: ReportData, r: dict[str, Any]) -> str:
         ),
     )
     up = "../"
+    percentiles = _percentiles_html(data.figures.get(r["run_id"], []))
     body = (
         f"<p><a href='{up}{INDEX}'>← the weekly report</a> · "
         f"<a href='{up}{GLOSSARY}'>Glossary</a></p><main>"
@@ -104,6 +106,7 @@ def run_html(data: ReportData, r: dict[str, Any]) -> str:
         + _reason(r)
         + "<h2>Figures</h2>"
         + figures_html
+        + percentiles
         + "<h2>Memory</h2>"
         + _memory_html(r)
         + _folded(
@@ -153,6 +156,34 @@ def run_html(data: ReportData, r: dict[str, Any]) -> str:
         + "</main>"
     )
     return page(f"Run {r['run_id']}", body, csp=RUN_PAGE_CSP)
+
+
+# the tail percentiles printed with their 95 % interval (.intervals), each level a row
+TAILS = (("TTFT p99", "ttft_p99_ms", 99), ("ITL p50", "itl_p50_ms", 50), ("ITL p99", "itl_p99_ms", 99))
+
+
+def _percentile_cell(a: dict[str, Any], column: str, p: float) -> str:
+    interval = interval_of(a, column)
+    if interval is None or too_few(p, a["requests_ok"]):
+        return percentile_text(a[column], p, a["requests_ok"], "ms")
+    return interval.text(a[column], "ms")
+
+
+def _percentiles_html(aggregates: list[dict[str, Any]]) -> str:
+    """The levels with a tail percentile: each with its interval, or why it has none (too few
+    requests for the percentile, or too few values for its interval)."""
+    rows = [
+        [esc(a["scenario"]), esc(a["level"]), *(esc(_percentile_cell(a, c, p)) for _, c, p in TAILS)]
+        for a in aggregates
+        if any(a[c] is not None for _, c, _ in TAILS)
+    ]
+    if not rows:
+        return ""
+    return (
+        "<h3>Tail percentiles</h3><p class='muted'>With their 95 % confidence interval (distribution-free, "
+        "as TTFT p95's); ITL is every gap between two content events of a request.</p>"
+        + table(["scenario", "level", *(t for t, _, _ in TAILS)], rows, numeric={1, 2, 3, 4})
+    )
 
 
 def _memory_html(r: dict[str, Any]) -> str:

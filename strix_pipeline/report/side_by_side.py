@@ -9,6 +9,7 @@ from typing import Any
 
 from strix_pipeline.analysis.decision import engine_name
 from strix_pipeline.records import CriterionResult
+from strix_pipeline.report.intervals import interval_of
 from strix_pipeline.report.markup import esc, memory, number
 from strix_pipeline.report.page_parts import figure, run_link
 from strix_pipeline.report.site_data import ReportData
@@ -100,6 +101,9 @@ def _cell(agg: dict[str, Any] | None, m: Metric) -> tuple[str, float | None]:
     text = number(v, m.unit, 0 if m.unit == "ms" else 1)
     if m.column == "ttft_p95_ms" and agg.get("ttft_p95_ci_low_ms") is not None:
         text += f" (95 % CI {agg['ttft_p95_ci_low_ms']:,.0f}–{agg['ttft_p95_ci_high_ms']:,.0f})"
+    interval = interval_of(agg, m.column)  # TTFT p99, ITL p50 and p99: from the level's requests
+    if interval is not None:
+        text = interval.text(v, m.unit)
     return text, v
 
 

@@ -20,6 +20,7 @@ from strix_pipeline.analysis.decision import (
 )
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.report.extras import ChangeExtras, change_extras
+from strix_pipeline.report.intervals import LEVEL_REQUESTS_SQL, add_intervals
 from strix_pipeline.warehouse.unreadable import refuse_unreadable
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ class ReportData:
     previous: Decision | None  # the evaluation before `decision`
     evaluations: list[Evaluation]
     runs: list[dict[str, Any]]
-    figures: dict[str, list[dict[str, Any]]]  # run_id -> its aggregates
+    figures: dict[str, list[dict[str, Any]]]  # run_id -> its aggregates, with their levels' intervals
     matrix: list[dict[str, Any]]
     cells_first_run: dict[tuple[str, str, str | None, str], datetime]
     changes: list[Change]
@@ -181,6 +182,8 @@ def gather(wh: Warehouse, config: StrixConfig, *, now: datetime | None = None) -
     figures: dict[str, list[dict[str, Any]]] = {}
     for a in _rows(wh, REPORT_AGGREGATES_SQL):
         figures.setdefault(a["run_id"], []).append(a)
+    for run_id, aggregates in figures.items():  # one run's requests at a time
+        add_intervals(aggregates, _rows(wh, LEVEL_REQUESTS_SQL, [run_id]))
     try:
         changes = [c for c in stored_changes(wh) if c.detected_at is None or c.detected_at <= as_of]
     except Exception as e:  # noqa: BLE001 - a warehouse without changes: none to show

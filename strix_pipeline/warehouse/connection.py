@@ -48,6 +48,8 @@ from strix_pipeline.warehouse.extensions import (
 )
 from strix_pipeline.warehouse.sandbox import (
     SANDBOX_CONFIG,
+    ReadOnlyLakeFiles,
+    lake_files_url,
     lock_sandbox,
     no_external_access,
     open_lake_sandbox,
@@ -262,11 +264,13 @@ def reclaim(con: duckdb.DuckDBPyConnection) -> None:
 def open_ducklake(
     target: DuckLakeTarget, *, read_only: bool, sandbox: bool, memory_limit: str | None = None
 ) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with the lakehouse ATTACHed and USEd. A sandbox is :func:`open_lake_sandbox`."""
+    """An in-memory DuckDB with the lakehouse ATTACHed and USEd. A sandbox is :func:`open_lake_sandbox`;
+    a reader is sealed as it is once attached (:func:`lake_files_url`)."""
     if sandbox:
         return open_lake_sandbox(target, memory_limit=memory_limit)
     data = target.data_path
     data_dir = sql_str(str(data).rstrip("/") + "/")
+    reader_data = lake_files_url(data)
     if not read_only:
         data.mkdir(parents=True, exist_ok=True)
     elif not data.is_dir():
@@ -278,10 +282,22 @@ def open_ducklake(
     try:
         for module, name in DUCKLAKE_EXTENSIONS:
             con.execute(f"LOAD {sql_str(extension_file(module, name))}").fetchall()
-        opts = f"DATA_PATH {data_dir}" + (", READ_ONLY" if read_only else "")
+        opts = f"DATA_PATH {data_dir}"
+        if read_only:
+            # A reader reaches the data files only through a read-only file system rooted at them (this
+            # open's path to them, never stored: READ_ONLY), so the local one can be turned off.
+            con.register_filesystem(ReadOnlyLakeFiles(data))
+            opts = f"DATA_PATH {sql_str(reader_data)}, OVERRIDE_DATA_PATH true, READ_ONLY"
         _attach(con, target, opts, read_only=read_only)
         con.execute(f"USE {LAKE}").fetchall()
-        _session(con, target, sandbox=False, read_only=read_only)
+        if read_only:
+            # Every reader of the stored views (the report, the charts, decide, export, the Dagster
+            # resources') as `strix query` once the lake is attached: no local file, external access off,
+            # settings locked, so a view that ever passed the view check could read no file.
+            no_external_access(con, target, allowed=[reader_data], spill=False)
+            lock_sandbox(con, target)
+        else:
+            _session(con, target, sandbox=False, read_only=read_only)
     except BaseException:
         con.close()
         raise

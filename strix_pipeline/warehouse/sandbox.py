@@ -148,6 +148,11 @@ class ReadOnlyLakeFiles(AbstractFileSystem):
         return self.local._open(self._inside(path), "rb")
 
 
+def lake_files_url(data: Path) -> str:
+    """The lake's data directory as :class:`ReadOnlyLakeFiles` serves it (``strixlake:///<real path>/``)."""
+    return f"{LAKE_PROTOCOL}://" + os.path.realpath(data).rstrip("/") + "/"
+
+
 def open_lake_sandbox(
     target: DuckLakeTarget, *, memory_limit: str | None = None
 ) -> duckdb.DuckDBPyConnection:
@@ -165,7 +170,7 @@ def open_lake_sandbox(
     scratch = Path(tempfile.mkdtemp(prefix="strix-query-"))
     try:
         catalog = scratch / "catalog.ducklake"
-        lake_data = f"{LAKE_PROTOCOL}://" + os.path.realpath(data).rstrip("/") + "/"
+        lake_data = lake_files_url(data)
         _copy_catalog(target, catalog, lake_data)
         con = duckdb.connect(":memory:", config=dict(LAKE_CONFIG))
         try:

@@ -162,7 +162,7 @@ def overlapped(a: list[list[float]], b: list[list[float]]) -> bool:
 
 
 def test_ducklake_has_the_file_schema_views_and_idempotent_loads(
-    lake: DuckLakeTarget, tmp_path: Path
+    lake: DuckLakeTarget, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with Warehouse.open(tmp_path / "w.duckdb") as f, Warehouse.open(lake) as d:
         assert d.schema_version == f.schema_version == current_schema_version()
@@ -197,12 +197,22 @@ def test_ducklake_has_the_file_schema_views_and_idempotent_loads(
         # a writer reaches no file once open (a stored view's SQL cannot either)
         assert d.con.execute("SELECT current_setting('enable_external_access')").fetchone() == (False,)
     # the two extensions came from their PyPI packages' files, never installed or fetched (asked of a
-    # reader: listing them reads DuckDB's extension folder, which a writer no longer reaches)
+    # reader once the lake is attached and before it is sealed: listing them reads DuckDB's extension
+    # folder, which neither a writer nor a reader reaches afterwards)
+    exts: list[tuple[str, bool, bool]] = []
+    seal = wconn.no_external_access
+
+    def listed_then_sealed(con: duckdb.DuckDBPyConnection, *args: object, **kwargs: object) -> None:
+        exts.extend(
+            con.execute(
+                "SELECT extension_name, loaded, installed FROM duckdb_extensions() "
+                "WHERE extension_name IN ('ducklake', 'postgres_scanner') ORDER BY 1"
+            ).fetchall()
+        )
+        seal(con, *args, **kwargs)
+
+    monkeypatch.setattr(wconn, "no_external_access", listed_then_sealed)
     with Warehouse.open(lake, read_only=True) as r:
-        exts = r.con.execute(
-            "SELECT extension_name, loaded, installed FROM duckdb_extensions() "
-            "WHERE extension_name IN ('ducklake', 'postgres_scanner') ORDER BY 1"
-        ).fetchall()
         assert exts == [("ducklake", True, False), ("postgres_scanner", True, False)]
         assert r.con.execute(
             "SELECT current_setting('autoinstall_known_extensions'), "
