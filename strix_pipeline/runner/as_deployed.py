@@ -56,4 +56,8 @@ def production_for(
         log(f"{base.source}: production's flags, environment and model file; changed: "
             + (", ".join(c.what for c in base.changes) or "nothing"))  # fmt: skip
         return base
+    if base.image_ref is None and not same_build:
+        build = base.build or "(its --version names no build)"
+        log(f"production runs a binary of llama.cpp {build} ({base.backend}); this run's image is not that "
+            "engine build: the profile's flags are used")  # fmt: skip
     return None

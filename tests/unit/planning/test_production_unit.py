@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from strix_pipeline.config_load import load_config
 from strix_pipeline.engines.base import EngineSpec
-from strix_pipeline.fingerprint import backend_family
+from strix_pipeline.fingerprint import backend_family, pair_differences
 from strix_pipeline.hosts.box import production_read
 from strix_pipeline.hosts.box.production_read import read_unit
 from strix_pipeline.hosts.docker.as_deployed import as_deployed
@@ -221,3 +222,34 @@ def test_a_reads_digest_without_a_build_is_as_before() -> None:
             b'"devices":[],"env":[],"image":null,"image_digest":null,"kind":"unit","mounts":[],"name":"u"}'
         ).hexdigest()
     )
+
+
+@pytest.mark.parametrize("kind", ["container", "binary"])
+def test_a_vulkan_production_is_paired_as_vulkan(kind: str, box: dict[str, str]) -> None:
+    """The decision pairs runs of one backend family (fingerprint.pair_differences): the baseline run
+    of a Vulkan production -- a container whose tag names no backend, or a Vulkan binary -- pairs with a
+    Vulkan candidate run and not with a ROCm one."""
+    config = load_config(None)
+    if kind == "container":
+        read = ProductionRead(
+            kind="container",
+            name="p",
+            argv=("/app/llama-server", "-m", "/models/g.gguf"),
+            image="127.0.0.1:5000/me/llama:latest",
+            image_digest="127.0.0.1:5000/me/llama@sha256:" + "e" * 64,
+            mounts=(Mount("/srv/models", "/models"),),
+            devices=("/dev/dri:/dev/dri",),
+        )
+        target = production_target(config, "local", derive_baseline(read))
+    else:
+        box["systemctl"] = systemctl_show(BINARY)
+        box["version"] = "ggml_vulkan: Found 1 Vulkan devices:\nversion: 6123 (a1b2c3d)\n"
+        base = derive_baseline(read_unit(None, "llama.service"))
+        images = [image("server-rocm-b6123"), image("server-vulkan-b6123")]
+        target = production_target(config, "local", base, images=images)
+    assert target.image is not None
+    baseline = SimpleNamespace(image_repository=target.image.repository, image_tag=target.image.tag)
+    vulkan = SimpleNamespace(image_repository="ggml-org/llama.cpp", image_tag="server-vulkan-b7000")
+    rocm = SimpleNamespace(image_repository="ggml-org/llama.cpp", image_tag="server-rocm-b7000")
+    assert "backend" not in pair_differences(baseline, vulkan)
+    assert pair_differences(baseline, rocm)["backend"] == ("vulkan", "rocm")
