@@ -43,12 +43,6 @@ class SloLoad:
             return self.clients
         return rate_level(self.rate) if self.kind == "rate" and self.rate is not None else None
 
-    @property
-    def open_loop(self) -> bool:
-        """Requests arrive on their own schedule (goodput is then per wall-clock second), not from N
-        always-busy clients -- a trace's replay says which it was by its level's kind."""
-        return self.kind == "rate"
-
     def text(self) -> str:
         if self.kind == "concurrency":
             return f"{self.clients} clients"
