@@ -8,7 +8,7 @@ as a warning, not a failure.
 
 from __future__ import annotations
 
-from strix_pipeline.config import StrixConfig
+from strix_pipeline.config import StrixConfig, rate_level
 from strix_pipeline.records import RunResult
 from strix_pipeline.units import gib_text
 
@@ -75,6 +75,8 @@ def completeness(config: StrixConfig, result: RunResult) -> tuple[bool, str]:
     sweep = profile.concurrency_sweep
     for level in sweep.levels:
         expected[f"concurrency_sweep@{level}"] = sweep.requests_for(level)
+    for rate in sweep.rates:  # the open-loop levels, stored at their requests per minute
+        expected[f"concurrency_sweep@{rate_level(rate)}"] = sweep.requests_per_level
     missing: list[str] = []
     notes: list[str] = []
     seen = {f"{a.scenario}@{a.level}" if a.scenario != "smoke" else "smoke": a for a in result.aggregates}

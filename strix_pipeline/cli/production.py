@@ -76,6 +76,10 @@ def read_table(host: str, read: ProductionRead) -> Table:
     t.add_row("environment", shown("\n".join(read.env) or "-"))
     t.add_row("mounts", shown("\n".join(f"{m.source} -> {m.destination}" for m in read.mounts) or "-"))
     t.add_row("devices", shown(", ".join(read.devices) or "-"))
+    if read.image is None:  # a binary: the build its --version gave
+        t.add_row(
+            "build", shown(f"{read.build or '- (its --version names none)'} ({read.build_backend or '-'})")
+        )
     t.add_row("read digest", shown(read.digest))
     return t
 
@@ -84,7 +88,7 @@ def baseline_table(host: str, base: ProductionBaseline) -> Table:
     t = Table(title=f"the baseline it gives on {host}: {base.source}")
     t.add_column("setting")
     t.add_column("value", overflow="fold")
-    t.add_row("image", shown(base.image_ref or "- (production runs a binary)"))
+    t.add_row("image", shown(base.image_ref or f"the matching engine build ({base.build or 'build unread'})"))
     t.add_row("backend", base.backend)
     t.add_row("model file on the host", shown(base.model_on_host))
     for label, value in base.settings:

@@ -23,6 +23,7 @@ from strix_pipeline.config.decision import (
     ChangeDetectionConfig,
     DecisionConfig,
     DecisionSLO,
+    SloLoad,
 )
 from strix_pipeline.config.engines import GFX_OVERRIDE, EngineConfig, ImageSource, ModelProfile
 from strix_pipeline.config.hosts import DockerHostConfig, HostConfig, LocalHostConfig, ProductionEngine
@@ -72,6 +73,7 @@ from strix_pipeline.config.suite import (
     SmokeSpec,
     SweepSpec,
     TraceSpec,
+    rate_level,
 )
 
 __all__ = [
@@ -122,6 +124,7 @@ __all__ = [
     "ShmSize",
     "SmokeSpec",
     "StrixConfig",
+    "SloLoad",
     "SweepSpec",
     "TraceSpec",
     "Version",
@@ -131,5 +134,6 @@ __all__ = [
     "memory_bytes",
     "read_config",
     "resolve_path",
+    "rate_level",
     "validate_cron",
 ]

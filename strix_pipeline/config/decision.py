@@ -3,13 +3,78 @@ around it: change detection, bisection, the canary and the busy-host marks."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from strix_pipeline.config.rules import EnvName, NonNegFloat, PosInt, Repository, _Strict
+from strix_pipeline.config.suite import rate_level
 
 DEFAULT_REQUIRED = ("C1", "C2", "C3", "C4", "C5")
+
+
+_RATE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*/\s*s\s*$")
+LOAD_FORMS = (
+    'a number of clients (load = 8), an arrival rate in requests/s (load = "2.5/s") or "trace" (the '
+    "decision's trace as it replays: its recorded arrivals or concurrency)"
+)
+
+
+@dataclass(frozen=True)
+class SloLoad:
+    """The load the SLO criterion judges at, and where a run's requests at it are stored: a closed-loop
+    sweep level of ``clients``, the sweep's open-loop level at ``rate`` requests/s, or the run's trace
+    replay (whichever arrivals or concurrency its profile replays)."""
+
+    kind: Literal["concurrency", "rate", "trace"]
+    clients: int | None = None
+    rate: float | None = None
+
+    @property
+    def scenario(self) -> str:
+        return "trace" if self.kind == "trace" else "concurrency_sweep"
+
+    @property
+    def level(self) -> int | None:
+        """The stored level (None: the trace's, whichever it is)."""
+        if self.kind == "concurrency":
+            return self.clients
+        return rate_level(self.rate) if self.kind == "rate" and self.rate is not None else None
+
+    def text(self) -> str:
+        if self.kind == "concurrency":
+            return f"{self.clients} clients"
+        if self.kind == "rate":
+            return f"{self.rate:g} requests/s (open loop)"
+        return "the trace's own load"
+
+    def matches(self, scenario: str, level: int, level_kind: str) -> bool:
+        """A stored level (an aggregate's or a request's) is this load's."""
+        if scenario != self.scenario:
+            return False
+        if self.kind == "trace":
+            return True
+        return level == self.level and level_kind == self.kind
+
+
+def parse_load(value: object) -> SloLoad:
+    """``8`` (clients), ``"2.5/s"`` (requests/s) or ``"trace"``; anything else is a ValueError naming the
+    forms."""
+    if isinstance(value, bool | float):  # 2.5: clients or requests/s? said as "2.5/s"
+        raise ValueError(f"{value!r} is not a load: give {LOAD_FORMS}")
+    if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
+        n = int(value)
+        if n < 1:
+            raise ValueError(f"{value!r} clients: a load needs at least 1 client")
+        return SloLoad("concurrency", clients=n)
+    if isinstance(value, str) and value.strip() == "trace":
+        return SloLoad("trace")
+    m = _RATE.match(value) if isinstance(value, str) else None
+    if m is None or float(m.group(1)) <= 0:
+        raise ValueError(f"{value!r} is not a load: give {LOAD_FORMS}")
+    return SloLoad("rate", rate=float(m.group(1)))
 
 
 class DecisionSLO(_Strict):
@@ -22,11 +87,26 @@ class DecisionSLO(_Strict):
     e2e_ms: Annotated[float, Field(gt=0)] | None = None
     # the sweep level (clients) the objectives are judged at; None: the decision's concurrency
     concurrency: PosInt | None = None
+    # the load, in any form (LOAD_FORMS): clients, an arrival rate ("2.5/s", a sweep rate of the
+    # decision's profiles) or "trace" (the decision's profiles replay a trace); `concurrency` or this
+    load: int | str | None = None
+
+    @field_validator("load", mode="before")
+    @classmethod
+    def _load_form(cls, v: object) -> object:
+        if v is not None:
+            parse_load(v)
+        return v
 
     @model_validator(mode="after")
     def _some_objective(self) -> DecisionSLO:
         if self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None:
             raise ValueError("set at least one of ttft_ms, tpot_ms, e2e_ms (or leave [decision.slo] out)")
+        if self.load is not None and self.concurrency is not None:
+            raise ValueError(
+                f"concurrency and load both name the load (concurrency = {self.concurrency}, load = "
+                f"{self.load!r}): keep one (load = 8 is concurrency = 8)"
+            )
         return self
 
 
@@ -90,8 +170,18 @@ class DecisionConfig(_Strict):
 
     @property
     def slo_concurrency(self) -> int:
-        """The load C6 judges at: the SLOs' own, else the decision's concurrency."""
-        return (self.slo.concurrency if self.slo else None) or self.concurrency
+        """The clients C6 judges at: the SLOs' own, else the decision's concurrency (a load given as a
+        rate or "trace" has none of its own: the decision's)."""
+        load = self.slo_load
+        return load.clients if load.kind == "concurrency" and load.clients else self.concurrency
+
+    @property
+    def slo_load(self) -> SloLoad:
+        """The load C6 judges at: the SLOs' ``load`` or ``concurrency``, else the decision's concurrency."""
+        slo = self.slo
+        if slo is not None and slo.load is not None:
+            return parse_load(slo.load)
+        return SloLoad("concurrency", clients=(slo.concurrency if slo else None) or self.concurrency)
 
 
 class ChangeDetectionConfig(_Strict):

@@ -18,7 +18,7 @@ from strix_pipeline.config.project import (
     resolve_path,
 )
 from strix_pipeline.config.rules import ConfigError, _names, _Strict
-from strix_pipeline.config.suite import SLO, HostRun, ScenarioProfile
+from strix_pipeline.config.suite import SLO, HostRun, ScenarioProfile, rate_level
 
 
 class StrixConfig(_Strict):
@@ -71,10 +71,41 @@ class StrixConfig(_Strict):
                     f"decision.baseline_model and candidate_model are of different model families "
                     f"({fams[0]!r}, {fams[1]!r}): C3 and C5 compare one model on both engines"
                 )
+        self._slo_load_measured()
         canary_engine = self.analysis.canary.partition(":")[0]
         if ":" in self.analysis.canary and canary_engine not in self.engines:
             raise ValueError(f"analysis.canary: no engine named {canary_engine!r} in [engines]")
         return self
+
+    def _slo_load_measured(self) -> None:
+        """A load the SLO criterion judges at as a rate or "trace" is one the decision host's runs of the
+        two engines measure: each of their profiles sweeps that rate, or replays a trace."""
+        d = self.decision
+        if d.slo is None or d.slo.load is None:
+            return
+        load = d.slo_load
+        engines = (d.candidate_engine, d.baseline_engine)
+        profiles = sorted({r.profile for r in self.runs.get(d.host, []) if r.engine in engines})
+        if load.kind == "trace":
+            lacking = [p for p in profiles if self.profiles[p].trace is None]
+            if lacking:
+                raise ValueError(
+                    f'decision.slo.load: "trace" judges the SLOs at the trace the decision\'s runs replay, '
+                    f"but profile(s) {', '.join(lacking)} of host {d.host} replay none: name one "
+                    "([profiles.<name>.trace] name = …) or give the load as clients or a rate"
+                )
+        elif load.kind == "rate" and load.rate is not None:
+            lacking = [
+                p
+                for p in profiles
+                if load.level not in {rate_level(r) for r in self.profiles[p].concurrency_sweep.rates}
+            ]
+            if lacking:
+                raise ValueError(
+                    f"decision.slo.load: {load.rate:g} requests/s is not sent by profile(s) "
+                    f"{', '.join(lacking)} of host {d.host}: add {load.rate:g} to their "
+                    "concurrency_sweep.rates (the open-loop levels the decision measures)"
+                )
 
     def docker_config(self, host: str) -> DockerHostConfig:
         """Host ``host``, which the caller drives through Docker (a run, a check, a probe on it)."""

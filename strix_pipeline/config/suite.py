@@ -28,6 +28,12 @@ class SmokeSpec(_Strict):
 DECISION_LEVEL_REQUESTS = {5: 200}
 
 
+def rate_level(rate: float) -> int:
+    """The stored level of an open-loop level at ``rate`` requests/s: requests per minute, rounded (as a
+    trace's recorded arrivals and ``strix bench --rate`` store theirs)."""
+    return round(rate * 60)
+
+
 class SweepSpec(_Strict):
     levels: list[PosInt] = Field(default_factory=lambda: [1, 2, 4, 5, 8])
     requests_per_level: PosInt = 40
@@ -42,6 +48,10 @@ class SweepSpec(_Strict):
     # The cap of one level of requests_per_level requests; a level planned larger (requests_at) gets a
     # proportionally larger cap (max_duration_for).
     max_duration_s: Annotated[float, Field(gt=0)] = 600
+    # Open-loop levels after the closed-loop ones: requests_per_level requests at each arrival rate
+    # (requests/s, Poisson arrivals), stored as level rate_level(rate) of kind "rate". The SLO
+    # criterion's load ([decision.slo] load = "2.5/s") is one of them.
+    rates: list[Annotated[float, Field(gt=0)]] = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from strix_pipeline.config import ScenarioProfile
+from strix_pipeline.config import ScenarioProfile, rate_level
 from strix_pipeline.loadgen.context import (
     CONTEXT_MARGIN,
     EngineGone,
@@ -91,6 +91,29 @@ async def concurrency_sweep(
             warmup=warm,
             max_duration_s=spec.max_duration_for(c),
             label=f"concurrency_sweep c={c}",
+        )
+    # the open-loop levels: Poisson arrivals at each rate (the SLO criterion's load when given as a rate)
+    for rate in spec.rates:
+        warm = [
+            request_body(ctx.model, await wl.code_prompt(n_in, spec.output_tokens))
+            for _ in range(spec.warmup)
+        ]
+        planned = [
+            request_body(ctx.model, await wl.code_prompt(n_in, spec.output_tokens))
+            for _ in range(spec.requests_per_level)
+        ]
+        await run_level(
+            ctx,
+            "concurrency_sweep",
+            rate_level(rate),
+            "rate",
+            planned,
+            concurrency=max(1, spec.warmup),
+            warmup=warm,
+            rate=rate,
+            seed=profile.seed,
+            max_duration_s=spec.max_duration_s,
+            label=f"concurrency_sweep rate={rate:g}/s",
         )
 
 

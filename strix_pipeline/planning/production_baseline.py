@@ -1,5 +1,9 @@
 """Production as deployed, as the baseline: what was read of the Box's production engine (a container's
 ``docker inspect``, or a systemd unit's ``ExecStart`` and ``Environment``) and the baseline run it gives.
+A unit whose ExecStart is ``docker run … IMAGE …`` (or ``podman run``) is read as that container: its
+image, the image's entrypoint with the unit's arguments, its ``-e``, ``-v`` and ``--device``. A unit
+that runs a binary gives the matching engine build instead: the image of the same llama.cpp build and
+backend (planning/production_target.py), the binary's build read from its ``--version``.
 
 Pure: the reading itself is hosts/box/production_read.py's. The baseline keeps production's image digest,
 executable, flags (context, slots, cache types, flash attention, offload, batch sizes), environment and
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
@@ -57,6 +62,9 @@ class Mount:
     destination: str  # in the container
 
 
+_OPTIONAL_READ = frozenset({"build", "build_backend"})
+
+
 @dataclass(frozen=True)
 class ProductionRead:
     """What production runs, as read on the Box (nothing else: secrets in its environment stay there
@@ -70,11 +78,15 @@ class ProductionRead:
     image_digest: str | None = None  # "<registry/repository>@sha256:…" (else the image id)
     mounts: tuple[Mount, ...] = ()
     devices: tuple[str, ...] = ()
+    build: str | None = None  # a binary's llama.cpp build ("b6123"), from its --version
+    build_backend: Backend | None = None  # the backend its --version output names (vulkan, rocm)
 
     @property
     def digest(self) -> str:
-        """sha256 of what was read, in a fixed form: equal reads give equal digests."""
-        text = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        """sha256 of what was read, in a fixed form: equal reads give equal digests (a field never read
+        is left out, so a read of a container digests as it did before binaries had builds)."""
+        data = {k: v for k, v in asdict(self).items() if v is not None or k not in _OPTIONAL_READ}
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
     def to_json(self) -> str:
@@ -113,6 +125,7 @@ class ProductionBaseline:
     backend: Backend
     settings: tuple[tuple[str, str], ...]
     changes: tuple[BaselineChange, ...] = field(default=())
+    build: str | None = None  # production's binary's llama.cpp build: the engine build to run
 
     @property
     def source(self) -> str:
@@ -196,6 +209,8 @@ def backend_of(read: ProductionRead, flags: list[tuple[str, str | None]]) -> Bac
         return "rocm"
     if device.lower() == "none":
         return "cpu"
+    if read.build_backend is not None:
+        return read.build_backend
     named = " ".join([read.image or "", read.image_digest or "", *read.argv[:1]]).lower()
     if "vulkan" in named or "radv" in named or "amdvlk" in named:
         return "vulkan"
@@ -211,7 +226,13 @@ def backend_of(read: ProductionRead, flags: list[tuple[str, str | None]]) -> Bac
         return "rocm"
     if any(d.startswith("/dev/dri") for d in devices):
         return "vulkan"
-    return "cpu" if read.kind == "container" and not devices else "unknown"
+    return "cpu" if _in_container(read) and not devices else "unknown"
+
+
+def _in_container(read: ProductionRead) -> bool:
+    """Production runs in a container (its own, or a unit's ``docker run``): its paths are the
+    container's, its devices those given to it."""
+    return read.kind == "container" or read.image is not None
 
 
 def _tag(ref: str | None) -> str | None:
@@ -252,7 +273,16 @@ def derive_baseline(read: ProductionRead) -> ProductionBaseline:
     model = model or next((e.split("=", 1)[1] for e in env if e.startswith("LLAMA_ARG_MODEL=")), None)
     if not model:
         raise ProductionReadError(f"production {read.name}: no model file (-m / --model) in its command")
-    on_host = _on_host(model, read.mounts) if read.kind == "container" else model
+    on_host = _on_host(model, read.mounts) if _in_container(read) else model
+    if not _in_container(read):
+        changes.append(
+            BaselineChange(
+                "executable",
+                shlex.join(executable),
+                f"the llama-server of the matching engine build ({read.build or 'build unread'})",
+                "production runs a binary: the baseline runs the image of its llama.cpp build and backend",
+            )
+        )
     if on_host is None:
         raise ProductionReadError(
             f"production {read.name}: its model {model} is in no mount: the baseline cannot open that file"
@@ -272,6 +302,7 @@ def derive_baseline(read: ProductionRead) -> ProductionBaseline:
         backend=backend_of(read, pairs),
         settings=settings,
         changes=tuple(changes),
+        build=read.build,
     )
 
 
@@ -297,6 +328,115 @@ def parse_systemctl_show(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return argv, env
 
 
+# docker/podman run's options that take no value (the rest take one, or are written --opt=value)
+RUN_SWITCHES = frozenset(
+    {"--rm", "-d", "--detach", "-i", "--interactive", "-t", "--tty", "--privileged", "--init",
+     "--read-only", "-P", "--publish-all", "-q", "--quiet", "--replace", "--rmi", "--no-healthcheck",
+     "--oom-kill-disable", "--no-hosts", "--disable-content-trust"}
+)  # fmt: skip
+CONTAINER_CLIS = frozenset({"docker", "podman"})
+
+
+@dataclass(frozen=True)
+class ContainerRun:
+    """What a unit's ``docker run`` / ``podman run`` starts: the image as named, the arguments after it,
+    the options that shape what runs (the rest -- name, network, restart -- do not change the engine)."""
+
+    cli: str
+    image: str
+    command: tuple[str, ...]
+    entrypoint: tuple[str, ...] | None  # --entrypoint; None: the image's own
+    env: tuple[str, ...]  # -e NAME=value, or NAME alone (the CLI's environment's value)
+    mounts: tuple[Mount, ...]
+    devices: tuple[str, ...]  # host:container, as a container's inspect gives them
+
+
+def _volume(spec: str) -> Mount:
+    """``-v /srv/models:/models:ro``, ``--mount type=bind,source=…,target=…``."""
+    if "=" in spec.split(",", 1)[0]:
+        fields = dict(p.split("=", 1) for p in spec.split(",") if "=" in p)
+        src = fields.get("source") or fields.get("src") or ""
+        return Mount(src, fields.get("target") or fields.get("destination") or fields.get("dst") or "")
+    src, _, rest = spec.partition(":")
+    return Mount(src, rest.split(":", 1)[0] or src)
+
+
+def parse_container_run(argv: tuple[str, ...]) -> ContainerRun | None:
+    """``[sudo] docker|podman [container] run [options] IMAGE [arguments]`` as a :class:`ContainerRun`;
+    None when ``argv`` is no container run."""
+    args = list(argv[1:] if argv[:1] == ("sudo",) else argv)
+    if not args or PurePosixPath(args[0]).name not in CONTAINER_CLIS:
+        return None
+    cli, rest = PurePosixPath(args[0]).name, args[1:]
+    if rest[:1] == ["run"]:
+        rest = rest[1:]
+    elif rest[:2] == ["container", "run"]:
+        rest = rest[2:]
+    else:
+        return None
+    env: list[str] = []
+    mounts: list[Mount] = []
+    devices: list[str] = []
+    entrypoint: tuple[str, ...] | None = None
+    i = 0
+    while i < len(rest):
+        tok = rest[i]
+        if tok == "--":
+            i += 1
+            break
+        if not tok.startswith("-") or tok == "-":
+            break
+        name, eq, value = tok.partition("=") if tok.startswith("--") else (tok, "", "")
+        switch = name in RUN_SWITCHES or (
+            not tok.startswith("--") and len(tok) > 2 and set(tok[1:]) <= set("dit")
+        )  # -it, -dit
+        if not eq and switch:
+            i += 1
+            continue
+        if not eq:
+            if i + 1 >= len(rest):
+                return None
+            value = rest[i + 1]
+            i += 1
+        i += 1
+        if name in ("-e", "--env"):
+            env.append(value)
+        elif name in ("-v", "--volume", "--mount"):
+            mounts.append(_volume(value))
+        elif name == "--device":
+            host, _, inside = value.partition(":")
+            devices.append(f"{host}:{inside.split(':', 1)[0] or host}")
+        elif name == "--entrypoint":
+            entrypoint = tuple(shlex.split(value))
+    if i >= len(rest):
+        return None
+    return ContainerRun(
+        cli=cli,
+        image=rest[i],
+        command=tuple(rest[i + 1 :]),
+        entrypoint=entrypoint,
+        env=tuple(env),
+        mounts=tuple(sorted(mounts, key=lambda m: m.destination)),
+        devices=tuple(sorted(devices)),
+    )
+
+
+# llama.cpp's ``--version``: ``version: 6123 (a1b2c3d)`` (a release), or a packaged build's
+# ``version: 0.6.0-dev (build 6123, commit …)``; build 0 is a build that knows no number
+_VERSION_BUILD = re.compile(r"version:\s*(\d+)\s*\(|\(build\s+(\d+)\b")
+_BACKEND_SAID = (("vulkan", re.compile(r"vulkan", re.I)), ("rocm", re.compile(r"\b(rocm|hip)\b", re.I)))
+
+
+def parse_build(text: str) -> tuple[str | None, Backend | None]:
+    """(``b<N>``, backend) from a llama-server's ``--version`` output: its build number (None when it
+    prints none or 0) and the backend it loaded (``load_backend: loaded Vulkan backend``, ``ggml_vulkan:
+    Found 1 Vulkan devices``), if it names one."""
+    m = _VERSION_BUILD.search(text)
+    n = int(next(g for g in m.groups() if g is not None)) if m else 0
+    backend = next((name for name, pattern in _BACKEND_SAID if pattern.search(text)), None)
+    return (f"b{n}" if n > 0 else None), backend  # type: ignore[return-value]
+
+
 # ------------------------------------------------------------------------------- a changed production
 
 
@@ -307,6 +447,8 @@ def differences(old: ProductionRead, new: ProductionRead) -> list[str]:
         out.append(f"image {old.image_digest} -> {new.image_digest}")
     if old.argv[:1] != new.argv[:1]:
         out.append(f"executable {shlex.join(old.argv[:1])} -> {shlex.join(new.argv[:1])}")
+    if old.build != new.build or old.build_backend != new.build_backend:
+        out.append(f"build {old.build} ({old.build_backend}) -> {new.build} ({new.build_backend})")
     before, after = dict(_pairs(_split(old.argv)[1])), dict(_pairs(_split(new.argv)[1]))
     for flag in dict.fromkeys([*before, *after]):
         if flag not in after:

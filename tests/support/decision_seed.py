@@ -20,7 +20,7 @@ from scipy.stats import norm
 
 from strix_pipeline.analysis.decision import Decision, Evidence, ReleaseImage, RunFacts, SweepReading, judge
 from strix_pipeline.analysis.decision.evidence import RequestOutcome
-from strix_pipeline.config import ScenarioProfile, StrixConfig
+from strix_pipeline.config import ScenarioProfile, SloLoad, StrixConfig
 from strix_pipeline.quality.items import set_version
 from strix_pipeline.records import ImageRecord, LevelAggregate, RequestRecord, RunRecord, RunResult
 from strix_pipeline.registry.versions import version_sort_key
@@ -376,21 +376,24 @@ def evidence_of(
 ) -> Evidence:
     """The criteria's evidence from these records, as gathering them from a warehouse at ``now``
     gives it (every run given counts: choose the runs the test means)."""
-    level, slo_level = config.decision.concurrency, config.decision.slo_concurrency
+    level, load = config.decision.concurrency, config.decision.slo_load
     aggs = [a for r in results for a in r.aggregates]
+    at_level = SloLoad("concurrency", clients=level)
 
-    def measured(r: RunResult, at: int) -> list[RequestRecord]:
+    def measured(r: RunResult, at: SloLoad) -> list[RequestRecord]:
         return [
             q
             for q in sorted(r.requests, key=lambda q: q.request_index)
-            if q.scenario == "concurrency_sweep" and q.level == at and not q.warmup
+            if at.matches(q.scenario, q.level, q.level_kind) and not q.warmup
         ]
 
-    def sweep_at(at: int) -> dict[str, SweepReading]:
+    def sweep_at(at: SloLoad) -> dict[str, SweepReading]:
         return {
-            a.run_id: SweepReading(a.requests_ok, a.requests_failed, a.ttft_p95_ms, a.duration_s)
+            a.run_id: SweepReading(
+                a.requests_ok, a.requests_failed, a.ttft_p95_ms, a.duration_s, a.level, a.level_kind
+            )
             for a in aggs
-            if a.scenario == "concurrency_sweep" and a.level == at
+            if at.matches(a.scenario, a.level, a.level_kind)
         }
 
     return Evidence(
@@ -400,7 +403,7 @@ def evidence_of(
         smoke_ok=frozenset(
             a.run_id for a in aggs if a.scenario == "smoke" and a.requests_ok >= 1 and a.requests_failed == 0
         ),
-        sweep=sweep_at(level),
+        sweep=sweep_at(at_level),
         images=tuple(
             ReleaseImage(i.repository, i.tag, i.digest, i.floating, i.sort_key, i.gone)
             for i in images
@@ -408,14 +411,16 @@ def evidence_of(
         ),
         ttfts={
             r.run.run_id: [
-                q.ttft_ms if q.ok else None for q in measured(r, level) if not q.ok or q.ttft_ms is not None
+                q.ttft_ms if q.ok else None
+                for q in measured(r, at_level)
+                if not q.ok or q.ttft_ms is not None
             ]
             for r in results
         },
-        slo_sweep=sweep_at(slo_level),
+        slo_sweep=sweep_at(load),
         slo_requests={
             r.run.run_id: [
-                RequestOutcome(q.ok, q.ttft_ms, q.e2e_ms, q.output_tokens) for q in measured(r, slo_level)
+                RequestOutcome(q.ok, q.ttft_ms, q.e2e_ms, q.output_tokens) for q in measured(r, load)
             ]
             for r in results
         },

@@ -64,6 +64,13 @@ class Sshd:
     _log_files: list = field(default_factory=list)
 
     @property
+    def bin_dir(self) -> Path:
+        """First on every session's PATH, empty until a test puts a stand-in tool there (a Box's
+        ``systemctl``: support/fake_systemd.py)."""
+        assert self.authorized_dir is not None
+        return self.authorized_dir / "bin"
+
+    @property
     def url(self) -> str:
         return f"ssh://{self.user}@127.0.0.1:{self.port}"
 
@@ -224,6 +231,7 @@ def start_sshd(directory: Path) -> Sshd:
     authorized = shared / "authorized_keys"
     authorized.write_text(user_key.with_suffix(".pub").read_text())
     authorized.chmod(0o644)
+    (shared / "bin").mkdir(mode=0o755)
     port = free_port()
     host_pub = host_key.with_suffix(".pub").read_text().split()
     known = directory / "known_hosts"
@@ -246,8 +254,12 @@ def start_sshd(directory: Path) -> Sshd:
         "LogLevel VERBOSE",
         "MaxStartups 100",
     ]
+    # the Box's own tools a test stands in (Sshd.bin_dir) come before the system's; one SetEnv line
+    # (sshd takes the first only)
+    setenv = [f"PATH={shared / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
     if os.environ.get("DOCKER_HOST"):
-        lines.append(f"SetEnv DOCKER_HOST={os.environ['DOCKER_HOST']}")
+        setenv.append(f"DOCKER_HOST={os.environ['DOCKER_HOST']}")
+    lines.append("SetEnv " + " ".join(setenv))
     config = directory / "sshd_config"
     config.write_text("\n".join(lines) + "\n")
     sshd = Sshd(directory, port, user, user_key, known, config, directory / "sshd.log", authorized_dir=shared)

@@ -63,6 +63,8 @@ class SweepReading:
     requests_failed: int
     ttft_p95_ms: float | None  # over the successful requests, as stored
     duration_s: float | None = None  # the level's first send to last completion (goodput's denominator)
+    level: int | None = None
+    level_kind: str | None = None  # "concurrency" (closed loop: level clients) or "rate" (open loop)
 
     @property
     def requests(self) -> int:

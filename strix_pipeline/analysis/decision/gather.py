@@ -7,7 +7,7 @@ evaluations before it -- so a past evaluation can be replayed (:mod:`.replay`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -43,11 +43,11 @@ DECISION_RUNS_SQL = (
     "AND b.engine IN (?, ?)"
 )
 DECISION_AGGREGATES_SQL = """
-SELECT run_id, scenario, level, requests_ok, requests_failed, duration_s,
+SELECT run_id, scenario, level, level_kind, requests_ok, requests_failed, duration_s,
        ttft_p95_ms, ttft_p95_ci_low_ms, ttft_p95_ci_high_ms
 FROM v_run_aggregates
 WHERE host = ? AND engine IN (?, ?)
-  AND (scenario = 'smoke' OR (scenario = 'concurrency_sweep' AND level IN (?, ?)))
+  AND (scenario IN ('smoke', 'trace') OR (scenario = 'concurrency_sweep' AND level IN (?, ?)))
 """
 DECISION_IMAGES_SQL = (
     "SELECT repository, tag, digest, floating, version, sort_key, gone FROM images "
@@ -61,10 +61,11 @@ WHERE run_id = ? AND scenario = 'concurrency_sweep' AND level = ? AND NOT warmup
   AND (NOT ok OR ttft_ms IS NOT NULL)
 ORDER BY request_index
 """
-# What the SLO criterion (C6) reads of each measured request at the SLOs' load, failures included.
+# What the SLO criterion (C6) reads of each measured request at the SLOs' load, failures included:
+# the scenario, and the level and its kind unless the load is "trace" (the run's replay, any level).
 DECISION_SLO_REQUESTS_SQL = """
 SELECT ok, ttft_ms, e2e_ms, output_tokens FROM requests
-WHERE run_id = ? AND scenario = 'concurrency_sweep' AND level = ? AND NOT warmup
+WHERE run_id = ? AND scenario = ? AND (? OR (level = ? AND level_kind = ?)) AND NOT warmup
 ORDER BY request_index
 """
 # C7's answers: the current evaluation set's, of the two engines' runs on the decision host.
@@ -102,18 +103,20 @@ R = TypeVar("R")
 
 
 class WarehouseRequests(Mapping[str, list[R]]):
-    """Per run, its measured requests at one level as ``convert`` makes them, read from table
-    ``requests`` the first time a run's are asked for (a criterion compares two runs of many). A
-    warehouse without raw requests gives none: no interval."""
+    """Per run, its measured requests at one level (``sql``'s parameters after the run id: the level's)
+    as ``convert`` makes them, read from table ``requests`` the first time a run's are asked for (a
+    criterion compares two runs of many). A warehouse without raw requests gives none: no interval."""
 
-    def __init__(self, wh: Warehouse, sql: str, level: int, convert: Callable[[dict[str, Any]], R]) -> None:
-        self._wh, self._sql, self._level, self._convert = wh, sql, level, convert
+    def __init__(
+        self, wh: Warehouse, sql: str, params: Sequence[Any], convert: Callable[[dict[str, Any]], R]
+    ) -> None:
+        self._wh, self._sql, self._params, self._convert = wh, sql, list(params), convert
         self._cache: dict[str, list[R]] = {}
 
     def __getitem__(self, run_id: str) -> list[R]:
         if run_id not in self._cache:
             try:
-                found = query_rows(self._wh, self._sql, [run_id, self._level])
+                found = query_rows(self._wh, self._sql, [run_id, *self._params])
             except Exception:  # noqa: BLE001 - a warehouse without raw requests: no interval (n/a)
                 found = []
             self._cache[run_id] = [self._convert(r) for r in found]
@@ -138,9 +141,10 @@ def gather_evidence(wh: Warehouse, config: StrixConfig, now: datetime) -> Eviden
     """The decision host's evidence as it stood at ``now`` (UTC-aware)."""
     d = config.decision
     runs = query_rows(wh, DECISION_RUNS_SQL, [d.host, now, now, d.candidate_engine, d.baseline_engine])
-    levels = [d.concurrency, d.slo_concurrency]
+    load = d.slo_load
+    levels = [d.concurrency, load.level or d.concurrency]
     aggs = query_rows(wh, DECISION_AGGREGATES_SQL, [d.host, d.candidate_engine, d.baseline_engine, *levels])
-    sweeps = [a for a in aggs if a["scenario"] == "concurrency_sweep"]
+    sweeps = [a for a in aggs if a["scenario"] == "concurrency_sweep" and a["level_kind"] == "concurrency"]
     try:
         images = query_rows(wh, DECISION_IMAGES_SQL, [d.candidate_engine, now])
     except Exception:  # noqa: BLE001 - a warehouse without the images table: no image facts
@@ -160,10 +164,19 @@ def gather_evidence(wh: Warehouse, config: StrixConfig, now: datetime) -> Eviden
         ),
         sweep={a["run_id"]: from_row(SweepReading, a) for a in sweeps if a["level"] == d.concurrency},
         images=tuple(from_row(ReleaseImage, i) for i in images),
-        ttfts=WarehouseRequests(wh, DECISION_TTFT_SQL, d.concurrency, _ttft),
+        ttfts=WarehouseRequests(wh, DECISION_TTFT_SQL, [d.concurrency], _ttft),
         paired_ttft=paired,
-        slo_sweep={a["run_id"]: from_row(SweepReading, a) for a in sweeps if a["level"] == d.slo_concurrency},
-        slo_requests=WarehouseRequests(wh, DECISION_SLO_REQUESTS_SQL, d.slo_concurrency, _outcome),
+        slo_sweep={
+            a["run_id"]: from_row(SweepReading, a)
+            for a in aggs
+            if load.matches(a["scenario"], a["level"], a["level_kind"])
+        },
+        slo_requests=WarehouseRequests(
+            wh,
+            DECISION_SLO_REQUESTS_SQL,
+            [load.scenario, load.kind == "trace", load.level or 0, load.kind],
+            _outcome,
+        ),
         quality=quality_answers(wh, config),
     )
 

@@ -1,6 +1,8 @@
 """Production read as deployed, read-only, over the access the pipeline already has: a container by the
 Docker API (``docker inspect`` of it and of its image), a systemd unit by ``systemctl show`` over the
-Box's ssh (hosts/docker/ssh.py). Nothing here starts, stops or changes anything.
+Box's ssh (hosts/docker/ssh.py) -- a unit's ``docker run`` then by the inspect of the image it names,
+a unit's binary by its ``--version`` (its llama.cpp build). Nothing here starts, stops or changes
+anything: ``--version`` prints and exits.
 
 What the read gives is planning/production_baseline.py's :class:`ProductionRead`; the baseline it
 gives is derived there.
@@ -16,9 +18,13 @@ from strix_pipeline.config import ProductionEngine
 from strix_pipeline.hosts.box.production import ssh_prefix
 from strix_pipeline.hosts.docker.ssh import SshTarget
 from strix_pipeline.planning.production_baseline import (
+    Backend,
+    ContainerRun,
     Mount,
     ProductionRead,
     ProductionReadError,
+    parse_build,
+    parse_container_run,
     parse_systemctl_show,
 )
 
@@ -69,8 +75,11 @@ def read_container(client: Any, name: str) -> ProductionRead:
     )
 
 
-def read_unit(ssh: SshTarget | None, unit: str, *, timeout_s: float = 30) -> ProductionRead:
-    """A systemd unit's ``ExecStart`` and ``Environment`` (over the Box's ssh; here when it is local)."""
+def read_unit(
+    ssh: SshTarget | None, unit: str, client: Any = None, *, timeout_s: float = 30
+) -> ProductionRead:
+    """A systemd unit's ``ExecStart`` and ``Environment`` (over the Box's ssh; here when it is local):
+    the container its ``docker run`` starts, else the binary it runs with that binary's build."""
     argv = ssh_prefix(ssh, ["systemctl", "show", "-p", "ExecStart", "-p", "Environment", unit])
     done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
     if done.returncode != 0:
@@ -79,7 +88,55 @@ def read_unit(ssh: SshTarget | None, unit: str, *, timeout_s: float = 30) -> Pro
     command, env = parse_systemctl_show(done.stdout)
     if not command:
         raise ProductionReadError(f"systemctl show {unit}: no ExecStart ({shlex.quote(done.stdout[:200])})")
-    return ProductionRead(kind="unit", name=unit, argv=command, env=env)
+    run = parse_container_run(command)
+    if run is not None:
+        return _unit_container(client, unit, run, env)
+    build, backend = read_build(ssh, command[0], timeout_s=timeout_s)
+    return ProductionRead(kind="unit", name=unit, argv=command, env=env, build=build, build_backend=backend)
+
+
+def _unit_container(client: Any, unit: str, run: ContainerRun, unit_env: tuple[str, ...]) -> ProductionRead:
+    """A unit's ``docker run``: the image it names as the Box's Docker has it (its digest, entrypoint and
+    default command), the run's arguments, ``-e`` (a bare name takes the unit's value), mounts, devices."""
+    if client is None:
+        raise ProductionReadError(
+            f"unit {unit} runs `{run.cli} run {run.image}`: no Docker client to read it"
+        )
+    try:
+        image = client.api.inspect_image(run.image)
+    except Exception as e:  # noqa: BLE001 - docker-py's NotFound and API errors alike
+        raise ProductionReadError(
+            f"unit {unit} runs `{run.cli} run {run.image}`: that image is not in the Box's Docker "
+            f"({type(e).__name__}: {e})"
+        ) from e
+    cfg = image.get("Config") or {}
+    entrypoint = run.entrypoint if run.entrypoint is not None else tuple(cfg.get("Entrypoint") or ())
+    command = run.command or tuple(cfg.get("Cmd") or ())
+    given = dict(e.split("=", 1) for e in unit_env if "=" in e)
+    env = tuple(e if "=" in e else f"{e}={given[e]}" for e in run.env if "=" in e or e in given)
+    return ProductionRead(
+        kind="unit",
+        name=unit,
+        argv=(*entrypoint, *command),
+        env=env,
+        image=run.image,
+        image_digest=_image_digest(run.image, image.get("RepoDigests") or [], image.get("Id") or ""),
+        mounts=run.mounts,
+        devices=run.devices,
+    )
+
+
+def read_build(
+    ssh: SshTarget | None, binary: str, *, timeout_s: float = 30
+) -> tuple[str | None, Backend | None]:
+    """A production binary's llama.cpp build and the backend its ``--version`` names (None, None when
+    it cannot say: the baseline then has no engine build to match)."""
+    argv = ssh_prefix(ssh, [binary, "--version"])
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None, None
+    return parse_build(f"{done.stdout}\n{done.stderr}")
 
 
 def read_production(production: ProductionEngine, client: Any, ssh: SshTarget | None) -> ProductionRead:
@@ -87,7 +144,7 @@ def read_production(production: ProductionEngine, client: Any, ssh: SshTarget | 
     if production.container:
         return read_container(client, production.container)
     if production.unit:
-        return read_unit(ssh, production.unit)
+        return read_unit(ssh, production.unit, client)
     raise ProductionReadError(
         "production has neither `container` nor `unit`: its stop/start commands say nothing of what it runs"
     )

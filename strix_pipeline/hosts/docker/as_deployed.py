@@ -1,5 +1,7 @@
 """An engine spec as production deploys it: production's executable, flags and environment in place of
-the profile's, the model file as the run's container sees it, listening where the run says."""
+the profile's, the model file as the run's container sees it, listening where the run says. A
+production that runs a binary keeps the image's own executable (the run's image is that binary's engine
+build; the binary's path on the Box is not in it)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ def as_deployed(spec: EngineSpec, production: ProductionBaseline, bind_host: str
     The served name is production's alias when it sets one: what its users' clients send."""
     argv = production.argv(spec.model_path, bind_host, spec.port)
     flags = argv[len(production.executable) :]
+    if production.image_ref is None:
+        argv = [*spec.executable, *flags]
     alias = next((flags[i + 1] for i, f in enumerate(flags[:-1]) if f in ALIAS_FLAGS), None)
     return replace(
         spec,

@@ -6,6 +6,10 @@ derives the baseline and runs it: the launched container's arguments (read from 
 are production's except where it listens, its image is production's by digest, its model file is
 production's, and the run records "production as deployed" with the read's digest. Then production is
 restarted with another context size: `strix doctor` says it changed, and the next baseline has it.
+
+The same with production as a systemd-style command: a unit whose ExecStart is ``docker run … IMAGE
+…`` (a stand-in ``systemctl`` on the Box's PATH, support/fake_systemd.py, shows it and stops and starts
+it): the baseline runs that image, those arguments and that model file.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import pytest
 from support.bench_docker import HOST, managed, remove_left_behind
 from support.box_images import ProductionWatch, push_image
 from support.box_sim import KEY_ENV, BoxSim, box_config, wait_healthy
+from support.fake_systemd import FakeUnit
 from support.infra import free_port
 from support.llama_image import llama_rootfs
 
@@ -241,4 +246,116 @@ def test_box_init_writes_a_configuration_doctor_accepts_whose_baseline_is_produc
         assert deployed is not None and deployed.backend == "vulkan", out.read_text()
     finally:
         production.remove(force=True)
+        pushed.remove()
+
+
+UNIT = "llama-prod.service"
+UNIT_NAME = NAME + "-unit"  # its own container name: the container test's may run beside it
+
+
+def unit_healthy(unit: FakeUnit, url: str) -> None:
+    try:
+        wait_healthy(url, 120)
+    except AssertionError as e:
+        raise AssertionError(f"{e}; the unit's log:\n{unit.log()[-3000:]}") from None
+
+
+def unit_exec_start(image: str, binary: Path, model_path: Path, ctx: int, port: int) -> list[str]:
+    """A unit's ``docker run`` of production, in the foreground as systemd runs it: its environment
+    passed by name (the unit's value), its model mounted read-only, its entrypoint the binary."""
+    in_container = f"/models/{model_path.name}"
+    return [
+        "docker", "run", "--rm", "--name", UNIT_NAME, "--network", "host", "-e", "GGML_VK_VISIBLE_DEVICES",
+        "-v", f"{model_path}:{in_container}:ro", "--entrypoint", str(binary), image,
+        *production_flags(in_container, ctx, port),
+    ]  # fmt: skip
+
+
+def test_a_units_docker_run_is_the_baseline_and_doctor_sees_it_change(
+    llama, model_path, box_sshd, box_key, box_probe_image, client, tmp_path, monkeypatch
+):
+    """Production is a systemd unit running ``docker run``: the pipeline reads it with ``systemctl
+    show`` over the Box's ssh, resolves the image it names to its digest on the Box's Docker, and the
+    baseline run is that image with the unit's arguments, environment and model file; production's
+    own stop/start commands take it down for the run and bring it back. Then the unit's flags change:
+    `strix doctor` says so, and the next baseline has them."""
+    pushed = push_image(llama.registry, REPO, TAG, llama_rootfs(llama.binary))
+    image = f"{llama.registry.host}/{REPO}:{TAG}"
+    client.images.pull(f"{llama.registry.host}/{REPO}", tag=TAG)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/health"
+    unit = FakeUnit.install(box_sshd, UNIT)
+    flags = production_flags(f"/models/{model_path.name}", 1024, port)
+    try:
+        unit.set(
+            unit_exec_start(image, llama.binary, model_path, 1024, port),
+            env=ENV,
+            stop=["docker", "rm", "-f", UNIT_NAME],
+        )
+        unit.start()
+        unit_healthy(unit, url)
+        sim = BoxSim.build(tmp_path / "box")
+        sim.install(monkeypatch, box_probe_image)
+        production = {
+            "unit": UNIT,
+            "stop_command": ["systemctl", "stop", UNIT],
+            "start_command": ["systemctl", "start", UNIT],
+            "health_url": url,
+            "health_timeout_s": 120,
+        }
+        config = with_runs(box_config(tmp_path, llama, model_path, box_sshd, production=production))
+
+        args = argparse.Namespace(host=None, warehouse=None, config=None, _strix_config=config)
+        assert run_show(args) == 0
+        read = read_host(config, HOST)
+        assert read.kind == "unit" and read.name == UNIT and read.image == image
+        assert read.argv == (str(llama.binary), *flags)  # the unit's entrypoint and arguments
+        assert read.env == tuple(ENV)  # `-e NAME` with the unit's value
+        base = derive_baseline(read)
+        assert base.image_ref == f"{llama.registry.host}/{REPO}@{pushed.digest}"
+        assert base.backend == "vulkan" and base.model_on_host == str(model_path)
+        assert [c.what for c in base.changes] == ["--host", "--port"]  # the only differences
+        assert doctor_check(config).startswith("unchanged since the read of")
+
+        target = production_target(config, HOST, base)
+        assert target.image is not None
+        assert backend_family(target.image.repository, target.image.tag) == "vulkan"  # paired as Vulkan
+        run, launched = run_baseline(client, config, target, RUN_ID + "-unit")
+        unit_healthy(unit, url)  # production's own start command brought it back
+        assert run.baseline_source == f"production as deployed ({read.digest})"
+        assert run.image_digest == pushed.digest and run.image_tag == TAG
+
+        prod = client.api.inspect_container(UNIT_NAME)  # the unit's container, running again
+        cfg = launched["Config"]
+        assert cfg["Entrypoint"] == [str(llama.binary)]
+        assert without_listen(cfg["Cmd"]) == without_listen(flags)  # the unit's arguments exactly
+        assert cfg["Cmd"][cfg["Cmd"].index("--port") + 1] != str(port)
+        assert launched["Image"] == prod["Image"]  # the image the unit runs, by id
+        assert set(ENV) <= set(cfg["Env"])
+        binds = {m["Destination"]: m["Source"] for m in launched["Mounts"]}
+        assert binds[f"/models/{model_path.name}"] == str(model_path)  # the same model file
+
+        # the unit's flags change (-c 2048) and it is restarted: doctor says so, the next baseline has it
+        unit.set(
+            unit_exec_start(image, llama.binary, model_path, 2048, port),
+            env=ENV,
+            stop=["docker", "rm", "-f", UNIT_NAME],
+        )
+        unit.stop()
+        unit.start()
+        unit_healthy(unit, url)
+        said = doctor_check(config)
+        assert "production CHANGED since the read of" in said and "-c 1024 -> 2048" in said, said
+        again = derive_baseline(read_host(config, HOST))
+        assert ("context", "2048") in again.settings and again.read_digest != read.digest
+        plain = BenchmarkTarget(HOST, "llamacpp", "gemma", "tiny", pushed.record())
+        nxt, launched = run_baseline(client, config, plain, RUN_ID + "-unit-next")
+        unit_healthy(unit, url)
+        assert nxt.baseline_source == f"production as deployed ({again.read_digest})"
+        cmd = launched["Config"]["Cmd"]
+        assert cmd[cmd.index("-c") + 1] == "2048" and "prod-gemma" in cmd, cmd
+    finally:
+        unit.remove()
+        if client.containers.list(all=True, filters={"name": f"^{UNIT_NAME}$"}):
+            client.containers.get(UNIT_NAME).remove(force=True)
         pushed.remove()

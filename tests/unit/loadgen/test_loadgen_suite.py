@@ -338,3 +338,19 @@ def test_the_ladder_replaces_lengths_that_do_not_fit_by_the_cap_unless_a_level_a
     assert ladder_levels(box, 49152, 4)[0] == [2048, 4096, 8192, 16384, 32768, 49116]
     # 64K + 1K: everything fits, no note
     assert ladder_levels(box, 66560, 4) == (box, None)
+
+
+def test_the_sweeps_rates_are_open_loop_levels_after_its_clients() -> None:
+    """A rate the SLO criterion judges at is measured: requests_per_level requests at that arrival rate,
+    stored as the sweep's level of kind "rate" at its requests per minute."""
+    profile = TINY.model_copy(
+        update={
+            "concurrency_sweep": TINY.concurrency_sweep.model_copy(update={"levels": [1], "rates": [20.0]})
+        }
+    )
+    res, _ = suite(profile, scenarios=["concurrency_sweep"])
+    assert [(a.level, a.level_kind) for a in res.aggregates] == [(1, "concurrency"), (1200, "rate")]
+    (rate,) = [a for a in res.aggregates if a.level_kind == "rate"]
+    assert rate.requests_ok == 5 and rate.requested_rate == 20.0
+    sent = sorted(r.sent_offset_ms for r in res.requests if r.level_kind == "rate" and not r.warmup)
+    assert sent[-1] > 0  # sent on a schedule, not all at once

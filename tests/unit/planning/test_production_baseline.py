@@ -134,7 +134,10 @@ def test_a_listen_address_in_the_environment_is_a_listed_change() -> None:
     read = ProductionRead(kind="unit", name="p", argv=read.argv, env=read.env)
     base = derive_baseline(read)
     assert base.env == ("LLAMA_ARG_CTX_SIZE=8192",)
-    assert [(c.what, c.production) for c in base.changes] == [("LLAMA_ARG_PORT", "8080")]
+    assert [(c.what, c.production) for c in base.changes] == [
+        ("LLAMA_ARG_PORT", "8080"),
+        ("executable", "llama-server"),  # a binary: the matching engine build's own
+    ]
 
 
 SYSTEMCTL = (
@@ -154,7 +157,7 @@ def test_a_systemd_exec_start_gives_the_binary_flags_and_file() -> None:
     assert base.model_on_host == "/srv/models/gemma.gguf"
     assert base.flags == ("-m", "/srv/models/gemma.gguf", "-c", "8192", "-np", "2", "-fa", "on")
     assert base.backend == "vulkan"  # its environment names Vulkan's device
-    assert [c.what for c in base.changes] == ["--port", "--host"]
+    assert [c.what for c in base.changes] == ["--port", "--host", "executable"]
 
 
 def test_flags_keep_the_form_production_wrote_them_in() -> None:
@@ -174,7 +177,10 @@ def test_flags_keep_the_form_production_wrote_them_in() -> None:
         "llama-server", "--model=/models/g.gguf", "--ctx-size=4096", "--no-mmap", "-ngl", "-1",
         "--host", "127.0.0.1", "--port", "1",
     ]  # fmt: skip
-    assert [(c.what, c.production) for c in base.changes] == [("--port", "8080")]
+    assert [(c.what, c.production) for c in base.changes] == [
+        ("--port", "8080"),
+        ("executable", "llama-server"),
+    ]
 
 
 def test_the_digest_changes_with_the_flags() -> None:

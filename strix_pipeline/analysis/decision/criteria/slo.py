@@ -2,12 +2,15 @@
 
 Judged only when ``[decision.slo]`` is set (and then required). Goodput is requests per second meeting
 every objective set (TTFT, TPOT, E2E per request; ``loadgen.metrics.meets_slo``), a failed or timed-out
-request a miss. In the closed loop of a sweep level each of the N clients is always busy with one
-request, so by Little's law goodput = N x (requests meeting the SLOs) / (the client time they all held),
-a failure holding its client for the run's request timeout. Its interval, and that of the ratio of the
-two engines' goodput, is a percentile bootstrap over requests (stats.bootstrap, seeded). Tokens/s per
-user -- the streaming speed a user sees, 1000 / TPOT, a failure 0 -- is shown beside it, with its
-interval, and decides nothing.
+request a miss. The load (``[decision.slo] load``, config.decision.SloLoad) is N clients (a sweep level),
+an arrival rate (the sweep's open-loop level at it) or the decision's trace as it replays; the reason
+names it. In a closed loop each of the N clients is always busy with one request, so by Little's law
+goodput = N x (requests meeting the SLOs) / (the client time they all held), a failure holding its client
+for the run's request timeout. In an open loop (a rate, a trace's recorded arrivals) requests come on
+their own schedule: goodput = requests meeting the SLOs / the level's wall time. Its interval, and that
+of the ratio of the two engines' goodput, is a percentile bootstrap over requests (stats.bootstrap,
+seeded). Tokens/s per user -- the streaming speed a user sees, 1000 / TPOT, a failure 0 -- is shown
+beside it, with its interval, and decides nothing.
 """
 
 from __future__ import annotations
@@ -17,9 +20,9 @@ from collections.abc import Sequence
 from strix_pipeline.analysis.decision.criteria.failures import failure_clause
 from strix_pipeline.analysis.decision.criteria.pairing import _measured_pair, _on_both_matchups, _quant_note
 from strix_pipeline.analysis.decision.criteria.runs import CONFIDENCE, _label, _result
-from strix_pipeline.analysis.decision.evidence import Evidence, RequestOutcome, RunFacts
+from strix_pipeline.analysis.decision.evidence import Evidence, RequestOutcome, RunFacts, SweepReading
 from strix_pipeline.analysis.decision.matchup_table import ratio_text
-from strix_pipeline.config import DecisionSLO, ScenarioProfile, StrixConfig
+from strix_pipeline.config import DecisionSLO, ScenarioProfile, SloLoad, StrixConfig
 from strix_pipeline.loadgen.metrics import meets_slo, tpot_ms
 from strix_pipeline.records import CriterionResult
 from strix_pipeline.stats.bootstrap import ratio_of_ratios, ratio_of_sums
@@ -28,7 +31,7 @@ THRESHOLD = 1.0  # on the ratio candidate goodput / baseline goodput
 
 
 def goodput_within_slos(ev: Evidence, config: StrixConfig) -> CriterionResult:
-    """C6: the ratio candidate / baseline goodput at ``decision.slo_concurrency``, with its interval, on
+    """C6: the ratio candidate / baseline goodput at ``decision.slo_load``, with its interval, on
     both match-ups: pass when wholly above 1, fail when wholly below, unknown ("inconclusive")
     otherwise; a candidate failing more requests with confidence fails, saying so."""
     return _on_both_matchups(lambda matchup: _slo_on(ev, config, matchup), config)
@@ -61,12 +64,42 @@ def _interval(point: float | None, lo: float | None, hi: float | None, unit: str
     return f"{point:.2f} {unit}{ci}"
 
 
+def _formula(reading: SweepReading, load: SloLoad) -> str:
+    if reading.level_kind == "rate":
+        return "requests within the SLOs / the level's wall time (arrivals on their own schedule)"
+    n = load.clients if load.kind == "concurrency" and load.clients else reading.level
+    return f"{n} clients x requests within the SLOs / the client time they held (a failure the timeout)"
+
+
+def load_text(load: SloLoad, reading: SweepReading | None) -> str:
+    """The load as measured: ``5 clients``, ``2.5 requests/s (open loop)``, or a trace's replay as it ran
+    (its recorded arrivals, or its clients)."""
+    if load.kind != "trace" or reading is None:
+        return load.text()
+    if reading.level_kind == "rate":
+        return "the trace's recorded arrivals (open loop)"
+    return f"the trace's replay at {reading.level} clients"
+
+
+def goodput_sums(
+    requests: Sequence[RequestOutcome], r: RunFacts, slo: DecisionSLO, reading: SweepReading, load: SloLoad
+) -> tuple[list[float], list[float]]:
+    """Per request, goodput's numerator and denominator terms: closed loop, (N x met, the client time
+    it held); open loop (a rate, a trace's arrivals), (met, the level's wall time / its requests)."""
+    met = [float(meets_slo(q, slo)) for q in requests]
+    if reading.level_kind == "rate":
+        held = client_time(requests, r.request_timeout_s)
+        wall = reading.duration_s if reading.duration_s else sum(held)
+        return met, [wall / len(requests)] * len(requests)
+    n = load.clients if load.kind == "concurrency" and load.clients else reading.level or 1
+    return [n * m for m in met], client_time(requests, r.request_timeout_s)
+
+
 def _side(
-    requests: Sequence[RequestOutcome], r: RunFacts, slo: DecisionSLO, n: int
+    requests: Sequence[RequestOutcome], r: RunFacts, slo: DecisionSLO, reading: SweepReading, load: SloLoad
 ) -> tuple[list, list, str]:
-    """(good x N, client seconds) per request -- goodput's sums -- and the side's figures in words."""
-    good = [float(n * meets_slo(q, slo)) for q in requests]
-    held = client_time(requests, r.request_timeout_s)
+    """Goodput's sums per request (:func:`goodput_sums`) and the side's figures in words."""
+    good, held = goodput_sums(requests, r, slo, reading, load)
     speeds = [s for s in (user_speed(q) for q in requests) if s is not None]
     goodput = _interval(*ratio_of_sums(good, held, CONFIDENCE), "req/s")
     per_user = _interval(*ratio_of_sums(speeds, [1.0] * len(speeds), CONFIDENCE), "tok/s per user")
@@ -76,7 +109,7 @@ def _side(
 
 def _slo_on(ev: Evidence, config: StrixConfig, matchup: str) -> CriterionResult:
     d = config.decision
-    slo, n = d.slo, d.slo_concurrency
+    slo, load = d.slo, d.slo_load
     assert slo is not None  # judged only with SLOs set (verdict.assess)
 
     def measured(runs: list[RunFacts]) -> list[RunFacts]:
@@ -90,8 +123,8 @@ def _slo_on(ev: Evidence, config: StrixConfig, matchup: str) -> CriterionResult:
         config,
         measured,
         lambda r: r.run_id in ev.slo_sweep,
-        f"a {n}-client sweep",
-        f"run at {n} clients",
+        f"requests at {load.text()}",
+        f"run at {load.text()}",
         matchup,
     )
     if isinstance(found, CriterionResult):
@@ -99,13 +132,14 @@ def _slo_on(ev: Evidence, config: StrixConfig, matchup: str) -> CriterionResult:
     c, b, paired = found
     c_req, b_req = list(ev.slo_requests.get(c.run_id, ())), list(ev.slo_requests.get(b.run_id, ()))
     worse, failed = failure_clause(ev.slo_sweep[c.run_id], ev.slo_sweep[b.run_id], d.baseline_engine)
-    head = f"SLOs {objectives_text(slo)} at {n} clients"
+    c_read, b_read = ev.slo_sweep[c.run_id], ev.slo_sweep[b.run_id]
+    head = f"SLOs {objectives_text(slo)} at {load_text(load, c_read)}"
     if not c_req or not b_req:
         status = "fail" if worse else "unknown"
         verdict = failed if worse else "no measured requests of a run stored: no goodput (n/a)"
         return _result("C6", status, f"{verdict}; {head}{paired}", runs=[c, b])
-    c_good, c_held, c_text = _side(c_req, c, slo, n)
-    b_good, b_held, b_text = _side(b_req, b, slo, n)
+    c_good, c_held, c_text = _side(c_req, c, slo, c_read, load)
+    b_good, b_held, b_text = _side(b_req, b, slo, b_read, load)
     ratio, lo, hi = ratio_of_ratios((c_good, c_held), (b_good, b_held), CONFIDENCE)
     if ratio is None:  # the baseline met the SLOs with no request
         status, verdict = (
@@ -125,8 +159,8 @@ def _slo_on(ev: Evidence, config: StrixConfig, matchup: str) -> CriterionResult:
         status, verdict = "fail", f"{failed}; {verdict}"
     reason = (
         f"{verdict}; {head}: candidate {c_text} ({_label(c)}) vs {d.baseline_engine} {b_text} ({_label(b)}); "
-        f"goodput = {n} clients x requests within the SLOs / the client time they held (a failure the "
-        f"timeout), {CONFIDENCE:.0%} percentile bootstrap over requests; {failed}{_quant_note(c, b)}{paired}"
+        f"goodput = {_formula(c_read, load)}, {CONFIDENCE:.0%} percentile bootstrap over requests; "
+        f"{failed}{_quant_note(c, b)}{paired}"
     )
     return _result(
         "C6",
