@@ -91,6 +91,8 @@ class RunFigures:
     # the measured requests and how many of them failed: the figures are the successful ones'
     measured_requests: int = 0
     failed_requests: int = 0
+    # of them, the TTFT level's: the requests each TTFT percentile is taken over
+    ttft_requests: int = 0
 
     @property
     def failure_rate(self) -> float:

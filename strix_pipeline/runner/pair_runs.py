@@ -250,7 +250,13 @@ def figures_of(result: SuiteResult, spec: PairSpec) -> RunFigures:
         if v:
             values[name] = v
     return RunFigures(
-        values, warmup_ms=warm[0].e2e_ms, measured_requests=len(measured), failed_requests=failed
+        values,
+        warmup_ms=warm[0].e2e_ms,
+        measured_requests=len(measured),
+        failed_requests=failed,
+        ttft_requests=sum(
+            r.scenario == "concurrency_sweep" and r.level == spec.ttft_clients for r in measured
+        ),
     )
 
 

@@ -346,6 +346,14 @@ def _metric_result(
     )
 
 
+def requests_per_run(result: PairsResult) -> int | None:
+    """The fewest TTFT requests a kept run measured: what its TTFT percentiles are taken over."""
+    counts = [
+        r.figures.ttft_requests for r in result.runs if r.kept and r.figures and r.figures.ttft_requests
+    ]
+    return min(counts) if counts else None
+
+
 def records(result: PairsResult) -> tuple[list[ComparisonRecord], list[ComparisonRun]]:
     """The warehouse's rows of a comparison (warehouse/comparisons.py)."""
     rows = [
@@ -386,6 +394,7 @@ def records(result: PairsResult) -> tuple[list[ComparisonRecord], list[Compariso
             excluded_a=result.exclusions.k1,
             excluded_b=result.exclusions.k2,
             exclusion_p=result.exclusions.p_value,
+            requests_per_run=requests_per_run(result),
         )
         for m in result.metrics
     ]

@@ -70,6 +70,8 @@ class ComparisonRecord:
     excluded_a: int | None = None  # runs left out for a busy host, per side
     excluded_b: int | None = None
     exclusion_p: float | None = None
+    # the fewest measured TTFT requests of a kept run: what its percentiles estimate (quantile_name)
+    requests_per_run: int | None = None
 
 
 @dataclass

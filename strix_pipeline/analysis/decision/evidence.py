@@ -110,8 +110,15 @@ class PairedTtft:
     low: float | None
     high: float | None
     verdict: str
-    look_alpha: float | None
+    look_alpha: float | None  # the alpha the interval spent: its level is 1 - look_alpha
     started_at: datetime
+    # the fewest TTFT requests a kept run measured: which percentile each run's "p95" estimates
+    requests_per_run: int | None = None
+
+    @property
+    def level(self) -> float:
+        """The interval's real confidence level: the ladder's look spent ``look_alpha`` of the 5 %."""
+        return 1 - (self.look_alpha if self.look_alpha is not None else 0.05)
 
 
 @dataclass(frozen=True)

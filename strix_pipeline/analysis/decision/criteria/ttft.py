@@ -22,12 +22,19 @@ from strix_pipeline.analysis.decision.evidence import Evidence, PairedTtft, RunF
 from strix_pipeline.analysis.decision.matchup_table import matchup_name, ratio_text
 from strix_pipeline.config import ScenarioProfile, StrixConfig
 from strix_pipeline.records import CriterionResult
-from strix_pipeline.stats.quantiles import censored, min_samples_for_ratio_ci, quantile_ratio_ci
+from strix_pipeline.stats.quantiles import (
+    censored,
+    min_samples_for_ratio_ci,
+    quantile_name,
+    quantile_ratio_ci,
+)
 
 # C3's quantile, and the measured requests per run its interval of the ratio needs (86): a decision
 # level planned with fewer is refused when the configuration is loaded (config_load)
 C3_QUANTILE = 95
 C3_MIN_REQUESTS = min_samples_for_ratio_ci(C3_QUANTILE, CONFIDENCE)
+# how C3's reason names a decision on the interleaved pairs (and :func:`decided_by_pairs` finds it)
+BY_PAIRS = "interleaved pairs of fresh runs"
 
 
 def ttft_p95_beats_llamacpp_at_5(ev: Evidence, config: StrixConfig) -> CriterionResult:
@@ -166,16 +173,33 @@ def _paired_ttft(ev: Evidence, matchup: str, c: RunFacts, b: RunFacts) -> Paired
 
 
 def _by_pairs(p: PairedTtft, threshold: float) -> tuple[str, str]:
-    """C3's status and verdict on the interleaved pairs: the paired ratio's interval against the threshold."""
+    """C3's status and verdict on the interleaved pairs: the paired ratio's interval against the threshold.
+
+    The interval is Student's t across the pairs' log-ratios (stats/paired.compare), so the variance
+    between runs is in it; its level is the one the ladder's look spent (96.25-99.55 % at 10 pairs'
+    cap), said as such, and each run's percentile is named for what its request count estimates."""
+    what = quantile_name(C3_QUANTILE, p.requests_per_run)
+    of = (
+        f"{what} of {p.requests_per_run} TTFT requests a run"
+        if p.requests_per_run
+        else f"{what} of each run (its request count not stored)"
+    )
     ci = (
-        f"by {p.pairs} interleaved pairs of fresh runs ({p.comparison_id}): ratio "
-        f"{ratio_text(p.ratio)}, interval {ratio_text(p.low)}-{ratio_text(p.high)}"
+        f"by {p.pairs} {BY_PAIRS} ({p.comparison_id}): ratio {ratio_text(p.ratio)}, interval "
+        f"{ratio_text(p.low)}-{ratio_text(p.high)} at {p.level * 100:.2f} % (Student t across the pairs' "
+        f"log-ratios of the runs' {of})"
     )
     if p.high is not None and p.high < threshold:
         return "pass", f"{ci}, wholly below {ratio_text(threshold)}: faster with confidence"
     if p.low is not None and p.low > threshold:
         return "fail", f"{ci}, wholly above {ratio_text(threshold)}: not faster, with confidence"
     return "unknown", f"inconclusive {ci}: it contains {ratio_text(threshold)}"
+
+
+def decided_by_pairs(r: CriterionResult) -> bool:
+    """C3 decided on the interleaved pairs (:func:`_by_pairs`), not on two single runs."""
+    head = r.reason.removeprefix("inconclusive ").split(";", 1)[0]
+    return r.criterion == "C3" and head.startswith("by ") and BY_PAIRS in head
 
 
 def _no_interval(p: PairedTtft) -> str:
