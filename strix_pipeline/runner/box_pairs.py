@@ -8,7 +8,8 @@ flags, environment and model file, read read-only from the Box (planning/product
 the candidate side its configured run of the candidate's image. Each run sends the smoke warm-up and
 the decision's level of the baseline run's profile only, as many requests as the weekly run sends
 there (the count C3's interval needs), and its figures are taken over every measured request, a
-failed or timed-out one counted as the request timeout (stats.quantiles.censored).
+failed or timed-out one counted as the request timeout (stats.quantiles.censored); with the owner's
+SLOs at that load, its goodput too (C6 decides on its paired ratio).
 
 The pairs are planned, not chased: ``[decision] box_pairs`` balanced AB/BA pairs, one look at the
 whole 5 % (the planner counts their runs in the night, planning/week.py), so the interval's level
@@ -21,13 +22,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from strix_pipeline.config import StrixConfig
+from strix_pipeline.config import DecisionSLO, StrixConfig
 from strix_pipeline.hosts.box.production_read import read_production
 from strix_pipeline.hosts.docker.host import make_client
 from strix_pipeline.hosts.docker.ssh import client_transport
+from strix_pipeline.loadgen.metrics import meets_slo
 from strix_pipeline.planning.production_baseline import ProductionReadError, derive_baseline
 from strix_pipeline.planning.production_target import production_target
-from strix_pipeline.records import ImageRecord, RunResult
+from strix_pipeline.records import ImageRecord, RequestRecord, RunResult
 from strix_pipeline.runner.engine_comparison import METRICS, TARGET, EngineSides
 from strix_pipeline.runner.pair_model import ComparedRelease, PairsResult, Progress, RunFailed, RunFigures
 from strix_pipeline.runner.pairs import compare_releases
@@ -52,7 +54,25 @@ def pair_config(config: StrixConfig, sides: EngineSides) -> StrixConfig:
     return config.model_copy(update={"profiles": profiles})
 
 
-def box_figures(result: RunResult, level: int, timeout_s: float) -> RunFigures:
+def goodput(rows: list[RequestRecord], clients: int, slo: DecisionSLO, timeout_s: float) -> float:
+    """Requests per second within every SLO at a closed-loop level of ``clients`` (Little's law, as
+    C6 computes it): clients x the requests meeting them / the client time all of them held, a failure
+    holding its client for the request timeout."""
+    held = sum(q.e2e_ms / 1000 if q.ok and q.e2e_ms is not None else timeout_s for q in rows)
+    return clients * sum(meets_slo(q, slo) for q in rows) / held if held > 0 else 0.0
+
+
+def box_metrics(config: StrixConfig) -> tuple[str, ...]:
+    """What a Box's pairs judge: C3's TTFT figures, and C6's goodput when the owner set SLOs at the
+    decision's level (their load is then what each pair run sends)."""
+    d = config.decision
+    same_load = d.slo is not None and d.slo_concurrency == d.concurrency
+    return (*METRICS, "goodput_rps") if same_load else METRICS
+
+
+def box_figures(
+    result: RunResult, level: int, timeout_s: float, slo: DecisionSLO | None = None
+) -> RunFigures:
     """A Box run's pair figures at the decision's ``level``: TTFT p95, p50 and mean over every measured
     request there, a failed or timed-out one counted as the request timeout ``timeout_s``; or
     :class:`RunFailed` saying why there are none."""
@@ -73,6 +93,8 @@ def box_figures(result: RunResult, level: int, timeout_s: float) -> RunFigures:
         "ttft_p50_ms": float(np.percentile(ttft, 50)),
         "ttft_mean_ms": float(np.mean(ttft)),
     }
+    if slo is not None:
+        values["goodput_rps"] = goodput(rows, level, slo, timeout_s)
     return RunFigures(
         values,
         warmup_ms=warm[0].e2e_ms if warm else None,
@@ -108,7 +130,10 @@ class BoxEngineRuns:
             force=True,  # a pair's run repeats a run the week already has: that is the point
         )
         timeout_s = self.config.profiles[target.profile].request_timeout_s
-        return box_figures(result, self.config.decision.concurrency, timeout_s)
+        d = self.config.decision
+        return box_figures(
+            result, d.concurrency, timeout_s, d.slo if "goodput_rps" in box_metrics(self.config) else None
+        )
 
 
 def box_sides(
@@ -135,7 +160,7 @@ def compare_on_box(
         BoxEngineRuns(cut, sides, run_prefix, progress),
         sides.release(sides.baseline, cut),
         sides.release(sides.candidate, cut),
-        metrics=METRICS,
+        metrics=box_metrics(config),
         host=sides.baseline.host,
         engine=sides.engines,
         pairs=pairs,

@@ -59,6 +59,18 @@ METRICS: dict[str, PairMetric] = {
         "ttft_p95_ms", False, "ms", "95th percentile TTFT of one level at 5 clients", min_target=0.10
     ),
 }
+# Figures only the decision's pairs judge, never a release comparison's default set: C6's goodput, measured
+# by a Box's pairs when the owner's SLOs are set at the decision's level (runner/box_pairs.py)
+DECISION_METRICS: dict[str, PairMetric] = {
+    "goodput_rps": PairMetric(
+        "goodput_rps",
+        True,
+        "req/s",
+        "clients x requests within every SLO / the client time all requests held (a failure the timeout)",
+        min_target=0.10,
+    ),
+}
+KNOWN_METRICS = {**METRICS, **DECISION_METRICS}
 THROUGHPUT_METRICS = ("decode_tokens_per_s", "prefill_tokens_per_s")
 
 # No metric is "within ±target" while the failed runs lean one way this much (p of the two-proportion

@@ -39,6 +39,7 @@ from datetime import UTC, datetime
 from strix_pipeline.runner.pair_model import (
     EXCLUSIONS_DIFFER_P,
     FAILURES_ALIKE_P,
+    KNOWN_METRICS,
     METRICS,
     ComparedRelease,
     MetricResult,
@@ -95,9 +96,11 @@ def compare_releases(
     kept pairs; ``max_dropped``: the most pairs dropped for a failed or excluded run before the
     ladder takes what it has (default: half the cap, at least 2).
     """
-    unknown = [m for m in metrics if m not in METRICS]
+    unknown = [m for m in metrics if m not in KNOWN_METRICS]
     if unknown:
-        raise ValueError(f"no such metric to compare: {', '.join(unknown)} (known: {', '.join(METRICS)})")
+        raise ValueError(
+            f"no such metric to compare: {', '.join(unknown)} (known: {', '.join(KNOWN_METRICS)})"
+        )
     primary = metrics[0] if primary is None and metrics else primary
     if primary not in metrics:
         raise ValueError(f"the primary metric {primary} is not among those compared ({', '.join(metrics)})")
@@ -132,13 +135,13 @@ def compare_releases(
             out[name] = paired.sequential(
                 va,
                 vb,
-                target=METRICS[name].target(target),
+                target=KNOWN_METRICS[name].target(target),
                 alpha=alpha,
-                higher_is_better=METRICS[name].higher_is_better,
+                higher_is_better=KNOWN_METRICS[name].higher_is_better,
                 ladder=ladder,
                 cap=cap,
                 exhausted=exhausted,
-                margin=METRICS[name].target(target) * margin_share,
+                margin=KNOWN_METRICS[name].target(target) * margin_share,
             )
         return out
 
@@ -292,7 +295,7 @@ def _drop(r: PairRun) -> PairRun:
 
 
 def _figures_text(figs: RunFigures, metrics: Sequence[str]) -> str:
-    parts = [f"{METRICS[m].name} {figs.values[m]:.2f} {METRICS[m].unit}" for m in metrics]
+    parts = [f"{KNOWN_METRICS[m].name} {figs.values[m]:.2f} {KNOWN_METRICS[m].unit}" for m in metrics]
     if figs.warmup_ms is not None:
         parts.append(f"warm-up {figs.warmup_ms:.0f} ms discarded")
     return ", ".join(parts)
@@ -327,21 +330,21 @@ def _metric_result(
         a.tag,
         b.tag,
         name,
-        METRICS[name].higher_is_better,
+        KNOWN_METRICS[name].higher_is_better,
         c.n_pairs if c else len(kept),
         c.ratio if finite else None,
         c.low if finite and math.isfinite(c.low) else None,
         c.high if finite and math.isfinite(c.high) else None,
         verdict,
         s.looks,
-        METRICS[name].target(target),
+        KNOWN_METRICS[name].target(target),
         alpha,
         look_alpha,
         cap,
         values,
         s,
         primary,
-        METRICS[name].estimator,
+        KNOWN_METRICS[name].estimator,
         why,
     )
 

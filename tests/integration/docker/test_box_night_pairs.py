@@ -5,10 +5,10 @@ night without pairs gives at most a provisional `switch`.
 Production is a real llama-server container with its own flags and model mount (a Vulkan-tagged image
 in the loopback registry); the candidate is the same build pushed as a community toolbox image (a
 Vulkan tag too, so the two pair on one backend), configured as an engine of its own. The night's single
-runs come first -- production as deployed once, the candidate twice (a repeat agrees, so only the
-single runs can keep a `switch` provisional) -- then ``[decision] box_pairs`` = 3 pairs
+runs come first -- production as deployed, then the candidate, each once -- then
+``[decision] box_pairs`` = 3 pairs
 (runner/box_pairs.py): each run stops production, starts a fresh container of its side, sends the
-decision's level and is stopped, production restored. C3's threshold is set to a ratio of 2 so that
+decision's level and is stopped, production restored. C3's threshold is set to a ratio of 3 so that
 identical engines pass with confidence once an interval exists: what is under test is what C3
 decides on, not which engine is faster.
 """
@@ -48,7 +48,7 @@ NAME = "strix-test-boxpairs-production"
 PROD_REPO, PROD_TAG = "ggml-org/llama.cpp", "server-vulkan-boxpairs"
 CAND_REPO, CAND_TAG = "kyuz0/amd-strix-halo-toolboxes", "vulkan-radv-boxpairs"
 LEVEL = 5
-REQUESTS = 86  # at the decision's level: what C3's interval of two single runs needs
+REQUESTS = 10  # at the decision's level: a "p95" of 10 estimates the p86.8, and C3 says so
 PAIRS = 3
 
 
@@ -97,7 +97,7 @@ def night_config(base: StrixConfig, pairs: int) -> StrixConfig:
             "candidate_engine": "toolbox",
             "baseline_engine": "llamacpp",
             "required": ["C3"],
-            "ttft_margin_pct": -100.0,  # C3 passes when the ratio's interval is wholly below 2
+            "ttft_margin_pct": -200.0,  # C3 passes when the ratio's interval is wholly below 3
             "box_pairs": pairs,
         }
     )
@@ -144,7 +144,7 @@ def test_a_night_of_pairs_decides_c3_and_without_them_a_switch_is_provisional(
         with pytest.raises(ValueError, match="at least 3 pairs"):
             night_config(base, 2)
 
-        # the night's single runs: production's image runs as deployed; the candidate twice
+        # the night's single runs: production's image runs as deployed, then the candidate
         baseline = single_run(
             config, BenchmarkTarget(HOST, "llamacpp", "gemma", "tiny", prod.record()), RUN_PREFIX + "b0"
         )
@@ -152,7 +152,7 @@ def test_a_night_of_pairs_decides_c3_and_without_them_a_switch_is_provisional(
             "production as deployed"
         )
         candidate = BenchmarkTarget(HOST, "toolbox", "gemma", "tiny", cand.record("toolbox"))
-        singles = [baseline] + [single_run(config, candidate, f"{RUN_PREFIX}c{i}") for i in (1, 2)]
+        singles = [baseline, single_run(config, candidate, f"{RUN_PREFIX}c1")]
         with Warehouse.open(config.project.warehouse) as wh:
             wh.load_runs(singles)
 
@@ -160,9 +160,9 @@ def test_a_night_of_pairs_decides_c3_and_without_them_a_switch_is_provisional(
         with Warehouse.open(config.project.warehouse) as wh:
             alone = evaluate(wh, config, now=datetime.now(UTC))
         c3 = {c.criterion: c for c in alone.criteria}["C3"]
-        assert c3.status == "pass" and "two single runs" in c3.reason, c3.reason
-        assert alone.verdict == "switch" and alone.provisional, alone.reason
-        assert "rests on single runs" in alone.reason
+        assert "two single runs" in c3.reason, c3.reason
+        # (10 requests a run give two single runs no interval: C3 is inconclusive on them)
+        assert c3.status == "unknown" and (alone.verdict != "switch" or alone.provisional), alone.reason
 
         # the night's pairs: production as deployed (read now) against the candidate, AB/BA, fresh runs
         sides = night_sides(config, cand.record("toolbox"))
@@ -191,9 +191,11 @@ def test_a_night_of_pairs_decides_c3_and_without_them_a_switch_is_provisional(
             c3.reason
         )
         # the interval's real level, and the runs' percentile named for what 86 requests estimate
-        assert "at 95.00 % (Student t across the pairs' log-ratios of the runs' p94.0 of 86 TTFT" in c3.reason
+        assert "at 95.00 % (Student t across the pairs' log-ratios of the runs' p86.8 of 10 TTFT" in c3.reason
         assert (c3.value, c3.ci_low, c3.ci_high) == (p95.ratio, p95.low, p95.high)
-        assert c3.status == "pass" and paired.verdict == "switch" and not paired.provisional, paired.reason
+        assert c3.status == "pass" and paired.verdict == "switch", paired.reason
+        # provisional only for resting on one candidate run (a repeat has to agree), not on single runs
+        assert "rests on single runs" not in paired.reason
     finally:
         production.remove(force=True)
         prod.remove()

@@ -6,10 +6,13 @@ import numpy as np
 
 from strix_pipeline.analysis.decision.criteria.failures import failure_clause
 from strix_pipeline.analysis.decision.criteria.pairing import (
+    BY_PAIRS,
     _measured_pair,
     _on_both_matchups,
     _quant_note,
     _run_ci,
+    paired_comparison,
+    pairs_interval,
 )
 from strix_pipeline.analysis.decision.criteria.runs import (
     CONFIDENCE,
@@ -18,7 +21,7 @@ from strix_pipeline.analysis.decision.criteria.runs import (
     _label,
     _result,
 )
-from strix_pipeline.analysis.decision.evidence import Evidence, PairedTtft, RunFacts, SweepReading, side_tag
+from strix_pipeline.analysis.decision.evidence import Evidence, PairedTtft, RunFacts, SweepReading
 from strix_pipeline.analysis.decision.matchup_table import matchup_name, ratio_text
 from strix_pipeline.config import ScenarioProfile, StrixConfig
 from strix_pipeline.records import CriterionResult
@@ -33,8 +36,6 @@ from strix_pipeline.stats.quantiles import (
 # level planned with fewer is refused when the configuration is loaded (config_load)
 C3_QUANTILE = 95
 C3_MIN_REQUESTS = min_samples_for_ratio_ci(C3_QUANTILE, CONFIDENCE)
-# how C3's reason names a decision on the interleaved pairs (and :func:`decided_by_pairs` finds it)
-BY_PAIRS = "interleaved pairs of fresh runs"
 
 
 def ttft_p95_beats_llamacpp_at_5(ev: Evidence, config: StrixConfig) -> CriterionResult:
@@ -155,21 +156,8 @@ def _p95(ttfts: list[float], reading: SweepReading) -> float:
 
 
 def _paired_ttft(ev: Evidence, matchup: str, c: RunFacts, b: RunFacts) -> PairedTtft | str | None:
-    """The match-up's comparison by interleaved pairs when it ran the very releases and models of the runs
-    C3 compares (runner/engine_comparison.py); else why it is not taken; None: there is none (fresh)."""
-    got = ev.paired_ttft.get(matchup)
-    if got is None:
-        return None
-    want = (
-        side_tag(b.engine, b.image_version, b.model_profile),
-        side_tag(c.engine, c.image_version, c.model_profile),
-    )
-    if (got.release_a, got.release_b) != want:
-        return (
-            f"not by its interleaved pairs ({got.comparison_id}: {got.release_b} against {got.release_a}): "
-            f"they ran other releases or models than these runs ({want[1]} against {want[0]})"
-        )
-    return got
+    """The match-up's comparison of TTFT p95 by interleaved pairs (:func:`paired_comparison`)."""
+    return paired_comparison(ev.paired_ttft, matchup, c, b)
 
 
 def _by_pairs(p: PairedTtft, threshold: float) -> tuple[str, str]:
@@ -184,11 +172,7 @@ def _by_pairs(p: PairedTtft, threshold: float) -> tuple[str, str]:
         if p.requests_per_run
         else f"{what} of each run (its request count not stored)"
     )
-    ci = (
-        f"by {p.pairs} {BY_PAIRS} ({p.comparison_id}): ratio {ratio_text(p.ratio)}, interval "
-        f"{ratio_text(p.low)}-{ratio_text(p.high)} at {p.level * 100:.2f} % (Student t across the pairs' "
-        f"log-ratios of the runs' {of})"
-    )
+    ci = f"{pairs_interval(p, '')} of the runs' {of})"
     if p.high is not None and p.high < threshold:
         return "pass", f"{ci}, wholly below {ratio_text(threshold)}: faster with confidence"
     if p.low is not None and p.low > threshold:
