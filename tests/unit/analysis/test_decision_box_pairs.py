@@ -21,6 +21,7 @@ from support.decision_seed import (
     with_c3_pairs,
 )
 
+from strix_pipeline.analysis.decision.evidence import PairedTtft
 from strix_pipeline.analysis.decision.verdict import judge
 from strix_pipeline.stats import paired
 from strix_pipeline.stats.quantiles import estimated_level, min_samples_for_name, quantile_name
@@ -120,3 +121,27 @@ def test_pairs_that_leave_c3_inconclusive_give_no_switch_at_all() -> None:
     record = c3_pairs_record(runs, config, NOW, ratios=(0.8, 1.2, 0.9, 1.1, 1.0))
     d = judge(with_c3_pairs(evidence_of(runs, config, NOW), record), config)
     assert c3_of(d).status == "unknown" and d.verdict == "unknown"
+
+
+# ------------------------------------------------------------------------------- C6 on the pairs' goodput
+
+
+def test_c6_decides_on_the_pairs_goodput_ratio_when_the_pairs_measured_it() -> None:
+    runs, config = switch_runs(), make_config(slo={"ttft_ms": 1000})
+    single = {c.criterion: c for c in judge(evidence_of(runs, config, NOW), config).criteria}["C6"]
+    assert single.status == "pass", single.reason  # the single runs: more within the SLOs
+    # the Box's pairs of the very same releases: the candidate's goodput about half the baseline's
+    record = replace(c3_pairs_record(runs, config, NOW), metric="goodput_rps", higher_is_better=True)
+    pairs = PairedTtft(**{k: v for k, v in vars(record).items() if k in PairedTtft.__dataclass_fields__})
+    ev = replace(evidence_of(runs, config, NOW), paired_goodput={"production": pairs})
+    got = {c.criterion: c for c in judge(ev, config).criteria}["C6"]
+    assert got.status == "fail", got.reason
+    assert got.reason.startswith(
+        f"by 5 interleaved pairs of fresh runs ({record.comparison_id}): goodput ratio"
+    )
+    assert (
+        "at 95.00 % (Student t across the pairs' log-ratios of each run's goodput within the SLOs)"
+        in got.reason
+    )
+    assert "beside them, the single runs: SLOs TTFT <= 1000 ms at 5 clients" in got.reason
+    assert (got.value, got.ci_low, got.ci_high) == (record.ratio, record.low, record.high)
