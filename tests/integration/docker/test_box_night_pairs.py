@@ -21,10 +21,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from support.bench_docker import HOST, managed
+from support.bench_docker import BUSYBOX, HOST, managed
 from support.box_images import ProductionWatch, PushedImage, push_image
-from support.box_sim import BoxSim, box_config, wait_healthy
-from support.infra import free_port
+from support.box_sim import BoxSim, box_config, need, wait_healthy
+from support.infra import build_image, free_port, remove_image
 from support.llama_image import llama_rootfs
 
 from strix_pipeline.analysis.decision import evaluate
@@ -50,6 +50,18 @@ CAND_REPO, CAND_TAG = "kyuz0/amd-strix-halo-toolboxes", "vulkan-radv-boxpairs"
 LEVEL = 5
 REQUESTS = 10  # at the decision's level: a "p95" of 10 estimates the p86.8, and C3 says so
 PAIRS = 3
+PROBE = "strix-test/box-sim-probe-bxpn1:1"
+
+
+@pytest.fixture(scope="module")
+def own_probe_image(docker_engine: None) -> Iterator[str]:
+    """The simulator's probe image under a tag of this test's own: another test's teardown removes the
+    shared tag from the shared daemon, mid-run here."""
+    need(BUSYBOX.is_file(), "a static busybox at /bin/busybox", "apt-get install busybox-static")
+    applets = ("sh", "cat", "sleep", "find", "stat", "ls", "echo")
+    build_image(PROBE, {"/bin/busybox": BUSYBOX, **{f"/bin/{a}": BUSYBOX for a in applets}})
+    yield PROBE
+    remove_image(PROBE)
 
 
 @pytest.fixture(autouse=True)
@@ -114,7 +126,7 @@ def single_run(config: StrixConfig, target: BenchmarkTarget, run_id: str):
 
 
 def test_a_night_of_pairs_decides_c3_and_without_them_a_switch_is_provisional(
-    llama, model_path, box_sshd, box_key, box_probe_image, client, tmp_path, monkeypatch
+    llama, model_path, box_sshd, box_key, own_probe_image, client, tmp_path, monkeypatch
 ):
     labels = {"org.opencontainers.image.version": PROD_TAG}
     prod = push_image(llama.registry, PROD_REPO, PROD_TAG, llama_rootfs(llama.binary), labels=labels)
@@ -131,13 +143,14 @@ def test_a_night_of_pairs_decides_c3_and_without_them_a_switch_is_provisional(
     try:
         wait_healthy(url, 120)
         sim = BoxSim.build(tmp_path / "box")
-        sim.install(monkeypatch, box_probe_image)
+        sim.install(monkeypatch, own_probe_image)
         base = box_config(
             tmp_path,
             llama,
             model_path,
             box_sshd,
             production={"container": NAME, "health_url": url, "health_timeout_s": 120},
+            probe_image=own_probe_image,
         )
         config = night_config(base, PAIRS)
         assert night_config(base, 0).decision.box_pairs == 0
