@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from strix_pipeline.analysis.decision.criteria.slo import client_time
 from strix_pipeline.config import DecisionSLO, StrixConfig
 from strix_pipeline.hosts.box.production_read import read_production
 from strix_pipeline.hosts.docker.host import make_client
@@ -58,7 +59,7 @@ def goodput(rows: list[RequestRecord], clients: int, slo: DecisionSLO, timeout_s
     """Requests per second within every SLO at a closed-loop level of ``clients`` (Little's law, as
     C6 computes it): clients x the requests meeting them / the client time all of them held, a failure
     holding its client for the request timeout."""
-    held = sum(q.e2e_ms / 1000 if q.ok and q.e2e_ms is not None else timeout_s for q in rows)
+    held = sum(client_time(rows, timeout_s))
     return clients * sum(meets_slo(q, slo) for q in rows) / held if held > 0 else 0.0
 
 

@@ -235,11 +235,10 @@ def matchup_summary(o: CriterionResult, same_runs: Sequence[str] = ()) -> str:
         return f"{o.status} on the same runs (production's format is the candidate's weights)"
     runs = f" (runs {', '.join(o.evidence_run_ids)})" if o.evidence_run_ids else ""
     if o.unit == "ratio":
-        ci = (
-            f", {CONFIDENCE:.0%} CI {ratio_text(o.ci_low)}-{ratio_text(o.ci_high)}"
-            if o.ci_low is not None
-            else ""
-        )
+        # an interval of interleaved pairs is at the level its look spent, said in its own reason
+        by_pairs = BY_PAIRS in o.reason.split(";", 1)[0]
+        label = "interval by interleaved pairs" if by_pairs else f"{CONFIDENCE:.0%} CI"
+        ci = f", {label} {ratio_text(o.ci_low)}-{ratio_text(o.ci_high)}" if o.ci_low is not None else ""
         return f"{o.status}, ratio {ratio_text(o.value)}{ci}{runs}"
     if o.unit == "bytes":
         return f"{o.status}, held {gib_text(o.value, 1)} against {gib_text(o.threshold, 1)}{runs}"
