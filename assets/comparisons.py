@@ -308,6 +308,7 @@ def build_box_comparisons(config: StrixConfig) -> list[dg.AssetsDefinition]:
         since = week_start(config.project.schedule, now, config.project.timezone)
         with warehouse.reader() as wh:
             candidate = newest_candidate_image(wh, config, now)
+            known = wh.known_images(d.baseline_engine)
             stored = (
                 wh.engine_comparisons(d.host, METRICS[0], since) if "comparisons" in wh.table_names() else {}
             )
@@ -316,7 +317,7 @@ def build_box_comparisons(config: StrixConfig) -> list[dg.AssetsDefinition]:
                 metadata={"compared": f"nothing: no fresh {d.candidate_engine} run on {d.host} to pair"}
             )
         try:
-            sides = night_sides(config, candidate)
+            sides = night_sides(config, candidate, known)
         except ProductionReadError as e:
             return dg.MaterializeResult(metadata={"compared": f"nothing: {e}"})
         a, b = sides.release(sides.baseline, config), sides.release(sides.candidate, config)

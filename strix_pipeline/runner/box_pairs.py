@@ -18,7 +18,8 @@ is 95 % as labelled.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -173,11 +174,14 @@ def compare_on_box(
     )
 
 
-def night_sides(config: StrixConfig, candidate: ImageRecord) -> EngineSides:
+def night_sides(
+    config: StrixConfig, candidate: ImageRecord, known: Sequence[ImageRecord] = ()
+) -> EngineSides:
     """The Box's match-up tonight: production as deployed, read now over the host's own access
     (read-only), against ``candidate`` in the candidate engine's configured run of
-    ``decision.candidate_model`` (else its first run there). Raises ProductionReadError when there is
-    no production to read or no such run."""
+    ``decision.candidate_model`` (else its first run there). Production's image is named as the registry
+    knows it when ``known`` has its digest (so the pairs name the release the week's baseline run names);
+    raises ProductionReadError when there is no production to read or no such run."""
     d = config.decision
     box = config.docker_config(d.host)
     if box.production is None or not (box.production.container or box.production.unit):
@@ -189,6 +193,9 @@ def night_sides(config: StrixConfig, candidate: ImageRecord) -> EngineSides:
     finally:
         client.close()
     baseline = production_target(config, d.host, derive_baseline(read))
+    same = next((i for i in known if baseline.image and i.digest == baseline.image.digest), None)
+    if same is not None:
+        baseline = replace(baseline, image=same)
     runs = [r for r in config.runs.get(d.host, []) if r.engine == d.candidate_engine]
     run = next((r for r in runs if d.candidate_model in (None, r.model)), None)
     if run is None:
