@@ -19,13 +19,18 @@ from assets.analysis import EAGER
 from assets.benchmark import host_pool
 from assets.resources import PairRunnerResource, StrixConfigResource, WarehouseResource
 from strix_pipeline.analysis.decision.criteria import MATCHUPS
+from strix_pipeline.analysis.decision.gather import gather_evidence
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.planning.measured import week_start
+from strix_pipeline.planning.production_baseline import ProductionReadError
 from strix_pipeline.planning.targets import canaries
+from strix_pipeline.records import ImageRecord
+from strix_pipeline.runner.box_pairs import compare_on_box, night_sides
 from strix_pipeline.runner.engine_comparison import METRICS, compare_engines, engine_records, engine_sides
 from strix_pipeline.runner.pair_model import PairsResult
 from strix_pipeline.runner.pair_runs import PAIR_HOST, pair_log_dir, release_to_run
 from strix_pipeline.runner.pairs import compare_releases, records
+from strix_pipeline.warehouse import Warehouse
 
 ENGINE = "llamacpp"  # the engine comparisons by pairs can start on host local
 TARGET = 0.05  # the step the week's comparison chases: a 5 % change
@@ -268,3 +273,97 @@ def engine_comparison(
         done[matchup] = f"{b.tag} against {a.tag}: {result.comparison_id}, {len(result.runs)} engine starts"
         tables[f"verdicts_{matchup}"] = verdict_table(result, "B/A: the candidate over the baseline")
     return dg.MaterializeResult(metadata={**{f"compared_{p}": text for p, text in done.items()}, **tables})
+
+
+def build_box_comparisons(config: StrixConfig) -> list[dg.AssetsDefinition]:
+    """The Box's night of pairs when the decision's host is a Box: an asset in that host's pool (one
+    engine at a time there, beside its benchmarks), else none."""
+    host = config.decision.host
+    if getattr(config.hosts.get(host), "kind", None) != "docker":
+        return []
+
+    @dg.asset(
+        name="box_engine_comparison",
+        group_name="analysis",
+        pool=host_pool(host),
+        deps=["run_aggregates"],
+        automation_condition=EAGER,
+        description=(
+            f"The decision's production match-up by interleaved runs on host `{host}`, once a week per "
+            "candidate image: production as deployed (read from the Box, read-only) against the candidate, "
+            "as [decision] box_pairs balanced AB/BA pairs of fresh Box runs (production stopped and "
+            "restored around each, the night's window kept; the plan counts their runs), judged in one "
+            "look at 5 %. C3 decides on their paired ratio; without them a switch is at most provisional. "
+            "Stored in `comparisons` with `matchup`."
+        ),
+    )
+    def _asset(
+        context: dg.AssetExecutionContext, strix: StrixConfigResource, warehouse: WarehouseResource
+    ) -> dg.MaterializeResult:
+        config = strix.get()
+        d = config.decision
+        if d.box_pairs == 0:
+            return dg.MaterializeResult(metadata={"compared": "nothing: [decision] box_pairs = 0"})
+        now = datetime.now(UTC)
+        since = week_start(config.project.schedule, now, config.project.timezone)
+        with warehouse.reader() as wh:
+            candidate = newest_candidate_image(wh, config, now)
+            known = wh.known_images(d.baseline_engine)
+            stored = (
+                wh.engine_comparisons(d.host, METRICS[0], since) if "comparisons" in wh.table_names() else {}
+            )
+        if candidate is None:
+            return dg.MaterializeResult(
+                metadata={"compared": f"nothing: no fresh {d.candidate_engine} run on {d.host} to pair"}
+            )
+        try:
+            sides = night_sides(config, candidate, known)
+        except ProductionReadError as e:
+            return dg.MaterializeResult(metadata={"compared": f"nothing: {e}"})
+        a, b = sides.release(sides.baseline, config), sides.release(sides.candidate, config)
+        last = stored.get("production")
+        if last is not None and (last.release_a, last.release_b) == (a.tag, b.tag) and last.ratio is not None:
+            return dg.MaterializeResult(
+                metadata={
+                    "compared": f"nothing new: {b.tag} against {a.tag} this week ({last.comparison_id})"
+                }
+            )
+        context.log.info(f"production match-up on {d.host}: {b.tag} against {a.tag}, {d.box_pairs} pairs")
+        result = compare_on_box(
+            config,
+            sides,
+            run_prefix=f"pairs-{now:%Y%m%dT%H%M%S}",
+            seed=_seed(a.tag, f"{b.tag}@{since:%G-W%V}"),
+            progress=context.log.info,
+        )
+        with warehouse.writer() as wh:
+            wh.save_comparison(*engine_records(result, "production"))
+        return dg.MaterializeResult(
+            metadata={
+                "compared": f"{b.tag} against {a.tag}: {result.comparison_id}, {len(result.runs)} Box runs",
+                "verdicts_production": verdict_table(
+                    result, "B/A: the candidate over production as deployed"
+                ),
+            }
+        )
+
+    return [_asset]
+
+
+def newest_candidate_image(wh: Warehouse, config: StrixConfig, now: datetime) -> ImageRecord | None:
+    """The image of the newest fresh candidate run on the decision's host (of ``decision.candidate_model``
+    when set): the one C3 judges, as the registry knows it."""
+    d = config.decision
+    ev = gather_evidence(wh, config, now)
+    runs = [
+        r
+        for r in ev.runs
+        if r.engine == d.candidate_engine
+        and ev.fresh(r)
+        and r.usable
+        and d.candidate_model in (None, r.model_profile)
+    ]
+    if not runs:
+        return None
+    newest = max(runs, key=lambda r: r.started_at)
+    return next((i for i in wh.known_images(d.candidate_engine) if i.digest == newest.image_digest), None)

@@ -11,7 +11,12 @@ import dagster as dg
 
 from assets.analysis import regressions, run_aggregates, switch_decision, trend_charts, weekly_report
 from assets.benchmark import benchmark_hosts, build_benchmark_assets
-from assets.comparisons import canary_comparison, engine_comparison, release_comparisons
+from assets.comparisons import (
+    build_box_comparisons,
+    canary_comparison,
+    engine_comparison,
+    release_comparisons,
+)
 from assets.images import engine_images
 from assets.resources import (
     HostAccessResource,
@@ -67,6 +72,7 @@ def build_definitions(config: StrixConfig, path: str) -> dg.Definitions:
             release_comparisons,
             canary_comparison,
             engine_comparison,
+            *build_box_comparisons(config),
             trend_charts,
             switch_decision,
             weekly_report,

@@ -23,7 +23,7 @@ from strix_pipeline.planning.cron import fires_between
 from strix_pipeline.planning.deadline import restore_lead_s
 from strix_pipeline.planning.priority import STARVE_WEEKS
 from strix_pipeline.planning.resolution import resolution_lines
-from strix_pipeline.planning.week import Series, standard_images, this_week, week_runs
+from strix_pipeline.planning.week import Series, box_pair_runs, standard_images, this_week, week_runs
 from strix_pipeline.planning.window import keeps_window, window_expr, windows
 from strix_pipeline.records import ImageRecord
 from strix_pipeline.runner.pair_bisect import week_lines
@@ -136,7 +136,8 @@ def week_text(
     out = [
         f"week of {start.astimezone(tz):%a %Y-%m-%d %H:%M} ({config.project.timezone}): {source}"
         + (f"; {seen.note}" if seen.note else ""),
-        f"a run deferred {starve_weeks} week(s) goes first; {pair_runs} extra run(s) per comparison",
+        f"a run deferred {starve_weeks} week(s) goes first; "
+        f"{pair_runs or box_pair_runs(config)} extra run(s) per comparison",
     ]
     for host_name, host in config.hosts.items():
         mine = [r for r in runs if r.host == host_name]

@@ -145,6 +145,10 @@ class DecisionConfig(_Strict):
     # given up.
     pair_within_hours: Annotated[float, Field(gt=0, le=168)] = 12.0
     pair_other_night: bool = False
+    # When the decision's host is a Box: the balanced AB/BA pairs of fresh runs a night runs of production
+    # as deployed against the candidate (runner/box_pairs.py), C3 deciding on their paired ratio; the
+    # night's plan counts their runs. 0: none, and a `switch` then rests on single runs (provisional).
+    box_pairs: Annotated[int, Field(ge=0, le=20)] = 3
     # C3 and C5 are judged on two match-ups: "production" -- the baseline as production serves
     # it (baseline_image / baseline_model, e.g. Q4_K_M) against the candidate -- and "equal_weights" --
     # a baseline run at the candidate's own quantization (the same weights), which isolates the
@@ -161,6 +165,15 @@ class DecisionConfig(_Strict):
             if "C6" not in required:
                 return {**data, "required": [*required, "C6"]}
         return data
+
+    @model_validator(mode="after")
+    def _pairs_or_none(self) -> DecisionConfig:
+        if self.box_pairs in (1, 2):
+            raise ValueError(
+                f"box_pairs = {self.box_pairs}: a night's pairs judge the run-to-run variance from at "
+                "least 3 pairs; set 3 or more, or 0 for none"
+            )
+        return self
 
     @model_validator(mode="after")
     def _c6_needs_slo(self) -> DecisionConfig:

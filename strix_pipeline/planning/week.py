@@ -90,7 +90,7 @@ def week_runs(
     """Every target of ``images`` not yet ``measured`` this week, as runs to plan; ``waited`` gives the
     weeks a target has been deferred, ``deferred_since`` when a night first deferred it by name (it
     leads the next night after the decision's runs and the canary); ``pair_runs`` extra runs per
-    comparison (C3/C5's pair)."""
+    comparison (C3/C5's pair), by default the Box's night of pairs (:func:`box_pair_runs`)."""
     canary = {i.digest for i in canary_images(config, images)}
     out: list[PlannedRun] = []
     sides: dict[str, list[PlannedRun]] = {}
@@ -108,8 +108,17 @@ def week_runs(
             out.append(run)
             if t.host == d.host and prio >= 1 and t.model in (d.candidate_model, d.baseline_model):
                 sides.setdefault(t.engine, []).append(run)
-    pairs = pair_slot("C3/C5", d.host, pair_runs, [r.estimate for rs in sides.values() for r in rs[:1]])
+    extra = pair_runs or box_pair_runs(config)
+    pairs = pair_slot("C3/C5", d.host, extra, [r.estimate for rs in sides.values() for r in rs[:1]])
     return out + ([pairs] if pairs else [])
+
+
+def box_pair_runs(config: StrixConfig) -> int:
+    """The runs a night's pairs on the Box take (``[decision] box_pairs``, two runs each: production as
+    deployed and the candidate, runner/box_pairs.py); 0 when the decision's host is not a Box."""
+    d = config.decision
+    host = config.hosts.get(d.host)
+    return 2 * d.box_pairs if host is not None and host.kind == "docker" else 0
 
 
 def standard_images(config: StrixConfig, now: datetime) -> list[ImageRecord]:

@@ -8,8 +8,8 @@ candidate / baseline with its interval is what C3 then decides on (analysis/deci
 
 The sides are configured runs, never new configurations: on the production match-up the baseline runs
 ``decision.baseline_model``, on the equal-weights match-up the baseline runs the candidate's own
-quantization of the same model family (the two match-ups of analysis/decision/criteria/). Only a
-local host runs pairs: the Box's runs go through Docker, one partition at a time.
+quantization of the same model family (the two match-ups of analysis/decision/criteria/). Here a local
+host's pairs; a Box's, production as deployed against the candidate, are runner/box_pairs.py's.
 """
 
 from __future__ import annotations
@@ -54,8 +54,11 @@ class EngineSides:
         return f"{self.baseline.engine} vs {self.candidate.engine}"
 
     def release(self, target: BenchmarkTarget, config: StrixConfig) -> ComparedRelease:
-        """A side as the comparison names it: engine, the release the host installs, model profile."""
-        return ComparedRelease(side_tag(target.engine, local_tag(target.engine, config), target.model))
+        """A side as the comparison names it: engine, release, model profile -- the release the local host
+        installs, or a Box image's version (else its tag, else its digest: how a run's version is read)."""
+        image = target.image
+        version = (image.version or image.tag or image.digest) if image else local_tag(target.engine, config)
+        return ComparedRelease(side_tag(target.engine, version, target.model))
 
 
 def engine_sides(config: StrixConfig, matchup: str) -> EngineSides | str:

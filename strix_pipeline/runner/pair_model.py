@@ -60,6 +60,18 @@ METRICS: dict[str, PairMetric] = {
         "ttft_p95_ms", False, "ms", "95th percentile TTFT of one level at 5 clients", min_target=0.10
     ),
 }
+# Figures only the decision's pairs judge, never a release comparison's default set: C6's goodput, measured
+# by a Box's pairs when the owner's SLOs are set at the decision's level (runner/box_pairs.py)
+DECISION_METRICS: dict[str, PairMetric] = {
+    "goodput_rps": PairMetric(
+        "goodput_rps",
+        True,
+        "req/s",
+        "clients x requests within every SLO / the client time all requests held (a failure the timeout)",
+        min_target=0.10,
+    ),
+}
+KNOWN_METRICS = {**METRICS, **DECISION_METRICS}
 THROUGHPUT_METRICS = ("decode_tokens_per_s", "prefill_tokens_per_s")
 
 # TTFT at several clients on a host of this many cores or fewer measures the load generator's share of
@@ -111,6 +123,8 @@ class RunFigures:
     failed_requests: int = 0
     # the evaluation set as this run answered it (item -> passed); None: not asked
     quality: dict[str, bool] | None = None
+    # of them, the TTFT level's: the requests each TTFT percentile is taken over
+    ttft_requests: int = 0
 
     @property
     def failure_rate(self) -> float:

@@ -264,6 +264,9 @@ def figures_of(result: SuiteResult, spec: PairSpec) -> RunFigures:
         measured_requests=len(measured),
         failed_requests=failed,
         quality=answers or None,
+        ttft_requests=sum(
+            r.scenario == "concurrency_sweep" and r.level == spec.ttft_clients for r in measured
+        ),
     )
 
 

@@ -44,6 +44,7 @@ from strix_pipeline.quality import score as quality_score
 from strix_pipeline.runner.pair_model import (
     EXCLUSIONS_DIFFER_P,
     FAILURES_ALIKE_P,
+    KNOWN_METRICS,
     METRICS,
     ComparedRelease,
     MetricResult,
@@ -114,9 +115,11 @@ def compare_releases(
     for them, their verdict withheld.
     """
     descriptive = dict(descriptive or {})
-    unknown = [m for m in metrics if m not in METRICS]
+    unknown = [m for m in metrics if m not in KNOWN_METRICS]
     if unknown:
-        raise ValueError(f"no such metric to compare: {', '.join(unknown)} (known: {', '.join(METRICS)})")
+        raise ValueError(
+            f"no such metric to compare: {', '.join(unknown)} (known: {', '.join(KNOWN_METRICS)})"
+        )
     if primary is None:
         primary = next((m for m in metrics if m not in descriptive), None)
         if primary is None and metrics:
@@ -156,13 +159,13 @@ def compare_releases(
             out[name] = paired.sequential(
                 va,
                 vb,
-                target=METRICS[name].target(target),
+                target=KNOWN_METRICS[name].target(target),
                 alpha=alpha,
-                higher_is_better=METRICS[name].higher_is_better,
+                higher_is_better=KNOWN_METRICS[name].higher_is_better,
                 ladder=ladder,
                 cap=cap,
                 exhausted=exhausted,
-                margin=METRICS[name].target(target) * margin_share,
+                margin=KNOWN_METRICS[name].target(target) * margin_share,
             )
         return out
 
@@ -354,7 +357,7 @@ def _drop(r: PairRun) -> PairRun:
 
 
 def _figures_text(figs: RunFigures, metrics: Sequence[str]) -> str:
-    parts = [f"{METRICS[m].name} {figs.values[m]:.2f} {METRICS[m].unit}" for m in metrics]
+    parts = [f"{KNOWN_METRICS[m].name} {figs.values[m]:.2f} {KNOWN_METRICS[m].unit}" for m in metrics]
     if figs.warmup_ms is not None:
         parts.append(f"warm-up {figs.warmup_ms:.0f} ms discarded")
     return ", ".join(parts)
@@ -389,23 +392,31 @@ def _metric_result(
         a.tag,
         b.tag,
         name,
-        METRICS[name].higher_is_better,
+        KNOWN_METRICS[name].higher_is_better,
         c.n_pairs if c else len(kept),
         c.ratio if finite else None,
         c.low if finite and math.isfinite(c.low) else None,
         c.high if finite and math.isfinite(c.high) else None,
         verdict,
         s.looks,
-        METRICS[name].target(target),
+        KNOWN_METRICS[name].target(target),
         alpha,
         look_alpha,
         cap,
         values,
         s,
         primary,
-        METRICS[name].estimator,
+        KNOWN_METRICS[name].estimator,
         why,
     )
+
+
+def requests_per_run(result: PairsResult) -> int | None:
+    """The fewest TTFT requests a kept run measured: what its TTFT percentiles are taken over."""
+    counts = [
+        r.figures.ttft_requests for r in result.runs if r.kept and r.figures and r.figures.ttft_requests
+    ]
+    return min(counts) if counts else None
 
 
 def records(result: PairsResult) -> tuple[list[ComparisonRecord], list[ComparisonRun]]:
@@ -450,6 +461,7 @@ def records(result: PairsResult) -> tuple[list[ComparisonRecord], list[Compariso
             exclusion_p=result.exclusions.p_value,
             scores_lower=result.scores_lower,
             quality_p=result.quality_b.p_value if result.quality_b is not None else None,
+            requests_per_run=requests_per_run(result),
         )
         for m in result.metrics
     ]

@@ -87,3 +87,34 @@ def censored(values: Sequence[float | None], at: float) -> list[float]:
     censored value to it, so a failure never ranks below a success."""
     top = max([at, *(float(v) for v in values if v is not None)])
     return [top if v is None else float(v) for v in values]
+
+
+def estimated_level(q: float, n: int) -> float:
+    """The percentile a q-th percentile of ``n`` values (linear interpolation, numpy's default) estimates.
+
+    It interpolates at 0-based rank (n - 1) q / 100, i.e. between order statistics near 1 + (n - 1) q / 100;
+    the k-th of n values sits on average at the k / (n + 1) quantile of their distribution, so the
+    estimate is of the 100 (1 + (n - 1) q / 100) / (n + 1)-th percentile: with 20 values the "p95" is
+    about the p90.7, and it reaches p95 only as n grows."""
+    if n < 1:
+        raise ValueError(f"a percentile needs at least one value, not {n}")
+    return 100 * (1 + (n - 1) * q / 100) / (n + 1)
+
+
+def quantile_name(q: float, n: int | None) -> str:
+    """The honest name of the q-th percentile of ``n`` values: ``p95`` when it estimates the p95 to within
+    half a percentile (180 values for the p95), else the percentile it does estimate, ``p90.7``
+    (:func:`estimated_level`); ``p95`` when ``n`` is not known."""
+    named = f"p{q:g}"
+    if n is None:
+        return named
+    level = estimated_level(q, n)
+    return named if abs(level - q) < 0.5 else f"p{level:.1f}"
+
+
+def min_samples_for_name(q: float) -> int:
+    """The fewest values whose q-th percentile :func:`quantile_name` calls by its name (p95: 180)."""
+    n = 1
+    while quantile_name(q, n) != f"p{q:g}":
+        n += 1
+    return n

@@ -74,6 +74,8 @@ class ComparisonRecord:
     # one-sided p-value of B answering fewer than A (None: no evaluation set answered)
     scores_lower: str | None = None
     quality_p: float | None = None
+    # the fewest measured TTFT requests of a kept run: what its percentiles estimate (quantile_name)
+    requests_per_run: int | None = None
 
 
 @dataclass

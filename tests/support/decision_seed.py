@@ -12,6 +12,7 @@ weights and vLLM holds more memory than llama-server.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,13 +20,15 @@ import numpy as np
 from scipy.stats import norm
 
 from strix_pipeline.analysis.decision import Decision, Evidence, ReleaseImage, RunFacts, SweepReading, judge
-from strix_pipeline.analysis.decision.evidence import RequestOutcome
+from strix_pipeline.analysis.decision.evidence import PairedTtft, RequestOutcome, side_tag
 from strix_pipeline.config import ScenarioProfile, SloLoad, StrixConfig
 from strix_pipeline.quality.items import set_version
 from strix_pipeline.records import ImageRecord, LevelAggregate, RequestRecord, RunRecord, RunResult
 from strix_pipeline.registry.versions import version_sort_key
+from strix_pipeline.stats import paired
 from strix_pipeline.units import GIB
 from strix_pipeline.warehouse import Warehouse
+from strix_pipeline.warehouse.comparisons import ComparisonRecord
 
 SEPT = datetime(2026, 9, 14, 3, 0, tzinfo=UTC)
 VLLM_REPO = "vllm/vllm-openai-rocm"
@@ -459,3 +462,60 @@ def held_facts(run_id: str, engine: str, held_gib: float | None, **fields: objec
         held_bytes=None if held_gib is None else int(held_gib * GIB),
         **fields,
     )
+
+
+def c3_pairs_record(
+    results: list[RunResult],
+    config: StrixConfig,
+    now: datetime,
+    ratios: tuple[float, ...] = (0.50, 0.52, 0.48, 0.51, 0.49),
+    requests_per_run: int | None = 20,
+) -> ComparisonRecord:
+    """The comparison by interleaved pairs of the very runs C3 pairs on ``results`` (its production
+    match-up), the candidate's TTFT p95 ``ratios`` of the baseline's pair by pair, judged as the pairs'
+    runner judges them (one look at 5 %): what a night with pairs adds to the warehouse."""
+    c3 = {c.criterion: c for c in judge_runs(results, config, now).criteria}["C3"]
+    by_id = {r.run.run_id: r.run for r in results}
+    c, b = (by_id[rid] for rid in c3.evidence_run_ids)
+
+    def tag(r: RunRecord) -> str:
+        return side_tag(r.engine, r.image_version or r.image_tag or r.image_digest, r.model_profile)
+
+    base = [1000.0 * (1 + 0.01 * i) for i in range(len(ratios))]
+    cand = [a * q for a, q in zip(base, ratios, strict=True)]
+    got = paired.compare(base, cand, target=0.10, higher_is_better=False)
+    return ComparisonRecord(
+        comparison_id="cmp-pairs" + hashlib.sha256(tag(c).encode()).hexdigest()[:6],
+        host=config.decision.host,
+        engine=f"{b.engine} vs {c.engine}",
+        release_a=tag(b),
+        release_b=tag(c),
+        metric="ttft_p95_ms",
+        higher_is_better=False,
+        pairs=got.n_pairs,
+        ratio=got.ratio,
+        low=got.low,
+        high=got.high,
+        verdict=got.verdict,
+        looks=1,
+        target=0.10,
+        alpha=paired.ALPHA,
+        look_alpha=paired.ALPHA,
+        cap=len(ratios),
+        seed=0,
+        values_a=base,
+        values_b=cand,
+        orders=["AB", "BA"] * (len(ratios) // 2) + ["AB"] * (len(ratios) % 2),
+        dropped_pairs=0,
+        started_at=now - timedelta(hours=2),
+        ended_at=now - timedelta(hours=1),
+        matchup="production",
+        requests_per_run=requests_per_run,
+    )
+
+
+def with_c3_pairs(ev: Evidence, record: ComparisonRecord) -> Evidence:
+    """The plain evidence with the comparison by pairs gathering would read beside it."""
+    fields = PairedTtft.__dataclass_fields__
+    pairs = PairedTtft(**{k: v for k, v in vars(record).items() if k in fields})
+    return replace(ev, paired_ttft={**ev.paired_ttft, record.matchup or "production": pairs})

@@ -102,7 +102,8 @@ def side_tag(engine: str, version: str | None, model: str) -> str:
 @dataclass(frozen=True)
 class PairedTtft:
     """The newest comparison by interleaved pairs of one of the decision's match-ups (table ``comparisons``,
-    ``matchup`` set): the candidate's TTFT p95 over the baseline's, per pair of runs."""
+    ``matchup`` set): the candidate's TTFT p95 over the baseline's, per pair of runs (or, in
+    ``Evidence.paired_goodput``, its goodput within the SLOs over the baseline's)."""
 
     comparison_id: str
     release_a: str  # the baseline side (side_tag)
@@ -112,8 +113,15 @@ class PairedTtft:
     low: float | None
     high: float | None
     verdict: str
-    look_alpha: float | None
+    look_alpha: float | None  # the alpha the interval spent: its level is 1 - look_alpha
     started_at: datetime
+    # the fewest TTFT requests a kept run measured: which percentile each run's "p95" estimates
+    requests_per_run: int | None = None
+
+    @property
+    def level(self) -> float:
+        """The interval's real confidence level: the ladder's look spent ``look_alpha`` of the 5 %."""
+        return 1 - (self.look_alpha if self.look_alpha is not None else 0.05)
 
 
 @dataclass(frozen=True)
@@ -135,6 +143,8 @@ class Evidence:
     slo_requests: Mapping[str, Sequence[RequestOutcome]] = field(default_factory=dict)
     # match-up ("production" | "equal_weights") -> its newest fresh comparison by interleaved pairs
     paired_ttft: Mapping[str, PairedTtft] = field(default_factory=dict)
+    # the same for C6's goodput (metric goodput_rps): a Box's pairs measure it when the SLOs are set
+    paired_goodput: Mapping[str, PairedTtft] = field(default_factory=dict)
     # C7's: run id -> item id -> whether the run answered it, for the current evaluation set only
     quality: Mapping[str, Mapping[str, bool]] = field(default_factory=dict)
 

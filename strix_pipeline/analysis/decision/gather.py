@@ -153,6 +153,8 @@ def gather_evidence(wh: Warehouse, config: StrixConfig, now: datetime) -> Eviden
     # C3's comparisons by interleaved pairs (runner/engine_comparison.py): each match-up's newest fresh one
     found = wh.engine_comparisons(d.host, "ttft_p95_ms", window_start, until=now)
     paired = {matchup: from_row(PairedTtft, vars(rec)) for matchup, rec in found.items()}
+    found = wh.engine_comparisons(d.host, "goodput_rps", window_start, until=now)
+    paired_goodput = {matchup: from_row(PairedTtft, vars(rec)) for matchup, rec in found.items()}
     return Evidence(
         now=now,
         window_start=window_start,
@@ -166,6 +168,7 @@ def gather_evidence(wh: Warehouse, config: StrixConfig, now: datetime) -> Eviden
         images=tuple(from_row(ReleaseImage, i) for i in images),
         ttfts=WarehouseRequests(wh, DECISION_TTFT_SQL, [d.concurrency], _ttft),
         paired_ttft=paired,
+        paired_goodput=paired_goodput,
         slo_sweep={
             a["run_id"]: from_row(SweepReading, a)
             for a in aggs

@@ -7,6 +7,7 @@ The branches of :func:`verdict_of`, in order, are in the package docstring.
 from __future__ import annotations
 
 from strix_pipeline.analysis.decision.criteria import CRITERIA, CRITERION_FUNCTIONS
+from strix_pipeline.analysis.decision.criteria.ttft import decided_by_pairs
 from strix_pipeline.analysis.decision.evidence import Evidence
 from strix_pipeline.analysis.decision.outcome import Decision
 from strix_pipeline.config import StrixConfig
@@ -85,6 +86,20 @@ def provisional(results: list[CriterionResult], ev: Evidence, config: StrixConfi
     )
 
 
+def on_single_runs(results: list[CriterionResult], required: list[str]) -> str:
+    """Why a `switch` can be no better than provisional: the speed criterion (C3) decided on two single
+    runs, hours apart, not on interleaved pairs of fresh runs (a slower hour of the host lands on one
+    side only, and an interval over one run's requests leaves the run-to-run variance out); empty
+    when the pairs decided or C3 is not required."""
+    c3 = next((r for r in results if r.criterion == "C3"), None)
+    if c3 is None or "C3" not in required or decided_by_pairs(c3):
+        return ""
+    return (
+        "provisional: rests on single runs (C3 compared one run per engine, not interleaved pairs of fresh "
+        "runs in one night); pairs of the baseline and the candidate have to agree"
+    )
+
+
 def required_now(results: list[CriterionResult], config: StrixConfig) -> list[str]:
     """The configured required criteria, and C7 when it was judged (both sides answered the
     evaluation set): worse answers always count, missing ones (runs older than the set) never block."""
@@ -105,6 +120,8 @@ def judge(ev: Evidence, config: StrixConfig) -> Decision:
         is_provisional, note = provisional(results, ev, config)
         if is_provisional:
             why = f"{why}; {note}"
+        if single := on_single_runs(results, required):
+            is_provisional, why = True, f"{why}; {single}"
     for r in results:
         r.evaluated_at, r.host, r.verdict, r.provisional = ev.now, d.host, verdict, is_provisional
         r.required = r.criterion in required

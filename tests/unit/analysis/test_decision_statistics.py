@@ -12,6 +12,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from support.decision_seed import (
     SEPT,
+    c3_pairs_record,
+    evidence_of,
     judge_runs,
     make_config,
     release_image,
@@ -20,10 +22,11 @@ from support.decision_seed import (
     seeded,
     september_runs,
     switch_runs,
+    with_c3_pairs,
 )
 from support.paths import REPO as REPO_ROOT
 
-from strix_pipeline.analysis.decision import evaluate, reproduce, stored_decision
+from strix_pipeline.analysis.decision import evaluate, judge, reproduce, stored_decision
 from strix_pipeline.cli import decide as cli_decide
 from strix_pipeline.config import SweepSpec
 from strix_pipeline.config_load import load_config
@@ -188,7 +191,10 @@ def test_switch_is_confirmed_when_a_repeat_run_agrees():
             digest="sha256:" + "a" * 64,
         )
     )
-    d = judge_runs([*runs, repeat], make_config(), NOW)
+    config = make_config()
+    # with the interleaved pairs a night adds: without them the switch rests on single runs
+    pairs = c3_pairs_record([*runs, repeat], config, NOW)
+    d = judge(with_c3_pairs(evidence_of([*runs, repeat], config, NOW), pairs), config)
     assert d.verdict == "switch" and not d.provisional and d.label == "switch"
 
 
@@ -204,7 +210,9 @@ def test_switch_is_confirmed_when_the_next_version_agrees():
             image_digest="sha256:" + "9" * 64,
         )
         older.append(run_result(run, ttft5=t5))
-    d = judge_runs(older + switch_runs(), make_config(), NOW)
+    config = make_config()
+    pairs = c3_pairs_record(older + switch_runs(), config, NOW)
+    d = judge(with_c3_pairs(evidence_of(older + switch_runs(), config, NOW), pairs), config)
     assert d.verdict == "switch" and not d.provisional
 
 
@@ -256,6 +264,8 @@ VERDICT_CASES = {
 def test_every_verdict_is_reproduced_from_the_warehouse(tmp_path, label):
     wh = seeded(tmp_path / "w.duckdb", VERDICT_CASES[label]())
     config = make_config()
+    if label == "switch":  # confirmed: a repeat run agrees, and C3 stands on interleaved pairs
+        wh.save_comparison([c3_pairs_record(VERDICT_CASES[label](), config, NOW - timedelta(hours=6))], [])
     earlier = evaluate(wh, config, now=NOW - timedelta(hours=6))  # history: first_held_at, previous
     wh.save_decision(earlier.criteria)
     d = evaluate(wh, config, now=NOW)

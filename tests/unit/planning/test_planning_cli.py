@@ -32,10 +32,13 @@ def test_the_example_week_fits_over_four_nights_with_one_production_cycle_each(
     assert code == 0, out
     assert "week of Mon 2026-12-07 03:00 (Europe/Berlin): the configuration's standard week" in out
     nights = re.findall(r"night (\d): \w+ 2026-12-\d\d 03:00-09:00", out)
-    assert nights == ["1", "2", "3", "4"]
-    assert out.count("stop llama-prod (once for the night)") == 4
-    assert out.count("start llama-prod again") == 4
-    assert "week: 23 of 23 runs over 4 night(s), production stopped 4 time(s)" in out
+    # the Box's night of pairs (3 pairs of production as deployed and the candidate) is planned too
+    assert nights == ["1", "2", "3", "4", "5"]
+    assert re.search(r"\d\d:\d\d-\d\d:\d\d  pairs for C3/C5  \(270 min, 6 paired run\(s\) of ~45 min\)", out)
+    assert "6 extra run(s) per comparison" in out
+    assert out.count("stop llama-prod (once for the night)") == 5
+    assert out.count("start llama-prod again") == 5
+    assert "week: 24 of 24 runs over 5 night(s), production stopped 5 time(s)" in out
     assert "left for next week: none" in out
     # night 1 opens with the newest official vLLM, then the canary; what did not fit is named
     first = out.split("night 1:")[1].split("night 2:")[0]
@@ -43,7 +46,7 @@ def test_the_example_week_fits_over_four_nights_with_one_production_cycle_each(
     assert runs[0].startswith("vllm qwen3-30b-a3b @ docker.io/vllm/vllm-openai-rocm:(newest release)")
     assert runs[2].endswith("server-rocm-b6500 [canary]")
     assert (
-        "deferred to the next night (16): llamacpp gpt-oss-120b-gguf @ ghcr.io/ggml-org/llama.cpp:server-rocm"
+        "deferred to the next night (17): llamacpp gpt-oss-120b-gguf @ ghcr.io/ggml-org/llama.cpp:server-rocm"
         in first
     )
     # every run of the night ends inside the window, production back by 09:00
@@ -71,5 +74,5 @@ def test_a_weekly_window_cannot_hold_the_week_and_says_what_is_left(
         ]
     )
     out = capsys.readouterr().out
-    assert "week: 7 of 23 runs over 1 night(s)" in out
-    assert "deferred to next week (16)" in out
+    assert "week: 7 of 24 runs over 1 night(s)" in out  # the 23 runs and the night of pairs
+    assert "deferred to next week (17)" in out

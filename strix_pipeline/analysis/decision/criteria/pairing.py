@@ -4,7 +4,7 @@ the other match-up's result in one clause."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 
 from strix_pipeline.analysis.decision.criteria.runs import (
@@ -18,7 +18,7 @@ from strix_pipeline.analysis.decision.criteria.runs import (
     _result,
     _stale_reason,
 )
-from strix_pipeline.analysis.decision.evidence import Evidence, RunFacts
+from strix_pipeline.analysis.decision.evidence import Evidence, PairedTtft, RunFacts, side_tag
 from strix_pipeline.analysis.decision.matchup_table import matchup_name, ratio_text
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.fingerprint import pair_differences
@@ -27,6 +27,9 @@ from strix_pipeline.records import CriterionResult
 from strix_pipeline.registry.names import normalize_repository
 from strix_pipeline.stats.quantiles import quantile_ci
 from strix_pipeline.units import gib_text
+
+# how a criterion's reason names a decision on the interleaved pairs (and verdict.on_single_runs finds it)
+BY_PAIRS = "interleaved pairs of fresh runs"
 
 
 def _hours(gap: timedelta) -> str:
@@ -232,12 +235,43 @@ def matchup_summary(o: CriterionResult, same_runs: Sequence[str] = ()) -> str:
         return f"{o.status} on the same runs (production's format is the candidate's weights)"
     runs = f" (runs {', '.join(o.evidence_run_ids)})" if o.evidence_run_ids else ""
     if o.unit == "ratio":
-        ci = (
-            f", {CONFIDENCE:.0%} CI {ratio_text(o.ci_low)}-{ratio_text(o.ci_high)}"
-            if o.ci_low is not None
-            else ""
-        )
+        # an interval of interleaved pairs is at the level its look spent, said in its own reason
+        by_pairs = BY_PAIRS in o.reason.split(";", 1)[0]
+        label = "interval by interleaved pairs" if by_pairs else f"{CONFIDENCE:.0%} CI"
+        ci = f", {label} {ratio_text(o.ci_low)}-{ratio_text(o.ci_high)}" if o.ci_low is not None else ""
         return f"{o.status}, ratio {ratio_text(o.value)}{ci}{runs}"
     if o.unit == "bytes":
         return f"{o.status}, held {gib_text(o.value, 1)} against {gib_text(o.threshold, 1)}{runs}"
     return f"{o.status}{runs}"
+
+
+def paired_comparison(
+    found: Mapping[str, PairedTtft], matchup: str, c: RunFacts, b: RunFacts
+) -> PairedTtft | str | None:
+    """The match-up's comparison by interleaved pairs when it ran the very releases and models of the runs
+    the criterion compares (runner/engine_comparison.py, runner/box_pairs.py); else why it is not taken;
+    None: there is none (fresh)."""
+    got = found.get(matchup)
+    if got is None:
+        return None
+    want = (
+        side_tag(b.engine, b.image_version, b.model_profile),
+        side_tag(c.engine, c.image_version, c.model_profile),
+    )
+    if (got.release_a, got.release_b) != want:
+        return (
+            f"not by its interleaved pairs ({got.comparison_id}: {got.release_b} against {got.release_a}): "
+            f"they ran other releases or models than these runs ({want[1]} against {want[0]})"
+        )
+    return got
+
+
+def pairs_interval(p: PairedTtft, what: str) -> str:
+    """How a decision on interleaved pairs states its figure: the pairs, the paired ratio and its interval
+    at the level it really has (Student t across the pairs' log-ratios, so the run-to-run variance is
+    in it)."""
+    return (
+        f"by {p.pairs} {BY_PAIRS} ({p.comparison_id}): {what}ratio {ratio_text(p.ratio)}, interval "
+        f"{ratio_text(p.low)}-{ratio_text(p.high)} at {p.level * 100:.2f} % (Student t across the pairs' "
+        "log-ratios"
+    )

@@ -11,6 +11,9 @@ their own schedule: goodput = requests meeting the SLOs / the level's wall time.
 of the ratio of the two engines' goodput, is a percentile bootstrap over requests (stats.bootstrap,
 seeded). Tokens/s per user -- the streaming speed a user sees, 1000 / TPOT, a failure 0 -- is shown
 beside it, with its interval, and decides nothing.
+When a Box's interleaved pairs measured goodput at the SLOs' load (runner/box_pairs.py), the
+paired ratio decides instead: Student t across the pairs' log-ratios, the run-to-run variance in
+its interval, the single runs shown beside it.
 """
 
 from __future__ import annotations
@@ -18,9 +21,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from strix_pipeline.analysis.decision.criteria.failures import failure_clause
-from strix_pipeline.analysis.decision.criteria.pairing import _measured_pair, _on_both_matchups, _quant_note
+from strix_pipeline.analysis.decision.criteria.pairing import (
+    _measured_pair,
+    _on_both_matchups,
+    _quant_note,
+    paired_comparison,
+    pairs_interval,
+)
 from strix_pipeline.analysis.decision.criteria.runs import CONFIDENCE, _label, _result
-from strix_pipeline.analysis.decision.evidence import Evidence, RequestOutcome, RunFacts, SweepReading
+from strix_pipeline.analysis.decision.evidence import (
+    Evidence,
+    PairedTtft,
+    RequestOutcome,
+    RunFacts,
+    SweepReading,
+)
 from strix_pipeline.analysis.decision.matchup_table import ratio_text
 from strix_pipeline.config import DecisionSLO, ScenarioProfile, SloLoad, StrixConfig
 from strix_pipeline.loadgen.metrics import meets_slo, tpot_ms
@@ -155,6 +170,14 @@ def _slo_on(ev: Evidence, config: StrixConfig, matchup: str) -> CriterionResult:
             status, verdict = "fail", f"{ci}, wholly below {ratio_text(THRESHOLD)}: fewer within the SLOs"
         else:
             status, verdict = "unknown", f"inconclusive: {ci} contains {ratio_text(THRESHOLD)}"
+    by_pairs = paired_comparison(ev.paired_goodput, matchup, c, b)
+    if isinstance(by_pairs, PairedTtft) and by_pairs.low is not None and by_pairs.high is not None:
+        # the interleaved pairs decide; the two single runs' goodput is shown beside them
+        status, verdict = _goodput_by_pairs(by_pairs)
+        ratio, lo, hi = by_pairs.ratio, by_pairs.low, by_pairs.high
+        head = f"beside them, the single runs: {head}"
+    elif isinstance(by_pairs, str):
+        paired += f"; {by_pairs}"
     if worse:
         status, verdict = "fail", f"{failed}; {verdict}"
     reason = (
@@ -173,3 +196,13 @@ def _slo_on(ev: Evidence, config: StrixConfig, matchup: str) -> CriterionResult:
         unit="ratio",
         mismatch=c.quantization != b.quantization,
     )
+
+
+def _goodput_by_pairs(p: PairedTtft) -> tuple[str, str]:
+    """C6's status and verdict on the interleaved pairs: their paired goodput ratio's interval against 1."""
+    ci = f"{pairs_interval(p, 'goodput ')} of each run's goodput within the SLOs)"
+    if p.low is not None and p.low > THRESHOLD:
+        return "pass", f"{ci}, wholly above {ratio_text(THRESHOLD)}: more within the SLOs"
+    if p.high is not None and p.high < THRESHOLD:
+        return "fail", f"{ci}, wholly below {ratio_text(THRESHOLD)}: fewer within the SLOs"
+    return "unknown", f"inconclusive {ci}: it contains {ratio_text(THRESHOLD)}"

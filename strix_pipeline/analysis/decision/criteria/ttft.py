@@ -6,10 +6,13 @@ import numpy as np
 
 from strix_pipeline.analysis.decision.criteria.failures import failure_clause
 from strix_pipeline.analysis.decision.criteria.pairing import (
+    BY_PAIRS,
     _measured_pair,
     _on_both_matchups,
     _quant_note,
     _run_ci,
+    paired_comparison,
+    pairs_interval,
 )
 from strix_pipeline.analysis.decision.criteria.runs import (
     CONFIDENCE,
@@ -18,11 +21,16 @@ from strix_pipeline.analysis.decision.criteria.runs import (
     _label,
     _result,
 )
-from strix_pipeline.analysis.decision.evidence import Evidence, PairedTtft, RunFacts, SweepReading, side_tag
+from strix_pipeline.analysis.decision.evidence import Evidence, PairedTtft, RunFacts, SweepReading
 from strix_pipeline.analysis.decision.matchup_table import matchup_name, ratio_text
 from strix_pipeline.config import ScenarioProfile, StrixConfig
 from strix_pipeline.records import CriterionResult
-from strix_pipeline.stats.quantiles import censored, min_samples_for_ratio_ci, quantile_ratio_ci
+from strix_pipeline.stats.quantiles import (
+    censored,
+    min_samples_for_ratio_ci,
+    quantile_name,
+    quantile_ratio_ci,
+)
 
 # C3's quantile, and the measured requests per run its interval of the ratio needs (86): a decision
 # level planned with fewer is refused when the configuration is loaded (config_load)
@@ -148,34 +156,34 @@ def _p95(ttfts: list[float], reading: SweepReading) -> float:
 
 
 def _paired_ttft(ev: Evidence, matchup: str, c: RunFacts, b: RunFacts) -> PairedTtft | str | None:
-    """The match-up's comparison by interleaved pairs when it ran the very releases and models of the runs
-    C3 compares (runner/engine_comparison.py); else why it is not taken; None: there is none (fresh)."""
-    got = ev.paired_ttft.get(matchup)
-    if got is None:
-        return None
-    want = (
-        side_tag(b.engine, b.image_version, b.model_profile),
-        side_tag(c.engine, c.image_version, c.model_profile),
-    )
-    if (got.release_a, got.release_b) != want:
-        return (
-            f"not by its interleaved pairs ({got.comparison_id}: {got.release_b} against {got.release_a}): "
-            f"they ran other releases or models than these runs ({want[1]} against {want[0]})"
-        )
-    return got
+    """The match-up's comparison of TTFT p95 by interleaved pairs (:func:`paired_comparison`)."""
+    return paired_comparison(ev.paired_ttft, matchup, c, b)
 
 
 def _by_pairs(p: PairedTtft, threshold: float) -> tuple[str, str]:
-    """C3's status and verdict on the interleaved pairs: the paired ratio's interval against the threshold."""
-    ci = (
-        f"by {p.pairs} interleaved pairs of fresh runs ({p.comparison_id}): ratio "
-        f"{ratio_text(p.ratio)}, interval {ratio_text(p.low)}-{ratio_text(p.high)}"
+    """C3's status and verdict on the interleaved pairs: the paired ratio's interval against the threshold.
+
+    The interval is Student's t across the pairs' log-ratios (stats/paired.compare), so the variance
+    between runs is in it; its level is the one the ladder's look spent (96.25-99.55 % at 10 pairs'
+    cap), said as such, and each run's percentile is named for what its request count estimates."""
+    what = quantile_name(C3_QUANTILE, p.requests_per_run)
+    of = (
+        f"{what} of {p.requests_per_run} TTFT requests a run"
+        if p.requests_per_run
+        else f"{what} of each run (its request count not stored)"
     )
+    ci = f"{pairs_interval(p, '')} of the runs' {of})"
     if p.high is not None and p.high < threshold:
         return "pass", f"{ci}, wholly below {ratio_text(threshold)}: faster with confidence"
     if p.low is not None and p.low > threshold:
         return "fail", f"{ci}, wholly above {ratio_text(threshold)}: not faster, with confidence"
     return "unknown", f"inconclusive {ci}: it contains {ratio_text(threshold)}"
+
+
+def decided_by_pairs(r: CriterionResult) -> bool:
+    """C3 decided on the interleaved pairs (:func:`_by_pairs`), not on two single runs."""
+    head = r.reason.removeprefix("inconclusive ").split(";", 1)[0]
+    return r.criterion == "C3" and head.startswith("by ") and BY_PAIRS in head
 
 
 def _no_interval(p: PairedTtft) -> str:

@@ -1,0 +1,203 @@
+"""The decision's match-up by interleaved runs on a Box: production as deployed against the candidate.
+
+On a local host the two engines start as local processes (runner/engine_comparison.py). On a Box each
+run of a pair is a whole Box run (runner/run.run_benchmark): a fresh container of that side's image,
+production stopped before it and restored after it, the night's window kept (a run that would not
+end before the restore is not started). The baseline side is production as deployed -- its image,
+flags, environment and model file, read read-only from the Box (planning/production_baseline.py) --
+the candidate side its configured run of the candidate's image. Each run sends the smoke warm-up and
+the decision's level of the baseline run's profile only, as many requests as the weekly run sends
+there (the count C3's interval needs), and its figures are taken over every measured request, a
+failed or timed-out one counted as the request timeout (stats.quantiles.censored); with the owner's
+SLOs at that load, its goodput too (C6 decides on its paired ratio).
+
+The pairs are planned, not chased: ``[decision] box_pairs`` balanced AB/BA pairs, one look at the
+whole 5 % (the planner counts their runs in the night, planning/week.py), so the interval's level
+is 95 % as labelled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from strix_pipeline.analysis.decision.criteria.slo import client_time
+from strix_pipeline.config import DecisionSLO, StrixConfig
+from strix_pipeline.hosts.box.production_read import read_production
+from strix_pipeline.hosts.docker.host import make_client
+from strix_pipeline.hosts.docker.ssh import client_transport
+from strix_pipeline.loadgen.metrics import meets_slo
+from strix_pipeline.planning.production_baseline import ProductionReadError, derive_baseline
+from strix_pipeline.planning.production_target import production_target
+from strix_pipeline.records import ImageRecord, RequestRecord, RunResult
+from strix_pipeline.runner.engine_comparison import METRICS, TARGET, EngineSides
+from strix_pipeline.runner.pair_model import ComparedRelease, PairsResult, Progress, RunFailed, RunFigures
+from strix_pipeline.runner.pairs import compare_releases
+from strix_pipeline.runner.run import run_benchmark
+from strix_pipeline.runner.target import BenchmarkTarget
+from strix_pipeline.stats.quantiles import censored
+
+SCENARIOS = ["smoke", "concurrency_sweep"]  # the warm-up, then the decision's level
+
+
+def pair_config(config: StrixConfig, sides: EngineSides) -> StrixConfig:
+    """``config`` with each side's scenario profile cut to the decision's level of its sweep (the
+    weekly run's request count there): a pair run measures what C3 reads, nothing else."""
+    n = config.decision.concurrency
+    profiles = dict(config.profiles)
+    for target in (sides.baseline, sides.candidate):
+        profile = config.profiles[target.profile]
+        sweep = profile.concurrency_sweep
+        profiles[target.profile] = profile.model_copy(
+            update={"concurrency_sweep": sweep.model_copy(update={"levels": [n]})}
+        )
+    return config.model_copy(update={"profiles": profiles})
+
+
+def goodput(rows: list[RequestRecord], clients: int, slo: DecisionSLO, timeout_s: float) -> float:
+    """Requests per second within every SLO at a closed-loop level of ``clients`` (Little's law, as
+    C6 computes it): clients x the requests meeting them / the client time all of them held, a failure
+    holding its client for the request timeout."""
+    held = sum(client_time(rows, timeout_s))
+    return clients * sum(meets_slo(q, slo) for q in rows) / held if held > 0 else 0.0
+
+
+def box_metrics(config: StrixConfig) -> tuple[str, ...]:
+    """What a Box's pairs judge: C3's TTFT figures, and C6's goodput when the owner set SLOs at the
+    decision's level (their load is then what each pair run sends)."""
+    d = config.decision
+    same_load = d.slo is not None and d.slo_load.kind == "concurrency" and d.slo_concurrency == d.concurrency
+    return (*METRICS, "goodput_rps") if same_load else METRICS
+
+
+def box_figures(
+    result: RunResult, level: int, timeout_s: float, slo: DecisionSLO | None = None
+) -> RunFigures:
+    """A Box run's pair figures at the decision's ``level``: TTFT p95, p50 and mean over every measured
+    request there, a failed or timed-out one counted as the request timeout ``timeout_s``; or
+    :class:`RunFailed` saying why there are none."""
+    run = result.run
+    if run.status not in ("ok", "partial"):
+        raise RunFailed(f"run {run.run_id} {run.status}: {run.failure_reason or 'no reason recorded'}")
+    rows = [
+        q for q in result.requests if q.scenario == "concurrency_sweep" and q.level == level and not q.warmup
+    ]
+    warm = [q for q in result.requests if q.scenario == "smoke"]
+    if not rows:
+        raise RunFailed(f"run {run.run_id} measured no request at {level} clients")
+    if not any(q.ok for q in rows):
+        raise RunFailed(f"every request of run {run.run_id} at {level} clients failed")
+    ttft = censored([q.ttft_ms if q.ok else None for q in rows], 1000 * timeout_s)
+    values = {
+        "ttft_p95_ms": float(np.percentile(ttft, 95)),
+        "ttft_p50_ms": float(np.percentile(ttft, 50)),
+        "ttft_mean_ms": float(np.mean(ttft)),
+    }
+    if slo is not None:
+        values["goodput_rps"] = goodput(rows, level, slo, timeout_s)
+    return RunFigures(
+        values,
+        warmup_ms=warm[0].e2e_ms if warm else None,
+        engine_build=run.engine_build,
+        measured_requests=len(rows),
+        failed_requests=sum(not q.ok for q in rows),
+        ttft_requests=len(rows),
+    )
+
+
+@dataclass
+class BoxEngineRuns:
+    """``run_one`` for runner/pairs.py on a Box: each call is one fresh Box run of a side."""
+
+    config: StrixConfig  # pair_config's: each side's profile cut to the decision's level
+    sides: EngineSides
+    run_prefix: str
+    progress: Progress = print
+    count: int = 0
+
+    def __call__(self, release: ComparedRelease, label: str) -> RunFigures:
+        self.count += 1
+        by_tag = {
+            self.sides.release(t, self.config).tag: t for t in (self.sides.baseline, self.sides.candidate)
+        }
+        target = by_tag[release.tag]
+        result = run_benchmark(
+            self.config,
+            target,
+            run_id=f"{self.run_prefix}-{self.count:03d}",
+            log=self.progress,
+            scenarios=SCENARIOS,
+            force=True,  # a pair's run repeats a run the week already has: that is the point
+        )
+        timeout_s = self.config.profiles[target.profile].request_timeout_s
+        d = self.config.decision
+        return box_figures(
+            result, d.concurrency, timeout_s, d.slo if "goodput_rps" in box_metrics(self.config) else None
+        )
+
+
+def box_sides(
+    baseline: BenchmarkTarget, candidate: BenchmarkTarget, matchup: str = "production"
+) -> EngineSides:
+    """The Box's match-up: ``baseline`` (production as deployed: its ``production`` set) and the candidate's
+    run, both on the decision's host."""
+    if baseline.host != candidate.host:
+        raise ValueError(f"a pair runs on one host, not {baseline.host} and {candidate.host}")
+    if baseline.production is None:
+        raise ValueError("the Box's baseline side is production as deployed: its target carries it")
+    return EngineSides(matchup, baseline, candidate)
+
+
+def compare_on_box(
+    config: StrixConfig, sides: EngineSides, *, run_prefix: str, seed: int, progress: Progress = print
+) -> PairsResult:
+    """``[decision] box_pairs`` balanced AB/BA pairs of fresh Box runs, judged in one look at 5 %."""
+    pairs = config.decision.box_pairs
+    if pairs < 3:
+        raise ValueError(f"[decision] box_pairs is {pairs}: a Box night runs at least 3 pairs, or none")
+    cut = pair_config(config, sides)
+    return compare_releases(
+        BoxEngineRuns(cut, sides, run_prefix, progress),
+        sides.release(sides.baseline, cut),
+        sides.release(sides.candidate, cut),
+        metrics=box_metrics(config),
+        host=sides.baseline.host,
+        engine=sides.engines,
+        pairs=pairs,
+        cap=pairs,
+        target=TARGET,
+        seed=seed,
+        max_dropped=max(1, pairs // 2),
+        progress=progress,
+    )
+
+
+def night_sides(
+    config: StrixConfig, candidate: ImageRecord, known: Sequence[ImageRecord] = ()
+) -> EngineSides:
+    """The Box's match-up tonight: production as deployed, read now over the host's own access
+    (read-only), against ``candidate`` in the candidate engine's configured run of
+    ``decision.candidate_model`` (else its first run there). Production's image is named as the registry
+    knows it when ``known`` has its digest (so the pairs name the release the week's baseline run names);
+    raises ProductionReadError when there is no production to read or no such run."""
+    d = config.decision
+    box = config.docker_config(d.host)
+    if box.production is None or not (box.production.container or box.production.unit):
+        raise ProductionReadError(f"host {d.host} names no production to pair the candidate with")
+    client = make_client(box, timeout_s=30)
+    try:
+        transport = client_transport(client)
+        read = read_production(box.production, client, transport.target if transport else None)
+    finally:
+        client.close()
+    baseline = production_target(config, d.host, derive_baseline(read))
+    same = next((i for i in known if baseline.image and i.digest == baseline.image.digest), None)
+    if same is not None:
+        baseline = replace(baseline, image=same)
+    runs = [r for r in config.runs.get(d.host, []) if r.engine == d.candidate_engine]
+    run = next((r for r in runs if d.candidate_model in (None, r.model)), None)
+    if run is None:
+        raise ProductionReadError(f"host {d.host} runs no {d.candidate_engine} to pair with production")
+    return box_sides(baseline, BenchmarkTarget(d.host, d.candidate_engine, run.model, run.profile, candidate))
