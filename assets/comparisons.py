@@ -11,6 +11,7 @@ and written after, never held while engines run.
 """
 
 import hashlib
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import dagster as dg
@@ -300,54 +301,47 @@ def build_box_comparisons(config: StrixConfig) -> list[dg.AssetsDefinition]:
     def _asset(
         context: dg.AssetExecutionContext, strix: StrixConfigResource, warehouse: WarehouseResource
     ) -> dg.MaterializeResult:
-        config = strix.get()
-        d = config.decision
-        if d.box_pairs == 0:
-            return dg.MaterializeResult(metadata={"compared": "nothing: [decision] box_pairs = 0"})
-        now = datetime.now(UTC)
-        since = week_start(config.project.schedule, now, config.project.timezone)
-        with warehouse.reader() as wh:
-            candidate = newest_candidate_image(wh, config, now)
-            known = wh.known_images(d.baseline_engine)
-            stored = (
-                wh.engine_comparisons(d.host, METRICS[0], since) if "comparisons" in wh.table_names() else {}
-            )
-        if candidate is None:
-            return dg.MaterializeResult(
-                metadata={"compared": f"nothing: no fresh {d.candidate_engine} run on {d.host} to pair"}
-            )
-        try:
-            sides = night_sides(config, candidate, known)
-        except ProductionReadError as e:
-            return dg.MaterializeResult(metadata={"compared": f"nothing: {e}"})
-        a, b = sides.release(sides.baseline, config), sides.release(sides.candidate, config)
-        last = stored.get("production")
-        if last is not None and (last.release_a, last.release_b) == (a.tag, b.tag) and last.ratio is not None:
-            return dg.MaterializeResult(
-                metadata={
-                    "compared": f"nothing new: {b.tag} against {a.tag} this week ({last.comparison_id})"
-                }
-            )
-        context.log.info(f"production match-up on {d.host}: {b.tag} against {a.tag}, {d.box_pairs} pairs")
-        result = compare_on_box(
-            config,
-            sides,
-            run_prefix=f"pairs-{now:%Y%m%dT%H%M%S}",
-            seed=_seed(a.tag, f"{b.tag}@{since:%G-W%V}"),
-            progress=context.log.info,
-        )
-        with warehouse.writer() as wh:
-            wh.save_comparison(*engine_records(result, "production"))
-        return dg.MaterializeResult(
-            metadata={
-                "compared": f"{b.tag} against {a.tag}: {result.comparison_id}, {len(result.runs)} Box runs",
-                "verdicts_production": verdict_table(
-                    result, "B/A: the candidate over production as deployed"
-                ),
-            }
-        )
+        return dg.MaterializeResult(metadata=box_night(strix.get(), warehouse, context.log.info))
 
     return [_asset]
+
+
+def box_night(config: StrixConfig, warehouse: WarehouseResource, log: Callable[[str], None]) -> dict:
+    """The Box's night of pairs: production as deployed against the newest fresh candidate, once a
+    week per pair of images; the asset's metadata (what was compared, or why nothing)."""
+    d = config.decision
+    if d.box_pairs == 0:
+        return {"compared": "nothing: [decision] box_pairs = 0"}
+    now = datetime.now(UTC)
+    since = week_start(config.project.schedule, now, config.project.timezone)
+    with warehouse.reader() as wh:
+        candidate = newest_candidate_image(wh, config, now)
+        known = wh.known_images(d.baseline_engine)
+        stored = wh.engine_comparisons(d.host, METRICS[0], since) if "comparisons" in wh.table_names() else {}
+    if candidate is None:
+        return {"compared": f"nothing: no fresh {d.candidate_engine} run on {d.host} to pair"}
+    try:
+        sides = night_sides(config, candidate, known)
+    except ProductionReadError as e:
+        return {"compared": f"nothing: {e}"}
+    a, b = sides.release(sides.baseline, config), sides.release(sides.candidate, config)
+    last = stored.get("production")
+    if last is not None and (last.release_a, last.release_b) == (a.tag, b.tag) and last.ratio is not None:
+        return {"compared": f"nothing new: {b.tag} against {a.tag} this week ({last.comparison_id})"}
+    log(f"production match-up on {d.host}: {b.tag} against {a.tag}, {d.box_pairs} pairs")
+    result = compare_on_box(
+        config,
+        sides,
+        run_prefix=f"pairs-{now:%Y%m%dT%H%M%S}",
+        seed=_seed(a.tag, f"{b.tag}@{since:%G-W%V}"),
+        progress=log,
+    )
+    with warehouse.writer() as wh:
+        wh.save_comparison(*engine_records(result, "production"))
+    return {
+        "compared": f"{b.tag} against {a.tag}: {result.comparison_id}, {len(result.runs)} Box runs",
+        "verdicts_production": verdict_table(result, "B/A: the candidate over production as deployed"),
+    }
 
 
 def newest_candidate_image(wh: Warehouse, config: StrixConfig, now: datetime) -> ImageRecord | None:

@@ -113,6 +113,9 @@ def workload_digest(profile: ScenarioProfile, trace_digest: str | None = None) -
     leave_out = {"request_timeout_s"} | ({"trace"} if profile.trace is None else set())
     spec = profile.model_dump(mode="json", exclude=leave_out)
     spec["scenarios"] = [s for s in spec["scenarios"] if s != "quality"]
+    # nor do a sweep's open-loop rates while there are none (they came after the closed loop's levels)
+    if not spec["concurrency_sweep"].get("rates"):
+        spec["concurrency_sweep"].pop("rates", None)
     if trace_digest is not None:
         spec["trace_digest"] = trace_digest
     canonical = json.dumps(spec, sort_keys=True, separators=(",", ":"))
