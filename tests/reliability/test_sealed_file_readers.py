@@ -38,7 +38,7 @@ from strix_pipeline.cli import run as cli_run
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.doctor import production as doctor_production
 from strix_pipeline.runner.estimates import read_estimate
-from strix_pipeline.warehouse import Warehouse, facade
+from strix_pipeline.warehouse import Warehouse, WarehouseLocked, facade
 from strix_pipeline.warehouse.schema import views_sql
 
 SECRET = "strix-file-secret-7c2a"
@@ -271,3 +271,28 @@ def test_a_reader_of_the_warehouse_file_reads_no_file_through_a_stored_view(
     reads.assert_sealed()
     assert SECRET not in got + out.out + out.err
     assert SECRET not in _files_text(tmp_path, secret)
+
+
+def test_a_writer_of_the_same_process_stores_between_sandboxed_readers(
+    template: Path, tmp_path: Path
+) -> None:
+    # DuckDB shares one database instance per file and process, and the sandbox's settings (no external
+    # access, no local file system, configuration locked) are the instance's: they must end with the
+    # reader, so a process that reads, stores, then reads again (`strix run`'s Dagster process: the
+    # images, the runs, the analysis) keeps a working writer.
+    path = tmp_path / "w.duckdb"
+    shutil.copy(template, path)
+    with Warehouse.open_reader(path) as r:
+        before = r.count("runs")
+        with pytest.raises(duckdb.Error, match="disabled"):
+            r.con.execute(f"SELECT content FROM read_text({q(path)})").fetchall()
+        # a writer beside an open reader is refused, as beside any read-only open, never sandboxed
+        with pytest.raises(WarehouseLocked):
+            Warehouse.open(path, lock_retry_s=0.2)
+    with Warehouse.open(path) as w:
+        assert w.con.execute("SELECT current_setting('lock_configuration')").fetchall()[0][0] is False
+        w.con.execute("DELETE FROM hosts").fetchall()  # a store: the writer writes
+    with Warehouse.open_reader(path) as r:
+        assert r.count("runs") == before and r.con.execute("SELECT count(*) FROM hosts").fetchall()[0][0] == 0
+    with Warehouse.open(path) as w:
+        w.con.execute("CHECKPOINT").fetchall()
