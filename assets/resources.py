@@ -74,10 +74,7 @@ class WarehouseResource(ConfigurableResource):
         the analysis read the stored views: no file, network or extension reachable from them). A
         lake's reader is sealed the same way once attached (every read-only open of a lake is); its
         sandbox's catalog copy reads inlined TIMESTAMPTZ values as NULL, so it is not used here."""
-        target = self.target()
-        wh = Warehouse.open(
-            target, read_only=True, lock_retry_s=self.lock_retry_s, sandbox=isinstance(target, Path)
-        )
+        wh = Warehouse.open_reader(self.target(), lock_retry_s=self.lock_retry_s)
         try:
             yield wh
         finally:

@@ -20,7 +20,7 @@ from strix_pipeline.warehouse import BisectionRecord, Warehouse
 
 
 def _get(config: StrixConfig, bisection_id: str) -> BisectionRecord:
-    with Warehouse.open(config.warehouse_target(), read_only=True) as wh:
+    with Warehouse.open_reader(config.warehouse_target()) as wh:
         found = [b for b in wh.list_bisections() if b.bisection_id == bisection_id]
     if not found:
         raise KeyError(f"no bisection {bisection_id!r} in the warehouse")

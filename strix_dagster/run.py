@@ -55,7 +55,7 @@ def prepare_dagster_home() -> str:
 def known_images(config: StrixConfig) -> list:
     """The images the config's warehouse knows (a file or a DuckLake); none yet: empty."""
     try:
-        with Warehouse.open(config.warehouse_target(), read_only=True) as wh:
+        with Warehouse.open_reader(config.warehouse_target()) as wh:
             return wh.known_images()
     except WarehouseMissing:
         return []

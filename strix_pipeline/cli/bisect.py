@@ -76,7 +76,7 @@ def bisect(args: argparse.Namespace) -> int:
             if not summary.exists():
                 console.print(f"[red]strix bisect: the Dagster runs did not complete (exit {code})[/]")
                 return code or 1
-    with Warehouse.open(config.warehouse_target(), read_only=True) as wh:
+    with Warehouse.open_reader(config.warehouse_target()) as wh:
         b = next(x for x in wh.list_bisections() if x.bisection_id == b.bisection_id)
         steps = steps_text(wh, b)
     console.print(

@@ -69,14 +69,18 @@ def open_warehouse(
     )
 
 
-def open_reader(args: argparse.Namespace, *, read_only: bool, **kwargs: object) -> Warehouse:
-    """``open_warehouse`` for a command that reads the stored views: a read-only open of a DuckDB file
-    is sandboxed as `strix query` is (no file, network or extension reachable from a view's SQL, should
-    one ever pass the view check). A lake's reader is sealed the same way once the lake is attached
-    (its data files through a read-only file system): not `strix query`'s private catalog copy, which
-    reads inlined TIMESTAMPTZ values as NULL. A writer is not."""
-    lake = isinstance(warehouse_path(args), DuckLakeTarget)
-    return open_warehouse(args, read_only=read_only, sandbox=read_only and not lake, **kwargs)
+def open_reader(
+    args: argparse.Namespace,
+    *,
+    read_only: bool,
+    lock_retry_s: float = 10.0,
+    on_wait: Callable[[str], None] | None = None,
+) -> Warehouse:
+    """``open_warehouse`` for a command that reads the stored views: read-only, it is
+    :meth:`Warehouse.open_reader` (sandboxed as `strix query` is); a writer is not."""
+    if not read_only:
+        return open_warehouse(args, read_only=False, lock_retry_s=lock_retry_s, on_wait=on_wait)
+    return Warehouse.open_reader(warehouse_path(args), lock_retry_s=lock_retry_s, on_wait=on_wait)
 
 
 def on_warehouse(

@@ -29,7 +29,7 @@ import duckdb
 from rich.console import Console
 from rich.table import Table
 
-from strix_pipeline.cli.common import config_of, open_warehouse, shown, warehouse_arg
+from strix_pipeline.cli.common import config_of, open_reader, open_warehouse, shown, warehouse_arg
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.planning.resolution import resolution_lines
 from strix_pipeline.runner.pair_model import METRICS, PairsResult, descriptive_only
@@ -135,7 +135,7 @@ def noise_lines(
     """Before any engine starts: what this machine's measured noise lets ``cap`` pairs resolve of each
     metric's target (planning/resolution.py), from the newest figures the weekly analysis stored."""
     try:
-        with open_warehouse(args, read_only=True, lock_retry_s=5.0) as wh:
+        with open_reader(args, read_only=True, lock_retry_s=5.0) as wh:
             figures = wh.latest_noise()
     except (WarehouseError, duckdb.Error) as e:
         return [f"this machine's noise not read ({type(e).__name__}): the pairs needed are not known"]

@@ -119,7 +119,7 @@ def history_complete(rows: list[dict], digests: list[str]) -> bool:
 
 def print_history(console: Console, config: StrixConfig, digests: list[str]) -> list[dict]:
     try:
-        with Warehouse.open(config.warehouse_target(), read_only=True) as wh:
+        with Warehouse.open_reader(config.warehouse_target()) as wh:
             rows = wh.query_df(HISTORY_SQL, [digests]).to_dicts()
     except WarehouseMissing:
         return []

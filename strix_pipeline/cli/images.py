@@ -97,7 +97,7 @@ def _print_report(report: DiscoveryReport) -> None:
 
 def run_list(args: argparse.Namespace) -> int:
     try:
-        with Warehouse.open(warehouse_path(args), read_only=True) as wh:
+        with Warehouse.open_reader(warehouse_path(args)) as wh:
             rows = wh.known_images(args.engine)
     except WarehouseError as e:
         print(f"strix images list: {e}", file=sys.stderr)

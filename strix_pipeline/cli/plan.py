@@ -79,7 +79,7 @@ class _Seen:
 def _read(args: argparse.Namespace, config: StrixConfig) -> _Seen:
     seen = _Seen()
     try:
-        with Warehouse.open(warehouse_path(args), read_only=True, lock_retry_s=5.0) as wh:
+        with Warehouse.open_reader(warehouse_path(args), lock_retry_s=5.0) as wh:
             seen.images = wh.known_images()
             seen.rows = measured_runs(wh)
             seen.deferred = deferred_runs(wh)

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     table.add_row("warehouse", str(target))
     runs: list[dict] = []
     try:
-        with Warehouse.open(target, read_only=True) as wh:
+        with Warehouse.open_reader(target) as wh:
             ids = [r["dagster_run_id"] for r in dagster_runs]
             runs = wh.query_df(RUNS_OF_DAGSTER_RUNS_SQL, [ids]).to_dicts()
             table.add_row("runs / requests", f"{wh.count('runs')} / {wh.count('requests')}")

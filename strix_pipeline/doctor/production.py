@@ -38,7 +38,7 @@ def _production(
         return
     gives = f"{base.backend}, {base.image_ref or read.argv[0]}, {base.model_on_host} ({read.digest[:19]})"
     try:
-        with Warehouse.open(config.warehouse_target(), read_only=True, lock_retry_s=2.0) as wh:
+        with Warehouse.open_reader(config.warehouse_target(), lock_retry_s=2.0) as wh:
             last = wh.last_production_read(host)
     except (OSError, WarehouseError) as e:
         yield Check(host, NAME, False, False, f"{gives}; the last read not found: {e}"[:400], SHOW)

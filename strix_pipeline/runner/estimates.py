@@ -15,7 +15,7 @@ def read_estimate(config: StrixConfig, target: BenchmarkTarget) -> Estimate:
     default, saying why -- a run is never refused for want of its history."""
     series = (target.host, target.engine, target.model, target.profile)
     try:
-        with Warehouse.open(config.warehouse_target(), read_only=True, lock_retry_s=5.0) as wh:
+        with Warehouse.open_reader(config.warehouse_target(), lock_retry_s=5.0) as wh:
             return estimate(history_durations(wh, *series))
     except WarehouseMissing:  # nothing loaded yet: no history, as for a new series
         return estimate([])

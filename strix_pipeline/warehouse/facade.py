@@ -119,6 +119,29 @@ class Warehouse:
             raise
         return wh
 
+    @classmethod
+    def open_reader(
+        cls,
+        path: str | Path | DuckLakeTarget,
+        *,
+        lock_retry_s: float = 5.0,
+        on_wait: Callable[[str], None] | None = None,
+    ) -> Warehouse:
+        """A read-only open for code that reads the stored views and tables (a report, a summary, a
+        plan): of a DuckDB file, sandboxed as `strix query` is, so no file, network or extension is
+        reachable from a view's SQL should one ever pass the view check. A lake's read-only open is
+        sealed the same way once attached; its sandbox's private catalog copy reads inlined
+        TIMESTAMPTZ values as NULL, so it is not used here.
+
+        The sandbox's settings belong to the file's database instance, which DuckDB shares within a
+        process and drops with its last connection: while the reader is open this process cannot open
+        the file writable (as for any read-only open), and once it is closed a writer opens it as before.
+        """
+        path = path if isinstance(path, DuckLakeTarget) else Path(path)
+        return cls.open(
+            path, read_only=True, lock_retry_s=lock_retry_s, on_wait=on_wait, sandbox=isinstance(path, Path)
+        )
+
     def close(self) -> None:
         try:
             self.con.close()
