@@ -119,10 +119,7 @@ class BoxEngineRuns:
 
     def __call__(self, release: ComparedRelease, label: str) -> RunFigures:
         self.count += 1
-        by_tag = {
-            self.sides.release(t, self.config).tag: t for t in (self.sides.baseline, self.sides.candidate)
-        }
-        target = by_tag[release.tag]
+        target = self.sides.target(release, self.config)
         result = run_benchmark(
             self.config,
             target,

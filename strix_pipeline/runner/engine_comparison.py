@@ -60,6 +60,11 @@ class EngineSides:
         version = (image.version or image.tag or image.digest) if image else local_tag(target.engine, config)
         return ComparedRelease(side_tag(target.engine, version, target.model))
 
+    def target(self, release: ComparedRelease, config: StrixConfig) -> BenchmarkTarget:
+        """The configured run behind a side the comparison names (what ``run_one`` is asked for)."""
+        by_tag = {self.release(t, config).tag: t for t in (self.baseline, self.candidate)}
+        return by_tag[release.tag]
+
 
 def engine_sides(config: StrixConfig, matchup: str) -> EngineSides | str:
     """The decision host's configured baseline and candidate runs of ``matchup``, or why there are none."""
@@ -127,10 +132,7 @@ class LocalEngineRuns:
 
     def __call__(self, release: ComparedRelease, label: str) -> RunFigures:
         self.count += 1
-        by_tag = {
-            self.sides.release(t, self.config).tag: t for t in (self.sides.baseline, self.sides.candidate)
-        }
-        target = by_tag[release.tag]
+        target = self.sides.target(release, self.config)
         log_dir = self.log_dir / f"run-{self.count:03d}-{target.engine}-{target.model}"
         try:
             server = local_server(self.config, target, log_dir, self.progress)
