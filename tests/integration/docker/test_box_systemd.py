@@ -30,6 +30,7 @@ from support.systemd_box import PRODUCTION_UNIT, USER, SystemdBox
 
 from strix_pipeline.config import DockerHostConfig, ProductionEngine
 from strix_pipeline.doctor.restore import _restore
+from strix_pipeline.hosts.box import restore_guard
 from strix_pipeline.hosts.box.production import ProductionGuard
 from strix_pipeline.hosts.box.restore_ready import LINGER
 from strix_pipeline.hosts.docker.ssh import ssh_target
@@ -170,6 +171,15 @@ def test_a_controller_killed_mid_benchmark_leaves_production_to_the_boxs_systemd
         assert box.unit_state() == "active"
         assert not exists(engine), "the engine the pipeline left runs beside production"
         nxt = ProductionGuard("box", production, state_dir=tmp_path, ssh=ssh_target(host(box)), run_id="next")
+        # the Box's script records "answered" after its own poll (once a second) and unarms last: the
+        # record is read (once: reading takes it) after that
+        armed = (
+            f"${{XDG_STATE_HOME:-$HOME/.local/state}}/strix-pipeline/{restore_guard.unit_name('box')}.armed"
+        )
+        deadline = time.monotonic() + 15
+        while box.user_shell(f'test -f "{armed}" && echo armed || true').strip() == "armed":
+            assert time.monotonic() < deadline, box.journal()[-4000:]
+            time.sleep(0.5)
         fired = nxt.fired()
         assert fired is not None and fired.ok, fired
         assert any("removed managed containers" in a and engine_id[:12] in a for a in fired.attempts), fired

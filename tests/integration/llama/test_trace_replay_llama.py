@@ -34,7 +34,9 @@ pytestmark = [pytest.mark.llama, pytest.mark.slow]
 
 TRACE = REPO / "tests" / "fixtures" / "traces" / "replay.jsonl"
 INPUT_TOLERANCE = 3  # tokens
-ARRIVAL_TOLERANCE_MS = 100.0  # a shared 2-core machine's asyncio wake-up, with margin
+# a shared 2-core machine: the engine busy on both cores with the earlier requests delays the client's
+# wake-up (208 ms late once in a full CI run, within 100 ms alone); a lost schedule is seconds off
+ARRIVAL_TOLERANCE_MS = 300.0
 SHARED_BLOCK_HIT = 0.9 * 512  # cached tokens that count as the shared block served from the cache
 
 
