@@ -26,7 +26,8 @@ def restarter_checks(host: str, cfg: DockerHostConfig, client: Any) -> Iterator[
         return
     try:
         found = restarters.survey(client, cfg.production.container)
-    except Exception as e:  # noqa: BLE001 - docker-py's NotFound and API errors alike; said by `production engine`
+    # docker-py's NotFound and API errors alike (the `production engine` line says which)
+    except Exception as e:  # noqa: BLE001
         yield Check(host, POLICY, False, False, f"not read: {type(e).__name__}: {e}"[:300])
         return
     yield Check(

@@ -202,7 +202,8 @@ def _doctor_production(path: Path, config: StrixConfig, tmp: Path, mp: pytest.Mo
     mp.setattr(doctor_production, "read_production", lambda *a: read)
     mp.setattr(doctor_production, "derive_baseline", lambda r: base)
     cfg = types.SimpleNamespace(production=types.SimpleNamespace(container="c", unit=None))
-    return _attempt(lambda: list(doctor_production._production(config, "box", cfg, None, None)))  # type: ignore[arg-type]
+    checks = doctor_production._production
+    return _attempt(lambda: list(checks(config, "box", cfg, None, None)))  # type: ignore[arg-type]
 
 
 def _estimates(path: Path, config: StrixConfig, tmp: Path, mp: pytest.MonkeyPatch) -> str:
