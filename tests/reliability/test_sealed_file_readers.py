@@ -25,6 +25,7 @@ import duckdb
 import pytest
 from rich.console import Console
 from support.report_seed import history_warehouse, report_config
+from support.sealed_reads import Reads
 
 from assets.resources import WarehouseResource
 from strix_dagster import bisect_run
@@ -38,7 +39,7 @@ from strix_pipeline.cli import run as cli_run
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.doctor import production as doctor_production
 from strix_pipeline.runner.estimates import read_estimate
-from strix_pipeline.warehouse import Warehouse, WarehouseLocked, facade
+from strix_pipeline.warehouse import Warehouse, WarehouseLocked
 from strix_pipeline.warehouse.schema import views_sql
 
 SECRET = "strix-file-secret-7c2a"
@@ -92,30 +93,6 @@ def _plant(path: Path, secret: Path, plant: str) -> None:
         assert SECRET in got + str(con.execute("SELECT * FROM hosts").fetchall())
     finally:
         con.close()
-
-
-class Reads:
-    """What every connection a reader opened read through the stored views, the view check taken away:
-    the rows, or DuckDB's refusal."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.got: list[str] = []
-        monkeypatch.setattr(facade, "check_views", self.check)
-
-    def check(self, con: duckdb.DuckDBPyConnection, where: object, *, writable: bool = False) -> None:
-        assert not writable, "only readers here"
-        for sql in ("SELECT run_id FROM v_runs", "SELECT * FROM hosts"):
-            try:
-                self.got.append(str(con.execute(sql).fetchall()))
-            except duckdb.PermissionException as e:
-                self.got.append(f"refused: {e}")
-        assert con.execute("SELECT count(*) FROM runs").fetchall()[0][0] > 0  # the file itself reads
-
-    def assert_sealed(self) -> None:
-        assert self.got, "the reader opened no connection"
-        leaked = [g for g in self.got if SECRET in g]
-        assert not leaked, f"a reader's connection read the file: {leaked[0][:200]}"
-        assert any(g.startswith("refused:") and "disabled" in g for g in self.got), self.got
 
 
 def _config(path: Path) -> StrixConfig:
@@ -266,7 +243,7 @@ def test_a_reader_of_the_warehouse_file_reads_no_file_through_a_stored_view(
     shutil.copy(template, path)
     _plant(path, secret, plant)
     monkeypatch.chdir(tmp_path)
-    reads = Reads(monkeypatch)
+    reads = Reads(monkeypatch, SECRET)
     got = READERS[reader](path, _config(path), tmp_path, monkeypatch)
     out = capsys.readouterr()
     reads.assert_sealed()

@@ -17,13 +17,14 @@ from pathlib import Path
 import duckdb
 import pytest
 from support.ducklake import planting_connection, report_lake
+from support.sealed_reads import Reads
 
 from assets.resources import WarehouseResource
 from strix_pipeline.analysis.charts import support_matrix_rows, write_charts
 from strix_pipeline.cli import main
 from strix_pipeline.config_load import load_config
 from strix_pipeline.report import write_report
-from strix_pipeline.warehouse import Warehouse, WarehouseError, facade
+from strix_pipeline.warehouse import Warehouse, WarehouseError
 from strix_pipeline.warehouse.schema import views_sql
 
 pytestmark = pytest.mark.postgres
@@ -73,31 +74,6 @@ def _hostile_hosts(con: duckdb.DuckDBPyConnection, secret: Path) -> None:
     con.execute(f'CREATE VIEW "HOSTS" AS SELECT {select} FROM hosts_kept h').fetchall()
 
 
-class Reads:
-    """What every connection a reader opened read through the stored views, the view check taken away:
-    the rows, or DuckDB's refusal."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.got: list[str] = []
-        monkeypatch.setattr(facade, "check_views", self.check)
-
-    def check(self, con: duckdb.DuckDBPyConnection, where: object, *, writable: bool = False) -> None:
-        assert not writable, "only readers here"
-        for sql in ("SELECT run_id FROM v_runs", "SELECT * FROM hosts"):
-            try:
-                self.got.append(str(con.execute(sql).fetchall()))
-            except duckdb.PermissionException as e:
-                self.got.append(f"refused: {e}")
-        # the lake's own data files still read: the tables behind the views
-        assert con.execute("SELECT count(*) FROM runs").fetchall()[0][0] > 0
-
-    def assert_sealed(self) -> None:
-        assert self.got, "the reader opened no connection"
-        leaked = [g for g in self.got if SECRET in g]
-        assert not leaked, f"a reader's connection read the file: {leaked[0][:200]}"
-        assert any(g.startswith("refused:") and "disabled" in g for g in self.got), self.got
-
-
 def _files_text(root: Path) -> str:
     if not root.exists():
         return ""
@@ -135,7 +111,7 @@ def test_a_cli_reader_of_the_lake_reads_no_file_through_a_stored_view(
 ) -> None:
     target, config = lake
     _plant(target, secret, plant)
-    reads = Reads(monkeypatch)
+    reads = Reads(monkeypatch, SECRET)
     argv = [a.replace("{tmp}", str(tmp_path)) for a in command]
     rc = main(["--config", str(config), *argv])
     out = capsys.readouterr()
@@ -153,7 +129,7 @@ def test_the_dagster_readers_of_the_lake_read_no_file_through_a_stored_view(
 ) -> None:
     target, config = lake
     _plant(target, secret, plant)
-    reads = Reads(monkeypatch)
+    reads = Reads(monkeypatch, SECRET)
     resource = WarehouseResource(config_path=str(config), lock_retry_s=1)
     strix = load_config(config)
     charts, site = tmp_path / "charts", tmp_path / "report"
@@ -178,7 +154,7 @@ def test_a_plain_read_only_open_of_the_lake_reads_no_file(
 ) -> None:
     target, _ = lake
     _plant(target, secret, plant)
-    reads = Reads(monkeypatch)
+    reads = Reads(monkeypatch, SECRET)
     with Warehouse.open(target, read_only=True) as wh:
         for sql in (
             f"SELECT content FROM read_text({q(secret)})",
