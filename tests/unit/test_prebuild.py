@@ -39,6 +39,7 @@ print(sys.executable)
 CONFTEST = """
 import os
 import sys
+import time
 
 import pytest
 from support import prebuild
@@ -50,6 +51,31 @@ def stand_in(version):
 
 def pytest_configure(config):
     config.pluginmanager.register(prebuild.Prebuilds(stand_in), "prebuild")
+
+
+def _running(pgid):
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            state, _, group = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if group == pgid and state != "Z":
+            out.append(pid)
+    return out
+
+
+def pytest_unconfigure(config):
+    # what of the build's group still runs when the session is over, before this pytest exits (and
+    # so closes the guard's pipe); SIGKILLed processes take a moment to leave
+    here = os.path.dirname(__file__)
+    if os.path.exists(os.path.join(here, "build.pid")):
+        pgid = open(os.path.join(here, "build.pid")).read().split()[1]
+        for _ in range(100):
+            if not (left := _running(pgid)):
+                break
+            time.sleep(0.05)
+        open(os.path.join(here, "left"), "w").write(" ".join(left))
 
 
 @pytest.fixture
@@ -199,6 +225,7 @@ def test_a_build_still_running_at_the_sessions_end_is_killed_with_its_group(tmp_
     run = _session(tmp_path, 60, 600, ("-x",), FIRST="fail", STRIX_PHASE_TIMES=str(times))
     assert run.returncode == 1, run.stdout + run.stderr
     assert "1 failed" in run.stdout, run.stdout
+    assert (tmp_path / "left").read_text() == ""  # gone before pytest exits, the guard's pipe still open
     assert _nothing_left(_build_pgid(tmp_path)) == []
     assert "unfinished at the session's end, killed)|0" in times.read_text()
 
