@@ -349,6 +349,7 @@ class ContainerRun:
     env: tuple[str, ...]  # -e NAME=value, or NAME alone (the CLI's environment's value)
     mounts: tuple[Mount, ...]
     devices: tuple[str, ...]  # host:container, as a container's inspect gives them
+    env_files: tuple[str, ...] = ()  # --env-file paths on the Box, read before -e (which overrides them)
 
 
 def _volume(spec: str) -> Mount:
@@ -375,6 +376,7 @@ def parse_container_run(argv: tuple[str, ...]) -> ContainerRun | None:
     else:
         return None
     env: list[str] = []
+    env_files: list[str] = []
     mounts: list[Mount] = []
     devices: list[str] = []
     entrypoint: tuple[str, ...] | None = None
@@ -401,6 +403,8 @@ def parse_container_run(argv: tuple[str, ...]) -> ContainerRun | None:
         i += 1
         if name in ("-e", "--env"):
             env.append(value)
+        elif name == "--env-file":
+            env_files.append(value)
         elif name in ("-v", "--volume", "--mount"):
             mounts.append(_volume(value))
         elif name == "--device":
@@ -418,7 +422,38 @@ def parse_container_run(argv: tuple[str, ...]) -> ContainerRun | None:
         env=tuple(env),
         mounts=tuple(sorted(mounts, key=lambda m: m.destination)),
         devices=tuple(sorted(devices)),
+        env_files=tuple(env_files),
     )
+
+
+def parse_env_file(text: str, path: str) -> list[str]:
+    """An ``--env-file``'s entries as the Docker CLI reads them: ``NAME=value`` taken literally (no
+    quotes, no expansion), ``NAME`` alone for the CLI's own value, blank and ``#`` lines skipped."""
+    entries: list[str] = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.lstrip()
+        if not line or line.startswith("#"):
+            continue
+        name = line.split("=", 1)[0]
+        if not name or any(c.isspace() for c in name):
+            raise ProductionReadError(
+                f"--env-file {path} line {number}: variable {name!r} is no variable name"
+            )
+        entries.append(line if "=" in line else name)
+    return entries
+
+
+def resolve_env(entries: list[str], given: dict[str, str]) -> tuple[str, ...]:
+    """``NAME=value`` for each entry in order, a later one replacing an earlier of the same name; a bare
+    ``NAME`` takes ``given``'s value (the environment of the CLI that ran) and is left out without one."""
+    env: dict[str, str] = {}
+    for e in entries:
+        name, eq, value = e.partition("=")
+        if eq:
+            env[name] = value
+        elif name in given:
+            env[name] = given[name]
+    return tuple(f"{k}={v}" for k, v in env.items())
 
 
 # llama.cpp's ``--version``: ``version: 6123 (a1b2c3d)`` (a release), or a packaged build's

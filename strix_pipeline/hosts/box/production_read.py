@@ -25,7 +25,9 @@ from strix_pipeline.planning.production_baseline import (
     ProductionReadError,
     parse_build,
     parse_container_run,
+    parse_env_file,
     parse_systemctl_show,
+    resolve_env,
 )
 
 
@@ -90,14 +92,34 @@ def read_unit(
         raise ProductionReadError(f"systemctl show {unit}: no ExecStart ({shlex.quote(done.stdout[:200])})")
     run = parse_container_run(command)
     if run is not None:
-        return _unit_container(client, unit, run, env)
+        from_files = [e for path in run.env_files for e in _env_file(ssh, unit, path, timeout_s)]
+        return _unit_container(client, unit, run, resolve_env([*from_files, *run.env], _given(env)))
     build, backend = read_build(ssh, command[0], timeout_s=timeout_s)
     return ProductionRead(kind="unit", name=unit, argv=command, env=env, build=build, build_backend=backend)
 
 
-def _unit_container(client: Any, unit: str, run: ContainerRun, unit_env: tuple[str, ...]) -> ProductionRead:
+def _given(unit_env: tuple[str, ...]) -> dict[str, str]:
+    return dict(e.split("=", 1) for e in unit_env if "=" in e)
+
+
+def _env_file(ssh: SshTarget | None, unit: str, path: str, timeout_s: float) -> list[str]:
+    """An ``--env-file`` of a unit's ``docker run``, read where the CLI reads it: on the Box."""
+    argv = ssh_prefix(ssh, ["cat", "--", path])
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+    if done.returncode != 0:
+        err = ssh.redact(done.stderr or "") if ssh else done.stderr or ""
+        raise ProductionReadError(
+            f"unit {unit}: its docker run's --env-file {path} cannot be read by the ssh user "
+            f"(exit {done.returncode}: {err.strip()[-200:]}); make it readable to that user or pass "
+            "the variables with -e in the unit"
+        )
+    return parse_env_file(done.stdout, path)
+
+
+def _unit_container(client: Any, unit: str, run: ContainerRun, env: tuple[str, ...]) -> ProductionRead:
     """A unit's ``docker run``: the image it names as the Box's Docker has it (its digest, entrypoint and
-    default command), the run's arguments, ``-e`` (a bare name takes the unit's value), mounts, devices."""
+    default command), the run's arguments, its environment (``env``: its env files, then ``-e``, bare
+    names with the unit's values), mounts, devices."""
     if client is None:
         raise ProductionReadError(
             f"unit {unit} runs `{run.cli} run {run.image}`: no Docker client to read it"
@@ -112,8 +134,6 @@ def _unit_container(client: Any, unit: str, run: ContainerRun, unit_env: tuple[s
     cfg = image.get("Config") or {}
     entrypoint = run.entrypoint if run.entrypoint is not None else tuple(cfg.get("Entrypoint") or ())
     command = run.command or tuple(cfg.get("Cmd") or ())
-    given = dict(e.split("=", 1) for e in unit_env if "=" in e)
-    env = tuple(e if "=" in e else f"{e}={given[e]}" for e in run.env if "=" in e or e in given)
     return ProductionRead(
         kind="unit",
         name=unit,

@@ -11,6 +11,7 @@ their values. The options and why: docs/ssh.md.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -170,29 +171,60 @@ class LostConnection:
 
 
 @dataclass
+class _Master:
+    """The one authenticated ssh connection the dials ride (OpenSSH connection sharing). Its remote
+    command reads the pipe we hold: when this process ends, however it ends, the pipe closes, the
+    command ends and the master goes once its last dial has closed -- nothing outlives the controller."""
+
+    proc: subprocess.Popen[bytes]
+    stderr: IO[bytes]
+    hold: int  # the write end of the master's stdin
+    control_dir: str
+    path: str  # the control socket, in a directory only this user can enter
+    started: float  # time.monotonic()
+
+
+@dataclass
 class _Dial:
     proc: subprocess.Popen[bytes]
     stderr: IO[bytes]
     sock: socket.socket
+    master: _Master | None = None  # the shared connection it rode, if any
+
+
+# Unix socket paths are at most 108 bytes; ssh appends a random suffix while it binds
+_CONTROL_PATH_MAX = 80
+_MASTER_RETRY_S = 5.0  # a master lost sooner than this after its start is not started again at once
 
 
 @dataclass
 class SshTransport:
-    """The ssh processes carrying one client's Docker connections, and the ones that were lost."""
+    """The ssh processes carrying one client's Docker connections, and the ones that were lost.
+
+    A Docker exec or log stream hijacks its HTTP connection, so each takes a new dial: a full ssh
+    handshake each (~0.25 s on loopback, more on a busy Box) made a Box run's probe reads and engine
+    queries cost seconds. The dials share one master connection instead (``ControlMaster``), ~0.03 s
+    each; while there is no master (starting, lost) a dial connects on its own, as before.
+    """
 
     target: SshTarget
     lost: list[LostConnection] = field(default_factory=list)
     _dials: list[_Dial] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _master: _Master | None = None
 
     def open(self, timeout: float | None) -> socket.socket:
         """A socket whose other end is ``ssh … docker system dial-stdio``: the daemon's API."""
         self.reap()
+        master = self._shared_connection()
         ours, theirs = socket.socketpair()
         err = tempfile.TemporaryFile()
+        argv = self.target.argv(_DIAL)
+        if master is not None:  # a missing socket (the master still authenticating): ssh dials alone
+            argv[1:1] = ["-o", "ControlMaster=no", "-o", f"ControlPath={master.path}"]
         try:
             proc = subprocess.Popen(
-                self.target.argv(_DIAL),
+                argv,
                 stdin=theirs,
                 stdout=theirs,
                 stderr=err,
@@ -207,8 +239,64 @@ class SshTransport:
             theirs.close()
         ours.settimeout(timeout)
         with self._lock:
-            self._dials.append(_Dial(proc, err, ours))
+            self._dials.append(_Dial(proc, err, ours, master))
         return ours
+
+    def _shared_connection(self) -> _Master | None:
+        """The live master, one started when there is none (none at all where sharing cannot work)."""
+        with self._lock:
+            m = self._master
+            if m is not None and m.proc.poll() is None:
+                return m
+            if m is not None and time.monotonic() - m.started < _MASTER_RETRY_S:
+                return None  # lost a moment ago: the Box is likely unreachable, dial alone
+            if m is not None:
+                self._end_master(m, wait_s=0)
+            self._master = self._start_master()
+            return self._master
+
+    def _start_master(self) -> _Master | None:
+        control_dir = tempfile.mkdtemp(prefix="strix-ssh-")
+        path = os.path.join(control_dir, "m")
+        if len(path) > _CONTROL_PATH_MAX:
+            os.rmdir(control_dir)
+            return None
+        read_end, hold = os.pipe()
+        err = tempfile.TemporaryFile()
+        argv = self.target.argv("cat >/dev/null")
+        argv[1:1] = ["-o", "ControlMaster=yes", "-o", f"ControlPath={path}"]
+        try:
+            proc = subprocess.Popen(
+                argv, stdin=read_end, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
+            )
+        except OSError:
+            os.close(hold)
+            err.close()
+            shutil.rmtree(control_dir, ignore_errors=True)
+            return None
+        finally:
+            os.close(read_end)
+        return _Master(proc, err, hold, control_dir, path, time.monotonic())
+
+    @staticmethod
+    def _end_master(m: _Master, wait_s: float) -> None:
+        """Close the master's pipe (its remote command ends, and the master once its dials have);
+        a master still there after ``wait_s`` (a frozen Box answers nothing) is terminated."""
+        try:
+            os.close(m.hold)
+        except OSError:
+            pass  # closed already
+        try:
+            m.proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            m.proc.terminate()
+            try:
+                m.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                m.proc.kill()
+                m.proc.wait(timeout=5)
+        m.stderr.close()
+        shutil.rmtree(m.control_dir, ignore_errors=True)
 
     def reap(self) -> None:
         """Collect the ended ssh processes; keep those that ended by ssh's own failure."""
@@ -217,7 +305,7 @@ class SshTransport:
             self._dials = [d for d in self._dials if d not in ended]
         for d in ended:
             if d.proc.returncode == _SSH_FAILED:
-                self.lost.append(LostConnection(datetime.now(UTC), self._stderr(d)))
+                self.lost.append(LostConnection(datetime.now(UTC), self._said(d)))
             d.stderr.close()
 
     def lost_since(self, since: datetime | None = None, wait_s: float = 0.0) -> list[LostConnection]:
@@ -242,9 +330,11 @@ class SshTransport:
         return self.lost[-1].stderr if self.lost else None
 
     def close(self) -> None:
-        """End every ssh process this client started (bounded), closing their sockets first."""
+        """End every ssh process this client started (bounded), closing their sockets first, the
+        master last."""
         with self._lock:
             dials, self._dials = self._dials, []
+            master, self._master = self._master, None
         for d in dials:
             d.sock.close()  # EOF: dial-stdio ends and ssh with it
         deadline = time.monotonic() + 2  # for all of them together: a frozen Box answers no EOF
@@ -260,14 +350,29 @@ class SshTransport:
                 d.proc.kill()
                 d.proc.wait(timeout=5)
             d.stderr.close()
+        if master is not None:
+            self._end_master(master, wait_s=max(0.0, deadline - time.monotonic()))
 
-    def _stderr(self, d: _Dial) -> str:
-        try:
-            d.stderr.seek(0)
-            text = d.stderr.read()[-_STDERR_TAIL:].decode("utf-8", "replace")
-        except (OSError, ValueError):
-            return ""
+    def _said(self, d: _Dial) -> str:
+        """ssh's words for a lost dial: a dial riding the master ends without any when the master's
+        connection drops (the master has them: "closed by remote host", "not responding")."""
+        text = _tail(d.stderr)
+        if d.master is not None:
+            try:
+                d.master.proc.wait(timeout=1)  # it ends a moment after its dials
+            except subprocess.TimeoutExpired:
+                pass
+            if d.master.proc.returncode == _SSH_FAILED:
+                text = _tail(d.master.stderr) or text
         return self.target.redact("; ".join(line.strip() for line in text.splitlines() if line.strip()))
+
+
+def _tail(f: IO[bytes]) -> str:
+    try:
+        f.seek(0)
+        return f.read()[-_STDERR_TAIL:].decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return ""
 
 
 # ---------------------------------------------------------------- docker-py over the ssh processes

@@ -15,6 +15,8 @@ it): the baseline runs that image, those arguments and that model file.
 from __future__ import annotations
 
 import argparse
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -179,7 +181,8 @@ def test_the_baseline_runs_production_as_deployed_and_doctor_sees_it_change(
         assert without_listen(cfg["Cmd"]) == without_listen(prod["Config"]["Cmd"])
         assert cfg["Cmd"][cfg["Cmd"].index("--port") + 1] != str(port)
         assert launched["Image"] == prod["Image"]  # the same image, by id
-        assert set(ENV) <= set(cfg["Env"])
+        assert {*ENV, "STRIX_TEST_FROM_FILE=the file"} <= set(cfg["Env"])
+        assert {*ENV, "STRIX_TEST_FROM_FILE=the file"} <= set(prod["Config"]["Env"])  # as production has it
         binds = {m["Destination"]: m["Source"] for m in launched["Mounts"]}
         assert binds[f"/models/{model_path.name}"] == str(model_path)  # the same model file
 
@@ -260,12 +263,28 @@ def unit_healthy(unit: FakeUnit, url: str) -> None:
         raise AssertionError(f"{e}; the unit's log:\n{unit.log()[-3000:]}") from None
 
 
-def unit_exec_start(image: str, binary: Path, model_path: Path, ctx: int, port: int) -> list[str]:
-    """A unit's ``docker run`` of production, in the foreground as systemd runs it: its environment
-    passed by name (the unit's value), its model mounted read-only, its entrypoint the binary."""
+# what the unit's --env-file holds: a value of its own, and one its -e replaces
+FROM_FILE = "STRIX_TEST_FROM_FILE=the file\nGGML_VK_VISIBLE_DEVICES=7\n"
+
+
+def env_file() -> Path:
+    """The unit's --env-file where the Box's user can read it (tmp_path is root's alone)."""
+    far = Path(tempfile.mkdtemp(prefix="strix-envfile-"))
+    far.chmod(0o755)
+    path = far / "llama.env"
+    path.write_text(FROM_FILE)
+    path.chmod(0o644)
+    return path
+
+
+def unit_exec_start(image: str, binary: Path, model_path: Path, ctx: int, port: int, env: Path) -> list[str]:
+    """A unit's ``docker run`` of production, in the foreground as systemd runs it: an env file and its
+    environment passed by name (the unit's value, after the file's), its model mounted read-only, its
+    entrypoint the binary."""
     in_container = f"/models/{model_path.name}"
     return [
-        "docker", "run", "--rm", "--name", UNIT_NAME, "--network", "host", "-e", "GGML_VK_VISIBLE_DEVICES",
+        "docker", "run", "--rm", "--name", UNIT_NAME, "--network", "host", "--env-file", str(env),
+        "-e", "GGML_VK_VISIBLE_DEVICES",
         "-v", f"{model_path}:{in_container}:ro", "--entrypoint", str(binary), image,
         *production_flags(in_container, ctx, port),
     ]  # fmt: skip
@@ -286,9 +305,10 @@ def test_a_units_docker_run_is_the_baseline_and_doctor_sees_it_change(
     url = f"http://127.0.0.1:{port}/health"
     unit = FakeUnit.install(box_sshd, UNIT)
     flags = production_flags(f"/models/{model_path.name}", 1024, port)
+    envs = env_file()
     try:
         unit.set(
-            unit_exec_start(image, llama.binary, model_path, 1024, port),
+            unit_exec_start(image, llama.binary, model_path, 1024, port, envs),
             env=ENV,
             stop=["docker", "rm", "-f", UNIT_NAME],
         )
@@ -310,7 +330,8 @@ def test_a_units_docker_run_is_the_baseline_and_doctor_sees_it_change(
         read = read_host(config, HOST)
         assert read.kind == "unit" and read.name == UNIT and read.image == image
         assert read.argv == (str(llama.binary), *flags)  # the unit's entrypoint and arguments
-        assert read.env == tuple(ENV)  # `-e NAME` with the unit's value
+        # the env file's own variable, and `-e NAME` with the unit's value over the file's
+        assert read.env == ("STRIX_TEST_FROM_FILE=the file", *ENV), read.env
         base = derive_baseline(read)
         assert base.image_ref == f"{llama.registry.host}/{REPO}@{pushed.digest}"
         assert base.backend == "vulkan" and base.model_on_host == str(model_path)
@@ -331,13 +352,14 @@ def test_a_units_docker_run_is_the_baseline_and_doctor_sees_it_change(
         assert without_listen(cfg["Cmd"]) == without_listen(flags)  # the unit's arguments exactly
         assert cfg["Cmd"][cfg["Cmd"].index("--port") + 1] != str(port)
         assert launched["Image"] == prod["Image"]  # the image the unit runs, by id
-        assert set(ENV) <= set(cfg["Env"])
+        assert {*ENV, "STRIX_TEST_FROM_FILE=the file"} <= set(cfg["Env"])
+        assert {*ENV, "STRIX_TEST_FROM_FILE=the file"} <= set(prod["Config"]["Env"])  # as production has it
         binds = {m["Destination"]: m["Source"] for m in launched["Mounts"]}
         assert binds[f"/models/{model_path.name}"] == str(model_path)  # the same model file
 
         # the unit's flags change (-c 2048) and it is restarted: doctor says so, the next baseline has it
         unit.set(
-            unit_exec_start(image, llama.binary, model_path, 2048, port),
+            unit_exec_start(image, llama.binary, model_path, 2048, port, envs),
             env=ENV,
             stop=["docker", "rm", "-f", UNIT_NAME],
         )
@@ -359,3 +381,4 @@ def test_a_units_docker_run_is_the_baseline_and_doctor_sees_it_change(
         if client.containers.list(all=True, filters={"name": f"^{UNIT_NAME}$"}):
             client.containers.get(UNIT_NAME).remove(force=True)
         pushed.remove()
+        shutil.rmtree(envs.parent, ignore_errors=True)

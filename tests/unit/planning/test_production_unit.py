@@ -92,6 +92,9 @@ def box(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     def run(argv: list[str], **_: Any) -> Done:
         if argv[0] == "systemctl":
             return Done(said["systemctl"])
+        if argv[0] == "cat":  # an --env-file
+            path = argv[-1]
+            return Done(said[path]) if path in said else Done("", f"cat: {path}: Permission denied", 1)
         assert argv[1:] == ["--version"], argv
         return Done("", said.get("version", ""))
 
@@ -123,6 +126,50 @@ def test_a_units_docker_run_reads_as_its_container(box: dict[str, str]) -> None:
     assert backend_family(target.image.repository, target.image.tag) == "vulkan"
     with pytest.raises(ProductionReadError, match="not in the Box's Docker"):
         read_unit(None, "llama.service", FakeClient({}))
+
+
+def test_a_units_env_files_are_read_on_the_box_and_its_e_flags_override_them(box: dict[str, str]) -> None:
+    """``--env-file`` as the Docker CLI reads it: literal values, comments and blank lines skipped, a bare
+    name taking the unit's value; ``-e`` after every file, so it wins; a later file wins over an earlier."""
+    files = ("--env-file", "/etc/llama/base.env", "--env-file=/etc/llama/box.env")
+    box["systemctl"] = systemctl_show((*DOCKER_RUN[:2], *files, *DOCKER_RUN[2:]), "HF_TOKEN=secret LEVEL=3")
+    box["/etc/llama/base.env"] = (
+        "# the Box's GPU\nHSA_OVERRIDE_GFX_VERSION=11.5.1\n\n"
+        'GGML_VK_VISIBLE_DEVICES=1\nLEVEL\nQUOTED="a b"\n'
+    )
+    box["/etc/llama/box.env"] = "  LLAMA_ARG_THREADS=8\nHSA_OVERRIDE_GFX_VERSION=11.5.0\nUNSET\n"
+    image = {
+        "Id": "sha256:" + "c" * 64,
+        "RepoDigests": [DIGEST],
+        "Config": {"Entrypoint": ["/app/llama-server"]},
+    }
+    client = FakeClient({"ghcr.io/ggml-org/llama.cpp:server-vulkan": image})
+    read = read_unit(None, "llama.service", client)
+    assert dict(e.split("=", 1) for e in read.env) == {
+        "HSA_OVERRIDE_GFX_VERSION": "11.5.0",  # the later file
+        "GGML_VK_VISIBLE_DEVICES": "0",  # -e over the file's 1
+        "LEVEL": "3",  # a bare name: the unit's value
+        "QUOTED": '"a b"',  # literally, quotes and all, as Docker passes it
+        "LLAMA_ARG_THREADS": "8",
+        "HF_TOKEN": "secret",
+    }
+    without = read_unit(None, "llama.service", client)
+    assert without.digest == read.digest
+    box["/etc/llama/box.env"] = "LLAMA_ARG_THREADS=4\n"
+    assert read_unit(None, "llama.service", client).digest != read.digest  # a changed file is a change
+
+    del box["/etc/llama/box.env"]  # unreadable to the ssh user (root's 0600 file)
+    with pytest.raises(
+        ProductionReadError, match=r"--env-file /etc/llama/box.env cannot be read.*Permission"
+    ):
+        read_unit(None, "llama.service", client)
+    box["/etc/llama/box.env"] = "MY VAR=1\n"
+    with pytest.raises(ProductionReadError, match=r"--env-file /etc/llama/box.env line 1: variable 'MY VAR'"):
+        read_unit(None, "llama.service", client)
+    assert parse_container_run((*DOCKER_RUN[:2], *files, *DOCKER_RUN[2:])).env_files == (  # type: ignore[union-attr]
+        "/etc/llama/base.env",
+        "/etc/llama/box.env",
+    )
 
 
 def test_the_build_is_read_from_a_binarys_version_output() -> None:
