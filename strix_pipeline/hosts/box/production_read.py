@@ -17,17 +17,19 @@ from typing import Any
 from strix_pipeline.config import ProductionEngine
 from strix_pipeline.hosts.box.production import ssh_prefix
 from strix_pipeline.hosts.docker.ssh import SshTarget
+from strix_pipeline.planning.container_run import (
+    ContainerRun,
+    parse_container_run,
+    parse_env_file,
+    resolve_env,
+)
 from strix_pipeline.planning.production_baseline import (
     Backend,
-    ContainerRun,
     Mount,
     ProductionRead,
     ProductionReadError,
     parse_build,
-    parse_container_run,
-    parse_env_file,
     parse_systemctl_show,
-    resolve_env,
 )
 
 

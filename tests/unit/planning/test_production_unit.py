@@ -18,6 +18,7 @@ from strix_pipeline.fingerprint import backend_family, pair_differences
 from strix_pipeline.hosts.box import production_read
 from strix_pipeline.hosts.box.production_read import read_unit
 from strix_pipeline.hosts.docker.as_deployed import as_deployed
+from strix_pipeline.planning.container_run import parse_container_run
 from strix_pipeline.planning.production_baseline import (
     Mount,
     ProductionRead,
@@ -25,7 +26,6 @@ from strix_pipeline.planning.production_baseline import (
     derive_baseline,
     differences,
     parse_build,
-    parse_container_run,
 )
 from strix_pipeline.planning.production_target import build_of, matching_build, production_target
 from strix_pipeline.records import ImageRecord
