@@ -14,12 +14,14 @@ the image has no ``cat``) and sizes the KV cache for the profile's 4 x 2,048 tok
 (``--kv-cache-memory-bytes`` for ``--gpu-memory-utilization``, without the ``VLLM_CPU_KVCACHE_SPACE``
 that would override it): C5 at the same context, the configured 2 GiB recorded beside it.
 
-vLLM starts ONCE for the module (one run: ~90-150 s to ready on 2 cores); the tests read that run.
-Measured on a 2-core AVX-512 EPYC (2026-12-06): assembling the root filesystem 15 s, the push straight
-from the tar stream 40 s (3.52 GB, one uncompressed layer), pull and start to ready 151 s, the suite
-~5 s: 3 min 40 s for the module (it was ~11 min on a 2-core AVX2 machine with ``docker import``,
-``docker push``'s gzip on one core and bf16 there); ~7 GB of disk at the peak (the registry's blob, the
-image unpacked), all removed afterwards.
+vLLM starts ONCE for the module, in eager mode (``--enforce-eager``: the container starts with no
+compile cache; eager is ready in ~54 s where torch.compile takes ~122 s); the tests read that run.
+Measured on a 2-core AVX-512 EPYC (2026-12-06, compiled): assembling the root filesystem 15 s, the push
+straight from the tar stream 40 s (3.52 GB, one uncompressed layer), pull and start to ready 151 s, the
+suite ~5 s: 3 min 40 s for the module (it was ~11 min on a 2-core AVX2 machine with ``docker import``,
+``docker push``'s gzip on one core and bf16 there); eager on a 2-core AVX-512 Xeon (2026-12-07): 2 min
+46 s for the module. ~7 GB of disk at the peak (the registry's blob, the image unpacked), all removed
+afterwards.
 In CI (CI=true) a missing Docker, registry, vLLM env or model fails; locally the tests skip.
 
 The leftover guard removes every managed container on the daemon: see test_benchmark_docker.py on
@@ -162,7 +164,10 @@ def make_config(tmp_path: Path, image: VllmImage) -> StrixConfig:
                     "path": MODEL_NAME,  # relative, no models_dir: /models/<name> inside the image
                     "context_length": 2048,
                     "parallel": 4,
-                    "extra_flags": {"vllm": ["--dtype", DTYPE]},
+                    # the Docker launch path is under test, not vLLM's compiler: a container starts
+                    # with no compile cache, and eager mode is ready in ~54 s where torch.compile takes
+                    # ~122 s (2-core AVX-512; longer on AVX2)
+                    "extra_flags": {"vllm": ["--dtype", DTYPE, "--enforce-eager"]},
                 }
             },
             "profiles": {
@@ -311,6 +316,7 @@ def test_the_container_ran_the_box_command_without_devices_and_is_gone(
         "--max-num-seqs 4",
         "--host 127.0.0.1",
         f"--dtype {DTYPE}",
+        "--enforce-eager",  # the profile's own flags come after the Box's
     ):
         assert flag in cmd, (flag, cmd)
     assert "--gpu-memory-utilization" not in cmd

@@ -82,6 +82,9 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory):
         max_model_len=2048,
         max_num_seqs=4,
         log_dir=tmp_path_factory.mktemp("vllm-log"),
+        # what these tests read is the server, its stream and its metrics, not its compiler: eager mode
+        # is ready in ~54 s on a fresh machine where torch.compile's first start takes ~122 s
+        extra_args=["--enforce-eager"],
     )
     with srv:
         yield srv
