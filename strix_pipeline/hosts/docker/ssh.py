@@ -290,11 +290,7 @@ class SshTransport:
             m.proc.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
             m.proc.terminate()
-            try:
-                m.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                m.proc.kill()
-                m.proc.wait(timeout=5)
+            _gone(m.proc)
         m.stderr.close()
         shutil.rmtree(m.control_dir, ignore_errors=True)
 
@@ -344,11 +340,7 @@ class SshTransport:
             except subprocess.TimeoutExpired:
                 d.proc.terminate()
         for d in dials:
-            try:
-                d.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                d.proc.kill()
-                d.proc.wait(timeout=5)
+            _gone(d.proc)
             d.stderr.close()
         if master is not None:
             self._end_master(master, wait_s=max(0.0, deadline - time.monotonic()))
@@ -365,6 +357,15 @@ class SshTransport:
             if d.master.proc.returncode == _SSH_FAILED:
                 text = _tail(d.master.stderr) or text
         return self.target.redact("; ".join(line.strip() for line in text.splitlines() if line.strip()))
+
+
+def _gone(proc: subprocess.Popen[bytes]) -> None:
+    """Wait for a terminated ssh to end; one that ignores SIGTERM is killed."""
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
 
 
 def _tail(f: IO[bytes]) -> str:
