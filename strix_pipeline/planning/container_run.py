@@ -125,9 +125,11 @@ def parse_env_file(text: str, path: str) -> list[str]:
     return entries
 
 
-def resolve_env(entries: list[str], given: dict[str, str]) -> tuple[str, ...]:
+def resolve_env(entries: list[str], cli_env: tuple[str, ...]) -> tuple[str, ...]:
     """``NAME=value`` for each entry in order, a later one replacing an earlier of the same name; a bare
-    ``NAME`` takes ``given``'s value (the environment of the CLI that ran) and is left out without one."""
+    ``NAME`` takes its value in ``cli_env`` (``NAME=value``: the environment of the CLI that ran) and is
+    left out without one."""
+    given = dict(e.split("=", 1) for e in cli_env if "=" in e)
     env: dict[str, str] = {}
     for e in entries:
         name, eq, value = e.partition("=")

@@ -133,6 +133,13 @@ def _kill(bg: Background) -> None:
     bg.proc.wait()
 
 
+def _killed(bg: Background, outcome: str, error: str) -> None:
+    """Kill a build that must not go on; its result is ``error``, its row in CI's table ``outcome``."""
+    _kill(bg)
+    bg.outcome = outcome
+    bg.result = Prebuilt(bg.version, None, error, time.monotonic() - bg.started)
+
+
 def _ended(bg: Background) -> Prebuilt:
     """What a build that has ended made: its binary, or why not in its own words."""
     assert bg.proc.stdout is not None
@@ -160,13 +167,12 @@ def finish(bg: Background) -> Prebuilt:
     try:
         bg.proc.wait(timeout=max(0.0, bg.started + bg.budget - waiting))
     except subprocess.TimeoutExpired:
-        _kill(bg)
-        bg.outcome = "over its budget, killed"
-        error = (
+        _killed(
+            bg,
+            "over its budget, killed",
             f"the build of {bg.version} exceeded its budget of {bg.budget:g} s ({BUDGET_ENV}) and was "
-            f"killed; its last lines:\n{_tail(bg.log)}\nlog: {bg.log}"
+            f"killed; its last lines:\n{_tail(bg.log)}\nlog: {bg.log}",
         )
-        bg.result = Prebuilt(bg.version, None, error, time.monotonic() - bg.started)
     else:
         ended = _ended(bg)
         # seen to end now: its guard's own exit counts, as the waiting test saw it
@@ -231,10 +237,8 @@ def stop_all(session: pytest.Session) -> None:
     for bg in _builds(session.config).values():
         if bg.result is None:
             if bg.proc.poll() is None:
-                _kill(bg)
-                bg.outcome = "unfinished at the session's end, killed"
                 error = f"the session ended before the build of {bg.version} did; log: {bg.log}"
-                bg.result = Prebuilt(bg.version, None, error, time.monotonic() - bg.started)
+                _killed(bg, "unfinished at the session's end, killed", error)
             else:
                 bg.result = _ended(bg)
             _said(session.config, bg)

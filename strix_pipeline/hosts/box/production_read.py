@@ -84,35 +84,40 @@ def read_unit(
 ) -> ProductionRead:
     """A systemd unit's ``ExecStart`` and ``Environment`` (over the Box's ssh; here when it is local):
     the container its ``docker run`` starts, else the binary it runs with that binary's build."""
-    argv = ssh_prefix(ssh, ["systemctl", "show", "-p", "ExecStart", "-p", "Environment", unit])
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+    show = ["systemctl", "show", "-p", "ExecStart", "-p", "Environment", unit]
+    done, err = _on_box(ssh, show, timeout_s)
     if done.returncode != 0:
-        err = ssh.redact(done.stderr or "") if ssh else done.stderr or ""
-        raise ProductionReadError(f"systemctl show {unit}: exit {done.returncode}: {err.strip()[-300:]}")
+        raise ProductionReadError(f"systemctl show {unit}: exit {done.returncode}: {err[-300:]}")
     command, env = parse_systemctl_show(done.stdout)
     if not command:
         raise ProductionReadError(f"systemctl show {unit}: no ExecStart ({shlex.quote(done.stdout[:200])})")
     run = parse_container_run(command)
     if run is not None:
         from_files = [e for path in run.env_files for e in _env_file(ssh, unit, path, timeout_s)]
-        return _unit_container(client, unit, run, resolve_env([*from_files, *run.env], _given(env)))
+        return _unit_container(client, unit, run, resolve_env([*from_files, *run.env], env))
     build, backend = read_build(ssh, command[0], timeout_s=timeout_s)
     return ProductionRead(kind="unit", name=unit, argv=command, env=env, build=build, build_backend=backend)
 
 
-def _given(unit_env: tuple[str, ...]) -> dict[str, str]:
-    return dict(e.split("=", 1) for e in unit_env if "=" in e)
+def _on_box(
+    ssh: SshTarget | None, argv: list[str], timeout_s: float
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """``argv`` run where production lives (over the Box's ssh; here when it is local), and its stderr
+    with the ssh secrets redacted."""
+    done = subprocess.run(
+        ssh_prefix(ssh, argv), capture_output=True, text=True, timeout=timeout_s, check=False
+    )
+    err = (done.stderr or "").strip()
+    return done, ssh.redact(err) if ssh else err
 
 
 def _env_file(ssh: SshTarget | None, unit: str, path: str, timeout_s: float) -> list[str]:
     """An ``--env-file`` of a unit's ``docker run``, read where the CLI reads it: on the Box."""
-    argv = ssh_prefix(ssh, ["cat", "--", path])
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+    done, err = _on_box(ssh, ["cat", "--", path], timeout_s)
     if done.returncode != 0:
-        err = ssh.redact(done.stderr or "") if ssh else done.stderr or ""
         raise ProductionReadError(
             f"unit {unit}: its docker run's --env-file {path} cannot be read by the ssh user "
-            f"(exit {done.returncode}: {err.strip()[-200:]}); make it readable to that user or pass "
+            f"(exit {done.returncode}: {err[-200:]}); make it readable to that user or pass "
             "the variables with -e in the unit"
         )
     return parse_env_file(done.stdout, path)

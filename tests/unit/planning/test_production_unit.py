@@ -153,8 +153,7 @@ def test_a_units_env_files_are_read_on_the_box_and_its_e_flags_override_them(box
         "LLAMA_ARG_THREADS": "8",
         "HF_TOKEN": "secret",
     }
-    without = read_unit(None, "llama.service", client)
-    assert without.digest == read.digest
+    assert read_unit(None, "llama.service", client).digest == read.digest  # the same files: the same read
     box["/etc/llama/box.env"] = "LLAMA_ARG_THREADS=4\n"
     assert read_unit(None, "llama.service", client).digest != read.digest  # a changed file is a change
 
@@ -166,10 +165,8 @@ def test_a_units_env_files_are_read_on_the_box_and_its_e_flags_override_them(box
     box["/etc/llama/box.env"] = "MY VAR=1\n"
     with pytest.raises(ProductionReadError, match=r"--env-file /etc/llama/box.env line 1: variable 'MY VAR'"):
         read_unit(None, "llama.service", client)
-    assert parse_container_run((*DOCKER_RUN[:2], *files, *DOCKER_RUN[2:])).env_files == (  # type: ignore[union-attr]
-        "/etc/llama/base.env",
-        "/etc/llama/box.env",
-    )
+    parsed = parse_container_run((*DOCKER_RUN[:2], *files, *DOCKER_RUN[2:]))
+    assert parsed is not None and parsed.env_files == ("/etc/llama/base.env", "/etc/llama/box.env")
 
 
 def test_the_build_is_read_from_a_binarys_version_output() -> None:
