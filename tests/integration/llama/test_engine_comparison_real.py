@@ -15,6 +15,7 @@ from dataclasses import replace
 import pytest
 from conftest import need
 from support.pipeline_helpers import llama_available
+from support.workers import watch_beside_a_worker
 
 from strix_pipeline.config import DEFAULT_CONFIG
 from strix_pipeline.config_load import load_config
@@ -26,7 +27,6 @@ from strix_pipeline.runner.engine_comparison import (
     engine_sides,
     pair_spec,
 )
-from strix_pipeline.runner.pair_runs import HostWatch
 from strix_pipeline.warehouse import Warehouse
 
 pytestmark = [pytest.mark.llama]
@@ -47,10 +47,7 @@ def test_two_pairs_of_fresh_configured_servers_give_each_run_its_figures(tmp_pat
     # five requests at 5 clients per run: the figures are asserted, not their precision
     spec = replace(pair_spec(config, sides), ttft_requests=5)
     lines: list[str] = []
-    # a busy CI neighbour's minute is not what this asserts: only a host twice as slow drops a pair
-    runs = LocalEngineRuns(
-        config, sides, spec, tmp_path / "logs", lines.append, HostWatch(busy_probe_pct=100.0)
-    )
+    runs = LocalEngineRuns(config, sides, spec, tmp_path / "logs", lines.append, watch_beside_a_worker())
     result = compare_engines(config, sides, runs, seed=34, progress=lines.append)
     print("\n".join(lines))
     assert len(result.runs) == 4 and result.dropped_pairs == 0, lines
