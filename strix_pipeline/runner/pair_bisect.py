@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -43,6 +44,7 @@ from strix_pipeline.runner.pair_model import (
     PairsResult,
     Progress,
     RunOne,
+    descriptive_only,
 )
 from strix_pipeline.runner.pair_runs import PAIR_HOST, PairSpec, pair_profile
 from strix_pipeline.runner.pairs import compare_releases, most_pairs, records
@@ -76,7 +78,10 @@ class PairBisection:
 def can_bisect(config: StrixConfig, host: str, engine: str, metric: str, level: int) -> bool:
     """Whether the sensor's bisection of a change is decided by pairs: ``[analysis] bisect_by`` is
     "pairs", the change is of llama-server releases on host local, and a run of a pair measures its
-    figure at its level (decode at one client, TTFT at the pair's clients, prefill at its prompt)."""
+    figure at its level (decode at one client, TTFT at the pair's clients, prefill at its prompt) in a
+    way pairs can decide here: TTFT at several clients on a host whose load generator shares the
+    engine's cores is descriptive only (pair_model.descriptive_only), no budget of pairs resolves it,
+    so such a change is bisected by the stored runs, as any change pairs cannot run."""
     a = config.analysis
     if a.bisect_by != "pairs" or host != PAIR_HOST or engine != "llamacpp" or metric not in METRICS:
         return False
@@ -85,7 +90,7 @@ def can_bisect(config: StrixConfig, host: str, engine: str, metric: str, level: 
         return False
     spec = PairSpec.of(profile)
     if metric.startswith("ttft_"):
-        return level == spec.ttft_clients
+        return level == spec.ttft_clients and descriptive_only(metric, level, os.cpu_count()) is None
     if "prefill" in metric:
         return level == spec.prefill_tokens
     return level == 1

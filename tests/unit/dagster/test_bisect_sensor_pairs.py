@@ -29,8 +29,10 @@ from strix_pipeline.analysis.bisect.search import Figure, Search, side_of
 from strix_pipeline.analysis.bisect.steps import BY_PAIRS, NOISE_Z
 from strix_pipeline.config_load import load_config
 from strix_pipeline.planning.targets import partition_key
-from strix_pipeline.runner.pair_bisect import bisect_by_pairs
+from strix_pipeline.runner import pair_bisect
+from strix_pipeline.runner.pair_bisect import bisect_by_pairs, can_bisect
 from strix_pipeline.runner.pair_model import ComparedRelease
+from strix_pipeline.runner.pair_runs import PairSpec, pair_profile
 from strix_pipeline.warehouse import Warehouse
 
 METRIC = "prefill_tokens_per_s"
@@ -164,3 +166,17 @@ def test_the_sensor_bisects_a_confirmed_change_by_pairs(setup, monkeypatch):
     assert analysis.execute_in_process(instance=instance, asset_selection=keys).success
     assert only_bisection(config)[0].status == "found"
     assert sensor(ctx).run_requests == []
+
+
+@pytest.mark.parametrize("cores", [2, 8])
+def test_a_ttft_change_on_a_host_whose_load_generator_shares_its_cores_is_not_bisected_by_pairs(
+    tmp_path, monkeypatch, cores
+) -> None:
+    config = load_config(write_config(tmp_path))
+    spec = PairSpec.of(config.profiles[pair_profile(config)])
+    monkeypatch.setattr(pair_bisect.os, "cpu_count", lambda: cores)
+    # TTFT at the pairs' clients: pairs on 8 cores; on 2 it is descriptive only, the stored runs bisect it
+    assert can_bisect(config, "local", "llamacpp", "ttft_p50_ms", spec.ttft_clients) is (cores > 2)
+    # decode and prefill are pairs' on either
+    assert can_bisect(config, "local", "llamacpp", "decode_tokens_per_s", 1)
+    assert can_bisect(config, "local", "llamacpp", "prefill_tokens_per_s", spec.prefill_tokens)
