@@ -294,7 +294,8 @@ def build_box_comparisons(config: StrixConfig) -> list[dg.AssetsDefinition]:
             "candidate image: production as deployed (read from the Box, read-only) against the candidate, "
             "as [decision] box_pairs balanced AB/BA pairs of fresh Box runs (production stopped and "
             "restored around each, the night's window kept; the plan counts their runs), judged in one "
-            "look at 5 %. C3 decides on their paired ratio; without them a switch is at most provisional. "
+            "look at 5 %. C3, C5 and (with the owner's SLOs, at their load) C6 decide on their "
+            "paired ratios; without them a switch is at most provisional. "
             "Stored in `comparisons` with `matchup`."
         ),
     )

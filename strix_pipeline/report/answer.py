@@ -52,7 +52,7 @@ def deciding_criterion(d: Decision) -> CriterionResult | None:
 def deciding_text(c: CriterionResult, w: Wording) -> str:
     """The deciding figure in words: the ratio with its interval, or the memory both hold."""
     title = f"{c.criterion} ({criterion_title(c.criterion, w)})"
-    if c.criterion == "C5" and c.value is not None and c.threshold is not None:
+    if c.criterion == "C5" and c.unit == "bytes" and c.value is not None and c.threshold is not None:
         ratio = memory_ratio_words(c, w)
         return (
             f"{title}, {c.status}: {w.candidate} holds {held_text(c.value)} after load"

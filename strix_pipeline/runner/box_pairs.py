@@ -1,15 +1,17 @@
 """The decision's match-up by interleaved runs on a Box: production as deployed against the candidate.
 
-On a local host the two engines start as local processes (runner/engine_comparison.py). On a Box each
-run of a pair is a whole Box run (runner/run.run_benchmark): a fresh container of that side's image,
-production stopped before it and restored after it, the night's window kept (a run that would not
-end before the restore is not started). The baseline side is production as deployed -- its image,
-flags, environment and model file, read read-only from the Box (planning/production_baseline.py) --
-the candidate side its configured run of the candidate's image. Each run sends the smoke warm-up and
-the decision's level of the baseline run's profile only, as many requests as the weekly run sends
-there (the count C3's interval needs), and its figures are taken over every measured request, a
-failed or timed-out one counted as the request timeout (stats.quantiles.censored); with the owner's
-SLOs at that load, its goodput too (C6 decides on its paired ratio).
+On a local host the two engines start as local processes (runner/engine_comparison.py). On a Box each run
+of a pair is a whole Box run (runner/run.run_benchmark): a fresh container of that side's image,
+production stopped before it and restored after it, the night's window kept (a run that would not end
+before the restore is not started). The baseline side is production as deployed -- its image, flags,
+environment and model file, read read-only from the Box (planning/production_baseline.py) -- the
+candidate side its configured run of the candidate's image. Each run sends the smoke warm-up and the
+decision's level of the baseline run's profile only, as many requests as the weekly run sends there (the
+count C3's interval needs), and its figures are taken over every measured request, a failed or timed-out
+one counted as the request timeout (stats.quantiles.censored). With the owner's SLOs, the run sends their
+load too -- a number of clients, an open-loop rate, or the profile's trace replay -- and its goodput
+there is a figure (C6 decides on its paired ratio). Every Box run reads the memory its engine holds after
+load: C5 decides on that figure's paired ratio.
 
 The pairs are planned, not chased: ``[decision] box_pairs`` balanced AB/BA pairs, one look at the
 whole 5 % (the planner counts their runs in the night, planning/week.py), so the interval's level
@@ -24,7 +26,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from strix_pipeline.analysis.decision.criteria.slo import client_time
-from strix_pipeline.config import DecisionSLO, StrixConfig
+from strix_pipeline.config import DecisionSLO, SloLoad, StrixConfig
 from strix_pipeline.hosts.box.production_read import read_production
 from strix_pipeline.hosts.docker.host import make_client
 from strix_pipeline.hosts.docker.ssh import client_transport
@@ -42,61 +44,98 @@ from strix_pipeline.stats.quantiles import censored
 SCENARIOS = ["smoke", "concurrency_sweep"]  # the warm-up, then the decision's level
 
 
+def paired_slo_load(config: StrixConfig) -> SloLoad | None:
+    """The owner's SLO load when the SLOs are set (each pair run then sends it too: a number of
+    clients, an open-loop rate, or the profile's trace replay); None without SLOs."""
+    d = config.decision
+    return d.slo_load if d.slo is not None else None
+
+
+def pair_scenarios(config: StrixConfig) -> list[str]:
+    """What a pair run sends: the warm-up and the sweep, and the trace when the SLOs' load is its."""
+    load = paired_slo_load(config)
+    return [*SCENARIOS, "trace"] if load is not None and load.kind == "trace" else SCENARIOS
+
+
 def pair_config(config: StrixConfig, sides: EngineSides) -> StrixConfig:
-    """``config`` with each side's scenario profile cut to the decision's level of its sweep (the
-    weekly run's request count there): a pair run measures what C3 reads, nothing else."""
-    n = config.decision.concurrency
+    """``config`` with each side's scenario profile cut to what the pairs judge: the decision's level of
+    its sweep, and the SLOs' level (clients, or an open-loop rate), each at the weekly run's request
+    count: a pair run measures what C3 and C6 read, nothing else."""
+    load = paired_slo_load(config)
+    levels = sorted({config.decision.concurrency, *([load.clients] if load and load.clients else [])})
+    rates = [load.rate] if load and load.rate else []
     profiles = dict(config.profiles)
     for target in (sides.baseline, sides.candidate):
         profile = config.profiles[target.profile]
         sweep = profile.concurrency_sweep
         profiles[target.profile] = profile.model_copy(
-            update={"concurrency_sweep": sweep.model_copy(update={"levels": [n]})}
+            update={"concurrency_sweep": sweep.model_copy(update={"levels": levels, "rates": rates})}
         )
     return config.model_copy(update={"profiles": profiles})
 
 
-def goodput(rows: list[RequestRecord], clients: int, slo: DecisionSLO, timeout_s: float) -> float:
-    """Requests per second within every SLO at a closed-loop level of ``clients`` (Little's law, as
-    C6 computes it): clients x the requests meeting them / the client time all of them held, a failure
-    holding its client for the request timeout."""
-    held = sum(client_time(rows, timeout_s))
-    return clients * sum(meets_slo(q, slo) for q in rows) / held if held > 0 else 0.0
+def goodput(rows: list[RequestRecord], slo: DecisionSLO, timeout_s: float) -> float:
+    """Requests per second within every SLO over one level's ``rows``, as C6 computes it: closed loop
+    (a level of N clients), Little's law -- N x the requests meeting them / the client time all of
+    them held; open loop (arrivals on their own schedule: a rate, a trace's recorded arrivals), the
+    requests meeting them / the level's wall time, from its start to the last answer. A failure holds
+    its client, or ends, at the request timeout."""
+    held = client_time(rows, timeout_s)
+    met = sum(meets_slo(q, slo) for q in rows)
+    if rows[0].level_kind == "rate":
+        wall = max(q.sent_offset_ms / 1000 + h for q, h in zip(rows, held, strict=True))
+        return met / wall if wall > 0 else 0.0
+    return rows[0].level * met / sum(held) if sum(held) > 0 else 0.0
 
 
 def box_metrics(config: StrixConfig) -> tuple[str, ...]:
-    """What a Box's pairs judge: C3's TTFT figures, and C6's goodput when the owner set SLOs at the
-    decision's level (their load is then what each pair run sends)."""
-    d = config.decision
-    same_load = d.slo is not None and d.slo_load.kind == "concurrency" and d.slo_concurrency == d.concurrency
-    return (*METRICS, "goodput_rps") if same_load else METRICS
+    """What a Box's pairs judge: C3's TTFT figures, C5's held memory, and C6's goodput when the owner
+    set SLOs."""
+    return (*METRICS, "held_bytes", *(("goodput_rps",) if paired_slo_load(config) else ()))
+
+
+def _measured(result: RunResult, load: SloLoad) -> list[RequestRecord]:
+    """The run's measured requests at ``load`` (the warm-up left out); raises :class:`RunFailed` when it
+    has none, or none that succeeded."""
+    run = result.run
+    rows = [q for q in result.requests if load.matches(q.scenario, q.level, q.level_kind) and not q.warmup]
+    if not rows:
+        raise RunFailed(f"run {run.run_id} measured no request at {load.text()}")
+    if not any(q.ok for q in rows):
+        raise RunFailed(f"every request of run {run.run_id} at {load.text()} failed")
+    return rows
 
 
 def box_figures(
-    result: RunResult, level: int, timeout_s: float, slo: DecisionSLO | None = None
+    result: RunResult,
+    level: int,
+    timeout_s: float,
+    slo: DecisionSLO | None = None,
+    load: SloLoad | None = None,
 ) -> RunFigures:
     """A Box run's pair figures at the decision's ``level``: TTFT p95, p50 and mean over every measured
-    request there, a failed or timed-out one counted as the request timeout ``timeout_s``; or
-    :class:`RunFailed` saying why there are none."""
+    request there, a failed or timed-out one counted as the request timeout ``timeout_s``; the memory
+    its engine held after load (when the run read it); with ``slo``, its goodput at ``load`` (default
+    ``level`` clients). Raises :class:`RunFailed` saying why there are none."""
     run = result.run
     if run.status not in ("ok", "partial"):
         raise RunFailed(f"run {run.run_id} {run.status}: {run.failure_reason or 'no reason recorded'}")
-    rows = [
-        q for q in result.requests if q.scenario == "concurrency_sweep" and q.level == level and not q.warmup
-    ]
+    rows = _measured(result, SloLoad("concurrency", clients=level))
     warm = [q for q in result.requests if q.scenario == "smoke"]
-    if not rows:
-        raise RunFailed(f"run {run.run_id} measured no request at {level} clients")
-    if not any(q.ok for q in rows):
-        raise RunFailed(f"every request of run {run.run_id} at {level} clients failed")
     ttft = censored([q.ttft_ms if q.ok else None for q in rows], 1000 * timeout_s)
     values = {
         "ttft_p95_ms": float(np.percentile(ttft, 95)),
         "ttft_p50_ms": float(np.percentile(ttft, 50)),
         "ttft_mean_ms": float(np.mean(ttft)),
     }
+    # a ratio needs a positive figure: an engine that held nothing measurable (or gave memory back)
+    # leaves its pair out of C5's ratio, not out of C3's
+    if run.held_bytes is not None and run.held_bytes > 0:
+        values["held_bytes"] = float(run.held_bytes)
     if slo is not None:
-        values["goodput_rps"] = goodput(rows, level, slo, timeout_s)
+        values["goodput_rps"] = goodput(
+            _measured(result, load or SloLoad("concurrency", clients=level)), slo, timeout_s
+        )
     return RunFigures(
         values,
         warmup_ms=warm[0].e2e_ms if warm else None,
@@ -125,14 +164,13 @@ class BoxEngineRuns:
             target,
             run_id=f"{self.run_prefix}-{self.count:03d}",
             log=self.progress,
-            scenarios=SCENARIOS,
+            scenarios=pair_scenarios(self.config),
             force=True,  # a pair's run repeats a run the week already has: that is the point
         )
         timeout_s = self.config.profiles[target.profile].request_timeout_s
         d = self.config.decision
-        return box_figures(
-            result, d.concurrency, timeout_s, d.slo if "goodput_rps" in box_metrics(self.config) else None
-        )
+        load = paired_slo_load(self.config)
+        return box_figures(result, d.concurrency, timeout_s, d.slo if load else None, load)
 
 
 def box_sides(
@@ -178,7 +216,8 @@ def night_sides(
     (read-only), against ``candidate`` in the candidate engine's configured run of
     ``decision.candidate_model`` (else its first run there). Production's image is named as the registry
     knows it when ``known`` has its digest (so the pairs name the release the week's baseline run names);
-    raises ProductionReadError when there is no production to read or no such run."""
+    a production that runs a binary pairs as its matching engine build among ``known``. Raises
+    ProductionReadError when there is no production to read, no such build or no such run."""
     d = config.decision
     box = config.docker_config(d.host)
     if box.production is None or not (box.production.container or box.production.unit):
@@ -189,7 +228,7 @@ def night_sides(
         read = read_production(box.production, client, transport.target if transport else None)
     finally:
         client.close()
-    baseline = production_target(config, d.host, derive_baseline(read))
+    baseline = production_target(config, d.host, derive_baseline(read), images=known)
     same = next((i for i in known if baseline.image and i.digest == baseline.image.digest), None)
     if same is not None:
         baseline = replace(baseline, image=same)

@@ -28,6 +28,8 @@ class PairMetric:
     estimator: str
     # the smallest target this figure is decided at: a tail's noise cannot carry a 5 % step
     min_target: float = 0.0
+    # a run may lack it and still count for the other figures: it is judged on the pairs that have it
+    optional: bool = False
 
     def target(self, asked: float) -> float:
         return max(asked, self.min_target)
@@ -60,8 +62,10 @@ METRICS: dict[str, PairMetric] = {
         "ttft_p95_ms", False, "ms", "95th percentile TTFT of one level at 5 clients", min_target=0.10
     ),
 }
-# Figures only the decision's pairs judge, never a release comparison's default set: C6's goodput, measured
-# by a Box's pairs when the owner's SLOs are set at the decision's level (runner/box_pairs.py)
+# Figures only the decision's pairs judge, never a release comparison's default set (runner/box_pairs.py):
+# C6's goodput, measured by a Box's pairs when the owner's SLOs are set at a number of clients, and C5's
+# held memory, which every Box run reads (a run whose reading is missing leaves its pair out of this
+# figure only)
 DECISION_METRICS: dict[str, PairMetric] = {
     "goodput_rps": PairMetric(
         "goodput_rps",
@@ -69,6 +73,13 @@ DECISION_METRICS: dict[str, PairMetric] = {
         "req/s",
         "clients x requests within every SLO / the client time all requests held (a failure the timeout)",
         min_target=0.10,
+    ),
+    "held_bytes": PairMetric(
+        "held_bytes",
+        False,
+        "bytes",
+        "memory held after load: the host's in use with the engine loaded and idle, less before it started",
+        optional=True,
     ),
 }
 KNOWN_METRICS = {**METRICS, **DECISION_METRICS}

@@ -59,6 +59,7 @@ from strix_pipeline.runner.pair_model import (
 )
 from strix_pipeline.stats import paired
 from strix_pipeline.stats.proportions import Proportions, two_proportions
+from strix_pipeline.units import gib_text
 from strix_pipeline.warehouse.comparisons import ComparisonRecord, ComparisonRun
 
 
@@ -154,8 +155,9 @@ def compare_releases(
     def ladders(exhausted: bool) -> dict[str, paired.LadderResult]:
         out = {}
         for name in metrics:
-            va = [figs["A"].values[name] for _, figs in kept]
-            vb = [figs["B"].values[name] for _, figs in kept]
+            both = [figs for _, figs in kept if _gave(figs, name)]
+            va = [figs["A"].values[name] for figs in both]
+            vb = [figs["B"].values[name] for figs in both]
             out[name] = paired.sequential(
                 va,
                 vb,
@@ -181,7 +183,9 @@ def compare_releases(
             figs: RunFigures | None = None
             try:
                 figs = run_one(rel, label)
-                missing = [m for m in metrics if not _usable(figs.values.get(m))]
+                missing = [
+                    m for m in metrics if not KNOWN_METRICS[m].optional and not _usable(figs.values.get(m))
+                ]
                 if missing:
                     raise RunFailed(f"it measured no usable {', '.join(missing)}")
                 if figs.host_noise is not None and figs.host_noise.busy:
@@ -217,7 +221,10 @@ def compare_releases(
 
     state = ladders(exhausted=False)
     while True:
-        deciding = [s for name, s in state.items() if name not in descriptive]
+        # an optional figure rides on the pairs the others run: it may have fewer, never asks for more
+        deciding = [
+            s for name, s in state.items() if name not in descriptive and not KNOWN_METRICS[name].optional
+        ]
         want = max((s.next_pairs for s in deciding if not s.done), default=None)
         if want is None and withheld(state) and dropped <= max_dropped:
             want = next((n for n in plan if n > len(kept)), None)
@@ -249,9 +256,10 @@ def compare_releases(
             )
             break
 
-    if descriptive:  # looked at on the pairs the deciding metrics ran, reported, never deciding
+    riding = [m for m in metrics if m in descriptive or KNOWN_METRICS[m].optional]
+    if riding:  # looked at on the pairs the deciding metrics ran
         last = ladders(exhausted=True)
-        state |= {name: last[name] for name in descriptive if name in state}
+        state |= {name: last[name] for name in riding}
     failures, exclusions = _failures(runs), _exclusions(runs)
     void = None
     if exclusions.p_value < EXCLUSIONS_DIFFER_P:
@@ -308,6 +316,12 @@ def compare_releases(
     return result
 
 
+def _gave(figs: dict[Side, RunFigures], name: str) -> bool:
+    """Both runs of a kept pair gave ``name``: an optional figure (pair_model.PairMetric.optional, a
+    Box run's memory reading) is judged on the pairs that have it, and the runs' other figures count."""
+    return _usable(figs["A"].values.get(name)) and _usable(figs["B"].values.get(name))
+
+
 class _Busy(RunFailed):
     """A run on a busy host: excluded, not failed."""
 
@@ -357,7 +371,13 @@ def _drop(r: PairRun) -> PairRun:
 
 
 def _figures_text(figs: RunFigures, metrics: Sequence[str]) -> str:
-    parts = [f"{KNOWN_METRICS[m].name} {figs.values[m]:.2f} {KNOWN_METRICS[m].unit}" for m in metrics]
+    parts = [
+        f"{m} {gib_text(v, 2)}"
+        if KNOWN_METRICS[m].unit == "bytes"
+        else f"{m} {v:.2f} {KNOWN_METRICS[m].unit}"
+        for m in metrics
+        if (v := figs.values.get(m)) is not None
+    ]
     if figs.warmup_ms is not None:
         parts.append(f"warm-up {figs.warmup_ms:.0f} ms discarded")
     return ", ".join(parts)
@@ -381,6 +401,7 @@ def _metric_result(
     values = tuple(
         PairValue(o, figs["A"].values[name], figs["B"].values[name])
         for o, (_, figs) in zip(orders, kept, strict=True)
+        if _gave(figs, name)
     )
     c = s.comparison
     finite = c is not None and math.isfinite(c.ratio)
@@ -393,7 +414,7 @@ def _metric_result(
         b.tag,
         name,
         KNOWN_METRICS[name].higher_is_better,
-        c.n_pairs if c else len(kept),
+        c.n_pairs if c else len(values),
         c.ratio if finite else None,
         c.low if finite and math.isfinite(c.low) else None,
         c.high if finite and math.isfinite(c.high) else None,

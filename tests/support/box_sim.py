@@ -30,6 +30,7 @@ Use (the fixtures ``box_sshd``, ``box_key``, ``box_probe_image`` are registered 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -397,6 +398,42 @@ class BoxSim:
         monkeypatch.setattr(
             docker_host, "probe_for_host", lambda host, client, pid=None: self.probe(client, image)
         )
+
+
+class HeldWhileRunning:
+    """While one of the pipeline's engine containers runs an image whose reference contains a key of
+    ``held``, the simulated Box's GTT in use is that many bytes above idle -- what loading that engine
+    takes on a real Box, which this machine's unified memory does not show -- and idle again once it
+    is gone. A thread polls the daemon every 0.2 s (a Box run settles memory for seconds before each
+    reading)."""
+
+    def __init__(self, sim: BoxSim, client: Any, held: dict[str, int]) -> None:
+        self.sim, self.client, self.held = sim, client, held
+        self.idle = sim.scenario.gtt_used
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._follow, daemon=True)
+
+    def __enter__(self) -> HeldWhileRunning:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.sim.update(gtt_used=self.idle)
+
+    def _follow(self) -> None:
+        while not self._stop.wait(0.2):
+            extra = 0
+            try:
+                running = self.client.containers.list(filters={"label": "strix.managed=true"})
+                for c in running:
+                    ref = c.attrs["Config"]["Image"]
+                    extra = max([extra, *(n for key, n in self.held.items() if key in ref)])
+            except Exception:  # noqa: BLE001 - a container gone between list and read: next poll
+                continue
+            if self.sim.scenario.gtt_used != self.idle + extra:
+                self.sim.update(gtt_used=self.idle + extra)
 
 
 def run_gpu_container(client: Any, image: str, name: str, labels: dict[str, str]) -> Any:

@@ -63,7 +63,24 @@ def criterion_rows(d: Decision | None, held: Mapping[str, float | None], w: Word
                     run_id=p.run_ids[0] if p.run_ids else None,
                 )
             )
-        if p.criterion == "C5" and p.value is not None and p.threshold is not None and len(p.run_ids) == 2:
+        if p.criterion == "C5" and p.unit == "ratio" and p.value is not None and p.value > 0:
+            # decided by a Box's interleaved pairs: the paired ratio with its interval
+            has_ci = p.ci_low is not None and p.ci_high is not None
+            ci = f", interval {ratio_x(p.ci_low)}–{ratio_x(p.ci_high)}×" if has_ci else ""
+            rows.append(
+                ForestRow(
+                    label=f"C5 memory held{suffix}",
+                    ratio=p.value,
+                    low=p.ci_low,
+                    high=p.ci_high,
+                    threshold=p.threshold,
+                    verdict=p.status,
+                    detail=f"{w.candidate} / {w.baseline_engine} ({p.label}): {ratio_x(p.value)}× held after "
+                    f"load by interleaved pairs{ci}",
+                    run_id=p.run_ids[0] if p.run_ids else None,
+                )
+            )
+        elif p.criterion == "C5" and p.value is not None and p.threshold is not None and len(p.run_ids) == 2:
             base = held.get(p.run_ids[1])
             if base:
                 rows.append(

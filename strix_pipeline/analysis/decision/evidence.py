@@ -103,7 +103,8 @@ def side_tag(engine: str, version: str | None, model: str) -> str:
 class PairedTtft:
     """The newest comparison by interleaved pairs of one of the decision's match-ups (table ``comparisons``,
     ``matchup`` set): the candidate's TTFT p95 over the baseline's, per pair of runs (or, in
-    ``Evidence.paired_goodput``, its goodput within the SLOs over the baseline's)."""
+    ``Evidence.paired_goodput``, its goodput within the SLOs over the baseline's; in
+    ``Evidence.paired_memory``, the memory it holds after load over the baseline's)."""
 
     comparison_id: str
     release_a: str  # the baseline side (side_tag)
@@ -145,6 +146,8 @@ class Evidence:
     paired_ttft: Mapping[str, PairedTtft] = field(default_factory=dict)
     # the same for C6's goodput (metric goodput_rps): a Box's pairs measure it when the SLOs are set
     paired_goodput: Mapping[str, PairedTtft] = field(default_factory=dict)
+    # the same for C5's held memory (metric held_bytes): every Box pair run reads it
+    paired_memory: Mapping[str, PairedTtft] = field(default_factory=dict)
     # C7's: run id -> item id -> whether the run answered it, for the current evaluation set only
     quality: Mapping[str, Mapping[str, bool]] = field(default_factory=dict)
 

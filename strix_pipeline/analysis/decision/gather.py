@@ -150,11 +150,13 @@ def gather_evidence(wh: Warehouse, config: StrixConfig, now: datetime) -> Eviden
     except Exception:  # noqa: BLE001 - a warehouse without the images table: no image facts
         images = []
     window_start = now - timedelta(days=d.freshness_days)
-    # C3's comparisons by interleaved pairs (runner/engine_comparison.py): each match-up's newest fresh one
-    found = wh.engine_comparisons(d.host, "ttft_p95_ms", window_start, until=now)
-    paired = {matchup: from_row(PairedTtft, vars(rec)) for matchup, rec in found.items()}
-    found = wh.engine_comparisons(d.host, "goodput_rps", window_start, until=now)
-    paired_goodput = {matchup: from_row(PairedTtft, vars(rec)) for matchup, rec in found.items()}
+
+    def newest(metric: str) -> dict[str, PairedTtft]:
+        """Each match-up's newest fresh comparison by interleaved pairs of ``metric`` (C3's TTFT,
+        C6's goodput, C5's memory: runner/engine_comparison.py, runner/box_pairs.py)."""
+        found = wh.engine_comparisons(d.host, metric, window_start, until=now)
+        return {matchup: from_row(PairedTtft, vars(rec)) for matchup, rec in found.items()}
+
     return Evidence(
         now=now,
         window_start=window_start,
@@ -167,8 +169,9 @@ def gather_evidence(wh: Warehouse, config: StrixConfig, now: datetime) -> Eviden
         sweep={a["run_id"]: from_row(SweepReading, a) for a in sweeps if a["level"] == d.concurrency},
         images=tuple(from_row(ReleaseImage, i) for i in images),
         ttfts=WarehouseRequests(wh, DECISION_TTFT_SQL, [d.concurrency], _ttft),
-        paired_ttft=paired,
-        paired_goodput=paired_goodput,
+        paired_ttft=newest("ttft_p95_ms"),
+        paired_goodput=newest("goodput_rps"),
+        paired_memory=newest("held_bytes"),
         slo_sweep={
             a["run_id"]: from_row(SweepReading, a)
             for a in aggs

@@ -162,7 +162,7 @@ def _failure(c: CriterionResult, w: Wording, *, why: bool = True) -> str:
     """A failed criterion as a clause: its figure where it has one, else (``why``) its reason."""
     if c.criterion == "C3":
         return _ttft(c, w, f"{w.candidate}'s") + " (C3)"
-    if c.criterion == "C5" and c.value is not None and c.threshold is not None:
+    if c.criterion == "C5" and c.unit == "bytes" and c.value is not None and c.threshold is not None:
         return _memory(c, w)
     fails = f"{c.criterion} ({criterion_title(c.criterion, w)}) fails"
     return f"{fails}: {_clip(c.reason)}" if why else fails

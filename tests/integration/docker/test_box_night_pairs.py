@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from support.bench_docker import BUSYBOX, HOST, managed
 from support.box_images import ProductionWatch, PushedImage, push_image
-from support.box_sim import BoxSim, box_config, need, wait_healthy
+from support.box_sim import BoxSim, HeldWhileRunning, box_config, need, wait_healthy
 from support.infra import build_image, free_port, remove_image
 from support.llama_image import llama_rootfs
 
@@ -32,6 +33,7 @@ from strix_pipeline.config import StrixConfig
 from strix_pipeline.runner import BenchmarkTarget, run_benchmark
 from strix_pipeline.runner.box_pairs import compare_on_box, night_sides
 from strix_pipeline.runner.engine_comparison import engine_records
+from strix_pipeline.units import GIB
 from strix_pipeline.warehouse import Warehouse
 
 pytestmark = [
@@ -140,10 +142,13 @@ def test_a_night_of_pairs_decides_c3_and_without_them_a_switch_is_provisional(
     production = start_production(
         client, f"{llama.registry.host}/{PROD_REPO}:{PROD_TAG}", llama.binary, model_path, port
     )
+    box_memory = ExitStack()
     try:
         wait_healthy(url, 120)
         sim = BoxSim.build(tmp_path / "box")
         sim.install(monkeypatch, own_probe_image)
+        # loading production's engine takes 1 GiB of the Box's memory, the candidate's 1.25 GiB
+        box_memory.enter_context(HeldWhileRunning(sim, client, {PROD_REPO: GIB, CAND_REPO: GIB + GIB // 4}))
         base = box_config(
             tmp_path,
             llama,
@@ -166,6 +171,7 @@ def test_a_night_of_pairs_decides_c3_and_without_them_a_switch_is_provisional(
         )
         candidate = BenchmarkTarget(HOST, "toolbox", "gemma", "tiny", cand.record("toolbox"))
         singles = [baseline, single_run(config, candidate, f"{RUN_PREFIX}c1")]
+        assert [r.run.held_bytes for r in singles] == [GIB, GIB + GIB // 4]
         with Warehouse.open(config.project.warehouse) as wh:
             wh.load_runs(singles)
 
@@ -195,6 +201,9 @@ def test_a_night_of_pairs_decides_c3_and_without_them_a_switch_is_provisional(
         assert all(r.figures.ttft_requests == REQUESTS for r in kept if r.figures)
         p95 = next(m for m in result.metrics if m.metric == "ttft_p95_ms")
         assert p95.pairs == PAIRS and p95.look_alpha == pytest.approx(0.05)  # one look: the whole 5 %
+        # each pair run read the memory its engine held after load: C5's paired ratio
+        memory = next(m for m in result.metrics if m.metric == "held_bytes")
+        assert memory.pairs == PAIRS and memory.ratio == pytest.approx(1.25), [vars(v) for v in memory.values]
 
         with Warehouse.open(config.project.warehouse) as wh:
             wh.save_comparison(*engine_records(result, "production"))
@@ -209,7 +218,12 @@ def test_a_night_of_pairs_decides_c3_and_without_them_a_switch_is_provisional(
         assert c3.status == "pass" and paired.verdict == "switch", paired.reason
         # provisional only for resting on one candidate run (a repeat has to agree), not on single runs
         assert "rests on single runs" not in paired.reason
+        # C5 on the same pairs (not required here): 1.25x held, the whole interval above 1
+        c5 = {c.criterion: c for c in paired.criteria}["C5"]
+        assert c5.reason.startswith(f"by {PAIRS} interleaved pairs of fresh runs ({result.comparison_id})")
+        assert c5.status == "fail" and c5.value == pytest.approx(1.25), c5.reason
     finally:
+        box_memory.close()
         production.remove(force=True)
         prod.remove()
         cand.remove()

@@ -1,20 +1,29 @@
 """A Box's night of pairs without a Box: each run of a pair is a whole Box run (here a stand-in for
 runner/run.run_benchmark with a known step), the pairs balanced and interleaved, judged in one look at
-the whole 5 %, each run's TTFT figures over every measured request with failures censored, and C6's
-goodput measured when the owner's SLOs are at the decision's level; the plan counts the runs."""
+the whole 5 %, each run's TTFT figures over every measured request with failures censored, its held
+memory for C5, and C6's goodput at the owner's SLOs' load (clients, a rate, the trace); the plan counts
+the runs."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from support.decision_seed import SEPT, make_config, release_image, run_record, sweep_requests
+from support.paths import REPO
 
 from strix_pipeline.config import StrixConfig
-from strix_pipeline.planning.production_baseline import ProductionBaseline
+from strix_pipeline.config.suite import rate_level
+from strix_pipeline.config_load import load_config
+from strix_pipeline.planning.production_baseline import (
+    ProductionBaseline,
+    ProductionRead,
+    ProductionReadError,
+)
 from strix_pipeline.planning.targets import BenchmarkTarget
 from strix_pipeline.planning.week import box_pair_runs
 from strix_pipeline.records import RunResult
@@ -53,9 +62,17 @@ def sides():
     return box_sides(baseline, candidate)
 
 
-def stand_in(step: float, seen: list[tuple[str, list[str] | None, str]], n: int = 90):
+def stand_in(
+    step: float,
+    seen: list[tuple[str, list[str] | None, str]],
+    n: int = 90,
+    held_gib: dict[str, float] | None = None,
+    no_reading: int | None = None,
+):
     """run_benchmark's stand-in: the candidate's TTFTs ``step`` times the baseline's, a slow hour
-    (every third run) slowing both alike; the first request of every candidate run times out."""
+    (every third run) slowing both alike; the first request of every candidate run times out. Each
+    run sends every level of its profile's sweep and holds ``held_gib[engine]`` after load (run number
+    ``no_reading`` read no memory)."""
 
     def run(config, target, *, run_id, log, scenarios, force):
         seen.append((target.engine, scenarios, run_id))
@@ -63,8 +80,18 @@ def stand_in(step: float, seen: list[tuple[str, list[str] | None, str]], n: int 
         rng = np.random.default_rng(len(seen))
         scale = slow * (step if target.engine == "vllm" else 1.0)
         ttfts = (rng.lognormal(np.log(400.0), 0.1, n) * scale).tolist()
-        record = run_record(run_id, target.engine, started_at=datetime.now(UTC))
-        requests = sweep_requests(run_id, record.started_at, ttfts, level=config.decision.concurrency)
+        held = None if held_gib is None or len(seen) == no_reading else held_gib[target.engine]
+        record = run_record(run_id, target.engine, started_at=datetime.now(UTC), held_gib=held)
+        sweep = config.profiles[target.profile].concurrency_sweep
+        requests = [
+            q for n in sweep.levels for q in sweep_requests(run_id, record.started_at, ttfts, level=n)
+        ]
+        for rate in sweep.rates:  # open loop: one request a second, as the rows are sent
+            at = sweep_requests(run_id, record.started_at, ttfts, level=rate_level(rate))
+            requests += [replace(q, level_kind="rate") for q in at]
+        if "trace" in scenarios:  # a trace replayed at its recorded arrivals
+            at = sweep_requests(run_id, record.started_at, ttfts, level=90)
+            requests += [replace(q, scenario="trace", level_kind="rate") for q in at]
         if target.engine == "vllm":
             q = requests[0]
             q.ok, q.ttft_ms, q.e2e_ms, q.error_class = False, None, None, "timeout"
@@ -110,16 +137,81 @@ def test_a_runs_figures_count_a_timed_out_request_as_the_timeout() -> None:
     assert "goodput_rps" not in figs.values
 
 
-def test_goodput_is_paired_only_with_slos_at_the_decisions_level() -> None:
+def test_goodput_is_paired_with_slos_at_a_number_of_clients_or_a_rate_and_measured_there() -> None:
+    def cut(config: StrixConfig) -> tuple[list[int], list[float]]:
+        sweep = box_pairs.pair_config(config, sides()).profiles["standard"].concurrency_sweep
+        return sweep.levels, sweep.rates
+
     assert "goodput_rps" not in box_metrics(make_config())
     assert "goodput_rps" in box_metrics(make_config(slo={"ttft_ms": 1000}))
-    assert "goodput_rps" not in box_metrics(make_config(slo={"ttft_ms": 1000, "concurrency": 8}))
+    # SLOs at 8 clients: each pair run sends 8 too, beside the decision's 5
+    eight = with_profile(make_config(slo={"ttft_ms": 1000, "concurrency": 8}))
+    assert "goodput_rps" in box_metrics(eight) and cut(eight) == ([5, 8], [])
+    # at an arrival rate: the open-loop level at that rate, after the decision's level
+    rate = with_profile(make_config(slo={"ttft_ms": 1000, "load": "2/s"}))
+    assert "goodput_rps" in box_metrics(rate) and cut(rate) == ([5], [2.0])
+    # at a trace's load: the sweep at the decision's level, then the profile's trace replayed
+    trace = with_profile(make_config(slo={"ttft_ms": 1000, "load": "trace"}))
+    assert "goodput_rps" in box_metrics(trace) and cut(trace) == ([5], [])
+    assert box_pairs.pair_scenarios(trace) == ["smoke", "concurrency_sweep", "trace"]
+    assert box_pairs.pair_scenarios(rate) == box_pairs.SCENARIOS
+
     run = run_record("r", "vllm")
-    requests = sweep_requests("r", run.started_at, [500.0] * 8 + [1500.0, 1500.0])
-    slo = make_config(slo={"ttft_ms": 1000}).decision.slo
-    figs = box_figures(RunResult(run=run, requests=requests), 5, timeout_s=60.0, slo=slo)
-    # 5 clients x 8 within the SLOs / the 10 requests' client time (E2E = TTFT + 5 s)
-    assert figs.values["goodput_rps"] == pytest.approx(5 * 8 / (8 * 5.5 + 2 * 6.5))
+    at5 = sweep_requests("r", run.started_at, [100.0] * 10, level=5)
+    at8 = sweep_requests("r", run.started_at, [500.0] * 8 + [1500.0, 1500.0], level=8)
+    load8 = eight.decision.slo_load
+    figs = box_figures(RunResult(run=run, requests=at5 + at8), 5, 60.0, eight.decision.slo, load8)
+    # 8 clients x 8 within the SLOs / the 10 requests' client time at 8 (E2E = TTFT + 5 s)
+    assert figs.values["goodput_rps"] == pytest.approx(8 * 8 / (8 * 5.5 + 2 * 6.5))
+    assert figs.values["ttft_p95_ms"] == pytest.approx(100.0)  # C3's figure stays at the decision's level
+    # open loop at 2/s (stored as level 120 a minute): 8 within / the wall time from the level's start
+    # to its last answer (sent at 9 s, answered 6.5 s later)
+    at2 = [replace(q, level=120, level_kind="rate") for q in at8]
+    figs = box_figures(
+        RunResult(run=run, requests=at5 + at2), 5, 60.0, rate.decision.slo, rate.decision.slo_load
+    )
+    assert figs.values["goodput_rps"] == pytest.approx(8 / (9 + 6.5))
+
+
+@pytest.mark.parametrize(
+    "load", [{"concurrency": 8}, {"load": "2/s"}, {"load": "trace"}], ids=["clients", "rate", "trace"]
+)
+def test_a_pair_run_is_sent_the_slos_load_and_goodput_is_judged_on_the_pairs(monkeypatch, load) -> None:
+    config = with_profile(make_config(box_pairs=3, slo={"ttft_ms": 1000, **load}))
+    seen: list = []
+    monkeypatch.setattr(box_pairs, "run_benchmark", stand_in(0.7, seen, n=30))
+    result = compare_on_box(config, sides(), run_prefix="slo-x", seed=3, progress=lambda line: None)
+    assert all(s == box_pairs.pair_scenarios(config) for _, s, _ in seen)
+    goodput = next(m for m in result.metrics if m.metric == "goodput_rps")
+    assert goodput.pairs == 3 and all(v.a > 0 and v.b > 0 for v in goodput.values)
+
+
+def test_each_pair_run_gives_its_held_memory_and_c5s_ratio_is_judged_on_the_pairs_that_read_it(
+    monkeypatch,
+) -> None:
+    run = run_record("r", "vllm", held_gib=2.0)
+    figs = box_figures(
+        RunResult(run=run, requests=sweep_requests("r", run.started_at, [100.0] * 10)), 5, 60.0
+    )
+    assert figs.values["held_bytes"] == 2.0 * 2**30
+    for held in (None, 0.0, -0.1):  # no reading, or memory given back: no ratio can be made of it
+        run = run_record("r", "vllm", held_gib=held)
+        figs = box_figures(
+            RunResult(run=run, requests=sweep_requests("r", run.started_at, [100.0] * 10)), 5, 60.0
+        )
+        assert "held_bytes" not in figs.values and figs.values["ttft_p95_ms"] == 100.0
+
+    config = with_profile(make_config(box_pairs=4))
+    seen: list = []
+    held = {"llamacpp": 10.0, "vllm": 12.5}
+    monkeypatch.setattr(box_pairs, "run_benchmark", stand_in(0.7, seen, held_gib=held, no_reading=3))
+    result = compare_on_box(config, sides(), run_prefix="mem-x", seed=3, progress=lambda line: None)
+    by = {m.metric: m for m in result.metrics}
+    # run 3 read no memory: its pair is left out of C5's ratio only, C3's keeps all four
+    assert by["held_bytes"].pairs == 3 and by["ttft_p95_ms"].pairs == 4 and result.dropped_pairs == 0
+    assert by["held_bytes"].ratio == pytest.approx(1.25)
+    rows, _ = records(result)
+    assert {r.metric for r in rows} >= {"ttft_p95_ms", "held_bytes"}
 
 
 def test_the_plan_counts_a_box_nights_pair_runs_and_a_night_of_fewer_than_three_is_refused() -> None:
@@ -135,3 +227,31 @@ def test_the_boxs_baseline_side_is_production_as_deployed() -> None:
     with pytest.raises(ValueError, match="production as deployed"):
         box_sides(replace(s.baseline, production=None), s.candidate)
     assert s.baseline.production is PRODUCTION
+
+
+def test_a_production_that_runs_a_binary_pairs_as_its_matching_engine_build(monkeypatch) -> None:
+    config = load_config(REPO / "config" / "strix-halo.example.toml")
+    d = config.decision
+    read = ProductionRead(
+        kind="unit",
+        name="llama.service",
+        argv=("/opt/llama/llama-server", "-m", config.models[d.baseline_model or "qwen3-30b-a3b-gguf"].path),
+        env=("GGML_VK_VISIBLE_DEVICES=0",),
+        build="b6123",
+    )
+    monkeypatch.setattr(box_pairs, "make_client", lambda box, timeout_s: SimpleNamespace(close=lambda: None))
+    monkeypatch.setattr(box_pairs, "client_transport", lambda client: None)
+    monkeypatch.setattr(box_pairs, "read_production", lambda production, client, target: read)
+    cand = release_image("v0.11.0", "a", SEPT, SEPT)
+    vulkan = replace(
+        release_image("server-vulkan-b6123", "3", SEPT, SEPT),
+        engine="llamacpp",
+        repository="ggml-org/llama.cpp",
+    )
+    rocm = replace(vulkan, tag="server-rocm-b6123", digest="sha256:" + "4" * 64)
+    # the build production's binary runs, in its backend family: not the ROCm image of it
+    s = box_pairs.night_sides(config, cand, [rocm, vulkan])
+    assert s.baseline.image == vulkan and s.baseline.production is not None
+    assert s.baseline.production.build == "b6123"
+    with pytest.raises(ProductionReadError, match=r"llama.cpp b6123 \(vulkan\): no known llamacpp image"):
+        box_pairs.night_sides(config, cand, [rocm])

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from strix_pipeline.analysis.decision.criteria.pairing import _measured_pair, _on_both_matchups, _quant_note
+from strix_pipeline.analysis.decision.criteria.pairing import (
+    _measured_pair,
+    _on_both_matchups,
+    _quant_note,
+    paired_comparison,
+    pairs_interval,
+)
 from strix_pipeline.analysis.decision.criteria.runs import (
     _baseline_runs,
     _candidate_runs,
@@ -12,7 +18,8 @@ from strix_pipeline.analysis.decision.criteria.runs import (
     _ready,
     _result,
 )
-from strix_pipeline.analysis.decision.evidence import Evidence, RunFacts
+from strix_pipeline.analysis.decision.evidence import Evidence, PairedTtft, RunFacts
+from strix_pipeline.analysis.decision.matchup_table import ratio_text
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.memory.summary import MEMORY_UNRELIABLE
 from strix_pipeline.records import CriterionResult
@@ -121,6 +128,24 @@ def _memory_on(ev: Evidence, config: StrixConfig, matchup: str) -> CriterionResu
         f"{gib_text(b_held, 1)} ({_label(b)}){_breakdown(b)}{_same_context_note(c, b)}"
         f"{_production_pool_note(c)}, family {_family(c, config)}{ctx}{_quant_note(c, b)}{paired}"
     )
+    by_pairs = paired_comparison(ev.paired_memory, matchup, c, b)
+    if isinstance(by_pairs, PairedTtft) and by_pairs.low is not None and by_pairs.high is not None:
+        # the interleaved pairs decide; the two single runs are shown beside them
+        limit = 1 + d.memory_tolerance_pct / 100
+        status, verdict = _memory_by_pairs(by_pairs, limit, d.baseline_engine)
+        return _result(
+            "C5",
+            status,
+            f"{verdict}; beside them, the single runs: {reason}",
+            runs=[c, b],
+            value=by_pairs.ratio,
+            threshold=limit,
+            ci=(by_pairs.low, by_pairs.high),
+            unit="ratio",
+            mismatch=c.quantization != b.quantization,
+        )
+    if isinstance(by_pairs, str):
+        reason += f"; {by_pairs}"
     return _result(
         "C5",
         "pass" if c_held <= threshold else "fail",
@@ -131,3 +156,16 @@ def _memory_on(ev: Evidence, config: StrixConfig, matchup: str) -> CriterionResu
         unit="bytes",
         mismatch=c.quantization != b.quantization,
     )
+
+
+def _memory_by_pairs(p: PairedTtft, limit: float, baseline: str) -> tuple[str, str]:
+    """C5's status and verdict on the interleaved pairs: the paired ratio of held memory (candidate over
+    baseline) against 1 + the tolerance. Memory barely varies between runs of one build, so the
+    interval is narrow and a pass needs all of it at or below the limit."""
+    ci = f"{pairs_interval(p, 'held memory ')} of each run's memory held after load)"
+    assert p.low is not None and p.high is not None
+    if p.high <= limit:
+        return "pass", f"{ci}, wholly at or below {ratio_text(limit)}: holds no more than {baseline}"
+    if p.low > limit:
+        return "fail", f"{ci}, wholly above {ratio_text(limit)}: holds more than {baseline}"
+    return "unknown", f"inconclusive {ci}: it contains {ratio_text(limit)}"
