@@ -16,8 +16,13 @@ from pathlib import Path
 from strix_pipeline.provision import vllm_env
 
 INDEX_ENV = "PIP_INDEX_URL"
-# the user's own setting, read before the session replaces it (conftest imports this module first)
-_REAL_INDEX = os.environ.get(INDEX_ENV)
+# The user's own setting, read before the session replaces it (conftest imports this module first)
+# and kept under REAL_INDEX_ENV ("" for pip's default): a pytest-xdist worker starts with the
+# environment its controller's session had already changed, so it reads the user's from there.
+REAL_INDEX_ENV = "STRIX_TEST_REAL_PIP_INDEX_URL"
+if REAL_INDEX_ENV not in os.environ:
+    os.environ[REAL_INDEX_ENV] = os.environ.get(INDEX_ENV, "")
+_REAL_INDEX = os.environ[REAL_INDEX_ENV] or None
 
 
 def real_index() -> str | None:

