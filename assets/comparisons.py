@@ -29,8 +29,9 @@ from strix_pipeline.records import ImageRecord
 from strix_pipeline.runner.box_pairs import compare_on_box, night_sides
 from strix_pipeline.runner.engine_comparison import METRICS, compare_engines, engine_records, engine_sides
 from strix_pipeline.runner.pair_model import PairsResult
+from strix_pipeline.runner.pair_records import records
 from strix_pipeline.runner.pair_runs import PAIR_HOST, pair_log_dir, release_to_run
-from strix_pipeline.runner.pairs import compare_releases, records
+from strix_pipeline.runner.pairs import compare_releases
 from strix_pipeline.warehouse import Warehouse
 
 ENGINE = "llamacpp"  # the engine comparisons by pairs can start on host local

@@ -33,6 +33,7 @@ from strix_pipeline.cli.common import config_of, open_reader, open_warehouse, sh
 from strix_pipeline.config import StrixConfig
 from strix_pipeline.planning.resolution import resolution_lines
 from strix_pipeline.runner.pair_model import METRICS, PairsResult, descriptive_only
+from strix_pipeline.runner.pair_records import records
 from strix_pipeline.runner.pair_runs import (
     PAIR_HOST,
     PairSpec,
@@ -42,7 +43,7 @@ from strix_pipeline.runner.pair_runs import (
     pair_profile,
     resolve_release,
 )
-from strix_pipeline.runner.pairs import compare_releases, records
+from strix_pipeline.runner.pairs import compare_releases
 from strix_pipeline.stats import paired
 from strix_pipeline.warehouse import ComparisonRecord, WarehouseError
 

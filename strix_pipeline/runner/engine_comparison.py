@@ -30,8 +30,9 @@ from strix_pipeline.runner.pair_model import (
     RunFigures,
     RunOne,
 )
+from strix_pipeline.runner.pair_records import records
 from strix_pipeline.runner.pair_runs import MIN_TTFT_REQUESTS, HostWatch, PairSpec, measure_run
-from strix_pipeline.runner.pairs import compare_releases, records
+from strix_pipeline.runner.pairs import compare_releases
 from strix_pipeline.warehouse.comparisons import ComparisonRecord, ComparisonRun
 
 # What C3 reads of a pair of runs: the p95 decides (at a >= 10 % target, runner/pair_model.METRICS), the

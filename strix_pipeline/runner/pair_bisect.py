@@ -46,8 +46,9 @@ from strix_pipeline.runner.pair_model import (
     RunOne,
     descriptive_only,
 )
+from strix_pipeline.runner.pair_records import records
 from strix_pipeline.runner.pair_runs import PAIR_HOST, PairSpec, pair_profile
-from strix_pipeline.runner.pairs import compare_releases, most_pairs, records
+from strix_pipeline.runner.pairs import compare_releases, most_pairs
 from strix_pipeline.warehouse.bisections import BisectionRecord, BisectionStep
 from strix_pipeline.warehouse.changes import ChangeRecord
 

@@ -23,8 +23,9 @@ from support.workers import watch_beside_a_worker
 
 from strix_pipeline.quality.items import ITEMS
 from strix_pipeline.runner.pair_model import METRICS
+from strix_pipeline.runner.pair_records import records
 from strix_pipeline.runner.pair_runs import LocalLlamaRuns, PairSpec, resolve_release
-from strix_pipeline.runner.pairs import compare_releases, records
+from strix_pipeline.runner.pairs import compare_releases
 from strix_pipeline.stats import paired
 from strix_pipeline.warehouse import Warehouse
 

@@ -29,7 +29,7 @@ from strix_pipeline.planning.week import box_pair_runs
 from strix_pipeline.records import RunResult
 from strix_pipeline.runner import box_pairs
 from strix_pipeline.runner.box_pairs import box_figures, box_metrics, box_sides, compare_on_box
-from strix_pipeline.runner.pairs import records
+from strix_pipeline.runner.pair_records import records
 from strix_pipeline.stats import paired
 
 HOST = "strix-halo"

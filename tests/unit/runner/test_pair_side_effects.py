@@ -26,8 +26,9 @@ from strix_pipeline.hosts.probes.host_noise import HostNoise
 from strix_pipeline.loadgen import SuiteResult
 from strix_pipeline.records import RequestRecord, RequestTable
 from strix_pipeline.runner.pair_model import ComparedRelease, RunFailed
+from strix_pipeline.runner.pair_records import records
 from strix_pipeline.runner.pair_runs import PairSpec, figures_of
-from strix_pipeline.runner.pairs import compare_releases, records
+from strix_pipeline.runner.pairs import compare_releases
 from strix_pipeline.stats.paired import sequential
 
 T0 = datetime(2026, 12, 4, tzinfo=UTC)

@@ -11,7 +11,8 @@ from support.pair_standin import PairStandIn
 
 from strix_pipeline.hosts.probes.host_noise import HostNoise
 from strix_pipeline.runner.pair_model import THROUGHPUT_METRICS, ComparedRelease
-from strix_pipeline.runner.pairs import compare_releases, records
+from strix_pipeline.runner.pair_records import records
+from strix_pipeline.runner.pairs import compare_releases
 from strix_pipeline.stats import paired
 from strix_pipeline.warehouse import Warehouse
 

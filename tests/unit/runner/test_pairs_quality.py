@@ -9,7 +9,8 @@ from support.pair_standin import PairStandIn
 from strix_pipeline.quality.items import ITEMS
 from strix_pipeline.runner.pair_bisect import bisect_by_pairs
 from strix_pipeline.runner.pair_model import THROUGHPUT_METRICS, ComparedRelease
-from strix_pipeline.runner.pairs import compare_releases, records
+from strix_pipeline.runner.pair_records import records
+from strix_pipeline.runner.pairs import compare_releases
 from strix_pipeline.warehouse import Warehouse
 
 A, B = ComparedRelease("b11401", "11401.0.0"), ComparedRelease("b11434")
