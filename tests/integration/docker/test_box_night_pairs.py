@@ -10,7 +10,9 @@ runs come first -- production as deployed, then the candidate, each once -- then
 (runner/box_pairs.py): each run stops production, starts a fresh container of its side, sends the
 decision's level and is stopped, production restored. C3's threshold is set to a ratio of 3 so that
 identical engines pass with confidence once an interval exists: what is under test is what C3
-decides on, not which engine is faster.
+decides on, not which engine is faster. The simulated Box holds 1 GiB while production's engine runs
+and 1.25 GiB while the candidate's does (support/box_sim.HeldWhileRunning), so every run reads a held
+figure and C5 decides on the pairs' ratio of them (not required here, so the switch does not hang on it).
 """
 
 from __future__ import annotations
