@@ -25,12 +25,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from strix_pipeline.analysis.decision.criteria.slo import client_time
+from strix_pipeline.analysis.decision.criteria.slo import goodput_sums
 from strix_pipeline.config import DecisionSLO, SloLoad, StrixConfig
 from strix_pipeline.hosts.box.production_read import read_production
 from strix_pipeline.hosts.docker.host import make_client
 from strix_pipeline.hosts.docker.ssh import client_transport
-from strix_pipeline.loadgen.metrics import meets_slo
 from strix_pipeline.planning.production_baseline import ProductionReadError, derive_baseline
 from strix_pipeline.planning.production_target import production_target
 from strix_pipeline.records import ImageRecord, RequestRecord, RunResult
@@ -74,18 +73,23 @@ def pair_config(config: StrixConfig, sides: EngineSides) -> StrixConfig:
     return config.model_copy(update={"profiles": profiles})
 
 
-def goodput(rows: list[RequestRecord], slo: DecisionSLO, timeout_s: float) -> float:
-    """Requests per second within every SLO over one level's ``rows``, as C6 computes it: closed loop
-    (a level of N clients), Little's law -- N x the requests meeting them / the client time all of
-    them held; open loop (arrivals on their own schedule: a rate, a trace's recorded arrivals), the
-    requests meeting them / the level's wall time, from its start to the last answer. A failure holds
-    its client, or ends, at the request timeout."""
-    held = client_time(rows, timeout_s)
-    met = sum(meets_slo(q, slo) for q in rows)
-    if rows[0].level_kind == "rate":
-        wall = max(q.sent_offset_ms / 1000 + h for q, h in zip(rows, held, strict=True))
-        return met / wall if wall > 0 else 0.0
-    return rows[0].level * met / sum(held) if sum(held) > 0 else 0.0
+def goodput(result: RunResult, rows: list[RequestRecord], slo: DecisionSLO, timeout_s: float) -> float:
+    """Requests per second within every SLO over one level's ``rows`` of ``result``, as C6 computes it
+    (criteria/slo.goodput_sums): closed loop (a level of N clients), N x the requests meeting them / the
+    client time all of them held; open loop (a rate, a trace's recorded arrivals), the requests meeting
+    them / the level's wall time, its aggregate's first send to last completion."""
+    q = rows[0]
+    level = (q.scenario, q.level, q.level_kind)
+    agg = next((a for a in result.aggregates if (a.scenario, a.level, a.level_kind) == level), None)
+    good, held = goodput_sums(
+        rows,
+        slo,
+        timeout_s,
+        open_loop=q.level_kind == "rate",
+        clients=q.level,
+        wall_s=agg.duration_s if agg else None,
+    )
+    return sum(good) / sum(held) if sum(held) > 0 else 0.0
 
 
 def box_metrics(config: StrixConfig) -> tuple[str, ...]:
@@ -133,9 +137,8 @@ def box_figures(
     if run.held_bytes is not None and run.held_bytes > 0:
         values["held_bytes"] = float(run.held_bytes)
     if slo is not None:
-        values["goodput_rps"] = goodput(
-            _measured(result, load or SloLoad("concurrency", clients=level)), slo, timeout_s
-        )
+        at = _measured(result, load or SloLoad("concurrency", clients=level))
+        values["goodput_rps"] = goodput(result, at, slo, timeout_s)
     return RunFigures(
         values,
         warmup_ms=warm[0].e2e_ms if warm else None,

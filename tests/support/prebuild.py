@@ -258,7 +258,7 @@ def stop_all(session: pytest.Session) -> None:
         )
 
 
-def group_of(item: pytest.Item) -> str | None:
+def xdist_group_of(item: pytest.Item) -> str | None:
     """The pytest-xdist group ``item`` is in (``--dist loadgroup`` runs a group on one worker)."""
     mark = item.get_closest_marker("xdist_group")
     return None if mark is None else str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
@@ -284,7 +284,7 @@ class Prebuilds:
             return
         self.on_worker = True
         for item in session.items:
-            group = group_of(item)
+            group = xdist_group_of(item)
             if group is not None and (versions := wanted([item])):
                 self.by_group.setdefault(group, []).extend(versions)
 
@@ -294,7 +294,7 @@ class Prebuilds:
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
         if self.on_worker:
             # this worker was handed the item's group: its builds start now, beside its tests
-            start_all(item.config, self.by_group.pop(group_of(item) or "", []), self.command)
+            start_all(item.config, self.by_group.pop(xdist_group_of(item) or "", []), self.command)
             if (mark := item.get_closest_marker(MARKER)) is not None:
                 start_all(item.config, [str(mark.args[0])], self.command)  # a test outside any group
         wait_for(item)

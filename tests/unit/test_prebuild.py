@@ -27,8 +27,9 @@ import os, sys, time
 from pathlib import Path
 
 here = Path(__file__).parent
-(here / "build.pid.new").write_text(f"{os.getpid()} {os.getpgid(0)}")
-(here / "build.pid.new").rename(here / "build.pid")
+# a name of its own first: two workers may each build at once (a test outside any group)
+(here / f"build.pid.{os.getpid()}").write_text(f"{os.getpid()} {os.getpgid(0)}")
+(here / f"build.pid.{os.getpid()}").rename(here / "build.pid")
 with open(here / "builds", "a") as f:  # one line per build started
     f.write(f"{os.getpid()}:{os.environ.get('PYTEST_XDIST_WORKER')}\\n")
 print("configuring 1.0.0", flush=True)

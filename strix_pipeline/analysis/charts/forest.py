@@ -49,37 +49,11 @@ def criterion_rows(d: Decision | None, held: Mapping[str, float | None], w: Word
     for p in matchups or _unpaired(d):
         suffix = f" · {p.label}" if matchups else ""
         if p.criterion == "C3" and p.value is not None and p.value > 0:
-            has_ci = bool(p.ci_low and p.ci_high)
-            ci = f", 95 % interval {ratio_x(p.ci_low)}–{ratio_x(p.ci_high)}×" if has_ci else ""
-            rows.append(
-                ForestRow(
-                    label=f"C3 TTFT p95 at {w.concurrency}{suffix}",
-                    ratio=p.value,
-                    low=p.ci_low if has_ci else None,
-                    high=p.ci_high if has_ci else None,
-                    threshold=p.threshold,
-                    verdict=p.status,
-                    detail=f"{w.candidate} / {w.baseline_engine} ({p.label}): {ratio_x(p.value)}×{ci}",
-                    run_id=p.run_ids[0] if p.run_ids else None,
-                )
-            )
+            rows.append(_ratio_row(p, f"C3 TTFT p95 at {w.concurrency}{suffix}", "", "95 % interval", w))
         if p.criterion == "C5" and p.unit == "ratio" and p.value is not None and p.value > 0:
             # decided by a Box's interleaved pairs: the paired ratio with its interval
-            has_ci = p.ci_low is not None and p.ci_high is not None
-            ci = f", interval {ratio_x(p.ci_low)}–{ratio_x(p.ci_high)}×" if has_ci else ""
-            rows.append(
-                ForestRow(
-                    label=f"C5 memory held{suffix}",
-                    ratio=p.value,
-                    low=p.ci_low,
-                    high=p.ci_high,
-                    threshold=p.threshold,
-                    verdict=p.status,
-                    detail=f"{w.candidate} / {w.baseline_engine} ({p.label}): {ratio_x(p.value)}× held after "
-                    f"load by interleaved pairs{ci}",
-                    run_id=p.run_ids[0] if p.run_ids else None,
-                )
-            )
+            what = " held after load by interleaved pairs"
+            rows.append(_ratio_row(p, f"C5 memory held{suffix}", what, "interval", w))
         elif p.criterion == "C5" and p.value is not None and p.threshold is not None and len(p.run_ids) == 2:
             base = held.get(p.run_ids[1])
             if base:
@@ -97,6 +71,23 @@ def criterion_rows(d: Decision | None, held: Mapping[str, float | None], w: Word
                     )
                 )
     return rows
+
+
+def _ratio_row(p: MatchupRow, label: str, what: str, interval: str, w: Wording) -> ForestRow:
+    """A criterion decided on a ratio with its interval (C3; C5 on a Box's pairs)."""
+    assert p.value is not None
+    has_ci = bool(p.ci_low and p.ci_high)
+    ci = f", {interval} {ratio_x(p.ci_low)}–{ratio_x(p.ci_high)}×" if has_ci else ""
+    return ForestRow(
+        label=label,
+        ratio=p.value,
+        low=p.ci_low if has_ci else None,
+        high=p.ci_high if has_ci else None,
+        threshold=p.threshold,
+        verdict=p.status,
+        detail=f"{w.candidate} / {w.baseline_engine} ({p.label}): {ratio_x(p.value)}×{what}{ci}",
+        run_id=p.run_ids[0] if p.run_ids else None,
+    )
 
 
 def _unpaired(d: Decision) -> list[MatchupRow]:

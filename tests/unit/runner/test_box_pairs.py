@@ -26,7 +26,7 @@ from strix_pipeline.planning.production_baseline import (
 )
 from strix_pipeline.planning.targets import BenchmarkTarget
 from strix_pipeline.planning.week import box_pair_runs
-from strix_pipeline.records import RunResult
+from strix_pipeline.records import LevelAggregate, RunResult
 from strix_pipeline.runner import box_pairs
 from strix_pipeline.runner.box_pairs import box_figures, box_metrics, box_sides, compare_on_box
 from strix_pipeline.runner.pair_records import records
@@ -167,8 +167,14 @@ def test_goodput_is_paired_with_slos_at_a_number_of_clients_or_a_rate_and_measur
     # open loop at 2/s (stored as level 120 a minute): 8 within / the wall time from the level's start
     # to its last answer (sent at 9 s, answered 6.5 s later)
     at2 = [replace(q, level=120, level_kind="rate") for q in at8]
+    # the level's aggregate, as the run stores it: its first send to its last completion
+    level = LevelAggregate("r", "concurrency_sweep", 120, "rate", 10, 0, duration_s=9 + 6.5)
     figs = box_figures(
-        RunResult(run=run, requests=at5 + at2), 5, 60.0, rate.decision.slo, rate.decision.slo_load
+        RunResult(run=run, requests=at5 + at2, aggregates=[level]),
+        5,
+        60.0,
+        rate.decision.slo,
+        rate.decision.slo_load,
     )
     assert figs.values["goodput_rps"] == pytest.approx(8 / (9 + 6.5))
 

@@ -97,24 +97,36 @@ def load_text(load: SloLoad, reading: SweepReading | None) -> str:
 
 
 def goodput_sums(
-    requests: Sequence[RequestOutcome], r: RunFacts, slo: DecisionSLO, reading: SweepReading, load: SloLoad
+    requests: Sequence[RequestOutcome],
+    slo: DecisionSLO,
+    timeout_s: float | None,
+    *,
+    open_loop: bool,
+    clients: int,
+    wall_s: float | None,
 ) -> tuple[list[float], list[float]]:
-    """Per request, goodput's numerator and denominator terms: closed loop, (N x met, the client time
-    it held); open loop (a rate, a trace's arrivals), (met, the level's wall time / its requests)."""
+    """Per request, goodput's numerator and denominator terms: closed loop, (``clients`` x met, the
+    client time it held); open loop (a rate, a trace's arrivals), (met, the level's wall time ``wall_s``
+    -- its first send to its last completion -- / its requests)."""
     met = [float(meets_slo(q, slo)) for q in requests]
-    if reading.level_kind == "rate":
-        held = client_time(requests, r.request_timeout_s)
-        wall = reading.duration_s if reading.duration_s else sum(held)
+    if open_loop:
+        wall = wall_s if wall_s else sum(client_time(requests, timeout_s))
         return met, [wall / len(requests)] * len(requests)
-    n = load.clients if load.kind == "concurrency" and load.clients else reading.level or 1
-    return [n * m for m in met], client_time(requests, r.request_timeout_s)
+    return [clients * m for m in met], client_time(requests, timeout_s)
 
 
 def _side(
     requests: Sequence[RequestOutcome], r: RunFacts, slo: DecisionSLO, reading: SweepReading, load: SloLoad
 ) -> tuple[list, list, str]:
     """Goodput's sums per request (:func:`goodput_sums`) and the side's figures in words."""
-    good, held = goodput_sums(requests, r, slo, reading, load)
+    good, held = goodput_sums(
+        requests,
+        slo,
+        r.request_timeout_s,
+        open_loop=reading.level_kind == "rate",
+        clients=load.clients if load.kind == "concurrency" and load.clients else reading.level or 1,
+        wall_s=reading.duration_s,
+    )
     speeds = [s for s in (user_speed(q) for q in requests) if s is not None]
     goodput = _interval(*ratio_of_sums(good, held, CONFIDENCE), "req/s")
     per_user = _interval(*ratio_of_sums(speeds, [1.0] * len(speeds), CONFIDENCE), "tok/s per user")
